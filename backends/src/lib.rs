@@ -1,0 +1,1 @@
+//! GPU backends (PTX, WGSL) — see ARCHITECTURE.md.

@@ -1,0 +1,42 @@
+//! `ferrotile-ir`: the tiled intermediate representation of ferrotile.
+//!
+//! Pipeline stages that live here, in order:
+//! - [`types`]: dtypes, symbolic dims, tile/view types;
+//! - [`ir`]: the SSA data structure with structured regions;
+//! - [`builder`]: typing and shape rules — used by the macro at compile time
+//!   and replayed by the specializer at launch time;
+//! - [`analysis`]: facts the macro needs (which pointers are written);
+//! - [`specialize`]: bind constexprs and dtypes, fold, re-check;
+//! - [`dce`]: remove dead ops; [`verify`]: invariants of specialized IR;
+//! - [`print`]: the stable text form.
+//!
+//! This crate has no dependency on the runtime so that the proc-macro can
+//! link it and type-check kernels while `rustc` runs.
+
+pub mod analysis;
+pub mod builder;
+pub mod dce;
+pub mod ir;
+pub mod print;
+pub mod specialize;
+pub mod types;
+pub mod verify;
+
+pub use builder::{Builder, TypeError};
+pub use ir::*;
+pub use specialize::{specialize, SpecializeError};
+pub use types::*;
+
+impl Kernel {
+    /// Serialize for embedding in generated code.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("IR serializes")
+    }
+    pub fn from_json(s: &str) -> Result<Kernel, String> {
+        serde_json::from_str(s).map_err(|e| e.to_string())
+    }
+    /// The text form (see [`print`]).
+    pub fn to_text(&self) -> String {
+        print::print(self)
+    }
+}

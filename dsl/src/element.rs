@@ -1,0 +1,86 @@
+//! Host element types and their dtypes.
+
+use ferrotile_ir::DType;
+pub use half::{bf16, f16};
+
+/// A Rust type that can live in a ferrotile [`crate::Buffer`] or be passed as
+/// a scalar kernel argument.
+pub trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
+    const DTYPE: DType;
+    fn to_le_bytes_vec(v: &[Self]) -> Vec<u8>;
+    fn from_le_bytes_slice(b: &[u8]) -> Vec<Self>;
+    /// The value as a scalar argument.
+    fn to_scalar(self) -> crate::interp::Scalar;
+}
+
+/// The element types a dtype-generic kernel (`<T: Float>`) accepts.
+pub trait FloatElement: Element {
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! elem {
+    ($t:ty, $d:expr, $n:expr, |$v:ident| $sc:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn to_le_bytes_vec(v: &[Self]) -> Vec<u8> {
+                v.iter().flat_map(|x| x.to_le_bytes()).collect()
+            }
+            fn from_le_bytes_slice(b: &[u8]) -> Vec<Self> {
+                b.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect()
+            }
+            fn to_scalar(self) -> crate::interp::Scalar {
+                let $v = self;
+                $sc
+            }
+        }
+    };
+}
+
+use crate::interp::Scalar;
+elem!(f32, DType::F32, 4, |v| Scalar::F(v as f64, DType::F32));
+elem!(f16, DType::F16, 2, |v| Scalar::F(v.to_f64(), DType::F16));
+elem!(bf16, DType::BF16, 2, |v| Scalar::F(v.to_f64(), DType::BF16));
+elem!(i32, DType::I32, 4, |v| Scalar::I(v as i64, DType::I32));
+elem!(u32, DType::U32, 4, |v| Scalar::I(v as i64, DType::U32));
+elem!(i64, DType::I64, 8, |v| Scalar::I(v, DType::I64));
+elem!(i8, DType::I8, 1, |v| Scalar::I(v as i64, DType::I8));
+elem!(u8, DType::U8, 1, |v| Scalar::I(v as i64, DType::U8));
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn to_le_bytes_vec(v: &[Self]) -> Vec<u8> {
+        v.iter().map(|&b| b as u8).collect()
+    }
+    fn from_le_bytes_slice(b: &[u8]) -> Vec<Self> {
+        b.iter().map(|&x| x != 0).collect()
+    }
+    fn to_scalar(self) -> Scalar {
+        Scalar::I(self as i64, DType::Bool)
+    }
+}
+
+impl FloatElement for f32 {
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+impl FloatElement for f16 {
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+}
+impl FloatElement for bf16 {
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+}

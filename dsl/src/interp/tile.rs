@@ -1,0 +1,458 @@
+//! Tile values of the interpreter and the elementwise arithmetic on them.
+//!
+//! The semantics here are the reference every backend must match:
+//! - f16/bf16 arithmetic is done in f32 and rounded to nearest-even after
+//!   every op (for +, -, *, /, sqrt this equals correctly rounded f16/bf16);
+//! - integer arithmetic wraps; `/` and `%` truncate toward zero (C/Rust);
+//!   division by zero is an error; shifts by ≥ the bit width give 0 (or the
+//!   sign for arithmetic right shifts of signed types);
+//! - float → int casts truncate and saturate, NaN → 0; int → float and
+//!   f32 → f16/bf16 round to nearest-even;
+//! - `maximum`/`minimum` return the non-NaN operand when one is NaN.
+
+use half::{bf16, f16};
+use ferrotile_ir::{BinOp, CmpOp, DType, UnOp};
+use std::borrow::Cow;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewVal {
+    pub param: u32,
+    pub base: i64,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    B(Vec<bool>),
+    I8(Vec<i8>),
+    U8(Vec<u8>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+    /// (parameter index, element offset) per element.
+    Ptr(Vec<(u32, i64)>),
+    View(Box<ViewVal>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tile {
+    pub shape: Vec<usize>,
+    pub data: Data,
+}
+
+macro_rules! each_vec {
+    ($d:expr, $v:ident => $e:expr) => {
+        match $d {
+            Data::B($v) => $e,
+            Data::I8($v) => $e,
+            Data::U8($v) => $e,
+            Data::I32($v) => $e,
+            Data::U32($v) => $e,
+            Data::I64($v) => $e,
+            Data::F16($v) => $e,
+            Data::BF16($v) => $e,
+            Data::F32($v) => $e,
+            Data::Ptr($v) => $e,
+            Data::View(_) => panic!("view has no elements"),
+        }
+    };
+}
+
+macro_rules! map_vec {
+    ($d:expr, $v:ident => $e:expr) => {
+        match $d {
+            Data::B($v) => Data::B($e),
+            Data::I8($v) => Data::I8($e),
+            Data::U8($v) => Data::U8($e),
+            Data::I32($v) => Data::I32($e),
+            Data::U32($v) => Data::U32($e),
+            Data::I64($v) => Data::I64($e),
+            Data::F16($v) => Data::F16($e),
+            Data::BF16($v) => Data::BF16($e),
+            Data::F32($v) => Data::F32($e),
+            Data::Ptr($v) => Data::Ptr($e),
+            Data::View(v) => Data::View(v.clone()),
+        }
+    };
+}
+
+impl Data {
+    pub fn len(&self) -> usize {
+        match self {
+            Data::View(_) => 1,
+            d => each_vec!(d, v => v.len()),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            Data::B(_) => DType::Bool,
+            Data::I8(_) => DType::I8,
+            Data::U8(_) => DType::U8,
+            Data::I32(_) => DType::I32,
+            Data::U32(_) => DType::U32,
+            Data::I64(_) => DType::I64,
+            Data::F16(_) => DType::F16,
+            Data::BF16(_) => DType::BF16,
+            Data::F32(_) => DType::F32,
+            Data::Ptr(_) | Data::View(_) => DType::I64,
+        }
+    }
+
+    /// Gather elements by index (used by every shape op).
+    pub fn gather(&self, idx: &[usize]) -> Data {
+        map_vec!(self, v => idx.iter().map(|&i| v[i]).collect())
+    }
+
+    /// Elementwise choice: `cond ? self : other`.
+    pub fn select(cond: &[bool], a: &Data, b: &Data) -> Data {
+        match (a, b) {
+            (Data::B(x), Data::B(y)) => Data::B(sel(cond, x, y)),
+            (Data::I8(x), Data::I8(y)) => Data::I8(sel(cond, x, y)),
+            (Data::U8(x), Data::U8(y)) => Data::U8(sel(cond, x, y)),
+            (Data::I32(x), Data::I32(y)) => Data::I32(sel(cond, x, y)),
+            (Data::U32(x), Data::U32(y)) => Data::U32(sel(cond, x, y)),
+            (Data::I64(x), Data::I64(y)) => Data::I64(sel(cond, x, y)),
+            (Data::F16(x), Data::F16(y)) => Data::F16(sel(cond, x, y)),
+            (Data::BF16(x), Data::BF16(y)) => Data::BF16(sel(cond, x, y)),
+            (Data::F32(x), Data::F32(y)) => Data::F32(sel(cond, x, y)),
+            (Data::Ptr(x), Data::Ptr(y)) => Data::Ptr(sel(cond, x, y)),
+            _ => panic!("select of mismatched data"),
+        }
+    }
+
+    pub fn splat(&self, n: usize) -> Data {
+        map_vec!(self, v => vec![v[0]; n])
+    }
+
+    /// All values as f32 (floats exactly; ints rounded).
+    pub fn as_f32(&self) -> Cow<'_, [f32]> {
+        match self {
+            Data::F32(v) => Cow::Borrowed(v),
+            Data::F16(v) => Cow::Owned(v.iter().map(|x| x.to_f32()).collect()),
+            Data::BF16(v) => Cow::Owned(v.iter().map(|x| x.to_f32()).collect()),
+            d => Cow::Owned(d.as_i64().iter().map(|&x| x as f32).collect()),
+        }
+    }
+
+    /// All values as i64 (bools 0/1; floats truncated and saturated, NaN → 0).
+    pub fn as_i64(&self) -> Cow<'_, [i64]> {
+        match self {
+            Data::I64(v) => Cow::Borrowed(v),
+            Data::B(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+            Data::I8(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+            Data::U8(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+            Data::I32(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+            Data::U32(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
+            Data::F16(_) | Data::BF16(_) | Data::F32(_) => Cow::Owned(self.as_f32().iter().map(|&x| x as i64).collect()),
+            Data::Ptr(_) | Data::View(_) => panic!("pointer as integer"),
+        }
+    }
+
+    pub fn as_bool(&self) -> &[bool] {
+        match self {
+            Data::B(v) => v,
+            _ => panic!("expected a bool tile"),
+        }
+    }
+
+    /// Build from f32 values, rounding to `d` (a float dtype).
+    pub fn from_f32(v: Vec<f32>, d: DType) -> Data {
+        match d {
+            DType::F32 => Data::F32(v),
+            DType::F16 => Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+            DType::BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+            _ => Data::from_i64(v.iter().map(|&x| x as i64).collect(), d),
+        }
+    }
+
+    /// Build from i64 values, wrapping to `d` (an integer or bool dtype).
+    pub fn from_i64(v: Vec<i64>, d: DType) -> Data {
+        match d {
+            DType::Bool => Data::B(v.iter().map(|&x| x != 0).collect()),
+            DType::I8 => Data::I8(v.iter().map(|&x| x as i8).collect()),
+            DType::U8 => Data::U8(v.iter().map(|&x| x as u8).collect()),
+            DType::I32 => Data::I32(v.iter().map(|&x| x as i32).collect()),
+            DType::U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
+            DType::I64 => Data::I64(v),
+            DType::F32 | DType::F16 | DType::BF16 => Data::from_f32(v.iter().map(|&x| x as f32).collect(), d),
+            DType::Generic(_) => panic!("generic dtype in the interpreter"),
+        }
+    }
+
+    pub fn cast(&self, to: DType) -> Data {
+        if self.dtype() == to {
+            return self.clone();
+        }
+        match (self, to) {
+            (Data::F32(v), DType::F16) => Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
+            (Data::F32(v), DType::BF16) => Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_), DType::Bool) => Data::B(self.as_f32().iter().map(|&x| x != 0.0).collect()),
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_), d) if d.is_float() => Data::from_f32(self.as_f32().into_owned(), d),
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_), d) => {
+                // saturating truncation per destination type
+                let f = self.as_f32();
+                match d {
+                    DType::I8 => Data::I8(f.iter().map(|&x| x as i8).collect()),
+                    DType::U8 => Data::U8(f.iter().map(|&x| x as u8).collect()),
+                    DType::I32 => Data::I32(f.iter().map(|&x| x as i32).collect()),
+                    DType::U32 => Data::U32(f.iter().map(|&x| x as u32).collect()),
+                    _ => Data::I64(f.iter().map(|&x| x as i64).collect()),
+                }
+            }
+            (Data::I64(v), d) if d.is_float() => {
+                // i64 → float must round once, not through f32 twice for f16
+                let f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+                match d {
+                    DType::F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
+                    DType::F16 => Data::F16(f.iter().map(|&x| f16::from_f64(x)).collect()),
+                    _ => Data::BF16(f.iter().map(|&x| bf16::from_f64(x)).collect()),
+                }
+            }
+            (_, d) if d.is_float() => {
+                let f: Vec<f64> = self.as_i64().iter().map(|&x| x as f64).collect();
+                match d {
+                    DType::F32 => Data::F32(f.iter().map(|&x| x as f32).collect()),
+                    DType::F16 => Data::F16(f.iter().map(|&x| f16::from_f64(x)).collect()),
+                    _ => Data::BF16(f.iter().map(|&x| bf16::from_f64(x)).collect()),
+                }
+            }
+            (_, d) => Data::from_i64(self.as_i64().into_owned(), d),
+        }
+    }
+
+    pub fn zeros(d: DType, n: usize) -> Data {
+        if d.is_float() {
+            Data::from_f32(vec![0.0; n], d)
+        } else {
+            Data::from_i64(vec![0; n], d)
+        }
+    }
+}
+
+fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
+    c.iter().zip(a.iter().zip(b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()
+}
+
+pub fn bits(d: DType) -> u32 {
+    d.bits()
+}
+
+/// Elementwise binary op on equal-length data of one dtype.
+pub fn binary(op: BinOp, a: &Data, b: &Data) -> Result<Data, String> {
+    let d = a.dtype();
+    if let (Data::F32(x), Data::F32(y)) = (a, b) {
+        return Ok(Data::F32(x.iter().zip(y).map(|(&p, &q)| fbin(op, p, q)).collect()));
+    }
+    if d.is_float() {
+        let (x, y) = (a.as_f32(), b.as_f32());
+        return Ok(Data::from_f32(x.iter().zip(y.iter()).map(|(&p, &q)| fbin(op, p, q)).collect(), d));
+    }
+    if d == DType::Bool {
+        let (x, y) = (a.as_bool(), b.as_bool());
+        return Ok(Data::B(
+            x.iter()
+                .zip(y)
+                .map(|(&p, &q)| match op {
+                    BinOp::And | BinOp::LAnd | BinOp::Min => p & q,
+                    BinOp::Or | BinOp::LOr | BinOp::Max => p | q,
+                    BinOp::Xor => p ^ q,
+                    _ => unreachable!("typed away by the builder"),
+                })
+                .collect(),
+        ));
+    }
+    if let (Data::I32(x), Data::I32(y)) = (a, b) {
+        if matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul) {
+            return Ok(Data::I32(
+                x.iter()
+                    .zip(y)
+                    .map(|(&p, &q)| match op {
+                        BinOp::Add => p.wrapping_add(q),
+                        BinOp::Sub => p.wrapping_sub(q),
+                        _ => p.wrapping_mul(q),
+                    })
+                    .collect(),
+            ));
+        }
+    }
+    let (x, y) = (a.as_i64(), b.as_i64());
+    let w = bits(d);
+    let signed = d.is_signed();
+    let mut out = Vec::with_capacity(x.len());
+    for (&p, &q) in x.iter().zip(y.iter()) {
+        out.push(ibin(op, p, q, w, signed)?);
+    }
+    Ok(Data::from_i64(out, d))
+}
+
+fn fbin(op: BinOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::Max => a.max(b),
+        BinOp::Min => a.min(b),
+        _ => unreachable!("typed away by the builder: {op:?} on floats"),
+    }
+}
+
+pub fn ibin(op: BinOp, a: i64, b: i64, w: u32, signed: bool) -> Result<i64, String> {
+    Ok(match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        BinOp::Div => {
+            if b == 0 {
+                return Err("integer division by zero".into());
+            }
+            a.wrapping_div(b)
+        }
+        BinOp::Rem => {
+            if b == 0 {
+                return Err("integer remainder by zero".into());
+            }
+            a.wrapping_rem(b)
+        }
+        BinOp::And => a & b,
+        BinOp::Or => a | b,
+        BinOp::Xor => a ^ b,
+        BinOp::Shl => {
+            if b < 0 || b >= w as i64 {
+                0
+            } else {
+                a.wrapping_shl(b as u32)
+            }
+        }
+        BinOp::Shr => {
+            if b < 0 || b >= w as i64 {
+                if signed && a < 0 {
+                    -1
+                } else {
+                    0
+                }
+            } else {
+                a >> b
+            }
+        }
+        BinOp::Max => a.max(b),
+        BinOp::Min => a.min(b),
+        BinOp::LAnd | BinOp::LOr => unreachable!("logical ops on integers are typed away"),
+    })
+}
+
+pub fn cmp(op: CmpOp, a: &Data, b: &Data) -> Data {
+    fn go<T: PartialOrd + Copy>(op: CmpOp, x: &[T], y: &[T]) -> Vec<bool> {
+        x.iter()
+            .zip(y)
+            .map(|(p, q)| match op {
+                CmpOp::Eq => p == q,
+                CmpOp::Ne => p != q,
+                CmpOp::Lt => p < q,
+                CmpOp::Le => p <= q,
+                CmpOp::Gt => p > q,
+                CmpOp::Ge => p >= q,
+            })
+            .collect()
+    }
+    Data::B(match (a, b) {
+        (Data::F32(x), Data::F32(y)) => go(op, x, y),
+        (Data::I32(x), Data::I32(y)) => go(op, x, y),
+        _ if a.dtype().is_float() => go(op, &a.as_f32(), &b.as_f32()),
+        _ => go(op, &a.as_i64(), &b.as_i64()),
+    })
+}
+
+pub fn unary(op: UnOp, x: &Data) -> Data {
+    let d = x.dtype();
+    if d.is_float() {
+        let f = x.as_f32();
+        let r: Vec<f32> = f.iter().map(|&v| funary(op, v)).collect();
+        return Data::from_f32(r, d);
+    }
+    if d == DType::Bool {
+        return Data::B(x.as_bool().iter().map(|&b| if op == UnOp::Not { !b } else { b }).collect());
+    }
+    let v = x.as_i64();
+    let r: Vec<i64> = v
+        .iter()
+        .map(|&a| match op {
+            UnOp::Neg => a.wrapping_neg(),
+            UnOp::Not => !a,
+            UnOp::Abs => a.wrapping_abs(),
+            _ => unreachable!("float-only op on integers is typed away"),
+        })
+        .collect();
+    Data::from_i64(r, d)
+}
+
+pub fn funary(op: UnOp, v: f32) -> f32 {
+    match op {
+        UnOp::Neg => -v,
+        UnOp::Not => unreachable!(),
+        UnOp::Exp => v.exp(),
+        UnOp::Exp2 => v.exp2(),
+        UnOp::Log => v.ln(),
+        UnOp::Log2 => v.log2(),
+        UnOp::Sqrt => v.sqrt(),
+        UnOp::Rsqrt => ((1.0f64) / (v as f64).sqrt()) as f32,
+        UnOp::Abs => v.abs(),
+        UnOp::Sigmoid => (1.0 / (1.0 + (-(v as f64)).exp())) as f32,
+        UnOp::Tanh => v.tanh(),
+        UnOp::Erf => erf(v as f64) as f32,
+        UnOp::Sin => v.sin(),
+        UnOp::Cos => v.cos(),
+        UnOp::Floor => v.floor(),
+        UnOp::Ceil => v.ceil(),
+    }
+}
+
+/// The error function in f64: Taylor series for |x| < 3, asymptotic erfc
+/// beyond (absolute error well below f32 resolution everywhere).
+pub fn erf(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let a = x.abs();
+    let r = if a < 3.0 {
+        let mut term = a;
+        let mut sum = a;
+        let x2 = a * a;
+        let mut n = 0.0;
+        loop {
+            n += 1.0;
+            term *= -x2 / n;
+            let t = term / (2.0 * n + 1.0);
+            sum += t;
+            if t.abs() < 1e-17 * sum.abs() {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a < 6.0 {
+        let x2 = a * a;
+        let mut s = 1.0;
+        let mut term = 1.0;
+        for k in 1..12 {
+            let nt = term * -((2 * k - 1) as f64) / (2.0 * x2);
+            if nt.abs() > term.abs() {
+                break;
+            }
+            term = nt;
+            s += term;
+        }
+        1.0 - (-x2).exp() / (a * std::f64::consts::PI.sqrt()) * s
+    } else {
+        1.0
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}

@@ -1,0 +1,70 @@
+//! # ferrotile
+//!
+//! Tile-level GPU kernels written in Rust. A kernel is a function annotated
+//! with [`kernel`]; one instance (a *program*) works on whole tiles —
+//! `program_id`, `arange`, masked `load`/`store`, broadcasting arithmetic,
+//! reductions, `dot` — and never on threads.
+//!
+//! ```
+//! use ferrotile::prelude::*;
+//!
+//! #[kernel]
+//! fn add<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, out: Ptr<f32>, n: i32) {
+//!     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+//!     let mask = offs < n;
+//!     let a = load(x + offs, mask, 0.0);
+//!     let b = load(y + offs, mask, 0.0);
+//!     store(out + offs, a + b, mask);
+//! }
+//!
+//! let dev = Device::cpu();
+//! let x = dev.from_slice(&[1.0f32, 2.0, 3.0]).unwrap();
+//! let y = dev.from_slice(&[10.0f32, 20.0, 30.0]).unwrap();
+//! let mut out = dev.zeros::<f32>(3).unwrap();
+//! add::launch(&dev, 1, &x, &y, &mut out, 3, 128).unwrap();
+//! assert_eq!(out.to_vec().unwrap(), vec![11.0, 22.0, 33.0]);
+//! ```
+//!
+//! Pipeline: the macro (`ferrotile-macros`) type-checks and lowers the
+//! function to the generic IR (`ferrotile-ir`); at launch the runtime
+//! specializes it for the constexpr values and dtypes, then a backend runs
+//! it: today the CPU interpreter ([`interp`]), the reference semantics.
+//! See `ARCHITECTURE.md`.
+
+extern crate self as ferrotile;
+
+pub mod element;
+pub mod error;
+pub mod interp;
+pub mod runtime;
+
+pub use element::{bf16, f16, Element, FloatElement};
+pub use error::{Error, Result};
+pub use ferrotile_ir as ir;
+pub use ferrotile_macros::kernel;
+pub use runtime::{Buffer, Device, DeviceKind, LaunchConfig};
+
+/// Marker for pointer arguments in kernel signatures: `x: Ptr<f32>`.
+/// Only meaningful inside `#[kernel]` functions; the launcher takes a
+/// [`Buffer`] in its place.
+pub struct Ptr<T>(std::marker::PhantomData<T>);
+
+/// Bound of dtype parameters in kernel signatures: `<T: Float>` stands for
+/// f32, f16 or bf16, chosen by the buffers passed at launch.
+pub trait Float {}
+
+/// Everything a kernel file needs.
+pub mod prelude {
+    pub use crate::{bf16, f16, kernel, Buffer, Device, Float, LaunchConfig, Ptr};
+}
+
+/// Support for generated code; not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runtime::{launch, Arg};
+    pub fn decode_ir(json: &str, file: &str) -> crate::ir::Kernel {
+        let mut k = crate::ir::Kernel::from_json(json).expect("ferrotile: IR embedded by #[kernel] fails to decode (macro/runtime version mismatch?)");
+        k.file = file.to_string();
+        k
+    }
+}

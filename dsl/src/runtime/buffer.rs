@@ -1,0 +1,60 @@
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::runtime::Device;
+use ferrotile_ir::DType;
+use std::marker::PhantomData;
+use std::sync::{Arc, RwLock};
+
+/// Host memory behind a CPU buffer. Kernel programs running on several
+/// threads take the lock per memory op (a whole tile), so concurrent stores
+/// from different programs are serialized, never a data race.
+#[derive(Debug)]
+pub struct HostMem {
+    pub(crate) data: RwLock<Vec<u8>>,
+    pub(crate) dtype: DType,
+}
+
+impl HostMem {
+    pub(crate) fn new(data: Vec<u8>, dtype: DType) -> Self {
+        HostMem { data: RwLock::new(data), dtype }
+    }
+}
+
+/// A 1-D array of `T` on a [`Device`]. Kernels see it as a `Ptr<T>`; shapes
+/// and strides are the kernel's business (passed as scalars or via views).
+#[derive(Debug)]
+pub struct Buffer<T: Element> {
+    device: Device,
+    pub(crate) mem: Arc<HostMem>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> Buffer<T> {
+    pub(crate) fn new(device: Device, mem: Arc<HostMem>, len: usize) -> Self {
+        Buffer { device, mem, len, _t: PhantomData }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// Copy the contents back to the host.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let d = self.mem.data.read().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
+        Ok(T::from_le_bytes_slice(&d))
+    }
+    /// Overwrite the contents from the host; lengths must match.
+    pub fn copy_from_slice(&mut self, src: &[T]) -> Result<()> {
+        if src.len() != self.len {
+            return Err(Error::Buffer(format!("copy of {} elements into a buffer of {}", src.len(), self.len)));
+        }
+        let mut d = self.mem.data.write().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
+        *d = T::to_le_bytes_vec(src);
+        Ok(())
+    }
+}

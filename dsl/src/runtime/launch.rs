@@ -1,0 +1,141 @@
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::interp::{self, Scalar};
+use crate::runtime::buffer::{Buffer, HostMem};
+use crate::runtime::{Device, DeviceKind};
+use ferrotile_ir::{specialize, DType, Kernel, ParamKind};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Grid and options of one launch. Converts from `u32`, `(u32, u32)`,
+/// `(u32, u32, u32)` and `[u32; 3]` (the grid, with default options).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Programs along each axis; a zero anywhere launches nothing.
+    pub grid: [u32; 3],
+    /// Warps per program (GPU backends); the interpreter ignores it.
+    pub num_warps: u32,
+    /// Software-pipelining depth of loops feeding `dot` (GPU backends).
+    pub num_stages: u32,
+}
+
+impl LaunchConfig {
+    pub fn new(grid: [u32; 3]) -> Self {
+        LaunchConfig { grid, num_warps: 4, num_stages: 2 }
+    }
+    pub fn num_warps(mut self, w: u32) -> Self {
+        self.num_warps = w;
+        self
+    }
+    pub fn num_stages(mut self, s: u32) -> Self {
+        self.num_stages = s;
+        self
+    }
+}
+
+impl From<u32> for LaunchConfig {
+    fn from(x: u32) -> Self {
+        LaunchConfig::new([x, 1, 1])
+    }
+}
+impl From<(u32, u32)> for LaunchConfig {
+    fn from((x, y): (u32, u32)) -> Self {
+        LaunchConfig::new([x, y, 1])
+    }
+}
+impl From<(u32, u32, u32)> for LaunchConfig {
+    fn from((x, y, z): (u32, u32, u32)) -> Self {
+        LaunchConfig::new([x, y, z])
+    }
+}
+impl From<[u32; 3]> for LaunchConfig {
+    fn from(g: [u32; 3]) -> Self {
+        LaunchConfig::new(g)
+    }
+}
+
+/// One launch argument, as generated launchers build them.
+pub enum Arg<'a> {
+    Buffer { mem: Arc<HostMem>, dtype: DType, len: usize, device: &'a Device, writable: bool },
+    Scalar(Scalar),
+}
+
+impl<'a> Arg<'a> {
+    pub fn buffer<T: Element>(b: &'a Buffer<T>) -> Self {
+        Arg::Buffer { mem: b.mem.clone(), dtype: T::DTYPE, len: b.len(), device: b.device(), writable: false }
+    }
+    pub fn buffer_mut<T: Element>(b: &'a mut Buffer<T>) -> Self {
+        Arg::Buffer { mem: b.mem.clone(), dtype: T::DTYPE, len: b.len(), device: b.device(), writable: true }
+    }
+    pub fn scalar<T: Element>(v: T) -> Self {
+        Arg::Scalar(v.to_scalar())
+    }
+}
+
+type CacheKey = (usize, Vec<i64>, Vec<DType>);
+
+fn cache() -> &'static Mutex<HashMap<CacheKey, Arc<Kernel>>> {
+    static C: OnceLock<Mutex<HashMap<CacheKey, Arc<Kernel>>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn dump_wanted(name: &str) -> bool {
+    match std::env::var("FERROTILE_DUMP_IR") {
+        Ok(v) if v == "1" || v == "all" => true,
+        Ok(v) => v.split(',').any(|n| n.trim() == name),
+        Err(_) => false,
+    }
+}
+
+/// Specialize `k` for a binding, memoized per (kernel, constexprs, dtypes).
+/// With `FERROTILE_DUMP_IR=1` (or a comma-separated list of kernel names)
+/// the specialized IR is printed to stderr when first built.
+pub fn specialize_cached(k: &'static Kernel, cx: &[i64], dts: &[DType]) -> Result<Arc<Kernel>> {
+    let key = (k as *const Kernel as usize, cx.to_vec(), dts.to_vec());
+    if let Some(s) = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(s.clone());
+    }
+    let spec = Arc::new(specialize(k, cx, dts)?);
+    if dump_wanted(&k.name) {
+        eprintln!("// ferrotile: specialized IR of `{}` [{}]\n{}", k.name, spec.describe_binding(), spec.to_text());
+    }
+    cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, spec.clone());
+    Ok(spec)
+}
+
+/// Entry point of generated launchers: check, specialize, run.
+pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+    let lerr = |msg: String| Error::Launch { kernel: k.name.clone(), msg };
+    if args.len() != k.params.len() {
+        return Err(lerr(format!("expected {} arguments, got {}", k.params.len(), args.len())));
+    }
+    for (p, a) in k.params.iter().zip(args.iter()) {
+        match (&p.kind, a) {
+            (ParamKind::Ptr(d), Arg::Buffer { dtype, device, .. }) => {
+                let want = d.subst(dts);
+                if want != *dtype {
+                    return Err(lerr(format!("argument `{}` must be a buffer of {want}, got {dtype}", p.name)));
+                }
+                if !device.same(dev) {
+                    return Err(lerr(format!("argument `{}` lives on {}, but the launch is on {}", p.name, device.name(), dev.name())));
+                }
+            }
+            (ParamKind::Scalar(d), Arg::Scalar(s)) => {
+                if d.subst(dts) != s.dtype() {
+                    return Err(lerr(format!("argument `{}` must be a {} scalar, got {}", p.name, d.subst(dts), s.dtype())));
+                }
+            }
+            _ => return Err(lerr(format!("argument `{}` has the wrong kind", p.name))),
+        }
+    }
+    if cfg.num_warps == 0 || !cfg.num_warps.is_power_of_two() || cfg.num_warps > 32 {
+        return Err(lerr(format!("num_warps must be a power of two in 1..=32, got {}", cfg.num_warps)));
+    }
+    let spec = specialize_cached(k, cx, dts)?;
+    if cfg.grid.iter().any(|&g| g == 0) {
+        return Ok(());
+    }
+    match dev.kind() {
+        DeviceKind::Cpu => interp::run(&spec, dev, cfg.grid, args),
+    }
+}

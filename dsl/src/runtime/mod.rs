@@ -1,0 +1,17 @@
+//! The runtime: devices, buffers, launch configuration, the specialization
+//! cache and dispatch of a launch to a backend.
+//!
+//! Takes a typed launch from generated code; checks arguments against the
+//! kernel's declaration (count, kinds, dtypes, devices), specializes (cached
+//! per kernel × constexprs × dtypes), optionally dumps the IR
+//! (`FERROTILE_DUMP_IR=1`, or `=name` for one kernel) and runs it on the
+//! device. Everything that can go wrong is an [`crate::Error`].
+
+mod buffer;
+mod device;
+mod launch;
+
+pub use buffer::Buffer;
+pub(crate) use buffer::HostMem;
+pub use device::{Device, DeviceKind};
+pub use launch::{launch, specialize_cached, Arg, LaunchConfig};
