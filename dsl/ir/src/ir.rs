@@ -175,7 +175,8 @@ pub enum DotPrecision {
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Lit {
     Int(i64),
-    Float(f64),
+    /// Stored by bit pattern so that infinities and NaN survive JSON.
+    Float(#[serde(with = "f64_bits")] f64),
     Bool(bool),
 }
 
@@ -428,5 +429,15 @@ impl Kernel {
             parts.push(format!("{n}={d}"));
         }
         parts.join(", ")
+    }
+}
+
+mod f64_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        u64::deserialize(d).map(f64::from_bits)
     }
 }

@@ -1,0 +1,192 @@
+//! Layer normalization (with weight and bias) and RMSNorm, forward, over the
+//! last axis of a row-major matrix. Statistics are computed in f32 with a
+//! two-pass (mean, then centered variance) scheme; the looped kernels walk
+//! rows longer than one tile in chunks.
+
+use crate::{check_rows, LibError};
+use ferrotile::prelude::*;
+use ferrotile::FloatElement;
+
+/// `y = (x - mean) * rsqrt(var + eps) * w + b`, one tile per row.
+#[kernel]
+pub fn layer_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, b: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
+    let row = program_id(0) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let v = load(x + row * (x_stride as i64) + cols, mask, 0.0) as f32;
+    let n = n_cols as f32;
+    let mean = sum(v, 0) / n;
+    let d = select(mask, v - mean, 0.0);
+    let var = sum(d * d, 0) / n;
+    let rstd = rsqrt(var + eps);
+    let wv = load(w + cols, mask, 0.0) as f32;
+    let bv = load(b + cols, mask, 0.0) as f32;
+    store(y + row * (y_stride as i64) + cols, (d * rstd * wv + bv) as T, mask);
+}
+
+/// Layer norm for rows longer than a tile: mean pass, variance pass, output pass.
+#[kernel]
+pub fn layer_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, b: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
+    let row = program_id(0) as i64;
+    let xrow = x + row * (x_stride as i64);
+    let yrow = y + row * (y_stride as i64);
+    let cols = arange(0, BLOCK);
+    let n = n_cols as f32;
+    let mut acc = zeros([BLOCK], f32);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        acc = acc + load(xrow + c, c < n_cols, 0.0) as f32;
+    }
+    let mean = sum(acc, 0) / n;
+    let mut acc2 = zeros([BLOCK], f32);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let mask = c < n_cols;
+        let d = select(mask, load(xrow + c, mask, 0.0) as f32 - mean, 0.0);
+        acc2 = acc2 + d * d;
+    }
+    let rstd = rsqrt(sum(acc2, 0) / n + eps);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let mask = c < n_cols;
+        let v = load(xrow + c, mask, 0.0) as f32;
+        let wv = load(w + c, mask, 0.0) as f32;
+        let bv = load(b + c, mask, 0.0) as f32;
+        store(yrow + c, ((v - mean) * rstd * wv + bv) as T, mask);
+    }
+}
+
+/// `y = x * rsqrt(mean(x^2) + eps) * w`, one tile per row.
+#[kernel]
+pub fn rms_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
+    let row = program_id(0) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let v = load(x + row * (x_stride as i64) + cols, mask, 0.0) as f32;
+    let rstd = rsqrt(sum(v * v, 0) / (n_cols as f32) + eps);
+    let wv = load(w + cols, mask, 0.0) as f32;
+    store(y + row * (y_stride as i64) + cols, (v * rstd * wv) as T, mask);
+}
+
+/// RMSNorm for rows longer than a tile.
+#[kernel]
+pub fn rms_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
+    let row = program_id(0) as i64;
+    let xrow = x + row * (x_stride as i64);
+    let yrow = y + row * (y_stride as i64);
+    let cols = arange(0, BLOCK);
+    let mut acc = zeros([BLOCK], f32);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let v = load(xrow + c, c < n_cols, 0.0) as f32;
+        acc = acc + v * v;
+    }
+    let rstd = rsqrt(sum(acc, 0) / (n_cols as f32) + eps);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let mask = c < n_cols;
+        let v = load(xrow + c, mask, 0.0) as f32;
+        let wv = load(w + c, mask, 0.0) as f32;
+        store(yrow + c, (v * rstd * wv) as T, mask);
+    }
+}
+
+/// Configuration of the normalization kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NormConfig {
+    pub block: u32,
+    pub looped: bool,
+    pub num_warps: u32,
+}
+
+impl NormConfig {
+    pub fn for_cols(cols: usize) -> Self {
+        let p = cols.max(1).next_power_of_two();
+        if p <= crate::softmax::MAX_SINGLE_TILE {
+            NormConfig { block: p as u32, looped: false, num_warps: (p / 512).clamp(1, 16) as u32 }
+        } else {
+            NormConfig { block: 4096, looped: true, num_warps: 8 }
+        }
+    }
+}
+
+fn check_vec(op: &str, name: &str, len: usize, cols: usize) -> Result<(), LibError> {
+    if len < cols {
+        return Err(LibError::Shape(format!("{op}: `{name}` has {len} elements, the rows have {cols}")));
+    }
+    Ok(())
+}
+
+/// Layer norm over rows of a row-major `rows × cols` matrix, with weight and bias of length `cols`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, b: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
+    layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig::for_cols(cols))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_with<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &Buffer<T>,
+    b: &Buffer<T>,
+    y: &mut Buffer<T>,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+    cfg: NormConfig,
+) -> Result<(), LibError> {
+    check_rows("layer_norm", "x", x.len(), rows, cols, cols)?;
+    check_rows("layer_norm", "y", y.len(), rows, cols, cols)?;
+    check_vec("layer_norm", "weight", w.len(), cols)?;
+    check_vec("layer_norm", "bias", b.len(), cols)?;
+    check_eps(eps)?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    if !cfg.looped && (cfg.block as usize) < cols {
+        return Err(LibError::Config(format!("layer_norm: block {} is narrower than the row ({cols})", cfg.block)));
+    }
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
+    if cfg.looped {
+        layer_norm_looped::launch(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
+    } else {
+        layer_norm_row::launch(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
+    }
+    Ok(())
+}
+
+/// RMSNorm over rows of a row-major `rows × cols` matrix, with weight of length `cols`.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
+    rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig::for_cols(cols))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_with<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32, cfg: NormConfig) -> Result<(), LibError> {
+    check_rows("rms_norm", "x", x.len(), rows, cols, cols)?;
+    check_rows("rms_norm", "y", y.len(), rows, cols, cols)?;
+    check_vec("rms_norm", "weight", w.len(), cols)?;
+    check_eps(eps)?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    if !cfg.looped && (cfg.block as usize) < cols {
+        return Err(LibError::Config(format!("rms_norm: block {} is narrower than the row ({cols})", cfg.block)));
+    }
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
+    if cfg.looped {
+        rms_norm_looped::launch(dev, launch, x, y, w, n, s, s, eps, bl)?;
+    } else {
+        rms_norm_row::launch(dev, launch, x, y, w, n, s, s, eps, bl)?;
+    }
+    Ok(())
+}
+
+fn check_eps(eps: f32) -> Result<(), LibError> {
+    if !(eps.is_finite() && eps >= 0.0) {
+        return Err(LibError::Config(format!("eps must be finite and non-negative, got {eps}")));
+    }
+    Ok(())
+}

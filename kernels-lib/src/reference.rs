@@ -1,0 +1,85 @@
+//! f64 host references for the library kernels (used by tests and the main job).
+
+/// Row-wise softmax in f64.
+pub fn softmax(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    let mut y = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        for c in 0..cols {
+            y[r * cols + c] = (row[c] - m).exp() / s;
+        }
+    }
+    y
+}
+
+/// Layer norm in f64 (biased variance, as PyTorch).
+pub fn layer_norm(x: &[f64], w: &[f64], b: &[f64], rows: usize, cols: usize, eps: f64) -> Vec<f64> {
+    let mut y = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let mean = row.iter().sum::<f64>() / cols as f64;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cols as f64;
+        let rstd = 1.0 / (var + eps).sqrt();
+        for c in 0..cols {
+            y[r * cols + c] = (row[c] - mean) * rstd * w[c] + b[c];
+        }
+    }
+    y
+}
+
+/// RMSNorm in f64.
+pub fn rms_norm(x: &[f64], w: &[f64], rows: usize, cols: usize, eps: f64) -> Vec<f64> {
+    let mut y = vec![0.0; rows * cols];
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let ms = row.iter().map(|v| v * v).sum::<f64>() / cols as f64;
+        let rstd = 1.0 / (ms + eps).sqrt();
+        for c in 0..cols {
+            y[r * cols + c] = row[c] * rstd * w[c];
+        }
+    }
+    y
+}
+
+/// A small deterministic generator for test data (SplitMix64), so tests
+/// need no extra dependency and every run draws fresh data from its seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    /// Seed from the clock: fresh inputs every run (the seed is printed by callers).
+    pub fn from_time() -> (Self, u64) {
+        let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed);
+        (Rng(s), s)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Approximately standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Max over elements of |got - want| / max(|want|, floor): a relative error
+/// that does not explode on values near zero.
+pub fn max_rel_err(got: &[f64], want: &[f64], floor: f64) -> f64 {
+    got.iter().zip(want).map(|(g, w)| if g.is_nan() { f64::INFINITY } else { (g - w).abs() / w.abs().max(floor) }).fold(0.0, f64::max)
+}

@@ -1,0 +1,116 @@
+//! Row-wise softmax: `y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max))`.
+//!
+//! Two kernels: `softmax_row` keeps a whole row in one tile (one read, one
+//! write); `softmax_looped` handles rows longer than a tile with an online
+//! max/sum pass followed by a normalizing pass. Inputs of f16/bf16 are
+//! computed in f32 and rounded once on store.
+
+use crate::{check_rows, LibError};
+use ferrotile::prelude::*;
+use ferrotile::FloatElement;
+
+/// One program per row; the row fits in `BLOCK` lanes.
+#[kernel]
+pub fn softmax_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32) {
+    let row = program_id(0) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let v = load(x + row * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
+    let m = max(v, 0);
+    let e = exp(v - m);
+    let s = sum(e, 0);
+    store(y + row * (y_stride as i64) + cols, (e / s) as T, mask);
+}
+
+/// One program per row; the row is walked in `BLOCK`-wide chunks: an online
+/// pass keeps per-lane running max and rescaled sum, then a second pass
+/// writes `exp(x - max) / sum`.
+#[kernel]
+pub fn softmax_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32) {
+    let row = program_id(0) as i64;
+    let xrow = x + row * (x_stride as i64);
+    let yrow = y + row * (y_stride as i64);
+    let cols = arange(0, BLOCK);
+    let mut m = full([BLOCK], f32::NEG_INFINITY, f32);
+    let mut l = zeros([BLOCK], f32);
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let v = load(xrow + c, c < n_cols, T::NEG_INFINITY) as f32;
+        let m_new = maximum(m, v);
+        // Lanes that have seen only masked elements keep max = -inf; shift by
+        // 0 there so that exp(-inf - -inf) never produces NaN.
+        let shift = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        l = l * exp(m - shift) + exp(v - shift);
+        m = m_new;
+    }
+    let gmax = max(m, 0);
+    let total = sum(l * exp(m - gmax), 0);
+    let inv = 1.0 / total;
+    for start in (0..n_cols).step_by(BLOCK) {
+        let c = start + cols;
+        let mask = c < n_cols;
+        let v = load(xrow + c, mask, T::NEG_INFINITY) as f32;
+        store(yrow + c, (exp(v - gmax) * inv) as T, mask);
+    }
+}
+
+/// How to run a softmax: chosen by [`SoftmaxConfig::for_cols`] unless set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftmaxConfig {
+    /// Tile width (power of two).
+    pub block: u32,
+    /// Use the looped kernel even if the row fits in one tile.
+    pub looped: bool,
+    pub num_warps: u32,
+}
+
+/// Rows up to this many elements are done in a single tile.
+pub const MAX_SINGLE_TILE: usize = 16384;
+
+impl SoftmaxConfig {
+    pub fn for_cols(cols: usize) -> Self {
+        let p = cols.max(1).next_power_of_two();
+        if p <= MAX_SINGLE_TILE {
+            let num_warps = (p / 512).clamp(1, 16) as u32;
+            SoftmaxConfig { block: p as u32, looped: false, num_warps }
+        } else {
+            SoftmaxConfig { block: 4096, looped: true, num_warps: 8 }
+        }
+    }
+}
+
+/// Softmax over the last axis of a row-major `rows × cols` matrix.
+pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), LibError> {
+    softmax_with(dev, x, y, rows, cols, cols, cols, SoftmaxConfig::for_cols(cols))
+}
+
+/// Softmax with explicit row strides and configuration.
+#[allow(clippy::too_many_arguments)]
+pub fn softmax_with<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    y: &mut Buffer<T>,
+    rows: usize,
+    cols: usize,
+    x_stride: usize,
+    y_stride: usize,
+    cfg: SoftmaxConfig,
+) -> Result<(), LibError> {
+    check_rows("softmax", "x", x.len(), rows, cols, x_stride)?;
+    check_rows("softmax", "y", y.len(), rows, cols, y_stride)?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let (n, xs, ys) = (cols as i32, x_stride as i32, y_stride as i32);
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let block = cfg.block as i32;
+    if !cfg.looped && (cfg.block as usize) < cols {
+        return Err(LibError::Config(format!("softmax: block {} is narrower than the row ({cols}); use the looped kernel", cfg.block)));
+    }
+    if cfg.looped {
+        softmax_looped::launch(dev, launch, x, y, n, xs, ys, block)?;
+    } else {
+        softmax_row::launch(dev, launch, x, y, n, xs, ys, block)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! Library kernels vs f64 references on fresh random inputs, every dtype,
+//! sizes that are not multiples of the block, single-tile and looped kernels,
+//! with outputs poisoned (NaN) so that unwritten elements fail the check.
+//!
+//! Error metric: max |got - want| / max(|want|, floor). Softmax uses a tiny
+//! floor (true relative error); the norms, whose outputs are O(1) by
+//! construction, use floor 1 so that cancellation near zero is measured in
+//! absolute terms; f16 softmax outputs below f16's smallest normal are
+//! measured against that floor. Thresholds: f32 1e-5, f16/bf16 1e-2.
+
+use ferrotile::{Device, FloatElement};
+use ferrotile_kernels::norm::{layer_norm_with, rms_norm_with, NormConfig};
+use ferrotile_kernels::reference::{self, max_rel_err, Rng};
+use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
+use ferrotile_kernels::LibError;
+use half::{bf16, f16};
+
+fn tol<T: FloatElement>() -> f64 {
+    if T::DTYPE == ferrotile::ir::DType::F32 {
+        1e-5
+    } else {
+        1e-2
+    }
+}
+
+fn rand_vec<T: FloatElement>(rng: &mut Rng, n: usize, scale: f64) -> (Vec<T>, Vec<f64>) {
+    let v: Vec<T> = (0..n).map(|_| T::from_f64(rng.normal() * scale)).collect();
+    let f = v.iter().map(|x| x.to_f64()).collect();
+    (v, f)
+}
+
+/// (rows, cols, forced config or None)
+fn shapes() -> Vec<(usize, usize, Option<(u32, bool)>)> {
+    vec![
+        (1, 1, None),
+        (3, 17, None),
+        (7, 1000, None),
+        (4, 1024, None),
+        (2, 4097, None),
+        (5, 777, Some((128, true))),
+        (3, 1000, Some((256, true))),
+        (2, 20000, None),
+    ]
+}
+
+fn check_softmax<T: FloatElement>(seed: u64) {
+    let dev = Device::cpu();
+    let mut rng = Rng::new(seed);
+    for (rows, cols, forced) in shapes() {
+        let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 3.0);
+        let x = dev.from_slice(&xv).unwrap();
+        let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
+        let cfg = match forced {
+            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4 },
+            None => SoftmaxConfig::for_cols(cols),
+        };
+        softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
+        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
+        let want = reference::softmax(&xf, rows, cols);
+        // f16 outputs below its smallest normal (6.1e-5) cannot carry relative
+        // precision: measure those against that floor.
+        let floor = if T::DTYPE == ferrotile::ir::DType::F16 { 6.1e-5 } else { 1e-30 };
+        let e = max_rel_err(&got, &want, floor);
+        assert!(e <= tol::<T>(), "softmax {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}");
+    }
+}
+
+fn check_layer_norm<T: FloatElement>(seed: u64) {
+    let dev = Device::cpu();
+    let mut rng = Rng::new(seed);
+    for (rows, cols, forced) in shapes() {
+        let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 2.0);
+        let (wv, wf) = rand_vec::<T>(&mut rng, cols, 1.0);
+        let (bv, bf) = rand_vec::<T>(&mut rng, cols, 1.0);
+        let (x, w, b) = (dev.from_slice(&xv).unwrap(), dev.from_slice(&wv).unwrap(), dev.from_slice(&bv).unwrap());
+        let cfg = match forced {
+            Some((block, looped)) => NormConfig { block, looped, num_warps: 4 },
+            None => NormConfig::for_cols(cols),
+        };
+        let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
+        layer_norm_with(&dev, &x, &w, &b, &mut y, rows, cols, 1e-5, cfg).unwrap();
+        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
+        let want = reference::layer_norm(&xf, &wf, &bf, rows, cols, 1e-5);
+        let e = max_rel_err(&got, &want, 1.0);
+        assert!(e <= tol::<T>(), "layer_norm {rows}x{cols} {cfg:?} seed {seed}: err {e:e}");
+
+        let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
+        rms_norm_with(&dev, &x, &w, &mut y, rows, cols, 1e-6, cfg).unwrap();
+        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
+        let want = reference::rms_norm(&xf, &wf, rows, cols, 1e-6);
+        let e = max_rel_err(&got, &want, 1.0);
+        assert!(e <= tol::<T>(), "rms_norm {rows}x{cols} {cfg:?} seed {seed}: err {e:e}");
+    }
+}
+
+fn seed() -> u64 {
+    let (_, s) = Rng::from_time();
+    eprintln!("seed = {s}");
+    s
+}
+
+#[test]
+fn softmax_f32() {
+    check_softmax::<f32>(seed());
+}
+#[test]
+fn softmax_f16() {
+    check_softmax::<f16>(seed());
+}
+#[test]
+fn softmax_bf16() {
+    check_softmax::<bf16>(seed());
+}
+#[test]
+fn norms_f32() {
+    check_layer_norm::<f32>(seed());
+}
+#[test]
+fn norms_f16() {
+    check_layer_norm::<f16>(seed());
+}
+#[test]
+fn norms_bf16() {
+    check_layer_norm::<bf16>(seed());
+}
+
+#[test]
+fn softmax_handles_extreme_rows() {
+    // -inf entries, huge magnitudes and a row of equal values.
+    let dev = Device::cpu();
+    let cols = 37;
+    let mut xv = vec![0f32; 3 * cols];
+    xv[0] = f32::NEG_INFINITY;
+    xv[1] = 1e30;
+    for c in 0..cols {
+        xv[cols + c] = -1e4 + c as f32;
+        xv[2 * cols + c] = 7.0;
+    }
+    let x = dev.from_slice(&xv).unwrap();
+    for looped in [false, true] {
+        let mut y = dev.full(3 * cols, f32::NAN).unwrap();
+        let cfg = SoftmaxConfig { block: if looped { 16 } else { 64 }, looped, num_warps: 4 };
+        softmax_with(&dev, &x, &mut y, 3, cols, cols, cols, cfg).unwrap();
+        let want = reference::softmax(&xv.iter().map(|&v| v as f64).collect::<Vec<_>>(), 3, cols);
+        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+        assert!(max_rel_err(&got, &want, 1e-30) < 1e-5, "looped={looped}: {got:?}");
+    }
+}
+
+#[test]
+fn strided_rows_leave_gaps_untouched() {
+    let dev = Device::cpu();
+    let (rows, cols, stride) = (4, 10, 13);
+    let mut rng = Rng::new(seed());
+    let xv: Vec<f32> = (0..rows * stride).map(|_| rng.normal() as f32).collect();
+    let x = dev.from_slice(&xv).unwrap();
+    let mut y = dev.full(rows * stride, -7.0f32).unwrap();
+    softmax_with(&dev, &x, &mut y, rows, cols, stride, stride, SoftmaxConfig::for_cols(cols)).unwrap();
+    let out = y.to_vec().unwrap();
+    for r in 0..rows {
+        let row: Vec<f64> = xv[r * stride..r * stride + cols].iter().map(|&v| v as f64).collect();
+        let want = reference::softmax(&row, 1, cols);
+        for c in 0..stride {
+            let g = out[r * stride + c];
+            if c < cols {
+                assert!(((g as f64) - want[c]).abs() <= 1e-6 * want[c].abs().max(1e-30) + 1e-7);
+            } else {
+                assert_eq!(g, -7.0, "gap element {r},{c} was written");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let dev = Device::cpu();
+    let x = dev.zeros::<f32>(10).unwrap();
+    let mut y = dev.zeros::<f32>(10).unwrap();
+    assert!(matches!(ferrotile_kernels::softmax(&dev, &x, &mut y, 3, 4), Err(LibError::Shape(_))));
+    let cfg = SoftmaxConfig { block: 2, looped: false, num_warps: 1 };
+    assert!(matches!(softmax_with(&dev, &x, &mut y, 2, 4, 4, 4, cfg), Err(LibError::Config(_))));
+    let w = dev.zeros::<f32>(3).unwrap();
+    assert!(matches!(ferrotile_kernels::rms_norm(&dev, &x, &w, &mut y, 2, 5, 1e-5), Err(LibError::Shape(_))));
+    let w = dev.zeros::<f32>(5).unwrap();
+    assert!(matches!(ferrotile_kernels::rms_norm(&dev, &x, &w, &mut y, 2, 5, f32::NAN), Err(LibError::Config(_))));
+}
+
+#[test]
+fn softmax_4096_square_is_fast_enough_for_ci() {
+    // The brief: 4096x4096 f32 softmax well under a few seconds (release).
+    // Under the test profile (opt-level 2) allow a generous margin.
+    let dev = Device::cpu();
+    let n = 4096;
+    let mut rng = Rng::new(seed());
+    let xv: Vec<f32> = (0..n * n).map(|_| rng.normal() as f32).collect();
+    let x = dev.from_slice(&xv).unwrap();
+    let mut y = dev.zeros::<f32>(n * n).unwrap();
+    let t = std::time::Instant::now();
+    ferrotile_kernels::softmax(&dev, &x, &mut y, n, n).unwrap();
+    let dt = t.elapsed();
+    eprintln!("softmax 4096x4096 f32 on {}: {:?}", dev.name(), dt);
+    assert!(dt.as_secs_f64() < 10.0, "took {dt:?}");
+    let out = y.to_vec().unwrap();
+    let s: f32 = out[..n].iter().sum();
+    assert!((s - 1.0).abs() < 1e-4);
+}
