@@ -1,0 +1,106 @@
+//! The main job: run the kernel library on the best device available, verify
+//! every result against the f64 reference, and print a table.
+//!
+//! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
+
+use ferrotile::ir::DType;
+use ferrotile::{Device, FloatElement};
+use ferrotile_kernels::reference::{self, max_rel_err, Rng};
+use half::{bf16, f16};
+
+struct Row {
+    kernel: &'static str,
+    dtype: DType,
+    shape: (usize, usize),
+    err: f64,
+    tol: f64,
+    secs: f64,
+}
+
+fn tol(d: DType) -> f64 {
+    if d == DType::F32 {
+        1e-5
+    } else {
+        1e-2
+    }
+}
+
+fn to_f64<T: FloatElement>(v: &[T]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+fn run<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, out: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
+    let d = T::DTYPE;
+    let xv: Vec<T> = (0..rows * cols).map(|_| T::from_f64(rng.normal() * 2.0)).collect();
+    let wv: Vec<T> = (0..cols).map(|_| T::from_f64(rng.normal())).collect();
+    let bv: Vec<T> = (0..cols).map(|_| T::from_f64(rng.normal())).collect();
+    let (xf, wf, bf) = (to_f64(&xv), to_f64(&wv), to_f64(&bv));
+    let x = dev.from_slice(&xv)?;
+    let w = dev.from_slice(&wv)?;
+    let b = dev.from_slice(&bv)?;
+    let poison = T::from_f64(f64::NAN);
+    let floor = if d == DType::F16 { 6.1e-5 } else { 1e-30 };
+
+    let mut y = dev.full(rows * cols, poison)?;
+    let t = std::time::Instant::now();
+    ferrotile_kernels::softmax(dev, &x, &mut y, rows, cols)?;
+    let secs = t.elapsed().as_secs_f64();
+    let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::softmax(&xf, rows, cols), floor);
+    out.push(Row { kernel: "softmax", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+
+    let mut y = dev.full(rows * cols, poison)?;
+    let t = std::time::Instant::now();
+    ferrotile_kernels::layer_norm(dev, &x, &w, &b, &mut y, rows, cols, 1e-5)?;
+    let secs = t.elapsed().as_secs_f64();
+    let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::layer_norm(&xf, &wf, &bf, rows, cols, 1e-5), 1.0);
+    out.push(Row { kernel: "layer_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+
+    let mut y = dev.full(rows * cols, poison)?;
+    let t = std::time::Instant::now();
+    ferrotile_kernels::rms_norm(dev, &x, &w, &mut y, rows, cols, 1e-6)?;
+    let secs = t.elapsed().as_secs_f64();
+    let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::rms_norm(&xf, &wf, rows, cols, 1e-6), 1.0);
+    out.push(Row { kernel: "rms_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+    Ok(())
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let dev = Device::best();
+    let (mut rng, seed) = Rng::from_time();
+    println!("ferrotile kernel library on {} (seed {seed})", dev.name());
+    let shapes: &[(usize, usize)] = if quick { &[(64, 1000), (8, 20000)] } else { &[(1024, 1000), (512, 4096), (64, 20000), (4096, 777)] };
+    let mut rows = vec![];
+    for &(r, c) in shapes {
+        let res = run::<f32>(&dev, &mut rng, r, c, &mut rows)
+            .and_then(|_| run::<f16>(&dev, &mut rng, r, c, &mut rows))
+            .and_then(|_| run::<bf16>(&dev, &mut rng, r, c, &mut rows));
+        if let Err(e) = res {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+    println!("{:<11} {:<5} {:>13} {:>10} {:>8} {:>10} {:>10}  status", "kernel", "dtype", "shape", "max err", "tol", "time ms", "GB/s");
+    let mut failed = 0;
+    for r in &rows {
+        let ok = r.err <= r.tol;
+        failed += !ok as usize;
+        let bytes = 2.0 * (r.shape.0 * r.shape.1 * r.dtype.size_bytes()) as f64;
+        println!(
+            "{:<11} {:<5} {:>13} {:>10.2e} {:>8.0e} {:>10.2} {:>10.2}  {}",
+            r.kernel,
+            r.dtype.to_string(),
+            format!("{}x{}", r.shape.0, r.shape.1),
+            r.err,
+            r.tol,
+            r.secs * 1e3,
+            bytes / r.secs / 1e9,
+            if ok { "ok" } else { "FAIL" }
+        );
+    }
+    if failed > 0 {
+        eprintln!("{failed} result(s) outside tolerance");
+        std::process::exit(1);
+    }
+    println!("all {} results within tolerance", rows.len());
+}

@@ -1,0 +1,9 @@
+use ferrotile::prelude::*;
+
+#[kernel]
+fn k<const BLOCK: i32>(x: &[f32], y: Ptr<f32>) {
+    let offs = arange(0, BLOCK);
+    store(y + offs, load(x + offs));
+}
+
+fn main() {}

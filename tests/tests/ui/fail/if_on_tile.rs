@@ -1,0 +1,12 @@
+use ferrotile::prelude::*;
+
+#[kernel]
+fn k<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>) {
+    let offs = arange(0, BLOCK);
+    let v = load(x + offs);
+    if v > 0.0 {
+        store(y + offs, v);
+    }
+}
+
+fn main() {}

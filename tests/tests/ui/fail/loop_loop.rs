@@ -1,0 +1,10 @@
+use ferrotile::prelude::*;
+
+#[kernel]
+fn k(x: Ptr<f32>) {
+    loop {
+        store(x, 0.0);
+    }
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use ferrotile::prelude::*;
+
+#[kernel]
+fn k<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f16>, out: Ptr<f32>) {
+    let offs = arange(0, BLOCK);
+    let a = load(x + offs);
+    let b = load(y + offs);
+    store(out + offs, a + b);
+}
+
+fn main() {}
