@@ -1,1 +1,11 @@
-//! GPU backends (PTX, WGSL) — see ARCHITECTURE.md.
+//! `ferrotile-backends`: code generation from specialized IR.
+//!
+//! - [`ptx`]: PTX emission (always built; pure Rust, no CUDA needed) and a
+//!   `ptxas` driver used by tests to assemble what we emit.
+//! - `cuda` (feature `cuda`): the CUDA runtime through cudarc's driver API,
+//!   loaded dynamically so that builds and CI need no CUDA installation.
+
+pub mod ptx;
+pub mod ptxas;
+#[cfg(feature = "cuda")]
+pub mod cuda;

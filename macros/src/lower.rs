@@ -10,23 +10,58 @@
 
 use crate::signature::{dtype_of_type, Sig};
 use ferrotile_ir::*;
-use proc_macro2::Span;
+use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use std::collections::HashSet;
 use syn::spanned::Spanned;
 use syn::{Error, Expr, Stmt};
 
 type SR<T> = syn::Result<T>;
 
-fn err<T>(span: impl Spanned, msg: impl AsRef<str>, hint: impl AsRef<str>) -> SR<T> {
-    Err(mk_err(span.span(), msg.as_ref(), hint.as_ref()))
+/// A source range: the first and last token of a syntax node. `Span::join`
+/// is nightly-only, so on stable `Spanned::span()` of a multi-token node is
+/// just its first token; errors keep both ends so that rustc underlines the
+/// whole node (`n - offs`, not just `n`).
+#[derive(Clone, Copy)]
+struct Sp {
+    start: Span,
+    end: Span,
 }
 
-fn mk_err(span: Span, msg: &str, hint: &str) -> Error {
-    if hint.is_empty() {
-        Error::new(span, msg)
-    } else {
-        Error::new(span, format!("{msg}\n  = help: {hint}"))
+impl From<Span> for Sp {
+    fn from(s: Span) -> Sp {
+        Sp { start: s, end: s }
     }
+}
+
+fn sp(t: impl ToTokens) -> Sp {
+    let mut it = t.into_token_stream().into_iter();
+    let start = it.next().map_or_else(Span::call_site, |t| t.span());
+    let end = it.last().map_or(start, |t| t.span());
+    Sp { start, end }
+}
+
+/// The range from the start of `a` to the end of `b`.
+fn sp_to(a: Sp, b: Sp) -> Sp {
+    Sp { start: a.start, end: b.end }
+}
+
+fn err<T>(t: impl ToTokens, msg: impl AsRef<str>, hint: impl AsRef<str>) -> SR<T> {
+    Err(mk_err(sp(t), msg.as_ref(), hint.as_ref()))
+}
+
+fn mk_err(at: Sp, msg: &str, hint: &str) -> Error {
+    let text = if hint.is_empty() { msg.to_string() } else { format!("{msg}\n  = help: {hint}") };
+    // Two placeholder tokens carrying the ends: `new_spanned` keeps both.
+    let ends: TokenStream = [at.start, at.end]
+        .into_iter()
+        .map(|s| {
+            let mut p = Punct::new('~', Spacing::Alone);
+            p.set_span(s);
+            TokenTree::Punct(p)
+        })
+        .collect();
+    Error::new_spanned(ends, text)
 }
 
 #[derive(Clone)]
@@ -206,9 +241,9 @@ impl<'a> Lower<'a> {
 
     /// Turn a builder error into a spanned error: on the blamed operand when
     /// the builder says which, otherwise on the whole expression.
-    fn te(&self, e: TypeError, operands: &[Span], whole: Span) -> Error {
-        let span = e.operand.and_then(|i| operands.get(i).copied()).unwrap_or(whole);
-        mk_err(span, &e.msg, e.hint.as_deref().unwrap_or(""))
+    fn te(&self, e: TypeError, operands: &[Sp], whole: Sp) -> Error {
+        let at = e.operand.and_then(|i| operands.get(i).copied()).unwrap_or(whole);
+        mk_err(at, &e.msg, e.hint.as_deref().unwrap_or(""))
     }
 
     // ----------------------------------------------------------- statements
@@ -281,7 +316,7 @@ impl<'a> Lower<'a> {
                 let cur = self.expr(&bin.left)?;
                 let rhs = self.expr(&bin.right)?;
                 self.set_loc(bin.op.span());
-                let v = self.binop(op, cur, rhs, bin.left.span(), bin.right.span(), bin.op.span())?;
+                let v = self.binop(op, cur, rhs, sp(&bin.left), sp(&bin.right), sp(bin.op))?;
                 self.assign(&bin.left, v).map(|_| None)
             }
             Expr::Call(c) => self.call_expr(c),
@@ -345,7 +380,7 @@ impl<'a> Lower<'a> {
         self.set_loc(f.for_token.span);
         if closed {
             let one = self.b.const_int(1, None).unwrap();
-            hi = self.b.binary(BinOp::Add, hi, one).map_err(|e| self.te(e, &[], hi_e.span()))?;
+            hi = self.b.binary(BinOp::Add, hi, one).map_err(|e| self.te(e, &[], sp(hi_e)))?;
         }
         let step = match step_e {
             Some(s) => self.expr(s)?,
@@ -354,8 +389,8 @@ impl<'a> Lower<'a> {
         let carried = self.carried(&f.body.stmts);
         let inits: Vec<V> = carried.iter().map(|n| self.lookup(n).unwrap().v).collect();
         self.set_loc(f.for_token.span);
-        let spans = [lo_e.span(), hi_e.span(), step_e.map(|s| s.span()).unwrap_or(f.expr.span())];
-        let (iv, args) = self.b.begin_for(lo, hi, step, &inits).map_err(|e| self.te(e, &spans, f.expr.span()))?;
+        let spans = [sp(lo_e), sp(hi_e), step_e.map(sp).unwrap_or(sp(&f.expr))];
+        let (iv, args) = self.b.begin_for(lo, hi, step, &inits).map_err(|e| self.te(e, &spans, sp(&f.expr)))?;
         for (n, a) in carried.iter().zip(&args) {
             self.lookup_mut(n).unwrap().v = *a;
         }
@@ -369,8 +404,8 @@ impl<'a> Lower<'a> {
         self.set_loc(f.for_token.span);
         let results = self.b.end_for(yields).map_err(|e| {
             let name = e.operand.and_then(|i| carried.get(i)).cloned().unwrap_or_default();
-            let span = find_assign_span(&f.body.stmts, &name).unwrap_or(f.for_token.span);
-            mk_err(span, &format!("{} (variable `{name}`)", e.msg), e.hint.as_deref().unwrap_or(""))
+            let at = find_assign_span(&f.body.stmts, &name).unwrap_or(f.for_token.span.into());
+            mk_err(at, &format!("{} (variable `{name}`)", e.msg), e.hint.as_deref().unwrap_or(""))
         })?;
         for (n, r) in carried.iter().zip(results) {
             self.b.set_name(r, n);
@@ -390,7 +425,7 @@ impl<'a> Lower<'a> {
     fn if_stmt(&mut self, i: &syn::ExprIf) -> SR<()> {
         let cond = self.expr(&i.cond)?;
         self.set_loc(i.if_token.span);
-        let cond = self.b.check_if_cond(cond).map_err(|e| self.te(e, &[i.cond.span()], i.cond.span()))?;
+        let cond = self.b.check_if_cond(cond).map_err(|e| self.te(e, &[sp(&i.cond)], sp(&i.cond)))?;
         // Constant condition (literal or fully bound constexpr): lower only the taken branch.
         if let Some(k) = self.b.info(cond).cval.as_ref().and_then(|c| c.known()) {
             if k != 0 {
@@ -407,7 +442,7 @@ impl<'a> Lower<'a> {
         }
         let carried = self.carried(&stmts_all);
         let saved: Vec<V> = carried.iter().map(|n| self.lookup(n).unwrap().v).collect();
-        self.b.begin_if(cond).map_err(|e| self.te(e, &[i.cond.span()], i.cond.span()))?;
+        self.b.begin_if(cond).map_err(|e| self.te(e, &[sp(&i.cond)], sp(&i.cond)))?;
         self.block(&i.then_branch)?;
         let then_y: Vec<V> = carried.iter().map(|n| self.lookup(n).unwrap().v).collect();
         for (n, v) in carried.iter().zip(&saved) {
@@ -421,8 +456,8 @@ impl<'a> Lower<'a> {
         self.set_loc(i.if_token.span);
         let results = self.b.end_if(else_y).map_err(|e| {
             let name = e.operand.and_then(|k| carried.get(k)).cloned().unwrap_or_default();
-            let span = find_assign_span(&stmts_all, &name).unwrap_or(i.if_token.span);
-            mk_err(span, &format!("{} (variable `{name}`)", e.msg), e.hint.as_deref().unwrap_or(""))
+            let at = find_assign_span(&stmts_all, &name).unwrap_or(i.if_token.span.into());
+            mk_err(at, &format!("{} (variable `{name}`)", e.msg), e.hint.as_deref().unwrap_or(""))
         })?;
         for (n, r) in carried.iter().zip(results) {
             self.b.set_name(r, n);
@@ -459,7 +494,7 @@ impl<'a> Lower<'a> {
                 let l = self.expr(&b.left)?;
                 let r = self.expr(&b.right)?;
                 self.set_loc(b.op.span());
-                self.bin_expr(&b.op, l, r, b.left.span(), b.right.span(), b.op.span())
+                self.bin_expr(&b.op, l, r, sp(&b.left), sp(&b.right), sp(b.op))
             }
             Expr::Unary(u) => {
                 if let (syn::UnOp::Neg(_), Expr::Lit(l)) = (&u.op, &*u.expr) {
@@ -473,15 +508,18 @@ impl<'a> Lower<'a> {
                     syn::UnOp::Deref(t) => return err(t, "dereferencing is not supported in kernels", "read memory with `load(ptrs, mask, other)`"),
                     _ => return err(u, "unsupported unary operator", ""),
                 };
-                self.b.unary(op, x).map_err(|e| self.te(e, &[u.expr.span()], u.span()))
+                self.b.unary(op, x).map_err(|e| self.te(e, &[sp(&u.expr)], sp(u)))
             }
             Expr::Cast(c) => {
                 let x = self.expr(&c.expr)?;
+                if matches!(&*c.ty, syn::Type::Path(p) if p.path.is_ident("f64")) {
+                    return err(&c.ty, "f64 is not supported in kernels", "cast to f32: tiles hold f32, f16, bf16 and integers");
+                }
                 let Some(d) = dtype_of_type(&c.ty, &self.sig.dtype_params) else {
                     return err(&c.ty, "unsupported cast target", "cast to f32, f16, bf16, i32, u32, i64, i8, u8, bool or a dtype parameter");
                 };
                 self.set_loc(c.as_token.span);
-                self.b.cast(x, d).map_err(|e| self.te(e, &[c.expr.span()], c.span()))
+                self.b.cast(x, d).map_err(|e| self.te(e, &[sp(&c.expr)], sp(c)))
             }
             Expr::Call(c) => match self.call_expr(c)? {
                 Some(v) => Ok(v),
@@ -495,7 +533,7 @@ impl<'a> Lower<'a> {
             Expr::While(w) => err(w.while_token, "`while` loops are not supported in kernels", "use `for i in lo..hi` with a bound; mask the work you do not need"),
             Expr::Loop(l) => err(l.loop_token, "`loop` is not supported in kernels", "use `for i in lo..hi` with a bound"),
             Expr::Match(m) => err(m.match_token, "`match` is not supported in kernels", "use `if` on scalars and `select(cond, a, b)` on tiles"),
-            Expr::Closure(c) => err(c.or1_token, "closures are not supported in kernels", "write the computation inline"),
+            Expr::Closure(c) => Err(mk_err(sp_to(sp(c.or1_token), sp(c.or2_token)), "closures are not supported in kernels", "write the computation inline")),
             Expr::Reference(r) => err(r.and_token, "references are not supported in kernels", "tiles are values; pass them directly"),
             Expr::Unsafe(u) => err(u.unsafe_token, "`unsafe` is not allowed in kernels", "kernel code is checked; out-of-bounds accesses are errors, so no `unsafe` is needed"),
             Expr::Return(r) => {
@@ -540,7 +578,7 @@ impl<'a> Lower<'a> {
                     Err(_) => return err(i, "integer literal out of range", "it must fit in i64"),
                 };
                 let v = if neg { -v } else { v };
-                self.b.const_int(v, d).map_err(|e| self.te(e, &[], i.span()))
+                self.b.const_int(v, d).map_err(|e| self.te(e, &[], sp(i)))
             }
             syn::Lit::Float(f) => {
                 let d = match f.suffix() {
@@ -610,16 +648,16 @@ impl<'a> Lower<'a> {
                 }
             }
             if ty == "i32" && segs[1] == "MAX" {
-                return self.b.const_int(i32::MAX as i64, None).map_err(|e| self.te(e, &[], p.span()));
+                return self.b.const_int(i32::MAX as i64, None).map_err(|e| self.te(e, &[], sp(p)));
             }
             if ty == "i32" && segs[1] == "MIN" {
-                return self.b.const_int(i32::MIN as i64, None).map_err(|e| self.te(e, &[], p.span()));
+                return self.b.const_int(i32::MIN as i64, None).map_err(|e| self.te(e, &[], sp(p)));
             }
         }
         err(p, "paths to items outside the kernel are not supported", "only local variables, arguments, constexprs and constants like `f32::INFINITY` can be named")
     }
 
-    fn bin_expr(&mut self, op: &syn::BinOp, l: V, r: V, ls: Span, rs: Span, whole: Span) -> SR<V> {
+    fn bin_expr(&mut self, op: &syn::BinOp, l: V, r: V, ls: Sp, rs: Sp, whole: Sp) -> SR<V> {
         use syn::BinOp as B;
         let cmp = match op {
             B::Eq(_) => Some(CmpOp::Eq),
@@ -646,12 +684,12 @@ impl<'a> Lower<'a> {
             B::BitXor(_) => BinOp::Xor,
             B::Shl(_) => BinOp::Shl,
             B::Shr(_) => BinOp::Shr,
-            _ => return Err(Error::new(whole, "unsupported operator")),
+            _ => return Err(mk_err(whole, "unsupported operator", "")),
         };
         self.binop(bop, l, r, ls, rs, whole)
     }
 
-    fn binop(&mut self, op: BinOp, l: V, r: V, ls: Span, rs: Span, whole: Span) -> SR<V> {
+    fn binop(&mut self, op: BinOp, l: V, r: V, ls: Sp, rs: Sp, whole: Sp) -> SR<V> {
         self.b.binary(op, l, r).map_err(|e| {
             let mut e = e;
             // Type errors about the operator itself belong on the operator.
@@ -669,10 +707,19 @@ impl<'a> Lower<'a> {
             return err(&c.func, "only DSL functions can be called in kernels", "");
         };
         let Some(id) = p.path.get_ident() else {
-            return err(&c.func, "calls to functions outside the DSL are not supported in kernels", "only DSL functions (load, store, exp, sum, dot, ...) can be called; inline the computation");
+            // `std::cmp::max(a, b)`, `f32::exp(x)`: point at the DSL spelling when there is one.
+            let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+            let hint = match last.as_str() {
+                "max" | "min" => format!("for the elementwise {last}imum of two values write `{last}imum(a, b)`"),
+                _ => match FUNCS.iter().find(|f| f.0 == last) {
+                    Some((_, _, usage)) => format!("call the DSL function without a path: `{usage}`"),
+                    None => "only DSL functions (load, store, exp, sum, dot, ...) can be called; inline the computation".to_string(),
+                },
+            };
+            return err(&c.func, "calls to functions outside the DSL are not supported in kernels", hint);
         };
         let args: Vec<&Expr> = c.args.iter().collect();
-        self.call(id, None, &args, c.span())
+        self.call(id, None, &args, sp(c))
     }
 
     fn method_call(&mut self, m: &syn::ExprMethodCall) -> SR<Option<V>> {
@@ -690,7 +737,7 @@ impl<'a> Lower<'a> {
         let name = if name == "to" { "cast".to_string() } else { name };
         let id = syn::Ident::new(&name, m.method.span());
         let args: Vec<&Expr> = m.args.iter().collect();
-        self.call(&id, Some(&m.receiver), &args, m.span())
+        self.call(&id, Some(&m.receiver), &args, sp(m))
     }
 
     fn dtype_arg(&self, e: &Expr) -> SR<DType> {
@@ -722,7 +769,7 @@ impl<'a> Lower<'a> {
         let mut out = vec![];
         for el in &a.elems {
             let v = self.expr(el)?;
-            let ce = self.b.cexpr_of(v, &format!("each entry of {what}")).map_err(|x| self.te(x, &[], el.span()))?;
+            let ce = self.b.cexpr_of(v, &format!("each entry of {what}")).map_err(|x| self.te(x, &[], sp(el)))?;
             out.push(ce);
         }
         Ok(out)
@@ -742,7 +789,7 @@ impl<'a> Lower<'a> {
         }
     }
 
-    fn call(&mut self, id: &syn::Ident, recv: Option<&Expr>, args: &[&Expr], whole: Span) -> SR<Option<V>> {
+    fn call(&mut self, id: &syn::Ident, recv: Option<&Expr>, args: &[&Expr], whole: Sp) -> SR<Option<V>> {
         let name = id.to_string();
         let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
         if name == self.sig.name {
@@ -778,7 +825,7 @@ impl<'a> Lower<'a> {
                 format!("usage: {usage}"),
             );
         }
-        let spans: Vec<Span> = all.iter().map(|e| e.span()).collect();
+        let spans: Vec<Sp> = all.iter().map(sp).collect();
         self.set_loc(id.span());
         let te = |s: &Self, e: TypeError| s.te(e, &spans, whole);
         macro_rules! val {
@@ -810,14 +857,16 @@ impl<'a> Lower<'a> {
                 let start = match s {
                     Some(s) => {
                         let v = self.expr(s)?;
-                        self.b.cexpr_of(v, "the start of arange").map_err(|x| self.te(x, &[], s.span()))?
+                        self.b.cexpr_of(v, "the start of arange").map_err(|x| self.te(x, &[], sp(s)))?
                     }
                     None => CExpr::Lit(0),
                 };
                 let ev = self.expr(e)?;
-                let end = self.b.cexpr_of(ev, "the end of arange").map_err(|x| self.te(x, &[], e.span()))?;
+                let end = self.b.cexpr_of(ev, "the end of arange").map_err(|x| self.te(x, &[], sp(e)))?;
                 self.set_loc(id.span());
-                self.b.arange(start, end).map(Some).map_err(|x| self.te(x, &[], whole))
+                // A bad length is the arguments' fault: underline them.
+                let args_at = sp_to(sp(all[0]), sp(all[n - 1]));
+                self.b.arange(start, end).map(Some).map_err(|x| self.te(x, &[], args_at))
             }
             "zeros" | "full" => {
                 let shape = self.dims_arg(all[0], "the shape")?;
@@ -1042,13 +1091,13 @@ fn scan_expr(e: &Expr, locals: &mut HashSet<String>, out: &mut Vec<String>) {
 }
 
 /// Span of the first assignment to `name` in `stmts` (for loop-carried errors).
-fn find_assign_span(stmts: &[Stmt], name: &str) -> Option<Span> {
-    fn in_expr(e: &Expr, name: &str) -> Option<Span> {
+fn find_assign_span(stmts: &[Stmt], name: &str) -> Option<Sp> {
+    fn in_expr(e: &Expr, name: &str) -> Option<Sp> {
         if assigned_target(e).as_deref() == Some(name) {
             return Some(match e {
-                Expr::Assign(a) => a.right.span(),
-                Expr::Binary(b) => b.right.span(),
-                _ => e.span(),
+                Expr::Assign(a) => sp(&a.right),
+                Expr::Binary(b) => sp(&b.right),
+                _ => sp(e),
             });
         }
         match e {

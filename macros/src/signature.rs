@@ -5,7 +5,7 @@
 //! parameters (`T: Float` generics), or an error on the offending token.
 
 use ferrotile_ir::{DType, ParamKind};
-use syn::spanned::Spanned;
+use quote::ToTokens;
 use syn::{Error, FnArg, GenericParam, Pat, Type};
 
 pub struct SigParam {
@@ -20,8 +20,10 @@ pub struct Sig {
     pub dtype_params: Vec<syn::Ident>,
 }
 
-fn err<T>(span: impl Spanned, msg: &str, hint: &str) -> syn::Result<T> {
-    Err(Error::new(span.span(), format!("{msg}\n  = help: {hint}")))
+/// An error on `t`, underlining all of it (`new_spanned` keeps the first and
+/// last token; a joined `Span` would be just the first token on stable).
+fn err<T>(t: impl ToTokens, msg: &str, hint: &str) -> syn::Result<T> {
+    Err(Error::new_spanned(t, format!("{msg}\n  = help: {hint}")))
 }
 
 pub fn check(f: &syn::ItemFn) -> syn::Result<Sig> {
@@ -45,7 +47,7 @@ pub fn check(f: &syn::ItemFn) -> syn::Result<Sig> {
         return err(t, "a kernel cannot return a value", "write results through a pointer argument with `store`");
     }
     if let Some(w) = &s.generics.where_clause {
-        return err(w, "`where` clauses are not supported on kernels", "write the bound inline: `<T: Float>`");
+        return err(w.where_token, "`where` clauses are not supported on kernels", "write the bound inline: `<T: Float>`");
     }
     let mut constexprs = vec![];
     let mut dtype_params = vec![];

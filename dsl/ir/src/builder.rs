@@ -310,7 +310,9 @@ impl Builder {
                     "cannot reshape {} ({a} elements) to {} ({b} elements)",
                     fmt_ty(&ty),
                     fmt_shape(&shape)
-                )));
+                ))
+                .hint("a reshape keeps the number of elements; the dimensions must multiply to the same count")
+                .at(1));
             }
         }
         if ty.shape() == shape.as_slice() {
@@ -365,8 +367,8 @@ impl Builder {
         match op {
             Some(OpKind::Const(Lit::Float(x))) => {
                 if !d.is_float() {
-                    return Err(TypeError::new(format!("the float literal {x} cannot be used as {d}"))
-                        .hint(format!("write an integer literal, or cast the other operand with `as f32`")));
+                    let hint = if d == DType::Bool { "compare to get a bool: `x != 0.0`" } else { "write an integer literal, or cast the other operand with `as f32`" };
+                    return Err(TypeError::new(format!("the float literal {x:?} cannot be used as {d}")).hint(hint));
                 }
                 let shape = info.ty.shape().to_vec();
                 let nv = self.const_float(x, Some(d));
@@ -871,10 +873,14 @@ impl Builder {
     pub fn dot(&mut self, a: V, b: V, acc: Option<V>, precision: DotPrecision) -> R<V> {
         let (ta, tb) = (self.tile_ty(a, 0)?, self.tile_ty(b, 1)?);
         if ta.rank() != 2 {
-            return Err(TypeError::new(format!("dot needs rank-2 tiles, the left operand is {}", fmt_ty(&ta))).at(0));
+            return Err(TypeError::new(format!("dot needs rank-2 tiles, the left operand is {}", fmt_ty(&ta)))
+                .hint("dot multiplies [M, K] by [K, N] tiles; for two vectors write `sum(a * b, 0)`")
+                .at(0));
         }
         if tb.rank() != 2 {
-            return Err(TypeError::new(format!("dot needs rank-2 tiles, the right operand is {}", fmt_ty(&tb))).at(1));
+            return Err(TypeError::new(format!("dot needs rank-2 tiles, the right operand is {}", fmt_ty(&tb)))
+                .hint("dot multiplies [M, K] by [K, N] tiles; for two vectors write `sum(a * b, 0)`")
+                .at(1));
         }
         let (da, db) = (ta.dtype(), tb.dtype());
         let (da, db) = match (da, db) {
@@ -1125,10 +1131,12 @@ impl Builder {
     pub fn static_assert(&mut self, cond: V, msg: &str) -> R<()> {
         let e = self.cexpr_of(cond, "the condition of static_assert").map_err(|e| e.at(0))?;
         if self.ty(cond).dtype() != Some(DType::Bool) {
-            return Err(TypeError::new("the condition of static_assert must be bool").at(0));
+            return Err(TypeError::new("the condition of static_assert must be bool").hint("compare explicitly: `BLOCK % 16 == 0`").at(0));
         }
         if e.known() == Some(0) {
-            return Err(TypeError::new(format!("static_assert failed: {msg}")).at(0));
+            return Err(TypeError::new(format!("static_assert failed: {msg}"))
+                .hint("the condition is evaluated on constants before anything runs; change the constants or the condition")
+                .at(0));
         }
         if e.known().is_none() {
             self.emit(OpKind::StaticAssert { cond, msg: msg.to_string() }, vec![]);

@@ -1,0 +1,2010 @@
+//! Instruction selection: specialized IR → one PTX `.entry`.
+//!
+//! Takes a specialized, verified kernel plus [`PtxOptions`] (target, warps,
+//! which integer arguments are divisible by 16). Every tile value lives in
+//! registers distributed by the canonical [`Blocked`] layout of its shape;
+//! scalars are one register, computed redundantly (hence uniformly) by every
+//! thread, which makes scalar `if`/`for` conditions uniform and barriers
+//! inside them legal. Guarantees on success: PTX that ptxas accepts for the
+//! target, whose results match the interpreter (modulo the documented
+//! approximations: `exp`/`exp2`/`log`/`log2` via `ex2`/`lg2.approx`,
+//! `rsqrt.approx`, summation order of reductions and `dot`), that never
+//! touches memory outside masked-in lanes, and a shared-memory requirement
+//! in [`PtxKernel::smem_bytes`] that the runtime checks against the device.
+
+use super::axis::{self, Info};
+use super::layout::Blocked;
+use super::EmitError;
+use ferrotile_ir::*;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PtxOptions {
+    /// 80 or 90.
+    pub sm: u32,
+    pub num_warps: u32,
+    /// Per kernel parameter: integer scalar known divisible by 16.
+    pub arg_div16: Vec<bool>,
+}
+
+/// How the host passes each parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamAbi {
+    /// 64-bit device address.
+    Ptr,
+    /// 32 bits (i32, u32, f32; i8/u8/bool widened).
+    B32,
+    /// 64 bits (i64).
+    B64,
+    /// 16 bits (f16, bf16).
+    B16,
+}
+
+#[derive(Clone, Debug)]
+pub struct PtxKernel {
+    pub entry: String,
+    pub text: String,
+    pub smem_bytes: u32,
+    pub threads: u32,
+    pub params: Vec<ParamAbi>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cls {
+    F,
+    H,
+    R,
+    Rd,
+    P,
+}
+
+fn cls_of(e: Elem) -> Cls {
+    match e {
+        Elem::Ptr(_) => Cls::Rd,
+        Elem::Val(d) => match d {
+            DType::F32 => Cls::F,
+            DType::F16 | DType::BF16 => Cls::H,
+            DType::I64 => Cls::Rd,
+            DType::Bool => Cls::P,
+            _ => Cls::R,
+        },
+    }
+}
+
+/// PTX type suffix for integer arithmetic on a dtype held in its register class.
+fn ity(d: DType) -> &'static str {
+    match d {
+        DType::I32 | DType::I8 => "s32",
+        DType::U32 | DType::U8 => "u32",
+        DType::I64 => "s64",
+        _ => "b32",
+    }
+}
+
+fn f32_hex(v: f64) -> String {
+    format!("0f{:08X}", (v as f32).to_bits())
+}
+
+type R<T> = Result<T, EmitError>;
+
+struct Layout {
+    bl: Blocked,
+    konst: Vec<Vec<u32>>,
+    /// Per-dim thread offset register (u32), computed in the prologue.
+    thread: Vec<String>,
+}
+
+struct Em<'k> {
+    k: &'k Kernel,
+    o: &'k PtxOptions,
+    vec: u32,
+    body: String,
+    pro: String,
+    counts: [u32; 5],
+    vals: HashMap<V, Vec<String>>,
+    layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
+    idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
+    owner_cache: HashMap<(Vec<u32>, usize), Option<String>>,
+    labels: u32,
+    smem: u32,
+    tid: String,
+    lane: String,
+    warp: String,
+    axis: HashMap<V, Info>,
+    loc: Loc,
+}
+
+pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
+    let err = |msg: String| EmitError { kernel: k.name.clone(), line: 0, msg };
+    if !k.specialized {
+        return Err(err("the PTX backend needs a specialized kernel".into()));
+    }
+    if !(o.num_warps.is_power_of_two() && (1..=32).contains(&o.num_warps)) {
+        return Err(err(format!("num_warps must be a power of two in 1..=32, got {}", o.num_warps)));
+    }
+    if o.sm != 80 && o.sm != 90 {
+        return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
+    }
+    // Widest 16-byte vector of the narrowest memory element decides how many
+    // consecutive elements a thread owns along the last dimension.
+    let mut min_es = 4usize;
+    k.walk(&mut |op| {
+        if let OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } = &op.kind {
+            if let Some(e) = k.ty(*ptr).elem() {
+                min_es = min_es.min(e.dtype().size_bytes().max(1));
+            }
+        }
+    });
+    let vec = (16 / min_es.max(2)).min(8) as u32;
+    let mut em = Em {
+        k,
+        o,
+        vec,
+        body: String::new(),
+        pro: String::new(),
+        counts: [0; 5],
+        vals: HashMap::new(),
+        layouts: HashMap::new(),
+        idx_cache: HashMap::new(),
+        owner_cache: HashMap::new(),
+        labels: 0,
+        smem: 0,
+        tid: String::new(),
+        lane: String::new(),
+        warp: String::new(),
+        axis: axis::analyze(k, &o.arg_div16),
+        loc: Loc::default(),
+    };
+    em.tid = em.reg(Cls::R);
+    em.lane = em.reg(Cls::R);
+    em.warp = em.reg(Cls::R);
+    let (t, l, w) = (em.tid.clone(), em.lane.clone(), em.warp.clone());
+    let _ = writeln!(em.pro, "\tmov.u32 {t}, %tid.x;\n\tand.b32 {l}, {t}, 31;\n\tshr.u32 {w}, {t}, 5;");
+    em.block(&k.body)?;
+    let entry = format!("ft_{}", k.name);
+    let mut params = vec![];
+    let mut plist = vec![];
+    for (i, p) in k.params.iter().enumerate() {
+        let (abi, decl) = match p.kind {
+            ParamKind::Ptr(_) => (ParamAbi::Ptr, ".param .u64"),
+            ParamKind::Scalar(DType::I64) => (ParamAbi::B64, ".param .b64"),
+            ParamKind::Scalar(DType::F16 | DType::BF16) => (ParamAbi::B16, ".param .b16"),
+            ParamKind::Scalar(_) => (ParamAbi::B32, ".param .b32"),
+        };
+        params.push(abi);
+        plist.push(format!("\t{decl} p{i}"));
+    }
+    let mut text = String::new();
+    let _ = writeln!(text, "//\n// Generated by ferrotile from kernel `{}` [{}]\n//", k.name, k.describe_binding());
+    let _ = writeln!(text, ".version 8.0\n.target sm_{}\n.address_size 64\n", o.sm);
+    if em.smem > 0 {
+        let _ = writeln!(text, ".extern .shared .align 16 .b8 ft_smem[];\n");
+    }
+    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {}, 1, 1\n{{", plist.join(",\n"), o.num_warps * 32);
+    let names = [("f32", "%f"), ("b16", "%h"), ("b32", "%r"), ("b64", "%rd"), ("pred", "%p")];
+    for (i, (ty, pre)) in names.iter().enumerate() {
+        if em.counts[i] > 0 {
+            let _ = writeln!(text, "\t.reg .{ty} {pre}<{}>;", em.counts[i]);
+        }
+    }
+    text.push_str(&em.pro);
+    text.push_str(&em.body);
+    text.push_str("\tret;\n}\n");
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params })
+}
+
+impl<'k> Em<'k> {
+    fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        Err(EmitError { kernel: self.k.name.clone(), line: self.loc.line, msg: msg.into() })
+    }
+
+    fn reg(&mut self, c: Cls) -> String {
+        let (i, pre) = match c {
+            Cls::F => (0, "%f"),
+            Cls::H => (1, "%h"),
+            Cls::R => (2, "%r"),
+            Cls::Rd => (3, "%rd"),
+            Cls::P => (4, "%p"),
+        };
+        let n = self.counts[i];
+        self.counts[i] += 1;
+        format!("{pre}{n}")
+    }
+
+    fn l(&mut self, s: impl AsRef<str>) {
+        self.body.push('\t');
+        self.body.push_str(s.as_ref());
+        self.body.push('\n');
+    }
+
+    fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("$L{}", self.labels)
+    }
+
+    fn shape_u32(&self, v: V) -> Vec<u32> {
+        self.k.ty(v).shape().iter().map(|d| d.known().unwrap() as u32).collect()
+    }
+
+    fn layout(&mut self, shape: &[u32]) -> std::rc::Rc<Layout> {
+        if let Some(l) = self.layouts.get(shape) {
+            return l.clone();
+        }
+        let bl = Blocked::canonical(shape, self.o.num_warps, self.vec);
+        let mut thread = vec![];
+        for d in 0..bl.rank() {
+            let t = self.reg(Cls::R);
+            let (lane, warp) = (self.lane.clone(), self.warp.clone());
+            let mut s = String::new();
+            let _ = writeln!(s, "\tbfe.u32 {t}, {lane}, {}, {};", bl.lane_shift[d], bl.tpw[d].trailing_zeros());
+            let tw = self.reg(Cls::R);
+            let _ = writeln!(s, "\tbfe.u32 {tw}, {warp}, {}, {};", bl.warp_shift[d], bl.wpc[d].trailing_zeros());
+            let _ = writeln!(s, "\tmad.lo.u32 {t}, {tw}, {}, {t};", bl.tpw[d]);
+            let _ = writeln!(s, "\tmul.lo.u32 {t}, {t}, {};", bl.spt[d]);
+            self.pro.push_str(&s);
+            thread.push(t);
+        }
+        let konst = bl.konst();
+        let l = std::rc::Rc::new(Layout { bl, konst, thread });
+        self.layouts.insert(shape.to_vec(), l.clone());
+        l
+    }
+
+    fn nregs(&mut self, v: V) -> usize {
+        let s = self.shape_u32(v);
+        if s.is_empty() {
+            1
+        } else {
+            self.layout(&s).bl.regs()
+        }
+    }
+
+    /// Index along `d` of register `r` of the canonical layout of `shape`
+    /// (u32 register, computed once in the prologue).
+    fn index(&mut self, shape: &[u32], r: usize, d: usize) -> String {
+        let key = (shape.to_vec(), r, d);
+        if let Some(s) = self.idx_cache.get(&key) {
+            return s.clone();
+        }
+        let lay = self.layout(shape);
+        let out = self.reg(Cls::R);
+        let c = lay.konst[r][d];
+        let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
+        if lay.bl.replicated(d) {
+            let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);
+        }
+        self.pro.push_str(&s);
+        self.idx_cache.insert(key, out.clone());
+        out
+    }
+
+    /// Row-major linear index of register `r` (u32 register, prologue).
+    fn lin(&mut self, shape: &[u32], r: usize) -> String {
+        let lay = self.layout(shape);
+        let strides = lay.bl.strides();
+        let out = self.reg(Cls::R);
+        let mut s = format!("\tmov.u32 {out}, 0;\n");
+        for d in 0..shape.len() {
+            let i = self.index(shape, r, d);
+            let _ = writeln!(s, "\tmad.lo.u32 {out}, {i}, {}, {out};", strides[d]);
+        }
+        self.pro.push_str(&s);
+        out
+    }
+
+    /// Predicate true in exactly one of the threads holding register `r`'s
+    /// element (None: every holder is the only one). Scalars: thread 0.
+    fn owner(&mut self, shape: &[u32], r: usize) -> Option<String> {
+        let key = (shape.to_vec(), r);
+        if let Some(o) = self.owner_cache.get(&key) {
+            return o.clone();
+        }
+        let res = if shape.is_empty() {
+            let p = self.reg(Cls::P);
+            let _ = writeln!(self.pro, "\tsetp.eq.u32 {p}, {}, 0;", self.tid);
+            Some(p)
+        } else {
+            let lay = self.layout(shape);
+            let mut pred: Option<String> = None;
+            for d in 0..shape.len() {
+                if !lay.bl.replicated(d) {
+                    continue;
+                }
+                let t = self.reg(Cls::R);
+                let p = self.reg(Cls::P);
+                let _ = writeln!(self.pro, "\tadd.u32 {t}, {}, {};\n\tsetp.lt.u32 {p}, {t}, {};", lay.thread[d], lay.konst[r][d], shape[d]);
+                pred = Some(match pred {
+                    None => p,
+                    Some(q) => {
+                        let _ = writeln!(self.pro, "\tand.pred {p}, {p}, {q};");
+                        p
+                    }
+                });
+            }
+            // warps replicated beyond the shape along dim 0 are covered by the
+            // wrap check above (coverage counts them).
+            pred
+        };
+        self.owner_cache.insert(key, res.clone());
+        res
+    }
+
+    fn get(&self, v: V) -> Vec<String> {
+        self.vals.get(&v).cloned().unwrap_or_else(|| panic!("ptx: value %{} not emitted", v.0))
+    }
+
+    fn elem(&self, v: V) -> Elem {
+        self.k.ty(v).elem().expect("tile type")
+    }
+
+    fn dtype(&self, v: V) -> DType {
+        self.elem(v).dtype()
+    }
+
+    fn smem_need(&mut self, bytes: u32) {
+        self.smem = self.smem.max(bytes.div_ceil(16) * 16);
+    }
+
+    fn bar(&mut self) {
+        self.l("bar.sync 0;");
+    }
+
+    // ------------------------------------------------------------ blocks
+
+    fn block(&mut self, b: &Block) -> R<()> {
+        for op in &b.ops {
+            self.loc = op.loc;
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    fn yields(&self, b: &Block) -> Vec<V> {
+        match b.ops.last().map(|o| &o.kind) {
+            Some(OpKind::Yield(v)) => v.clone(),
+            _ => vec![],
+        }
+    }
+
+    fn mov(&mut self, c: Cls, dst: &str, src: &str) {
+        let t = match c {
+            Cls::F => "f32",
+            Cls::H => "b16",
+            Cls::R => "b32",
+            Cls::Rd => "b64",
+            Cls::P => "pred",
+        };
+        self.l(format!("mov.{t} {dst}, {src};"));
+    }
+
+    fn fresh_like(&mut self, v: V) -> Vec<String> {
+        let n = self.nregs(v);
+        let c = cls_of(self.elem(v));
+        (0..n).map(|_| self.reg(c)).collect()
+    }
+
+    // ------------------------------------------------- f16/bf16 helpers
+
+    fn to_f32(&mut self, r: &str, d: DType) -> String {
+        match d {
+            DType::F32 => r.to_string(),
+            DType::F16 => {
+                let f = self.reg(Cls::F);
+                self.l(format!("cvt.f32.f16 {f}, {r};"));
+                f
+            }
+            DType::BF16 => {
+                let t = self.reg(Cls::R);
+                let f = self.reg(Cls::F);
+                self.l(format!("cvt.u32.u16 {t}, {r};"));
+                self.l(format!("shl.b32 {t}, {t}, 16;"));
+                self.l(format!("mov.b32 {f}, {t};"));
+                f
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn from_f32(&mut self, f: &str, d: DType) -> String {
+        match d {
+            DType::F32 => f.to_string(),
+            DType::F16 => {
+                let h = self.reg(Cls::H);
+                self.l(format!("cvt.rn.f16.f32 {h}, {f};"));
+                h
+            }
+            DType::BF16 => {
+                let h = self.reg(Cls::H);
+                self.l(format!("cvt.rn.bf16.f32 {h}, {f};"));
+                h
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Re-normalize an 8-bit integer held in 32 bits after arithmetic.
+    fn norm8(&mut self, r: &str, d: DType) {
+        match d {
+            DType::I8 => self.l(format!("cvt.s32.s8 {r}, {r};")),
+            DType::U8 => self.l(format!("and.b32 {r}, {r}, 255;")),
+            _ => {}
+        }
+    }
+
+    // --------------------------------------------------------------- ops
+
+    fn op(&mut self, op: &Op) -> R<()> {
+        let k = self.k;
+        let res = op.results.first().copied();
+        let out: Option<Vec<String>> = match &op.kind {
+            OpKind::Param(i) => {
+                let i = *i as usize;
+                let p = &k.params[i];
+                let r = match p.kind {
+                    ParamKind::Ptr(_) => {
+                        let r = self.reg(Cls::Rd);
+                        self.l(format!("ld.param.u64 {r}, [p{i}];"));
+                        self.l(format!("cvta.to.global.u64 {r}, {r};"));
+                        r
+                    }
+                    ParamKind::Scalar(d) => {
+                        let c = cls_of(Elem::Val(d));
+                        let r = self.reg(c);
+                        match c {
+                            Cls::F => self.l(format!("ld.param.f32 {r}, [p{i}];")),
+                            Cls::H => self.l(format!("ld.param.b16 {r}, [p{i}];")),
+                            Cls::Rd => self.l(format!("ld.param.b64 {r}, [p{i}];")),
+                            Cls::R => self.l(format!("ld.param.b32 {r}, [p{i}];")),
+                            Cls::P => {
+                                let t = self.reg(Cls::R);
+                                self.l(format!("ld.param.b32 {t}, [p{i}];"));
+                                self.l(format!("setp.ne.u32 {r}, {t}, 0;"));
+                            }
+                        }
+                        r
+                    }
+                };
+                Some(vec![r])
+            }
+            OpKind::Constexpr(_) | OpKind::StaticAssert { .. } => return self.err("unspecialized op reached the PTX backend"),
+            OpKind::Const(l) => {
+                let v = res.unwrap();
+                let d = self.dtype(v);
+                let c = cls_of(Elem::Val(d));
+                let r = self.reg(c);
+                match (c, l) {
+                    (Cls::F, _) => {
+                        let f = match l {
+                            Lit::Float(f) => *f,
+                            Lit::Int(i) => *i as f64,
+                            Lit::Bool(b) => *b as i64 as f64,
+                        };
+                        self.l(format!("mov.f32 {r}, {};", f32_hex(f)));
+                    }
+                    (Cls::H, _) => {
+                        let f = match l {
+                            Lit::Float(f) => *f,
+                            Lit::Int(i) => *i as f64,
+                            Lit::Bool(b) => *b as i64 as f64,
+                        };
+                        let bits = if d == DType::F16 { half::f16::from_f64(f).to_bits() } else { half::bf16::from_f64(f).to_bits() };
+                        self.l(format!("mov.b16 {r}, 0x{bits:04X};"));
+                    }
+                    (Cls::P, _) => {
+                        let b = match l {
+                            Lit::Bool(b) => *b,
+                            Lit::Int(i) => *i != 0,
+                            Lit::Float(f) => *f != 0.0,
+                        };
+                        self.l(format!("setp.eq.u32 {r}, 0, {};", if b { 0 } else { 1 }));
+                    }
+                    (Cls::R, _) => {
+                        let i = match l {
+                            Lit::Int(i) => *i,
+                            Lit::Bool(b) => *b as i64,
+                            Lit::Float(f) => *f as i64,
+                        };
+                        let i = match d {
+                            DType::I8 => i as i8 as i64,
+                            DType::U8 => i as u8 as i64,
+                            DType::U32 => i as u32 as i64,
+                            _ => i as i32 as i64,
+                        };
+                        self.l(format!("mov.b32 {r}, {};", i as i32));
+                    }
+                    (Cls::Rd, _) => {
+                        let i = match l {
+                            Lit::Int(i) => *i,
+                            Lit::Bool(b) => *b as i64,
+                            Lit::Float(f) => *f as i64,
+                        };
+                        self.l(format!("mov.b64 {r}, {i};"));
+                    }
+                }
+                Some(vec![r])
+            }
+            OpKind::ProgramId(a) | OpKind::NumPrograms(a) => {
+                let r = self.reg(Cls::R);
+                let ax = ["x", "y", "z"][*a as usize];
+                let sreg = if matches!(op.kind, OpKind::ProgramId(_)) { "ctaid" } else { "nctaid" };
+                self.l(format!("mov.u32 {r}, %{sreg}.{ax};"));
+                Some(vec![r])
+            }
+            OpKind::Arange { start, .. } => {
+                let v = res.unwrap();
+                let shape = self.shape_u32(v);
+                let s = start.known().unwrap();
+                let n = self.nregs(v);
+                let mut regs = vec![];
+                for r in 0..n {
+                    let i = self.index(&shape, r, 0);
+                    if s == 0 {
+                        regs.push(i);
+                    } else {
+                        let o = self.reg(Cls::R);
+                        self.l(format!("add.s32 {o}, {i}, {s};"));
+                        regs.push(o);
+                    }
+                }
+                Some(regs)
+            }
+            OpKind::Splat { x, .. } => {
+                let v = res.unwrap();
+                let n = self.nregs(v);
+                let s = self.get(*x)[0].clone();
+                Some(vec![s; n])
+            }
+            OpKind::Broadcast { x, .. } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| idx.iter().zip(&src).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect(), v)?)
+            }
+            OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                if src.is_empty() {
+                    let n = self.nregs(v);
+                    let s = self.get(*x)[0].clone();
+                    Some(vec![s; n])
+                } else {
+                    Some(self.convert_linear(*x, &src, &dst, v)?)
+                }
+            }
+            OpKind::Trans { x, perm } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                let perm = perm.clone();
+                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| {
+                    let mut s = vec![0u32; idx.len()];
+                    for (a, &p) in perm.iter().enumerate() {
+                        s[p as usize] = idx[a];
+                    }
+                    s
+                }, v)?)
+            }
+            OpKind::Binary { op: o, a, b } => Some(self.binary(*o, *a, *b)?),
+            OpKind::Cmp { op: o, a, b } => Some(self.cmp(*o, *a, *b)),
+            OpKind::Unary { op: o, x } => Some(self.unary(*o, *x)?),
+            OpKind::Fma { a, b, c } => {
+                let d = self.dtype(*a);
+                let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    let (x, y, z) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d), self.to_f32(&rc[i], d));
+                    let f = self.reg(Cls::F);
+                    self.l(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
+                    out.push(self.from_f32(&f, d));
+                }
+                Some(out)
+            }
+            OpKind::Select { cond, a, b } => {
+                let c = cls_of(self.elem(*a));
+                let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    let d = self.reg(c);
+                    match c {
+                        Cls::P => {
+                            let t = self.reg(Cls::P);
+                            let u = self.reg(Cls::P);
+                            self.l(format!("and.pred {t}, {}, {};", rc[i], ra[i]));
+                            self.l(format!("not.pred {u}, {};", rc[i]));
+                            self.l(format!("and.pred {u}, {u}, {};", rb[i]));
+                            self.l(format!("or.pred {d}, {t}, {u};"));
+                        }
+                        _ => {
+                            let t = match c {
+                                Cls::F => "f32",
+                                Cls::H => "b16",
+                                Cls::R => "b32",
+                                _ => "b64",
+                            };
+                            self.l(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
+                        }
+                    }
+                    out.push(d);
+                }
+                Some(out)
+            }
+            OpKind::Cast { x, to } => Some(self.cast(*x, *to)?),
+            OpKind::AddPtr { ptr, offset } => {
+                let es = self.dtype(*ptr).size_bytes();
+                let od = self.dtype(*offset);
+                let (rp, ro) = (self.get(*ptr), self.get(*offset));
+                let mut out = vec![];
+                for i in 0..rp.len() {
+                    let d = self.reg(Cls::Rd);
+                    match od {
+                        DType::I64 => self.l(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        DType::U32 | DType::U8 => self.l(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        _ => self.l(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                    }
+                    out.push(d);
+                }
+                Some(out)
+            }
+            OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
+            OpKind::Store { ptr, value, mask } => {
+                self.store(*ptr, *value, *mask, false)?;
+                None
+            }
+            OpKind::AtomicAdd { ptr, value, mask } => {
+                self.store(*ptr, *value, *mask, true)?;
+                None
+            }
+            OpKind::MakeView { base, shape, strides } => {
+                // A view is kept as [base, dims..., strides...] (64-bit).
+                let mut regs = vec![self.get(*base)[0].clone()];
+                for v in shape.iter().chain(strides) {
+                    let r = self.get(*v)[0].clone();
+                    if self.dtype(*v) == DType::I64 {
+                        regs.push(r);
+                    } else {
+                        let w = self.reg(Cls::Rd);
+                        self.l(format!("cvt.s64.s32 {w}, {r};"));
+                        regs.push(w);
+                    }
+                }
+                if let Some(v) = res {
+                    self.vals.insert(v, regs);
+                }
+                return Ok(());
+            }
+            OpKind::LoadBlock { view, offsets, .. } => {
+                let v = res.unwrap();
+                let shape = self.shape_u32(v);
+                let (ptrs, inb) = self.block_ptrs(*view, offsets, &shape)?;
+                let d = self.dtype(v);
+                Some(self.load_regs(&ptrs, Some(&inb), None, d, 1))
+            }
+            OpKind::StoreBlock { view, offsets, value } => {
+                let shape = self.shape_u32(*value);
+                let (ptrs, inb) = self.block_ptrs(*view, offsets, &shape)?;
+                let vals = self.get(*value);
+                let d = self.dtype(*value);
+                let mut preds = vec![];
+                for (r, p) in inb.iter().enumerate() {
+                    let pr = match self.owner(&shape, r) {
+                        Some(o) => {
+                            let q = self.reg(Cls::P);
+                            self.l(format!("and.pred {q}, {p}, {o};"));
+                            q
+                        }
+                        None => p.clone(),
+                    };
+                    preds.push(Some(pr));
+                }
+                self.store_regs(&ptrs, &preds, &vals, d, false, 1)?;
+                None
+            }
+            OpKind::Reduce { op: o, x, axis } => Some(self.reduce(*o, *x, *axis as usize, res.unwrap())?),
+            OpKind::Scan { x, axis, .. } => Some(self.scan(*x, *axis as usize, res.unwrap())?),
+            OpKind::Dot { a, b, acc, precision } => Some(self.dot(*a, *b, *acc, *precision, res.unwrap())?),
+            OpKind::For { lo, hi, step, inits, body } => {
+                let ivd = self.dtype(body.args[0]);
+                let iv = self.reg(cls_of(Elem::Val(ivd)));
+                let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
+                let ivc = cls_of(Elem::Val(ivd));
+                self.mov(ivc, &iv, &rlo);
+                self.vals.insert(body.args[0], vec![iv.clone()]);
+                let mut carried = vec![];
+                for (a, init) in body.args[1..].iter().zip(inits) {
+                    let regs = self.fresh_like(*a);
+                    let c = cls_of(self.elem(*a));
+                    let src = self.get(*init);
+                    for (d, s) in regs.iter().zip(&src) {
+                        self.mov(c, d, s);
+                    }
+                    self.vals.insert(*a, regs.clone());
+                    carried.push((c, regs));
+                }
+                let (head, end) = (self.label(), self.label());
+                let p = self.reg(Cls::P);
+                let t = ity(ivd);
+                self.body.push_str(&format!("{head}:\n"));
+                self.l(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
+                self.l(format!("@{p} bra.uni {end};"));
+                self.block(body)?;
+                let ys = self.yields(body);
+                // parallel copy through temporaries
+                let mut tmps = vec![];
+                for ((c, _), y) in carried.iter().zip(&ys) {
+                    let src = self.get(*y);
+                    let mut ts = vec![];
+                    for s in src {
+                        let t = self.reg(*c);
+                        self.mov(*c, &t, &s);
+                        ts.push(t);
+                    }
+                    tmps.push(ts);
+                }
+                for ((c, regs), ts) in carried.iter().zip(&tmps) {
+                    for (d, s) in regs.iter().zip(ts) {
+                        self.mov(*c, d, s);
+                    }
+                }
+                self.l(format!("add.{t} {iv}, {iv}, {rst};"));
+                self.l(format!("bra.uni {head};"));
+                self.body.push_str(&format!("{end}:\n"));
+                for (r, (_, regs)) in op.results.iter().zip(carried) {
+                    self.vals.insert(*r, regs);
+                }
+                return Ok(());
+            }
+            OpKind::If { cond, then_, else_ } => {
+                let p = self.get(*cond)[0].clone();
+                let outs: Vec<(Cls, Vec<String>)> = op
+                    .results
+                    .iter()
+                    .map(|r| {
+                        let c = cls_of(self.elem(*r));
+                        (c, self.fresh_like(*r))
+                    })
+                    .collect();
+                let (lelse, lend) = (self.label(), self.label());
+                self.l(format!("@!{p} bra.uni {lelse};"));
+                for (blk, last) in [(then_, false), (else_, true)] {
+                    self.block(blk)?;
+                    let ys = self.yields(blk);
+                    for ((c, regs), y) in outs.iter().zip(&ys) {
+                        let src = self.get(*y);
+                        for (d, s) in regs.iter().zip(&src) {
+                            self.mov(*c, d, s);
+                        }
+                    }
+                    if !last {
+                        self.l(format!("bra.uni {lend};"));
+                        self.body.push_str(&format!("{lelse}:\n"));
+                    }
+                }
+                self.body.push_str(&format!("{lend}:\n"));
+                for (r, (_, regs)) in op.results.iter().zip(outs) {
+                    self.vals.insert(*r, regs);
+                }
+                return Ok(());
+            }
+            OpKind::Yield(_) => None,
+            // Device printing is honoured by the interpreter only.
+            OpKind::Print { .. } => None,
+        };
+        if let (Some(regs), Some(r)) = (out, res) {
+            debug_assert_eq!(regs.len(), self.nregs(r), "{:?}", op.kind);
+            self.vals.insert(r, regs);
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
+        let d = self.dtype(a);
+        let (ra, rb) = (self.get(a), self.get(b));
+        let mut out = vec![];
+        for i in 0..ra.len() {
+            let (x, y) = (&ra[i], &rb[i]);
+            let r = if d.is_float() {
+                let (fx, fy) = (self.to_f32(x, d), self.to_f32(y, d));
+                let f = self.reg(Cls::F);
+                let ins = match o {
+                    BinOp::Add => "add.rn.f32",
+                    BinOp::Sub => "sub.rn.f32",
+                    BinOp::Mul => "mul.rn.f32",
+                    BinOp::Div => "div.rn.f32",
+                    BinOp::Max => "max.f32",
+                    BinOp::Min => "min.f32",
+                    _ => return self.err(format!("{o:?} on floats")),
+                };
+                self.l(format!("{ins} {f}, {fx}, {fy};"));
+                self.from_f32(&f, d)
+            } else if d == DType::Bool {
+                let p = self.reg(Cls::P);
+                let ins = match o {
+                    BinOp::And | BinOp::LAnd | BinOp::Min => "and",
+                    BinOp::Or | BinOp::LOr | BinOp::Max => "or",
+                    BinOp::Xor => "xor",
+                    _ => return self.err(format!("{o:?} on bool")),
+                };
+                self.l(format!("{ins}.pred {p}, {x}, {y};"));
+                p
+            } else {
+                let c = cls_of(Elem::Val(d));
+                let r = self.reg(c);
+                let t = ity(d);
+                let bits = if d == DType::I64 { 64 } else { 32 };
+                let ins = match o {
+                    BinOp::Add => format!("add.{t}"),
+                    BinOp::Sub => format!("sub.{t}"),
+                    BinOp::Mul => format!("mul.lo.{t}"),
+                    BinOp::Div => format!("div.{t}"),
+                    BinOp::Rem => format!("rem.{t}"),
+                    BinOp::And => format!("and.b{bits}"),
+                    BinOp::Or => format!("or.b{bits}"),
+                    BinOp::Xor => format!("xor.b{bits}"),
+                    BinOp::Max => format!("max.{t}"),
+                    BinOp::Min => format!("min.{t}"),
+                    BinOp::Shl | BinOp::Shr => {
+                        // shift amount: 32-bit; amounts ≥ width saturate (PTX clamps)
+                        let amt = if d == DType::I64 {
+                            let a = self.reg(Cls::R);
+                            let big = self.reg(Cls::P);
+                            self.l(format!("cvt.u32.u64 {a}, {y};"));
+                            self.l(format!("setp.gt.u64 {big}, {y}, 63;"));
+                            self.l(format!("selp.b32 {a}, 64, {a}, {big};"));
+                            a
+                        } else {
+                            y.clone()
+                        };
+                        let st = if o == BinOp::Shl {
+                            format!("shl.b{bits}")
+                        } else if d.is_signed() {
+                            format!("shr.s{bits}")
+                        } else {
+                            format!("shr.u{bits}")
+                        };
+                        // 8-bit types: width is 8, not 32
+                        if matches!(d, DType::I8 | DType::U8) {
+                            let big = self.reg(Cls::P);
+                            let a2 = self.reg(Cls::R);
+                            self.l(format!("setp.gt.u32 {big}, {amt}, 8;"));
+                            self.l(format!("selp.b32 {a2}, 8, {amt}, {big};"));
+                            self.l(format!("{st} {r}, {x}, {a2};"));
+                        } else {
+                            self.l(format!("{st} {r}, {x}, {amt};"));
+                        }
+                        self.norm8(&r, d);
+                        out.push(r);
+                        continue;
+                    }
+                    BinOp::LAnd | BinOp::LOr => return self.err("logical op on integers"),
+                };
+                self.l(format!("{ins} {r}, {x}, {y};"));
+                self.norm8(&r, d);
+                r
+            };
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    fn cmp(&mut self, o: CmpOp, a: V, b: V) -> Vec<String> {
+        let d = self.dtype(a);
+        let (ra, rb) = (self.get(a), self.get(b));
+        let mut out = vec![];
+        for i in 0..ra.len() {
+            let p = self.reg(Cls::P);
+            if d == DType::Bool {
+                // compare as integers 0/1
+                let (x, y) = (self.reg(Cls::R), self.reg(Cls::R));
+                self.l(format!("selp.u32 {x}, 1, 0, {};", ra[i]));
+                self.l(format!("selp.u32 {y}, 1, 0, {};", rb[i]));
+                self.l(format!("setp.{}.u32 {p}, {x}, {y};", cmp_s(o, false)));
+            } else if d.is_float() {
+                let (x, y) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d));
+                self.l(format!("setp.{}.f32 {p}, {x}, {y};", cmp_s(o, true)));
+            } else {
+                self.l(format!("setp.{}.{} {p}, {}, {};", cmp_s(o, false), ity(d), ra[i], rb[i]));
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    fn unary(&mut self, o: UnOp, x: V) -> R<Vec<String>> {
+        let d = self.dtype(x);
+        let rx = self.get(x);
+        let mut out = vec![];
+        for r in rx {
+            let o_r = if d.is_float() {
+                let f = self.to_f32(&r, d);
+                let y = self.funary(o, &f)?;
+                self.from_f32(&y, d)
+            } else if d == DType::Bool {
+                let p = self.reg(Cls::P);
+                self.l(format!("not.pred {p}, {r};"));
+                p
+            } else {
+                let c = cls_of(Elem::Val(d));
+                let y = self.reg(c);
+                let bits = if d == DType::I64 { 64 } else { 32 };
+                match o {
+                    UnOp::Neg => self.l(format!("neg.s{bits} {y}, {r};")),
+                    UnOp::Not => self.l(format!("not.b{bits} {y}, {r};")),
+                    UnOp::Abs => self.l(format!("abs.s{bits} {y}, {r};")),
+                    _ => return self.err(format!("{} on integers", o.name())),
+                }
+                self.norm8(&y, d);
+                y
+            };
+            out.push(o_r);
+        }
+        Ok(out)
+    }
+
+    fn fconst(&mut self, v: f64) -> String {
+        f32_hex(v)
+    }
+
+    fn fexp(&mut self, x: &str) -> String {
+        // exp(x) = 2^(x * log2 e), ex2.approx: ~2 ulp
+        let t = self.reg(Cls::F);
+        let y = self.reg(Cls::F);
+        let c = self.fconst(std::f64::consts::LOG2_E);
+        self.l(format!("mul.rn.f32 {t}, {x}, {c};"));
+        self.l(format!("ex2.approx.f32 {y}, {t};"));
+        y
+    }
+
+    fn funary(&mut self, o: UnOp, x: &str) -> R<String> {
+        let y = self.reg(Cls::F);
+        match o {
+            UnOp::Neg => self.l(format!("neg.f32 {y}, {x};")),
+            UnOp::Abs => self.l(format!("abs.f32 {y}, {x};")),
+            UnOp::Exp => return Ok(self.fexp(x)),
+            UnOp::Exp2 => self.l(format!("ex2.approx.f32 {y}, {x};")),
+            UnOp::Log => {
+                let t = self.reg(Cls::F);
+                self.l(format!("lg2.approx.f32 {t}, {x};"));
+                self.l(format!("mul.rn.f32 {y}, {t}, {};", f32_hex(std::f64::consts::LN_2)));
+            }
+            UnOp::Log2 => self.l(format!("lg2.approx.f32 {y}, {x};")),
+            UnOp::Sqrt => self.l(format!("sqrt.rn.f32 {y}, {x};")),
+            UnOp::Rsqrt => self.l(format!("rsqrt.approx.f32 {y}, {x};")),
+            UnOp::Floor => self.l(format!("cvt.rmi.f32.f32 {y}, {x};")),
+            UnOp::Ceil => self.l(format!("cvt.rpi.f32.f32 {y}, {x};")),
+            UnOp::Sigmoid => {
+                let n = self.reg(Cls::F);
+                self.l(format!("neg.f32 {n}, {x};"));
+                let e = self.fexp(&n);
+                let d = self.reg(Cls::F);
+                self.l(format!("add.rn.f32 {d}, {e}, 0f3F800000;"));
+                self.l(format!("rcp.rn.f32 {y}, {d};"));
+            }
+            UnOp::Tanh => {
+                // |x| < 0.25: odd Taylor polynomial; else sign(x)(1-e)/(1+e), e = exp(-2|x|)
+                let a = self.reg(Cls::F);
+                self.l(format!("abs.f32 {a}, {x};"));
+                let m2 = self.reg(Cls::F);
+                self.l(format!("mul.rn.f32 {m2}, {a}, 0fC0000000;"));
+                let e = self.fexp(&m2);
+                let (num, den, q) = (self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F));
+                self.l(format!("sub.rn.f32 {num}, 0f3F800000, {e};"));
+                self.l(format!("add.rn.f32 {den}, 0f3F800000, {e};"));
+                self.l(format!("div.rn.f32 {q}, {num}, {den};"));
+                self.l(format!("copysign.f32 {q}, {x}, {q};"));
+                // polynomial
+                let x2 = self.reg(Cls::F);
+                self.l(format!("mul.rn.f32 {x2}, {x}, {x};"));
+                let coef = [62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0, 1.0];
+                let p = self.reg(Cls::F);
+                self.l(format!("mov.f32 {p}, {};", f32_hex(coef[0])));
+                for c in &coef[1..] {
+                    self.l(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
+                }
+                self.l(format!("mul.rn.f32 {p}, {p}, {x};"));
+                let small = self.reg(Cls::P);
+                self.l(format!("setp.lt.f32 {small}, {a}, 0f3E800000;"));
+                self.l(format!("selp.f32 {y}, {p}, {q}, {small};"));
+            }
+            UnOp::Erf => {
+                // |x| < 0.5: Taylor series; else Abramowitz–Stegun 7.1.26
+                let a = self.reg(Cls::F);
+                self.l(format!("abs.f32 {a}, {x};"));
+                let x2 = self.reg(Cls::F);
+                self.l(format!("mul.rn.f32 {x2}, {x}, {x};"));
+                let p = self.reg(Cls::F);
+                // sum_{n} (-1)^n x^(2n+1) / (n! (2n+1)) * 2/sqrt(pi), Horner in x^2
+                let mut cs = vec![];
+                let mut fact = 1.0f64;
+                for n in 0..9 {
+                    if n > 0 {
+                        fact *= n as f64;
+                    }
+                    let s = if n % 2 == 0 { 1.0 } else { -1.0 };
+                    cs.push(s / (fact * (2 * n + 1) as f64) * 2.0 / std::f64::consts::PI.sqrt());
+                }
+                self.l(format!("mov.f32 {p}, {};", f32_hex(cs[8])));
+                for c in cs[..8].iter().rev() {
+                    self.l(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
+                }
+                self.l(format!("mul.rn.f32 {p}, {p}, {x};"));
+                let t = self.reg(Cls::F);
+                self.l(format!("fma.rn.f32 {t}, {a}, {}, 0f3F800000;", f32_hex(0.3275911)));
+                self.l(format!("rcp.rn.f32 {t}, {t};"));
+                let q = self.reg(Cls::F);
+                let ac = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
+                self.l(format!("mov.f32 {q}, {};", f32_hex(ac[0])));
+                for c in &ac[1..] {
+                    self.l(format!("fma.rn.f32 {q}, {q}, {t}, {};", f32_hex(*c)));
+                }
+                self.l(format!("mul.rn.f32 {q}, {q}, {t};"));
+                let nx2 = self.reg(Cls::F);
+                self.l(format!("neg.f32 {nx2}, {x2};"));
+                let e = self.fexp(&nx2);
+                self.l(format!("mul.rn.f32 {q}, {q}, {e};"));
+                self.l(format!("sub.rn.f32 {q}, 0f3F800000, {q};"));
+                self.l(format!("copysign.f32 {q}, {x}, {q};"));
+                let small = self.reg(Cls::P);
+                self.l(format!("setp.lt.f32 {small}, {a}, 0f3F000000;"));
+                self.l(format!("selp.f32 {y}, {p}, {q}, {small};"));
+            }
+            UnOp::Sin | UnOp::Cos => {
+                // k = rint(x * 2/pi); r = x - k*pi/2 (3-part Cody–Waite); Taylor on |r| <= pi/4
+                let kf = self.reg(Cls::F);
+                self.l(format!("mul.rn.f32 {kf}, {x}, {};", f32_hex(std::f64::consts::FRAC_2_PI)));
+                self.l(format!("cvt.rni.f32.f32 {kf}, {kf};"));
+                let r = self.reg(Cls::F);
+                let c1 = 1.5707963705062866f64; // f32(pi/2)
+                let c2 = -4.371139000186243e-8f64;
+                let c3 = -1.7151245100059164e-15f64;
+                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {x};", f32_hex(-c1)));
+                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c2)));
+                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c3)));
+                let r2 = self.reg(Cls::F);
+                self.l(format!("mul.rn.f32 {r2}, {r}, {r};"));
+                // sin poly
+                let s = self.reg(Cls::F);
+                let sc = [-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0];
+                self.l(format!("mov.f32 {s}, {};", f32_hex(sc[0])));
+                for c in &sc[1..] {
+                    self.l(format!("fma.rn.f32 {s}, {s}, {r2}, {};", f32_hex(*c)));
+                }
+                self.l(format!("mul.rn.f32 {s}, {s}, {r2};"));
+                self.l(format!("fma.rn.f32 {s}, {s}, {r}, {r};"));
+                let cpoly = self.reg(Cls::F);
+                let cc = [1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0];
+                self.l(format!("mov.f32 {cpoly}, {};", f32_hex(cc[0])));
+                for c in &cc[1..] {
+                    self.l(format!("fma.rn.f32 {cpoly}, {cpoly}, {r2}, {};", f32_hex(*c)));
+                }
+                let q = self.reg(Cls::R);
+                self.l(format!("cvt.rzi.s32.f32 {q}, {kf};"));
+                if o == UnOp::Cos {
+                    self.l(format!("add.s32 {q}, {q}, 1;"));
+                }
+                // quadrant: q&1 → use the other polynomial; q&2 → negate
+                let (b0, b1) = (self.reg(Cls::R), self.reg(Cls::R));
+                self.l(format!("and.b32 {b0}, {q}, 1;"));
+                self.l(format!("and.b32 {b1}, {q}, 2;"));
+                let (p0, p1) = (self.reg(Cls::P), self.reg(Cls::P));
+                self.l(format!("setp.ne.u32 {p0}, {b0}, 0;"));
+                self.l(format!("setp.ne.u32 {p1}, {b1}, 0;"));
+                self.l(format!("selp.f32 {y}, {cpoly}, {s}, {p0};"));
+                let n = self.reg(Cls::F);
+                self.l(format!("neg.f32 {n}, {y};"));
+                self.l(format!("selp.f32 {y}, {n}, {y}, {p1};"));
+            }
+            UnOp::Not => return self.err("`!` on floats"),
+        }
+        Ok(y)
+    }
+
+    fn cast(&mut self, x: V, to: DType) -> R<Vec<String>> {
+        let from = self.dtype(x);
+        let rx = self.get(x);
+        let mut out = vec![];
+        for r in rx {
+            let o = if from == to {
+                r.clone()
+            } else if from == DType::Bool {
+                match cls_of(Elem::Val(to)) {
+                    Cls::F => {
+                        let f = self.reg(Cls::F);
+                        self.l(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
+                        f
+                    }
+                    Cls::H => {
+                        let f = self.reg(Cls::F);
+                        self.l(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
+                        self.from_f32(&f, to)
+                    }
+                    Cls::Rd => {
+                        let y = self.reg(Cls::Rd);
+                        self.l(format!("selp.b64 {y}, 1, 0, {r};"));
+                        y
+                    }
+                    _ => {
+                        let y = self.reg(Cls::R);
+                        self.l(format!("selp.b32 {y}, 1, 0, {r};"));
+                        y
+                    }
+                }
+            } else if to == DType::Bool {
+                let p = self.reg(Cls::P);
+                if from.is_float() {
+                    let f = self.to_f32(&r, from);
+                    self.l(format!("setp.neu.f32 {p}, {f}, 0f00000000;"));
+                } else {
+                    self.l(format!("setp.ne.{} {p}, {r}, 0;", if from == DType::I64 { "s64" } else { "s32" }));
+                }
+                p
+            } else if from.is_float() && to.is_float() {
+                let f = self.to_f32(&r, from);
+                self.from_f32(&f, to)
+            } else if from.is_float() {
+                let f = self.to_f32(&r, from);
+                match to {
+                    DType::I64 => {
+                        let y = self.reg(Cls::Rd);
+                        self.l(format!("cvt.rzi.s64.f32 {y}, {f};"));
+                        y
+                    }
+                    DType::I32 | DType::I8 => {
+                        let y = self.reg(Cls::R);
+                        self.l(format!("cvt.rzi.s32.f32 {y}, {f};"));
+                        if to == DType::I8 {
+                            self.l(format!("max.s32 {y}, {y}, -128;"));
+                            self.l(format!("min.s32 {y}, {y}, 127;"));
+                        }
+                        y
+                    }
+                    _ => {
+                        let y = self.reg(Cls::R);
+                        self.l(format!("cvt.rzi.u32.f32 {y}, {f};"));
+                        if to == DType::U8 {
+                            self.l(format!("min.u32 {y}, {y}, 255;"));
+                        }
+                        y
+                    }
+                }
+            } else if to.is_float() {
+                // int → float (via f32 for f16/bf16)
+                let f = self.reg(Cls::F);
+                let src = if from == DType::I64 { "s64" } else if from.is_signed() { "s32" } else { "u32" };
+                if to == DType::F16 && from != DType::I64 {
+                    let h = self.reg(Cls::H);
+                    self.l(format!("cvt.rn.f16.{src} {h}, {r};"));
+                    h
+                } else {
+                    self.l(format!("cvt.rn.f32.{src} {f}, {r};"));
+                    self.from_f32(&f, to)
+                }
+            } else {
+                // int → int
+                match (from, to) {
+                    (DType::I64, _) => {
+                        let y = self.reg(Cls::R);
+                        self.l(format!("cvt.u32.u64 {y}, {r};"));
+                        self.norm8(&y, to);
+                        y
+                    }
+                    (_, DType::I64) => {
+                        let y = self.reg(Cls::Rd);
+                        if from.is_signed() {
+                            self.l(format!("cvt.s64.s32 {y}, {r};"));
+                        } else {
+                            self.l(format!("cvt.u64.u32 {y}, {r};"));
+                        }
+                        y
+                    }
+                    _ => {
+                        let y = self.reg(Cls::R);
+                        self.l(format!("mov.b32 {y}, {r};"));
+                        self.norm8(&y, to);
+                        y
+                    }
+                }
+            };
+            out.push(o);
+        }
+        Ok(out)
+    }
+
+    // --------------------------------------------------------- memory
+
+    fn ld_ty(d: DType) -> &'static str {
+        match d {
+            DType::F32 => "f32",
+            DType::F16 | DType::BF16 => "b16",
+            DType::I32 => "s32",
+            DType::U32 => "u32",
+            DType::I64 => "b64",
+            DType::I8 => "s8",
+            DType::U8 => "u8",
+            DType::Bool => "u8",
+            DType::Generic(_) => unreachable!(),
+        }
+    }
+
+    /// Vector width for a pointer tile: runs of consecutive registers along
+    /// the last dimension that are provably contiguous, aligned and masked
+    /// uniformly.
+    fn vec_width(&mut self, ptr: V, mask: Option<V>) -> usize {
+        let shape = self.shape_u32(ptr);
+        if shape.is_empty() {
+            return 1;
+        }
+        let lay = self.layout(&shape);
+        if lay.bl.any_replication() {
+            return 1;
+        }
+        let es = self.dtype(ptr).size_bytes() as u64;
+        let pi = self.axis.get(&ptr).copied();
+        let mut v = lay.bl.spt[shape.len() - 1] as u64;
+        v = v.min(16 / es);
+        if let Some(i) = pi {
+            v = v.min(i.contig).min(i.div / es.max(1));
+        } else {
+            v = 1;
+        }
+        if let Some(m) = mask {
+            let k = self.axis.get(&m).map(|i| i.konst).unwrap_or(1);
+            v = v.min(k);
+        }
+        let mut w = 1;
+        while w * 2 <= v {
+            w *= 2;
+        }
+        w as usize
+    }
+
+    fn load(&mut self, ptr: V, mask: Option<V>, other: Option<V>, res: V) -> R<Vec<String>> {
+        let d = self.dtype(res);
+        let rp = self.get(ptr);
+        let masks = mask.map(|m| self.get(m));
+        let others = other.map(|o| self.get(o));
+        let w = self.vec_width(ptr, mask);
+        let preds: Option<Vec<String>> = masks;
+        let mut regs = self.load_regs(&rp, preds.as_deref(), others.as_deref(), d, w);
+        // loads of bool are not produced (no Ptr<bool>)
+        if d == DType::Bool {
+            return self.err("bool memory");
+        }
+        regs.truncate(rp.len());
+        Ok(regs)
+    }
+
+    fn load_regs(&mut self, ptrs: &[String], masks: Option<&[String]>, others: Option<&[String]>, d: DType, w: usize) -> Vec<String> {
+        let c = cls_of(Elem::Val(d));
+        let t = Self::ld_ty(d);
+        let mut out = vec![];
+        let n = ptrs.len();
+        let mut i = 0;
+        while i < n {
+            let group: Vec<String> = (0..w).map(|_| self.reg(c)).collect();
+            for (j, g) in group.iter().enumerate() {
+                match others {
+                    Some(o) => self.mov(c, g, &o[i + j]),
+                    None => match c {
+                        Cls::F => self.l(format!("mov.f32 {g}, 0f00000000;")),
+                        Cls::H => self.l(format!("mov.b16 {g}, 0;")),
+                        Cls::Rd => self.l(format!("mov.b64 {g}, 0;")),
+                        _ => self.l(format!("mov.b32 {g}, 0;")),
+                    },
+                }
+            }
+            let pred = masks.map(|m| format!("@{} ", m[i])).unwrap_or_default();
+            if w == 1 {
+                self.l(format!("{pred}ld.global.{t} {}, [{}];", group[0], ptrs[i]));
+            } else {
+                self.l(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
+            }
+            out.extend(group);
+            i += w;
+        }
+        out
+    }
+
+    fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(value);
+        let rp = self.get(ptr);
+        let rv = self.get(value);
+        let rm = mask.map(|m| self.get(m));
+        let mut preds = vec![];
+        for r in 0..rp.len() {
+            let own = self.owner(&shape, r);
+            let p = match (&rm, own) {
+                (Some(m), Some(o)) => {
+                    let q = self.reg(Cls::P);
+                    self.l(format!("and.pred {q}, {}, {o};", m[r]));
+                    Some(q)
+                }
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o,
+            };
+            preds.push(p);
+        }
+        let w = if atomic || self.layout_has_repl(&shape) { 1 } else { self.vec_width(ptr, mask) };
+        self.store_regs(&rp, &preds, &rv, d, atomic, w)
+    }
+
+    fn layout_has_repl(&mut self, shape: &[u32]) -> bool {
+        !shape.is_empty() && self.layout(shape).bl.any_replication()
+    }
+
+    fn store_regs(&mut self, ptrs: &[String], preds: &[Option<String>], vals: &[String], d: DType, atomic: bool, w: usize) -> R<()> {
+        let t = match d {
+            DType::I8 | DType::U8 => "b8",
+            DType::I32 | DType::U32 => "b32",
+            DType::I64 => "b64",
+            _ => Self::ld_ty(d),
+        };
+        let mut i = 0;
+        while i < ptrs.len() {
+            let pred = preds[i].as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
+            if atomic {
+                let (op, v) = match d {
+                    DType::F32 => ("red.global.add.f32", vals[i].clone()),
+                    DType::I32 | DType::U32 => ("red.global.add.u32", vals[i].clone()),
+                    DType::I64 => ("red.global.add.u64", vals[i].clone()),
+                    DType::F16 => ("red.global.add.noftz.f16", vals[i].clone()),
+                    DType::BF16 if self.o.sm >= 90 => ("red.global.add.noftz.bf16", vals[i].clone()),
+                    DType::BF16 => return self.err("bf16 atomic_add needs sm_90"),
+                    _ => return self.err(format!("atomic_add on {d}")),
+                };
+                self.l(format!("{pred}{op} [{}], {v};", ptrs[i]));
+                i += 1;
+                continue;
+            }
+            if w == 1 {
+                self.l(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
+            } else {
+                self.l(format!("{pred}st.global.v{w}.{t} [{}], {{{}}};", ptrs[i], vals[i..i + w].join(", ")));
+            }
+            i += w;
+        }
+        Ok(())
+    }
+
+    /// Addresses and in-bounds predicates of a block access into a view.
+    fn block_ptrs(&mut self, view: V, offsets: &[V], shape: &[u32]) -> R<(Vec<String>, Vec<String>)> {
+        let vr = self.get(view);
+        let rank = shape.len();
+        let es = match self.k.ty(view) {
+            Type::View { dtype, .. } => dtype.size_bytes(),
+            _ => unreachable!(),
+        };
+        let base = vr[0].clone();
+        let dims: Vec<String> = vr[1..1 + rank].to_vec();
+        let strides: Vec<String> = vr[1 + rank..1 + 2 * rank].to_vec();
+        let offs: Vec<String> = offsets
+            .iter()
+            .map(|o| {
+                let r = self.get(*o)[0].clone();
+                if self.dtype(*o) == DType::I64 {
+                    r
+                } else {
+                    let w = self.reg(Cls::Rd);
+                    self.l(format!("cvt.s64.s32 {w}, {r};"));
+                    w
+                }
+            })
+            .collect();
+        let n = self.layout(shape).bl.regs();
+        let mut ptrs = vec![];
+        let mut preds = vec![];
+        for r in 0..n {
+            let addr = self.reg(Cls::Rd);
+            self.l(format!("mov.b64 {addr}, {base};"));
+            let mut pred: Option<String> = None;
+            for d in 0..rank {
+                let i = self.index(shape, r, d);
+                let c = self.reg(Cls::Rd);
+                self.l(format!("cvt.u64.u32 {c}, {i};"));
+                self.l(format!("add.s64 {c}, {c}, {};", offs[d]));
+                let (p1, p2) = (self.reg(Cls::P), self.reg(Cls::P));
+                self.l(format!("setp.ge.s64 {p1}, {c}, 0;"));
+                self.l(format!("setp.lt.s64 {p2}, {c}, {};", dims[d]));
+                self.l(format!("and.pred {p1}, {p1}, {p2};"));
+                if let Some(q) = pred {
+                    self.l(format!("and.pred {p1}, {p1}, {q};"));
+                }
+                pred = Some(p1);
+                let t = self.reg(Cls::Rd);
+                self.l(format!("mul.lo.s64 {t}, {c}, {};", strides[d]));
+                self.l(format!("mad.lo.s64 {addr}, {t}, {es}, {addr};"));
+            }
+            ptrs.push(addr);
+            preds.push(pred.unwrap());
+        }
+        Ok((ptrs, preds))
+    }
+
+    // --------------------------------------------- shared-memory movement
+
+    fn smem_base(&mut self) -> String {
+        let b = self.reg(Cls::R);
+        self.l(format!("mov.u32 {b}, ft_smem;"));
+        b
+    }
+
+    /// Store registers of a value (canonical layout of `shape`) to shared
+    /// memory at `base + lin * es` as 32/64-bit slots.
+    fn to_smem(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str) -> u32 {
+        let sz = if c == Cls::Rd { 8 } else { 4 };
+        for (r, v) in regs.iter().enumerate() {
+            let lin = if shape.is_empty() { "0".to_string() } else { self.lin(shape, r) };
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            match c {
+                Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
+                Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
+                Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
+                Cls::H => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("cvt.u32.u16 {t}, {v};"));
+                    self.l(format!("st.shared.b32 [{a}], {t};"));
+                }
+                Cls::P => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("selp.b32 {t}, 1, 0, {v};"));
+                    self.l(format!("st.shared.b32 [{a}], {t};"));
+                }
+            }
+        }
+        sz
+    }
+
+    fn from_smem_addr(&mut self, c: Cls, a: &str) -> String {
+        let v = self.reg(c);
+        match c {
+            Cls::F => self.l(format!("ld.shared.f32 {v}, [{a}];")),
+            Cls::R => self.l(format!("ld.shared.b32 {v}, [{a}];")),
+            Cls::Rd => self.l(format!("ld.shared.b64 {v}, [{a}];")),
+            Cls::H => {
+                let t = self.reg(Cls::R);
+                self.l(format!("ld.shared.b32 {t}, [{a}];"));
+                self.l(format!("cvt.u16.u32 {v}, {t};"));
+            }
+            Cls::P => {
+                let t = self.reg(Cls::R);
+                self.l(format!("ld.shared.b32 {t}, [{a}];"));
+                self.l(format!("setp.ne.u32 {v}, {t}, 0;"));
+            }
+        }
+        v
+    }
+
+    /// General layout conversion: element `idx` of the result reads element
+    /// `map(idx)` of the source, through shared memory.
+    fn convert(&mut self, x: V, src: &[u32], dst: &[u32], map: &dyn Fn(&[u32]) -> Vec<u32>, res: V) -> R<Vec<String>> {
+        let c = cls_of(self.elem(x));
+        let regs = self.get(x);
+        let n_src: u32 = src.iter().product::<u32>().max(1);
+        let sz = if c == Cls::Rd { 8 } else { 4 };
+        self.smem_need(n_src * sz);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem(&regs, src, c, &base);
+        self.bar();
+        let lay = self.layout(dst);
+        let src_strides: Vec<u32> = {
+            let mut s = vec![1u32; src.len()];
+            for d in (0..src.len().saturating_sub(1)).rev() {
+                s[d] = s[d + 1] * src[d + 1];
+            }
+            s
+        };
+        // The map is affine per dimension (identity/zero/permutation): find,
+        // for each destination dim, the source dim it feeds (if any).
+        let rank = dst.len();
+        let mut feeds: Vec<Option<usize>> = vec![None; rank];
+        for d in 0..rank {
+            let mut probe = vec![0u32; rank];
+            probe[d] = 1;
+            let m = map(&probe);
+            feeds[d] = m.iter().position(|&v| v == 1);
+        }
+        let mut out = vec![];
+        for r in 0..lay.bl.regs() {
+            let a = self.reg(Cls::R);
+            self.l(format!("mov.u32 {a}, 0;"));
+            for d in 0..rank {
+                if let Some(sd) = feeds[d] {
+                    let i = self.index(dst, r, d);
+                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", src_strides[sd] * sz));
+                }
+            }
+            self.l(format!("add.u32 {a}, {a}, {base};"));
+            out.push(self.from_smem_addr(c, &a));
+        }
+        self.bar();
+        let _ = res;
+        Ok(out)
+    }
+
+    /// Conversion that keeps the row-major linear index (reshape, expand_dims).
+    fn convert_linear(&mut self, x: V, src: &[u32], dst: &[u32], _res: V) -> R<Vec<String>> {
+        let c = cls_of(self.elem(x));
+        let regs = self.get(x);
+        let n: u32 = src.iter().product();
+        let sz = if c == Cls::Rd { 8 } else { 4 };
+        // same layout shape → nothing moves
+        if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && Blocked::canonical(src, self.o.num_warps, self.vec).konst().len() == 1 && n == 1 {
+            return Ok(regs);
+        }
+        self.smem_need(n * sz);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem(&regs, src, c, &base);
+        self.bar();
+        let m = self.layout(dst).bl.regs();
+        let mut out = vec![];
+        for r in 0..m {
+            let lin = self.lin(dst, r);
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            out.push(self.from_smem_addr(c, &a));
+        }
+        self.bar();
+        Ok(out)
+    }
+
+    // ------------------------------------------------------- reductions
+
+    fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let lay = self.layout(&shape);
+        let regs = self.get(x);
+        let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
+        // accumulation class
+        let (ac, at) = if d.is_float() {
+            (Cls::F, "f32")
+        } else if d == DType::I64 {
+            (Cls::Rd, "s64")
+        } else if d == DType::U32 || d == DType::U8 || d == DType::Bool {
+            (Cls::R, "u32")
+        } else {
+            (Cls::R, "s32")
+        };
+        let identity = |o: ReduceOp| -> String {
+            match (o, ac) {
+                (ReduceOp::Sum, Cls::F) => "0f00000000".into(),
+                (ReduceOp::Sum, _) => "0".into(),
+                (ReduceOp::Max | ReduceOp::Argmax, Cls::F) => "0fFF800000".into(),
+                (ReduceOp::Min | ReduceOp::Argmin, Cls::F) => "0f7F800000".into(),
+                (ReduceOp::Max | ReduceOp::Argmax, Cls::Rd) => i64::MIN.to_string(),
+                (ReduceOp::Min | ReduceOp::Argmin, Cls::Rd) => i64::MAX.to_string(),
+                (ReduceOp::Max | ReduceOp::Argmax, _) => if at == "u32" { "0".into() } else { i32::MIN.to_string() },
+                (ReduceOp::Min | ReduceOp::Argmin, _) => if at == "u32" { u32::MAX.to_string() } else { i32::MAX.to_string() },
+            }
+        };
+        let mv = |c: Cls| match c {
+            Cls::F => "f32",
+            Cls::Rd => "b64",
+            _ => "b32",
+        };
+        // values in accumulation class, masked to identity where not owner along axis
+        let mut vals = vec![];
+        let mut idxs = vec![];
+        for (r, v) in regs.iter().enumerate() {
+            let a = match ac {
+                Cls::F => self.to_f32(v, d),
+                Cls::R if d == DType::Bool => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("selp.u32 {t}, 1, 0, {v};"));
+                    t
+                }
+                _ => v.clone(),
+            };
+            let a = if lay.bl.replicated(axis) {
+                // copies along the axis must not be counted twice
+                let t = self.reg(Cls::R);
+                let p = self.reg(Cls::P);
+                self.l(format!("add.u32 {t}, {}, {};", lay.thread[axis], lay.konst[r][axis]));
+                self.l(format!("setp.lt.u32 {p}, {t}, {};", shape[axis]));
+                let y = self.reg(ac);
+                self.l(format!("selp.{} {y}, {a}, {}, {p};", mv(ac), identity(o)));
+                y
+            } else {
+                a
+            };
+            vals.push(a);
+            if arg {
+                idxs.push(self.index(&shape, r, axis));
+            }
+        }
+        // group registers by their coordinates off the axis
+        let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
+        for r in 0..regs.len() {
+            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.konst[r][dd]).collect();
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some(g) => g.1.push(r),
+                None => groups.push((key, vec![r])),
+            }
+        }
+        let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
+            if let (Some(ai), Some(bi)) = (ai, bi) {
+                // (value, index): take b if better, or equal with smaller index, or a is NaN
+                let take = em.reg(Cls::P);
+                let better = if o == ReduceOp::Argmax { "gt" } else { "lt" };
+                let t = em.reg(Cls::P);
+                let eq = em.reg(Cls::P);
+                let li = em.reg(Cls::P);
+                em.l(format!("setp.{better}.{at} {take}, {b}, {a};"));
+                em.l(format!("setp.eq.{at} {eq}, {b}, {a};"));
+                em.l(format!("setp.lt.u32 {li}, {bi}, {ai};"));
+                em.l(format!("and.pred {t}, {eq}, {li};"));
+                em.l(format!("or.pred {take}, {take}, {t};"));
+                if ac == Cls::F {
+                    let (an, bn) = (em.reg(Cls::P), em.reg(Cls::P));
+                    em.l(format!("setp.nan.f32 {an}, {a}, {a};"));
+                    em.l(format!("setp.nan.f32 {bn}, {b}, {b};"));
+                    // a NaN and b not NaN → take b; both NaN → smaller index
+                    let q = em.reg(Cls::P);
+                    em.l(format!("not.pred {q}, {bn};"));
+                    em.l(format!("and.pred {q}, {q}, {an};"));
+                    em.l(format!("or.pred {take}, {take}, {q};"));
+                    em.l(format!("and.pred {q}, {an}, {bn};"));
+                    em.l(format!("and.pred {q}, {q}, {li};"));
+                    em.l(format!("or.pred {take}, {take}, {q};"));
+                    // b NaN and a not NaN → keep a
+                    em.l(format!("not.pred {q}, {an};"));
+                    em.l(format!("and.pred {q}, {q}, {bn};"));
+                    em.l(format!("not.pred {q}, {q};"));
+                    em.l(format!("and.pred {take}, {take}, {q};"));
+                }
+                let (v, i) = (em.reg(ac), em.reg(Cls::R));
+                em.l(format!("selp.{} {v}, {b}, {a}, {take};", mv(ac)));
+                em.l(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
+                return (v, Some(i));
+            }
+            let y = em.reg(ac);
+            let ins = match o {
+                ReduceOp::Sum => if ac == Cls::F { "add.rn.f32".to_string() } else { format!("add.{at}") },
+                ReduceOp::Max => format!("max.{at}"),
+                _ => format!("min.{at}"),
+            };
+            em.l(format!("{ins} {y}, {a}, {b};"));
+            (y, None)
+        };
+        // 1. in-thread
+        let mut partial: Vec<(String, Option<String>)> = vec![];
+        for (_, rs) in &groups {
+            let mut acc = (vals[rs[0]].clone(), if arg { Some(idxs[rs[0]].clone()) } else { None });
+            for &r in &rs[1..] {
+                let ii = if arg { Some(idxs[r].clone()) } else { None };
+                acc = combine(self, &acc.0, acc.1.as_deref(), &vals[r], ii.as_deref());
+            }
+            partial.push(acc);
+        }
+        // 2. across lanes along the axis
+        let lbits = lay.bl.tpw[axis].trailing_zeros();
+        for b in 0..lbits {
+            let m = 1u32 << (lay.bl.lane_shift[axis] + b);
+            for g in partial.iter_mut() {
+                let other = self.shfl(&g.0, ac, m);
+                let oi = g.1.as_ref().map(|i| self.shfl(i, Cls::R, m));
+                *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref());
+            }
+        }
+        // 3. across warps along the axis, through shared memory
+        let wpc = lay.bl.wpc[axis];
+        if wpc > 1 {
+            let sz = if ac == Cls::Rd { 8 } else { 4 };
+            let ng = groups.len() as u32;
+            // slot (warp_axis, other-warp-coords, group): index by warp id and group
+            let nw = self.o.num_warps;
+            let per = ng * sz * if arg { 2 } else { 1 };
+            self.smem_need(nw * per);
+            self.bar();
+            let base = self.smem_base();
+            let slot = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.warp));
+            for (gi, g) in partial.iter().enumerate() {
+                let a = self.reg(Cls::R);
+                self.l(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
+                self.l(format!("st.shared.{} [{a}], {};", mv(ac), g.0));
+                if let Some(i) = &g.1 {
+                    self.l(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
+                }
+            }
+            self.bar();
+            // read the other warps along the axis: same warp id except the axis field
+            let wsh = lay.bl.warp_shift[axis];
+            let clear = self.reg(Cls::R);
+            self.l(format!("and.b32 {clear}, {}, {};", self.warp, !(((wpc - 1) as u32) << wsh)));
+            let mut acc: Vec<(String, Option<String>)> = vec![];
+            for j in 0..wpc {
+                let w = self.reg(Cls::R);
+                self.l(format!("or.b32 {w}, {clear}, {};", j << wsh));
+                let s = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {s}, {w}, {per}, {base};"));
+                for gi in 0..partial.len() {
+                    let a = self.reg(Cls::R);
+                    self.l(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
+                    let v = self.reg(ac);
+                    self.l(format!("ld.shared.{} {v}, [{a}];", mv(ac)));
+                    let iv = if arg {
+                        let i = self.reg(Cls::R);
+                        self.l(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
+                        Some(i)
+                    } else {
+                        None
+                    };
+                    if j == 0 {
+                        acc.push((v, iv));
+                    } else {
+                        let cur = acc[gi].clone();
+                        acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref());
+                    }
+                }
+            }
+            self.bar();
+            partial = acc;
+        }
+        // 4. to the result's dtype and canonical layout
+        let rd = self.dtype(res);
+        let finals: Vec<String> = partial
+            .iter()
+            .map(|(v, i)| {
+                if arg {
+                    return i.clone().unwrap();
+                }
+                match ac {
+                    Cls::F => self.from_f32(v, rd),
+                    _ if rd == DType::Bool => {
+                        let p = self.reg(Cls::P);
+                        self.l(format!("setp.ne.u32 {p}, {v}, 0;"));
+                        p
+                    }
+                    _ => {
+                        if matches!(rd, DType::I8 | DType::U8) {
+                            self.norm8(v, rd);
+                        }
+                        v.clone()
+                    }
+                }
+            })
+            .collect();
+        let out_shape = self.shape_u32(res);
+        if out_shape.is_empty() {
+            return Ok(vec![finals[0].clone()]);
+        }
+        // slice layout → canonical: write each group's value at its output
+        // linear index, read back in the canonical layout.
+        let rc = cls_of(Elem::Val(rd));
+        let sz = if rc == Cls::Rd { 8 } else { 4 };
+        let n_out: u32 = out_shape.iter().product();
+        self.smem_need(n_out * sz);
+        self.bar();
+        let base = self.smem_base();
+        let out_strides = {
+            let mut s = vec![1u32; out_shape.len()];
+            for dd in (0..out_shape.len().saturating_sub(1)).rev() {
+                s[dd] = s[dd + 1] * out_shape[dd + 1];
+            }
+            s
+        };
+        for (gi, (_, rs)) in groups.iter().enumerate() {
+            let r = rs[0];
+            let a = self.reg(Cls::R);
+            self.l(format!("mov.u32 {a}, 0;"));
+            let mut od = 0;
+            for dd in 0..shape.len() {
+                if dd == axis {
+                    continue;
+                }
+                let i = self.index(&shape, r, dd);
+                self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", out_strides[od] * sz));
+                od += 1;
+            }
+            self.l(format!("add.u32 {a}, {a}, {base};"));
+            let v = &finals[gi];
+            match rc {
+                Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
+                Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
+                Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
+                Cls::H => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("cvt.u32.u16 {t}, {v};"));
+                    self.l(format!("st.shared.b32 [{a}], {t};"));
+                }
+                Cls::P => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("selp.b32 {t}, 1, 0, {v};"));
+                    self.l(format!("st.shared.b32 [{a}], {t};"));
+                }
+            }
+        }
+        self.bar();
+        let m = self.layout(&out_shape).bl.regs();
+        let mut out = vec![];
+        for r in 0..m {
+            let lin = self.lin(&out_shape, r);
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            out.push(self.from_smem_addr(rc, &a));
+        }
+        self.bar();
+        Ok(out)
+    }
+
+    fn shfl(&mut self, v: &str, c: Cls, mask: u32) -> String {
+        match c {
+            Cls::Rd => {
+                let (lo, hi) = (self.reg(Cls::R), self.reg(Cls::R));
+                self.l(format!("mov.b64 {{{lo}, {hi}}}, {v};"));
+                self.l(format!("shfl.sync.bfly.b32 {lo}, {lo}, {mask}, 31, -1;"));
+                self.l(format!("shfl.sync.bfly.b32 {hi}, {hi}, {mask}, 31, -1;"));
+                let o = self.reg(Cls::Rd);
+                self.l(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
+                o
+            }
+            _ => {
+                let o = self.reg(c);
+                self.l(format!("shfl.sync.bfly.b32 {o}, {v}, {mask}, 31, -1;"));
+                o
+            }
+        }
+    }
+
+    /// Inclusive cumulative sum along `axis` through shared memory.
+    fn scan(&mut self, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let rd = self.dtype(res);
+        let regs = self.get(x);
+        let (ac, at) = if d.is_float() { (Cls::F, "f32") } else if rd == DType::I64 { (Cls::Rd, "s64") } else { (Cls::R, "s32") };
+        let sz = if ac == Cls::Rd { 8 } else { 4 };
+        let vals: Vec<String> = regs.iter().map(|v| if ac == Cls::F { self.to_f32(v, d) } else { v.clone() }).collect();
+        let n: u32 = shape.iter().product();
+        self.smem_need(n * sz);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem(&vals, &shape, ac, &base);
+        self.bar();
+        let strides = self.layout(&shape).bl.strides();
+        let mut out = vec![];
+        for r in 0..regs.len() {
+            let lin = self.lin(&shape, r);
+            let i = self.index(&shape, r, axis);
+            // start = lin - i*stride
+            let start = self.reg(Cls::R);
+            self.l(format!("mul.lo.u32 {start}, {i}, {};", strides[axis]));
+            self.l(format!("sub.u32 {start}, {lin}, {start};"));
+            let acc = self.reg(ac);
+            let zero = if ac == Cls::F { "0f00000000" } else { "0" };
+            self.l(format!("mov.{} {acc}, {zero};", if ac == Cls::Rd { "b64" } else if ac == Cls::F { "f32" } else { "b32" }));
+            let j = self.reg(Cls::R);
+            self.l(format!("mov.u32 {j}, 0;"));
+            let (head, end) = (self.label(), self.label());
+            self.body.push_str(&format!("{head}:\n"));
+            let p = self.reg(Cls::P);
+            self.l(format!("setp.gt.u32 {p}, {j}, {i};"));
+            self.l(format!("@{p} bra {end};"));
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {j}, {}, {start};", strides[axis]));
+            self.l(format!("mad.lo.u32 {a}, {a}, {sz}, {base};"));
+            let v = self.from_smem_addr(ac, &a);
+            if ac == Cls::F {
+                self.l(format!("add.rn.f32 {acc}, {acc}, {v};"));
+            } else {
+                self.l(format!("add.{at} {acc}, {acc}, {v};"));
+            }
+            self.l(format!("add.u32 {j}, {j}, 1;"));
+            self.l(format!("bra {head};"));
+            self.body.push_str(&format!("{end}:\n"));
+            out.push(if ac == Cls::F { self.from_f32(&acc, rd) } else { acc });
+        }
+        self.bar();
+        Ok(out)
+    }
+
+    /// `acc + a @ b` with operands staged in shared memory as f32 (or s32),
+    /// one FMA chain per output element in k order (the interpreter's order).
+    fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
+        let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
+        let (m, kk, n) = (sa[0], sa[1], sb[1]);
+        let d = self.dtype(a);
+        let int = d == DType::I8;
+        let ac = if int { Cls::R } else { Cls::F };
+        let conv = |em: &mut Self, regs: Vec<String>| -> Vec<String> {
+            regs.iter()
+                .map(|v| {
+                    if int {
+                        return v.clone();
+                    }
+                    let f = em.to_f32(v, d);
+                    if precision == DotPrecision::Tf32 {
+                        // round to a 10-bit mantissa, nearest-even (finite values)
+                        let (bits, lsb, r) = (em.reg(Cls::R), em.reg(Cls::R), em.reg(Cls::F));
+                        em.l(format!("mov.b32 {bits}, {f};"));
+                        em.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
+                        em.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
+                        let fin = em.reg(Cls::P);
+                        em.l(format!("testp.finite.f32 {fin}, {f};"));
+                        em.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
+                        em.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+                        em.l(format!("mov.b32 {r}, {bits};"));
+                        r
+                    } else {
+                        f
+                    }
+                })
+                .collect()
+        };
+        let ra = self.get(a);
+        let rb = self.get(b);
+        let va = conv(self, ra);
+        let vb = conv(self, rb);
+        let bytes_a = m * kk * 4;
+        self.smem_need(bytes_a + kk * n * 4);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem(&va, &sa, ac, &base);
+        let base_b = self.reg(Cls::R);
+        self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
+        self.to_smem(&vb, &sb, ac, &base_b);
+        self.bar();
+        let out_shape = self.shape_u32(res);
+        let racc = self.get(acc);
+        let nr = racc.len();
+        let accs: Vec<String> = racc
+            .iter()
+            .map(|v| {
+                let t = self.reg(ac);
+                self.mov(ac, &t, v);
+                t
+            })
+            .collect();
+        // per output register: row pointer into A, column pointer into B
+        let mut pa = vec![];
+        let mut pb = vec![];
+        for r in 0..nr {
+            let i = self.index(&out_shape, r, 0);
+            let j = self.index(&out_shape, r, 1);
+            let x = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {x}, {i}, {}, {base};", kk * 4));
+            let y = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
+            pa.push(x);
+            pb.push(y);
+        }
+        let kc = self.reg(Cls::R);
+        self.l(format!("mov.u32 {kc}, 0;"));
+        let (head, end) = (self.label(), self.label());
+        self.body.push_str(&format!("{head}:\n"));
+        let p = self.reg(Cls::P);
+        self.l(format!("setp.ge.u32 {p}, {kc}, {kk};"));
+        self.l(format!("@{p} bra.uni {end};"));
+        for r in 0..nr {
+            let x = self.from_smem_addr(ac, &pa[r].clone());
+            let y = self.from_smem_addr(ac, &pb[r].clone());
+            if int {
+                self.l(format!("mad.lo.s32 {}, {x}, {y}, {};", accs[r], accs[r]));
+            } else {
+                self.l(format!("fma.rn.f32 {}, {x}, {y}, {};", accs[r], accs[r]));
+            }
+            self.l(format!("add.u32 {}, {}, 4;", pa[r], pa[r]));
+            self.l(format!("add.u32 {}, {}, {};", pb[r], pb[r], n * 4));
+        }
+        self.l(format!("add.u32 {kc}, {kc}, 1;"));
+        self.l(format!("bra.uni {head};"));
+        self.body.push_str(&format!("{end}:\n"));
+        self.bar();
+        Ok(accs)
+    }
+}
+
+fn cmp_s(o: CmpOp, float: bool) -> &'static str {
+    match (o, float) {
+        (CmpOp::Eq, _) => "eq",
+        (CmpOp::Ne, true) => "neu",
+        (CmpOp::Ne, false) => "ne",
+        (CmpOp::Lt, _) => "lt",
+        (CmpOp::Le, _) => "le",
+        (CmpOp::Gt, _) => "gt",
+        (CmpOp::Ge, _) => "ge",
+    }
+}

@@ -1,0 +1,181 @@
+//! Distributed layouts: which thread holds which element of a tile, in which
+//! register.
+//!
+//! Takes a tile shape and the number of warps; produces a [`Blocked`] layout
+//! (Triton's "blocked" encoding): each thread holds `spt[d]` contiguous
+//! elements per dimension, `tpw[d]` lanes and `wpc[d]` warps tile each
+//! dimension, and the pattern repeats `reps[d]` times to cover the shape.
+//! When the layout covers more than the shape along a dimension, indices wrap
+//! (`& (S-1)`; shapes are powers of two) and several threads hold copies of
+//! the same element ("replication"); those copies are never stored twice and
+//! never counted twice in a reduction (see `owner`).
+//!
+//! The register → element map is affine in (lane_d, warp_d), so the emitter
+//! computes one per-thread offset per dimension once and adds per-register
+//! constants: `index_d(r) = (konst[r][d] + thread_d) mod S_d` with
+//! `thread_d = spt_d * lane_d + spt_d * tpw_d * warp_d`.
+//!
+//! Guarantees: for every shape and power-of-two warp count the layout covers
+//! every element, registers of one thread along the last dimension come in
+//! runs of `spt[last]` consecutive elements (what vector loads need), and all
+//! tiles of the same shape share one layout, so elementwise ops never move
+//! data. Other layouts (slices for reductions, mma operands) are produced and
+//! consumed by the ops that need them and converted through shared memory.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Blocked {
+    pub shape: Vec<u32>,
+    pub spt: Vec<u32>,
+    pub tpw: Vec<u32>,
+    pub wpc: Vec<u32>,
+    pub reps: Vec<u32>,
+    /// Bit offset of each dimension's lane field inside the lane id.
+    pub lane_shift: Vec<u32>,
+    /// Bit offset of each dimension's warp field inside the warp id.
+    pub warp_shift: Vec<u32>,
+}
+
+fn log2(x: u32) -> u32 {
+    31 - x.leading_zeros()
+}
+
+impl Blocked {
+    /// The canonical layout of `shape` over `num_warps` warps, with up to
+    /// `vec` contiguous elements per thread along the last dimension.
+    pub fn canonical(shape: &[u32], num_warps: u32, vec: u32) -> Blocked {
+        let r = shape.len();
+        assert!(r >= 1);
+        let mut spt = vec![1u32; r];
+        spt[r - 1] = vec.min(shape[r - 1]).max(1);
+        // lanes: fill from the last dimension
+        let mut tpw = vec![1u32; r];
+        let mut lanes = 32u32;
+        for d in (0..r).rev() {
+            let room = (shape[d] / spt[d]).max(1);
+            let t = room.min(lanes);
+            tpw[d] = t;
+            lanes /= t;
+        }
+        tpw[r - 1] *= lanes; // leftover lanes replicate along the last dim
+        // warps: fill from the first dimension
+        let mut wpc = vec![1u32; r];
+        let mut warps = num_warps;
+        for d in 0..r {
+            let room = (shape[d] / (spt[d] * tpw[d])).max(1);
+            let w = room.min(warps);
+            wpc[d] = w;
+            warps /= w;
+        }
+        wpc[0] *= warps; // leftover warps replicate along the first dim
+        let reps: Vec<u32> = (0..r).map(|d| (shape[d] / (spt[d] * tpw[d] * wpc[d])).max(1)).collect();
+        let mut lane_shift = vec![0u32; r];
+        let mut warp_shift = vec![0u32; r];
+        let (mut ls, mut ws) = (0, 0);
+        for d in (0..r).rev() {
+            lane_shift[d] = ls;
+            ls += log2(tpw[d]);
+            warp_shift[d] = ws;
+            ws += log2(wpc[d]);
+        }
+        Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Registers per thread.
+    pub fn regs(&self) -> usize {
+        (0..self.rank()).map(|d| (self.spt[d] * self.reps[d]) as usize).product()
+    }
+
+    /// Coverage of one repetition along `d`.
+    pub fn coverage(&self, d: usize) -> u32 {
+        self.spt[d] * self.tpw[d] * self.wpc[d]
+    }
+
+    /// Whether indices wrap along `d` (the layout is larger than the shape).
+    pub fn replicated(&self, d: usize) -> bool {
+        self.coverage(d) > self.shape[d]
+    }
+
+    pub fn any_replication(&self) -> bool {
+        (0..self.rank()).any(|d| self.replicated(d))
+    }
+
+    /// Per-register constant offsets, registers ordered row-major over
+    /// (rep_0, e_0, rep_1, e_1, ...), so the last dimension's elements of one
+    /// repetition are consecutive registers.
+    pub fn konst(&self) -> Vec<Vec<u32>> {
+        let r = self.rank();
+        let mut out = vec![vec![]];
+        for d in 0..r {
+            let mut next = vec![];
+            for prefix in &out {
+                for rep in 0..self.reps[d] {
+                    for e in 0..self.spt[d] {
+                        let mut p = prefix.clone();
+                        p.push(e + self.coverage(d) * rep);
+                        next.push(p);
+                    }
+                }
+            }
+            out = next;
+        }
+        out
+    }
+
+    /// Row-major strides of the shape.
+    pub fn strides(&self) -> Vec<u32> {
+        let r = self.rank();
+        let mut s = vec![1u32; r];
+        for d in (0..r.saturating_sub(1)).rev() {
+            s[d] = s[d + 1] * self.shape[d + 1];
+        }
+        s
+    }
+
+    pub fn numel(&self) -> u32 {
+        self.shape.iter().product()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Every element is held by at least one (thread, register), and
+    /// non-replicated layouts hold each exactly once.
+    fn check(shape: &[u32], warps: u32, vec: u32) {
+        let l = Blocked::canonical(shape, warps, vec);
+        let mut seen: HashMap<Vec<u32>, u32> = HashMap::new();
+        for t in 0..warps * 32 {
+            let (lane, warp) = (t % 32, t / 32);
+            for k in l.konst() {
+                let idx: Vec<u32> = (0..l.rank())
+                    .map(|d| {
+                        let ld = (lane >> l.lane_shift[d]) & (l.tpw[d] - 1);
+                        let wd = (warp >> l.warp_shift[d]) & (l.wpc[d] - 1);
+                        (k[d] + l.spt[d] * ld + l.spt[d] * l.tpw[d] * wd) % l.shape[d]
+                    })
+                    .collect();
+                *seen.entry(idx).or_default() += 1;
+            }
+        }
+        assert_eq!(seen.len() as u32, l.numel(), "{l:?}");
+        if !l.any_replication() {
+            assert!(seen.values().all(|&c| c == 1), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn layouts_cover_their_shapes() {
+        for warps in [1, 2, 4, 8, 16] {
+            for shape in [vec![1], vec![4], vec![16], vec![128], vec![1024], vec![16384], vec![1, 1], vec![16, 16], vec![64, 32], vec![2, 256], vec![128, 64], vec![4, 8, 16]] {
+                check(&shape, warps, 4);
+                check(&shape, warps, 1);
+            }
+        }
+    }
+}
