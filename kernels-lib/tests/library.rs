@@ -43,8 +43,31 @@ fn shapes() -> Vec<(usize, usize, Option<(u32, bool)>)> {
     ]
 }
 
+/// The devices to check: the CPU interpreter always, CUDA device 0 when a
+/// driver and GPU are present (reported, never silently skipped).
+fn devices() -> Vec<Device> {
+    let mut v = vec![Device::cpu()];
+    match Device::cuda(0) {
+        Ok(d) => v.push(d),
+        Err(e) => eprintln!("skipped: CUDA ({e})"),
+    }
+    v
+}
+
 fn check_softmax<T: FloatElement>(seed: u64) {
-    let dev = Device::cpu();
+    for dev in devices() {
+        check_softmax_on::<T>(&dev, seed);
+    }
+}
+
+fn check_layer_norm<T: FloatElement>(seed: u64) {
+    for dev in devices() {
+        check_layer_norm_on::<T>(&dev, seed);
+    }
+}
+
+fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
+    let dev = dev.clone();
     let mut rng = Rng::new(seed);
     for (rows, cols, forced) in shapes() {
         let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 3.0);
@@ -61,12 +84,12 @@ fn check_softmax<T: FloatElement>(seed: u64) {
         // precision: measure those against that floor.
         let floor = if T::DTYPE == ferrotile::ir::DType::F16 { 6.1e-5 } else { 1e-30 };
         let e = max_rel_err(&got, &want, floor);
-        assert!(e <= tol::<T>(), "softmax {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}");
+        assert!(e <= tol::<T>(), "softmax on {} {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}", dev.name());
     }
 }
 
-fn check_layer_norm<T: FloatElement>(seed: u64) {
-    let dev = Device::cpu();
+fn check_layer_norm_on<T: FloatElement>(dev: &Device, seed: u64) {
+    let dev = dev.clone();
     let mut rng = Rng::new(seed);
     for (rows, cols, forced) in shapes() {
         let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 2.0);
@@ -82,14 +105,14 @@ fn check_layer_norm<T: FloatElement>(seed: u64) {
         let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
         let want = reference::layer_norm(&xf, &wf, &bf, rows, cols, 1e-5);
         let e = max_rel_err(&got, &want, 1.0);
-        assert!(e <= tol::<T>(), "layer_norm {rows}x{cols} {cfg:?} seed {seed}: err {e:e}");
+        assert!(e <= tol::<T>(), "layer_norm on {} {rows}x{cols} {cfg:?} seed {seed}: err {e:e}", dev.name());
 
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
         rms_norm_with(&dev, &x, &w, &mut y, rows, cols, 1e-6, cfg).unwrap();
         let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
         let want = reference::rms_norm(&xf, &wf, rows, cols, 1e-6);
         let e = max_rel_err(&got, &want, 1.0);
-        assert!(e <= tol::<T>(), "rms_norm {rows}x{cols} {cfg:?} seed {seed}: err {e:e}");
+        assert!(e <= tol::<T>(), "rms_norm on {} {rows}x{cols} {cfg:?} seed {seed}: err {e:e}", dev.name());
     }
 }
 
@@ -126,8 +149,14 @@ fn norms_bf16() {
 
 #[test]
 fn softmax_handles_extreme_rows() {
+    for dev in devices() {
+        softmax_extreme_on(&dev);
+    }
+}
+
+fn softmax_extreme_on(dev: &Device) {
     // -inf entries, huge magnitudes and a row of equal values.
-    let dev = Device::cpu();
+    let dev = dev.clone();
     let cols = 37;
     let mut xv = vec![0f32; 3 * cols];
     xv[0] = f32::NEG_INFINITY;
@@ -149,7 +178,13 @@ fn softmax_handles_extreme_rows() {
 
 #[test]
 fn strided_rows_leave_gaps_untouched() {
-    let dev = Device::cpu();
+    for dev in devices() {
+        strided_on(&dev);
+    }
+}
+
+fn strided_on(dev: &Device) {
+    let dev = dev.clone();
     let (rows, cols, stride) = (4, 10, 13);
     let mut rng = Rng::new(seed());
     let xv: Vec<f32> = (0..rows * stride).map(|_| rng.normal() as f32).collect();

@@ -1249,6 +1249,9 @@ impl<'k> Em<'k> {
             let k = self.axis.get(&m).map(|i| i.konst).unwrap_or(1);
             v = v.min(k);
         }
+        if es == 1 {
+            v = v.min(4);
+        }
         let mut w = 1;
         while w * 2 <= v {
             w *= 2;
@@ -1294,6 +1297,16 @@ impl<'k> Em<'k> {
             let pred = masks.map(|m| format!("@{} ", m[i])).unwrap_or_default();
             if w == 1 {
                 self.l(format!("{pred}ld.global.{t} {}, [{}];", group[0], ptrs[i]));
+            } else if w == 8 && c == Cls::H {
+                // 8 x 16-bit: PTX vectors stop at v4, so move 4 x 32-bit words
+                let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                for (j, wd) in words.iter().enumerate() {
+                    self.l(format!("mov.b32 {wd}, {{{}, {}}};", group[2 * j], group[2 * j + 1]));
+                }
+                self.l(format!("{pred}ld.global.v4.b32 {{{}}}, [{}];", words.join(", "), ptrs[i]));
+                for (j, wd) in words.iter().enumerate() {
+                    self.l(format!("mov.b32 {{{}, {}}}, {wd};", group[2 * j], group[2 * j + 1]));
+                }
             } else {
                 self.l(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
             }
@@ -1357,6 +1370,12 @@ impl<'k> Em<'k> {
             }
             if w == 1 {
                 self.l(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
+            } else if w == 8 && d.size_bytes() == 2 {
+                let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                for (j, wd) in words.iter().enumerate() {
+                    self.l(format!("mov.b32 {wd}, {{{}, {}}};", vals[i + 2 * j], vals[i + 2 * j + 1]));
+                }
+                self.l(format!("{pred}st.global.v4.b32 [{}], {{{}}};", ptrs[i], words.join(", ")));
             } else {
                 self.l(format!("{pred}st.global.v{w}.{t} [{}], {{{}}};", ptrs[i], vals[i..i + w].join(", ")));
             }

@@ -64,7 +64,12 @@ pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result
     for a in args {
         match a {
             Arg::Buffer { mem, dtype, len, .. } => {
-                params.push(Some(BufArg { mem: &**mem, len: *len, dtype: *dtype }));
+                let mem = match mem {
+                    crate::runtime::Storage::Host(h) => &**h,
+                    #[allow(unreachable_patterns)]
+                    _ => return Err(Error::Launch { kernel: k.name.clone(), msg: "a device buffer was passed to the CPU interpreter".into() }),
+                };
+                params.push(Some(BufArg { mem, len: *len, dtype: *dtype }));
                 scalars.push(None);
             }
             Arg::Scalar(s) => {

@@ -20,18 +20,27 @@ impl HostMem {
     }
 }
 
+/// Where a buffer's bytes live.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum Storage {
+    Host(Arc<HostMem>),
+    #[cfg(feature = "cuda")]
+    Cuda(Arc<ferrotile_backends::cuda::DevMem>),
+}
+
 /// A 1-D array of `T` on a [`Device`]. Kernels see it as a `Ptr<T>`; shapes
 /// and strides are the kernel's business (passed as scalars or via views).
 #[derive(Debug)]
 pub struct Buffer<T: Element> {
     device: Device,
-    pub(crate) mem: Arc<HostMem>,
+    pub(crate) mem: Storage,
     len: usize,
     _t: PhantomData<T>,
 }
 
 impl<T: Element> Buffer<T> {
-    pub(crate) fn new(device: Device, mem: Arc<HostMem>, len: usize) -> Self {
+    pub(crate) fn new(device: Device, mem: Storage, len: usize) -> Self {
         Buffer { device, mem, len, _t: PhantomData }
     }
     pub fn len(&self) -> usize {
@@ -43,18 +52,47 @@ impl<T: Element> Buffer<T> {
     pub fn device(&self) -> &Device {
         &self.device
     }
-    /// Copy the contents back to the host.
+    /// Copy the contents back to the host (waits for queued device work).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let d = self.mem.data.read().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
-        Ok(T::from_le_bytes_slice(&d))
+        match &self.mem {
+            Storage::Host(h) => {
+                let d = h.data.read().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
+                Ok(T::from_le_bytes_slice(&d))
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(m) => Ok(T::from_le_bytes_slice(&m.dtoh().map_err(Error::Buffer)?)),
+        }
+    }
+    /// Copy all elements into `dst` (same length, same device), on the device.
+    pub fn copy_to(&self, dst: &mut Buffer<T>) -> Result<()> {
+        if dst.len != self.len || !self.device.same(&dst.device) {
+            return Err(Error::Buffer("copy_to needs buffers of equal length on one device".into()));
+        }
+        match (&self.mem, &dst.mem) {
+            (Storage::Host(a), Storage::Host(b)) => {
+                let v = a.data.read().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?.clone();
+                *b.data.write().map_err(|_| Error::Buffer("buffer lock poisoned".into()))? = v;
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(a), Storage::Cuda(b)) => b.copy_from(a).map_err(Error::Buffer),
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::Buffer("copy_to across devices".into())),
+        }
     }
     /// Overwrite the contents from the host; lengths must match.
     pub fn copy_from_slice(&mut self, src: &[T]) -> Result<()> {
         if src.len() != self.len {
             return Err(Error::Buffer(format!("copy of {} elements into a buffer of {}", src.len(), self.len)));
         }
-        let mut d = self.mem.data.write().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
-        *d = T::to_le_bytes_vec(src);
-        Ok(())
+        match &self.mem {
+            Storage::Host(h) => {
+                let mut d = h.data.write().map_err(|_| Error::Buffer("buffer lock poisoned".into()))?;
+                *d = T::to_le_bytes_vec(src);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(m) => m.htod(&T::to_le_bytes_vec(src)).map_err(Error::Buffer),
+        }
     }
 }

@@ -1,6 +1,6 @@
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::runtime::buffer::{Buffer, HostMem};
+use crate::runtime::buffer::{Buffer, HostMem, Storage};
 use std::sync::Arc;
 
 /// Which backend a [`Device`] runs kernels on.
@@ -8,6 +8,8 @@ use std::sync::Arc;
 pub enum DeviceKind {
     /// The reference interpreter on host memory.
     Cpu,
+    /// An NVIDIA GPU through the PTX backend and the CUDA driver.
+    Cuda,
 }
 
 /// A place kernels run and buffers live.
@@ -15,29 +17,62 @@ pub enum DeviceKind {
 pub struct Device {
     kind: DeviceKind,
     threads: usize,
+    #[cfg(feature = "cuda")]
+    pub(crate) cuda: Option<Arc<ferrotile_backends::cuda::CudaDevice>>,
 }
 
 impl Device {
     /// The CPU interpreter: the reference semantics, available everywhere.
-    /// Programs of a grid run in parallel on the host's cores.
+    /// Programs of a grid run in parallel on the host's cores
+    /// (`FERROTILE_CPU_THREADS` overrides the count).
     pub fn cpu() -> Device {
         let threads = std::env::var("FERROTILE_CPU_THREADS")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
             .max(1);
-        Device { kind: DeviceKind::Cpu, threads }
+        Device::cpu_with_threads(threads)
     }
 
     /// The CPU interpreter on exactly `threads` host threads.
     pub fn cpu_with_threads(threads: usize) -> Device {
-        Device { kind: DeviceKind::Cpu, threads: threads.max(1) }
+        Device {
+            kind: DeviceKind::Cpu,
+            threads: threads.max(1),
+            #[cfg(feature = "cuda")]
+            cuda: None,
+        }
     }
 
-    /// The best device available on this machine. GPU backends are tried
-    /// first once they exist; today this is the CPU interpreter.
+    /// CUDA device `ordinal`. An error value — never a panic — when this
+    /// build lacks the `cuda` feature, no driver is installed, or there is
+    /// no such device.
+    pub fn cuda(ordinal: usize) -> Result<Device> {
+        #[cfg(feature = "cuda")]
+        {
+            let d = ferrotile_backends::cuda::CudaDevice::open(ordinal).map_err(Error::DeviceUnavailable)?;
+            Ok(Device { kind: DeviceKind::Cuda, threads: 1, cuda: Some(d) })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = ordinal;
+            Err(Error::DeviceUnavailable("ferrotile was built without the `cuda` feature".into()))
+        }
+    }
+
+    /// The best device available: CUDA device 0 if present, otherwise the
+    /// CPU interpreter. `FERROTILE_DEVICE=cpu|cuda` forces a choice.
     pub fn best() -> Device {
-        Device::cpu()
+        match std::env::var("FERROTILE_DEVICE").as_deref() {
+            Ok("cpu") => return Device::cpu(),
+            Ok("cuda") => {
+                if let Ok(d) = Device::cuda(0) {
+                    return d;
+                }
+            }
+            _ => {}
+        }
+        Device::cuda(0).unwrap_or_else(|_| Device::cpu())
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -51,18 +86,85 @@ impl Device {
     pub fn name(&self) -> String {
         match self.kind {
             DeviceKind::Cpu => format!("cpu interpreter ({} threads)", self.threads),
+            DeviceKind::Cuda => {
+                #[cfg(feature = "cuda")]
+                if let Some(c) = &self.cuda {
+                    return format!("cuda:{} {} (sm_{})", c.ordinal, c.name, c.sm);
+                }
+                "cuda".into()
+            }
+        }
+    }
+
+    /// Wait until all work queued on the device has finished (a no-op on the CPU).
+    pub fn synchronize(&self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return c.synchronize().map_err(|e| Error::Backend { kernel: String::new(), msg: e });
+        }
+        Ok(())
+    }
+
+    /// Time `f` on this device: CUDA events around it on a GPU (device
+    /// time of the work `f` queues), wall-clock time on the CPU. Milliseconds.
+    pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f64> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            let be = |m: String| Error::Backend { kernel: String::new(), msg: m };
+            let (a, b) = (c.event().map_err(be)?, c.event().map_err(be)?);
+            a.record().map_err(be)?;
+            f()?;
+            b.record().map_err(be)?;
+            return a.elapsed_ms(&b).map(|x| x as f64).map_err(be);
+        }
+        let t = std::time::Instant::now();
+        f()?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// Median bandwidth of a device-to-device copy of `bytes` bytes (GB/s,
+    /// counting the read and the write), the ceiling memory-bound kernels are
+    /// compared against.
+    pub fn copy_bandwidth_gbs(&self, bytes: usize, reps: usize) -> Result<f64> {
+        let src = self.zeros::<u8>(bytes)?;
+        let mut dst = self.zeros::<u8>(bytes)?;
+        let mut ts = vec![];
+        for _ in 0..reps.max(3) + 2 {
+            ts.push(self.time_ms(|| src.copy_to(&mut dst))?);
+        }
+        ts.drain(..2);
+        ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        Ok(2.0 * bytes as f64 / (ts[ts.len() / 2] * 1e-3) / 1e9)
+    }
+
+    fn storage(&self, bytes: Vec<u8>, dtype: ferrotile_ir::DType) -> Result<Storage> {
+        match self.kind {
+            DeviceKind::Cpu => Ok(Storage::Host(Arc::new(HostMem::new(bytes, dtype)))),
+            DeviceKind::Cuda => {
+                #[cfg(feature = "cuda")]
+                {
+                    let c = self.cuda.as_ref().expect("cuda device handle");
+                    let m = c.alloc(bytes.len()).map_err(Error::Buffer)?;
+                    if bytes.iter().any(|&b| b != 0) {
+                        m.htod(&bytes).map_err(Error::Buffer)?;
+                    }
+                    Ok(Storage::Cuda(Arc::new(m)))
+                }
+                #[cfg(not(feature = "cuda"))]
+                unreachable!()
+            }
         }
     }
 
     /// A zero-filled buffer of `len` elements.
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
-        Ok(Buffer::new(self.clone(), Arc::new(HostMem::new(vec![0u8; bytes], T::DTYPE)), len))
+        Ok(Buffer::new(self.clone(), self.storage(vec![0u8; bytes], T::DTYPE)?, len))
     }
 
     /// A buffer holding a copy of `data`.
     pub fn from_slice<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
-        Ok(Buffer::new(self.clone(), Arc::new(HostMem::new(T::to_le_bytes_vec(data), T::DTYPE)), data.len()))
+        Ok(Buffer::new(self.clone(), self.storage(T::to_le_bytes_vec(data), T::DTYPE)?, data.len()))
     }
 
     /// A buffer of `len` copies of `value` (e.g. NaN to poison outputs).
@@ -71,6 +173,13 @@ impl Device {
     }
 
     pub(crate) fn same(&self, other: &Device) -> bool {
-        self.kind == other.kind
+        if self.kind != other.kind {
+            return false;
+        }
+        #[cfg(feature = "cuda")]
+        if let (Some(a), Some(b)) = (&self.cuda, &other.cuda) {
+            return a.ordinal == b.ordinal;
+        }
+        true
     }
 }

@@ -1,7 +1,7 @@
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::interp::{self, Scalar};
-use crate::runtime::buffer::{Buffer, HostMem};
+use crate::runtime::buffer::{Buffer, Storage};
 use crate::runtime::{Device, DeviceKind};
 use ferrotile_ir::{specialize, DType, Kernel, ParamKind};
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ impl From<[u32; 3]> for LaunchConfig {
 
 /// One launch argument, as generated launchers build them.
 pub enum Arg<'a> {
-    Buffer { mem: Arc<HostMem>, dtype: DType, len: usize, device: &'a Device, writable: bool },
+    Buffer { mem: Storage, dtype: DType, len: usize, device: &'a Device, writable: bool },
     Scalar(Scalar),
 }
 
@@ -137,5 +137,13 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     }
     match dev.kind() {
         DeviceKind::Cpu => interp::run(&spec, dev, cfg.grid, args),
+        DeviceKind::Cuda => {
+            #[cfg(feature = "cuda")]
+            {
+                super::cuda_launch::launch(k, &spec, dev, cfg, args, cx, dts)
+            }
+            #[cfg(not(feature = "cuda"))]
+            unreachable!("no CUDA devices without the cuda feature")
+        }
     }
 }

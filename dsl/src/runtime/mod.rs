@@ -10,8 +10,11 @@
 mod buffer;
 mod device;
 mod launch;
+#[cfg(feature = "cuda")]
+mod cuda_launch;
 
 pub use buffer::Buffer;
 pub(crate) use buffer::HostMem;
+pub use buffer::Storage;
 pub use device::{Device, DeviceKind};
 pub use launch::{launch, specialize_cached, Arg, LaunchConfig};

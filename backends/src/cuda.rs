@@ -1,0 +1,238 @@
+//! CUDA runtime over cudarc's driver API (loaded dynamically).
+//!
+//! Takes PTX from [`crate::ptx`] and runs it: device discovery (never
+//! panics: no driver library or no device is an `Err`), device memory,
+//! host↔device copies, module loading (the driver JIT-assembles our PTX),
+//! launches with dynamic shared memory (opting in above 48 KiB, checked
+//! against the device's limit), and CUDA events for timing. Every driver
+//! failure becomes a `String` error that callers wrap with the kernel name.
+//!
+//! All work goes to the context's legacy default stream, so launches and
+//! copies are ordered; `synchronize` waits for them.
+
+use cudarc::driver::{result, sys};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+pub type CuResult<T> = Result<T, String>;
+
+fn drv(e: result::DriverError) -> String {
+    format!("{e:?}")
+}
+
+pub struct CudaDevice {
+    pub ordinal: usize,
+    pub dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+    pub name: String,
+    /// Compute capability as major*10 + minor.
+    pub sm: u32,
+    pub max_smem_optin: u32,
+    pub num_sms: u32,
+}
+
+// SAFETY: the context handle is process-wide and every use first makes it
+// current on the calling thread (`bind`); the driver API is thread-safe.
+unsafe impl Send for CudaDevice {}
+unsafe impl Sync for CudaDevice {}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({} {}, sm_{})", self.ordinal, self.name, self.sm)
+    }
+}
+
+/// Whether a CUDA driver library can be loaded at all.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { sys::is_culib_present() }
+}
+
+impl CudaDevice {
+    pub fn open(ordinal: usize) -> CuResult<Arc<CudaDevice>> {
+        if !driver_present() {
+            return Err("no CUDA driver (libcuda) found on this machine".into());
+        }
+        result::init().map_err(drv)?;
+        let count = result::device::get_count().map_err(drv)?;
+        if ordinal as i32 >= count {
+            return Err(format!("CUDA device {ordinal} requested, {count} present"));
+        }
+        let dev = result::device::get(ordinal as i32).map_err(drv)?;
+        // SAFETY: `dev` comes from device::get.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(drv)?;
+        unsafe { result::ctx::set_current(ctx) }.map_err(drv)?;
+        let attr = |a| unsafe { result::device::get_attribute(dev, a) }.map_err(drv);
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32;
+        let smem = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let name = result::device::get_name(dev).map_err(drv)?;
+        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
+    }
+
+    /// The PTX target to emit for this device (sm_90 for Hopper and newer).
+    pub fn ptx_target(&self) -> u32 {
+        if self.sm >= 90 {
+            90
+        } else {
+            80
+        }
+    }
+
+    pub fn bind(&self) -> CuResult<()> {
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(drv)
+    }
+
+    pub fn synchronize(&self) -> CuResult<()> {
+        self.bind()?;
+        result::ctx::synchronize().map_err(drv)
+    }
+
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> CuResult<DevMem> {
+        self.bind()?;
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(drv)?;
+        // zero-fill so that fresh buffers read as zeros, as on the CPU
+        unsafe { result::memset_d8_sync(ptr, 0, bytes.max(1)) }.map_err(drv)?;
+        Ok(DevMem { ptr, bytes, dev: self.clone() })
+    }
+
+    pub fn load(&self, ptx: &str, entry: &str) -> CuResult<Loaded> {
+        self.bind()?;
+        let src = CString::new(ptx).map_err(|e| e.to_string())?;
+        // SAFETY: a NUL-terminated PTX image.
+        let module = unsafe { result::module::load_data(src.as_ptr() as *const c_void) }.map_err(|e| format!("the driver rejected the PTX: {e:?}"))?;
+        let func = unsafe { result::module::get_function(module, CString::new(entry).unwrap()) }.map_err(drv)?;
+        Ok(Loaded { module, func, smem_set: std::sync::Mutex::new(0) })
+    }
+
+    /// Launch `k` with `params` (one pointer per kernel parameter, each to a
+    /// value of the parameter's size).
+    pub fn launch(&self, k: &Loaded, grid: [u32; 3], threads: u32, smem: u32, params: &mut [*mut c_void]) -> CuResult<()> {
+        self.bind()?;
+        if smem > self.max_smem_optin {
+            return Err(format!("needs {smem} bytes of shared memory per program; the device allows {}", self.max_smem_optin));
+        }
+        {
+            let mut set = k.smem_set.lock().unwrap_or_else(|p| p.into_inner());
+            if smem > 48 * 1024 && *set < smem {
+                unsafe {
+                    result::function::set_function_attribute(
+                        k.func,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        smem as i32,
+                    )
+                }
+                .map_err(drv)?;
+                *set = smem;
+            }
+        }
+        unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, std::ptr::null_mut(), params) }.map_err(drv)
+    }
+
+    pub fn event(&self) -> CuResult<Event> {
+        self.bind()?;
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
+        Ok(Event { e })
+    }
+}
+
+/// A loaded kernel.
+pub struct Loaded {
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+    smem_set: std::sync::Mutex<u32>,
+}
+
+unsafe impl Send for Loaded {}
+unsafe impl Sync for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = result::module::unload(self.module);
+        }
+    }
+}
+
+/// Device memory; freed (after the device is idle) on drop.
+pub struct DevMem {
+    pub ptr: u64,
+    pub bytes: usize,
+    dev: Arc<CudaDevice>,
+}
+
+impl std::fmt::Debug for DevMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DevMem({:#x}, {} bytes)", self.ptr, self.bytes)
+    }
+}
+
+impl DevMem {
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+    pub fn htod(&self, src: &[u8]) -> CuResult<()> {
+        if src.len() != self.bytes {
+            return Err(format!("copy of {} bytes into {}", src.len(), self.bytes));
+        }
+        self.dev.bind()?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        unsafe { result::memcpy_htod_sync(self.ptr, src) }.map_err(drv)
+    }
+    /// Device-to-device copy of all of `src` (same size), queued on the stream.
+    pub fn copy_from(&self, src: &DevMem) -> CuResult<()> {
+        if src.bytes != self.bytes {
+            return Err(format!("copy of {} bytes into {}", src.bytes, self.bytes));
+        }
+        self.dev.bind()?;
+        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, std::ptr::null_mut()) }.map_err(drv)
+    }
+    pub fn dtoh(&self) -> CuResult<Vec<u8>> {
+        self.dev.bind()?;
+        let mut v = vec![0u8; self.bytes];
+        if self.bytes > 0 {
+            result::ctx::synchronize().map_err(drv)?;
+            unsafe { result::memcpy_dtoh_sync(&mut v, self.ptr) }.map_err(drv)?;
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for DevMem {
+    fn drop(&mut self) {
+        if self.dev.bind().is_ok() {
+            let _ = result::ctx::synchronize();
+            unsafe {
+                let _ = result::free_sync(self.ptr);
+            }
+        }
+    }
+}
+
+pub struct Event {
+    e: sys::CUevent,
+}
+
+unsafe impl Send for Event {}
+
+impl Event {
+    pub fn record(&self) -> CuResult<()> {
+        unsafe { result::event::record(self.e, std::ptr::null_mut()) }.map_err(drv)
+    }
+    /// Milliseconds from `self` to `end` (waits for `end`).
+    pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {
+        unsafe { result::event::synchronize(end.e) }.map_err(drv)?;
+        unsafe { result::event::elapsed(self.e, end.e) }.map_err(drv)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = result::event::destroy(self.e);
+        }
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Peers for the ferrotile library benchmark, timed the same way in the same run.
+
+PyTorch eager and torch.compile (Inductor's Triton kernels) for softmax,
+layer_norm and rms_norm on the shapes/dtypes of `bench`: inputs rotated over
+buffer copies so repetitions miss L2, CUDA-event timing of single calls,
+median of many reps, device-copy bandwidth measured in the same process.
+
+usage: peers.py [--quick] [--json FILE]
+"""
+import json, sys, torch
+import torch.nn.functional as F
+
+ROTATE = 512 << 20
+
+def timeit(fn, n_copies, reps):
+    for i in range(3):
+        fn(i % n_copies)
+    torch.cuda.synchronize()
+    ts = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(i % n_copies); b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+def copy_bw(nbytes=1 << 30):
+    x = torch.empty(nbytes, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+    ms = timeit(lambda i: y.copy_(x), 1, 20)
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+def main():
+    quick = "--quick" in sys.argv
+    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    reps = 10 if quick else 50
+    shapes = [(4096, 4096)] if quick else [(16384, 1024), (16384, 4096), (4096, 16384), (1024, 262144)]
+    cbw = copy_bw()
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  copy: {cbw:.0f} GB/s")
+    res = []
+    fns = {
+        "softmax": lambda x, w, b: torch.softmax(x, dim=-1),
+        "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "rms_norm": lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, 1e-6),
+    }
+    for (r, c) in shapes:
+        for kname, f in fns.items():
+            for dt in (torch.float32, torch.bfloat16):
+                es = torch.finfo(dt).bits // 8
+                copies = max(1, min(8, ROTATE // (2 * r * c * es)))
+                xs = [torch.rand(r, c, device="cuda", dtype=dt) * 8 - 4 for _ in range(copies)]
+                w = torch.randn(c, device="cuda", dtype=dt); b = torch.randn(c, device="cuda", dtype=dt)
+                for impl in ("eager", "compile"):
+                    g = f if impl == "eager" else torch.compile(f, dynamic=False)
+                    try:
+                        ms = timeit(lambda i: g(xs[i], w, b), copies, reps)
+                    except Exception as e:  # report, don't hide
+                        print(f"{impl} {kname} {r}x{c} {dt}: {e}")
+                        continue
+                    gbs = 2 * r * c * es / (ms * 1e-3) / 1e9
+                    d = "f32" if dt == torch.float32 else "bf16"
+                    res.append(dict(impl=impl, kernel=kname, dtype=d, rows=r, cols=c, ms=ms, gbs=gbs, copy_gbs=cbw))
+                    print(f"{impl:<8} {kname:<11} {d:<5} {r}x{c:<7} {ms*1e3:9.1f} us {gbs:7.0f} GB/s {100*gbs/cbw:5.1f}%", flush=True)
+                del xs
+                torch.cuda.empty_cache()
+    if out:
+        with open(out, "w") as fh:
+            for x in res:
+                fh.write(json.dumps(x) + "\n")
+
+if __name__ == "__main__":
+    main()

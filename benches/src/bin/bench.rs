@@ -1,0 +1,151 @@
+//! GPU benchmark of the kernel library (softmax, layer-norm, RMSNorm).
+//!
+//! For each kernel × shape × dtype: fresh random inputs, rotated over enough
+//! buffer copies that every repetition reads memory the L2 (60 MB on H200)
+//! does not hold; warm-up, then the median of CUDA-event timings of single
+//! launches; outputs of the last run checked against the f64 reference on
+//! sampled rows. The device-to-device copy bandwidth is measured in the same
+//! run and every result is reported as GB/s and % of it.
+//!
+//! `bench [--quick] [--json FILE]`
+
+use ferrotile::ir::DType;
+use ferrotile::{Buffer, Device, FloatElement};
+use ferrotile_kernels::reference::{self, max_rel_err, Rng};
+use half::bf16;
+
+struct Res {
+    kernel: &'static str,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    ms: f64,
+    gbs: f64,
+    err: f64,
+    tol: f64,
+}
+
+const ROTATE_BYTES: usize = 512 << 20; // ≥ 8x L2 across the rotation
+
+fn rand_vec<T: FloatElement>(rng: &mut Rng, n: usize, scale: f64) -> Vec<T> {
+    (0..n).map(|_| T::from_f64(((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale)).collect()
+}
+
+fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static str, rows: usize, cols: usize, reps: usize) -> Result<Res, Box<dyn std::error::Error>> {
+    let n = rows * cols;
+    let es = T::DTYPE.size_bytes();
+    let copies = (ROTATE_BYTES / (2 * n * es).max(1)).clamp(1, 8);
+    let host_x: Vec<T> = rand_vec(rng, n, 4.0);
+    let w: Vec<T> = rand_vec(rng, cols, 1.0);
+    let b: Vec<T> = rand_vec(rng, cols, 1.0);
+    let xs: Vec<Buffer<T>> = (0..copies).map(|_| dev.from_slice(&host_x)).collect::<Result<_, _>>()?;
+    let mut ys: Vec<Buffer<T>> = (0..copies).map(|_| dev.full(n, T::from_f64(f64::NAN))).collect::<Result<_, _>>()?;
+    let (wb, bb) = (dev.from_slice(&w)?, dev.from_slice(&b)?);
+    let run = |i: usize, ys: &mut Vec<Buffer<T>>| -> Result<(), ferrotile_kernels::LibError> {
+        let (x, y) = (&xs[i % copies], &mut ys[i % copies]);
+        match kernel {
+            "softmax" => ferrotile_kernels::softmax(dev, x, y, rows, cols),
+            "layer_norm" => ferrotile_kernels::layer_norm(dev, x, &wb, &bb, y, rows, cols, 1e-5),
+            _ => ferrotile_kernels::rms_norm(dev, x, &wb, y, rows, cols, 1e-6),
+        }
+    };
+    for i in 0..3 {
+        run(i, &mut ys)?;
+    }
+    dev.synchronize()?;
+    let mut ts = vec![];
+    for i in 0..reps {
+        let t = dev.time_ms(|| run(i, &mut ys).map_err(|e| match e {
+            ferrotile_kernels::LibError::Launch(e) => e,
+            other => ferrotile::Error::Buffer(other.to_string()),
+        }))?;
+        ts.push(t);
+    }
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let ms = ts[ts.len() / 2];
+    // verify the output of every copy on sampled rows
+    let sample: Vec<usize> = (0..16).map(|_| rng.below(rows as u64) as usize).chain([0, rows - 1]).collect();
+    let xf: Vec<f64> = host_x.iter().map(|v| v.to_f64()).collect();
+    let (wf, bf): (Vec<f64>, Vec<f64>) = (w.iter().map(|v| v.to_f64()).collect(), b.iter().map(|v| v.to_f64()).collect());
+    let mut err: f64 = 0.0;
+    for y in &ys {
+        let out = y.to_vec()?;
+        for &r in &sample {
+            let row = &xf[r * cols..(r + 1) * cols];
+            let want = match kernel {
+                "softmax" => reference::softmax(row, 1, cols),
+                "layer_norm" => reference::layer_norm(row, &wf, &bf, 1, cols, 1e-5),
+                _ => reference::rms_norm(row, &wf, 1, cols, 1e-6),
+            };
+            let got: Vec<f64> = out[r * cols..(r + 1) * cols].iter().map(|v| v.to_f64()).collect();
+            let floor = if kernel == "softmax" { 1e-30 } else { 1.0 };
+            err = err.max(max_rel_err(&got, &want, floor));
+        }
+    }
+    let bytes = 2.0 * (n * es) as f64;
+    let tol = if T::DTYPE == DType::F32 { 1e-5 } else { 1e-2 };
+    Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
+    let dev = Device::best();
+    let (mut rng, seed) = Rng::from_time();
+    let reps = if quick { 10 } else { 50 };
+    let copy = match dev.copy_bandwidth_gbs(1 << 30, 20) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("copy bandwidth: {e}");
+            std::process::exit(1)
+        }
+    };
+    println!("device: {}  seed: {seed}  device copy: {copy:.0} GB/s", dev.name());
+    let shapes: Vec<(usize, usize)> = if quick { vec![(4096, 4096)] } else { vec![(16384, 1024), (16384, 4096), (4096, 16384), (1024, 262144)] };
+    let mut out = vec![];
+    for &(r, c) in &shapes {
+        for kernel in ["softmax", "layer_norm", "rms_norm"] {
+            let a = bench_kernel::<f32>(&dev, &mut rng, kernel, r, c, reps);
+            let b = bench_kernel::<bf16>(&dev, &mut rng, kernel, r, c, reps);
+            for res in [a, b] {
+                match res {
+                    Ok(x) => out.push(x),
+                    Err(e) => {
+                        eprintln!("{kernel} {r}x{c}: {e}");
+                        std::process::exit(1)
+                    }
+                }
+            }
+        }
+    }
+    println!("{:<11} {:<5} {:>13} {:>9} {:>9} {:>7} {:>9}  check", "kernel", "dtype", "shape", "time us", "GB/s", "%copy", "max err");
+    let mut bad = 0;
+    let mut lines = vec![];
+    for r in &out {
+        let ok = r.err <= r.tol;
+        bad += !ok as usize;
+        println!(
+            "{:<11} {:<5} {:>13} {:>9.1} {:>9.0} {:>6.1}% {:>9.1e}  {}",
+            r.kernel,
+            r.dtype.to_string(),
+            format!("{}x{}", r.rows, r.cols),
+            r.ms * 1e3,
+            r.gbs,
+            100.0 * r.gbs / copy,
+            r.err,
+            if ok { "ok" } else { "FAIL" }
+        );
+        lines.push(format!(
+            "{{\"impl\":\"ferrotile\",\"kernel\":\"{}\",\"dtype\":\"{}\",\"rows\":{},\"cols\":{},\"ms\":{},\"gbs\":{},\"copy_gbs\":{},\"max_err\":{},\"ok\":{}}}",
+            r.kernel, r.dtype, r.rows, r.cols, r.ms, r.gbs, copy, r.err, ok
+        ));
+    }
+    if let Some(f) = json {
+        std::fs::write(&f, lines.join("\n") + "\n").expect("write json");
+    }
+    if bad > 0 {
+        eprintln!("{bad} result(s) failed verification");
+        std::process::exit(1);
+    }
+}

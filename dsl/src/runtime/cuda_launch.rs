@@ -1,0 +1,116 @@
+//! Launch on a CUDA device: PTX emission (cached), module load, argument
+//! marshalling, launch.
+//!
+//! Cache key: (kernel, constexprs, dtypes, divisibility-by-16 of each
+//! integer argument, num_warps, target) — the same key decides the PTX.
+//! The PTX of every compiled specialization is also written to the disk
+//! cache (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`), and read
+//! back from it on a later process's cold start; the driver keeps its own
+//! cache of the assembled binaries.
+
+use crate::error::{Error, Result};
+use crate::interp::Scalar;
+use crate::runtime::{Arg, Device, LaunchConfig, Storage};
+use ferrotile_backends::cuda::Loaded;
+use ferrotile_backends::ptx::{self, ParamAbi, PtxOptions};
+use ferrotile_ir::{DType, Kernel};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+struct Compiled {
+    loaded: Loaded,
+    threads: u32,
+    smem: u32,
+    params: Vec<ParamAbi>,
+}
+
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, u32);
+
+fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
+    static C: OnceLock<Mutex<HashMap<Key, Arc<Compiled>>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+fn disk_dir() -> Option<std::path::PathBuf> {
+    if let Ok(d) = std::env::var("FERROTILE_CACHE_DIR") {
+        return Some(d.into());
+    }
+    std::env::var("HOME").ok().map(|h| std::path::Path::new(&h).join(".cache/ferrotile"))
+}
+
+fn fnv(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+/// Emit (or fetch) the PTX for this specialization; public for tools.
+pub fn ptx_for(spec: &Kernel, opts: &PtxOptions) -> Result<ptx::PtxKernel> {
+    ptx::emit(spec, opts).map_err(|e| Error::Backend { kernel: spec.name.clone(), msg: e.to_string() })
+}
+
+pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+    let cuda = dev.cuda.as_ref().expect("cuda device");
+    let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
+    let div16: Vec<bool> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => v % 16 == 0,
+            _ => false,
+        })
+        .collect();
+    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), cfg.num_warps);
+    let compiled = {
+        let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        match hit {
+            Some(c) => c,
+            None => {
+                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16 };
+                let pk = ptx_for(spec, &opts)?;
+                if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
+                    eprintln!("{}", pk.text);
+                }
+                if let Some(dir) = disk_dir() {
+                    let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
+                    if !f.exists() {
+                        let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&f, &pk.text));
+                    }
+                }
+                if pk.smem_bytes > cuda.max_smem_optin {
+                    return Err(berr(format!(
+                        "this configuration needs {} bytes of shared memory per program, more than the {} bytes {} allows; use smaller blocks",
+                        pk.smem_bytes, cuda.max_smem_optin, cuda.name
+                    )));
+                }
+                let loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
+                let c = Arc::new(Compiled { loaded, threads: pk.threads, smem: pk.smem_bytes, params: pk.params });
+                cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
+                c
+            }
+        }
+    };
+    // marshal: one 8-byte slot per parameter, little-endian
+    let mut slots: Vec<u64> = Vec::with_capacity(args.len());
+    for (a, abi) in args.iter().zip(&compiled.params) {
+        let v: u64 = match (a, abi) {
+            (Arg::Buffer { mem: Storage::Cuda(m), .. }, ParamAbi::Ptr) => m.ptr,
+            (Arg::Scalar(Scalar::I(v, _)), ParamAbi::B32) => *v as u32 as u64,
+            (Arg::Scalar(Scalar::I(v, _)), ParamAbi::B64) => *v as u64,
+            (Arg::Scalar(Scalar::F(v, DType::F32)), ParamAbi::B32) => (*v as f32).to_bits() as u64,
+            (Arg::Scalar(Scalar::F(v, DType::F16)), ParamAbi::B16) => half::f16::from_f64(*v).to_bits() as u64,
+            (Arg::Scalar(Scalar::F(v, DType::BF16)), ParamAbi::B16) => half::bf16::from_f64(*v).to_bits() as u64,
+            _ => return Err(berr("argument does not match the kernel's ABI (a host buffer passed to a CUDA launch?)".into())),
+        };
+        slots.push(v);
+    }
+    let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
+    cuda.launch(&compiled.loaded, cfg.grid, compiled.threads, compiled.smem, &mut ptrs).map_err(berr)?;
+    if std::env::var("FERROTILE_SYNC").is_ok() {
+        cuda.synchronize().map_err(berr)?;
+    }
+    Ok(())
+}

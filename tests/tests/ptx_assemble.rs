@@ -1,0 +1,79 @@
+//! Every library kernel, specialized for a spread of block sizes, dtypes and
+//! warp counts, is emitted as PTX and assembled with ptxas for sm_80 and
+//! sm_90. Fails on any emission or ptxas error; prints registers and spills.
+//! Without ptxas (see scripts/install-ptxas.sh) it reports
+//! "skipped: no ptxas" — loudly, never silently passing.
+
+use ferrotile::ir::{specialize, DType, Kernel};
+use ferrotile_backends::ptx::{emit, PtxOptions};
+use ferrotile_backends::ptxas;
+
+fn library() -> Vec<(&'static Kernel, Vec<i64>)> {
+    use ferrotile_kernels::norm::*;
+    use ferrotile_kernels::softmax::*;
+    let blocks = vec![16, 128, 1024, 4096, 16384];
+    vec![
+        (softmax_row::ir(), blocks.clone()),
+        (softmax_looped::ir(), vec![1024, 4096]),
+        (layer_norm_row::ir(), blocks.clone()),
+        (layer_norm_looped::ir(), vec![1024, 4096]),
+        (rms_norm_row::ir(), blocks.clone()),
+        (rms_norm_looped::ir(), vec![1024, 4096]),
+    ]
+}
+
+#[test]
+fn library_kernels_assemble_for_sm80_and_sm90() {
+    let Some(px) = ptxas::find() else {
+        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
+        if std::env::var("FERROTILE_REQUIRE_PTXAS").is_ok() {
+            panic!("FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
+        }
+        return;
+    };
+    let mut failures = vec![];
+    println!("{:<20} {:<5} {:>6} {:>5} {:>4} {:>5} {:>7} {:>7}", "kernel", "dtype", "BLOCK", "warps", "sm", "regs", "spill", "smem");
+    for (k, blocks) in library() {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            for &b in &blocks {
+                let spec = specialize(k, &[b], &[dt]).unwrap();
+                let warps = ((b / 512).clamp(1, 16)) as u32;
+                for div16 in [false, true] {
+                    for sm in [80, 90] {
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()] };
+                        let ptx = match emit(&spec, &opts) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                failures.push(format!("{} {dt} BLOCK={b}: emit: {e}", k.name));
+                                continue;
+                            }
+                        };
+                        match ptxas::assemble(&px, &ptx.text, sm) {
+                            Ok(r) => {
+                                if div16 {
+                                    println!(
+                                        "{:<20} {:<5} {:>6} {:>5} {:>4} {:>5} {:>7} {:>7}",
+                                        k.name,
+                                        dt.to_string(),
+                                        b,
+                                        warps,
+                                        sm,
+                                        r.registers,
+                                        r.spill_stores + r.spill_loads,
+                                        ptx.smem_bytes
+                                    );
+                                }
+                            }
+                            Err(log) => {
+                                let path = std::env::temp_dir().join(format!("ferrotile-fail-{}-{b}-{dt}-sm{sm}.ptx", k.name));
+                                let _ = std::fs::write(&path, &ptx.text);
+                                failures.push(format!("{} {dt} BLOCK={b} sm_{sm}: ptxas failed (PTX in {}):\n{}", k.name, path.display(), log.lines().take(8).collect::<Vec<_>>().join("\n")));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
