@@ -87,6 +87,94 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
     Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
 }
 
+/// `--sweep`: GB/s of the single-tile kernels for every num_warps.
+fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile_kernels::norm::{layer_norm_with, NormConfig};
+    use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
+    println!("sweep: GB/s by num_warps (single-tile kernels)");
+    for &(rows, cols) in &[(16384usize, 1024usize), (16384, 4096), (4096, 16384)] {
+        for dt in ["f32", "bf16"] {
+            let mut line = format!("{:<10} {:<5} {:>11}", "softmax/ln", dt, format!("{rows}x{cols}"));
+            for warps in [1u32, 2, 4, 8, 16, 32] {
+                let block = cols.next_power_of_two() as u32;
+                let n = rows * cols;
+                let gbs = |ms: f64, es: usize| 2.0 * (n * es) as f64 / (ms * 1e-3) / 1e9;
+                let (a, b) = if dt == "f32" {
+                    let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
+                    let mut y = dev.zeros::<f32>(n)?;
+                    let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
+                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps };
+                    let nm = NormConfig { block, looped: false, num_warps: warps };
+                    softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
+                    layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
+                    let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
+                    let t2 = median(dev, 20, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+                    (gbs(t1, 4), gbs(t2, 4))
+                } else {
+                    let x = dev.from_slice(&rand_vec::<bf16>(rng, n, 4.0))?;
+                    let mut y = dev.zeros::<bf16>(n)?;
+                    let w = dev.from_slice(&rand_vec::<bf16>(rng, cols, 1.0))?;
+                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps };
+                    let nm = NormConfig { block, looped: false, num_warps: warps };
+                    softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
+                    layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
+                    let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
+                    let t2 = median(dev, 20, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+                    (gbs(t1, 2), gbs(t2, 2))
+                };
+                line += &format!("  w{warps}:{a:.0}/{b:.0}");
+            }
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
+    match e {
+        ferrotile_kernels::LibError::Launch(e) => e,
+        other => ferrotile::Error::Buffer(other.to_string()),
+    }
+}
+
+fn median(dev: &Device, reps: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
+    let mut ts = vec![];
+    for _ in 0..reps {
+        ts.push(dev.time_ms(&mut f)?);
+    }
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Ok(ts[ts.len() / 2])
+}
+
+/// `--overhead`: cold compile (IR → PTX → loaded module → first launch) and
+/// cached launch overhead, host wall clock.
+fn overhead(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
+    let x = dev.from_slice(&[1.0f32; 64])?;
+    let mut y = dev.zeros::<f32>(64)?;
+    // a specialization no one has launched yet: block 64, 2 warps
+    let cfg = SoftmaxConfig { block: 64, looped: false, num_warps: 2 };
+    let t = std::time::Instant::now();
+    softmax_with(dev, &x, &mut y, 1, 64, 64, 64, cfg)?;
+    dev.synchronize()?;
+    let cold = t.elapsed().as_secs_f64() * 1e3;
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        softmax_with(dev, &x, &mut y, 1, 64, 64, 64, cfg)?;
+    }
+    let enqueue = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    dev.synchronize()?;
+    let t = std::time::Instant::now();
+    for _ in 0..200 {
+        softmax_with(dev, &x, &mut y, 1, 64, 64, 64, cfg)?;
+        dev.synchronize()?;
+    }
+    let roundtrip = t.elapsed().as_secs_f64() * 1e6 / 200.0;
+    println!("cold compile+load+first launch: {cold:.1} ms; cached launch (host enqueue): {enqueue:.2} us; launch+sync round trip: {roundtrip:.1} us");
+    Ok(())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -102,6 +190,17 @@ fn main() {
         }
     };
     println!("device: {}  seed: {seed}  device copy: {copy:.0} GB/s", dev.name());
+    if args.iter().any(|a| a == "--overhead") {
+        if let Err(e) = overhead(&dev) {
+            eprintln!("overhead: {e}");
+        }
+    }
+    if args.iter().any(|a| a == "--sweep") {
+        if let Err(e) = sweep(&dev, &mut rng) {
+            eprintln!("sweep: {e}");
+        }
+        return;
+    }
     let shapes: Vec<(usize, usize)> = if quick { vec![(4096, 4096)] } else { vec![(16384, 1024), (16384, 4096), (4096, 16384), (1024, 262144)] };
     let mut out = vec![];
     for &(r, c) in &shapes {
