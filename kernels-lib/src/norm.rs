@@ -24,7 +24,11 @@ pub fn layer_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T
     store(y + row * (y_stride as i64) + cols, (d * rstd * wv + bv) as T, mask);
 }
 
-/// Layer norm for rows longer than a tile: mean pass, variance pass, output pass.
+/// Layer norm for rows longer than a tile, in two passes over the row: the
+/// statistics pass accumulates per-lane sums of `x - K` and `(x - K)^2` with
+/// the shift `K = x[row, 0]` (the shifted-data variance algorithm: accurate
+/// when K is a sample of the row, unlike the raw E[x²] - E[x]²), then the
+/// output pass normalizes.
 #[kernel]
 pub fn layer_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, b: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
     let row = program_id(0) as i64;
@@ -32,20 +36,20 @@ pub fn layer_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Pt
     let yrow = y + row * (y_stride as i64);
     let cols = arange(0, BLOCK);
     let n = n_cols as f32;
-    let mut acc = zeros([BLOCK], f32);
-    for start in (0..n_cols).step_by(BLOCK) {
-        let c = start + cols;
-        acc = acc + load(xrow + c, c < n_cols, 0.0) as f32;
-    }
-    let mean = sum(acc, 0) / n;
-    let mut acc2 = zeros([BLOCK], f32);
+    let shift = load(xrow) as f32;
+    let mut s1 = zeros([BLOCK], f32);
+    let mut s2 = zeros([BLOCK], f32);
     for start in (0..n_cols).step_by(BLOCK) {
         let c = start + cols;
         let mask = c < n_cols;
-        let d = select(mask, load(xrow + c, mask, 0.0) as f32 - mean, 0.0);
-        acc2 = acc2 + d * d;
+        let d = select(mask, load(xrow + c, mask, 0.0) as f32 - shift, 0.0);
+        s1 = s1 + d;
+        s2 = s2 + d * d;
     }
-    let rstd = rsqrt(sum(acc2, 0) / n + eps);
+    let m1 = sum(s1, 0) / n;
+    let var = maximum(sum(s2, 0) / n - m1 * m1, 0.0);
+    let mean = shift + m1;
+    let rstd = rsqrt(var + eps);
     for start in (0..n_cols).step_by(BLOCK) {
         let c = start + cols;
         let mask = c < n_cols;
@@ -100,13 +104,10 @@ pub struct NormConfig {
 }
 
 impl NormConfig {
-    pub fn for_cols(cols: usize) -> Self {
-        let p = cols.max(1).next_power_of_two();
-        if p <= crate::softmax::MAX_SINGLE_TILE {
-            NormConfig { block: p as u32, looped: false, num_warps: (p / 512).clamp(1, 16) as u32 }
-        } else {
-            NormConfig { block: 4096, looped: true, num_warps: 8 }
-        }
+    /// Block and warps for rows of `cols` elements of `elem_bytes` bytes.
+    pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
+        let s = crate::softmax::SoftmaxConfig::for_cols(cols, elem_bytes);
+        NormConfig { block: s.block, looped: s.looped, num_warps: s.num_warps }
     }
 }
 
@@ -120,7 +121,7 @@ fn check_vec(op: &str, name: &str, len: usize, cols: usize) -> Result<(), LibErr
 /// Layer norm over rows of a row-major `rows × cols` matrix, with weight and bias of length `cols`.
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, b: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
-    layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig::for_cols(cols))
+    layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig::for_cols(cols, T::DTYPE.size_bytes()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -159,7 +160,7 @@ pub fn layer_norm_with<T: FloatElement>(
 /// RMSNorm over rows of a row-major `rows × cols` matrix, with weight of length `cols`.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
-    rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig::for_cols(cols))
+    rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig::for_cols(cols, T::DTYPE.size_bytes()))
 }
 
 #[allow(clippy::too_many_arguments)]

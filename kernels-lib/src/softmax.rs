@@ -18,8 +18,9 @@ pub fn softmax_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32
     let v = load(x + row * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
     let m = max(v, 0);
     let e = exp(v - m);
-    let s = sum(e, 0);
-    store(y + row * (y_stride as i64) + cols, (e / s) as T, mask);
+    // one reciprocal per row instead of a division per element
+    let inv = 1.0 / sum(e, 0);
+    store(y + row * (y_stride as i64) + cols, (e * inv) as T, mask);
 }
 
 /// One program per row; the row is walked in `BLOCK`-wide chunks: an online
@@ -68,20 +69,31 @@ pub struct SoftmaxConfig {
 pub const MAX_SINGLE_TILE: usize = 16384;
 
 impl SoftmaxConfig {
-    pub fn for_cols(cols: usize) -> Self {
+    /// Block and warps for rows of `cols` elements of `elem_bytes` bytes.
+    pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
         let p = cols.max(1).next_power_of_two();
         if p <= MAX_SINGLE_TILE {
-            let num_warps = (p / 512).clamp(1, 16) as u32;
-            SoftmaxConfig { block: p as u32, looped: false, num_warps }
+            SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes) }
         } else {
-            SoftmaxConfig { block: 4096, looped: true, num_warps: 8 }
+            SoftmaxConfig { block: LOOPED_BLOCK, looped: true, num_warps: warps_for(LOOPED_BLOCK as usize, elem_bytes) }
         }
     }
 }
 
+/// Chunk width of the looped kernels.
+pub const LOOPED_BLOCK: u32 = 8192;
+
+/// Warps per program for a row tile of `block` elements, from the sweep in
+/// benches/NOTES.md (H200): 32-bit rows want ~2048 elements per warp,
+/// 16-bit rows ~1024, never fewer than 2 warps or more than 16.
+pub fn warps_for(block: usize, elem_bytes: usize) -> u32 {
+    let per_warp = if elem_bytes >= 4 { 2048 } else { 1024 };
+    (block / per_warp).clamp(2, 16) as u32
+}
+
 /// Softmax over the last axis of a row-major `rows × cols` matrix.
 pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), LibError> {
-    softmax_with(dev, x, y, rows, cols, cols, cols, SoftmaxConfig::for_cols(cols))
+    softmax_with(dev, x, y, rows, cols, cols, cols, SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()))
 }
 
 /// Softmax with explicit row strides and configuration.

@@ -75,7 +75,7 @@ fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
         let cfg = match forced {
             Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4 },
-            None => SoftmaxConfig::for_cols(cols),
+            None => SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()),
         };
         softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
         let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
@@ -98,7 +98,7 @@ fn check_layer_norm_on<T: FloatElement>(dev: &Device, seed: u64) {
         let (x, w, b) = (dev.from_slice(&xv).unwrap(), dev.from_slice(&wv).unwrap(), dev.from_slice(&bv).unwrap());
         let cfg = match forced {
             Some((block, looped)) => NormConfig { block, looped, num_warps: 4 },
-            None => NormConfig::for_cols(cols),
+            None => NormConfig::for_cols(cols, T::DTYPE.size_bytes()),
         };
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
         layer_norm_with(&dev, &x, &w, &b, &mut y, rows, cols, 1e-5, cfg).unwrap();
@@ -190,7 +190,7 @@ fn strided_on(dev: &Device) {
     let xv: Vec<f32> = (0..rows * stride).map(|_| rng.normal() as f32).collect();
     let x = dev.from_slice(&xv).unwrap();
     let mut y = dev.full(rows * stride, -7.0f32).unwrap();
-    softmax_with(&dev, &x, &mut y, rows, cols, stride, stride, SoftmaxConfig::for_cols(cols)).unwrap();
+    softmax_with(&dev, &x, &mut y, rows, cols, stride, stride, SoftmaxConfig::for_cols(cols, 4)).unwrap();
     let out = y.to_vec().unwrap();
     for r in 0..rows {
         let row: Vec<f64> = xv[r * stride..r * stride + cols].iter().map(|&v| v as f64).collect();

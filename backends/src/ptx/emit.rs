@@ -82,6 +82,21 @@ fn ity(d: DType) -> &'static str {
     }
 }
 
+/// f64 → f32 rounding to odd: followed by a nearest-even rounding to a
+/// narrower format it gives the correctly rounded result (one rounding).
+fn f32_round_to_odd(x: f64) -> f32 {
+    let t = x as f32;
+    if !t.is_finite() || (t as f64) == x {
+        return t;
+    }
+    // truncate toward zero, then set the sticky bit
+    let mut b = t.to_bits();
+    if (t as f64).abs() > x.abs() {
+        b -= 1;
+    }
+    f32::from_bits(b | 1)
+}
+
 fn f32_hex(v: f64) -> String {
     format!("0f{:08X}", (v as f32).to_bits())
 }
@@ -488,7 +503,8 @@ impl<'k> Em<'k> {
                             Lit::Int(i) => *i as f64,
                             Lit::Bool(b) => *b as i64 as f64,
                         };
-                        let bits = if d == DType::F16 { half::f16::from_f64(f).to_bits() } else { half::bf16::from_f64(f).to_bits() };
+                        let o = f32_round_to_odd(f);
+                        let bits = if d == DType::F16 { half::f16::from_f32(o).to_bits() } else { half::bf16::from_f32(o).to_bits() };
                         self.l(format!("mov.b16 {r}, 0x{bits:04X};"));
                     }
                     (Cls::P, _) => {
@@ -928,6 +944,7 @@ impl<'k> Em<'k> {
                 match o {
                     UnOp::Neg => self.l(format!("neg.s{bits} {y}, {r};")),
                     UnOp::Not => self.l(format!("not.b{bits} {y}, {r};")),
+                    UnOp::Abs if !d.is_signed() => self.l(format!("mov.b{bits} {y}, {r};")),
                     UnOp::Abs => self.l(format!("abs.s{bits} {y}, {r};")),
                     _ => return self.err(format!("{} on integers", o.name())),
                 }
@@ -953,6 +970,61 @@ impl<'k> Em<'k> {
         y
     }
 
+    /// Natural log with ~1 ulp error: x = m·2^e with m in [√½, √2),
+    /// log m = 2·atanh(s), s = (m-1)/(m+1), odd series to s^11; zero,
+    /// negative, infinite and NaN inputs take `lg2.approx`'s special values.
+    fn flog(&mut self, x: &str) -> String {
+        let (xs, bits, e, mb) = (self.reg(Cls::F), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        let sub = self.reg(Cls::P);
+        // scale subnormals into the normal range
+        self.l(format!("setp.lt.f32 {sub}, {x}, 0f00800000;"));
+        self.l(format!("mul.rn.f32 {xs}, {x}, 0f4B000000;"));
+        self.l(format!("selp.f32 {xs}, {xs}, {x}, {sub};"));
+        self.l(format!("mov.b32 {bits}, {xs};"));
+        self.l(format!("shr.u32 {e}, {bits}, 23;"));
+        self.l(format!("and.b32 {e}, {e}, 255;"));
+        self.l(format!("sub.s32 {e}, {e}, 127;"));
+        self.l(format!("@{sub} sub.s32 {e}, {e}, 23;"));
+        self.l(format!("and.b32 {mb}, {bits}, 8388607;"));
+        self.l(format!("or.b32 {mb}, {mb}, 1065353216;"));
+        let m = self.reg(Cls::F);
+        self.l(format!("mov.b32 {m}, {mb};"));
+        let big = self.reg(Cls::P);
+        self.l(format!("setp.gt.f32 {big}, {m}, 0f3FB504F3;"));
+        self.l(format!("@{big} mul.rn.f32 {m}, {m}, 0f3F000000;"));
+        self.l(format!("@{big} add.s32 {e}, {e}, 1;"));
+        let (num, den, sv, s2) = (self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F));
+        self.l(format!("sub.rn.f32 {num}, {m}, 0f3F800000;"));
+        self.l(format!("add.rn.f32 {den}, {m}, 0f3F800000;"));
+        self.l(format!("div.rn.f32 {sv}, {num}, {den};"));
+        self.l(format!("mul.rn.f32 {s2}, {sv}, {sv};"));
+        let p = self.reg(Cls::F);
+        self.l(format!("mov.f32 {p}, {};", f32_hex(2.0 / 11.0)));
+        for c in [2.0 / 9.0, 2.0 / 7.0, 2.0 / 5.0, 2.0 / 3.0] {
+            self.l(format!("fma.rn.f32 {p}, {p}, {s2}, {};", f32_hex(c)));
+        }
+        self.l(format!("mul.rn.f32 {p}, {p}, {s2};"));
+        // log m = 2s + s·p  (p carries the s^3.. terms over s)
+        let lm = self.reg(Cls::F);
+        self.l(format!("fma.rn.f32 {lm}, {sv}, {p}, {sv};"));
+        self.l(format!("add.rn.f32 {lm}, {lm}, {sv};"));
+        let ef = self.reg(Cls::F);
+        self.l(format!("cvt.rn.f32.s32 {ef}, {e};"));
+        // e·ln2 in two parts
+        let r = self.reg(Cls::F);
+        self.l(format!("fma.rn.f32 {r}, {ef}, {}, {lm};", f32_hex(-2.1219444e-4)));
+        self.l(format!("fma.rn.f32 {r}, {ef}, {}, {r};", f32_hex(0.693359375)));
+        // specials: x <= 0, inf, nan
+        let (ok, t) = (self.reg(Cls::P), self.reg(Cls::P));
+        self.l(format!("setp.gt.f32 {ok}, {x}, 0f00000000;"));
+        self.l(format!("setp.lt.f32 {t}, {x}, 0f7F800000;"));
+        self.l(format!("and.pred {ok}, {ok}, {t};"));
+        let sp = self.reg(Cls::F);
+        self.l(format!("lg2.approx.f32 {sp}, {x};"));
+        self.l(format!("selp.f32 {r}, {r}, {sp}, {ok};"));
+        r
+    }
+
     fn funary(&mut self, o: UnOp, x: &str) -> R<String> {
         let y = self.reg(Cls::F);
         match o {
@@ -961,11 +1033,13 @@ impl<'k> Em<'k> {
             UnOp::Exp => return Ok(self.fexp(x)),
             UnOp::Exp2 => self.l(format!("ex2.approx.f32 {y}, {x};")),
             UnOp::Log => {
-                let t = self.reg(Cls::F);
-                self.l(format!("lg2.approx.f32 {t}, {x};"));
-                self.l(format!("mul.rn.f32 {y}, {t}, {};", f32_hex(std::f64::consts::LN_2)));
+                let l = self.flog(x);
+                self.l(format!("mov.f32 {y}, {l};"));
             }
-            UnOp::Log2 => self.l(format!("lg2.approx.f32 {y}, {x};")),
+            UnOp::Log2 => {
+                let l = self.flog(x);
+                self.l(format!("mul.rn.f32 {y}, {l}, {};", f32_hex(std::f64::consts::LOG2_E)));
+            }
             UnOp::Sqrt => self.l(format!("sqrt.rn.f32 {y}, {x};")),
             UnOp::Rsqrt => self.l(format!("rsqrt.approx.f32 {y}, {x};")),
             UnOp::Floor => self.l(format!("cvt.rmi.f32.f32 {y}, {x};")),
@@ -1173,8 +1247,21 @@ impl<'k> Em<'k> {
                     let h = self.reg(Cls::H);
                     self.l(format!("cvt.rn.f16.{src} {h}, {r};"));
                     h
-                } else {
+                } else if to == DType::F32 {
                     self.l(format!("cvt.rn.f32.{src} {f}, {r};"));
+                    f
+                } else {
+                    // Round once: truncate to f32, make it sticky (round to
+                    // odd) if inexact, then round to nearest-even in 16 bits.
+                    self.l(format!("cvt.rz.f32.{src} {f}, {r};"));
+                    let back = self.reg(if from == DType::I64 { Cls::Rd } else { Cls::R });
+                    self.l(format!("cvt.rzi.{src}.f32 {back}, {f};"));
+                    let inexact = self.reg(Cls::P);
+                    self.l(format!("setp.ne.{src} {inexact}, {back}, {r};"));
+                    let bits = self.reg(Cls::R);
+                    self.l(format!("mov.b32 {bits}, {f};"));
+                    self.l(format!("@{inexact} or.b32 {bits}, {bits}, 1;"));
+                    self.l(format!("mov.b32 {f}, {bits};"));
                     self.from_f32(&f, to)
                 }
             } else {
@@ -1690,12 +1777,21 @@ impl<'k> Em<'k> {
         // 1. in-thread
         let mut partial: Vec<(String, Option<String>)> = vec![];
         for (_, rs) in &groups {
-            let mut acc = (vals[rs[0]].clone(), if arg { Some(idxs[rs[0]].clone()) } else { None });
-            for &r in &rs[1..] {
-                let ii = if arg { Some(idxs[r].clone()) } else { None };
-                acc = combine(self, &acc.0, acc.1.as_deref(), &vals[r], ii.as_deref());
+            // pairwise tree: short dependency chains, index order kept for argmax ties
+            let mut level: Vec<(String, Option<String>)> =
+                rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            while level.len() > 1 {
+                let mut next = vec![];
+                for pair in level.chunks(2) {
+                    if pair.len() == 2 {
+                        next.push(combine(self, &pair[0].0, pair[0].1.as_deref(), &pair[1].0, pair[1].1.as_deref()));
+                    } else {
+                        next.push(pair[0].clone());
+                    }
+                }
+                level = next;
             }
-            partial.push(acc);
+            partial.push(level.pop().unwrap());
         }
         // 2. across lanes along the axis
         let lbits = lay.bl.tpw[axis].trailing_zeros();
@@ -1713,13 +1809,15 @@ impl<'k> Em<'k> {
             let sz = if ac == Cls::Rd { 8 } else { 4 };
             let ng = groups.len() as u32;
             // slot (warp_axis, other-warp-coords, group): index by warp id and group
-            let nw = self.o.num_warps;
+            // one slot per (thread, group): lanes off the axis hold different
+            // partials, lanes along it were already combined by the shuffles
+            let nt = self.o.num_warps * 32;
             let per = ng * sz * if arg { 2 } else { 1 };
-            self.smem_need(nw * per);
+            self.smem_need(nt * per);
             self.bar();
             let base = self.smem_base();
             let slot = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.warp));
+            self.l(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
             for (gi, g) in partial.iter().enumerate() {
                 let a = self.reg(Cls::R);
                 self.l(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
@@ -1738,7 +1836,8 @@ impl<'k> Em<'k> {
                 let w = self.reg(Cls::R);
                 self.l(format!("or.b32 {w}, {clear}, {};", j << wsh));
                 let s = self.reg(Cls::R);
-                self.l(format!("mad.lo.u32 {s}, {w}, {per}, {base};"));
+                self.l(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
+                self.l(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
                 for gi in 0..partial.len() {
                     let a = self.reg(Cls::R);
                     self.l(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));

@@ -127,6 +127,26 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
             println!("{line}");
         }
     }
+    // looped kernels on long rows: chunk width × warps
+    let (rows, cols) = (1024usize, 262144usize);
+    let n = rows * cols;
+    let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
+    let mut y = dev.zeros::<f32>(n)?;
+    let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
+    for block in [2048u32, 4096, 8192, 16384] {
+        let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
+        for warps in [4u32, 8, 16] {
+            let sm = SoftmaxConfig { block, looped: true, num_warps: warps };
+            let nm = NormConfig { block, looped: true, num_warps: warps };
+            softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
+            layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
+            let t1 = median(dev, 10, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
+            let t2 = median(dev, 10, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+            let g = |t: f64| 2.0 * (n * 4) as f64 / (t * 1e-3) / 1e9;
+            line += &format!("  w{warps}:{:.0}/{:.0}", g(t1), g(t2));
+        }
+        println!("{line}");
+    }
     Ok(())
 }
 

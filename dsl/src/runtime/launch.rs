@@ -87,6 +87,20 @@ fn dump_wanted(name: &str) -> bool {
     }
 }
 
+type Observer = Box<dyn Fn(&Kernel) + Send + Sync>;
+
+fn observer() -> &'static Mutex<Option<Observer>> {
+    static O: OnceLock<Mutex<Option<Observer>>> = OnceLock::new();
+    O.get_or_init(|| Mutex::new(None))
+}
+
+/// Register a function called with every kernel specialization this process
+/// creates (once per cache miss). Tools use it to compile every kernel a
+/// program launches for another backend, e.g. to assemble PTX in CI.
+pub fn set_specialization_observer(f: impl Fn(&Kernel) + Send + Sync + 'static) {
+    *observer().lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(f));
+}
+
 /// Specialize `k` for a binding, memoized per (kernel, constexprs, dtypes).
 /// With `FERROTILE_DUMP_IR=1` (or a comma-separated list of kernel names)
 /// the specialized IR is printed to stderr when first built.
@@ -98,6 +112,9 @@ pub fn specialize_cached(k: &'static Kernel, cx: &[i64], dts: &[DType]) -> Resul
     let spec = Arc::new(specialize(k, cx, dts)?);
     if dump_wanted(&k.name) {
         eprintln!("// ferrotile: specialized IR of `{}` [{}]\n{}", k.name, spec.describe_binding(), spec.to_text());
+    }
+    if let Some(f) = observer().lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        f(&spec);
     }
     cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, spec.clone());
     Ok(spec)

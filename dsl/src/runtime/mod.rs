@@ -17,4 +17,4 @@ pub use buffer::Buffer;
 pub(crate) use buffer::HostMem;
 pub use buffer::Storage;
 pub use device::{Device, DeviceKind};
-pub use launch::{launch, specialize_cached, Arg, LaunchConfig};
+pub use launch::{launch, set_specialization_observer, specialize_cached, Arg, LaunchConfig};
