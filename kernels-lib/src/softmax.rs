@@ -75,13 +75,12 @@ impl SoftmaxConfig {
         if p <= MAX_SINGLE_TILE {
             SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes) }
         } else {
-            SoftmaxConfig { block: LOOPED_BLOCK, looped: true, num_warps: warps_for(LOOPED_BLOCK as usize, elem_bytes) }
+            // sweep (benches/NOTES.md): narrow chunks over 16 warps win on long rows
+            let block = if elem_bytes >= 4 { 2048 } else { 4096 };
+            SoftmaxConfig { block, looped: true, num_warps: 16 }
         }
     }
 }
-
-/// Chunk width of the looped kernels.
-pub const LOOPED_BLOCK: u32 = 8192;
 
 /// Warps per program for a row tile of `block` elements, from the sweep in
 /// benches/NOTES.md (H200): 32-bit rows want ~2048 elements per warp,

@@ -1214,7 +1214,12 @@ impl<'k> Em<'k> {
                 let f = self.to_f32(&r, from);
                 self.from_f32(&f, to)
             } else if from.is_float() {
-                let f = self.to_f32(&r, from);
+                let f0 = self.to_f32(&r, from);
+                // NaN converts to 0 (cvt.rzi leaves it implementation-defined for 64-bit)
+                let f = self.reg(Cls::F);
+                let nan = self.reg(Cls::P);
+                self.l(format!("setp.nan.f32 {nan}, {f0}, {f0};"));
+                self.l(format!("selp.f32 {f}, 0f00000000, {f0}, {nan};"));
                 match to {
                     DType::I64 => {
                         let y = self.reg(Cls::Rd);

@@ -12,6 +12,7 @@
 use ferrotile::ir::DType;
 use ferrotile::{Buffer, Device, FloatElement};
 use ferrotile_kernels::reference::{self, max_rel_err, Rng};
+use ferrotile::prelude::*;
 use half::bf16;
 
 struct Res {
@@ -87,6 +88,18 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
     Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
 }
 
+/// The structure of the single-tile row kernels without their arithmetic:
+/// one program per row, one masked load and one store. Its bandwidth is the
+/// ceiling of that launch geometry (`--sweep` prints it).
+#[ferrotile::kernel]
+fn row_copy<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32) {
+    let row = program_id(0) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let v = load(x + row * (n_cols as i64) + cols, mask, 0.0);
+    store(y + row * (n_cols as i64) + cols, v, mask);
+}
+
 /// `--sweep`: GB/s of the single-tile kernels for every num_warps.
 fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> {
     use ferrotile_kernels::norm::{layer_norm_with, NormConfig};
@@ -126,6 +139,25 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
             }
             println!("{line}");
         }
+    }
+    // geometry ceiling: the row-copy kernel with the library's warps
+    for &(rows, cols) in &[(16384usize, 1024usize), (16384, 4096), (4096, 16384)] {
+        let n = rows * cols;
+        let block = cols.next_power_of_two() as i32;
+        let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
+        let mut y = dev.zeros::<f32>(n)?;
+        let xb = dev.from_slice(&rand_vec::<bf16>(rng, n, 4.0))?;
+        let mut yb = dev.zeros::<bf16>(n)?;
+        let mut line = format!("row_copy {rows}x{cols}");
+        for warps in [2u32, 4, 8, 16] {
+            let cfg = LaunchConfig::new([rows as u32, 1, 1]).num_warps(warps);
+            row_copy::launch(dev, cfg, &x, &mut y, cols as i32, block)?;
+            row_copy::launch(dev, cfg, &xb, &mut yb, cols as i32, block)?;
+            let t1 = median(dev, 20, || row_copy::launch(dev, cfg, &x, &mut y, cols as i32, block))?;
+            let t2 = median(dev, 20, || row_copy::launch(dev, cfg, &xb, &mut yb, cols as i32, block))?;
+            line += &format!("  w{warps}: f32 {:.0} bf16 {:.0}", 8.0 * n as f64 / (t1 * 1e6), 4.0 * n as f64 / (t2 * 1e6));
+        }
+        println!("{line}");
     }
     // looped kernels on long rows: chunk width × warps
     let (rows, cols) = (1024usize, 262144usize);
