@@ -128,6 +128,12 @@ struct Em<'k> {
     warp: String,
     axis: HashMap<V, Info>,
     loc: Loc,
+    /// 16-bit register → (32-bit word it was unpacked from, upper half?):
+    /// lets bf16 → f32 read the word directly (one instruction, no unpack).
+    h_from_word: HashMap<String, (String, bool)>,
+    /// 16-bit register → the f32 register it was rounded from: lets a pair
+    /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
+    h_from_f32: HashMap<String, String>,
 }
 
 pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
@@ -170,6 +176,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         warp: String::new(),
         axis: axis::analyze(k, &o.arg_div16),
         loc: Loc::default(),
+        h_from_word: HashMap::new(),
+        h_from_f32: HashMap::new(),
     };
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
@@ -410,11 +418,17 @@ impl<'k> Em<'k> {
                 f
             }
             DType::BF16 => {
-                let t = self.reg(Cls::R);
                 let f = self.reg(Cls::F);
-                self.l(format!("cvt.u32.u16 {t}, {r};"));
-                self.l(format!("shl.b32 {t}, {t}, 16;"));
-                self.l(format!("mov.b32 {f}, {t};"));
+                match self.h_from_word.get(r).cloned() {
+                    // bf16 is the upper half of an f32: one bit operation on the word
+                    Some((w, true)) => self.l(format!("and.b32 {f}, {w}, -65536;")),
+                    Some((w, false)) => self.l(format!("shl.b32 {f}, {w}, 16;")),
+                    None => {
+                        let t = self.reg(Cls::R);
+                        self.l(format!("cvt.u32.u16 {t}, {r};"));
+                        self.l(format!("shl.b32 {f}, {t}, 16;"));
+                    }
+                }
                 f
             }
             _ => unreachable!(),
@@ -427,11 +441,13 @@ impl<'k> Em<'k> {
             DType::F16 => {
                 let h = self.reg(Cls::H);
                 self.l(format!("cvt.rn.f16.f32 {h}, {f};"));
+                self.h_from_f32.insert(h.clone(), f.to_string());
                 h
             }
             DType::BF16 => {
                 let h = self.reg(Cls::H);
                 self.l(format!("cvt.rn.bf16.f32 {h}, {f};"));
+                self.h_from_f32.insert(h.clone(), f.to_string());
                 h
             }
             _ => unreachable!(),
@@ -1398,6 +1414,8 @@ impl<'k> Em<'k> {
                 self.l(format!("{pred}ld.global.v4.b32 {{{}}}, [{}];", words.join(", "), ptrs[i]));
                 for (j, wd) in words.iter().enumerate() {
                     self.l(format!("mov.b32 {{{}, {}}}, {wd};", group[2 * j], group[2 * j + 1]));
+                    self.h_from_word.insert(group[2 * j].clone(), (wd.clone(), false));
+                    self.h_from_word.insert(group[2 * j + 1].clone(), (wd.clone(), true));
                 }
             } else {
                 self.l(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
@@ -1464,8 +1482,14 @@ impl<'k> Em<'k> {
                 self.l(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
             } else if w == 8 && d.size_bytes() == 2 {
                 let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let x2 = if d == DType::BF16 { "bf16x2" } else { "f16x2" };
                 for (j, wd) in words.iter().enumerate() {
-                    self.l(format!("mov.b32 {wd}, {{{}, {}}};", vals[i + 2 * j], vals[i + 2 * j + 1]));
+                    let (lo, hi) = (&vals[i + 2 * j], &vals[i + 2 * j + 1]);
+                    match (self.h_from_f32.get(lo).cloned(), self.h_from_f32.get(hi).cloned()) {
+                        // d = {hi: cvt(a), lo: cvt(b)}; the unused single cvts die in ptxas
+                        (Some(fl), Some(fh)) => self.l(format!("cvt.rn.{x2}.f32 {wd}, {fh}, {fl};")),
+                        _ => self.l(format!("mov.b32 {wd}, {{{lo}, {hi}}};")),
+                    }
                 }
                 self.l(format!("{pred}st.global.v4.b32 [{}], {{{}}};", ptrs[i], words.join(", ")));
             } else {

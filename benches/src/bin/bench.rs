@@ -169,12 +169,12 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
         println!("{line}");
     }
     // looped kernels on long rows: chunk width × warps
-    let (rows, cols) = (1024usize, 262144usize);
+    for &(rows, cols, blocks) in &[(1024usize, 262144usize, &[2048u32, 4096, 8192][..]), (4096, 16384, &[1024, 2048, 4096][..])] {
     let n = rows * cols;
     let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
     let mut y = dev.zeros::<f32>(n)?;
     let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
-    for block in [2048u32, 4096, 8192, 16384] {
+    for &block in blocks {
         let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
         for warps in [4u32, 8, 16] {
             let sm = SoftmaxConfig { block, looped: true, num_warps: warps };
@@ -187,6 +187,7 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
             line += &format!("  w{warps}:{:.0}/{:.0}", g(t1), g(t2));
         }
         println!("{line}");
+    }
     }
     Ok(())
 }
