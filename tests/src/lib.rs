@@ -1,0 +1,2 @@
+//! Workspace-level tests support: the op-level conformance suite.
+pub mod conformance;

@@ -149,6 +149,12 @@ impl Builder {
     /// A constexpr-class scalar with a known expression value.
     pub fn constexpr(&mut self, e: CExpr, dtype: DType, weak: bool) -> V {
         if let Some(k) = e.known() {
+            // A known value of a settled integer dtype wraps like run-time
+            // arithmetic does (`(300 as u8) as i32` is 44, `200u8 + 100u8`
+            // is 44), so later folds see the value the program would.
+            // Weak literals keep their value until they adopt a dtype.
+            let k = if weak { k } else { wrap_to(k, dtype) };
+            let e = CExpr::Lit(k);
             let lit = if dtype == DType::Bool { Lit::Bool(k != 0) } else { Lit::Int(k) };
             let v = self.new_value(Type::scalar(dtype), Some(e), weak);
             self.emit(OpKind::Const(lit), vec![v]);
@@ -1223,6 +1229,17 @@ fn check_tile_len(n: i64, what: &str) -> R<()> {
         return Err(TypeError::new(format!("{what} has length {n}, more than the 2^20 elements a tile may hold")));
     }
     Ok(())
+}
+
+/// `v` wrapped (two's complement truncation) to the integer dtype `d`.
+fn wrap_to(v: i64, d: DType) -> i64 {
+    match d {
+        DType::I8 => v as i8 as i64,
+        DType::U8 => v as u8 as i64,
+        DType::I32 => v as i32 as i64,
+        DType::U32 => v as u32 as i64,
+        _ => v,
+    }
 }
 
 fn check_int_range(v: i64, d: DType) -> R<()> {

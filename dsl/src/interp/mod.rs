@@ -39,8 +39,8 @@ impl Scalar {
         match self {
             Scalar::F(v, d) => match d {
                 DType::F32 => Data::F32(vec![v as f32]),
-                DType::F16 => Data::F16(vec![half::f16::from_f64(v)]),
-                _ => Data::BF16(vec![half::bf16::from_f64(v)]),
+                DType::F16 => Data::F16(vec![tile::f16_from_f64(v)]),
+                _ => Data::BF16(vec![tile::bf16_from_f64(v)]),
             },
             Scalar::I(v, d) => Data::from_i64(vec![v], d),
         }
@@ -226,8 +226,8 @@ impl<'a> Prog<'a> {
                     Lit::Bool(b) => Data::from_i64(vec![*b as i64], d),
                     Lit::Float(f) => match d {
                         DType::F32 => Data::F32(vec![*f as f32]),
-                        DType::F16 => Data::F16(vec![half::f16::from_f64(*f)]),
-                        DType::BF16 => Data::BF16(vec![half::bf16::from_f64(*f)]),
+                        DType::F16 => Data::F16(vec![tile::f16_from_f64(*f)]),
+                        DType::BF16 => Data::BF16(vec![tile::bf16_from_f64(*f)]),
                         _ => Data::from_i64(vec![*f as i64], d),
                     },
                 }))
@@ -355,18 +355,19 @@ impl<'a> Prog<'a> {
                 let (outer, n, inner) = split(&x.shape, *axis as usize);
                 if d.is_float() {
                     let f = x.data.as_f32();
-                    let mut r = vec![0f32; f.len()];
+                    let mut r = vec![0f64; f.len()];
                     for o in 0..outer {
                         for i in 0..inner {
                             let mut acc = 0f64;
                             for j in 0..n {
                                 let idx = (o * n + j) * inner + i;
                                 acc += f[idx] as f64;
-                                r[idx] = acc as f32;
+                                r[idx] = acc;
                             }
                         }
                     }
-                    Some(t(Data::from_f32(r, d)))
+                    // each prefix rounded once from f64 to the dtype
+                    Some(t(Data::from_f64(r, d)))
                 } else {
                     let f = x.data.as_i64();
                     let mut r = vec![0i64; f.len()];
@@ -605,25 +606,38 @@ impl<'a> Prog<'a> {
         let idx = |o: usize, j: usize, i: usize| (o * n + j) * inner + i;
         match op {
             ReduceOp::Argmax | ReduceOp::Argmin => {
-                let better = |a: f64, b: f64| if op == ReduceOp::Argmax { a > b } else { a < b };
-                let vals: Vec<f64> = if x.data.dtype().is_float() {
-                    x.data.as_f32().iter().map(|&v| v as f64).collect()
-                } else {
-                    x.data.as_i64().iter().map(|&v| v as f64).collect()
-                };
                 let mut r = Vec::with_capacity(m);
-                for o in 0..outer {
-                    for i in 0..inner {
-                        let mut bi = 0usize;
-                        let mut bv = vals[idx(o, 0, i)];
-                        for j in 1..n {
-                            let v = vals[idx(o, j, i)];
-                            if better(v, bv) || (bv.is_nan() && !v.is_nan()) {
-                                bv = v;
-                                bi = j;
+                if x.data.dtype().is_float() {
+                    let better = |a: f64, b: f64| if op == ReduceOp::Argmax { a > b } else { a < b };
+                    let vals: Vec<f64> = x.data.as_f32().iter().map(|&v| v as f64).collect();
+                    for o in 0..outer {
+                        for i in 0..inner {
+                            let mut bi = 0usize;
+                            let mut bv = vals[idx(o, 0, i)];
+                            for j in 1..n {
+                                let v = vals[idx(o, j, i)];
+                                if better(v, bv) || (bv.is_nan() && !v.is_nan()) {
+                                    bv = v;
+                                    bi = j;
+                                }
                             }
+                            r.push(bi as i64);
                         }
-                        r.push(bi as i64);
+                    }
+                } else {
+                    // integers compare exactly (i64 values do not fit in f64)
+                    let vals = x.data.as_i64();
+                    for o in 0..outer {
+                        for i in 0..inner {
+                            let mut bi = 0usize;
+                            for j in 1..n {
+                                let (v, bv) = (vals[idx(o, j, i)], vals[idx(o, bi, i)]);
+                                if if op == ReduceOp::Argmax { v > bv } else { v < bv } {
+                                    bi = j;
+                                }
+                            }
+                            r.push(bi as i64);
+                        }
                     }
                 }
                 Data::from_i64(r, DType::I32)
@@ -634,14 +648,15 @@ impl<'a> Prog<'a> {
                 for o in 0..outer {
                     for i in 0..inner {
                         let v = match op {
-                            ReduceOp::Sum => (0..n).map(|j| f[idx(o, j, i)] as f64).sum::<f64>() as f32,
-                            ReduceOp::Max => (0..n).map(|j| f[idx(o, j, i)]).fold(f32::NEG_INFINITY, f32::max),
-                            _ => (0..n).map(|j| f[idx(o, j, i)]).fold(f32::INFINITY, f32::min),
+                            // rounded once from f64 to the dtype (not via f32)
+                            ReduceOp::Sum => (0..n).map(|j| f[idx(o, j, i)] as f64).sum::<f64>(),
+                            ReduceOp::Max => (0..n).map(|j| f[idx(o, j, i)]).fold(f32::NEG_INFINITY, f32::max) as f64,
+                            _ => (0..n).map(|j| f[idx(o, j, i)]).fold(f32::INFINITY, f32::min) as f64,
                         };
                         r.push(v);
                     }
                 }
-                Data::from_f32(r, d)
+                Data::from_f64(r, d)
             }
             _ => {
                 let f = x.data.as_i64();

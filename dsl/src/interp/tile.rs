@@ -170,6 +170,16 @@ impl Data {
         }
     }
 
+    /// Build from f64 values, each rounded once to the float dtype `d`.
+    pub fn from_f64(v: Vec<f64>, d: DType) -> Data {
+        match d {
+            DType::F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
+            DType::F16 => Data::F16(v.iter().map(|&x| f16_from_f64(x)).collect()),
+            DType::BF16 => Data::BF16(v.iter().map(|&x| bf16_from_f64(x)).collect()),
+            _ => Data::from_i64(v.iter().map(|&x| x as i64).collect(), d),
+        }
+    }
+
     /// Build from i64 values, wrapping to `d` (an integer or bool dtype).
     pub fn from_i64(v: Vec<i64>, d: DType) -> Data {
         match d {
@@ -204,21 +214,15 @@ impl Data {
                     _ => Data::I64(f.iter().map(|&x| x as i64).collect()),
                 }
             }
-            (Data::I64(v), d) if d.is_float() => {
-                // i64 → float must round once, not through f32 twice for f16
-                let f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+            (_, d) if d.is_float() => {
+                // int → float rounds once: directly for f32 (Rust `as`), and
+                // through a round-to-odd f32 for f16/bf16 (`half`'s f64
+                // conversions, and i64 → f64, would round twice).
+                let v = self.as_i64();
                 match d {
                     DType::F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
-                    DType::F16 => Data::F16(f.iter().map(|&x| f16::from_f64(x)).collect()),
-                    _ => Data::BF16(f.iter().map(|&x| bf16::from_f64(x)).collect()),
-                }
-            }
-            (_, d) if d.is_float() => {
-                let f: Vec<f64> = self.as_i64().iter().map(|&x| x as f64).collect();
-                match d {
-                    DType::F32 => Data::F32(f.iter().map(|&x| x as f32).collect()),
-                    DType::F16 => Data::F16(f.iter().map(|&x| f16::from_f64(x)).collect()),
-                    _ => Data::BF16(f.iter().map(|&x| bf16::from_f64(x)).collect()),
+                    DType::F16 => Data::F16(v.iter().map(|&x| f16::from_f32(i64_to_f32_odd(x))).collect()),
+                    _ => Data::BF16(v.iter().map(|&x| bf16::from_f32(i64_to_f32_odd(x))).collect()),
                 }
             }
             (_, d) => Data::from_i64(self.as_i64().into_owned(), d),
@@ -232,6 +236,49 @@ impl Data {
             Data::from_i64(vec![0; n], d)
         }
     }
+}
+
+/// f64 → f32 rounded toward zero with the last bit set when inexact
+/// (round-to-odd). Rounding that to a format of at most 22 mantissa bits
+/// (f16, bf16) to nearest-even gives the correctly rounded result.
+fn f32_round_to_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if x.is_nan() || r as f64 == x {
+        return r;
+    }
+    if r.is_infinite() {
+        return f32::MAX.copysign(r);
+    }
+    let toward_zero = if (r as f64).abs() > x.abs() { f32::from_bits(r.to_bits() - 1) } else { r };
+    f32::from_bits(toward_zero.to_bits() | 1)
+}
+
+/// An i64 → f32 rounded to odd (see [`f32_round_to_odd`]).
+fn i64_to_f32_odd(x: i64) -> f32 {
+    let a = x.unsigned_abs();
+    let drop = (64 - a.leading_zeros()).saturating_sub(24);
+    let mut m = a >> drop;
+    if drop > 0 && a & ((1u64 << drop) - 1) != 0 {
+        m |= 1;
+    }
+    let r = m as f32 * f32::from_bits((127 + drop) << 23);
+    if x < 0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// f64 → f16, correctly rounded (nearest-even). `half::f16::from_f64`
+/// rounds twice (through f32 on F16C hosts, or after dropping the low 32
+/// mantissa bits), which is wrong just above a halfway point.
+pub fn f16_from_f64(x: f64) -> f16 {
+    f16::from_f32(f32_round_to_odd(x))
+}
+
+/// f64 → bf16, correctly rounded (nearest-even); see [`f16_from_f64`].
+pub fn bf16_from_f64(x: f64) -> bf16 {
+    bf16::from_f32(f32_round_to_odd(x))
 }
 
 fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
@@ -429,7 +476,8 @@ pub fn erf(x: f64) -> f64 {
             term *= -x2 / n;
             let t = term / (2.0 * n + 1.0);
             sum += t;
-            if t.abs() < 1e-17 * sum.abs() {
+            // `<=`: for x = 0 both sides are 0 (with `<` it never ended)
+            if t.abs() <= 1e-17 * sum.abs() {
                 break;
             }
         }

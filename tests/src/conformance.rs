@@ -1,0 +1,156 @@
+//! Op-level conformance suite: every DSL op, on any [`Device`], against
+//! plain-Rust host references.
+//!
+//! Each [`Case`] builds random inputs from the seed it is given, launches
+//! its kernel(s) on the device over grids whose last program is masked
+//! (sizes 1, 7, 100, 1000, 4097 with blocks of 64 to 1024, 2-D and 3-D
+//! shapes that are not multiples of their blocks), reads the outputs back
+//! and compares them with references computed on the host: f64 for floats
+//! (then rounded to the dtype, correctly, where the op is exact), native
+//! wrapping Rust arithmetic for integers. Outputs are poisoned before every
+//! launch (a signaling-NaN payload for floats, the 0x5A byte pattern for
+//! integers) and carry a pad past the valid elements, so an element that is
+//! never written, or a masked-off lane that is written, is a failure.
+//!
+//! A case returns `Err` with the case, dtype, sizes, seed, first mismatching
+//! index, got/want and the inputs of that element. Runners: `run_case`
+//! (catches panics, so a panicking backend is a failed case, not an aborted
+//! run) and `run_all`. The CPU runner is `tests/tests/conformance_cpu.rs`;
+//! GPU backends reuse the same cases unchanged.
+//!
+//! Tolerances (see each case): bit-exact wherever the op is exact or
+//! correctly rounded (integer ops, + - * / and casts, shape and memory
+//! ops); transcendental functions within 4 ulp or 1e-6 relative for f32 and
+//! 1 ulp of the correctly rounded reference for f16/bf16; `fma` 1 ulp;
+//! sums and `dot` within an f32-accumulation bound. A few cases test
+//! behaviour only the CPU interpreter promises (bounds-checking, integer
+//! division by zero as an error, once-rounded f64 reductions) and skip or
+//! relax on other devices.
+
+mod arith;
+mod basic;
+mod casts;
+mod control;
+mod reduce;
+pub mod util;
+
+use ferrotile::Device;
+
+/// One conformance case: `run(device, seed)` is `Ok` or a message naming the
+/// first mismatch.
+#[derive(Clone, Copy)]
+pub struct Case {
+    pub name: &'static str,
+    /// The DSL ops the case covers (for reports).
+    pub ops: &'static str,
+    pub run: fn(&Device, u64) -> Result<(), String>,
+}
+
+/// Every case of the suite, in a stable order.
+pub fn cases() -> Vec<Case> {
+    macro_rules! case {
+        ($name:literal, $ops:literal, $f:path) => {
+            Case { name: $name, ops: $ops, run: $f }
+        };
+    }
+    vec![
+        case!("grid_ids", "program_id, num_programs (1-D, 2-D, 3-D grids)", basic::grid_ids),
+        case!("constructors", "arange (constexpr start), zeros, full, zeros_like (f32/f16/bf16)", basic::constructors),
+        case!("constructors_int", "zeros, full (run-time scalar and literal) of i8/u8/i32/u32/i64", basic::constructors_int),
+        case!("load_store_masked", "load with mask (+ other), store with mask, all dtypes", basic::load_store_masked),
+        case!("out_of_bounds", "unmasked out-of-bounds load/store is Error::Runtime (CPU)", basic::out_of_bounds),
+        case!("shape_ops", "expand_dims, broadcast_to, implicit broadcasting, trans, reshape", basic::shape_ops),
+        case!("trans3d", "trans with a permutation on 3-D tiles, 3-D reshape", basic::trans3d),
+        case!("views", "view, load_block, store_block (out-of-bounds zero / not written), transposed view", basic::views),
+        case!("views_1d_3d", "1-D strided and 3-D views", basic::views_1d3d),
+        case!("atomic_add", "atomic_add f32/i32/u32, contended and scalar", basic::atomics),
+        case!("int_ops", "+ - * / % & | ^ << >> maximum minimum - ! abs, compound assignment, comparisons; i8/u8/i32/u32/i64", arith::int_ops),
+        case!("int_div_by_zero", "integer / and % by zero is Error::Runtime (CPU)", arith::int_div_by_zero),
+        case!("const_fold", "constant folding of literal casts/arithmetic/comparisons matches run time", arith::const_fold),
+        case!("logical", "&& || ! ^ & | == != < select on bool tiles", arith::logical),
+        case!("float_ops", "+ - * / maximum minimum (NaN) - abs floor ceil fma select where, weak literals, comparisons; f32/f16/bf16", arith::float_ops),
+        case!("math", "exp exp2 log log2 sqrt rsqrt sigmoid tanh erf sin cos; f32/f16/bf16", arith::math),
+        case!("casts", "casts between every pair of bool/i8/u8/i32/u32/i64/f16/bf16/f32", casts::casts),
+        case!("generic_cast", "`x as U` in kernels with two dtype parameters", casts::generic_cast),
+        case!("reduce_float", "sum max min argmax argmin along axes 0 and 1; f32/f16/bf16", reduce::reduce_float),
+        case!("reduce_int", "sum (i8/u8 -> i32) max min argmax argmin along axes 0 and 1; integers", reduce::reduce_int),
+        case!("cumsum", "cumsum along axes 0 and 1; floats and integers (i8 -> i32)", reduce::cumsum),
+        case!("dot", "dot f32/f16/bf16 -> f32 with accumulator, K loop with masked tails", reduce::dot_float),
+        case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
+        case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
+        case!("control_flow", "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv", control::control_flow),
+        case!("cdiv", "cdiv on tiles", control::cdiv_tiles),
+        case!("print", "print runs", control::print_runs),
+        case!("generic_softmax", "<T: Float> kernel computing in f32 (f32/f16/bf16)", control::generic_softmax),
+    ]
+}
+
+/// Run one case, turning a panic into an `Err`.
+pub fn run_case(case: &Case, dev: &Device, seed: u64) -> Result<(), String> {
+    let run = case.run;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(dev, seed))) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            Err(format!("case `{}` seed {seed}: PANICKED: {msg}", case.name))
+        }
+    }
+}
+
+/// Run one case on a separate thread and give up after `limit`: a hanging
+/// kernel (or reference) is a failed case instead of a stuck run. The
+/// abandoned thread keeps running until the process exits.
+pub fn run_case_with_timeout(case: &Case, dev: &Device, seed: u64, limit: std::time::Duration) -> Result<(), String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (c, d) = (*case, dev.clone());
+    std::thread::Builder::new()
+        .name(format!("conformance-{}", case.name))
+        .spawn(move || {
+            let _ = tx.send(run_case(&c, &d, seed));
+        })
+        .map_err(|e| format!("case `{}`: cannot spawn its thread: {e}", case.name))?;
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => Err(format!("case `{}` seed {seed}: did not finish within {:?} (hang?)", case.name, limit)),
+    }
+}
+
+/// Outcome of one case.
+pub struct Outcome {
+    pub name: &'static str,
+    pub result: Result<(), String>,
+    pub seconds: f64,
+}
+
+/// Run every case (each with a seed derived from `seed` and its name) and
+/// return the outcomes in order.
+pub fn run_all(dev: &Device, seed: u64) -> Vec<Outcome> {
+    cases()
+        .iter()
+        .map(|c| {
+            let t = std::time::Instant::now();
+            let result = run_case_with_timeout(c, dev, case_seed(seed, c.name), std::time::Duration::from_secs(120));
+            Outcome { name: c.name, result, seconds: t.elapsed().as_secs_f64() }
+        })
+        .collect()
+}
+
+/// The seed a case gets from the run's seed: reproduce one case with
+/// `(case.run)(dev, case_seed(seed, name))`.
+pub fn case_seed(seed: u64, name: &str) -> u64 {
+    name.bytes().fold(seed, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A table of outcomes (case, result, time) for printing.
+pub fn report(outcomes: &[Outcome]) -> String {
+    let mut s = format!("{:<20} {:<6} {:>8}\n", "case", "result", "seconds");
+    for o in outcomes {
+        s += &format!("{:<20} {:<6} {:>8.3}\n", o.name, if o.result.is_ok() { "ok" } else { "FAIL" }, o.seconds);
+    }
+    for o in outcomes {
+        if let Err(e) = &o.result {
+            s += &format!("\nFAILED {}: {e}\n", o.name);
+        }
+    }
+    s
+}

@@ -1,0 +1,592 @@
+//! Reductions (sum, max, min, argmax, argmin) and cumsum along both axes of
+//! 2-D tiles, for every float and integer dtype; `dot` (f32 IEEE, tf32,
+//! f16, bf16 → f32; i8 → i32) in a K loop with masked tails.
+
+use super::util::*;
+use ferrotile::prelude::*;
+use ferrotile::DeviceKind;
+
+/// (m, n, BM, BN): the row block is BM rows; BN covers all n columns.
+const RED_SHAPES: &[(usize, usize, i32, i32)] = &[(1, 1, 1, 1), (1, 7, 2, 8), (5, 3, 4, 4), (37, 100, 16, 128), (100, 64, 32, 64), (9, 250, 8, 256)];
+
+/// Row-block reductions: along axis 1 per row (all columns fit in BN), and
+/// along axis 0 over the program's BM rows (one partial row per program).
+#[kernel]
+pub fn k_reduce<T: Float, const BM: i32, const BN: i32>(
+    x: Ptr<T>,
+    s1: Ptr<T>,
+    mx1: Ptr<T>,
+    mn1: Ptr<T>,
+    am1: Ptr<i32>,
+    an1: Ptr<i32>,
+    s0: Ptr<T>,
+    mx0: Ptr<T>,
+    mn0: Ptr<T>,
+    am0: Ptr<i32>,
+    an0: Ptr<i32>,
+    m: i32,
+    n: i32,
+) {
+    let pid = program_id(0);
+    let rows = pid * BM + arange(0, BM);
+    let cols = arange(0, BN);
+    let mask = expand_dims(rows < m, 1) & expand_dims(cols < n, 0);
+    let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+    let xs = load(x + offs, mask, 0.0);
+    let xhi = load(x + offs, mask, T::NEG_INFINITY);
+    let xlo = load(x + offs, mask, T::INFINITY);
+    let rm = rows < m;
+    store(s1 + rows, sum(xs, 1), rm);
+    store(mx1 + rows, max(xhi, 1), rm);
+    store(mn1 + rows, xlo.min(1), rm);
+    store(am1 + rows, argmax(xhi, 1), rm);
+    store(an1 + rows, xlo.argmin(1), rm);
+    let o = pid * n + cols;
+    let cm = cols < n;
+    store(s0 + o, xs.sum(0), cm);
+    store(mx0 + o, xhi.max(0), cm);
+    store(mn0 + o, min(xlo, 0), cm);
+    store(am0 + o, xhi.argmax(0), cm);
+    store(an0 + o, argmin(xlo, 0), cm);
+}
+
+/// Host reductions of a row-major m×n matrix: per row, and per (row block, column).
+struct Red {
+    s1: Vec<f64>,
+    mx1: Vec<f64>,
+    mn1: Vec<f64>,
+    am1: Vec<i32>,
+    an1: Vec<i32>,
+    abs1: Vec<f64>,
+    s0: Vec<f64>,
+    mx0: Vec<f64>,
+    mn0: Vec<f64>,
+    am0: Vec<i32>,
+    an0: Vec<i32>,
+    abs0: Vec<f64>,
+}
+
+fn reduce_ref(x: &[f64], m: usize, n: usize, bm: usize) -> Red {
+    let mut r = Red { s1: vec![], mx1: vec![], mn1: vec![], am1: vec![], an1: vec![], abs1: vec![], s0: vec![], mx0: vec![], mn0: vec![], am0: vec![], an0: vec![], abs0: vec![] };
+    let red = |vals: &[f64], r_s: &mut Vec<f64>, r_mx: &mut Vec<f64>, r_mn: &mut Vec<f64>, r_am: &mut Vec<i32>, r_an: &mut Vec<i32>, r_abs: &mut Vec<f64>| {
+        r_s.push(vals.iter().sum());
+        r_abs.push(vals.iter().map(|v| v.abs()).sum());
+        let (mut am, mut an) = (0, 0);
+        for (i, &v) in vals.iter().enumerate() {
+            if v > vals[am] {
+                am = i;
+            }
+            if v < vals[an] {
+                an = i;
+            }
+        }
+        r_mx.push(vals[am]);
+        r_mn.push(vals[an]);
+        r_am.push(am as i32);
+        r_an.push(an as i32);
+    };
+    for i in 0..m {
+        let row: Vec<f64> = x[i * n..(i + 1) * n].to_vec();
+        red(&row, &mut r.s1, &mut r.mx1, &mut r.mn1, &mut r.am1, &mut r.an1, &mut r.abs1);
+    }
+    for blk in 0..m.div_ceil(bm) {
+        for j in 0..n {
+            let col: Vec<f64> = (blk * bm..((blk + 1) * bm).min(m)).map(|i| x[i * n + j]).collect();
+            red(&col, &mut r.s0, &mut r.mx0, &mut r.mn0, &mut r.am0, &mut r.an0, &mut r.abs0);
+        }
+    }
+    r
+}
+
+/// Sums: within 1 ulp of the exact sum plus an f32-accumulation allowance
+/// (GPU backends); on the CPU interpreter, which accumulates in f64 and
+/// rounds once, f16/bf16 sums (exact in f64 here) must be correctly rounded.
+fn check_sum<T: Flt>(c: &Ctx, dev: &Device, out: &str, got: &[T], want: &[f64], abs: &[f64], count: usize, inp: &dyn Fn(usize) -> String) -> R {
+    let strict = dev.kind() == DeviceKind::Cpu;
+    let slack = if strict { 1e-12 } else { 2.0 * count as f64 * 2f64.powi(-24) };
+    let max_ulps = if strict && T::MANT < 23 { 0 } else { 1 };
+    check_with(
+        c,
+        out,
+        got,
+        want,
+        |i, g, &w| ulps(g, T::round(w)) <= max_ulps || (g.to_f64() - w).abs() <= slack * abs[i],
+        &|i| format!("{} (want rounds to {:?})", inp(i), T::round(want[i])),
+    )
+}
+
+/// Random data plus, in the first row and column, values whose exact sum
+/// lies just above a rounding midpoint of the dtype (a sum rounded to f32
+/// first and then to f16/bf16 gets it wrong).
+fn reduce_data<T: Flt>(rng: &mut Rng, m: usize, n: usize) -> Vec<T> {
+    let mut xs: Vec<T> = (0..m * n).map(|_| T::round(rng.normal() * rng.pick(&[0.1, 1.0, 10.0]))).collect();
+    if rng.chance(0.15) {
+        // ties for argmax/argmin
+        let v = xs[0];
+        for x in xs.iter_mut() {
+            if rng.chance(0.3) {
+                *x = v;
+            }
+        }
+    }
+    // Row 0 = [1, 2^-(p+1), 2^-24, 0, ...] and likewise down column 0 of
+    // the first 8 rows: exact sums 1 + half an ulp + a bit.
+    let tricky = [1.0, 2f64.powi(-(T::MANT as i32) - 1), 2f64.powi(-24)];
+    for j in 0..n {
+        xs[j] = T::round(*tricky.get(j).unwrap_or(&0.0));
+    }
+    for i in 0..m.min(8) {
+        xs[i * n] = T::round(*tricky.get(i).unwrap_or(&0.0));
+    }
+    xs
+}
+
+fn reduce_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, bm, bn) in RED_SHAPES {
+        let c = Ctx::new("reduce", seed, format!("{} {m}x{n} BM={bm} BN={bn}", T::NAME));
+        let xs = reduce_data::<T>(&mut rng, m, n);
+        let xf: Vec<f64> = xs.iter().map(|v| v.to_f64()).collect();
+        let g = cdiv(m, bm as usize);
+        let x = upload(dev, &xs)?;
+        let (l1, l0) = (m + PAD, g * n + PAD);
+        let (mut s1, mut mx1, mut mn1) = (poisoned::<T>(dev, l1)?, poisoned::<T>(dev, l1)?, poisoned::<T>(dev, l1)?);
+        let (mut am1, mut an1) = (poisoned::<i32>(dev, l1)?, poisoned::<i32>(dev, l1)?);
+        let (mut s0, mut mx0, mut mn0) = (poisoned::<T>(dev, l0)?, poisoned::<T>(dev, l0)?, poisoned::<T>(dev, l0)?);
+        let (mut am0, mut an0) = (poisoned::<i32>(dev, l0)?, poisoned::<i32>(dev, l0)?);
+        c.launch(k_reduce::launch(
+            dev, g as u32, &x, &mut s1, &mut mx1, &mut mn1, &mut am1, &mut an1, &mut s0, &mut mx0, &mut mn0, &mut am0, &mut an0, m as i32, n as i32, bm, bn,
+        ))?;
+        let r = reduce_ref(&xf, m, n, bm as usize);
+        let row = |i: usize| format!("row {i}: {:?}", &xs[i * n..((i * n) + n.min(8))]);
+        let col = |i: usize| format!("row block {}, column {}", i / n, i % n);
+        check_sum(&c, dev, "sum(x, 1)", &download(&s1)?, &r.s1, &r.abs1, n, &row)?;
+        check_float_exact(&c, "max(x, 1)", &download(&mx1)?, &r.mx1, &row)?;
+        check_float_exact(&c, "min(x, 1)", &download(&mn1)?, &r.mn1, &row)?;
+        check_eq(&c, "argmax(x, 1)", &download(&am1)?, &r.am1, &row)?;
+        check_eq(&c, "argmin(x, 1)", &download(&an1)?, &r.an1, &row)?;
+        check_sum(&c, dev, "sum(x, 0)", &download(&s0)?, &r.s0, &r.abs0, bm as usize, &col)?;
+        check_float_exact(&c, "max(x, 0)", &download(&mx0)?, &r.mx0, &col)?;
+        check_float_exact(&c, "min(x, 0)", &download(&mn0)?, &r.mn0, &col)?;
+        check_eq(&c, "argmax(x, 0)", &download(&am0)?, &r.am0, &col)?;
+        check_eq(&c, "argmin(x, 0)", &download(&an0)?, &r.an0, &col)?;
+    }
+    Ok(())
+}
+
+pub fn reduce_float(dev: &Device, seed: u64) -> R {
+    reduce_t::<f32>(dev, seed)?;
+    reduce_t::<f16>(dev, seed ^ 1)?;
+    reduce_t::<bf16>(dev, seed ^ 2)
+}
+
+macro_rules! int_reduce {
+    ($k:ident, $f:ident, $t:ident, $st:ident) => {
+        /// Integer reductions; `sum` of i8/u8 is i32 (`$st`), wrapping otherwise.
+        #[kernel]
+        pub fn $k<const BM: i32, const BN: i32>(
+            x: Ptr<$t>,
+            s1: Ptr<$st>,
+            mx1: Ptr<$t>,
+            mn1: Ptr<$t>,
+            am1: Ptr<i32>,
+            an1: Ptr<i32>,
+            s0: Ptr<$st>,
+            mx0: Ptr<$t>,
+            mn0: Ptr<$t>,
+            am0: Ptr<i32>,
+            an0: Ptr<i32>,
+            m: i32,
+            n: i32,
+            lo: $t,
+            hi: $t,
+        ) {
+            let pid = program_id(0);
+            let rows = pid * BM + arange(0, BM);
+            let cols = arange(0, BN);
+            let mask = expand_dims(rows < m, 1) & expand_dims(cols < n, 0);
+            let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+            let xs = load(x + offs, mask, 0);
+            let xhi = load(x + offs, mask, lo);
+            let xlo = load(x + offs, mask, hi);
+            let rm = rows < m;
+            store(s1 + rows, sum(xs, 1), rm);
+            store(mx1 + rows, max(xhi, 1), rm);
+            store(mn1 + rows, min(xlo, 1), rm);
+            store(am1 + rows, argmax(xhi, 1), rm);
+            store(an1 + rows, argmin(xlo, 1), rm);
+            let o = pid * n + cols;
+            let cm = cols < n;
+            store(s0 + o, sum(xs, 0), cm);
+            store(mx0 + o, max(xhi, 0), cm);
+            store(mn0 + o, min(xlo, 0), cm);
+            store(am0 + o, argmax(xhi, 0), cm);
+            store(an0 + o, argmin(xlo, 0), cm);
+        }
+
+        fn $f(dev: &Device, seed: u64) -> R {
+            let mut rng = Rng::new(seed);
+            for &(m, n, bm, bn) in RED_SHAPES {
+                let c = Ctx::new("reduce_int", seed, format!("{} {m}x{n} BM={bm} BN={bn}", stringify!($t)));
+                let small = rng.chance(0.3);
+                let xs: Vec<$t> = (0..m * n).map(|_| if small { rng.int(-2, 2) as $t } else { rand_int(&mut rng) }).collect();
+                let g = cdiv(m, bm as usize);
+                let x = upload(dev, &xs)?;
+                let (l1, l0) = (m + PAD, g * n + PAD);
+                let (mut s1, mut mx1, mut mn1) = (poisoned::<$st>(dev, l1)?, poisoned::<$t>(dev, l1)?, poisoned::<$t>(dev, l1)?);
+                let (mut am1, mut an1) = (poisoned::<i32>(dev, l1)?, poisoned::<i32>(dev, l1)?);
+                let (mut s0, mut mx0, mut mn0) = (poisoned::<$st>(dev, l0)?, poisoned::<$t>(dev, l0)?, poisoned::<$t>(dev, l0)?);
+                let (mut am0, mut an0) = (poisoned::<i32>(dev, l0)?, poisoned::<i32>(dev, l0)?);
+                c.launch($k::launch(
+                    dev, g as u32, &x, &mut s1, &mut mx1, &mut mn1, &mut am1, &mut an1, &mut s0, &mut mx0, &mut mn0, &mut am0, &mut an0, m as i32, n as i32,
+                    <$t>::MIN, <$t>::MAX, bm, bn,
+                ))?;
+                // reference: wrapping sums in the result type; first index of max/min
+                let red = |vals: Vec<$t>| -> ($st, $t, $t, i32, i32) {
+                    let s = vals.iter().fold(0 as $st, |a, &v| a.wrapping_add(v as $st));
+                    let (mut am, mut an) = (0, 0);
+                    for (i, &v) in vals.iter().enumerate() {
+                        if v > vals[am] {
+                            am = i;
+                        }
+                        if v < vals[an] {
+                            an = i;
+                        }
+                    }
+                    (s, vals[am], vals[an], am as i32, an as i32)
+                };
+                let rows: Vec<_> = (0..m).map(|i| red(xs[i * n..(i + 1) * n].to_vec())).collect();
+                let mut cols = vec![];
+                for blk in 0..g {
+                    for j in 0..n {
+                        cols.push(red((blk * bm as usize..((blk + 1) * bm as usize).min(m)).map(|i| xs[i * n + j]).collect()));
+                    }
+                }
+                let rin = |i: usize| format!("row {i}: {:?}", &xs[i * n..i * n + n.min(8)]);
+                let cin = |i: usize| format!("row block {}, column {}", i / n, i % n);
+                check_eq(&c, "sum(x, 1)", &download(&s1)?, &rows.iter().map(|r| r.0).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "max(x, 1)", &download(&mx1)?, &rows.iter().map(|r| r.1).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "min(x, 1)", &download(&mn1)?, &rows.iter().map(|r| r.2).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "argmax(x, 1)", &download(&am1)?, &rows.iter().map(|r| r.3).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "argmin(x, 1)", &download(&an1)?, &rows.iter().map(|r| r.4).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "sum(x, 0)", &download(&s0)?, &cols.iter().map(|r| r.0).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "max(x, 0)", &download(&mx0)?, &cols.iter().map(|r| r.1).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "min(x, 0)", &download(&mn0)?, &cols.iter().map(|r| r.2).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "argmax(x, 0)", &download(&am0)?, &cols.iter().map(|r| r.3).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "argmin(x, 0)", &download(&an0)?, &cols.iter().map(|r| r.4).collect::<Vec<_>>(), &cin)?;
+            }
+            Ok(())
+        }
+    };
+}
+int_reduce!(k_reduce_i8, reduce_i8, i8, i32);
+int_reduce!(k_reduce_u8, reduce_u8, u8, i32);
+int_reduce!(k_reduce_i32, reduce_i32, i32, i32);
+int_reduce!(k_reduce_u32, reduce_u32, u32, u32);
+int_reduce!(k_reduce_i64, reduce_i64, i64, i64);
+
+pub fn reduce_int(dev: &Device, seed: u64) -> R {
+    reduce_i8(dev, seed)?;
+    reduce_u8(dev, seed ^ 1)?;
+    reduce_i32(dev, seed ^ 2)?;
+    reduce_u32(dev, seed ^ 3)?;
+    reduce_i64(dev, seed ^ 4)
+}
+
+// ---------------------------------------------------------------- cumsum
+
+/// cumsum along axis 1 (whole rows) and axis 0 (within the row block).
+#[kernel]
+pub fn k_cumsum<T: Float, const BM: i32, const BN: i32>(x: Ptr<T>, c1: Ptr<T>, c0: Ptr<T>, m: i32, n: i32) {
+    let rows = program_id(0) * BM + arange(0, BM);
+    let cols = arange(0, BN);
+    let mask = expand_dims(rows < m, 1) & expand_dims(cols < n, 0);
+    let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+    let xs = load(x + offs, mask);
+    store(c1 + offs, cumsum(xs, 1), mask);
+    store(c0 + offs, xs.cumsum(0), mask);
+}
+
+macro_rules! int_cumsum {
+    ($k:ident, $t:ident, $st:ident) => {
+        #[kernel]
+        pub fn $k<const BM: i32, const BN: i32>(x: Ptr<$t>, c1: Ptr<$st>, c0: Ptr<$st>, m: i32, n: i32) {
+            let rows = program_id(0) * BM + arange(0, BM);
+            let cols = arange(0, BN);
+            let mask = expand_dims(rows < m, 1) & expand_dims(cols < n, 0);
+            let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+            let xs = load(x + offs, mask);
+            store(c1 + offs, cumsum(xs, 1), mask);
+            store(c0 + offs, cumsum(xs, 0), mask);
+        }
+    };
+}
+int_cumsum!(k_cumsum_i8, i8, i32);
+int_cumsum!(k_cumsum_i32, i32, i32);
+int_cumsum!(k_cumsum_u32, u32, u32);
+int_cumsum!(k_cumsum_i64, i64, i64);
+
+/// Prefix sums of the m×n matrix along rows (axis 1) and down columns
+/// within each block of `bm` rows (axis 0): (exact value, running Σ|x|).
+fn prefix(x: &[f64], m: usize, n: usize, bm: usize) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let mut p1 = vec![(0.0, 0.0); m * n];
+    let mut p0 = vec![(0.0, 0.0); m * n];
+    for i in 0..m {
+        let (mut s, mut a) = (0.0, 0.0);
+        for j in 0..n {
+            s += x[i * n + j];
+            a += x[i * n + j].abs();
+            p1[i * n + j] = (s, a);
+        }
+    }
+    for j in 0..n {
+        let (mut s, mut a) = (0.0, 0.0);
+        for i in 0..m {
+            if i % bm == 0 {
+                s = 0.0;
+                a = 0.0;
+            }
+            s += x[i * n + j];
+            a += x[i * n + j].abs();
+            p0[i * n + j] = (s, a);
+        }
+    }
+    (p1, p0)
+}
+
+fn cumsum_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, bm, bn) in RED_SHAPES {
+        let c = Ctx::new("cumsum", seed, format!("{} {m}x{n} BM={bm} BN={bn}", T::NAME));
+        let xs = reduce_data::<T>(&mut rng, m, n);
+        let xf: Vec<f64> = xs.iter().map(|v| v.to_f64()).collect();
+        let mut c1 = poisoned::<T>(dev, m * n + PAD)?;
+        let mut c0 = poisoned::<T>(dev, m * n + PAD)?;
+        c.launch(k_cumsum::launch(dev, cdiv(m, bm as usize) as u32, &upload(dev, &xs)?, &mut c1, &mut c0, m as i32, n as i32, bm, bn))?;
+        let (p1, p0) = prefix(&xf, m, n, bm as usize);
+        let inp = |i: usize| format!("row {}, column {}", i / n, i % n);
+        let (w1, a1): (Vec<f64>, Vec<f64>) = p1.into_iter().unzip();
+        let (w0, a0): (Vec<f64>, Vec<f64>) = p0.into_iter().unzip();
+        check_sum(&c, dev, "cumsum(x, 1)", &download(&c1)?, &w1, &a1, n, &inp)?;
+        check_sum(&c, dev, "cumsum(x, 0)", &download(&c0)?, &w0, &a0, bm as usize, &inp)?;
+    }
+    Ok(())
+}
+
+macro_rules! int_cumsum_case {
+    ($f:ident, $k:ident, $t:ident, $st:ident) => {
+        fn $f(dev: &Device, seed: u64) -> R {
+            let mut rng = Rng::new(seed);
+            for &(m, n, bm, bn) in RED_SHAPES {
+                let c = Ctx::new("cumsum_int", seed, format!("{} {m}x{n} BM={bm} BN={bn}", stringify!($t)));
+                let xs: Vec<$t> = (0..m * n).map(|_| rand_int(&mut rng)).collect();
+                let mut c1 = poisoned::<$st>(dev, m * n + PAD)?;
+                let mut c0 = poisoned::<$st>(dev, m * n + PAD)?;
+                c.launch($k::launch(dev, cdiv(m, bm as usize) as u32, &upload(dev, &xs)?, &mut c1, &mut c0, m as i32, n as i32, bm, bn))?;
+                let mut w1 = vec![0 as $st; m * n];
+                let mut w0 = vec![0 as $st; m * n];
+                for i in 0..m {
+                    let mut s = 0 as $st;
+                    for j in 0..n {
+                        s = s.wrapping_add(xs[i * n + j] as $st);
+                        w1[i * n + j] = s;
+                    }
+                }
+                for j in 0..n {
+                    let mut s = 0 as $st;
+                    for i in 0..m {
+                        if i % bm as usize == 0 {
+                            s = 0;
+                        }
+                        s = s.wrapping_add(xs[i * n + j] as $st);
+                        w0[i * n + j] = s;
+                    }
+                }
+                let inp = |i: usize| format!("row {}, column {}", i / n, i % n);
+                check_eq(&c, "cumsum(x, 1)", &download(&c1)?, &w1, &inp)?;
+                check_eq(&c, "cumsum(x, 0)", &download(&c0)?, &w0, &inp)?;
+            }
+            Ok(())
+        }
+    };
+}
+int_cumsum_case!(cumsum_i8, k_cumsum_i8, i8, i32);
+int_cumsum_case!(cumsum_i32, k_cumsum_i32, i32, i32);
+int_cumsum_case!(cumsum_u32, k_cumsum_u32, u32, u32);
+int_cumsum_case!(cumsum_i64, k_cumsum_i64, i64, i64);
+
+pub fn cumsum(dev: &Device, seed: u64) -> R {
+    cumsum_t::<f32>(dev, seed)?;
+    cumsum_t::<f16>(dev, seed ^ 1)?;
+    cumsum_t::<bf16>(dev, seed ^ 2)?;
+    cumsum_i8(dev, seed ^ 3)?;
+    cumsum_i32(dev, seed ^ 4)?;
+    cumsum_u32(dev, seed ^ 5)?;
+    cumsum_i64(dev, seed ^ 6)
+}
+
+// ------------------------------------------------------------------- dot
+
+/// (m, n, k, BM, BN, BK)
+const DOT_SHAPES: &[(usize, usize, usize, i32, i32, i32)] =
+    &[(1, 1, 1, 16, 16, 16), (17, 33, 50, 16, 32, 16), (40, 20, 100, 32, 16, 32), (64, 64, 64, 32, 32, 16), (5, 70, 129, 16, 64, 64)];
+
+/// C = bias + A·B, K walked in BK steps with masked tails; the accumulator
+/// is a loop-carried tile.
+#[kernel]
+pub fn k_matmul<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, m: i32, n: i32, k: i32, bias: f32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = full([BM, BN], bias, f32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + rk;
+        let ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0), 0.0);
+        let tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0), 0.0);
+        acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+}
+
+/// tf32 inputs; the two-argument `dot` added to the accumulator.
+#[kernel]
+pub fn k_matmul_tf32<const BM: i32, const BN: i32, const BK: i32>(a: Ptr<f32>, b: Ptr<f32>, c: Ptr<f32>, c2: Ptr<f32>, m: i32, n: i32, k: i32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = zeros([BM, BN], f32);
+    let mut acc2 = zeros([BM, BN], f32);
+    for k0 in range(0, k, BK) {
+        let kk = k0 + rk;
+        let ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0), 0.0);
+        let tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0), 0.0);
+        acc = dot_tf32(ta, tb, acc);
+        acc2 += dot(ta, tb);
+    }
+    let cm = expand_dims(rm < m, 1) & expand_dims(rn < n, 0);
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, cm);
+    store(c2 + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc2, cm);
+}
+
+#[kernel]
+pub fn k_matmul_i8<const BM: i32, const BN: i32, const BK: i32>(a: Ptr<i8>, b: Ptr<i8>, c: Ptr<i32>, m: i32, n: i32, k: i32, bias: i32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = full([BM, BN], bias, i32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + rk;
+        let ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0));
+        let tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0));
+        acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+}
+
+/// Reference C (f64) and Σ|a·b| per element.
+fn matmul_ref(a: &[f64], b: &[f64], m: usize, n: usize, k: usize, bias: f64) -> (Vec<f64>, Vec<f64>) {
+    let mut c = vec![bias; m * n];
+    let mut s = vec![bias.abs(); m * n];
+    for i in 0..m {
+        for l in 0..k {
+            let av = a[i * k + l];
+            for j in 0..n {
+                c[i * n + j] += av * b[l * n + j];
+                s[i * n + j] += (av * b[l * n + j]).abs();
+            }
+        }
+    }
+    (c, s)
+}
+
+/// f32 accumulation: |got - want| ≤ 2·(k+1)·2⁻²⁴·Σ|a·b| (+ a tiny floor).
+fn check_dot(c: &Ctx, out: &str, got: &[f32], want: &[f64], mag: &[f64], k: usize, n: usize) -> R {
+    let tol = 2.0 * (k + 1) as f64 * 2f64.powi(-24);
+    check_with(
+        c,
+        out,
+        got,
+        want,
+        |i, g, &w| (g as f64 - w).abs() <= tol * mag[i] + 1e-30,
+        &|i| format!("C[{}][{}] (tolerance {:e})", i / n.max(1), i % n.max(1), tol * mag[i]),
+    )
+}
+
+fn matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, k, bm, bn, bk) in DOT_SHAPES {
+        let c = Ctx::new("dot", seed, format!("{} -> f32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk}", T::NAME));
+        let av: Vec<T> = (0..m * k).map(|_| T::round(rng.normal())).collect();
+        let bv: Vec<T> = (0..k * n).map(|_| T::round(rng.normal())).collect();
+        let bias = rng.normal() as f32;
+        let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+        let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
+        c.launch(k_matmul::launch(dev, grid, &upload(dev, &av)?, &upload(dev, &bv)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
+        let af: Vec<f64> = av.iter().map(|v| v.to_f64()).collect();
+        let bf: Vec<f64> = bv.iter().map(|v| v.to_f64()).collect();
+        let (want, mag) = matmul_ref(&af, &bf, m, n, k, bias as f64);
+        check_dot(&c, "C = bias + A·B", &download(&out)?, &want, &mag, k, n)?;
+    }
+    Ok(())
+}
+
+/// Positive f32 values just above a tf32 value (by 5–20% of a tf32 ulp), so
+/// any tf32 rounding (nearest-even, nearest-away or truncation) gives that
+/// value, and skipping the rounding is off by far more than the tolerance.
+fn tf32_input(rng: &mut Rng) -> (f32, f64) {
+    let q = (rng.range(0.5, 2.0) * 1024.0).round() / 1024.0;
+    let q = q as f32;
+    let e = q.to_bits() & 0x7f80_0000;
+    let ulp = f32::from_bits(e) as f64 * 2f64.powi(-10);
+    let v = (q as f64 + rng.range(0.05, 0.2) * ulp) as f32;
+    (v, q as f64)
+}
+
+pub fn dot_tf32(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, k, bm, bn, bk) in DOT_SHAPES {
+        let c = Ctx::new("dot_tf32", seed, format!("f32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk}"));
+        let (av, aq): (Vec<f32>, Vec<f64>) = (0..m * k).map(|_| tf32_input(&mut rng)).unzip();
+        let (bv, bq): (Vec<f32>, Vec<f64>) = (0..k * n).map(|_| tf32_input(&mut rng)).unzip();
+        let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+        let mut out2 = poisoned::<f32>(dev, m * n + PAD)?;
+        let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
+        c.launch(k_matmul_tf32::launch(dev, grid, &upload(dev, &av)?, &upload(dev, &bv)?, &mut out, &mut out2, m as i32, n as i32, k as i32, bm, bn, bk))?;
+        let (want, mag) = matmul_ref(&aq, &bq, m, n, k, 0.0);
+        check_dot(&c, "dot_tf32 (inputs rounded to tf32)", &download(&out)?, &want, &mag, k, n)?;
+        let af: Vec<f64> = av.iter().map(|&v| v as f64).collect();
+        let bf: Vec<f64> = bv.iter().map(|&v| v as f64).collect();
+        let (want, mag) = matmul_ref(&af, &bf, m, n, k, 0.0);
+        check_dot(&c, "acc += dot(a, b) (IEEE f32)", &download(&out2)?, &want, &mag, k, n)?;
+    }
+    Ok(())
+}
+
+pub fn dot_float(dev: &Device, seed: u64) -> R {
+    matmul_t::<f32>(dev, seed)?;
+    matmul_t::<f16>(dev, seed ^ 1)?;
+    matmul_t::<bf16>(dev, seed ^ 2)
+}
+
+pub fn dot_i8(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, k, bm, bn, bk) in DOT_SHAPES {
+        let c = Ctx::new("dot_i8", seed, format!("i8 -> i32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk}"));
+        let av: Vec<i8> = (0..m * k).map(|_| rand_int(&mut rng)).collect();
+        let bv: Vec<i8> = (0..k * n).map(|_| rand_int(&mut rng)).collect();
+        let bias = rng.int(-1 << 20, 1 << 20) as i32;
+        let mut out = poisoned::<i32>(dev, m * n + PAD)?;
+        let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
+        c.launch(k_matmul_i8::launch(dev, grid, &upload(dev, &av)?, &upload(dev, &bv)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
+        let mut want = vec![bias; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for l in 0..k {
+                    want[i * n + j] = want[i * n + j].wrapping_add(av[i * k + l] as i32 * bv[l * n + j] as i32);
+                }
+            }
+        }
+        check_eq(&c, "C = bias + A·B", &download(&out)?, &want, &|i| format!("C[{}][{}]", i / n, i % n))?;
+    }
+    Ok(())
+}
