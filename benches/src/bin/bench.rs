@@ -168,6 +168,31 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
         }
         println!("{line}");
     }
+    // persistent one-row-per-iteration softmax vs one row per program
+    {
+        use ferrotile_kernels::softmax::softmax_row_persistent;
+        let sms = 132u32;
+        for &(rows, cols) in &[(16384usize, 1024usize), (16384, 4096)] {
+            let n = rows * cols;
+            let block = cols.next_power_of_two() as i32;
+            let xb = dev.from_slice(&rand_vec::<bf16>(rng, n, 4.0))?;
+            let mut yb = dev.zeros::<bf16>(n)?;
+            let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
+            let mut y = dev.zeros::<f32>(n)?;
+            let mut line = format!("persistent softmax {rows}x{cols}");
+            for per_sm in [4u32, 8, 16, 32] {
+                let warps = ferrotile_kernels::softmax::warps_for(block as usize, 2);
+                let cfg = LaunchConfig::new([(sms * per_sm).min(rows as u32), 1, 1]).num_warps(warps);
+                let (r, c) = (rows as i32, cols as i32);
+                softmax_row_persistent::launch(dev, cfg, &xb, &mut yb, r, c, c, c, block)?;
+                softmax_row_persistent::launch(dev, cfg, &x, &mut y, r, c, c, c, block)?;
+                let t1 = median(dev, 20, || softmax_row_persistent::launch(dev, cfg, &x, &mut y, r, c, c, c, block))?;
+                let t2 = median(dev, 20, || softmax_row_persistent::launch(dev, cfg, &xb, &mut yb, r, c, c, c, block))?;
+                line += &format!("  {per_sm}/SM: f32 {:.0} bf16 {:.0}", 8.0 * n as f64 / (t1 * 1e6), 4.0 * n as f64 / (t2 * 1e6));
+            }
+            println!("{line}");
+        }
+    }
     // looped kernels on long rows: chunk width × warps
     for &(rows, cols, blocks) in &[(1024usize, 262144usize, &[2048u32, 4096, 8192][..]), (4096, 16384, &[1024, 2048, 4096][..])] {
     let n = rows * cols;

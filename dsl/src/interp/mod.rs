@@ -632,7 +632,8 @@ impl<'a> Prog<'a> {
                             let mut bi = 0usize;
                             for j in 1..n {
                                 let (v, bv) = (vals[idx(o, j, i)], vals[idx(o, bi, i)]);
-                                if if op == ReduceOp::Argmax { v > bv } else { v < bv } {
+                                let better = if op == ReduceOp::Argmax { v > bv } else { v < bv };
+                                if better {
                                     bi = j;
                                 }
                             }

@@ -312,11 +312,16 @@ pub fn k_logical<const B: i32>(x: Ptr<i32>, y: Ptr<i32>, out: Ptr<u8>, n: i32, s
     store(out + 7 * st + offs, (p < q) as u8, m);
     store(out + 8 * st + offs, select(p, q, !q) as u8, m);
     store(out + 9 * st + offs, (p && true || false) as u8, m);
+    // any / all of the program's lanes (masked lanes count as false / true)
+    let pm = p & m;
+    let pa = p | !m;
+    store(out + 10 * st + offs, max(pm, 0) as u8, m);
+    store(out + 11 * st + offs, min(pa, 0).to(u8), m);
 }
 
 pub fn logical(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
-    let names = ["p && q", "p || q", "!p", "p ^ q", "(p & !q) | (!p & q)", "p == q", "p != q", "p < q", "select(p, q, !q)", "p && true || false"];
+    let names = ["p && q", "p || q", "!p", "p ^ q", "(p & !q) | (!p & q)", "p == q", "p != q", "p < q", "select(p, q, !q)", "p && true || false", "max(p, 0) (any)", "min(p, 0) (all)"];
     for &(n, b) in SIZES_1D {
         let c = Ctx::new("logical", seed, format!("bool n={n} B={b}"));
         let xs: Vec<i32> = (0..n).map(|_| rng.int(-3, 3) as i32).collect();
@@ -339,7 +344,16 @@ pub fn logical(dev: &Device, seed: u64) -> R {
                         6 => p != q,
                         7 => !p & q,
                         8 => if p { q } else { !q },
-                        _ => p,
+                        9 => p,
+                        _ => {
+                            let blk = i / b as usize;
+                            let lanes = blk * b as usize..((blk + 1) * b as usize).min(n);
+                            if k == 10 {
+                                lanes.clone().any(|j| xs[j] > 0)
+                            } else {
+                                lanes.clone().all(|j| xs[j] > 0)
+                            }
+                        }
                     }) as u8
                 })
                 .collect();
@@ -467,9 +481,10 @@ fn float_ops_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let mut out = poisoned::<T>(dev, st * FLOAT_OPS.len())?;
         let mut o_fma = poisoned::<T>(dev, st)?;
         let mut cmp = poisoned::<u8>(dev, st * FLOAT_CMP.len())?;
+        let cfg = LaunchConfig::new([cdiv(n, b as usize) as u32, 1, 1]).num_warps(rng.pick(&[1, 2, 4, 8]));
         c.launch(k_float_ops::launch(
             dev,
-            cdiv(n, b as usize) as u32,
+            cfg,
             &upload(dev, &xs)?,
             &upload(dev, &ys)?,
             &upload(dev, &zs)?,

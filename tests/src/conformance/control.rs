@@ -17,11 +17,20 @@ pub fn k_control<const B: i32, const DOUBLE: bool>(x: Ptr<f32>, out: Ptr<f32>, i
     let mut acc = zeros([B], f32);
     let mut mx = full([B], f32::NEG_INFINITY, f32);
     let mut cnt = 0;
+    let mut first = -1.0;
+    let mut odd = zeros([B], f32);
     for start in (0..ncols).step_by(B) {
         let c = start + cols;
         let v = load(x + row * ncols + c, c < ncols, 0.0);
         acc = acc + v;
         mx = maximum(mx, select(c < ncols, v, f32::NEG_INFINITY));
+        // `if` inside the loop, on the induction variable and on a carried scalar
+        if start == 0 {
+            first = sum(v, 0);
+        }
+        if cnt % 2 == 1 {
+            odd = odd + v;
+        }
         cnt += 1;
     }
     let mut k2 = 0;
@@ -60,7 +69,11 @@ pub fn k_control<const B: i32, const DOUBLE: bool>(x: Ptr<f32>, out: Ptr<f32>, i
     store(out + row * 4 + 2, sum(tile, 0));
     store(out + row * 4 + 3, (cdiv(ncols, B) * B) as f32);
     let i4 = arange(0, 8);
-    let iv = select(i4 == 0, cnt, select(i4 == 1, k2, select(i4 == 2, k3, select(i4 == 3, cdiv(ncols, B), select(i4 == 4, nested, -1)))));
+    let iv = select(
+        i4 == 0,
+        cnt,
+        select(i4 == 1, k2, select(i4 == 2, k3, select(i4 == 3, cdiv(ncols, B), select(i4 == 4, nested, select(i4 == 5, first as i32, sum(odd, 0) as i32))))),
+    );
     store(iout + row * 8 + i4, iv);
 }
 
@@ -95,10 +108,12 @@ pub fn control_flow(dev: &Device, seed: u64) -> R {
                         total -= 1000.0;
                     }
                     wf.extend([total, mx, tile, (chunks * b) as f64]);
-                    wi.extend([chunks, 18, 30, chunks, 10 + 20 + 21, -1, -1, -1]);
+                    let first = if ncols == 0 { -1 } else { row[..(b as usize).min(ncols)].iter().sum::<f32>() as i32 };
+                    let odd: f32 = row.chunks(b as usize).skip(1).step_by(2).flatten().sum();
+                    wi.extend([chunks, 18, 30, chunks, 10 + 20 + 21, first, odd as i32, odd as i32]);
                 }
                 check_float_exact(&c, "out", &download(&out)?, &wf, &|i| format!("row {}, slot {} (total, max, tile sum, cdiv*B)", i / 4, i % 4))?;
-                check_eq(&c, "iout", &download(&iout)?, &wi, &|i| format!("row {}, slot {} (chunks, k2, k3, cdiv, nested)", i / 8, i % 8))?;
+                check_eq(&c, "iout", &download(&iout)?, &wi, &|i| format!("row {}, slot {} (chunks, k2, k3, cdiv, nested, first chunk, odd chunks)", i / 8, i % 8))?;
             }
         }
     }

@@ -154,8 +154,9 @@ fn reduce_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let (mut am1, mut an1) = (poisoned::<i32>(dev, l1)?, poisoned::<i32>(dev, l1)?);
         let (mut s0, mut mx0, mut mn0) = (poisoned::<T>(dev, l0)?, poisoned::<T>(dev, l0)?, poisoned::<T>(dev, l0)?);
         let (mut am0, mut an0) = (poisoned::<i32>(dev, l0)?, poisoned::<i32>(dev, l0)?);
+        let cfg = LaunchConfig::new([g as u32, 1, 1]).num_warps(rng.pick(&[1, 4, 16]));
         c.launch(k_reduce::launch(
-            dev, g as u32, &x, &mut s1, &mut mx1, &mut mn1, &mut am1, &mut an1, &mut s0, &mut mx0, &mut mn0, &mut am0, &mut an0, m as i32, n as i32, bm, bn,
+            dev, cfg, &x, &mut s1, &mut mx1, &mut mn1, &mut am1, &mut an1, &mut s0, &mut mx0, &mut mn0, &mut am0, &mut an0, m as i32, n as i32, bm, bn,
         ))?;
         let r = reduce_ref(&xf, m, n, bm as usize);
         let row = |i: usize| format!("row {i}: {:?}", &xs[i * n..((i * n) + n.min(8))]);
@@ -520,7 +521,7 @@ fn matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let bv: Vec<T> = (0..k * n).map(|_| T::round(rng.normal())).collect();
         let bias = rng.normal() as f32;
         let mut out = poisoned::<f32>(dev, m * n + PAD)?;
-        let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
+        let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(rng.pick(&[2, 4, 8])).num_stages(rng.pick(&[1, 2, 3]));
         c.launch(k_matmul::launch(dev, grid, &upload(dev, &av)?, &upload(dev, &bv)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
         let af: Vec<f64> = av.iter().map(|v| v.to_f64()).collect();
         let bf: Vec<f64> = bv.iter().map(|v| v.to_f64()).collect();
