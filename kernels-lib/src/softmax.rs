@@ -23,22 +23,6 @@ pub fn softmax_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32
     store(y + row * (y_stride as i64) + cols, (e * inv) as T, mask);
 }
 
-/// Persistent variant of [`softmax_row`]: a grid of a few programs per SM,
-/// each looping over rows `pid, pid + num_programs, ...`, so that the per-program
-/// setup (parameter loads, layout index math) is paid once, not per row.
-#[kernel]
-pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_rows: i32, n_cols: i32, x_stride: i32, y_stride: i32) {
-    let cols = arange(0, BLOCK);
-    let mask = cols < n_cols;
-    for row in range(program_id(0), n_rows, num_programs(0)) {
-        let r = row as i64;
-        let v = load(x + r * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
-        let e = exp(v - max(v, 0));
-        let inv = 1.0 / sum(e, 0);
-        store(y + r * (y_stride as i64) + cols, (e * inv) as T, mask);
-    }
-}
-
 /// One program per row; the row is walked in `BLOCK`-wide chunks: an online
 /// pass keeps per-lane running max and rescaled sum, then a second pass
 /// writes `exp(x - max) / sum`.

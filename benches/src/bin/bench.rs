@@ -109,6 +109,24 @@ fn row_copy<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32) {
     store(y + row * (n_cols as i64) + cols, v, mask);
 }
 
+/// Probe: persistent variant of the library's `softmax_row`: a grid of a few programs per SM,
+/// each looping over rows `pid, pid + num_programs, ...`, so that the per-program
+/// setup (parameter loads, layout index math) is paid once, not per row.
+#[ferrotile::kernel]
+pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_rows: i32, n_cols: i32, x_stride: i32, y_stride: i32) {
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    for row in range(program_id(0), n_rows, num_programs(0)) {
+        let r = row as i64;
+        let v = load(x + r * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
+        let e = exp(v - max(v, 0));
+        let inv = 1.0 / sum(e, 0);
+        store(y + r * (y_stride as i64) + cols, (e * inv) as T, mask);
+    }
+}
+
+/// (Measured slower than one row per program on the H200; see benches/NOTES.md.)
+
 /// `--sweep`: GB/s of the single-tile kernels for every num_warps.
 fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> {
     use ferrotile_kernels::norm::{layer_norm_with, NormConfig};
@@ -170,7 +188,6 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
     }
     // persistent one-row-per-iteration softmax vs one row per program
     {
-        use ferrotile_kernels::softmax::softmax_row_persistent;
         let sms = 132u32;
         for &(rows, cols) in &[(16384usize, 1024usize), (16384, 4096)] {
             let n = rows * cols;
