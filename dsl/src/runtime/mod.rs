@@ -7,12 +7,14 @@
 //! (`FERROTILE_DUMP_IR=1`, or `=name` for one kernel) and runs it on the
 //! device. Everything that can go wrong is an [`crate::Error`].
 
+pub mod autotune;
 mod buffer;
 mod device;
 mod launch;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
 
+pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;
 pub(crate) use buffer::HostMem;
 pub use buffer::Storage;

@@ -1,0 +1,233 @@
+//! The autotuner: pick the fastest of several launch configurations of a
+//! kernel, once per (kernel, key, device), and remember it.
+//!
+//! Takes a list of [`TuneConfig`]s (constexpr values such as block sizes,
+//! `num_warps`, `num_stages`) declared next to a kernel, and a closure that
+//! launches the kernel with one of them. On the first call for a key (shape
+//! buckets, dtypes — whatever the caller says matters) every configuration is
+//! run once (a failure — too much shared memory, a `static_assert` — prunes
+//! it, with the reason kept) and timed (median of `reps` device-timed runs);
+//! the winner is kept in memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
+//! (default `~/.cache/ferrotile`), and launched. Later calls launch the
+//! winner directly. A progress line goes to stderr while tuning;
+//! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice; `FERROTILE_AUTOTUNE=0`
+//! disables tuning (the first configuration is used).
+//!
+//! Tuning runs the kernel several times: the launch closure must be
+//! idempotent (outputs fully overwritten, no in-place accumulation), as with
+//! Triton's autotuner.
+
+use crate::error::{Error, Result};
+use crate::runtime::Device;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
+
+/// One candidate configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TuneConfig {
+    /// Constexpr values by name (e.g. `BLOCK_M = 128`).
+    pub values: BTreeMap<String, i64>,
+    pub num_warps: u32,
+    pub num_stages: u32,
+}
+
+impl TuneConfig {
+    pub fn new(num_warps: u32) -> Self {
+        TuneConfig { values: BTreeMap::new(), num_warps, num_stages: 2 }
+    }
+    pub fn with(mut self, name: &str, v: i64) -> Self {
+        self.values.insert(name.to_string(), v);
+        self
+    }
+    pub fn stages(mut self, s: u32) -> Self {
+        self.num_stages = s;
+        self
+    }
+    /// A constexpr value of this configuration; an error naming the missing key.
+    pub fn get(&self, name: &str) -> Result<i64> {
+        self.values.get(name).copied().ok_or_else(|| Error::Launch { kernel: String::new(), msg: format!("autotune config has no `{name}`") })
+    }
+    fn encode(&self) -> String {
+        let mut s: Vec<String> = self.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        s.push(format!("num_warps={}", self.num_warps));
+        s.push(format!("num_stages={}", self.num_stages));
+        s.join(",")
+    }
+    fn decode(s: &str) -> Option<TuneConfig> {
+        let mut c = TuneConfig::new(4);
+        for part in s.split(',') {
+            let (k, v) = part.split_once('=')?;
+            let v: i64 = v.parse().ok()?;
+            match k {
+                "num_warps" => c.num_warps = v as u32,
+                "num_stages" => c.num_stages = v as u32,
+                _ => {
+                    c.values.insert(k.to_string(), v);
+                }
+            }
+        }
+        Some(c)
+    }
+}
+
+impl std::fmt::Display for TuneConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+/// What tuning found for one key.
+#[derive(Clone, Debug)]
+pub struct TuneReport {
+    pub best: TuneConfig,
+    /// (config, median ms) of every configuration that ran.
+    pub timings: Vec<(TuneConfig, f64)>,
+    /// (config, reason) of every configuration that was pruned.
+    pub pruned: Vec<(TuneConfig, String)>,
+}
+
+/// An autotuner for one kernel (see the module docs).
+pub struct Autotuner {
+    name: String,
+    configs: Vec<TuneConfig>,
+    reps: usize,
+    chosen: Mutex<HashMap<String, TuneConfig>>,
+    reports: Mutex<HashMap<String, TuneReport>>,
+}
+
+fn disk_path() -> Option<std::path::PathBuf> {
+    let dir = match std::env::var("FERROTILE_CACHE_DIR") {
+        Ok(d) => std::path::PathBuf::from(d),
+        Err(_) => std::path::Path::new(&std::env::var("HOME").ok()?).join(".cache/ferrotile"),
+    };
+    Some(dir.join("autotune.tsv"))
+}
+
+fn disk_lock() -> &'static Mutex<()> {
+    static L: OnceLock<Mutex<()>> = OnceLock::new();
+    L.get_or_init(|| Mutex::new(()))
+}
+
+fn disk_get(full_key: &str) -> Option<TuneConfig> {
+    let _g = disk_lock().lock().ok()?;
+    let text = std::fs::read_to_string(disk_path()?).ok()?;
+    // last entry wins
+    text.lines().rev().find_map(|l| {
+        let (k, v) = l.split_once('\t')?;
+        (k == full_key).then(|| TuneConfig::decode(v)).flatten()
+    })
+}
+
+fn disk_put(full_key: &str, c: &TuneConfig) {
+    let Ok(_g) = disk_lock().lock() else { return };
+    let Some(p) = disk_path() else { return };
+    if let Some(d) = p.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&p) {
+        let _ = writeln!(f, "{full_key}\t{}", c.encode());
+    }
+}
+
+impl Autotuner {
+    /// `configs` must not be empty; the first is the fallback when tuning is
+    /// disabled.
+    pub fn new(name: &str, configs: Vec<TuneConfig>) -> Self {
+        assert!(!configs.is_empty(), "an autotuner needs at least one configuration");
+        Autotuner { name: name.to_string(), configs, reps: 10, chosen: Mutex::default(), reports: Mutex::default() }
+    }
+
+    /// Timed runs per configuration (default 10).
+    pub fn reps(mut self, n: usize) -> Self {
+        self.reps = n.max(1);
+        self
+    }
+
+    pub fn configs(&self) -> &[TuneConfig] {
+        &self.configs
+    }
+
+    /// The report of the tuning done for `key` in this process, if any.
+    pub fn report(&self, dev: &Device, key: &str) -> Option<TuneReport> {
+        self.reports.lock().ok()?.get(&self.full_key(dev, key)).cloned()
+    }
+
+    fn full_key(&self, dev: &Device, key: &str) -> String {
+        format!("{}|{}|{}", self.name, dev.name(), key)
+    }
+
+    /// The configuration to use for `key`, tuning with `launch` if this is
+    /// the first time; then launches it once.
+    pub fn run(&self, dev: &Device, key: &str, mut launch: impl FnMut(&TuneConfig) -> Result<()>) -> Result<TuneConfig> {
+        let full = self.full_key(dev, key);
+        let cached = self.chosen.lock().unwrap_or_else(|p| p.into_inner()).get(&full).cloned();
+        if let Some(c) = cached {
+            launch(&c)?;
+            return Ok(c);
+        }
+        let print = std::env::var("FERROTILE_AUTOTUNE_PRINT").is_ok_and(|v| v != "0");
+        let disabled = std::env::var("FERROTILE_AUTOTUNE").is_ok_and(|v| v == "0");
+        let (best, from) = if disabled || self.configs.len() == 1 {
+            (self.configs[0].clone(), "default")
+        } else if let Some(c) = disk_get(&full).filter(|c| self.configs.contains(c)) {
+            (c, "disk cache")
+        } else {
+            let report = self.tune(dev, key, &mut launch)?;
+            let b = report.best.clone();
+            disk_put(&full, &b);
+            self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(full.clone(), report);
+            (b, "tuned")
+        };
+        if print {
+            eprintln!("ferrotile autotune: {} [{key}] on {} -> {best} ({from})", self.name, dev.name());
+        }
+        self.chosen.lock().unwrap_or_else(|p| p.into_inner()).insert(full, best.clone());
+        launch(&best)?;
+        Ok(best)
+    }
+
+    fn tune(&self, dev: &Device, key: &str, launch: &mut impl FnMut(&TuneConfig) -> Result<()>) -> Result<TuneReport> {
+        let mut timings = vec![];
+        let mut pruned = vec![];
+        let n = self.configs.len();
+        for (i, c) in self.configs.iter().enumerate() {
+            eprint!("\rferrotile autotune: {} [{key}] {}/{n}   ", self.name, i + 1);
+            // first run: compile + validate; failures prune the configuration
+            if let Err(e) = launch(c).and_then(|_| dev.synchronize()) {
+                pruned.push((c.clone(), e.to_string()));
+                continue;
+            }
+            let mut ts = vec![];
+            let mut failed = None;
+            for _ in 0..self.reps {
+                match dev.time_ms(|| launch(c)) {
+                    Ok(t) => ts.push(t),
+                    Err(e) => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                pruned.push((c.clone(), e));
+                continue;
+            }
+            ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            timings.push((c.clone(), ts[ts.len() / 2]));
+        }
+        eprintln!();
+        let best = timings
+            .iter()
+            .min_by(|a, b| a.1.partial_cmp(&b.1).unwrap())
+            .map(|(c, _)| c.clone())
+            .ok_or_else(|| Error::Launch {
+                kernel: self.name.clone(),
+                msg: format!(
+                    "autotuning [{key}]: every configuration failed: {}",
+                    pruned.iter().map(|(c, e)| format!("{c}: {e}")).collect::<Vec<_>>().join("; ")
+                ),
+            })?;
+        Ok(TuneReport { best, timings, pruned })
+    }
+}

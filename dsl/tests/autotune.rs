@@ -1,0 +1,58 @@
+//! The autotuner on the CPU interpreter: invalid configurations are pruned
+//! with their reason, a winner is chosen and reused without re-tuning, and
+//! the choice persists on disk for a new process (a new Autotuner).
+
+use ferrotile::prelude::*;
+use ferrotile::{Autotuner, TuneConfig};
+use std::cell::Cell;
+
+#[kernel]
+fn scale<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let m = offs < n;
+    store(y + offs, load(x + offs, m, 0.0) * 2.0, m);
+}
+
+#[test]
+fn autotuner_prunes_chooses_and_remembers() {
+    let dir = std::env::temp_dir().join(format!("ferrotile-autotune-test-{}", std::process::id()));
+    std::env::set_var("FERROTILE_CACHE_DIR", &dir);
+    let dev = Device::cpu();
+    let n = 10_000usize;
+    let x = dev.from_slice(&(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    let mut y = dev.zeros::<f32>(n).unwrap();
+    let configs = vec![
+        TuneConfig::new(4).with("BLOCK", 100), // not a power of two: pruned
+        TuneConfig::new(4).with("BLOCK", 64),
+        TuneConfig::new(4).with("BLOCK", 1024),
+    ];
+    let launches = Cell::new(0);
+    let go = |t: &Autotuner, y: &mut ferrotile::Buffer<f32>| {
+        t.run(&dev, &format!("n={n}"), |c| {
+            launches.set(launches.get() + 1);
+            let b = c.get("BLOCK")?;
+            scale::launch(&dev, LaunchConfig::new([(n as u32).div_ceil(b as u32), 1, 1]).num_warps(c.num_warps), &x, y, n as i32, b as i32)
+        })
+        .unwrap()
+    };
+    let t = Autotuner::new("scale", configs.clone()).reps(3);
+    let best = go(&t, &mut y);
+    assert_ne!(best.get("BLOCK").unwrap(), 100);
+    let rep = t.report(&dev, &format!("n={n}")).expect("tuned in this process");
+    assert_eq!(rep.pruned.len(), 1);
+    assert!(rep.pruned[0].1.contains("power of two"), "{}", rep.pruned[0].1);
+    assert_eq!(rep.timings.len(), 2);
+    let out = y.to_vec().unwrap();
+    assert!(out.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+    // second call: no tuning, exactly one launch
+    let before = launches.get();
+    assert_eq!(go(&t, &mut y), best);
+    assert_eq!(launches.get(), before + 1);
+    // a fresh tuner (as in a new process) reads the choice from disk
+    let t2 = Autotuner::new("scale", configs);
+    let before = launches.get();
+    assert_eq!(go(&t2, &mut y), best);
+    assert_eq!(launches.get(), before + 1, "the disk cache should avoid re-tuning");
+    assert!(t2.report(&dev, &format!("n={n}")).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
