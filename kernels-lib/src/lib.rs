@@ -38,6 +38,63 @@ impl From<ferrotile::Error> for LibError {
     }
 }
 
+/// Candidate launch configurations for the row kernels on a GPU, heuristic
+/// first: warps around the heuristic for single-tile rows, chunk widths ×
+/// warps for looped rows (ranges from the sweeps in benches/NOTES.md).
+pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile::TuneConfig> {
+    use ferrotile::TuneConfig;
+    let enc = |c: softmax::SoftmaxConfig| TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
+    let mut v = vec![enc(heuristic)];
+    let mut push = |c: softmax::SoftmaxConfig| {
+        let t = enc(c);
+        if !v.contains(&t) {
+            v.push(t);
+        }
+    };
+    if heuristic.looped {
+        for block in [2048u32, 4096] {
+            for w in [8u32, 16] {
+                push(softmax::SoftmaxConfig { block, looped: true, num_warps: w });
+            }
+        }
+    } else {
+        for w in [1u32, 2, 4, 8, 16] {
+            if (heuristic.block / 32).max(1) >= w {
+                push(softmax::SoftmaxConfig { num_warps: w, ..heuristic });
+            }
+        }
+    }
+    v
+}
+
+pub(crate) fn decode(c: &ferrotile::TuneConfig) -> ferrotile::Result<softmax::SoftmaxConfig> {
+    Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps })
+}
+
+pub(crate) fn lib_to_launch(e: LibError) -> ferrotile::Error {
+    match e {
+        LibError::Launch(e) => e,
+        other => ferrotile::Error::Launch { kernel: String::new(), msg: other.to_string() },
+    }
+}
+
+/// Run `f` with the configuration the autotuner picks on GPUs (keyed by
+/// dtype and row length), or with the heuristic on the CPU interpreter,
+/// where timings say nothing about GPUs.
+pub(crate) fn with_tuned(
+    tuner: &ferrotile::Autotuner,
+    dev: &ferrotile::Device,
+    key: String,
+    heuristic: softmax::SoftmaxConfig,
+    mut f: impl FnMut(softmax::SoftmaxConfig) -> Result<(), LibError>,
+) -> Result<(), LibError> {
+    if dev.kind() == ferrotile::DeviceKind::Cpu {
+        return f(heuristic);
+    }
+    tuner.run(dev, &key, |c| f(decode(c)?).map_err(lib_to_launch))?;
+    Ok(())
+}
+
 pub(crate) fn check_rows(op: &str, name: &str, len: usize, rows: usize, cols: usize, stride: usize) -> Result<(), LibError> {
     if stride < cols {
         return Err(LibError::Shape(format!("{op}: row stride {stride} of `{name}` is smaller than the row length {cols}")));

@@ -91,8 +91,25 @@ pub fn warps_for(block: usize, elem_bytes: usize) -> u32 {
 }
 
 /// Softmax over the last axis of a row-major `rows × cols` matrix.
+///
+/// On a GPU the launch configuration is autotuned on first use per (dtype,
+/// row length bucket) — see [`ferrotile::Autotuner`]; on the CPU it is
+/// [`SoftmaxConfig::for_cols`].
 pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), LibError> {
-    softmax_with(dev, x, y, rows, cols, cols, cols, SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()))
+    let h = SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
+    let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
+    let t = tuner_for("softmax", h);
+    crate::with_tuned(t, dev, key, h, |c| softmax_with(dev, x, y, rows, cols, cols, cols, c))
+}
+
+/// One autotuner per (kernel family, candidate set), created on first use.
+pub(crate) fn tuner_for(family: &str, h: SoftmaxConfig) -> &'static ferrotile::Autotuner {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static TUNERS: OnceLock<Mutex<HashMap<(String, u32, bool), &'static ferrotile::Autotuner>>> = OnceLock::new();
+    let mut m = TUNERS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    m.entry((family.to_string(), h.block, h.looped))
+        .or_insert_with(|| Box::leak(Box::new(ferrotile::Autotuner::new(family, crate::row_candidates(h)).reps(5))))
 }
 
 /// Softmax with explicit row strides and configuration.
