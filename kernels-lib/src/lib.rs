@@ -85,12 +85,18 @@ pub(crate) fn with_tuned(
     tuner: &ferrotile::Autotuner,
     dev: &ferrotile::Device,
     key: String,
+    rows: usize,
+    elements: usize,
     heuristic: softmax::SoftmaxConfig,
     mut f: impl FnMut(softmax::SoftmaxConfig) -> Result<(), LibError>,
 ) -> Result<(), LibError> {
-    if dev.kind() == ferrotile::DeviceKind::Cpu {
+    // Tiny problems run in a few microseconds: their timings are launch
+    // noise and say nothing about larger shapes, so they use the heuristic.
+    if dev.kind() == ferrotile::DeviceKind::Cpu || elements < (1 << 22) {
         return f(heuristic);
     }
+    // Shape buckets: row length and row count, both to the next power of two.
+    let key = format!("{key}|rows<={}", rows.max(1).next_power_of_two());
     tuner.run(dev, &key, |c| f(decode(c)?).map_err(lib_to_launch))?;
     Ok(())
 }

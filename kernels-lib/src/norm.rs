@@ -125,7 +125,7 @@ pub fn layer_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, b
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("layer_norm", h);
-    crate::with_tuned(t, dev, key, h, |c| layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
+    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -168,7 +168,7 @@ pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: 
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("rms_norm", h);
-    crate::with_tuned(t, dev, key, h, |c| rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
+    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
 }
 
 #[allow(clippy::too_many_arguments)]

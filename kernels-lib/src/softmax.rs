@@ -99,7 +99,7 @@ pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, 
     let h = SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = tuner_for("softmax", h);
-    crate::with_tuned(t, dev, key, h, |c| softmax_with(dev, x, y, rows, cols, cols, cols, c))
+    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| softmax_with(dev, x, y, rows, cols, cols, cols, c))
 }
 
 /// One autotuner per (kernel family, candidate set), created on first use.
