@@ -69,16 +69,18 @@ impl FloatElement for f32 {
     }
 }
 impl FloatElement for f16 {
+    /// Correctly rounded (nearest-even); `half`'s own `from_f64` rounds twice.
     fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
+        crate::interp::tile::f16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         f16::to_f64(self)
     }
 }
 impl FloatElement for bf16 {
+    /// Correctly rounded (nearest-even); `half`'s own `from_f64` rounds twice.
     fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
+        crate::interp::tile::bf16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         bf16::to_f64(self)

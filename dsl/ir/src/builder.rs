@@ -169,6 +169,10 @@ impl Builder {
     /// operand says otherwise).
     pub fn const_int(&mut self, val: i64, dtype: Option<DType>) -> R<V> {
         match dtype {
+            None if i32::try_from(val).is_err() && u32::try_from(val).is_err() => Err(TypeError::new(format!(
+                "the integer literal {val} does not fit in 32 bits"
+            ))
+            .hint(format!("add a suffix to make it 64-bit: `{val}i64`"))),
             None => Ok(self.constexpr(CExpr::Lit(val), DType::I32, true)),
             Some(d) if d.is_float() => Ok(self.const_float(val as f64, Some(d))),
             Some(d) => {
@@ -364,6 +368,9 @@ impl Builder {
             _ => return Err(TypeError::new(format!("expected a value, found {}", fmt_ty(&info.ty)))),
         };
         if cur == d {
+            if let (true, Some(k)) = (info.weak, info.cval.as_ref().and_then(|e| e.known())) {
+                check_int_range(k, d)?;
+            }
             return Ok(v);
         }
         if !info.weak {
@@ -429,6 +436,14 @@ impl Builder {
             _ => return Err(TypeError::new(format!("expected a value, found {}", fmt_ty(&ib.ty))).at(1)),
         };
         if da == db {
+            // a weak literal meeting a typed value adopts its dtype: it must
+            // fit (two weak constexprs keep unbounded constexpr arithmetic)
+            for (i, info) in [(0, &ia), (1, &ib)] {
+                let typed_other = if i == 0 { !ib.weak } else { !ia.weak };
+                if let (true, true, Some(k), false) = (typed_other, info.weak, info.cval.as_ref().and_then(|e| e.known()), da.is_float()) {
+                    check_int_range(k, da).map_err(|e| e.at(i))?;
+                }
+            }
             return Ok((a, b, da));
         }
         match (ia.weak, ib.weak) {
@@ -717,7 +732,7 @@ impl Builder {
             Elem::Ptr(_) => return Err(TypeError::new("storing pointers to memory is not supported").at(1)),
         };
         if vd != d && !self.info(value).weak {
-            return Err(TypeError::new(format!("cannot {what} a {vd} value through a pointer to {d}"))
+            return Err(TypeError::new(format!("cannot {what} a value of type {vd} through a pointer to {d}"))
                 .hint(format!("cast the value first: `value as {d}`"))
                 .at(1));
         }
@@ -1254,7 +1269,8 @@ fn check_int_range(v: i64, d: DType) -> R<()> {
     if ok {
         Ok(())
     } else {
-        Err(TypeError::new(format!("the integer {v} does not fit in {d}")))
+        Err(TypeError::new(format!("the integer {v} does not fit in {d}"))
+            .hint("use a value in range, or compute in a wider dtype (a literal suffix like `i64` and `as i64` on the other operand)"))
     }
 }
 
