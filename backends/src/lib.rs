@@ -7,5 +7,6 @@
 
 pub mod ptx;
 pub mod ptxas;
+pub mod wgsl;
 #[cfg(feature = "cuda")]
 pub mod cuda;
