@@ -83,3 +83,59 @@ impl Rng {
 pub fn max_rel_err(got: &[f64], want: &[f64], floor: f64) -> f64 {
     got.iter().zip(want).map(|(g, w)| if g.is_nan() { f64::INFINITY } else { (g - w).abs() / w.abs().max(floor) }).fold(0.0, f64::max)
 }
+
+/// `act(alpha · A·B + bias)` in f64; `a` is M×K and `b` K×N, row-major.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(a: &[f64], b: &[f64], bias: Option<&[f64]>, m: usize, n: usize, k: usize, alpha: f64, act: u8) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0;
+            for l in 0..k {
+                s += a[i * k + l] * b[l * n + j];
+            }
+            let mut v = alpha * s + bias.map_or(0.0, |bb| bb[j]);
+            v = match act {
+                1 => v.max(0.0),
+                2 => 0.5 * v * (1.0 + erf(v / std::f64::consts::SQRT_2)),
+                _ => v,
+            };
+            c[i * n + j] = v;
+        }
+    }
+    c
+}
+
+/// erf in f64 (series below 3, asymptotic above), for references.
+pub fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    let r = if a < 3.0 {
+        let (mut term, mut sum, x2) = (a, a, a * a);
+        for n in 1..200 {
+            term *= -x2 / n as f64;
+            let t = term / (2 * n + 1) as f64;
+            sum += t;
+            if t.abs() <= 1e-17 * sum.abs() {
+                break;
+            }
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else {
+        let x2 = a * a;
+        let (mut s, mut term) = (1.0, 1.0);
+        for kk in 1..12 {
+            let nt = term * -((2 * kk - 1) as f64) / (2.0 * x2);
+            if nt.abs() > term.abs() {
+                break;
+            }
+            term = nt;
+            s += term;
+        }
+        1.0 - (-x2).exp() / (a * std::f64::consts::PI.sqrt()) * s
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}

@@ -77,3 +77,36 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+#[test]
+fn gemm_kernel_assembles_for_sm80_and_sm90() {
+    let Some(px) = ptxas::find() else {
+        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
+        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
+        return;
+    };
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let mut failures = vec![];
+    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32
+    let cases: &[(DType, DType, [i64; 7])] = &[
+        (DType::F32, DType::F32, [64, 64, 32, 8, 0, 0, 0]),
+        (DType::F32, DType::F32, [64, 64, 32, 8, 1, 1, 1]),
+        (DType::BF16, DType::BF16, [64, 64, 32, 8, 2, 1, 0]),
+        (DType::F16, DType::F32, [32, 64, 16, 4, 0, 0, 0]),
+        (DType::BF16, DType::F32, [16, 16, 16, 1, 1, 0, 0]),
+    ];
+    for (t, u, cx) in cases {
+        let spec = specialize(k, cx, &[*t, *u]).unwrap();
+        for sm in [80, 90] {
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()] };
+            match emit(&spec, &opts) {
+                Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
+                Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
+                    Ok(r) => println!("gemm {t}->{u} {cx:?} sm_{sm}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                    Err(log) => failures.push(format!("ptxas gemm {t}->{u} {cx:?} sm_{sm}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                },
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,150 @@
+//! GEMM vs an f64 reference on fresh random inputs: odd shapes (1×1×1,
+//! 17×33×65, ...), every dtype and precision mode, row/column-major
+//! operands, fused epilogues, batches, output casts; outputs poisoned.
+//!
+//! Error: max |got - want| / max |want| over the output (normwise, so that
+//! cancellation in single elements is not mistaken for an error).
+//! Thresholds (issue 5): bf16 1e-2, f16 5e-3, tf32 1e-3, exact f32 1e-5.
+//! The reference uses the inputs as stored (rounded to the input dtype);
+//! for tf32 it uses the f32 inputs, so tf32's input rounding is measured.
+
+use ferrotile::{Device, FloatElement};
+use ferrotile_kernels::gemm::{gemm, Activation, GemmConfig, GemmOptions, Layout};
+use ferrotile_kernels::reference::{self, Rng};
+use half::{bf16, f16};
+
+fn devices() -> Vec<Device> {
+    let mut v = vec![Device::cpu()];
+    match Device::cuda(0) {
+        Ok(d) => v.push(d),
+        Err(e) => eprintln!("skipped: CUDA ({e})"),
+    }
+    v
+}
+
+fn seed() -> u64 {
+    let (_, s) = Rng::from_time();
+    eprintln!("seed = {s}");
+    s
+}
+
+/// Stored `rows×cols` row-major matrix as the given layout.
+fn store_as(x: &[f64], rows: usize, cols: usize, l: Layout) -> Vec<f64> {
+    match l {
+        Layout::RowMajor => x.to_vec(),
+        Layout::ColMajor => {
+            let mut t = vec![0.0; rows * cols];
+            for i in 0..rows {
+                for j in 0..cols {
+                    t[j * rows + i] = x[i * cols + j];
+                }
+            }
+            t
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check<T: FloatElement, U: FloatElement>(dev: &Device, rng: &mut Rng, m: usize, n: usize, k: usize, la: Layout, lb: Layout, bias: bool, act: Activation, alpha: f32, tf32: bool, batch: usize, cfg: Option<GemmConfig>, tol: f64) {
+    let round = |v: f64| T::from_f64(v).to_f64();
+    let a: Vec<f64> = (0..batch * m * k).map(|_| round(rng.normal())).collect();
+    let b: Vec<f64> = (0..batch * k * n).map(|_| round(rng.normal())).collect();
+    let bias_v: Vec<f64> = (0..n).map(|_| U::from_f64(rng.normal()).to_f64()).collect();
+    let mut a_st = vec![];
+    let mut b_st = vec![];
+    for bi in 0..batch {
+        a_st.extend(store_as(&a[bi * m * k..(bi + 1) * m * k], m, k, la));
+        b_st.extend(store_as(&b[bi * k * n..(bi + 1) * k * n], k, n, lb));
+    }
+    let ab = dev.from_slice(&a_st.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>()).unwrap();
+    let bb = dev.from_slice(&b_st.iter().map(|&v| T::from_f64(v)).collect::<Vec<T>>()).unwrap();
+    let biasb = dev.from_slice(&bias_v.iter().map(|&v| U::from_f64(v)).collect::<Vec<U>>()).unwrap();
+    let mut c = dev.full(batch * m * n, U::from_f64(f64::NAN)).unwrap();
+    let opts = GemmOptions { a_layout: la, b_layout: lb, bias: bias.then_some(&biasb), activation: act, alpha, tf32, batch, config: cfg };
+    gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).unwrap();
+    let got: Vec<f64> = c.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
+    let actc = match act {
+        Activation::None => 0,
+        Activation::Relu => 1,
+        Activation::Gelu => 2,
+    };
+    for bi in 0..batch {
+        let want = reference::gemm(&a[bi * m * k..(bi + 1) * m * k], &b[bi * k * n..(bi + 1) * k * n], bias.then_some(&bias_v[..]), m, n, k, alpha as f64, actc);
+        let g = &got[bi * m * n..(bi + 1) * m * n];
+        assert!(g.iter().all(|v| !v.is_nan()), "unwritten (NaN) output on {} {m}x{n}x{k} batch {bi}", dev.name());
+        let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs())).max(1e-30);
+        let err = g.iter().zip(&want).fold(0.0f64, |e, (x, y)| e.max((x - y).abs())) / scale;
+        assert!(
+            err <= tol,
+            "gemm {}→{} on {} {m}x{n}x{k} {la:?}/{lb:?} bias={bias} {act:?} alpha={alpha} tf32={tf32} batch {bi}/{batch} {cfg:?}: err {err:e} > {tol:e}",
+            T::DTYPE,
+            U::DTYPE,
+            dev.name()
+        );
+    }
+}
+
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (17, 33, 65), (64, 64, 64), (100, 70, 50), (31, 128, 17)];
+
+#[test]
+fn gemm_f32_exact_and_tf32() {
+    let mut rng = Rng::new(seed());
+    for dev in devices() {
+        for &(m, n, k) in SHAPES {
+            check::<f32, f32>(&dev, &mut rng, m, n, k, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, None, 1e-5);
+            check::<f32, f32>(&dev, &mut rng, m, n, k, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, true, 1, None, 1e-3);
+        }
+    }
+}
+
+#[test]
+fn gemm_half_precisions_and_layouts() {
+    let mut rng = Rng::new(seed());
+    for dev in devices() {
+        for &(m, n, k) in SHAPES {
+            for la in [Layout::RowMajor, Layout::ColMajor] {
+                for lb in [Layout::RowMajor, Layout::ColMajor] {
+                    check::<bf16, bf16>(&dev, &mut rng, m, n, k, la, lb, false, Activation::None, 1.0, false, 1, None, 1e-2);
+                    check::<f16, f16>(&dev, &mut rng, m, n, k, la, lb, false, Activation::None, 1.0, false, 1, None, 5e-3);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_epilogues_batches_casts_configs() {
+    let mut rng = Rng::new(seed());
+    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1 };
+    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4 };
+    for dev in devices() {
+        check::<bf16, f32>(&dev, &mut rng, 45, 37, 29, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 3, Some(small), 1e-2);
+        check::<f16, f16>(&dev, &mut rng, 70, 90, 33, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(wide), 5e-3);
+        check::<f32, bf16>(&dev, &mut rng, 33, 65, 40, Layout::RowMajor, Layout::RowMajor, true, Activation::Gelu, 2.0, false, 1, Some(small), 1e-2);
+        check::<f32, f32>(&dev, &mut rng, 50, 50, 50, Layout::ColMajor, Layout::ColMajor, true, Activation::Relu, -1.5, false, 2, Some(wide), 1e-5);
+    }
+}
+
+#[test]
+fn gemm_1000_cubed_bf16() {
+    let mut rng = Rng::new(seed());
+    let t = std::time::Instant::now();
+    check::<bf16, f32>(&Device::cpu(), &mut rng, 1000, 1000, 1000, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, None, 1e-2);
+    eprintln!("1000^3 bf16 gemm on the interpreter + f64 reference: {:?}", t.elapsed());
+}
+
+#[test]
+fn gemm_bad_input_is_an_error() {
+    let dev = Device::cpu();
+    let a = dev.zeros::<f32>(10).unwrap();
+    let b = dev.zeros::<f32>(10).unwrap();
+    let mut c = dev.zeros::<f32>(10).unwrap();
+    let o = GemmOptions::<f32>::default();
+    assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
+    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1 }), ..Default::default() };
+    assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
+    let a16 = dev.zeros::<bf16>(4).unwrap();
+    let b16 = dev.zeros::<bf16>(4).unwrap();
+    let tf = GemmOptions::<f32> { tf32: true, ..Default::default() };
+    assert!(matches!(gemm(&dev, &a16, &b16, &mut c, 2, 2, 2, &tf), Err(ferrotile_kernels::LibError::Config(_))));
+}
