@@ -139,3 +139,21 @@ fn limits_are_clear_errors() {
     let generic = emit(k, &WgslOptions::default()).unwrap_err();
     assert!(generic.msg.contains("specialized"), "{generic}");
 }
+
+#[test]
+fn gemm_kernel_validates() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let mut t = Tally::default();
+    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32
+    for (a, c, cx) in [
+        (DType::F32, DType::F32, [32i64, 32, 16, 8, 0, 0, 0]),
+        (DType::F32, DType::F32, [32, 32, 16, 8, 2, 1, 1]),
+        (DType::BF16, DType::BF16, [32, 32, 16, 4, 1, 1, 0]),
+        (DType::F16, DType::F32, [16, 16, 16, 1, 0, 0, 0]),
+    ] {
+        let spec = specialize(k, &cx, &[a, c]).unwrap();
+        check(&spec, &format!("gemm_kernel [{}]", spec.describe_binding()), &mut t);
+    }
+    println!("wgsl gemm: {} shaders validated, largest workgroup storage {} bytes", t.ok, t.max_wg_bytes.0);
+    assert!(t.failures.is_empty(), "{}", t.failures.join("\n\n"));
+}
