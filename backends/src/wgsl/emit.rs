@@ -1525,9 +1525,20 @@ impl<'k> Em<'k> {
             }
             return out;
         }
+        // WGSL lets implementations assume floats are never NaN (llvmpipe
+        // evaluates `!=` as an ordered compare), so float comparisons test
+        // NaN at the bit level: ordered for == < <= > >=, unordered for !=.
+        let nan = if d.is_float() { Some(self.helper("ft_isnan")) } else { None };
         for i in 0..ra.len() {
             let e = if d == DType::Bool && !matches!(o, CmpOp::Eq | CmpOp::Ne) {
                 format!("select(0u, 1u, {}) {s} select(0u, 1u, {})", ra[i], rb[i])
+            } else if let Some(isnan) = &nan {
+                let (x, y) = (&ra[i], &rb[i]);
+                if o == CmpOp::Ne {
+                    format!("(!({x} == {y}) || {isnan}({x}) || {isnan}({y}))")
+                } else {
+                    format!("(({x} {s} {y}) && !{isnan}({x}) && !{isnan}({y}))")
+                }
             } else {
                 format!("{} {s} {}", ra[i], rb[i])
             };

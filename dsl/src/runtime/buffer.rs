@@ -27,6 +27,8 @@ pub enum Storage {
     Host(Arc<HostMem>),
     #[cfg(feature = "cuda")]
     Cuda(Arc<ferrotile_backends::cuda::DevMem>),
+    #[cfg(feature = "wgpu")]
+    Wgpu(Arc<ferrotile_backends::wgpu_rt::WgpuMem>),
 }
 
 /// A 1-D array of `T` on a [`Device`]. Kernels see it as a `Ptr<T>`; shapes
@@ -61,6 +63,8 @@ impl<T: Element> Buffer<T> {
             }
             #[cfg(feature = "cuda")]
             Storage::Cuda(m) => Ok(T::from_le_bytes_slice(&m.dtoh().map_err(Error::Buffer)?)),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(m) => Ok(T::from_le_bytes_slice(&m.dtoh().map_err(Error::Buffer)?)),
         }
     }
     /// Copy all elements into `dst` (same length, same device), on the device.
@@ -76,6 +80,8 @@ impl<T: Element> Buffer<T> {
             }
             #[cfg(feature = "cuda")]
             (Storage::Cuda(a), Storage::Cuda(b)) => b.copy_from(a).map_err(Error::Buffer),
+            #[cfg(feature = "wgpu")]
+            (Storage::Wgpu(a), Storage::Wgpu(b)) => b.copy_from(a).map_err(Error::Buffer),
             #[allow(unreachable_patterns)]
             _ => Err(Error::Buffer("copy_to across devices".into())),
         }
@@ -93,6 +99,8 @@ impl<T: Element> Buffer<T> {
             }
             #[cfg(feature = "cuda")]
             Storage::Cuda(m) => m.htod(&T::to_le_bytes_vec(src)).map_err(Error::Buffer),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(m) => m.htod(&T::to_le_bytes_vec(src)).map_err(Error::Buffer),
         }
     }
 }

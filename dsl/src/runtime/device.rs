@@ -10,6 +10,9 @@ pub enum DeviceKind {
     Cpu,
     /// An NVIDIA GPU through the PTX backend and the CUDA driver.
     Cuda,
+    /// Any GPU wgpu can drive (Vulkan, Metal, DX12; also lavapipe, a CPU
+    /// Vulkan driver) through the WGSL backend. Feature `wgpu`.
+    Wgpu,
 }
 
 /// A place kernels run and buffers live.
@@ -19,6 +22,8 @@ pub struct Device {
     threads: usize,
     #[cfg(feature = "cuda")]
     pub(crate) cuda: Option<Arc<ferrotile_backends::cuda::CudaDevice>>,
+    #[cfg(feature = "wgpu")]
+    pub(crate) wgpu: Option<Arc<ferrotile_backends::wgpu_rt::WgpuDevice>>,
 }
 
 impl Device {
@@ -41,6 +46,8 @@ impl Device {
             threads: threads.max(1),
             #[cfg(feature = "cuda")]
             cuda: None,
+            #[cfg(feature = "wgpu")]
+            wgpu: None,
         }
     }
 
@@ -51,7 +58,13 @@ impl Device {
         #[cfg(feature = "cuda")]
         {
             let d = ferrotile_backends::cuda::CudaDevice::open(ordinal).map_err(Error::DeviceUnavailable)?;
-            Ok(Device { kind: DeviceKind::Cuda, threads: 1, cuda: Some(d) })
+            Ok(Device {
+                kind: DeviceKind::Cuda,
+                threads: 1,
+                cuda: Some(d),
+                #[cfg(feature = "wgpu")]
+                wgpu: None,
+            })
         }
         #[cfg(not(feature = "cuda"))]
         {
@@ -60,19 +73,43 @@ impl Device {
         }
     }
 
-    /// The best device available: CUDA device 0 if present, otherwise the
-    /// CPU interpreter. `FERROTILE_DEVICE=cpu|cuda` forces a choice.
+    /// The wgpu adapter chosen by wgpu's environment variables
+    /// (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`, `WGPU_POWER_PREF`), opened once
+    /// per process and shared. An error value — never a panic — when this
+    /// build lacks the `wgpu` feature or there is no adapter.
+    pub fn wgpu() -> Result<Device> {
+        #[cfg(feature = "wgpu")]
+        {
+            use ferrotile_backends::wgpu_rt::WgpuDevice;
+            use std::sync::OnceLock;
+            static D: OnceLock<std::result::Result<Arc<WgpuDevice>, String>> = OnceLock::new();
+            let d = D.get_or_init(WgpuDevice::open).clone().map_err(Error::DeviceUnavailable)?;
+            Ok(Device {
+                kind: DeviceKind::Wgpu,
+                threads: 1,
+                #[cfg(feature = "cuda")]
+                cuda: None,
+                wgpu: Some(d),
+            })
+        }
+        #[cfg(not(feature = "wgpu"))]
+        {
+            Err(Error::DeviceUnavailable("ferrotile was built without the `wgpu` feature".into()))
+        }
+    }
+
+    /// The best device available: CUDA device 0 if present, else a wgpu
+    /// adapter (builds with the `wgpu` feature), else the CPU interpreter.
+    /// `FERROTILE_DEVICE=cpu|cuda|wgpu` forces a choice (falling back to
+    /// the CPU when the forced device is unavailable).
     pub fn best() -> Device {
         match std::env::var("FERROTILE_DEVICE").as_deref() {
             Ok("cpu") => return Device::cpu(),
-            Ok("cuda") => {
-                if let Ok(d) = Device::cuda(0) {
-                    return d;
-                }
-            }
+            Ok("cuda") => return Device::cuda(0).unwrap_or_else(|_| Device::cpu()),
+            Ok("wgpu") => return Device::wgpu().unwrap_or_else(|_| Device::cpu()),
             _ => {}
         }
-        Device::cuda(0).unwrap_or_else(|_| Device::cpu())
+        Device::cuda(0).or_else(|_| Device::wgpu()).unwrap_or_else(|_| Device::cpu())
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -93,6 +130,13 @@ impl Device {
                 }
                 "cuda".into()
             }
+            DeviceKind::Wgpu => {
+                #[cfg(feature = "wgpu")]
+                if let Some(w) = &self.wgpu {
+                    return format!("wgpu {}", w.name());
+                }
+                "wgpu".into()
+            }
         }
     }
 
@@ -102,11 +146,16 @@ impl Device {
         if let Some(c) = &self.cuda {
             return c.synchronize().map_err(|e| Error::Backend { kernel: String::new(), msg: e });
         }
+        #[cfg(feature = "wgpu")]
+        if let Some(w) = &self.wgpu {
+            return w.synchronize().map_err(|e| Error::Backend { kernel: String::new(), msg: e });
+        }
         Ok(())
     }
 
     /// Time `f` on this device: CUDA events around it on a GPU (device
-    /// time of the work `f` queues), wall-clock time on the CPU. Milliseconds.
+    /// time of the work `f` queues), wall-clock time on the CPU and on wgpu
+    /// (where the device is drained before and after `f`). Milliseconds.
     pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f64> {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {
@@ -116,6 +165,14 @@ impl Device {
             f()?;
             b.record().map_err(be)?;
             return a.elapsed_ms(&b).map(|x| x as f64).map_err(be);
+        }
+        #[cfg(feature = "wgpu")]
+        if self.wgpu.is_some() {
+            self.synchronize()?;
+            let t = std::time::Instant::now();
+            f()?;
+            self.synchronize()?;
+            return Ok(t.elapsed().as_secs_f64() * 1e3);
         }
         let t = std::time::Instant::now();
         f()?;
@@ -154,6 +211,19 @@ impl Device {
                 #[cfg(not(feature = "cuda"))]
                 unreachable!()
             }
+            DeviceKind::Wgpu => {
+                #[cfg(feature = "wgpu")]
+                {
+                    let w = self.wgpu.as_ref().expect("wgpu device handle");
+                    let m = w.alloc(bytes.len()).map_err(Error::Buffer)?;
+                    if bytes.iter().any(|&b| b != 0) {
+                        m.htod(&bytes).map_err(Error::Buffer)?;
+                    }
+                    Ok(Storage::Wgpu(Arc::new(m)))
+                }
+                #[cfg(not(feature = "wgpu"))]
+                unreachable!()
+            }
         }
     }
 
@@ -180,6 +250,10 @@ impl Device {
         #[cfg(feature = "cuda")]
         if let (Some(a), Some(b)) = (&self.cuda, &other.cuda) {
             return a.ordinal == b.ordinal;
+        }
+        #[cfg(feature = "wgpu")]
+        if let (Some(a), Some(b)) = (&self.wgpu, &other.wgpu) {
+            return Arc::ptr_eq(a, b);
         }
         true
     }

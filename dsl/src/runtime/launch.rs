@@ -162,5 +162,13 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
             #[cfg(not(feature = "cuda"))]
             unreachable!("no CUDA devices without the cuda feature")
         }
+        DeviceKind::Wgpu => {
+            #[cfg(feature = "wgpu")]
+            {
+                super::wgpu_launch::launch(k, &spec, dev, cfg, args, cx, dts)
+            }
+            #[cfg(not(feature = "wgpu"))]
+            unreachable!("no wgpu devices without the wgpu feature")
+        }
     }
 }

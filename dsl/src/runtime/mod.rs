@@ -13,6 +13,8 @@ mod device;
 mod launch;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
+#[cfg(feature = "wgpu")]
+mod wgpu_launch;
 
 pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;

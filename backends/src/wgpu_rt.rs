@@ -1,0 +1,377 @@
+//! wgpu runtime: runs WGSL from [`crate::wgsl`] on any adapter wgpu finds
+//! (Vulkan, Metal, DX12 — including lavapipe, Mesa's CPU Vulkan driver,
+//! which CI uses).
+//!
+//! - Adapter selection respects wgpu's environment variables: `WGPU_BACKEND`
+//!   (and the other `InstanceDescriptor::from_env_or_default` variables),
+//!   `WGPU_ADAPTER_NAME` (a case-insensitive substring of the adapter name)
+//!   and `WGPU_POWER_PREF`. No adapter is an `Err`, never a panic.
+//! - The device is requested with the adapter's own limits (so kernels get
+//!   the adapter's maxima rather than WebGPU's defaults) and SUBGROUP where
+//!   the emitter may use it.
+//! - Buffers are `STORAGE | COPY_SRC | COPY_DST`, their byte size rounded up
+//!   to a multiple of 4 (packed 8/16-bit elements live in u32 words).
+//! - Pipelines use explicit bind-group layouts built from
+//!   [`BindingAbi`] (an automatic layout would drop unused parameters).
+//! - Errors: every call that can fail validation runs inside error scopes;
+//!   errors outside a scope and device loss are recorded and reported by the
+//!   next operation. All errors are `String`s that callers wrap with the
+//!   kernel name.
+//!
+//! All work goes to the device's one queue, so dispatches and copies are
+//! ordered; `synchronize` waits for them.
+
+use crate::wgsl::{BindingAbi, BindingKind, WgslKernel, WgslOptions};
+use std::sync::{Arc, Mutex};
+
+pub type WgResult<T> = Result<T, String>;
+
+pub struct WgpuDevice {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// Options the WGSL emitter must use for this device (workgroup size is
+    /// set per launch).
+    pub base_options: WgslOptions,
+    /// An error raised outside an error scope, or the device-lost reason.
+    pending: Arc<Mutex<Option<String>>>,
+    /// Error scopes are a per-device stack in wgpu 27: calls from several
+    /// threads take turns so that each error reaches the call that caused it.
+    scope_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for WgpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuDevice({} ({:?}))", self.info.name, self.info.backend)
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
+
+impl WgpuDevice {
+    /// Open the adapter chosen by the environment (or wgpu's default).
+    pub fn open() -> WgResult<Arc<WgpuDevice>> {
+        // wgpu may panic on broken drivers; never let that escape.
+        match std::panic::catch_unwind(Self::open_inner) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                Err(format!("wgpu panicked while opening an adapter: {msg}"))
+            }
+        }
+    }
+
+    fn open_inner() -> WgResult<Arc<WgpuDevice>> {
+        let instance = wgpu::Instance::new(&wgpu::InstanceDescriptor::from_env_or_default());
+        let adapter = match std::env::var("WGPU_ADAPTER_NAME") {
+            Ok(want) if !want.is_empty() => {
+                let want = want.to_lowercase();
+                let all = instance.enumerate_adapters(wgpu::Backends::all());
+                let names: Vec<String> = all.iter().map(|a| a.get_info().name).collect();
+                all.into_iter()
+                    .find(|a| a.get_info().name.to_lowercase().contains(&want))
+                    .ok_or_else(|| format!("WGPU_ADAPTER_NAME={want} matches none of the adapters {names:?}"))?
+            }
+            _ => block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
+                force_fallback_adapter: false,
+                compatible_surface: None,
+            }))
+            .map_err(|e| format!("no wgpu adapter: {e}"))?,
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let features = adapter.features();
+        // Subgroup shuffles only where subgroups hold at least a warp of
+        // consecutive invocations (the emitter's assumption);
+        // FERROTILE_WGPU_SUBGROUPS=0 turns them off.
+        let subgroups = features.contains(wgpu::Features::SUBGROUP)
+            && limits.min_subgroup_size >= 32
+            && std::env::var("FERROTILE_WGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let mut required_features = wgpu::Features::empty();
+        if subgroups {
+            required_features |= wgpu::Features::SUBGROUP;
+        }
+        if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            required_features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("ferrotile"),
+            required_features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| format!("wgpu adapter {} refused a device: {e}", info.name))?;
+        let pending = Arc::new(Mutex::new(None::<String>));
+        {
+            let p = pending.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                let mut g = p.lock().unwrap_or_else(|x| x.into_inner());
+                if g.is_none() {
+                    *g = Some(format!("wgpu error: {e}"));
+                }
+            }));
+            let p = pending.clone();
+            device.set_device_lost_callback(move |reason, msg| {
+                if reason != wgpu::DeviceLostReason::Destroyed {
+                    *p.lock().unwrap_or_else(|x| x.into_inner()) = Some(format!("wgpu device lost ({reason:?}): {msg}"));
+                }
+            });
+        }
+        let base_options = WgslOptions {
+            workgroup_size: 128,
+            subgroups,
+            shader_f16: false,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+        };
+        Ok(Arc::new(WgpuDevice { device, queue, info, limits, base_options, pending, scope_lock: Mutex::new(()) }))
+    }
+
+    /// Adapter name and backend, e.g. "llvmpipe (LLVM 15.0.7, 256 bits) (Vulkan)".
+    pub fn name(&self) -> String {
+        format!("{} ({:?})", self.info.name, self.info.backend)
+    }
+
+    fn take_pending(&self) -> WgResult<()> {
+        match self.pending.lock().unwrap_or_else(|x| x.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Run `f` inside validation / out-of-memory / internal error scopes and
+    /// turn any error they catch into an `Err`.
+    fn scoped<T>(&self, f: impl FnOnce() -> T) -> WgResult<T> {
+        let _turn = self.scope_lock.lock().unwrap_or_else(|x| x.into_inner());
+        self.take_pending()?;
+        self.device.push_error_scope(wgpu::ErrorFilter::Internal);
+        self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let r = f();
+        let mut errs = vec![];
+        for _ in 0..3 {
+            if let Some(e) = block_on(self.device.pop_error_scope()) {
+                errs.push(e.to_string());
+            }
+        }
+        self.take_pending()?;
+        if errs.is_empty() {
+            Ok(r)
+        } else {
+            Err(errs.join("; "))
+        }
+    }
+
+    /// Wait until all submitted work has finished.
+    pub fn synchronize(&self) -> WgResult<()> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| format!("wgpu poll: {e}"))?;
+        self.take_pending()
+    }
+
+    /// A zero-filled buffer of `bytes` bytes (rounded up to a multiple of 4).
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> WgResult<WgpuMem> {
+        let padded = bytes.div_ceil(4).max(1) * 4;
+        if padded as u64 > self.limits.max_buffer_size || padded as u64 > self.limits.max_storage_buffer_binding_size as u64 {
+            return Err(format!(
+                "a buffer of {bytes} bytes exceeds the adapter's limits (max_buffer_size {}, max_storage_buffer_binding_size {})",
+                self.limits.max_buffer_size, self.limits.max_storage_buffer_binding_size
+            ));
+        }
+        let buf = self.scoped(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: padded as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        Ok(WgpuMem { buf, bytes, dev: self.clone() })
+    }
+
+    /// Compile a kernel: shader module, explicit layouts, pipeline.
+    pub fn load(&self, k: &WgslKernel) -> WgResult<WgpuPipeline> {
+        let mut entries = vec![];
+        let mut uniform_size = 0;
+        for b in &k.bindings {
+            if b.group != 0 {
+                return Err(format!("binding group {} (only group 0 is supported)", b.group));
+            }
+            let ty = match &b.kind {
+                BindingKind::Storage { read_only, .. } => wgpu::BufferBindingType::Storage { read_only: *read_only },
+                BindingKind::Uniform { size, .. } => {
+                    uniform_size = *size;
+                    wgpu::BufferBindingType::Uniform
+                }
+            };
+            entries.push(wgpu::BindGroupLayoutEntry {
+                binding: b.binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer { ty, has_dynamic_offset: false, min_binding_size: None },
+                count: None,
+            });
+        }
+        let nstorage = k.bindings.iter().filter(|b| matches!(b.kind, BindingKind::Storage { .. })).count() as u32;
+        if nstorage > self.limits.max_storage_buffers_per_shader_stage {
+            return Err(format!(
+                "{nstorage} pointer parameters, more than the {} storage buffers per shader stage this adapter allows",
+                self.limits.max_storage_buffers_per_shader_stage
+            ));
+        }
+        let (layout, pipeline) = self.scoped(|| {
+            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&k.entry),
+                source: wgpu::ShaderSource::Wgsl(k.text.as_str().into()),
+            });
+            let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
+            let pl = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: None,
+                bind_group_layouts: &[&layout],
+                push_constant_ranges: &[],
+            });
+            let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&k.entry),
+                layout: Some(&pl),
+                module: &module,
+                entry_point: Some(&k.entry),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            (layout, pipeline)
+        })?;
+        Ok(WgpuPipeline { pipeline, layout, bindings: k.bindings.clone(), uniform_size })
+    }
+
+    /// Dispatch `grid` workgroups. `buffers[i]` is bound to pointer
+    /// parameter `i`'s binding (None for scalar parameters); `uniform` is the
+    /// packed scalar block (ignored when the kernel has no scalars).
+    pub fn dispatch(&self, p: &WgpuPipeline, grid: [u32; 3], buffers: &[Option<&WgpuMem>], uniform: &[u8]) -> WgResult<()> {
+        let maxd = self.limits.max_compute_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > maxd) {
+            return Err(format!("grid {grid:?} exceeds the adapter's {maxd} workgroups per dimension"));
+        }
+        self.scoped(|| {
+            let ubuf = (p.uniform_size > 0).then(|| {
+                let mut data = uniform.to_vec();
+                data.resize(p.uniform_size as usize, 0);
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: p.uniform_size as u64,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: true,
+                });
+                b.slice(..).get_mapped_range_mut().copy_from_slice(&data);
+                b.unmap();
+                b
+            });
+            let mut entries = vec![];
+            for b in &p.bindings {
+                let resource = match &b.kind {
+                    BindingKind::Storage { param, .. } => match buffers.get(*param as usize).copied().flatten() {
+                        Some(m) => m.buf.as_entire_binding(),
+                        None => return Err(format!("no buffer for pointer parameter {param}")),
+                    },
+                    BindingKind::Uniform { .. } => ubuf.as_ref().expect("uniform buffer").as_entire_binding(),
+                };
+                entries.push(wgpu::BindGroupEntry { binding: b.binding, resource });
+            }
+            let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &p.layout, entries: &entries });
+            let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                pass.set_pipeline(&p.pipeline);
+                pass.set_bind_group(0, &bg, &[]);
+                pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+            }
+            self.queue.submit([enc.finish()]);
+            Ok(())
+        })?
+    }
+}
+
+/// A compiled kernel.
+#[derive(Debug)]
+pub struct WgpuPipeline {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+    bindings: Vec<BindingAbi>,
+    uniform_size: u32,
+}
+
+/// Device memory: `bytes` meaningful bytes in a buffer padded to 4.
+#[derive(Debug)]
+pub struct WgpuMem {
+    pub buf: wgpu::Buffer,
+    pub bytes: usize,
+    dev: Arc<WgpuDevice>,
+}
+
+impl WgpuMem {
+    /// Overwrite the first `data.len()` bytes (ordered after queued work).
+    pub fn htod(&self, data: &[u8]) -> WgResult<()> {
+        if data.len() > self.bytes {
+            return Err(format!("upload of {} bytes into a buffer of {}", data.len(), self.bytes));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut v = data.to_vec();
+        if v.len() % 4 != 0 {
+            // keep the padding bytes of the last word as they are
+            if data.len() == self.bytes {
+                v.resize(data.len().div_ceil(4) * 4, 0);
+            } else {
+                return Err("partial uploads must be a multiple of 4 bytes".into());
+            }
+        }
+        self.dev.scoped(|| self.dev.queue.write_buffer(&self.buf, 0, &v))
+    }
+
+    /// Copy the contents back to the host (waits for queued work).
+    pub fn dtoh(&self) -> WgResult<Vec<u8>> {
+        let d = &self.dev;
+        let size = self.buf.size();
+        let staging = d.scoped(|| {
+            let staging = d.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut enc = d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            enc.copy_buffer_to_buffer(&self.buf, 0, &staging, 0, size);
+            d.queue.submit([enc.finish()]);
+            staging
+        })?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        d.synchronize()?;
+        rx.recv().map_err(|_| "wgpu map callback dropped".to_string())?.map_err(|e| format!("wgpu map_async: {e}"))?;
+        let out = staging.slice(..).get_mapped_range()[..self.bytes].to_vec();
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Device-to-device copy of the whole buffer (equal sizes).
+    pub fn copy_from(&self, src: &WgpuMem) -> WgResult<()> {
+        if src.buf.size() != self.buf.size() {
+            return Err("copy between buffers of different sizes".into());
+        }
+        let d = &self.dev;
+        d.scoped(|| {
+            let mut enc = d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            enc.copy_buffer_to_buffer(&src.buf, 0, &self.buf, 0, self.buf.size());
+            d.queue.submit([enc.finish()]);
+        })
+    }
+
+    pub fn device(&self) -> &Arc<WgpuDevice> {
+        &self.dev
+    }
+}
