@@ -14,3 +14,25 @@ pub mod wgsl;
 pub mod cuda;
 #[cfg(feature = "wgpu")]
 pub mod wgpu_rt;
+
+/// A kernel a backend cannot (yet) compile, or a configuration that cannot
+/// fit; always names the kernel and, where known, the source line. Shared by
+/// the PTX and WGSL emitters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmitError {
+    pub kernel: String,
+    pub line: u32,
+    pub msg: String,
+}
+
+impl std::fmt::Display for EmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line > 0 {
+            write!(f, "kernel `{}` line {}: {}", self.kernel, self.line, self.msg)
+        } else {
+            write!(f, "kernel `{}`: {}", self.kernel, self.msg)
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}

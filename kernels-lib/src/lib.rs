@@ -11,6 +11,24 @@ pub mod softmax;
 pub use norm::{layer_norm, rms_norm};
 pub use softmax::softmax;
 
+/// The library's row kernels (dtype parameter `T`, one constexpr `BLOCK`)
+/// with the block sizes their host APIs launch — for tools and tests that
+/// compile every library kernel (PTX assembly, WGSL validation).
+pub fn row_kernels() -> Vec<(&'static ferrotile::ir::Kernel, Vec<i64>)> {
+    use norm::*;
+    use softmax::*;
+    let single = vec![16, 128, 1024, 4096, 16384];
+    let looped = vec![1024, 2048, 4096];
+    vec![
+        (softmax_row::ir(), single.clone()),
+        (softmax_looped::ir(), looped.clone()),
+        (layer_norm_row::ir(), single.clone()),
+        (layer_norm_looped::ir(), looped.clone()),
+        (rms_norm_row::ir(), single),
+        (rms_norm_looped::ir(), looped),
+    ]
+}
+
 /// Errors of the library's host APIs.
 #[derive(Debug)]
 pub enum LibError {

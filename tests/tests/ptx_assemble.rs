@@ -4,23 +4,10 @@
 //! Without ptxas (see scripts/install-ptxas.sh) it reports
 //! "skipped: no ptxas" — loudly, never silently passing.
 
-use ferrotile::ir::{specialize, DType, Kernel};
+use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 
-fn library() -> Vec<(&'static Kernel, Vec<i64>)> {
-    use ferrotile_kernels::norm::*;
-    use ferrotile_kernels::softmax::*;
-    let blocks = vec![16, 128, 1024, 4096, 16384];
-    vec![
-        (softmax_row::ir(), blocks.clone()),
-        (softmax_looped::ir(), vec![1024, 4096]),
-        (layer_norm_row::ir(), blocks.clone()),
-        (layer_norm_looped::ir(), vec![1024, 4096]),
-        (rms_norm_row::ir(), blocks.clone()),
-        (rms_norm_looped::ir(), vec![1024, 4096]),
-    ]
-}
 
 #[test]
 fn library_kernels_assemble_for_sm80_and_sm90() {
@@ -33,7 +20,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
     };
     let mut failures = vec![];
     println!("{:<20} {:<5} {:>6} {:>5} {:>4} {:>5} {:>7} {:>7}", "kernel", "dtype", "BLOCK", "warps", "sm", "regs", "spill", "smem");
-    for (k, blocks) in library() {
+    for (k, blocks) in ferrotile_kernels::row_kernels() {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             for &b in &blocks {
                 let spec = specialize(k, &[b], &[dt]).unwrap();

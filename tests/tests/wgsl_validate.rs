@@ -52,25 +52,12 @@ fn check_with(k: &Kernel, what: &str, t: &mut Tally, variants: &[WgslOptions]) {
     }
 }
 
-fn library() -> Vec<(&'static Kernel, Vec<i64>)> {
-    use ferrotile_kernels::norm::*;
-    use ferrotile_kernels::softmax::*;
-    let blocks = vec![16, 128, 1024, 4096, 16384];
-    vec![
-        (softmax_row::ir(), blocks.clone()),
-        (softmax_looped::ir(), vec![1024, 4096]),
-        (layer_norm_row::ir(), blocks.clone()),
-        (layer_norm_looped::ir(), vec![1024, 4096]),
-        (rms_norm_row::ir(), blocks.clone()),
-        (rms_norm_looped::ir(), vec![1024, 4096]),
-    ]
-}
 
 #[test]
 fn library_kernels_validate() {
     let mut t = Tally::default();
     let mut n = 0;
-    for (k, blocks) in library() {
+    for (k, blocks) in ferrotile_kernels::row_kernels() {
         for dt in [DType::F32, DType::F16, DType::BF16] {
             for &b in &blocks {
                 let spec = specialize(k, &[b], &[dt]).unwrap();

@@ -1570,23 +1570,30 @@ impl<'k> Em<'k> {
             let lin = if shape.is_empty() { "0".to_string() } else { self.lin(shape, r) };
             let a = self.reg(Cls::R);
             self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
-            match c {
-                Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
-                Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
-                Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
-                Cls::H => {
-                    let t = self.reg(Cls::R);
-                    self.l(format!("cvt.u32.u16 {t}, {v};"));
-                    self.l(format!("st.shared.b32 [{a}], {t};"));
-                }
-                Cls::P => {
-                    let t = self.reg(Cls::R);
-                    self.l(format!("selp.b32 {t}, 1, 0, {v};"));
-                    self.l(format!("st.shared.b32 [{a}], {t};"));
-                }
-            }
+            self.st_shared(c, &a, v);
         }
         sz
+    }
+
+    /// Store one register to shared memory at address `a`: 64-bit values in
+    /// 8 bytes, everything else widened to a 32-bit slot (the inverse of
+    /// [`Self::from_smem_addr`]).
+    fn st_shared(&mut self, c: Cls, a: &str, v: &str) {
+        match c {
+            Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
+            Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
+            Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
+            Cls::H => {
+                let t = self.reg(Cls::R);
+                self.l(format!("cvt.u32.u16 {t}, {v};"));
+                self.l(format!("st.shared.b32 [{a}], {t};"));
+            }
+            Cls::P => {
+                let t = self.reg(Cls::R);
+                self.l(format!("selp.b32 {t}, 1, 0, {v};"));
+                self.l(format!("st.shared.b32 [{a}], {t};"));
+            }
+        }
     }
 
     fn from_smem_addr(&mut self, c: Cls, a: &str) -> String {
@@ -1947,22 +1954,7 @@ impl<'k> Em<'k> {
                 od += 1;
             }
             self.l(format!("add.u32 {a}, {a}, {base};"));
-            let v = &finals[gi];
-            match rc {
-                Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
-                Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
-                Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
-                Cls::H => {
-                    let t = self.reg(Cls::R);
-                    self.l(format!("cvt.u32.u16 {t}, {v};"));
-                    self.l(format!("st.shared.b32 [{a}], {t};"));
-                }
-                Cls::P => {
-                    let t = self.reg(Cls::R);
-                    self.l(format!("selp.b32 {t}, 1, 0, {v};"));
-                    self.l(format!("st.shared.b32 [{a}], {t};"));
-                }
-            }
+            self.st_shared(rc, &a, &finals[gi]);
         }
         self.bar();
         let m = self.layout(&out_shape).bl.regs();

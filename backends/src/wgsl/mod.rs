@@ -24,25 +24,4 @@ pub mod validate;
 
 pub use emit::{emit, BindingAbi, BindingKind, UniformField, WgslKernel, WgslOptions};
 
-/// A kernel the WGSL backend cannot compile (an unsupported dtype such as
-/// i64, an op it does not handle), or a configuration that cannot fit (the
-/// workgroup-storage limit); always names the kernel and, where known, the
-/// source line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EmitError {
-    pub kernel: String,
-    pub line: u32,
-    pub msg: String,
-}
-
-impl std::fmt::Display for EmitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.line > 0 {
-            write!(f, "kernel `{}` line {}: {}", self.kernel, self.line, self.msg)
-        } else {
-            write!(f, "kernel `{}`: {}", self.kernel, self.msg)
-        }
-    }
-}
-
-impl std::error::Error for EmitError {}
+pub use crate::EmitError;
