@@ -20,6 +20,14 @@
 //!
 //! All work goes to the device's one queue, so dispatches and copies are
 //! ordered; `synchronize` waits for them.
+//!
+//! Timing: between [`WgpuDevice::begin_timing`] and
+//! [`WgpuDevice::end_timing`] every dispatch (and, where the adapter has
+//! TIMESTAMP_QUERY_INSIDE_ENCODERS, every buffer copy) is bracketed by GPU
+//! timestamps; `end_timing` returns the sum of those intervals — device time
+//! of the work itself, without the host's submission gaps. Where some
+//! operation could not be timestamped it returns `None` and callers fall
+//! back to wall-clock time.
 
 use crate::wgsl::{BindingAbi, BindingKind, WgslKernel, WgslOptions};
 use std::sync::{Arc, Mutex};
@@ -39,6 +47,18 @@ pub struct WgpuDevice {
     /// Error scopes are a per-device stack in wgpu 27: calls from several
     /// threads take turns so that each error reaches the call that caused it.
     scope_lock: Mutex<()>,
+    /// TIMESTAMP_QUERY (dispatches) and TIMESTAMP_QUERY_INSIDE_ENCODERS
+    /// (copies) were granted.
+    timestamps: bool,
+    encoder_timestamps: bool,
+    timing: Mutex<Option<Timing>>,
+}
+
+/// Timestamp read-backs of the operations queued since `begin_timing`.
+#[derive(Default)]
+struct Timing {
+    reads: Vec<wgpu::Buffer>,
+    untimed: usize,
 }
 
 impl std::fmt::Debug for WgpuDevice {
@@ -95,8 +115,13 @@ impl WgpuDevice {
         if subgroups {
             required_features |= wgpu::Features::SUBGROUP;
         }
-        if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+        let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY);
+        let encoder_timestamps = timestamps && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+        if timestamps {
             required_features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        if encoder_timestamps {
+            required_features |= wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         }
         let (device, queue) = block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("ferrotile"),
@@ -129,7 +154,18 @@ impl WgpuDevice {
             shader_f16: false,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
         };
-        Ok(Arc::new(WgpuDevice { device, queue, info, limits, base_options, pending, scope_lock: Mutex::new(()) }))
+        Ok(Arc::new(WgpuDevice {
+            device,
+            queue,
+            info,
+            limits,
+            base_options,
+            pending,
+            scope_lock: Mutex::new(()),
+            timestamps,
+            encoder_timestamps,
+            timing: Mutex::new(None),
+        }))
     }
 
     /// Adapter name and backend, e.g. "llvmpipe (LLVM 15.0.7, 256 bits) (Vulkan)".
@@ -165,6 +201,79 @@ impl WgpuDevice {
         } else {
             Err(errs.join("; "))
         }
+    }
+
+    /// Whether dispatches and copies can both be timestamped.
+    pub fn full_timestamps(&self) -> bool {
+        self.encoder_timestamps
+    }
+
+    /// Start bracketing queued work with GPU timestamps. Returns false
+    /// (and times nothing) when the adapter has no timestamp queries.
+    pub fn begin_timing(&self) -> bool {
+        if self.timestamps {
+            *self.timing.lock().unwrap_or_else(|x| x.into_inner()) = Some(Timing::default());
+        }
+        self.timestamps
+    }
+
+    /// Milliseconds of device time of the dispatches and copies queued since
+    /// `begin_timing` (waits for them), or `None` when timing was not
+    /// started or some operation could not be timestamped.
+    pub fn end_timing(&self) -> WgResult<Option<f64>> {
+        let Some(t) = self.timing.lock().unwrap_or_else(|x| x.into_inner()).take() else {
+            return Ok(None);
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for (i, b) in t.reads.iter().enumerate() {
+            let tx = tx.clone();
+            b.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send((i, r));
+            });
+        }
+        drop(tx);
+        self.synchronize()?;
+        let mut ticks = 0u64;
+        for (i, r) in rx.iter() {
+            r.map_err(|e| format!("wgpu map_async (timestamps): {e}"))?;
+            let b = &t.reads[i];
+            let v = b.slice(..).get_mapped_range();
+            let begin = u64::from_le_bytes(v[0..8].try_into().unwrap());
+            let end = u64::from_le_bytes(v[8..16].try_into().unwrap());
+            ticks += end.saturating_sub(begin);
+            drop(v);
+            b.unmap();
+        }
+        if t.untimed > 0 {
+            return Ok(None);
+        }
+        Ok(Some(ticks as f64 * self.queue.get_timestamp_period() as f64 * 1e-6))
+    }
+
+    /// When timing is on: a two-entry query set and the buffer its resolved
+    /// values are read back from (the caller resolves and copies).
+    fn timing_slot(&self, can_time: bool) -> Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)> {
+        let mut g = self.timing.lock().unwrap_or_else(|x| x.into_inner());
+        let t = g.as_mut()?;
+        if !can_time {
+            t.untimed += 1;
+            return None;
+        }
+        let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
+        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 16,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        t.reads.push(read.clone());
+        Some((qs, resolve, read))
     }
 
     /// Wait until all submitted work has finished.
@@ -281,11 +390,21 @@ impl WgpuDevice {
             }
             let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &p.layout, entries: &entries });
             let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            let slot = self.timing_slot(true);
             {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                let timestamp_writes = slot.as_ref().map(|(qs, ..)| wgpu::ComputePassTimestampWrites {
+                    query_set: qs,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                });
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
                 pass.set_pipeline(&p.pipeline);
                 pass.set_bind_group(0, &bg, &[]);
                 pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+            }
+            if let Some((qs, resolve, read)) = &slot {
+                enc.resolve_query_set(qs, 0..2, resolve, 0);
+                enc.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
             }
             self.queue.submit([enc.finish()]);
             Ok(())
@@ -366,7 +485,16 @@ impl WgpuMem {
         let d = &self.dev;
         d.scoped(|| {
             let mut enc = d.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            let slot = d.timing_slot(d.encoder_timestamps);
+            if let Some((qs, ..)) = &slot {
+                enc.write_timestamp(qs, 0);
+            }
             enc.copy_buffer_to_buffer(&src.buf, 0, &self.buf, 0, self.buf.size());
+            if let Some((qs, resolve, read)) = &slot {
+                enc.write_timestamp(qs, 1);
+                enc.resolve_query_set(qs, 0..2, resolve, 0);
+                enc.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+            }
             d.queue.submit([enc.finish()]);
         })
     }

@@ -1466,6 +1466,10 @@ impl<'k> Em<'k> {
                         BinOp::Sub => format!("{x} - {y}"),
                         BinOp::Mul => format!("{x} * {y}"),
                         BinOp::Div => format!("{x} / {y}"),
+                        // Signed `%` as x - (x / y)·y (0 for y == 0, like
+                        // WGSL's `%`): NVIDIA's Vulkan driver returned the
+                        // dividend for 81 % -9 through naga's `%` lowering.
+                        BinOp::Rem if w == W::I => format!("select({x} - ({x} / {y}) * {y}, 0i, {y} == 0i)"),
                         BinOp::Rem => format!("{x} % {y}"),
                         BinOp::And => format!("{x} & {y}"),
                         BinOp::Or => format!("{x} | {y}"),

@@ -153,9 +153,12 @@ impl Device {
         Ok(())
     }
 
-    /// Time `f` on this device: CUDA events around it on a GPU (device
-    /// time of the work `f` queues), wall-clock time on the CPU and on wgpu
-    /// (where the device is drained before and after `f`). Milliseconds.
+    /// Time `f` on this device, in milliseconds: CUDA events around it on
+    /// CUDA (device time of the work `f` queues, gaps included); on wgpu the
+    /// sum of the GPU-timestamped intervals of each dispatch and copy `f`
+    /// queues (device time without submission gaps), or wall-clock time with
+    /// the device drained before and after where the adapter has no
+    /// timestamp queries; wall-clock time on the CPU.
     pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f64> {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {
@@ -167,16 +170,45 @@ impl Device {
             return a.elapsed_ms(&b).map(|x| x as f64).map_err(be);
         }
         #[cfg(feature = "wgpu")]
-        if self.wgpu.is_some() {
+        if let Some(w) = &self.wgpu {
+            let be = |m: String| Error::Backend { kernel: String::new(), msg: m };
             self.synchronize()?;
+            w.begin_timing();
             let t = std::time::Instant::now();
-            f()?;
-            self.synchronize()?;
-            return Ok(t.elapsed().as_secs_f64() * 1e3);
+            let r = f();
+            let stamped = w.end_timing().map_err(be)?;
+            let wall = t.elapsed().as_secs_f64() * 1e3;
+            r?;
+            return Ok(stamped.unwrap_or(wall));
         }
         let t = std::time::Instant::now();
         f()?;
         Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// How [`Device::time_ms`] measures on this device: "cuda events",
+    /// "gpu timestamps", "gpu timestamps (kernels only)" (the adapter cannot
+    /// timestamp copies, which are then timed by the wall clock) or "wall clock".
+    pub fn timing_method(&self) -> &'static str {
+        #[cfg(feature = "cuda")]
+        if self.cuda.is_some() {
+            return "cuda events";
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(w) = &self.wgpu {
+            return match (w.begin_timing(), w.full_timestamps()) {
+                (false, _) => "wall clock",
+                (true, full) => {
+                    let _ = w.end_timing();
+                    if full {
+                        "gpu timestamps"
+                    } else {
+                        "gpu timestamps (kernels only)"
+                    }
+                }
+            };
+        }
+        "wall clock"
     }
 
     /// Median bandwidth of a device-to-device copy of `bytes` bytes (GB/s,
