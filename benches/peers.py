@@ -7,7 +7,11 @@ buffer copies so repetitions miss L2, batches of 10 calls replayed from a
 CUDA graph and timed with CUDA events (device time, no Python overhead),
 median over batches, device-copy bandwidth measured in the same process.
 
-usage: peers.py [--quick] [--json FILE]
+`--gemm`: cuBLAS through torch.matmul on the shapes of `bench --gemm`
+(bf16/f16 4096^3, 8192^3, 16x8192x8192; f32 4096^3 with TF32 allowed and
+exact), same timing, TFLOP/s.
+
+usage: peers.py [--quick] [--json FILE] [--gemm]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -56,8 +60,31 @@ def copy_bw(nbytes=1 << 30):
     ms = timeit(lambda i: y.copy_(x), 1, 40, graph=False)
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
+def gemm_peers(out, quick):
+    reps = 10 if quick else 30
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192)]
+    cases = [(m, n, k, d) for (m, n, k) in shapes for d in ("bf16", "f16")] + [(4096, 4096, 4096, "tf32"), (4096, 4096, 4096, "f32")]
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  cuBLAS via torch.matmul")
+    res = []
+    for (m, n, k, d) in cases:
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16}.get(d, torch.float32)
+        torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
+        a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
+        c = torch.empty(m, n, device="cuda", dtype=dt)
+        ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, reps)
+        tf = 2 * m * n * k / (ms * 1e-3) / 1e12
+        res.append(dict(impl="cublas", kernel="gemm", dtype=d, m=m, n=n, k=k, ms=ms, tflops=tf))
+        print(f"cublas {d:<5} {m}x{n}x{k:<6} {ms*1e3:10.1f} us {tf:8.1f} TFLOP/s", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if out:
+        with open(out, "w") as fh:
+            for x in res:
+                fh.write(json.dumps(x) + "\n")
+
 def main():
     quick = "--quick" in sys.argv
+    if "--gemm" in sys.argv:
+        return gemm_peers(sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None, quick)
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     reps = 10 if quick else 50
     shapes = [(4096, 4096)] if quick else [(16384, 1024), (16384, 4096), (4096, 16384), (1024, 262144)]

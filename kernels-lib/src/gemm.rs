@@ -8,9 +8,10 @@
 //! the output dtype) is fused; constexpr flags fold away what is not used.
 //!
 //! Backends: the CPU interpreter (reference: f32 accumulation, tf32 rounding
-//! when asked) and the PTX backend, where `dot` currently lowers to an FMA
-//! loop over shared memory — correct, not yet tensor-core fast (see the GEMM
-//! issue).
+//! when asked); the PTX backend, where `dot` of f16/bf16 (and f32 with
+//! tf32) runs on tensor cores with `mma.sync` and exact f32 on an FMA loop;
+//! WGSL (FMA loop). On GPUs the tile configuration is autotuned per size
+//! bucket ([`gemm_candidates`]); `GemmOptions::config` forces one.
 
 use crate::LibError;
 use ferrotile::prelude::*;
@@ -183,7 +184,74 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     if [m, n, k].iter().any(|&x| x > i32::MAX as usize) || batch > 65535 {
         return Err(LibError::Shape(format!("gemm: {m}×{n}×{k} (batch {batch}) exceeds the 32-bit / grid limits")));
     }
-    let cfg = opts.config.unwrap_or_else(|| GemmConfig::default_for(m, n));
+    if let Some(cfg) = opts.config {
+        return launch_gemm(dev, a, b, c, m, n, k, opts, cfg);
+    }
+    // GPUs: the autotuner picks the tile configuration per (dtype, precision,
+    // layouts, size bucket) on problems large enough for timings to mean
+    // something; small problems and the CPU use the heuristic.
+    if dev.kind() == ferrotile::DeviceKind::Cpu || (m as u64) * (n as u64) * (k as u64) < (1 << 27) {
+        return launch_gemm(dev, a, b, c, m, n, k, opts, GemmConfig::default_for(m, n));
+    }
+    let b2 = |x: usize| x.max(1).next_power_of_two();
+    let key = format!(
+        "{}>{}{}|{:?}{:?}|m<={}|n<={}|k<={}|batch<={}",
+        T::DTYPE,
+        U::DTYPE,
+        if opts.tf32 { "|tf32" } else { "" },
+        opts.a_layout,
+        opts.b_layout,
+        b2(m),
+        b2(n),
+        b2(k),
+        b2(batch)
+    );
+    let tuner = gemm_tuner();
+    tuner.run(dev, &key, |tc| {
+        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps };
+        launch_gemm(dev, a, b, c, m, n, k, opts, cfg).map_err(crate::lib_to_launch)
+    })?;
+    Ok(())
+}
+
+/// The GEMM autotuner's candidates: large square tiles for big problems
+/// (tensor-core friendly: each warp owns whole 16×8 tiles), narrow-M tiles
+/// for skinny (decode) shapes, and the small default.
+pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
+    let c = |bm: i64, bn: i64, bk: i64, w: u32| ferrotile::TuneConfig::new(w).with("BM", bm).with("BN", bn).with("BK", bk).with("GROUP_M", 8);
+    vec![
+        c(128, 128, 32, 4),
+        c(128, 128, 32, 8),
+        c(128, 256, 32, 8),
+        c(256, 128, 32, 8),
+        c(128, 128, 64, 8),
+        c(64, 128, 32, 4),
+        c(128, 64, 32, 4),
+        c(64, 64, 32, 4),
+        c(16, 64, 128, 4),
+        c(16, 128, 64, 4),
+        c(32, 64, 64, 4),
+    ]
+}
+
+fn gemm_tuner() -> &'static ferrotile::Autotuner {
+    static T: std::sync::OnceLock<ferrotile::Autotuner> = std::sync::OnceLock::new();
+    T.get_or_init(|| ferrotile::Autotuner::new("gemm", gemm_candidates()).reps(5))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_gemm<T: FloatElement, U: FloatElement>(
+    dev: &Device,
+    a: &Buffer<T>,
+    b: &Buffer<T>,
+    c: &mut Buffer<U>,
+    m: usize,
+    n: usize,
+    k: usize,
+    opts: &GemmOptions<'_, U>,
+    cfg: GemmConfig,
+) -> Result<(), LibError> {
+    let batch = opts.batch;
     for (name, v) in [("bm", cfg.bm), ("bn", cfg.bn), ("bk", cfg.bk)] {
         if v < 16 || !v.is_power_of_two() {
             return Err(LibError::Config(format!("gemm: {name} = {v} must be a power of two ≥ 16")));

@@ -27,7 +27,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()] };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], mma: true };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -81,13 +81,22 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
         (DType::BF16, DType::BF16, [64, 64, 32, 8, 2, 1, 0]),
         (DType::F16, DType::F32, [32, 64, 16, 4, 0, 0, 0]),
         (DType::BF16, DType::F32, [16, 16, 16, 1, 1, 0, 0]),
+        // tensor-core configurations (mma.sync)
+        (DType::BF16, DType::BF16, [128, 128, 32, 8, 0, 0, 0]),
+        (DType::F16, DType::F16, [128, 128, 64, 8, 0, 1, 0]),
+        (DType::F32, DType::F32, [128, 128, 32, 8, 0, 0, 1]),
     ];
     for (t, u, cx) in cases {
         let spec = specialize(k, cx, &[*t, *u]).unwrap();
         for sm in [80, 90] {
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()] };
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], mma: true };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
+                // every configuration above has f16/bf16 inputs or tf32 and
+                // whole 16x8 tiles per warp: its dot must run on tensor cores
+                Ok(p) if (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && !p.text.contains("mma.sync") => {
+                    failures.push(format!("gemm {t}->{u} {cx:?}: dot did not take the mma.sync path"))
+                }
                 Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
                     Ok(r) => println!("gemm {t}->{u} {cx:?} sm_{sm}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
                     Err(log) => failures.push(format!("ptxas gemm {t}->{u} {cx:?} sm_{sm}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),

@@ -26,6 +26,8 @@ pub struct PtxOptions {
     pub num_warps: u32,
     /// Per kernel parameter: integer scalar known divisible by 16.
     pub arg_div16: Vec<bool>,
+    /// Run eligible `dot`s on tensor cores (`mma.sync`); false: FMA loops.
+    pub mma: bool,
 }
 
 /// How the host passes each parameter.
@@ -134,6 +136,17 @@ struct Em<'k> {
     /// 16-bit register → the f32 register it was rounded from: lets a pair
     /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
     h_from_f32: HashMap<String, String>,
+    /// Defining op of every value (for rematerialization).
+    defs: HashMap<V, &'k Op>,
+    /// Memo of [`Em::remat_cost`].
+    remat_costs: HashMap<V, Option<u32>>,
+    /// Rematerialized (value, index registers) → register, one map per
+    /// enclosing block (a value computed inside a branch or loop body is
+    /// not visible after it).
+    remat: Vec<HashMap<(V, Vec<String>), String>>,
+    zero: Option<String>,
+    /// Layouts chosen for this kernel's shapes ([`super::assign`]).
+    plan: super::assign::Plan,
 }
 
 pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
@@ -178,7 +191,17 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
+        defs: HashMap::new(),
+        remat_costs: HashMap::new(),
+        remat: vec![],
+        zero: None,
+        plan: super::assign::plan(k, o.num_warps, o.mma),
     };
+    k.walk(&mut |op| {
+        for r in &op.results {
+            em.defs.insert(*r, op);
+        }
+    });
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
     em.warp = em.reg(Cls::R);
@@ -254,7 +277,7 @@ impl<'k> Em<'k> {
         if let Some(l) = self.layouts.get(shape) {
             return l.clone();
         }
-        let bl = Blocked::canonical(shape, self.o.num_warps, self.vec);
+        let bl = self.plan.layout(shape, self.o.num_warps, self.vec);
         let mut thread = vec![];
         for d in 0..bl.rank() {
             let t = self.reg(Cls::R);
@@ -376,11 +399,134 @@ impl<'k> Em<'k> {
     // ------------------------------------------------------------ blocks
 
     fn block(&mut self, b: &Block) -> R<()> {
+        self.remat.push(HashMap::new());
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
+        self.remat.pop();
         Ok(())
+    }
+
+    // ------------------------------------------------- rematerialization
+
+    /// Ops needed to recompute tile `v` from its element index and scalars,
+    /// if it is such a function (aranges, splats, broadcasts, expand_dims
+    /// and elementwise ops over them); `None` for anything that reads
+    /// memory, reduces, or is carried by a loop.
+    fn remat_cost(&mut self, v: V) -> Option<u32> {
+        if self.k.ty(v).shape().is_empty() {
+            return Some(0);
+        }
+        if let Some(c) = self.remat_costs.get(&v) {
+            return *c;
+        }
+        let c = match self.defs.get(&v).map(|op| &op.kind) {
+            Some(OpKind::Arange { .. }) => Some(1),
+            Some(OpKind::Splat { .. }) => Some(0),
+            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.remat_cost(*x),
+            Some(
+                kind @ (OpKind::Binary { .. }
+                | OpKind::Cmp { .. }
+                | OpKind::Unary { .. }
+                | OpKind::Fma { .. }
+                | OpKind::Select { .. }
+                | OpKind::Cast { .. }
+                | OpKind::AddPtr { .. }),
+            ) => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.remat_cost(*u)?)),
+            _ => None,
+        };
+        self.remat_costs.insert(v, c);
+        c
+    }
+
+    /// Registers of tile `res` in its layout, recomputed per element from
+    /// its index when it is cheap to (see [`Em::remat_cost`]): how
+    /// broadcasts and expand_dims of index arithmetic avoid a round trip
+    /// through shared memory.
+    fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
+        const BUDGET: u32 = 16;
+        if !self.remat_cost(res).is_some_and(|c| c <= BUDGET) {
+            return Ok(None);
+        }
+        let shape = self.shape_u32(res);
+        let n = self.nregs(res);
+        let mut out = vec![];
+        for r in 0..n {
+            let idx: Vec<String> = (0..shape.len()).map(|d| self.index(&shape, r, d)).collect();
+            out.push(self.eval_at(res, idx)?);
+        }
+        Ok(Some(out))
+    }
+
+    fn zero_reg(&mut self) -> String {
+        if let Some(z) = &self.zero {
+            return z.clone();
+        }
+        let z = self.reg(Cls::R);
+        let _ = writeln!(self.pro, "\tmov.u32 {z}, 0;");
+        self.zero = Some(z.clone());
+        z
+    }
+
+    /// The element of `v` at index `idx` (u32 registers, one per dim).
+    fn eval_at(&mut self, v: V, idx: Vec<String>) -> R<String> {
+        if self.k.ty(v).shape().is_empty() {
+            return Ok(self.get(v)[0].clone());
+        }
+        let key = (v, idx);
+        if let Some(r) = self.remat.iter().rev().find_map(|m| m.get(&key)) {
+            return Ok(r.clone());
+        }
+        let idx = key.1.clone();
+        let op: &'k Op = self.defs[&v];
+        let r = match &op.kind {
+            OpKind::Arange { start, .. } => {
+                let s = start.known().unwrap();
+                if s == 0 {
+                    idx[0].clone()
+                } else {
+                    let o = self.reg(Cls::R);
+                    self.l(format!("add.s32 {o}, {}, {s};", idx[0]));
+                    o
+                }
+            }
+            OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
+            OpKind::Broadcast { x, .. } => {
+                let src = self.shape_u32(*x);
+                let sidx = (0..src.len()).map(|d| if src[d] == 1 { self.zero_reg() } else { idx[d].clone() }).collect();
+                self.eval_at(*x, sidx)?
+            }
+            OpKind::ExpandDims { x, axis } => {
+                let mut sidx = idx.clone();
+                sidx.remove(*axis as usize);
+                self.eval_at(*x, sidx)?
+            }
+            kind => {
+                let ops = kind.operands();
+                let mut regs = vec![];
+                for u in &ops {
+                    regs.push(self.eval_at(*u, idx.clone())?);
+                }
+                // run the elementwise op on one register per operand
+                let mut saved = vec![];
+                for (u, r) in ops.iter().zip(regs) {
+                    saved.push((*u, self.vals.insert(*u, vec![r])));
+                }
+                let out = self.elementwise(kind);
+                for (u, old) in saved.into_iter().rev() {
+                    match old {
+                        Some(o) => self.vals.insert(u, o),
+                        None => self.vals.remove(&u),
+                    };
+                }
+                out?.swap_remove(0)
+            }
+        };
+        if let Some(m) = self.remat.last_mut() {
+            m.insert(key, r.clone());
+        }
+        Ok(r)
     }
 
     fn yields(&self, b: &Block) -> Vec<V> {
@@ -589,11 +735,21 @@ impl<'k> Em<'k> {
             }
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
+                if let Some(regs) = self.try_remat(v)? {
+                    self.vals.insert(v, regs);
+                    return Ok(());
+                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 Some(self.convert(*x, &src, &dst, &|idx: &[u32]| idx.iter().zip(&src).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect(), v)?)
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
                 let v = res.unwrap();
+                if matches!(op.kind, OpKind::ExpandDims { .. }) {
+                    if let Some(regs) = self.try_remat(v)? {
+                        self.vals.insert(v, regs);
+                        return Ok(());
+                    }
+                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 if src.is_empty() {
                     let n = self.nregs(v);
@@ -615,67 +771,13 @@ impl<'k> Em<'k> {
                     s
                 }, v)?)
             }
-            OpKind::Binary { op: o, a, b } => Some(self.binary(*o, *a, *b)?),
-            OpKind::Cmp { op: o, a, b } => Some(self.cmp(*o, *a, *b)),
-            OpKind::Unary { op: o, x } => Some(self.unary(*o, *x)?),
-            OpKind::Fma { a, b, c } => {
-                let d = self.dtype(*a);
-                let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
-                let mut out = vec![];
-                for i in 0..ra.len() {
-                    let (x, y, z) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d), self.to_f32(&rc[i], d));
-                    let f = self.reg(Cls::F);
-                    self.l(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
-                    out.push(self.from_f32(&f, d));
-                }
-                Some(out)
-            }
-            OpKind::Select { cond, a, b } => {
-                let c = cls_of(self.elem(*a));
-                let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
-                let mut out = vec![];
-                for i in 0..ra.len() {
-                    let d = self.reg(c);
-                    match c {
-                        Cls::P => {
-                            let t = self.reg(Cls::P);
-                            let u = self.reg(Cls::P);
-                            self.l(format!("and.pred {t}, {}, {};", rc[i], ra[i]));
-                            self.l(format!("not.pred {u}, {};", rc[i]));
-                            self.l(format!("and.pred {u}, {u}, {};", rb[i]));
-                            self.l(format!("or.pred {d}, {t}, {u};"));
-                        }
-                        _ => {
-                            let t = match c {
-                                Cls::F => "f32",
-                                Cls::H => "b16",
-                                Cls::R => "b32",
-                                _ => "b64",
-                            };
-                            self.l(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
-                        }
-                    }
-                    out.push(d);
-                }
-                Some(out)
-            }
-            OpKind::Cast { x, to } => Some(self.cast(*x, *to)?),
-            OpKind::AddPtr { ptr, offset } => {
-                let es = self.dtype(*ptr).size_bytes();
-                let od = self.dtype(*offset);
-                let (rp, ro) = (self.get(*ptr), self.get(*offset));
-                let mut out = vec![];
-                for i in 0..rp.len() {
-                    let d = self.reg(Cls::Rd);
-                    match od {
-                        DType::I64 => self.l(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        DType::U32 | DType::U8 => self.l(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        _ => self.l(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
-                    }
-                    out.push(d);
-                }
-                Some(out)
-            }
+            OpKind::Binary { .. }
+            | OpKind::Cmp { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Fma { .. }
+            | OpKind::Select { .. }
+            | OpKind::Cast { .. }
+            | OpKind::AddPtr { .. } => Some(self.elementwise(&op.kind)?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
@@ -825,6 +927,75 @@ impl<'k> Em<'k> {
             self.vals.insert(r, regs);
         }
         Ok(())
+    }
+
+    /// Elementwise ops: register i of the result from register i of each
+    /// operand (operands have the result's shape, hence its layout).
+    fn elementwise(&mut self, kind: &OpKind) -> R<Vec<String>> {
+        Ok(match kind {
+            OpKind::Binary { op: o, a, b } => self.binary(*o, *a, *b)?,
+            OpKind::Cmp { op: o, a, b } => self.cmp(*o, *a, *b),
+            OpKind::Unary { op: o, x } => self.unary(*o, *x)?,
+            OpKind::Fma { a, b, c } => {
+                let d = self.dtype(*a);
+                let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    let (x, y, z) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d), self.to_f32(&rc[i], d));
+                    let f = self.reg(Cls::F);
+                    self.l(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
+                    out.push(self.from_f32(&f, d));
+                }
+                out
+            }
+            OpKind::Select { cond, a, b } => {
+                let c = cls_of(self.elem(*a));
+                let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    let d = self.reg(c);
+                    match c {
+                        Cls::P => {
+                            let t = self.reg(Cls::P);
+                            let u = self.reg(Cls::P);
+                            self.l(format!("and.pred {t}, {}, {};", rc[i], ra[i]));
+                            self.l(format!("not.pred {u}, {};", rc[i]));
+                            self.l(format!("and.pred {u}, {u}, {};", rb[i]));
+                            self.l(format!("or.pred {d}, {t}, {u};"));
+                        }
+                        _ => {
+                            let t = match c {
+                                Cls::F => "f32",
+                                Cls::H => "b16",
+                                Cls::R => "b32",
+                                _ => "b64",
+                            };
+                            self.l(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
+                        }
+                    }
+                    out.push(d);
+                }
+                out
+            }
+            OpKind::Cast { x, to } => self.cast(*x, *to)?,
+            OpKind::AddPtr { ptr, offset } => {
+                let es = self.dtype(*ptr).size_bytes();
+                let od = self.dtype(*offset);
+                let (rp, ro) = (self.get(*ptr), self.get(*offset));
+                let mut out = vec![];
+                for i in 0..rp.len() {
+                    let d = self.reg(Cls::Rd);
+                    match od {
+                        DType::I64 => self.l(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        DType::U32 | DType::U8 => self.l(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        _ => self.l(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                    }
+                    out.push(d);
+                }
+                out
+            }
+            _ => return self.err(format!("not an elementwise op: {kind:?}")),
+        })
     }
 
     fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
@@ -1671,7 +1842,7 @@ impl<'k> Em<'k> {
         let n: u32 = src.iter().product();
         let sz = if c == Cls::Rd { 8 } else { 4 };
         // same layout shape → nothing moves
-        if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && Blocked::canonical(src, self.o.num_warps, self.vec).konst().len() == 1 && n == 1 {
+        if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && self.layout(src).konst.len() == 1 && n == 1 {
             return Ok(regs);
         }
         self.smem_need(n * sz);
@@ -2042,7 +2213,209 @@ impl<'k> Em<'k> {
 
     /// `acc + a @ b` with operands staged in shared memory as f32 (or s32),
     /// one FMA chain per output element in k order (the interpreter's order).
+    /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
+    /// values), as the interpreter's `dot_tf32` does.
+    fn tf32_round(&mut self, f: &str) -> String {
+        let (bits, lsb, r) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::F));
+        self.l(format!("mov.b32 {bits}, {f};"));
+        self.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
+        self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
+        let fin = self.reg(Cls::P);
+        self.l(format!("testp.finite.f32 {fin}, {f};"));
+        self.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
+        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+        self.l(format!("mov.b32 {r}, {bits};"));
+        r
+    }
+
+    /// Store a 2-D tile (registers in the layout of `shape`) to shared
+    /// memory row-major with a row pitch of `ld` bytes, in its own 16- or
+    /// 32-bit format, each thread's runs of consecutive columns packed into
+    /// one vector store.
+    fn stage(&mut self, regs: &[String], shape: &[u32], es: u32, ld: u32, base: &str) {
+        let lay = self.layout(shape);
+        let run = lay.bl.spt[1] as usize;
+        for r0 in (0..regs.len()).step_by(run) {
+            let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {i}, {ld}, {base};"));
+            self.l(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+            let vals = &regs[r0..r0 + run];
+            if es == 2 && run == 1 {
+                self.l(format!("st.shared.b16 [{a}], {};", vals[0]));
+                continue;
+            }
+            let words: Vec<String> = if es == 2 {
+                vals.chunks(2)
+                    .map(|p| {
+                        let w = self.reg(Cls::R);
+                        self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        w
+                    })
+                    .collect()
+            } else {
+                vals.iter()
+                    .map(|v| {
+                        let w = self.reg(Cls::R);
+                        self.l(format!("mov.b32 {w}, {v};"));
+                        w
+                    })
+                    .collect()
+            };
+            for (ci, c) in words.chunks(4).enumerate() {
+                let off = ci * 16;
+                match c.len() {
+                    1 => self.l(format!("st.shared.b32 [{a}+{off}], {};", c[0])),
+                    2 => self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1])),
+                    3 => {
+                        self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1]));
+                        self.l(format!("st.shared.b32 [{a}+{}], {};", off + 8, c[2]));
+                    }
+                    _ => self.l(format!("st.shared.v4.b32 [{a}+{off}], {{{}, {}, {}, {}}};", c[0], c[1], c[2], c[3])),
+                }
+            }
+        }
+    }
+
+    /// `dot` on tensor cores (`mma.sync`): the operands are staged in
+    /// shared memory in their own dtype, rows padded by 16 bytes (32 for
+    /// tf32 B) so that the 8 rows one fragment load touches fall in distinct
+    /// banks; fragments are read with `ldmatrix` (f16/bf16; `.trans` for B)
+    /// or `ld.shared` (tf32), and multiplied into the accumulator registers,
+    /// which the mma layout of the result shape (see `assign`) already holds
+    /// as `m16n8` fragments: the accumulator never moves.
+    fn dot_mma(&mut self, a: V, b: V, acc: V, precision: DotPrecision, g: super::assign::MmaGrid) -> R<Vec<String>> {
+        let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
+        let (m, kk, n) = (sa[0], sa[1], sb[1]);
+        let d = self.dtype(a);
+        let tf32 = d == DType::F32;
+        if tf32 && precision != DotPrecision::Tf32 {
+            return self.err("mma path for an exact f32 dot");
+        }
+        let es = if tf32 { 4 } else { 2 };
+        let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
+        let bytes_a = m * lda;
+        self.smem_need(bytes_a + kk * ldb);
+        let (mut ra, mut rb) = (self.get(a), self.get(b));
+        if tf32 {
+            ra = ra.iter().map(|f| self.tf32_round(f)).collect();
+            rb = rb.iter().map(|f| self.tf32_round(f)).collect();
+        }
+        self.bar();
+        let base = self.smem_base();
+        let base_b = self.reg(Cls::R);
+        self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
+        self.stage(&ra, &sa, es, lda, &base);
+        self.stage(&rb, &sb, es, ldb, &base_b);
+        self.bar();
+        // per-lane fragment offsets (prologue)
+        let (lane, warp) = (self.lane.clone(), self.warp.clone());
+        let (wm, wn) = (g.wm, g.wn);
+        let (wmr, wnr, oa, ob, t) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        let mut p = String::new();
+        let _ = writeln!(p, "\tshr.u32 {wmr}, {warp}, {};\n\tand.b32 {wnr}, {warp}, {};", wn.trailing_zeros(), wn - 1);
+        if tf32 {
+            // a: row lane/4 + 8·warp_m, column lane%4; b: k lane%4, n lane/4 + 8·warp_n
+            let _ = writeln!(p, "\tshr.u32 {oa}, {lane}, 2;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tmul.lo.u32 {oa}, {oa}, {lda};");
+            let _ = writeln!(p, "\tand.b32 {t}, {lane}, 3;\n\tmad.lo.u32 {oa}, {t}, 4, {oa};");
+            let _ = writeln!(p, "\tmul.lo.u32 {ob}, {t}, {ldb};\n\tshr.u32 {t}, {lane}, 2;\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 4, {ob};");
+        } else {
+            // ldmatrix row addresses: lane l feeds row l%8 of matrix l/8
+            // a: matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15)
+            let _ = writeln!(p, "\tand.b32 {oa}, {lane}, 7;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {oa}, {t}, {}, {oa};", 8 * wm);
+            let _ = writeln!(p, "\tmul.lo.u32 {oa}, {oa}, {lda};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {oa}, {t}, 16, {oa};");
+            // b (.trans): matrices (k 0-7 | 8-15) × (n tile j | j+1)
+            let _ = writeln!(p, "\tand.b32 {ob}, {lane}, 7;\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 8, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};");
+            let _ = writeln!(p, "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};", 8 * wn);
+        }
+        self.pro.push_str(&p);
+        let (pa, pb) = (self.reg(Cls::R), self.reg(Cls::R));
+        self.l(format!("add.u32 {pa}, {base}, {oa};"));
+        self.l(format!("add.u32 {pb}, {base_b}, {ob};"));
+        let racc = self.get(acc);
+        let accs: Vec<String> = racc
+            .iter()
+            .map(|v| {
+                let t = self.reg(Cls::F);
+                self.mov(Cls::F, &t, v);
+                t
+            })
+            .collect();
+        let (tm, rn) = (m / (16 * wm), n / (8 * wn));
+        let kstep = if tf32 { 8 } else { 16 };
+        let ty = match d {
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+            _ => "tf32",
+        };
+        for ks in 0..kk / kstep {
+            let mut af = vec![];
+            for i in 0..tm {
+                let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let off = i * 16 * wm * lda + ks * kstep * es;
+                if tf32 {
+                    let h = 8 * wm * lda;
+                    for (q, o) in [0, h, 16, h + 16].iter().enumerate() {
+                        self.l(format!("ld.shared.b32 {}, [{pa}+{}];", r[q], off + o));
+                    }
+                } else {
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{}, {}, {}, {}}}, [{pa}+{off}];", r[0], r[1], r[2], r[3]));
+                }
+                af.push(r);
+            }
+            let mut bf: Vec<Vec<String>> = vec![];
+            let mut j = 0;
+            while j < rn {
+                let off = ks * kstep * ldb + j * 8 * wn * es;
+                if tf32 {
+                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
+                    self.l(format!("ld.shared.b32 {}, [{pb}+{}];", r[1], off + 4 * ldb));
+                    bf.push(r);
+                    j += 1;
+                } else if j + 1 < rn {
+                    let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
+                    bf.push(r[..2].to_vec());
+                    bf.push(r[2..].to_vec());
+                    j += 2;
+                } else {
+                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
+                    bf.push(r);
+                    j += 1;
+                }
+            }
+            for (i, a4) in af.iter().enumerate() {
+                for (j, b2) in bf.iter().enumerate() {
+                    let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn as usize + 2 * j + e].clone();
+                    let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
+                    let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
+                    self.l(format!(
+                        "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                        a4[0],
+                        a4[1],
+                        a4[2],
+                        a4[3],
+                        b2[0],
+                        b2[1],
+                        c0 = c[0],
+                        c1 = c[1],
+                        c2 = c[2],
+                        c3 = c[3]
+                    ));
+                }
+            }
+        }
+        self.bar();
+        Ok(accs)
+    }
+
     fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
+        let out_shape = self.shape_u32(res);
+        if let Some(g) = self.plan.mma(&out_shape) {
+            return self.dot_mma(a, b, acc, precision, g);
+        }
         let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let d = self.dtype(a);
@@ -2056,17 +2429,7 @@ impl<'k> Em<'k> {
                     }
                     let f = em.to_f32(v, d);
                     if precision == DotPrecision::Tf32 {
-                        // round to a 10-bit mantissa, nearest-even (finite values)
-                        let (bits, lsb, r) = (em.reg(Cls::R), em.reg(Cls::R), em.reg(Cls::F));
-                        em.l(format!("mov.b32 {bits}, {f};"));
-                        em.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
-                        em.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
-                        let fin = em.reg(Cls::P);
-                        em.l(format!("testp.finite.f32 {fin}, {f};"));
-                        em.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
-                        em.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
-                        em.l(format!("mov.b32 {r}, {bits};"));
-                        r
+                        em.tf32_round(&f)
                     } else {
                         f
                     }

@@ -80,6 +80,25 @@ impl Blocked {
         Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift }
     }
 
+    /// The `m16n8` mma accumulator layout of an `m × n` tile over a
+    /// `wm × wn` warp grid: thread `lane` of warp `(warp_m, warp_n)` holds
+    /// rows `lane/4 + 8·warp_m + 8·wm·i` and the column pairs
+    /// `2·(lane%4) + {0,1} + 8·warp_n + 8·wn·j`. Rows `i = 2t, 2t+1` form
+    /// the two row halves of one 16×8 instruction tile. Needs
+    /// `m % (16·wm) == 0` and `n % (8·wn) == 0`; warp id = `warp_m·wn + warp_n`.
+    pub fn mma_acc(shape: &[u32], wm: u32, wn: u32) -> Blocked {
+        assert!(shape.len() == 2 && shape[0] % (16 * wm) == 0 && shape[1] % (8 * wn) == 0, "mma layout of {shape:?} over {wm}x{wn} warps");
+        Blocked {
+            shape: shape.to_vec(),
+            spt: vec![1, 2],
+            tpw: vec![8, 4],
+            wpc: vec![wm, wn],
+            reps: vec![shape[0] / (8 * wm), shape[1] / (8 * wn)],
+            lane_shift: vec![2, 0],
+            warp_shift: vec![log2(wn), 0],
+        }
+    }
+
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -148,7 +167,10 @@ mod tests {
     /// Every element is held by at least one (thread, register), and
     /// non-replicated layouts hold each exactly once.
     fn check(shape: &[u32], warps: u32, vec: u32) {
-        let l = Blocked::canonical(shape, warps, vec);
+        check_layout(&Blocked::canonical(shape, warps, vec), warps);
+    }
+
+    fn check_layout(l: &Blocked, warps: u32) {
         let mut seen: HashMap<Vec<u32>, u32> = HashMap::new();
         for t in 0..warps * 32 {
             let (lane, warp) = (t % 32, t / 32);
@@ -166,6 +188,27 @@ mod tests {
         assert_eq!(seen.len() as u32, l.numel(), "{l:?}");
         if !l.any_replication() {
             assert!(seen.values().all(|&c| c == 1), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn mma_layouts_cover_their_shapes_and_match_the_fragments() {
+        for (m, n, wm, wn) in [(16, 8, 1, 1), (64, 64, 2, 2), (128, 128, 2, 2), (128, 256, 2, 4), (32, 64, 1, 4)] {
+            let l = Blocked::mma_acc(&[m, n], wm, wn);
+            check_layout(&l, wm * wn);
+            // register (2t + h, j, e) of lane `lane` in warp (0, 0) is the
+            // fragment element c[2h + e] of instruction tile (t, j)
+            let k = l.konst();
+            let rn = l.reps[1] as usize;
+            for lane in 0..32u32 {
+                for (r, kc) in k.iter().enumerate() {
+                    let (rep0, j, e) = (r / (2 * rn), (r % (2 * rn)) / 2, r % 2);
+                    let row = kc[0] + lane / 4;
+                    let col = kc[1] + 2 * (lane % 4);
+                    assert_eq!(row, lane / 4 + 8 * wm * rep0 as u32);
+                    assert_eq!(col, 2 * (lane % 4) + e as u32 + 8 * wn * j as u32);
+                }
+            }
         }
     }
 

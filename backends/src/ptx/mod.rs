@@ -13,6 +13,7 @@
 //! Output targets `sm_80` or `sm_90` with PTX ISA 8.0 (accepted by driver
 //! 580 and by ptxas 12.x/13.x).
 
+pub mod assign;
 pub mod axis;
 pub mod emit;
 pub mod layout;

@@ -1,5 +1,6 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
-//! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`
+//! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
+//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm]`
 
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -12,6 +13,21 @@ fn main() {
     }
     use ferrotile_kernels::norm::*;
     use ferrotile_kernels::softmax::*;
+    let dt = match a[3].as_str() {
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        _ => DType::F32,
+    };
+    let sm = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(90);
+    if a[1] == "gemm" {
+        let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+        let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
+        let cx = [t[0], t[1], t[2], 8, 0, 0, (a[3] == "tf32") as i64];
+        let spec = specialize(k, &cx, &[dt, dt]).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], mma: true }).unwrap();
+        println!("{}", p.text);
+        return;
+    }
     let k = match a[1].as_str() {
         "softmax_row" => softmax_row::ir(),
         "softmax_looped" => softmax_looped::ir(),
@@ -24,17 +40,11 @@ fn main() {
             std::process::exit(2)
         }
     };
-    let dt = match a[3].as_str() {
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        _ => DType::F32,
-    };
     let spec = specialize(k, &[a[2].parse().unwrap()], &[dt]).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });
     eprintln!("{}", spec.to_text());
-    let sm = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(90);
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()] }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], mma: true }).unwrap();
     println!("{}", p.text);
 }

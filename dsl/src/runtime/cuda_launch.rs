@@ -27,6 +27,13 @@ struct Compiled {
 
 type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, u32);
 
+/// `FERROTILE_MMA=0` keeps every `dot` on the FMA path (for A/B runs); read
+/// once per process, so it cannot disagree with the in-memory cache.
+fn mma_enabled() -> bool {
+    static M: OnceLock<bool> = OnceLock::new();
+    *M.get_or_init(|| std::env::var("FERROTILE_MMA").map_or(true, |v| v != "0"))
+}
+
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
     static C: OnceLock<Mutex<HashMap<Key, Arc<Compiled>>>> = OnceLock::new();
     C.get_or_init(Default::default)
@@ -69,7 +76,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         match hit {
             Some(c) => c,
             None => {
-                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16 };
+                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, mma: mma_enabled() };
                 let pk = ptx_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", pk.text);

@@ -1,0 +1,122 @@
+//! Layout assignment: which distributed layout each tile shape of a kernel
+//! uses.
+//!
+//! Takes a specialized kernel, its warp count and the vector width of its
+//! memory accesses. Produces a [`Plan`]: by default every shape gets the
+//! canonical [`Blocked`] layout; a shape that is the result of `dot`s that
+//! can run on tensor cores (`mma.sync`: f16/bf16 inputs, or f32 inputs with
+//! tf32 precision; every dimension a multiple of the instruction tile times
+//! the warp grid) gets the *mma accumulator layout* instead — a `Blocked`
+//! layout with 2 consecutive columns per thread, 8×4 lanes and the warps in
+//! a grid, which is exactly the register layout of the `m16n8` accumulator
+//! fragments when rows are paired `(r, r + 8·warps_m)`.
+//!
+//! Guarantees: the layout is a function of the shape alone, so every tile of
+//! a shape shares it and elementwise ops, loop-carried values and the
+//! epilogue of a GEMM never move data — the accumulator stays in the
+//! registers `mma` writes across the whole K loop. Ops that need another
+//! layout (loads of the dot operands, reductions) convert as before, and
+//! index arithmetic feeding broadcasts is recomputed in place
+//! (rematerialization, in the emitter) rather than converted.
+//!
+//! Why per shape and not per value: it keeps the emitter's invariant that
+//! operands of elementwise ops share the result's layout without inserting
+//! conversions; the cost is that other tiles of an accumulator's shape (the
+//! output pointers and masks of the epilogue) use it too, which only narrows
+//! their vector width to 2.
+
+use super::layout::Blocked;
+use ferrotile_ir::*;
+use std::collections::HashMap;
+
+/// Warp grid of an mma accumulator: `wm × wn` warps, each covering rows
+/// `{8·wm·i + 8·warp_m + (0..8)}` and columns `{8·wn·j + 8·warp_n + (0..8)}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MmaGrid {
+    pub wm: u32,
+    pub wn: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    mma: HashMap<Vec<u32>, MmaGrid>,
+}
+
+impl Plan {
+    /// The layout of tiles of `shape`.
+    pub fn layout(&self, shape: &[u32], num_warps: u32, vec: u32) -> Blocked {
+        match self.mma.get(shape) {
+            Some(g) => Blocked::mma_acc(shape, g.wm, g.wn),
+            None => Blocked::canonical(shape, num_warps, vec),
+        }
+    }
+
+    /// The warp grid when tiles of `shape` use the mma accumulator layout.
+    pub fn mma(&self, shape: &[u32]) -> Option<MmaGrid> {
+        self.mma.get(shape).copied()
+    }
+}
+
+/// The instruction's K for a dot of these operand types, if tensor cores
+/// can run it: 16 for f16/bf16 (m16n8k16), 8 for tf32 (m16n8k8).
+pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
+    match (a, precision) {
+        (DType::F16 | DType::BF16, _) => Some(16),
+        (DType::F32, DotPrecision::Tf32) => Some(8),
+        _ => None,
+    }
+}
+
+/// Split `num_warps` into a `wm × wn` grid over an `m × n` accumulator so
+/// that each warp owns whole `16 × 8` tiles, favouring square warp tiles.
+pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
+    let (mut wm, mut wn) = (1u32, 1u32);
+    while wm * wn < num_warps {
+        let can_m = m % (16 * wm * 2) == 0;
+        let can_n = n % (8 * wn * 2) == 0;
+        if can_m && (!can_n || m / wm >= n / wn) {
+            wm *= 2;
+        } else if can_n {
+            wn *= 2;
+        } else {
+            return None;
+        }
+    }
+    (m % (16 * wm) == 0 && n % (8 * wn) == 0).then_some(MmaGrid { wm, wn })
+}
+
+/// Assign layouts for `k` (see the module documentation). `enable_mma`
+/// false keeps every shape canonical (the FMA path for every `dot`).
+pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool) -> Plan {
+    let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
+    k.walk(&mut |op| {
+        let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
+        let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
+        let (Some(sa), Some(sb)) = (dims(*a), dims(*b)) else { return };
+        let out = vec![sa[0], sb[1]];
+        let ok = enable_mma
+            && k.ty(*a).elem().and_then(|e| mma_k(e.dtype(), *precision)).is_some_and(|kk| sa[1] % kk == 0)
+            && k.ty(*a).elem().map(|e| e.dtype()) == k.ty(*b).elem().map(|e| e.dtype());
+        let grid = if ok { warp_grid(out[0], out[1], num_warps) } else { None };
+        let e = mma.entry(out).or_insert(grid);
+        if *e != grid {
+            *e = None; // dots of one shape must agree on the layout
+        }
+    });
+    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warp_grids() {
+        assert_eq!(warp_grid(128, 128, 4), Some(MmaGrid { wm: 2, wn: 2 }));
+        assert_eq!(warp_grid(64, 64, 4), Some(MmaGrid { wm: 2, wn: 2 }));
+        assert_eq!(warp_grid(16, 64, 4), Some(MmaGrid { wm: 1, wn: 4 }));
+        assert_eq!(warp_grid(128, 256, 8), Some(MmaGrid { wm: 2, wn: 4 }));
+        assert_eq!(warp_grid(16, 8, 4), None);
+        assert_eq!(warp_grid(16, 16, 1), Some(MmaGrid { wm: 1, wn: 1 }));
+    }
+}
