@@ -501,9 +501,34 @@ fn float_ops_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let inp = |i: usize| format!("a={:?} b={:?} c={:?}", xs[i], ys[i], zs[i]);
         let wants: Vec<Vec<f64>> = (0..n).map(|i| float_want::<T>(af[i], bf[i], cf[i])).collect();
         let model = float_model();
+        // the two outputs with a multiply followed by an add, evaluated with
+        // the pair contracted into one fused operation
+        let fused = |i: usize, k: usize| -> f64 {
+            let r = |x: f64| T::round(x).to_f64();
+            let f32r = |x: f64| x as f32 as f64; // the fused op rounds once in f32
+            let (a, b, c) = (af[i], bf[i], cf[i]);
+            match k {
+                10 => r(f32r(a * r(0.1) + 1.0)),
+                13 => r(r(f32r(r(a + b) * c - 0.5)) / b),
+                _ => wants[i][k],
+            }
+        };
         for (k, op) in FLOAT_OPS.iter().enumerate() {
             let want: Vec<f64> = wants.iter().map(|w| w[k]).collect();
-            if op.contains("sqrt") && model.sqrt_ulps > 0 {
+            if model.mul_add_may_contract && (k == 10 || k == 13) {
+                check_with(
+                    &c,
+                    &format!("{op} (contracted or not)"),
+                    &got[k * st..(k + 1) * st],
+                    &want,
+                    |i, g, &w| {
+                        let gf = g.to_f64();
+                        let wf = fused(i, k);
+                        same_float(gf, w) || same_float(gf, wf) || ulps(g, T::round(wf)) <= 1
+                    },
+                    &inp,
+                )?;
+            } else if op.contains("sqrt") && model.sqrt_ulps > 0 {
                 // f16/bf16: an f32 sqrt within a few f32 ulps, rounded once more
                 let ulps = if T::MANT >= 23 { model.sqrt_ulps } else { 1 };
                 check_float(&c, op, &got[k * st..(k + 1) * st], &want, ulps, 0.0, 0.0, &inp)?;

@@ -334,10 +334,11 @@ pub fn same_float(g: f64, w: f64) -> bool {
 
 /// What a backend's float arithmetic may do beyond the suite's default
 /// contract (IEEE-exact + - * / sqrt, fused fma, subnormals preserved).
-/// WGSL allows all three relaxations (sqrt within 2.5 ulp, fma possibly
-/// unfused, subnormals possibly flushed), and drivers use them: NVIDIA's
-/// Vulkan driver flushes f32 subnormals and rounds sqrt within 1 ulp;
-/// llvmpipe does not fuse fma. PTX and the interpreter promise the default.
+/// WGSL through SPIR-V allows these relaxations (sqrt within 2.5 ulp, fma
+/// possibly unfused, subnormals possibly flushed, a*b+c possibly
+/// contracted), and drivers use them: NVIDIA's Vulkan driver flushes f32
+/// subnormals, rounds sqrt within 1 ulp and contracts a*b+c; llvmpipe does
+/// not fuse fma. PTX and the interpreter promise the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FloatModel {
     /// Largest distance (in ulps of the correctly rounded result) of sqrt.
@@ -345,11 +346,15 @@ pub struct FloatModel {
     pub fma_may_be_unfused: bool,
     /// f32 (and so bf16) subnormal results may be replaced by zero.
     pub subnormals_may_flush: bool,
+    /// `a * b + c` may be contracted into one fused multiply-add (SPIR-V
+    /// drivers do unless an operation is decorated NoContraction, which
+    /// naga does not emit; NVIDIA's Vulkan driver contracts).
+    pub mul_add_may_contract: bool,
 }
 
 impl FloatModel {
-    pub const IEEE: FloatModel = FloatModel { sqrt_ulps: 0, fma_may_be_unfused: false, subnormals_may_flush: false };
-    pub const WGSL: FloatModel = FloatModel { sqrt_ulps: 3, fma_may_be_unfused: true, subnormals_may_flush: true };
+    pub const IEEE: FloatModel = FloatModel { sqrt_ulps: 0, fma_may_be_unfused: false, subnormals_may_flush: false, mul_add_may_contract: false };
+    pub const WGSL: FloatModel = FloatModel { sqrt_ulps: 3, fma_may_be_unfused: true, subnormals_may_flush: true, mul_add_may_contract: true };
 
     pub fn of(dev: &Device) -> FloatModel {
         if dev.kind() == ferrotile::DeviceKind::Wgpu {
