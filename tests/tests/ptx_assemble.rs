@@ -27,7 +27,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], mma: true };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, pipeline: true };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -89,7 +89,11 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
     for (t, u, cx) in cases {
         let spec = specialize(k, cx, &[*t, *u]).unwrap();
         for sm in [80, 90] {
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], mma: true };
+            // tensor-core configurations as launched on row-major operands
+            // (unit strides sak and sbn: vectorized operand loads)
+            let tc = cx[0] >= 128;
+            let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn")).collect();
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, pipeline: true };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and

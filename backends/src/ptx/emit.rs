@@ -26,8 +26,13 @@ pub struct PtxOptions {
     pub num_warps: u32,
     /// Per kernel parameter: integer scalar known divisible by 16.
     pub arg_div16: Vec<bool>,
+    /// Per kernel parameter: integer scalar known to equal 1 (unit strides).
+    pub arg_one: Vec<bool>,
     /// Run eligible `dot`s on tensor cores (`mma.sync`); false: FMA loops.
     pub mma: bool,
+    /// Prefetch the operand loads of `dot` loops one iteration ahead
+    /// ([`ferrotile_ir::pipeline`]).
+    pub pipeline: bool,
 }
 
 /// How the host passes each parameter.
@@ -160,6 +165,15 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     if o.sm != 80 && o.sm != 90 {
         return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
     }
+    let piped;
+    let k = if o.pipeline {
+        let mut c = k.clone();
+        ferrotile_ir::pipeline::pipeline(&mut c);
+        piped = c;
+        &piped
+    } else {
+        k
+    };
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.
     let mut min_es = 4usize;
@@ -187,7 +201,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         tid: String::new(),
         lane: String::new(),
         warp: String::new(),
-        axis: axis::analyze(k, &o.arg_div16),
+        axis: axis::analyze(k, &o.arg_div16, &o.arg_one),
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
@@ -2407,7 +2421,9 @@ impl<'k> Em<'k> {
                 }
             }
         }
-        self.bar();
+        // No trailing barrier: every shared-memory writer in this emitter
+        // (conversions, reductions, scans, both dots) starts with one, which
+        // is what orders these fragment reads before the next writes.
         Ok(accs)
     }
 

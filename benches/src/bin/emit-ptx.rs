@@ -24,7 +24,9 @@ fn main() {
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let cx = [t[0], t[1], t[2], 8, 0, 0, (a[3] == "tf32") as i64];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], mma: true }).unwrap();
+        // row-major A and B: unit strides along K (sak) and N (sbn)
+        let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, pipeline: true }).unwrap();
         println!("{}", p.text);
         return;
     }
@@ -45,6 +47,6 @@ fn main() {
         std::process::exit(1)
     });
     eprintln!("{}", spec.to_text());
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], mma: true }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, pipeline: true }).unwrap();
     println!("{}", p.text);
 }

@@ -8,6 +8,8 @@
 //! - [`analysis`]: facts the macro needs (which pointers are written);
 //! - [`specialize`]: bind constexprs and dtypes, fold, re-check;
 //! - [`dce`]: remove dead ops; [`verify`]: invariants of specialized IR;
+//! - [`pipeline`]: software pipelining of the loads of `dot` loops (a
+//!   backend-independent rewrite the GPU backends apply before emission);
 //! - [`print`]: the stable text form.
 //!
 //! This crate has no dependency on the runtime so that the proc-macro can
@@ -17,6 +19,7 @@ pub mod analysis;
 pub mod builder;
 pub mod dce;
 pub mod ir;
+pub mod pipeline;
 pub mod print;
 pub mod specialize;
 pub mod types;

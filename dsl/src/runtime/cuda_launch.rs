@@ -2,7 +2,8 @@
 //! marshalling, launch.
 //!
 //! Cache key: (kernel, constexprs, dtypes, divisibility-by-16 of each
-//! integer argument, num_warps, target) — the same key decides the PTX.
+//! integer argument, which integer arguments equal 1, num_warps, target) —
+//! the same key decides the PTX.
 //! The PTX of every compiled specialization is also written to the disk
 //! cache (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`), and read
 //! back from it on a later process's cold start; the driver keeps its own
@@ -25,13 +26,14 @@ struct Compiled {
     params: Vec<ParamAbi>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, u32);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32);
 
-/// `FERROTILE_MMA=0` keeps every `dot` on the FMA path (for A/B runs); read
-/// once per process, so it cannot disagree with the in-memory cache.
-fn mma_enabled() -> bool {
-    static M: OnceLock<bool> = OnceLock::new();
-    *M.get_or_init(|| std::env::var("FERROTILE_MMA").map_or(true, |v| v != "0"))
+/// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
+/// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops).
+/// Read once per process, so they cannot disagree with the in-memory cache.
+fn env_flag(name: &'static str) -> bool {
+    static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
+    *FLAGS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert_with(|| std::env::var(name).map_or(true, |v| v != "0"))
 }
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
@@ -70,13 +72,20 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             _ => false,
         })
         .collect();
-    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), cfg.num_warps);
+    let one: Vec<bool> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => *v == 1,
+            _ => false,
+        })
+        .collect();
+    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps);
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(c) => c,
             None => {
-                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, mma: mma_enabled() };
+                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), pipeline: env_flag("FERROTILE_PIPELINE") };
                 let pk = ptx_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", pk.text);

@@ -1,0 +1,223 @@
+//! Software pipelining: loads in a `dot` loop are issued one iteration ahead.
+//!
+//! Takes a specialized kernel. For every `for` loop whose body contains a
+//! `dot`, the *prefetchable* loads of its body — top-level loads whose
+//! pointer, mask and `other` depend only on the induction variable and on
+//! values defined before the loop, through pure ops (index arithmetic,
+//! comparisons, pointer offsets) — are rewritten so that iteration `i`
+//! consumes tiles loaded during iteration `i - 1`:
+//!
+//! ```text
+//! p = load(ptr(lo), mask(lo) & (lo < hi))           // prologue
+//! for iv in lo..hi step s, carried.., p {
+//!     p_next = load(ptr(iv+s), mask(iv+s) & (iv+s < hi))   // issued first
+//!     ... body, with the original load's uses reading `p` ...
+//!     yield .., p_next
+//! }
+//! ```
+//!
+//! The next tile's global loads are then in flight while the current tile's
+//! `dot` runs (the backend puts no barrier between them); the cost is one
+//! more set of operand registers. Without a `dot` the loop is left alone
+//! (streaming loops gain nothing and would lose registers).
+//!
+//! Guarantees: the same values reach the same ops (a load's address and mask
+//! are functions of `iv` and loop-invariant values only, so evaluating them
+//! for `iv + s` one iteration early is exact); no additional memory is
+//! touched: the prefetch past the last iteration, and the prologue of a loop
+//! that runs zero times, are fully masked off. The result verifies.
+
+use crate::ir::*;
+use crate::types::*;
+use std::collections::{HashMap, HashSet};
+
+/// Pipeline every eligible loop of `k` (see the module doc).
+pub fn pipeline(k: &mut Kernel) {
+    let mut body = std::mem::take(&mut k.body);
+    block(k, &mut body);
+    k.body = body;
+}
+
+fn new_value(k: &mut Kernel, ty: Type) -> V {
+    k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
+    V(k.values.len() as u32 - 1)
+}
+
+/// A fresh value of `v`'s type.
+fn like(k: &mut Kernel, v: V) -> V {
+    let ty = k.ty(v).clone();
+    new_value(k, ty)
+}
+
+fn block(k: &mut Kernel, b: &mut Block) {
+    let mut i = 0;
+    while i < b.ops.len() {
+        // inner loops first
+        match &mut b.ops[i].kind {
+            OpKind::For { body, .. } => block(k, body),
+            OpKind::If { then_, else_, .. } => {
+                block(k, then_);
+                block(k, else_);
+            }
+            _ => {}
+        }
+        let pro = match &b.ops[i].kind {
+            OpKind::For { .. } => rewrite_loop(k, &mut b.ops[i]),
+            _ => vec![],
+        };
+        let n = pro.len();
+        b.ops.splice(i..i, pro);
+        i += n + 1;
+    }
+}
+
+fn is_pure(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Const(_)
+            | OpKind::Arange { .. }
+            | OpKind::Splat { .. }
+            | OpKind::Broadcast { .. }
+            | OpKind::ExpandDims { .. }
+            | OpKind::Binary { .. }
+            | OpKind::Cmp { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Fma { .. }
+            | OpKind::Select { .. }
+            | OpKind::Cast { .. }
+            | OpKind::AddPtr { .. }
+    )
+}
+
+fn defined_in(b: &Block, out: &mut HashSet<V>) {
+    out.extend(b.args.iter().copied());
+    for op in &b.ops {
+        out.extend(op.results.iter().copied());
+        for r in op.kind.regions() {
+            defined_in(r, out);
+        }
+    }
+}
+
+/// Rewrite one `for` op in place; returns the prologue ops to insert
+/// before it (empty when nothing is pipelined).
+fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
+    let loc = op.loc;
+    let n_results = op.results.len();
+    let OpKind::For { lo, hi, step, inits, body } = &mut op.kind else { return vec![] };
+    if !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) {
+        return vec![];
+    }
+    let (lo, hi, step) = (*lo, *hi, *step);
+    let iv = body.args[0];
+    let mut inside = HashSet::new();
+    defined_in(body, &mut inside);
+    // values computable from iv and loop invariants: top-level pure ops
+    let mut pure: HashSet<V> = HashSet::new();
+    pure.insert(iv);
+    let ok = |v: V, pure: &HashSet<V>| !inside.contains(&v) || pure.contains(&v);
+    for o in &body.ops {
+        if is_pure(&o.kind) && o.kind.operands().iter().all(|v| ok(*v, &pure)) {
+            pure.extend(o.results.iter().copied());
+        }
+    }
+    let loads: Vec<usize> = body
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| matches!(o.kind, OpKind::Load { .. }) && o.kind.operands().iter().all(|v| ok(*v, &pure)))
+        .map(|(i, _)| i)
+        .collect();
+    if loads.is_empty() {
+        return vec![];
+    }
+    // the pure ops the loads need, in body order
+    let mut need: HashSet<V> = HashSet::new();
+    let mut stack: Vec<V> = loads.iter().flat_map(|&i| body.ops[i].kind.operands()).collect();
+    let def: HashMap<V, usize> = body.ops.iter().enumerate().flat_map(|(i, o)| o.results.iter().map(move |r| (*r, i))).collect();
+    while let Some(v) = stack.pop() {
+        if v != iv && inside.contains(&v) && need.insert(v) {
+            stack.extend(body.ops[def[&v]].kind.operands());
+        }
+    }
+    let cone: Vec<usize> = (0..body.ops.len()).filter(|i| body.ops[*i].results.iter().any(|r| need.contains(r))).collect();
+    let iv_ty = k.ty(iv).clone();
+    let bool_ty = Type::scalar(DType::Bool);
+
+    // Clone the cone and the loads with `iv := at`, the loads masked by
+    // `at < hi`. Returns the ops and the loaded values.
+    let emit = |k: &mut Kernel, at: V, ops_src: &[Op]| -> (Vec<Op>, Vec<V>) {
+        let mut out = vec![];
+        let mut map: HashMap<V, V> = HashMap::new();
+        map.insert(iv, at);
+        let live = new_value(k, bool_ty.clone());
+        out.push(Op { kind: OpKind::Cmp { op: CmpOp::Lt, a: at, b: hi }, results: vec![live], loc });
+        for &i in &cone {
+            let mut o = ops_src[i].clone();
+            o.kind.map_operands(&mut |v| *map.get(&v).unwrap_or(&v));
+            let rs: Vec<V> = o.results.iter().map(|r| like(k, *r)).collect();
+            for (a, b) in o.results.iter().zip(&rs) {
+                map.insert(*a, *b);
+            }
+            o.results = rs;
+            out.push(o);
+        }
+        let mut loaded = vec![];
+        for &i in &loads {
+            let src = &ops_src[i];
+            let OpKind::Load { ptr, mask, other } = &src.kind else { unreachable!() };
+            let m = |v: &V| *map.get(v).unwrap_or(v);
+            let shape = k.ty(src.results[0]).shape().to_vec();
+            let splat = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
+            out.push(Op { kind: OpKind::Splat { x: live, shape: shape.clone() }, results: vec![splat], loc: src.loc });
+            let mask2 = match mask {
+                Some(mv) => {
+                    let both = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
+                    out.push(Op { kind: OpKind::Binary { op: BinOp::And, a: m(mv), b: splat }, results: vec![both], loc: src.loc });
+                    both
+                }
+                None => splat,
+            };
+            let r = like(k, src.results[0]);
+            out.push(Op { kind: OpKind::Load { ptr: m(ptr), mask: Some(mask2), other: other.as_ref().map(m) }, results: vec![r], loc: src.loc });
+            loaded.push(r);
+        }
+        (out, loaded)
+    };
+
+    let src_ops = body.ops.clone();
+    // prologue: iteration `lo`
+    let (prologue, first) = emit(k, lo, &src_ops);
+    // in the body: iteration `iv + step`, issued first
+    let nxt = new_value(k, iv_ty);
+    let (mut pre, next) = emit(k, nxt, &src_ops);
+    pre.insert(0, Op { kind: OpKind::Binary { op: BinOp::Add, a: iv, b: step }, results: vec![nxt], loc });
+    // the body reads the carried tiles instead of loading
+    let carried: Vec<V> = loads.iter().map(|&i| like(k, src_ops[i].results[0])).collect();
+    let subst: HashMap<V, V> = loads.iter().zip(&carried).map(|(&i, c)| (src_ops[i].results[0], *c)).collect();
+    fn replace(b: &mut Block, subst: &HashMap<V, V>) {
+        for o in &mut b.ops {
+            o.kind.map_operands(&mut |v| *subst.get(&v).unwrap_or(&v));
+            match &mut o.kind {
+                OpKind::For { body, .. } => replace(body, subst),
+                OpKind::If { then_, else_, .. } => {
+                    replace(then_, subst);
+                    replace(else_, subst);
+                }
+                _ => {}
+            }
+        }
+    }
+    let load_set: HashSet<usize> = loads.iter().copied().collect();
+    body.ops = pre.into_iter().chain(src_ops.into_iter().enumerate().filter(|(i, _)| !load_set.contains(i)).map(|(_, o)| o)).collect();
+    replace(body, &subst);
+    if let Some(Op { kind: OpKind::Yield(ys), .. }) = body.ops.last_mut() {
+        ys.extend(next.iter().copied());
+    }
+    body.args.extend(carried.iter().copied());
+    inits.extend(first.iter().copied());
+    let extra: Vec<V> = carried.iter().map(|c| like(k, *c)).collect();
+    debug_assert_eq!(op.results.len(), n_results);
+    op.results.extend(extra);
+    prologue
+}
