@@ -111,12 +111,15 @@ pub struct GemmConfig {
     pub bk: u32,
     pub group_m: u32,
     pub num_warps: u32,
+    /// 2: the K loop's operand loads are prefetched one iteration ahead
+    /// (software pipelining, more registers); 1: not.
+    pub num_stages: u32,
 }
 
 impl GemmConfig {
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
-        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4 }
+        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2 }
     }
 }
 
@@ -208,7 +211,7 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     );
     let tuner = gemm_tuner();
     tuner.run(dev, &key, |tc| {
-        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps };
+        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages };
         launch_gemm(dev, a, b, c, m, n, k, opts, cfg).map_err(crate::lib_to_launch)
     })?;
     Ok(())
@@ -221,8 +224,10 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
     let c = |bm: i64, bn: i64, bk: i64, w: u32| ferrotile::TuneConfig::new(w).with("BM", bm).with("BN", bn).with("BK", bk).with("GROUP_M", 8);
     vec![
         c(128, 128, 32, 4),
+        c(128, 128, 32, 4).stages(1),
         c(128, 128, 32, 8),
         c(128, 256, 32, 8),
+        c(128, 256, 32, 8).stages(1),
         c(256, 128, 32, 8),
         c(128, 128, 64, 8),
         c(64, 128, 32, 4),
@@ -267,7 +272,7 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         Layout::ColMajor => (1, ki),
     };
     let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
-    let launch = LaunchConfig::new([tiles, batch as u32, 1]).num_warps(cfg.num_warps);
+    let launch = LaunchConfig::new([tiles, batch as u32, 1]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
     let dummy;
     let bias = match opts.bias {
         Some(bb) => bb,

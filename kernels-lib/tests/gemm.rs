@@ -125,8 +125,8 @@ fn gemm_half_precisions_and_layouts() {
 #[test]
 fn gemm_epilogues_batches_casts_configs() {
     let mut rng = Rng::new(seed());
-    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1 };
-    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4 };
+    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1, num_stages: 2 };
+    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4, num_stages: 1 };
     for dev in devices() {
         check::<bf16, f32>(&dev, &mut rng, 45, 37, 29, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 3, Some(small), 1e-2);
         check::<f16, f16>(&dev, &mut rng, 70, 90, 33, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(wide), 5e-3);
@@ -151,7 +151,7 @@ fn gemm_bad_input_is_an_error() {
     let mut c = dev.zeros::<f32>(10).unwrap();
     let o = GemmOptions::<f32>::default();
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
-    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1 }), ..Default::default() };
+    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2 }), ..Default::default() };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
     let a16 = dev.zeros::<bf16>(4).unwrap();
     let b16 = dev.zeros::<bf16>(4).unwrap();

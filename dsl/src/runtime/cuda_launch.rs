@@ -2,8 +2,9 @@
 //! marshalling, launch.
 //!
 //! Cache key: (kernel, constexprs, dtypes, divisibility-by-16 of each
-//! integer argument, which integer arguments equal 1, num_warps, target) —
-//! the same key decides the PTX.
+//! integer argument, which integer arguments equal 1, num_warps,
+//! num_stages, target) — the same key decides the PTX. `num_stages >= 2`
+//! turns on software pipelining of `dot` loops.
 //! The PTX of every compiled specialization is also written to the disk
 //! cache (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`), and read
 //! back from it on a later process's cold start; the driver keeps its own
@@ -26,7 +27,7 @@ struct Compiled {
     params: Vec<ParamAbi>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32);
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops).
@@ -79,13 +80,13 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             _ => false,
         })
         .collect();
-    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps);
+    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages);
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(c) => c,
             None => {
-                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), pipeline: env_flag("FERROTILE_PIPELINE") };
+                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), pipeline: cfg.num_stages >= 2 && env_flag("FERROTILE_PIPELINE") };
                 let pk = ptx_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", pk.text);
