@@ -72,3 +72,41 @@ fn pipelined_gemm_matches_the_original() {
         assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{m}x{n}x{kk}");
     }
 }
+
+/// A `dot` loop that also stores is left alone: a load moved one iteration
+/// earlier could read memory before the previous iteration's store.
+#[ferrotile::kernel]
+fn dot_and_store(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let r = arange(0, 16);
+    let mut acc = zeros([16, 16], f32);
+    for i in 0..n {
+        let t = load(x + i * 256 + expand_dims(r, 1) * 16 + expand_dims(r, 0));
+        acc = dot_tf32(t, t, acc);
+        store(y + i * 256 + expand_dims(r, 1) * 16 + expand_dims(r, 0), acc);
+    }
+}
+
+/// The same loop with the store after it: pipelined.
+#[ferrotile::kernel]
+fn dot_then_store(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let r = arange(0, 16);
+    let mut acc = zeros([16, 16], f32);
+    for i in 0..n {
+        let t = load(x + i * 256 + expand_dims(r, 1) * 16 + expand_dims(r, 0));
+        acc = dot_tf32(t, t, acc);
+    }
+    store(y + expand_dims(r, 1) * 16 + expand_dims(r, 0), acc);
+}
+
+#[test]
+fn loops_that_store_are_not_pipelined() {
+    let spec = specialize(dot_and_store::ir(), &[], &[]).unwrap();
+    let mut piped = spec.clone();
+    pipeline(&mut piped);
+    assert_eq!(piped, spec, "a loop with a store must not be rewritten");
+    let spec = specialize(dot_then_store::ir(), &[], &[]).unwrap();
+    let mut piped = spec.clone();
+    pipeline(&mut piped);
+    assert_ne!(piped, spec, "without the store the loop is pipelined");
+    verify(&piped).unwrap();
+}

@@ -1,8 +1,10 @@
 //! Instruction selection: specialized IR → one PTX `.entry`.
 //!
 //! Takes a specialized, verified kernel plus [`PtxOptions`] (target, warps,
-//! which integer arguments are divisible by 16). Every tile value lives in
-//! registers distributed by the canonical [`Blocked`] layout of its shape;
+//! which integer arguments are divisible by 16 or equal to 1, whether to use
+//! tensor cores and to pipeline `dot` loops). Every tile value lives in
+//! registers distributed by the [`Blocked`] layout its shape was assigned
+//! (`super::assign`: canonical, or the mma accumulator layout);
 //! scalars are one register, computed redundantly (hence uniformly) by every
 //! thread, which makes scalar `if`/`for` conditions uniform and barriers
 //! inside them legal. Guarantees on success: PTX that ptxas accepts for the

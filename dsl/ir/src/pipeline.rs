@@ -19,7 +19,9 @@
 //! The next tile's global loads are then in flight while the current tile's
 //! `dot` runs (the backend puts no barrier between them); the cost is one
 //! more set of operand registers. Without a `dot` the loop is left alone
-//! (streaming loops gain nothing and would lose registers).
+//! (streaming loops gain nothing and would lose registers), and so is a loop
+//! that stores to memory (a load moved one iteration earlier could miss the
+//! previous iteration's store).
 //!
 //! Guarantees: the same values reach the same ops (a load's address and mask
 //! are functions of `iv` and loop-invariant values only, so evaluating them
@@ -89,6 +91,14 @@ fn is_pure(kind: &OpKind) -> bool {
     )
 }
 
+/// Whether a block (or a region inside it) stores: then a load of iteration
+/// `i + 1` might read what iteration `i` writes, and must not move earlier.
+fn writes_memory(b: &Block) -> bool {
+    b.ops.iter().any(|o| {
+        matches!(o.kind, OpKind::Store { .. } | OpKind::AtomicAdd { .. } | OpKind::StoreBlock { .. }) || o.kind.regions().iter().any(|r| writes_memory(r))
+    })
+}
+
 fn defined_in(b: &Block, out: &mut HashSet<V>) {
     out.extend(b.args.iter().copied());
     for op in &b.ops {
@@ -103,9 +113,8 @@ fn defined_in(b: &Block, out: &mut HashSet<V>) {
 /// before it (empty when nothing is pipelined).
 fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
     let loc = op.loc;
-    let n_results = op.results.len();
     let OpKind::For { lo, hi, step, inits, body } = &mut op.kind else { return vec![] };
-    if !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) {
+    if !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) || writes_memory(body) {
         return vec![];
     }
     let (lo, hi, step) = (*lo, *hi, *step);
@@ -217,7 +226,6 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
     body.args.extend(carried.iter().copied());
     inits.extend(first.iter().copied());
     let extra: Vec<V> = carried.iter().map(|c| like(k, *c)).collect();
-    debug_assert_eq!(op.results.len(), n_results);
     op.results.extend(extra);
     prologue
 }
