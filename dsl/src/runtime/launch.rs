@@ -15,7 +15,10 @@ pub struct LaunchConfig {
     pub grid: [u32; 3],
     /// Warps per program (GPU backends); the interpreter ignores it.
     pub num_warps: u32,
-    /// Software-pipelining depth of loops feeding `dot` (GPU backends).
+    /// Software-pipelining depth of loops feeding `dot` (GPU backends): 1
+    /// runs loads where they are written, ≥ 2 prefetches them one iteration
+    /// ahead (the PTX backend; deeper rings are not implemented yet, so 3+
+    /// behave as 2). Must be in 1..=8.
     pub num_stages: u32,
 }
 
@@ -147,6 +150,9 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     }
     if cfg.num_warps == 0 || !cfg.num_warps.is_power_of_two() || cfg.num_warps > 32 {
         return Err(lerr(format!("num_warps must be a power of two in 1..=32, got {}", cfg.num_warps)));
+    }
+    if !(1..=8).contains(&cfg.num_stages) {
+        return Err(lerr(format!("num_stages must be in 1..=8 (1: no software pipelining), got {}", cfg.num_stages)));
     }
     let spec = specialize_cached(k, cx, dts)?;
     if cfg.grid.iter().any(|&g| g == 0) {
