@@ -56,3 +56,23 @@ fn autotuner_prunes_chooses_and_remembers() {
     assert!(t2.report(&dev, &format!("n={n}")).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Launch options out of range are `Launch` errors naming the option.
+#[test]
+fn bad_launch_options_are_errors() {
+    let dev = Device::cpu();
+    let x = dev.zeros::<f32>(64).unwrap();
+    let mut y = dev.zeros::<f32>(64).unwrap();
+    for (cfg, what) in [
+        (LaunchConfig::new([1, 1, 1]).num_warps(3), "num_warps"),
+        (LaunchConfig::new([1, 1, 1]).num_warps(64), "num_warps"),
+        (LaunchConfig::new([1, 1, 1]).num_stages(0), "num_stages"),
+        (LaunchConfig::new([1, 1, 1]).num_stages(9), "num_stages"),
+    ] {
+        match scale::launch(&dev, cfg, &x, &mut y, 64, 64) {
+            Err(ferrotile::Error::Launch { msg, .. }) => assert!(msg.contains(what), "{msg}"),
+            other => panic!("{cfg:?}: expected a launch error about {what}, got {other:?}"),
+        }
+    }
+    scale::launch(&dev, LaunchConfig::new([1, 1, 1]).num_stages(1), &x, &mut y, 64, 64).unwrap();
+}
