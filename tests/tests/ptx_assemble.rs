@@ -119,3 +119,46 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every configuration the GEMM autotuner may pick, for every input dtype
+/// and precision mode, as launched on row-major operands (unit strides),
+/// with and without pipelining: emitted and assembled for sm_80 and sm_90,
+/// with its register/spill report. A configuration that spills is allowed
+/// (the tuner times it) but reported.
+#[test]
+fn every_gemm_tuner_configuration_assembles() {
+    let Some(px) = ptxas::find() else {
+        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
+        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
+        return;
+    };
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let mut failures = vec![];
+    let modes = [(DType::BF16, 0), (DType::F16, 0), (DType::F32, 1), (DType::F32, 0)];
+    for tc in ferrotile_kernels::gemm::gemm_candidates() {
+        let (bm, bn, bk) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap());
+        for (t, tf32) in modes {
+            let cx = [bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, tf32];
+            let spec = specialize(k, &cx, &[t, t]).unwrap();
+            for sm in [80, 90] {
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, pipeline: tc.num_stages >= 2 };
+                match emit(&spec, &opts) {
+                    Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
+                    Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) => println!(
+                            "gemm {t}{} {tc} sm_{sm}: {} regs, {} B spills, {} B smem{}",
+                            if tf32 == 1 { " tf32" } else { "" },
+                            r.registers,
+                            r.spill_loads + r.spill_stores,
+                            p.smem_bytes,
+                            if p.text.contains("mma.sync") { ", mma.sync" } else { ", fma" }
+                        ),
+                        Err(log) => failures.push(format!("ptxas gemm {t} tf32={tf32} {tc} sm_{sm}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    },
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
