@@ -11,7 +11,8 @@
 //! `--gemm`: the library GEMM instead (bf16/f16 4096³ and 8192³, the
 //! 16×8192×8192 decode shape, f32 with tf32 and exact), TFLOP/s, sampled
 //! outputs checked against f64 dot products. `--gemm-small` runs 1024³ and
-//! 2048³ only (for slow backends such as wgpu's FMA path).
+//! 2048³ only (for slow backends such as wgpu's FMA path); `--gemm-shape
+//! MxNxK` one shape.
 //!
 //! Timing follows [`Device::time_ms`]: CUDA events on CUDA, GPU timestamps
 //! on wgpu (`--device wgpu`); the header line names the method.
@@ -377,11 +378,16 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     Ok(GemmRes { dtype, m, n, k, ms, err: num / den.max(1e-30), tol })
 }
 
-fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Option<(usize, usize, usize)>) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let reps = if quick { 10 } else { 30 };
-    let cube: Vec<(usize, usize, usize)> = if small { vec![(1024, 1024, 1024), (2048, 2048, 2048)] } else { vec![(4096, 4096, 4096), (8192, 8192, 8192)] };
+    let cube: Vec<(usize, usize, usize)> = match shape {
+        Some(s) => vec![s],
+        None if small => vec![(1024, 1024, 1024), (2048, 2048, 2048)],
+        None => vec![(4096, 4096, 4096), (8192, 8192, 8192)],
+    };
+    let decode = if small || shape.is_some() { [].iter() } else { [(16, 8192, 8192)].iter() };
     let mut res = vec![];
-    for &(m, n, k) in cube.iter().chain(if small { [].iter() } else { [(16, 8192, 8192)].iter() }) {
+    for &(m, n, k) in cube.iter().chain(decode) {
         res.push(bench_gemm::<bf16>(dev, rng, "bf16", m, n, k, false, reps)?);
         res.push(bench_gemm::<half::f16>(dev, rng, "f16", m, n, k, false, reps)?);
     }
@@ -434,9 +440,13 @@ fn main() {
         }
     };
     println!("device: {}  seed: {seed}  device copy: {copy:.0} GB/s  timing: {}", dev.name(), dev.timing_method());
-    if args.iter().any(|a| a == "--gemm" || a == "--gemm-small") {
+    if args.iter().any(|a| a == "--gemm" || a == "--gemm-small" || a == "--gemm-shape") {
         let small = args.iter().any(|a| a == "--gemm-small");
-        match gemm_suite(&dev, &mut rng, small, quick) {
+        let shape = args.iter().position(|a| a == "--gemm-shape").and_then(|i| args.get(i + 1)).and_then(|v| {
+            let d: Vec<usize> = v.split('x').filter_map(|x| x.parse().ok()).collect();
+            (d.len() == 3).then(|| (d[0], d[1], d[2]))
+        });
+        match gemm_suite(&dev, &mut rng, small, quick, shape) {
             Ok(lines) => {
                 if let Some(f) = json {
                     std::fs::write(&f, lines.join("\n") + "\n").expect("write json");
