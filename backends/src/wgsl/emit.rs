@@ -2362,20 +2362,55 @@ impl<'k> Em<'k> {
         let out_shape = self.shape_u32(res);
         let racc = self.get(acc);
         let accs: Vec<String> = racc.iter().map(|v| self.var_(ac, Some(v))).collect();
+        // Register tiling: a thread's outputs span few distinct rows and
+        // columns (its layout's repetitions); each k reads every distinct A
+        // row value and B column value once and reuses it for all outputs
+        // that share it, instead of two workgroup-memory reads per FMA.
+        let lay = self.layout(&out_shape)?;
+        let mut rows: Vec<u32> = vec![];
+        let mut cols: Vec<u32> = vec![];
+        let mut at = vec![];
+        for kc in &lay.konst {
+            let ri = rows.iter().position(|&x| x == kc[0]).unwrap_or_else(|| {
+                rows.push(kc[0]);
+                rows.len() - 1
+            });
+            let ci = cols.iter().position(|&x| x == kc[1]).unwrap_or_else(|| {
+                cols.push(kc[1]);
+                cols.len() - 1
+            });
+            at.push((ri, ci));
+        }
+        let first_reg = |which: usize, idx: usize| at.iter().position(|p| if which == 0 { p.0 == idx } else { p.1 == idx }).unwrap();
         let mut pa = vec![];
-        let mut pb = vec![];
-        for r in 0..accs.len() {
-            let i = self.index(&out_shape, r, 0)?;
-            let j = self.index(&out_shape, r, 1)?;
+        for ri in 0..rows.len() {
+            let i = self.index(&out_shape, first_reg(0, ri), 0)?;
             pa.push(format!("{i} * {kk}u"));
+        }
+        let mut pb = vec![];
+        for ci in 0..cols.len() {
+            let j = self.index(&out_shape, first_reg(1, ci), 1)?;
             pb.push(format!("{j} + {}u", m * kk));
         }
         let kc = self.fresh();
         self.l(format!("for (var {kc}: u32 = 0u; {kc} < {kk}u; {kc} = {kc} + 1u) {{"));
         self.ind += 1;
-        for r in 0..accs.len() {
-            let x = Self::from_u32(&format!("ft_smem[{} + {kc}]", pa[r]), ac);
-            let y = Self::from_u32(&format!("ft_smem[{} + {kc} * {n}u]", pb[r]), ac);
+        let mut xs = vec![];
+        for p in &pa {
+            let x = self.fresh();
+            let e = Self::from_u32(&format!("ft_smem[{p} + {kc}]"), ac);
+            self.l(format!("let {x} = {e};"));
+            xs.push(x);
+        }
+        let mut ys = vec![];
+        for p in &pb {
+            let y = self.fresh();
+            let e = Self::from_u32(&format!("ft_smem[{p} + {kc} * {n}u]"), ac);
+            self.l(format!("let {y} = {e};"));
+            ys.push(y);
+        }
+        for (r, &(ri, ci)) in at.iter().enumerate() {
+            let (x, y) = (&xs[ri], &ys[ci]);
             if int {
                 self.l(format!("{} = {} + {x} * {y};", accs[r], accs[r]));
             } else {
