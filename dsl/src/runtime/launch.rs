@@ -75,6 +75,16 @@ impl<'a> Arg<'a> {
     }
 }
 
+/// `FERROTILE_INTERP_PIPELINE=1`: the interpreter runs kernels after the
+/// IR rewrite the GPU backends apply (software pipelining of `dot` loops,
+/// when `num_stages ≥ 2`), so that the rewrite is checked against the same
+/// references on any machine (`tests/tests/conformance_cpu_pipelined.rs`).
+/// Read once per process.
+fn interp_runs_gpu_passes() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("FERROTILE_INTERP_PIPELINE").is_ok_and(|v| v == "1"))
+}
+
 type CacheKey = (usize, Vec<i64>, Vec<DType>);
 
 fn cache() -> &'static Mutex<HashMap<CacheKey, Arc<Kernel>>> {
@@ -159,6 +169,11 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
         return Ok(());
     }
     match dev.kind() {
+        DeviceKind::Cpu if cfg.num_stages >= 2 && interp_runs_gpu_passes() => {
+            let mut piped = (*spec).clone();
+            ferrotile_ir::pipeline::pipeline(&mut piped);
+            interp::run(&piped, dev, cfg.grid, args)
+        }
         DeviceKind::Cpu => interp::run(&spec, dev, cfg.grid, args),
         DeviceKind::Cuda => {
             #[cfg(feature = "cuda")]
