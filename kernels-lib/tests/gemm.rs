@@ -13,24 +13,9 @@ use ferrotile_kernels::gemm::{gemm, Activation, GemmConfig, GemmOptions, Layout}
 use ferrotile_kernels::reference::{self, Rng};
 use half::{bf16, f16};
 
-fn devices() -> Vec<Device> {
-    // FERROTILE_TEST_DEVICES=cpu,cuda (say) restricts the run, e.g. under
-    // compute-sanitizer; unset: every device present.
-    let only = std::env::var("FERROTILE_TEST_DEVICES").ok();
-    let want = |d: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x.trim() == d));
-    let mut v = vec![Device::cpu()];
-    match Device::cuda(0) {
-        _ if !want("cuda") => {}
-        Ok(d) => v.push(d),
-        Err(e) => eprintln!("skipped: CUDA ({e})"),
-    }
-    match Device::wgpu() {
-        _ if !want("wgpu") => {}
-        Ok(d) => v.push(d),
-        Err(e) => eprintln!("skipped: no wgpu adapter ({e})"),
-    }
-    v
-}
+mod common;
+use common::devices;
+
 
 fn seed() -> u64 {
     let (_, s) = Rng::from_time();

@@ -9,6 +9,9 @@
 //! measured against that floor. Thresholds: f32 1e-5, f16/bf16 1e-2.
 
 use ferrotile::{Device, FloatElement};
+
+mod common;
+use common::devices;
 use ferrotile_kernels::norm::{layer_norm_with, rms_norm_with, NormConfig};
 use ferrotile_kernels::reference::{self, max_rel_err, Rng};
 use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
@@ -43,27 +46,6 @@ fn shapes() -> Vec<(usize, usize, Option<(u32, bool)>)> {
     ]
 }
 
-/// The devices to check: the CPU interpreter always, CUDA device 0 when a
-/// driver and GPU are present, the wgpu adapter when there is one (lavapipe
-/// in CI) — each reported when absent, never silently skipped.
-fn devices() -> Vec<Device> {
-    // FERROTILE_TEST_DEVICES=cpu,cuda (say) restricts the run, e.g. under
-    // compute-sanitizer; unset: every device present.
-    let only = std::env::var("FERROTILE_TEST_DEVICES").ok();
-    let want = |d: &str| only.as_deref().is_none_or(|o| o.split(',').any(|x| x.trim() == d));
-    let mut v = vec![Device::cpu()];
-    match Device::cuda(0) {
-        _ if !want("cuda") => {}
-        Ok(d) => v.push(d),
-        Err(e) => eprintln!("skipped: CUDA ({e})"),
-    }
-    match Device::wgpu() {
-        _ if !want("wgpu") => {}
-        Ok(d) => v.push(d),
-        Err(e) => eprintln!("skipped: no wgpu adapter ({e})"),
-    }
-    v
-}
 
 fn check_softmax<T: FloatElement>(seed: u64) {
     for dev in devices() {

@@ -158,3 +158,33 @@ pub fn report(outcomes: &[Outcome]) -> String {
     }
     s
 }
+
+/// Run the whole suite (or `FERROTILE_CASE=name`) on `dev` with the seed
+/// from `FERROTILE_SEED` or the clock (printed, so a run can be
+/// reproduced), print the report, and panic naming every failed case.
+/// `limit`: run each case on its own thread and fail it after that long
+/// (a hang becomes a failure); `None` runs cases on the calling thread.
+pub fn run_suite(dev: &Device, limit: Option<std::time::Duration>) {
+    let seed = std::env::var("FERROTILE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed)
+    });
+    let only = std::env::var("FERROTILE_CASE").ok();
+    let name = dev.name();
+    println!("conformance on {name} with seed {seed} (FERROTILE_SEED={seed} reproduces it)");
+    let all = cases();
+    assert!(all.len() >= 20, "the suite lost cases: {}", all.len());
+    let mut outcomes = vec![];
+    for c in all.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+        let t = std::time::Instant::now();
+        let s = case_seed(seed, c.name);
+        let result = match limit {
+            Some(l) => run_case_with_timeout(c, dev, s, l),
+            None => run_case(c, dev, s),
+        };
+        outcomes.push(Outcome { name: c.name, result, seconds: t.elapsed().as_secs_f64() });
+    }
+    assert!(!outcomes.is_empty(), "no case matches FERROTILE_CASE={only:?}");
+    println!("{}", report(&outcomes));
+    let failed: Vec<&str> = outcomes.iter().filter(|o| o.result.is_err()).map(|o| o.name).collect();
+    assert!(failed.is_empty(), "{} conformance case(s) failed on {name} with seed {seed}: {failed:?}", failed.len());
+}
