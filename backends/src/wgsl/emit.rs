@@ -2395,20 +2395,18 @@ impl<'k> Em<'k> {
         let kc = self.fresh();
         self.l(format!("for (var {kc}: u32 = 0u; {kc} < {kk}u; {kc} = {kc} + 1u) {{"));
         self.ind += 1;
-        let mut xs = vec![];
-        for p in &pa {
-            let x = self.fresh();
-            let e = Self::from_u32(&format!("ft_smem[{p} + {kc}]"), ac);
-            self.l(format!("let {x} = {e};"));
-            xs.push(x);
-        }
-        let mut ys = vec![];
-        for p in &pb {
-            let y = self.fresh();
-            let e = Self::from_u32(&format!("ft_smem[{p} + {kc} * {n}u]"), ac);
-            self.l(format!("let {y} = {e};"));
-            ys.push(y);
-        }
+        let read = |em: &mut Self, addrs: Vec<String>| -> Vec<String> {
+            addrs
+                .iter()
+                .map(|a| {
+                    let x = em.fresh();
+                    em.l(format!("let {x} = {};", Self::from_u32(&format!("ft_smem[{a}]"), ac)));
+                    x
+                })
+                .collect()
+        };
+        let xs = read(self, pa.iter().map(|p| format!("{p} + {kc}")).collect());
+        let ys = read(self, pb.iter().map(|p| format!("{p} + {kc} * {n}u")).collect());
         for (r, &(ri, ci)) in at.iter().enumerate() {
             let (x, y) = (&xs[ri], &ys[ci]);
             if int {
