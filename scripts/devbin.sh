@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepare a run on the GPU machine (the device tool): build the release test
+# binaries, benches and scripts into .devbin/ (git-ignored), stripped so they
+# fit the 64 MiB the tool carries, and fetch the Vulkan loader debs into .gl/
+# (for wgpu on the GPU) once. Then, with the device tool:
+#   run  command: "bash .devbin/gpu-run.sh check"   carry: [".devbin", ".gl"]
+#   run  command: "bash .devbin/gpu-run.sh bench"   carry: [".devbin", ".gl"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --release --workspace --no-run
+cargo build --release -p ferrotile-benches
+mkdir -p .devbin
+for t in library gemm conformance_cuda conformance_wgpu wgpu_runtime; do
+  f=$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)
+  cp "$f" ".devbin/$t"
+done
+cp target/release/bench target/release/run-library target/release/emit-ptx .devbin/
+for f in .devbin/*; do strip "$f" 2>/dev/null || true; done
+cp benches/peers.py benches/compare.py scripts/gpu-run.sh .devbin/
+if [ ! -d .gl ]; then
+  grep -q '^/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >> .git/info/exclude
+  mkdir -p .gl /tmp/amd64/partial
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  apt-get $o update >/dev/null && (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2) \
+    || echo "warning: could not fetch the Vulkan loader debs; wgpu runs on the GPU machine will find no adapter"
+fi
+du -sh .devbin .gl

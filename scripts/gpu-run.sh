@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, over .devbin/ built by
+# scripts/devbin.sh. Logs go to $OUT (the device tool brings back at most 8
+# files); a summary prints last.
+#   check: conformance (CUDA, wgpu/Vulkan), library and GEMM tests on every
+#          device, compute-sanitizer memcheck + racecheck
+#   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
+set -uo pipefail
+D=.devbin
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+L=$OUT/all.log
+S=$OUT/summary.txt
+# the Vulkan loader (device/README.md), on the GPU machine only
+if command -v nvidia-smi >/dev/null && ls .gl/*.deb >/dev/null 2>&1; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
+step() { local name=$1 limit=$2; shift 2; local s; s=$(date +%s); echo "=== $name: $*" >> "$L"; timeout "$limit" "$@" >> "$L" 2>&1; echo "$name rc=$? $(( $(date +%s) - s ))s" | tee -a "$S"; }
+case "${1:-check}" in
+  check)
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    step conformance_wgpu 240 $D/conformance_wgpu --nocapture
+    step library 150 $D/library
+    step gemm 150 $D/gemm
+    FERROTILE_TEST_DEVICES=cpu,cuda step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cpu,cuda step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_half gemm_epi
+    grep -E "conformance on|FAILED|ERROR SUMMARY|RACECHECK SUMMARY|skipped" "$L" | head -20
+    ;;
+  bench)
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_lib 240 $D/bench --json "$OUT/ft.json"
+    step peers_lib 240 python3 $D/peers.py --json "$OUT/peers.json"
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 150 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    step bench_wgpu 120 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
+    grep -E "TFLOP|GB/s|ok$|FAIL" "$L" | grep -v autotune | tail -40
+    ;;
+  *) echo "usage: gpu-run.sh check|bench"; exit 2 ;;
+esac
+cat "$S"
