@@ -203,6 +203,11 @@ impl WgpuDevice {
         }
     }
 
+    /// Whether dispatches can be timestamped (TIMESTAMP_QUERY).
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
     /// Whether dispatches and copies can both be timestamped.
     pub fn full_timestamps(&self) -> bool {
         self.encoder_timestamps

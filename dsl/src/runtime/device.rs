@@ -196,16 +196,10 @@ impl Device {
         }
         #[cfg(feature = "wgpu")]
         if let Some(w) = &self.wgpu {
-            return match (w.begin_timing(), w.full_timestamps()) {
+            return match (w.has_timestamps(), w.full_timestamps()) {
                 (false, _) => "wall clock",
-                (true, full) => {
-                    let _ = w.end_timing();
-                    if full {
-                        "gpu timestamps"
-                    } else {
-                        "gpu timestamps (kernels only)"
-                    }
-                }
+                (true, true) => "gpu timestamps",
+                (true, false) => "gpu timestamps (kernels only)",
             };
         }
         "wall clock"
