@@ -58,8 +58,9 @@ impl From<ferrotile::Error> for LibError {
 }
 
 /// Candidate launch configurations for the row kernels on a GPU, heuristic
-/// first: warps around the heuristic for single-tile rows, chunk widths ×
-/// warps for looped rows (ranges from the sweeps in benches/NOTES.md).
+/// first: warps around the heuristic for single-tile rows (plus the chunked
+/// kernel for rows of 8192 and more), chunk widths × warps for looped rows
+/// (ranges from the sweeps in benches/NOTES.md).
 pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile::TuneConfig> {
     use ferrotile::TuneConfig;
     let enc = |c: softmax::SoftmaxConfig| TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
@@ -80,6 +81,16 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile
         for w in [1u32, 2, 4, 8, 16] {
             if (heuristic.block / 32).max(1) >= w {
                 push(softmax::SoftmaxConfig { num_warps: w, ..heuristic });
+            }
+        }
+        // Long rows held whole in registers can lose to the chunked kernel
+        // on some backends (WGSL on NVIDIA's Vulkan driver ran 16384-wide
+        // rows at 51–62 % of its copy kernel): let the timings decide.
+        if heuristic.block >= 8192 {
+            for block in [2048u32, 4096] {
+                for w in [8u32, 16] {
+                    push(softmax::SoftmaxConfig { block, looped: true, num_warps: w });
+                }
             }
         }
     }
