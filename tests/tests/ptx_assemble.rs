@@ -145,6 +145,12 @@ fn every_gemm_tuner_configuration_assembles() {
                 let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, pipeline: tc.num_stages >= 2 };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
+                    // FERROTILE_EXPLAIN's reasons: none for tensor-core
+                    // inputs (every candidate fits its warps), the dtype for
+                    // exact f32
+                    Ok(p) if (t == DType::F32 && tf32 == 0) != p.fma_dots.iter().any(|(_, why)| why.contains("dot_tf32")) || (t != DType::F32 && !p.fma_dots.is_empty()) => {
+                        failures.push(format!("gemm {t} tf32={tf32} {tc}: unexpected FMA-path reasons {:?}", p.fma_dots))
+                    }
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
                         Ok(r) => println!(
                             "gemm {t}{} {tc} sm_{sm}: {} regs, {} B spills, {} B smem{}",

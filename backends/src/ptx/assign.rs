@@ -40,6 +40,9 @@ pub struct MmaGrid {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     mma: HashMap<Vec<u32>, MmaGrid>,
+    /// Why a `dot` stays on the FMA path: (source line, reason), for
+    /// `FERROTILE_EXPLAIN=1`.
+    pub fma_reasons: Vec<(u32, String)>,
 }
 
 impl Plan {
@@ -89,21 +92,49 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
 /// false keeps every shape canonical (the FMA path for every `dot`).
 pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool) -> Plan {
     let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
+    let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
+    let mut fma_reasons = vec![];
     k.walk(&mut |op| {
         let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
         let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
         let (Some(sa), Some(sb)) = (dims(*a), dims(*b)) else { return };
         let out = vec![sa[0], sb[1]];
-        let ok = enable_mma
-            && k.ty(*a).elem().and_then(|e| mma_k(e.dtype(), *precision)).is_some_and(|kk| sa[1] % kk == 0)
-            && k.ty(*a).elem().map(|e| e.dtype()) == k.ty(*b).elem().map(|e| e.dtype());
-        let grid = if ok { warp_grid(out[0], out[1], num_warps) } else { None };
+        let (da, db) = (k.ty(*a).elem().map(|e| e.dtype()), k.ty(*b).elem().map(|e| e.dtype()));
+        let why = if !enable_mma {
+            Some("tensor cores are off (FERROTILE_MMA=0)".to_string())
+        } else if da != db {
+            Some(format!("operands of different dtypes ({da:?}, {db:?})"))
+        } else {
+            match da.and_then(|d| mma_k(d, *precision).map(|kk| (d, kk))) {
+                None => Some(format!("{} inputs with {precision:?} precision: tensor cores take f16/bf16, or f32 through `dot_tf32`", da.map_or("?".into(), |d| d.to_string()))),
+                Some((_, kk)) if sa[1] % kk != 0 => Some(format!("K = {} is not a multiple of the instruction's {kk}", sa[1])),
+                Some(_) => match warp_grid(out[0], out[1], num_warps) {
+                    None => Some(format!("a {}×{} result cannot give each of {num_warps} warps whole 16×8 tiles", out[0], out[1])),
+                    Some(_) => None,
+                },
+            }
+        };
+        let grid = if why.is_none() { warp_grid(out[0], out[1], num_warps) } else { None };
+        if let Some(w) = why {
+            fma_reasons.push((op.loc.line, w));
+        }
+        lines.entry(out.clone()).or_default().push(op.loc.line);
         let e = mma.entry(out).or_insert(grid);
         if *e != grid {
             *e = None; // dots of one shape must agree on the layout
         }
     });
-    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect() }
+    for (shape, g) in &mma {
+        if g.is_none() {
+            for &l in &lines[shape] {
+                if !fma_reasons.iter().any(|(x, _)| *x == l) {
+                    fma_reasons.push((l, format!("another dot with a {}×{} result stays on the FMA path, and dots of one shape share a layout", shape[0], shape[1])));
+                }
+            }
+        }
+    }
+    fma_reasons.sort();
+    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect(), fma_reasons }
 }
 
 #[cfg(test)]

@@ -57,6 +57,8 @@ pub struct PtxKernel {
     pub smem_bytes: u32,
     pub threads: u32,
     pub params: Vec<ParamAbi>,
+    /// Why `dot`s of this kernel stay on the FMA path: (source line, reason).
+    pub fma_dots: Vec<(u32, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -253,7 +255,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
-    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params })
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone() })
 }
 
 impl<'k> Em<'k> {

@@ -91,6 +91,11 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
                 if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", pk.text);
                 }
+                if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
+                    for (line, why) in &pk.fma_dots {
+                        eprintln!("ferrotile: `{}` ({}:{line}) [{}]: dot on the FMA path: {why}", k.name, k.file, spec.describe_binding());
+                    }
+                }
                 if let Some(dir) = disk_dir() {
                     let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
                     if !f.exists() {
