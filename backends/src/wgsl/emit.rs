@@ -332,6 +332,12 @@ struct Em<'k> {
     uses_f16: bool,
     helpers: BTreeMap<String, String>,
     loc: Loc,
+    /// Defining op of every value (for rematerialization).
+    defs: HashMap<V, &'k Op>,
+    remat_costs: HashMap<V, Option<u32>>,
+    /// Rematerialized (value, index expressions) → `let`, one map per
+    /// enclosing block (WGSL scopes `let`s to their block).
+    remat: Vec<HashMap<(V, Vec<String>), String>>,
 }
 
 pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
@@ -406,7 +412,15 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         uses_f16: false,
         helpers: BTreeMap::new(),
         loc: Loc::default(),
+        defs: HashMap::new(),
+        remat_costs: HashMap::new(),
+        remat: vec![],
     };
+    k.walk(&mut |op| {
+        for r in &op.results {
+            em.defs.insert(*r, op);
+        }
+    });
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
     em.block(&k.body)?;
 
@@ -1030,11 +1044,126 @@ impl<'k> Em<'k> {
     // ------------------------------------------------------------ blocks
 
     fn block(&mut self, b: &Block) -> R<()> {
+        self.remat.push(HashMap::new());
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
+        self.remat.pop();
         Ok(())
+    }
+
+    // ------------------------------------------------- rematerialization
+    // As in the PTX emitter: broadcasts / expand_dims of index arithmetic are
+    // recomputed per element in the consumer's layout instead of moving
+    // through workgroup memory (two barriers each).
+
+    /// Ops needed to recompute tile `v` from its element index and scalars,
+    /// or `None` when it reads memory, reduces or is loop-carried.
+    fn remat_cost(&mut self, v: V) -> Option<u32> {
+        if self.k.ty(v).shape().is_empty() {
+            return Some(0);
+        }
+        if let Some(c) = self.remat_costs.get(&v) {
+            return *c;
+        }
+        let c = match self.defs.get(&v).map(|op| &op.kind) {
+            Some(OpKind::Arange { .. }) => Some(1),
+            Some(OpKind::Splat { .. }) => Some(0),
+            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.remat_cost(*x),
+            Some(
+                kind @ (OpKind::Binary { .. }
+                | OpKind::Cmp { .. }
+                | OpKind::Unary { .. }
+                | OpKind::Fma { .. }
+                | OpKind::Select { .. }
+                | OpKind::Cast { .. }
+                | OpKind::AddPtr { .. }),
+            ) => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.remat_cost(*u)?)),
+            _ => None,
+        };
+        self.remat_costs.insert(v, c);
+        c
+    }
+
+    /// `try_remat`, storing the registers as `res`'s; whether it applied.
+    fn try_remat_into(&mut self, res: V) -> R<bool> {
+        Ok(match self.try_remat(res)? {
+            Some(regs) => {
+                self.vals.insert(res, regs);
+                true
+            }
+            None => false,
+        })
+    }
+
+    fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
+        const BUDGET: u32 = 16;
+        if !self.remat_cost(res).is_some_and(|c| c <= BUDGET) {
+            return Ok(None);
+        }
+        let shape = self.shape_u32(res);
+        let n = self.nregs(res)?;
+        let mut out = vec![];
+        for r in 0..n {
+            let idx = (0..shape.len()).map(|d| self.index(&shape, r, d)).collect::<R<Vec<String>>>()?;
+            out.push(self.eval_at(res, idx)?);
+        }
+        Ok(Some(out))
+    }
+
+    /// The element of `v` at index `idx` (u32 expressions, one per dim).
+    fn eval_at(&mut self, v: V, idx: Vec<String>) -> R<String> {
+        if self.k.ty(v).shape().is_empty() {
+            return Ok(self.get(v)[0].clone());
+        }
+        let key = (v, idx);
+        if let Some(r) = self.remat.iter().rev().find_map(|m| m.get(&key)) {
+            return Ok(r.clone());
+        }
+        let idx = key.1.clone();
+        let op: &'k Op = self.defs[&v];
+        let r = match &op.kind {
+            OpKind::Arange { start, .. } => {
+                let s = start.known().unwrap();
+                self.let_(W::I, format!("i32({}) + {}", idx[0], i32_lit(s as i32)))
+            }
+            OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
+            OpKind::Broadcast { x, .. } => {
+                let src = self.shape_u32(*x);
+                let sidx = (0..src.len()).map(|d| if src[d] == 1 { "0u".to_string() } else { idx[d].clone() }).collect();
+                self.eval_at(*x, sidx)?
+            }
+            OpKind::ExpandDims { x, axis } => {
+                let mut sidx = idx.clone();
+                sidx.remove(*axis as usize);
+                self.eval_at(*x, sidx)?
+            }
+            kind => {
+                let ops = kind.operands();
+                let mut regs = vec![];
+                for u in &ops {
+                    regs.push(self.eval_at(*u, idx.clone())?);
+                }
+                // run the elementwise op on one register per operand
+                let mut saved = vec![];
+                for (u, r) in ops.iter().zip(regs) {
+                    saved.push((*u, self.vals.insert(*u, vec![r])));
+                }
+                let out = self.elementwise(kind, v);
+                for (u, old) in saved.into_iter().rev() {
+                    match old {
+                        Some(o) => self.vals.insert(u, o),
+                        None => self.vals.remove(&u),
+                    };
+                }
+                out?.swap_remove(0)
+            }
+        };
+        if let Some(m) = self.remat.last_mut() {
+            m.insert(key, r.clone());
+        }
+        Ok(r)
     }
 
     fn yields(b: &Block) -> Vec<V> {
@@ -1070,6 +1199,62 @@ impl<'k> Em<'k> {
     }
 
     // --------------------------------------------------------------- ops
+
+    /// Elementwise ops: register i of the result from register i of each
+    /// operand (operands have the result's shape, hence its layout).
+    fn elementwise(&mut self, kind: &OpKind, res: V) -> R<Vec<String>> {
+        Ok(match kind {
+            OpKind::Binary { op: o, a, b } => self.binary(*o, *a, *b)?,
+            OpKind::Cmp { op: o, a, b } => self.cmp(*o, *a, *b),
+            OpKind::Unary { op: o, x } => self.unary(*o, *x)?,
+            OpKind::Fma { a, b, c } => {
+                let d = self.dtype(res);
+                let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    let e = format!("fma({}, {}, {})", ra[i], rb[i], rc[i]);
+                    let e = self.round_to(&e, d);
+                    out.push(self.let_(W::F, e));
+                }
+                out
+            }
+            OpKind::Select { cond, a, b } => {
+                let w = self.wv(*a);
+                let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
+                let mut out = vec![];
+                for i in 0..ra.len() {
+                    out.push(self.let_(w, format!("select({}, {}, {})", rb[i], ra[i], rc[i])));
+                }
+                out
+            }
+            OpKind::Cast { x, to } => {
+                let from = self.dtype(*x);
+                let rx = self.get(*x);
+                let mut out = vec![];
+                for r in rx {
+                    out.push(self.cast(&r, from, *to)?);
+                }
+                out
+            }
+            OpKind::AddPtr { ptr, offset } => {
+                let od = self.dtype(*offset);
+                let (rp, ro) = (self.get(*ptr), self.get(*offset));
+                let mut out = vec![];
+                for i in 0..rp.len() {
+                    // indices are u32: only the low 32 bits of the offset matter
+                    let off = match w_dt(od) {
+                        W::U => ro[i].clone(),
+                        W::L => format!("{}.x", ro[i]),
+                        _ => format!("bitcast<u32>({})", ro[i]),
+                    };
+                    out.push(self.let_(W::U, format!("{} + {off}", rp[i])));
+                }
+                out
+            }
+            _ => return self.err(format!("not an elementwise op: {kind:?}")),
+        })
+    }
+
 
     fn op(&mut self, op: &Op) -> R<()> {
         let k = self.k;
@@ -1163,6 +1348,7 @@ impl<'k> Em<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if self.try_remat_into(res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let ss = strides(&src);
@@ -1180,53 +1366,13 @@ impl<'k> Em<'k> {
                 let coef: Vec<u32> = perm.iter().map(|&p| ss[p as usize]).collect();
                 Some(self.convert(*x, res.unwrap(), &coef)?)
             }
-            OpKind::Binary { op: o, a, b } => Some(self.binary(*o, *a, *b)?),
-            OpKind::Cmp { op: o, a, b } => Some(self.cmp(*o, *a, *b)),
-            OpKind::Unary { op: o, x } => Some(self.unary(*o, *x)?),
-            OpKind::Fma { a, b, c } => {
-                let d = self.dtype(res.unwrap());
-                let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
-                let mut out = vec![];
-                for i in 0..ra.len() {
-                    let e = format!("fma({}, {}, {})", ra[i], rb[i], rc[i]);
-                    let e = self.round_to(&e, d);
-                    out.push(self.let_(W::F, e));
-                }
-                Some(out)
-            }
-            OpKind::Select { cond, a, b } => {
-                let w = self.wv(*a);
-                let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
-                let mut out = vec![];
-                for i in 0..ra.len() {
-                    out.push(self.let_(w, format!("select({}, {}, {})", rb[i], ra[i], rc[i])));
-                }
-                Some(out)
-            }
-            OpKind::Cast { x, to } => {
-                let from = self.dtype(*x);
-                let rx = self.get(*x);
-                let mut out = vec![];
-                for r in rx {
-                    out.push(self.cast(&r, from, *to)?);
-                }
-                Some(out)
-            }
-            OpKind::AddPtr { ptr, offset } => {
-                let od = self.dtype(*offset);
-                let (rp, ro) = (self.get(*ptr), self.get(*offset));
-                let mut out = vec![];
-                for i in 0..rp.len() {
-                    // indices are u32: only the low 32 bits of the offset matter
-                    let off = match w_dt(od) {
-                        W::U => ro[i].clone(),
-                        W::L => format!("{}.x", ro[i]),
-                        _ => format!("bitcast<u32>({})", ro[i]),
-                    };
-                    out.push(self.let_(W::U, format!("{} + {off}", rp[i])));
-                }
-                Some(out)
-            }
+            OpKind::Binary { .. }
+            | OpKind::Cmp { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Fma { .. }
+            | OpKind::Select { .. }
+            | OpKind::Cast { .. }
+            | OpKind::AddPtr { .. } => Some(self.elementwise(&op.kind, res.unwrap())?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
