@@ -8,6 +8,7 @@
 //!   wgpu runtime that runs it on Vulkan/Metal/DX12 adapters (and lavapipe).
 
 pub mod ptx;
+pub mod remat;
 pub mod ptxas;
 pub mod wgsl;
 #[cfg(feature = "cuda")]

@@ -145,14 +145,8 @@ struct Em<'k> {
     /// 16-bit register → the f32 register it was rounded from: lets a pair
     /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
     h_from_f32: HashMap<String, String>,
-    /// Defining op of every value (for rematerialization).
-    defs: HashMap<V, &'k Op>,
-    /// Memo of [`Em::remat_cost`].
-    remat_costs: HashMap<V, Option<u32>>,
-    /// Rematerialized (value, index registers) → register, one map per
-    /// enclosing block (a value computed inside a branch or loop body is
-    /// not visible after it).
-    remat: Vec<HashMap<(V, Vec<String>), String>>,
+    /// Which values to recompute instead of converting ([`crate::remat`]).
+    remat: crate::remat::Remat<'k>,
     zero: Option<String>,
     /// Layouts chosen for this kernel's shapes ([`super::assign`]).
     plan: super::assign::Plan,
@@ -209,17 +203,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
-        defs: HashMap::new(),
-        remat_costs: HashMap::new(),
-        remat: vec![],
+        remat: crate::remat::Remat::new(k),
         zero: None,
         plan: super::assign::plan(k, o.num_warps, o.mma),
     };
-    k.walk(&mut |op| {
-        for r in &op.results {
-            em.defs.insert(*r, op);
-        }
-    });
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
     em.warp = em.reg(Cls::R);
@@ -417,54 +404,23 @@ impl<'k> Em<'k> {
     // ------------------------------------------------------------ blocks
 
     fn block(&mut self, b: &Block) -> R<()> {
-        self.remat.push(HashMap::new());
+        self.remat.enter();
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
-        self.remat.pop();
+        self.remat.leave();
         Ok(())
     }
 
     // ------------------------------------------------- rematerialization
-
-    /// Ops needed to recompute tile `v` from its element index and scalars,
-    /// if it is such a function (aranges, splats, broadcasts, expand_dims
-    /// and elementwise ops over them); `None` for anything that reads
-    /// memory, reduces, or is carried by a loop.
-    fn remat_cost(&mut self, v: V) -> Option<u32> {
-        if self.k.ty(v).shape().is_empty() {
-            return Some(0);
-        }
-        if let Some(c) = self.remat_costs.get(&v) {
-            return *c;
-        }
-        let c = match self.defs.get(&v).map(|op| &op.kind) {
-            Some(OpKind::Arange { .. }) => Some(1),
-            Some(OpKind::Splat { .. }) => Some(0),
-            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.remat_cost(*x),
-            Some(
-                kind @ (OpKind::Binary { .. }
-                | OpKind::Cmp { .. }
-                | OpKind::Unary { .. }
-                | OpKind::Fma { .. }
-                | OpKind::Select { .. }
-                | OpKind::Cast { .. }
-                | OpKind::AddPtr { .. }),
-            ) => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.remat_cost(*u)?)),
-            _ => None,
-        };
-        self.remat_costs.insert(v, c);
-        c
-    }
 
     /// Registers of tile `res` in its layout, recomputed per element from
     /// its index when it is cheap to (see [`Em::remat_cost`]): how
     /// broadcasts and expand_dims of index arithmetic avoid a round trip
     /// through shared memory.
     fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
-        const BUDGET: u32 = 16;
-        if !self.remat_cost(res).is_some_and(|c| c <= BUDGET) {
+        if !self.remat.worth(res) {
             return Ok(None);
         }
         let shape = self.shape_u32(res);
@@ -493,11 +449,11 @@ impl<'k> Em<'k> {
             return Ok(self.get(v)[0].clone());
         }
         let key = (v, idx);
-        if let Some(r) = self.remat.iter().rev().find_map(|m| m.get(&key)) {
-            return Ok(r.clone());
+        if let Some(r) = self.remat.cached(&key) {
+            return Ok(r);
         }
         let idx = key.1.clone();
-        let op: &'k Op = self.defs[&v];
+        let op: &'k Op = self.remat.def(v);
         let r = match &op.kind {
             OpKind::Arange { start, .. } => {
                 let s = start.known().unwrap();
@@ -510,14 +466,10 @@ impl<'k> Em<'k> {
                 }
             }
             OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
-            OpKind::Broadcast { x, .. } => {
-                let src = self.shape_u32(*x);
-                let sidx = (0..src.len()).map(|d| if src[d] == 1 { self.zero_reg() } else { idx[d].clone() }).collect();
-                self.eval_at(*x, sidx)?
-            }
-            OpKind::ExpandDims { x, axis } => {
-                let mut sidx = idx.clone();
-                sidx.remove(*axis as usize);
+            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => {
+                // the zero register is allocated only when an index needs it
+                let sidx = self.remat.source_index(op, &idx, "");
+                let sidx = sidx.into_iter().map(|i| if i.is_empty() { self.zero_reg() } else { i }).collect();
                 self.eval_at(*x, sidx)?
             }
             kind => {
@@ -541,9 +493,7 @@ impl<'k> Em<'k> {
                 out?.swap_remove(0)
             }
         };
-        if let Some(m) = self.remat.last_mut() {
-            m.insert(key, r.clone());
-        }
+        self.remat.remember(key, r.clone());
         Ok(r)
     }
 

@@ -332,12 +332,8 @@ struct Em<'k> {
     uses_f16: bool,
     helpers: BTreeMap<String, String>,
     loc: Loc,
-    /// Defining op of every value (for rematerialization).
-    defs: HashMap<V, &'k Op>,
-    remat_costs: HashMap<V, Option<u32>>,
-    /// Rematerialized (value, index expressions) → `let`, one map per
-    /// enclosing block (WGSL scopes `let`s to their block).
-    remat: Vec<HashMap<(V, Vec<String>), String>>,
+    /// Which values to recompute instead of converting ([`crate::remat`]).
+    remat: crate::remat::Remat<'k>,
 }
 
 pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
@@ -412,15 +408,8 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         uses_f16: false,
         helpers: BTreeMap::new(),
         loc: Loc::default(),
-        defs: HashMap::new(),
-        remat_costs: HashMap::new(),
-        remat: vec![],
+        remat: crate::remat::Remat::new(k),
     };
-    k.walk(&mut |op| {
-        for r in &op.results {
-            em.defs.insert(*r, op);
-        }
-    });
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
     em.block(&k.body)?;
 
@@ -1044,12 +1033,12 @@ impl<'k> Em<'k> {
     // ------------------------------------------------------------ blocks
 
     fn block(&mut self, b: &Block) -> R<()> {
-        self.remat.push(HashMap::new());
+        self.remat.enter();
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
-        self.remat.pop();
+        self.remat.leave();
         Ok(())
     }
 
@@ -1057,34 +1046,6 @@ impl<'k> Em<'k> {
     // As in the PTX emitter: broadcasts / expand_dims of index arithmetic are
     // recomputed per element in the consumer's layout instead of moving
     // through workgroup memory (two barriers each).
-
-    /// Ops needed to recompute tile `v` from its element index and scalars,
-    /// or `None` when it reads memory, reduces or is loop-carried.
-    fn remat_cost(&mut self, v: V) -> Option<u32> {
-        if self.k.ty(v).shape().is_empty() {
-            return Some(0);
-        }
-        if let Some(c) = self.remat_costs.get(&v) {
-            return *c;
-        }
-        let c = match self.defs.get(&v).map(|op| &op.kind) {
-            Some(OpKind::Arange { .. }) => Some(1),
-            Some(OpKind::Splat { .. }) => Some(0),
-            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.remat_cost(*x),
-            Some(
-                kind @ (OpKind::Binary { .. }
-                | OpKind::Cmp { .. }
-                | OpKind::Unary { .. }
-                | OpKind::Fma { .. }
-                | OpKind::Select { .. }
-                | OpKind::Cast { .. }
-                | OpKind::AddPtr { .. }),
-            ) => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.remat_cost(*u)?)),
-            _ => None,
-        };
-        self.remat_costs.insert(v, c);
-        c
-    }
 
     /// `try_remat`, storing the registers as `res`'s; whether it applied.
     fn try_remat_into(&mut self, res: V) -> R<bool> {
@@ -1098,8 +1059,7 @@ impl<'k> Em<'k> {
     }
 
     fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
-        const BUDGET: u32 = 16;
-        if !self.remat_cost(res).is_some_and(|c| c <= BUDGET) {
+        if !self.remat.worth(res) {
             return Ok(None);
         }
         let shape = self.shape_u32(res);
@@ -1118,25 +1078,19 @@ impl<'k> Em<'k> {
             return Ok(self.get(v)[0].clone());
         }
         let key = (v, idx);
-        if let Some(r) = self.remat.iter().rev().find_map(|m| m.get(&key)) {
-            return Ok(r.clone());
+        if let Some(r) = self.remat.cached(&key) {
+            return Ok(r);
         }
         let idx = key.1.clone();
-        let op: &'k Op = self.defs[&v];
+        let op: &'k Op = self.remat.def(v);
         let r = match &op.kind {
             OpKind::Arange { start, .. } => {
                 let s = start.known().unwrap();
                 self.let_(W::I, format!("i32({}) + {}", idx[0], i32_lit(s as i32)))
             }
             OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
-            OpKind::Broadcast { x, .. } => {
-                let src = self.shape_u32(*x);
-                let sidx = (0..src.len()).map(|d| if src[d] == 1 { "0u".to_string() } else { idx[d].clone() }).collect();
-                self.eval_at(*x, sidx)?
-            }
-            OpKind::ExpandDims { x, axis } => {
-                let mut sidx = idx.clone();
-                sidx.remove(*axis as usize);
+            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => {
+                let sidx = self.remat.source_index(op, &idx, "0u");
                 self.eval_at(*x, sidx)?
             }
             kind => {
@@ -1160,9 +1114,7 @@ impl<'k> Em<'k> {
                 out?.swap_remove(0)
             }
         };
-        if let Some(m) = self.remat.last_mut() {
-            m.insert(key, r.clone());
-        }
+        self.remat.remember(key, r.clone());
         Ok(r)
     }
 
