@@ -104,6 +104,25 @@ impl<'k> Remat<'k> {
     }
 }
 
+/// Registers of an emitter's values, by value.
+pub type Vals = HashMap<V, Vec<String>>;
+
+/// Point each operand at one register (so that an emitter's whole-tile
+/// elementwise code computes one element); returns what to restore.
+pub fn bind_single(vals: &mut Vals, ops: &[V], regs: Vec<String>) -> Vec<(V, Option<Vec<String>>)> {
+    ops.iter().zip(regs).map(|(u, r)| (*u, vals.insert(*u, vec![r]))).collect()
+}
+
+/// Undo [`bind_single`] (in reverse, so a repeated operand ends as it was).
+pub fn unbind(vals: &mut Vals, saved: Vec<(V, Option<Vec<String>>)>) {
+    for (u, old) in saved.into_iter().rev() {
+        match old {
+            Some(o) => vals.insert(u, o),
+            None => vals.remove(&u),
+        };
+    }
+}
+
 /// Ops computed register by register from same-shaped operands.
 pub fn is_elementwise(kind: &OpKind) -> bool {
     matches!(

@@ -479,17 +479,9 @@ impl<'k> Em<'k> {
                     regs.push(self.eval_at(*u, idx.clone())?);
                 }
                 // run the elementwise op on one register per operand
-                let mut saved = vec![];
-                for (u, r) in ops.iter().zip(regs) {
-                    saved.push((*u, self.vals.insert(*u, vec![r])));
-                }
+                let saved = crate::remat::bind_single(&mut self.vals, &ops, regs);
                 let out = self.elementwise(kind);
-                for (u, old) in saved.into_iter().rev() {
-                    match old {
-                        Some(o) => self.vals.insert(u, o),
-                        None => self.vals.remove(&u),
-                    };
-                }
+                crate::remat::unbind(&mut self.vals, saved);
                 out?.swap_remove(0)
             }
         };
