@@ -8,7 +8,9 @@
 //!   and `WGPU_POWER_PREF`. No adapter is an `Err`, never a panic.
 //! - The device is requested with the adapter's own limits (so kernels get
 //!   the adapter's maxima rather than WebGPU's defaults) and SUBGROUP where
-//!   the emitter may use it.
+//!   the emitter may use it; f16 values are widened with `unpack2x16float`
+//!   where the adapter has SHADER_F16_IN_F32 (`FERROTILE_WGPU_F16=0`: the
+//!   integer code path).
 //! - Buffers are `STORAGE | COPY_SRC | COPY_DST`, their byte size rounded up
 //!   to a multiple of 4 (packed 8/16-bit elements live in u32 words).
 //! - Pipelines use explicit bind-group layouts built from
@@ -148,10 +150,14 @@ impl WgpuDevice {
                 }
             });
         }
+        // f16 → f32 widening with `unpack2x16float` (exact) where the adapter
+        // supports it; rounding to f16 stays in software either way.
+        let shader_f16 = adapter.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::SHADER_F16_IN_F32)
+            && std::env::var("FERROTILE_WGPU_F16").map_or(true, |v| v != "0");
         let base_options = WgslOptions {
             workgroup_size: 128,
             subgroups,
-            shader_f16: false,
+            shader_f16,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
         };
         Ok(Arc::new(WgpuDevice {
