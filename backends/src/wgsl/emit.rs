@@ -2210,37 +2210,63 @@ impl<'k> Em<'k> {
                 }
                 t
             };
-            let t0 = self.let_(W::U, tid_of("0u"));
-            let mut accs: Vec<(String, Option<String>)> = vec![];
-            for gi in 0..partial.len() {
-                let s = gi as u32 * slot;
-                let v = self.var_(ac, Some(&Self::ld_slot(&format!("{t0} * {per}u + {s}u"), ac)));
-                let i = if arg { Some(self.var_(W::U, Some(&format!("ft_smem[{t0} * {per}u + {}u]", s + ac.nw())))) } else { None };
-                accs.push((v, i));
-            }
-            let j = self.fresh();
-            self.l(format!("for (var {j}: u32 = 1u; {j} < {tcount}u; {j} = {j} + 1u) {{"));
+            // A tree over the `tcount` positions along the axis: at step
+            // `h`, position p < h combines its slots with position p + h's,
+            // in place; after log2(tcount) steps position 0 holds the result
+            // (log-depth rounding error, log2(tcount) barriers).
+            let pos = if lanes_left > 1 {
+                format!(
+                    "((ft_tid >> {}u) & {}u) | (((ft_tid >> {}u) & {}u) << {}u)",
+                    lay.bl.lane_shift[axis],
+                    tpw - 1,
+                    5 + lay.bl.warp_shift[axis],
+                    wpc - 1,
+                    tpw.trailing_zeros()
+                )
+            } else {
+                format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
+            };
+            let p = self.let_(W::U, pos);
+            // one loop (not unrolled: shader size stays that of one step);
+            // its trip count is uniform, so the barrier inside is legal
+            let h = self.fresh();
+            self.l(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
             self.ind += 1;
-            let tj = self.let_(W::U, tid_of(&j));
-            for (gi, acc) in accs.iter().enumerate() {
-                let s = gi as u32 * slot;
-                let ov = self.let_(ac, Self::ld_slot(&format!("{tj} * {per}u + {s}u"), ac));
-                let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{tj} * {per}u + {}u]", s + ac.nw()))) } else { None };
-                let (v, i) = self.combine(o, ac, acc, &(ov, oi));
-                match i {
-                    Some(i) => {
-                        // both read the old accumulator
-                        let (nv, ni) = (self.let_(ac, v), self.let_(W::U, i));
-                        self.l(format!("{} = {nv};", acc.0));
-                        self.l(format!("{} = {ni};", acc.1.as_ref().unwrap()));
-                    }
-                    None => self.l(format!("{} = {v};", acc.0)),
+            self.l(format!("if ({p} < {h}) {{"));
+            self.ind += 1;
+            let q = self.let_(W::U, format!("{p} + {h}"));
+            let tq = self.let_(W::U, tid_of(&q));
+            for gi in 0..partial.len() {
+                let sl = gi as u32 * slot;
+                let me = format!("ft_tid * {per}u + {sl}u");
+                let other = format!("{tq} * {per}u + {sl}u");
+                let mv = self.let_(ac, Self::ld_slot(&me, ac));
+                let mi = if arg { Some(self.let_(W::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
+                let ov = self.let_(ac, Self::ld_slot(&other, ac));
+                let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
+                let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
+                let v = self.let_(ac, v);
+                self.st_slot(&me, &v, ac);
+                if let Some(i) = i {
+                    let i = self.let_(W::U, i);
+                    self.l(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
                 }
             }
             self.ind -= 1;
             self.l("}");
             self.bar();
-            partial = accs.iter().map(|(v, i)| (self.let_(ac, v), i.as_ref().map(|i| self.let_(W::U, i)))).collect::<Vec<_>>();
+            self.ind -= 1;
+            self.l("}");
+            let t0 = self.let_(W::U, tid_of("0u"));
+            let mut res = vec![];
+            for gi in 0..partial.len() {
+                let sl = gi as u32 * slot;
+                let v = self.let_(ac, Self::ld_slot(&format!("{t0} * {per}u + {sl}u"), ac));
+                let i = if arg { Some(self.let_(W::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                res.push((v, i));
+            }
+            self.bar();
+            partial = res;
         }
         // 3. to the result's dtype
         let rd = self.dtype(res);
