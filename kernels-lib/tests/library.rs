@@ -42,10 +42,11 @@ fn shapes() -> Vec<(usize, usize, Option<(u32, bool)>)> {
         (2, 4097, None),
         (5, 777, Some((128, true))),
         (3, 1000, Some((256, true))),
-        (2, 20000, None),
+        // enough long rows that an O(n)-error reduction shows (the WGSL
+        // backend's serial cross-invocation sum did: 1.2e-5 on lavapipe)
+        (64, 20000, None),
     ]
 }
-
 
 fn check_softmax<T: FloatElement>(seed: u64) {
     for dev in devices() {
@@ -56,28 +57,6 @@ fn check_softmax<T: FloatElement>(seed: u64) {
 fn check_layer_norm<T: FloatElement>(seed: u64) {
     for dev in devices() {
         check_layer_norm_on::<T>(&dev, seed);
-    }
-}
-
-fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
-    let dev = dev.clone();
-    let mut rng = Rng::new(seed);
-    for (rows, cols, forced) in shapes() {
-        let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 3.0);
-        let x = dev.from_slice(&xv).unwrap();
-        let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
-        let cfg = match forced {
-            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4 },
-            None => SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()),
-        };
-        softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
-        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
-        let want = reference::softmax(&xf, rows, cols);
-        // f16 outputs below its smallest normal (6.1e-5) cannot carry relative
-        // precision: measure those against that floor.
-        let floor = if T::DTYPE == ferrotile::ir::DType::F16 { 6.1e-5 } else { 1e-30 };
-        let e = max_rel_err(&got, &want, floor);
-        assert!(e <= tol::<T>(), "softmax on {} {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}", dev.name());
     }
 }
 

@@ -591,3 +591,33 @@ pub fn dot_i8(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+// ------------------------------------------------------ summation order
+
+/// One program sums one row of `B` f32 values.
+#[kernel]
+pub fn k_row_sum<const B: i32>(x: Ptr<f32>, out: Ptr<f32>) {
+    let r = program_id(0);
+    store(out + r, sum(load(x + r * B + arange(0, B)), 0));
+}
+
+/// `sum` combines partial sums in a balanced tree, not one after another:
+/// a row of 2^24 followed by 0.25s loses every 0.25 (and up to B/4 in all)
+/// when partials are added serially to the large one, but at most a few
+/// units in a tree. Deterministic, for every warp count (so every split of
+/// the row between registers, lanes and warps).
+pub fn sum_order(dev: &Device, seed: u64) -> R {
+    for b in [128usize, 512, 2048] {
+        for warps in [1u32, 4, 16] {
+            let c = Ctx::new("sum_order", seed, format!("B={b} warps={warps}"));
+            let mut xs = vec![0.25f32; b];
+            xs[0] = 16777216.0;
+            let exact = 16777216.0 + 0.25 * (b - 1) as f64;
+            let mut out = poisoned::<f32>(dev, 1 + PAD)?;
+            c.launch(k_row_sum::launch(dev, LaunchConfig::new([1, 1, 1]).num_warps(warps), &upload(dev, &xs)?, &mut out, b as i32))?;
+            // within 2 ulps (spacing 2 at 2^24) of the exact sum
+            check_with(&c, "sum(row)", &download(&out)?, &[exact], |_, g, &w| (g as f64 - w).abs() <= 4.0, &|_| "x = [2^24, 0.25, 0.25, ...]".into())?;
+        }
+    }
+    Ok(())
+}
