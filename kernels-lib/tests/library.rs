@@ -60,6 +60,28 @@ fn check_layer_norm<T: FloatElement>(seed: u64) {
     }
 }
 
+fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
+    let dev = dev.clone();
+    let mut rng = Rng::new(seed);
+    for (rows, cols, forced) in shapes() {
+        let (xv, xf) = rand_vec::<T>(&mut rng, rows * cols, 3.0);
+        let x = dev.from_slice(&xv).unwrap();
+        let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
+        let cfg = match forced {
+            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4 },
+            None => SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()),
+        };
+        softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
+        let got: Vec<f64> = y.to_vec().unwrap().iter().map(|v| v.to_f64()).collect();
+        let want = reference::softmax(&xf, rows, cols);
+        // f16 outputs below its smallest normal (6.1e-5) cannot carry relative
+        // precision: measure those against that floor.
+        let floor = if T::DTYPE == ferrotile::ir::DType::F16 { 6.1e-5 } else { 1e-30 };
+        let e = max_rel_err(&got, &want, floor);
+        assert!(e <= tol::<T>(), "softmax on {} {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}", dev.name());
+    }
+}
+
 fn check_layer_norm_on<T: FloatElement>(dev: &Device, seed: u64) {
     let dev = dev.clone();
     let mut rng = Rng::new(seed);
