@@ -6,10 +6,13 @@
 //! [`Remat::BUDGET`] ops — and keeps the per-block cache of values already
 //! recomputed at an index. Emitters use it where a broadcast or expand_dims
 //! would otherwise move registers through shared/workgroup memory (two
-//! barriers): they evaluate the value per destination element instead. Each
-//! emitter supplies the per-element evaluation (instructions differ); the
-//! decisions and index mapping live here so both backends make the same ones.
+//! barriers): they evaluate the value per destination element instead
+//! ([`remat_into`]). Each emitter supplies only its instructions (the
+//! [`Emitter`] trait: aranges, index 0, elementwise ops); the decisions, the
+//! index mapping and the evaluation live here so both backends make the
+//! same ones.
 
+use crate::EmitError;
 use ferrotile_ir::*;
 use std::collections::HashMap;
 
@@ -40,6 +43,10 @@ impl<'k> Remat<'k> {
     /// argument; arguments are never rematerialized).
     pub fn def(&self, v: V) -> &'k Op {
         self.defs[&v]
+    }
+
+    pub fn kernel(&self) -> &'k Kernel {
+        self.k
     }
 
     /// Ops needed to recompute tile `v` from its element index and scalars,
@@ -107,20 +114,82 @@ impl<'k> Remat<'k> {
 /// Registers of an emitter's values, by value.
 pub type Vals = HashMap<V, Vec<String>>;
 
-/// Point each operand at one register (so that an emitter's whole-tile
-/// elementwise code computes one element); returns what to restore.
-pub fn bind_single(vals: &mut Vals, ops: &[V], regs: Vec<String>) -> Vec<(V, Option<Vec<String>>)> {
-    ops.iter().zip(regs).map(|(u, r)| (*u, vals.insert(*u, vec![r]))).collect()
+/// What an emitter provides so that [`remat_into`] can recompute values in
+/// its own instructions.
+pub trait Emitter<'k> {
+    fn remat_state(&mut self) -> &mut Remat<'k>;
+    fn vals_mut(&mut self) -> &mut Vals;
+    /// Registers per thread of tile `v` in its layout.
+    fn nregs_of(&mut self, v: V) -> Result<usize, EmitError>;
+    /// Index along `d` of register `r` of a `shape` tile.
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> Result<String, EmitError>;
+    /// The element of `arange(start, ..)` at index `i`.
+    fn arange_at(&mut self, i: &str, start: i64) -> String;
+    /// Index 0 (allocated on first use where it needs a register).
+    fn zero_index(&mut self) -> String;
+    /// Elementwise `kind` producing `v`, on the registers its operands are
+    /// bound to in `vals_mut()`.
+    fn elementwise_op(&mut self, kind: &OpKind, v: V) -> Result<Vec<String>, EmitError>;
 }
 
-/// Undo [`bind_single`] (in reverse, so a repeated operand ends as it was).
-pub fn unbind(vals: &mut Vals, saved: Vec<(V, Option<Vec<String>>)>) {
-    for (u, old) in saved.into_iter().rev() {
-        match old {
-            Some(o) => vals.insert(u, o),
-            None => vals.remove(&u),
-        };
+/// If tile `res` is worth recomputing ([`Remat::worth`]), compute each of
+/// its registers from its index, bind them as `res`'s, and return true.
+pub fn remat_into<'k, E: Emitter<'k>>(em: &mut E, res: V) -> Result<bool, EmitError> {
+    if !em.remat_state().worth(res) {
+        return Ok(false);
     }
+    let k = em.remat_state().kernel();
+    let shape: Vec<u32> = k.ty(res).shape().iter().map(|d| d.known().expect("specialized shape") as u32).collect();
+    let mut out = vec![];
+    for r in 0..em.nregs_of(res)? {
+        let idx = (0..shape.len()).map(|d| em.index_of(&shape, r, d)).collect::<Result<Vec<_>, _>>()?;
+        out.push(eval_at(em, res, idx)?);
+    }
+    em.vals_mut().insert(res, out);
+    Ok(true)
+}
+
+/// The element of `v` at index `idx` (one index per dim).
+fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result<String, EmitError> {
+    let k = em.remat_state().kernel();
+    if k.ty(v).shape().is_empty() {
+        return Ok(em.vals_mut()[&v][0].clone());
+    }
+    let key = (v, idx);
+    if let Some(r) = em.remat_state().cached(&key) {
+        return Ok(r);
+    }
+    let idx = key.1.clone();
+    let op: &'k Op = em.remat_state().def(v);
+    let r = match &op.kind {
+        OpKind::Arange { start, .. } => em.arange_at(&idx[0], start.known().expect("specialized arange")),
+        OpKind::Splat { x, .. } => em.vals_mut()[x][0].clone(),
+        OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => {
+            let sidx = em.remat_state().source_index(op, &idx, "");
+            let sidx = sidx.into_iter().map(|i| if i.is_empty() { em.zero_index() } else { i }).collect();
+            eval_at(em, *x, sidx)?
+        }
+        kind => {
+            let ops = kind.operands();
+            let mut regs = vec![];
+            for u in &ops {
+                regs.push(eval_at(em, *u, idx.clone())?);
+            }
+            // run the elementwise op on one register per operand; restore
+            // in reverse so that a repeated operand ends as it was
+            let saved: Vec<(V, Option<Vec<String>>)> = ops.iter().zip(regs).map(|(u, r)| (*u, em.vals_mut().insert(*u, vec![r]))).collect();
+            let out = em.elementwise_op(kind, v);
+            for (u, old) in saved.into_iter().rev() {
+                match old {
+                    Some(o) => em.vals_mut().insert(u, o),
+                    None => em.vals_mut().remove(&u),
+                };
+            }
+            out?.swap_remove(0)
+        }
+    };
+    em.remat_state().remember(key, r.clone());
+    Ok(r)
 }
 
 /// Ops computed register by register from same-shaped operands.

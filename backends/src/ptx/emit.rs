@@ -415,24 +415,6 @@ impl<'k> Em<'k> {
 
     // ------------------------------------------------- rematerialization
 
-    /// Registers of tile `res` in its layout, recomputed per element from
-    /// its index when it is cheap to (see [`Em::remat_cost`]): how
-    /// broadcasts and expand_dims of index arithmetic avoid a round trip
-    /// through shared memory.
-    fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
-        if !self.remat.worth(res) {
-            return Ok(None);
-        }
-        let shape = self.shape_u32(res);
-        let n = self.nregs(res);
-        let mut out = vec![];
-        for r in 0..n {
-            let idx: Vec<String> = (0..shape.len()).map(|d| self.index(&shape, r, d)).collect();
-            out.push(self.eval_at(res, idx)?);
-        }
-        Ok(Some(out))
-    }
-
     fn zero_reg(&mut self) -> String {
         if let Some(z) = &self.zero {
             return z.clone();
@@ -441,52 +423,6 @@ impl<'k> Em<'k> {
         let _ = writeln!(self.pro, "\tmov.u32 {z}, 0;");
         self.zero = Some(z.clone());
         z
-    }
-
-    /// The element of `v` at index `idx` (u32 registers, one per dim).
-    fn eval_at(&mut self, v: V, idx: Vec<String>) -> R<String> {
-        if self.k.ty(v).shape().is_empty() {
-            return Ok(self.get(v)[0].clone());
-        }
-        let key = (v, idx);
-        if let Some(r) = self.remat.cached(&key) {
-            return Ok(r);
-        }
-        let idx = key.1.clone();
-        let op: &'k Op = self.remat.def(v);
-        let r = match &op.kind {
-            OpKind::Arange { start, .. } => {
-                let s = start.known().unwrap();
-                if s == 0 {
-                    idx[0].clone()
-                } else {
-                    let o = self.reg(Cls::R);
-                    self.l(format!("add.s32 {o}, {}, {s};", idx[0]));
-                    o
-                }
-            }
-            OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
-            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => {
-                // the zero register is allocated only when an index needs it
-                let sidx = self.remat.source_index(op, &idx, "");
-                let sidx = sidx.into_iter().map(|i| if i.is_empty() { self.zero_reg() } else { i }).collect();
-                self.eval_at(*x, sidx)?
-            }
-            kind => {
-                let ops = kind.operands();
-                let mut regs = vec![];
-                for u in &ops {
-                    regs.push(self.eval_at(*u, idx.clone())?);
-                }
-                // run the elementwise op on one register per operand
-                let saved = crate::remat::bind_single(&mut self.vals, &ops, regs);
-                let out = self.elementwise(kind);
-                crate::remat::unbind(&mut self.vals, saved);
-                out?.swap_remove(0)
-            }
-        };
-        self.remat.remember(key, r.clone());
-        Ok(r)
     }
 
     fn yields(&self, b: &Block) -> Vec<V> {
@@ -693,23 +629,15 @@ impl<'k> Em<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
+            // index arithmetic is recomputed in place ([`crate::remat`])
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
-                if let Some(regs) = self.try_remat(v)? {
-                    self.vals.insert(v, regs);
-                    return Ok(());
-                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 Some(self.convert(*x, &src, &dst, &|idx: &[u32]| idx.iter().zip(&src).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect(), v)?)
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
                 let v = res.unwrap();
-                if matches!(op.kind, OpKind::ExpandDims { .. }) {
-                    if let Some(regs) = self.try_remat(v)? {
-                        self.vals.insert(v, regs);
-                        return Ok(());
-                    }
-                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 if src.is_empty() {
                     let n = self.nregs(v);
@@ -2470,5 +2398,34 @@ fn cmp_s(o: CmpOp, float: bool) -> &'static str {
         (CmpOp::Le, _) => "le",
         (CmpOp::Gt, _) => "gt",
         (CmpOp::Ge, _) => "ge",
+    }
+}
+
+impl<'k> crate::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+        &mut self.remat
+    }
+    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+        &mut self.vals
+    }
+    fn nregs_of(&mut self, v: V) -> R<usize> {
+        Ok(self.nregs(v))
+    }
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        Ok(self.index(shape, r, d))
+    }
+    fn arange_at(&mut self, i: &str, start: i64) -> String {
+        if start == 0 {
+            return i.to_string();
+        }
+        let o = self.reg(Cls::R);
+        self.l(format!("add.s32 {o}, {i}, {start};"));
+        o
+    }
+    fn zero_index(&mut self) -> String {
+        self.zero_reg()
+    }
+    fn elementwise_op(&mut self, kind: &OpKind, _v: V) -> R<Vec<String>> {
+        self.elementwise(kind)
     }
 }

@@ -1047,69 +1047,6 @@ impl<'k> Em<'k> {
     // recomputed per element in the consumer's layout instead of moving
     // through workgroup memory (two barriers each).
 
-    /// `try_remat`, storing the registers as `res`'s; whether it applied.
-    fn try_remat_into(&mut self, res: V) -> R<bool> {
-        Ok(match self.try_remat(res)? {
-            Some(regs) => {
-                self.vals.insert(res, regs);
-                true
-            }
-            None => false,
-        })
-    }
-
-    fn try_remat(&mut self, res: V) -> R<Option<Vec<String>>> {
-        if !self.remat.worth(res) {
-            return Ok(None);
-        }
-        let shape = self.shape_u32(res);
-        let n = self.nregs(res)?;
-        let mut out = vec![];
-        for r in 0..n {
-            let idx = (0..shape.len()).map(|d| self.index(&shape, r, d)).collect::<R<Vec<String>>>()?;
-            out.push(self.eval_at(res, idx)?);
-        }
-        Ok(Some(out))
-    }
-
-    /// The element of `v` at index `idx` (u32 expressions, one per dim).
-    fn eval_at(&mut self, v: V, idx: Vec<String>) -> R<String> {
-        if self.k.ty(v).shape().is_empty() {
-            return Ok(self.get(v)[0].clone());
-        }
-        let key = (v, idx);
-        if let Some(r) = self.remat.cached(&key) {
-            return Ok(r);
-        }
-        let idx = key.1.clone();
-        let op: &'k Op = self.remat.def(v);
-        let r = match &op.kind {
-            OpKind::Arange { start, .. } => {
-                let s = start.known().unwrap();
-                self.let_(W::I, format!("i32({}) + {}", idx[0], i32_lit(s as i32)))
-            }
-            OpKind::Splat { x, .. } => self.get(*x)[0].clone(),
-            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => {
-                let sidx = self.remat.source_index(op, &idx, "0u");
-                self.eval_at(*x, sidx)?
-            }
-            kind => {
-                let ops = kind.operands();
-                let mut regs = vec![];
-                for u in &ops {
-                    regs.push(self.eval_at(*u, idx.clone())?);
-                }
-                // run the elementwise op on one register per operand
-                let saved = crate::remat::bind_single(&mut self.vals, &ops, regs);
-                let out = self.elementwise(kind, v);
-                crate::remat::unbind(&mut self.vals, saved);
-                out?.swap_remove(0)
-            }
-        };
-        self.remat.remember(key, r.clone());
-        Ok(r)
-    }
-
     fn yields(b: &Block) -> Vec<V> {
         match b.ops.last().map(|o| &o.kind) {
             Some(OpKind::Yield(v)) => v.clone(),
@@ -1292,7 +1229,7 @@ impl<'k> Em<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
-            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if self.try_remat_into(res.unwrap())? => return Ok(()),
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let ss = strides(&src);
@@ -2935,5 +2872,29 @@ mod tests {
             c[1] * 32 + c[0]
         };
         assert!(local_map(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &tr).is_none());
+    }
+}
+
+impl<'k> crate::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+        &mut self.remat
+    }
+    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+        &mut self.vals
+    }
+    fn nregs_of(&mut self, v: V) -> R<usize> {
+        self.nregs(v)
+    }
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        self.index(shape, r, d)
+    }
+    fn arange_at(&mut self, i: &str, start: i64) -> String {
+        self.let_(W::I, format!("i32({i}) + {}", i32_lit(start as i32)))
+    }
+    fn zero_index(&mut self) -> String {
+        "0u".to_string()
+    }
+    fn elementwise_op(&mut self, kind: &OpKind, v: V) -> R<Vec<String>> {
+        self.elementwise(kind, v)
     }
 }
