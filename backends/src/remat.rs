@@ -62,7 +62,7 @@ impl<'k> Remat<'k> {
             Some(OpKind::Arange { .. }) => Some(1),
             Some(OpKind::Splat { .. }) => Some(0),
             Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.cost(*x),
-            Some(kind) if is_elementwise(kind) => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.cost(*u)?)),
+            Some(kind) if kind.is_elementwise() => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.cost(*u)?)),
             _ => None,
         };
         self.costs.insert(v, c);
@@ -190,12 +190,4 @@ fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result<Str
     };
     em.remat_state().remember(key, r.clone());
     Ok(r)
-}
-
-/// Ops computed register by register from same-shaped operands.
-pub fn is_elementwise(kind: &OpKind) -> bool {
-    matches!(
-        kind,
-        OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } | OpKind::AddPtr { .. }
-    )
 }

@@ -659,13 +659,15 @@ impl<'k> Em<'k> {
                     s
                 }, v)?)
             }
-            OpKind::Binary { .. }
+            // the elementwise ops (`OpKind::is_elementwise`), listed for
+            // the exhaustive match
+            kind @ (OpKind::Binary { .. }
             | OpKind::Cmp { .. }
             | OpKind::Unary { .. }
             | OpKind::Fma { .. }
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
-            | OpKind::AddPtr { .. } => Some(self.elementwise(&op.kind)?),
+            | OpKind::AddPtr { .. }) => Some(self.elementwise(kind)?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;

@@ -605,8 +605,7 @@ fn uniform_values(k: &Kernel) -> HashSet<V> {
                 OpKind::Const(_) | OpKind::Param(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {
                     u.extend(op.results.iter().copied());
                 }
-                OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } | OpKind::AddPtr { .. }
-                    if scalar_res && op.kind.operands().iter().all(|v| u.contains(v)) =>
+                kind if kind.is_elementwise() && scalar_res && op.kind.operands().iter().all(|v| u.contains(v)) =>
                 {
                     u.extend(op.results.iter().copied());
                 }
@@ -1247,13 +1246,15 @@ impl<'k> Em<'k> {
                 let coef: Vec<u32> = perm.iter().map(|&p| ss[p as usize]).collect();
                 Some(self.convert(*x, res.unwrap(), &coef)?)
             }
-            OpKind::Binary { .. }
+            // the elementwise ops (`OpKind::is_elementwise`), listed for
+            // the exhaustive match
+            kind @ (OpKind::Binary { .. }
             | OpKind::Cmp { .. }
             | OpKind::Unary { .. }
             | OpKind::Fma { .. }
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
-            | OpKind::AddPtr { .. } => Some(self.elementwise(&op.kind, res.unwrap())?),
+            | OpKind::AddPtr { .. }) => Some(self.elementwise(kind, res.unwrap())?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
@@ -2846,6 +2847,30 @@ fn ft_sincos(x: f32, c: i32) -> f32 {{
     p
 }
 
+impl<'k> crate::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+        &mut self.remat
+    }
+    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+        &mut self.vals
+    }
+    fn nregs_of(&mut self, v: V) -> R<usize> {
+        self.nregs(v)
+    }
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        self.index(shape, r, d)
+    }
+    fn arange_at(&mut self, i: &str, start: i64) -> String {
+        self.let_(W::I, format!("i32({i}) + {}", i32_lit(start as i32)))
+    }
+    fn zero_index(&mut self) -> String {
+        "0u".to_string()
+    }
+    fn elementwise_op(&mut self, kind: &OpKind, v: V) -> R<Vec<String>> {
+        self.elementwise(kind, v)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2872,29 +2897,5 @@ mod tests {
             c[1] * 32 + c[0]
         };
         assert!(local_map(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &tr).is_none());
-    }
-}
-
-impl<'k> crate::remat::Emitter<'k> for Em<'k> {
-    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
-        &mut self.remat
-    }
-    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
-        &mut self.vals
-    }
-    fn nregs_of(&mut self, v: V) -> R<usize> {
-        self.nregs(v)
-    }
-    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
-        self.index(shape, r, d)
-    }
-    fn arange_at(&mut self, i: &str, start: i64) -> String {
-        self.let_(W::I, format!("i32({i}) + {}", i32_lit(start as i32)))
-    }
-    fn zero_index(&mut self) -> String {
-        "0u".to_string()
-    }
-    fn elementwise_op(&mut self, kind: &OpKind, v: V) -> R<Vec<String>> {
-        self.elementwise(kind, v)
     }
 }

@@ -365,6 +365,15 @@ impl OpKind {
         }
     }
 
+    /// Ops computed element by element from operands of the result's shape
+    /// (backends run them register by register in the result's layout).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } | OpKind::AddPtr { .. }
+        )
+    }
+
     pub fn has_side_effects(&self) -> bool {
         matches!(
             self,

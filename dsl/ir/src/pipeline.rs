@@ -81,21 +81,7 @@ fn is_pure(kind: &OpKind) -> bool {
     if let OpKind::Binary { op: BinOp::Div | BinOp::Rem, .. } = kind {
         return false;
     }
-    matches!(
-        kind,
-        OpKind::Const(_)
-            | OpKind::Arange { .. }
-            | OpKind::Splat { .. }
-            | OpKind::Broadcast { .. }
-            | OpKind::ExpandDims { .. }
-            | OpKind::Binary { .. }
-            | OpKind::Cmp { .. }
-            | OpKind::Unary { .. }
-            | OpKind::Fma { .. }
-            | OpKind::Select { .. }
-            | OpKind::Cast { .. }
-            | OpKind::AddPtr { .. }
-    )
+    kind.is_elementwise() || matches!(kind, OpKind::Const(_) | OpKind::Arange { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. })
 }
 
 /// Whether a block (or a region inside it) stores: then a load of iteration
