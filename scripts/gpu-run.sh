@@ -5,6 +5,7 @@
 #   check: conformance (CUDA, wgpu/Vulkan), library and GEMM tests on every
 #          device, compute-sanitizer memcheck + racecheck
 #   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
+#   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
 set -uo pipefail
 D=.devbin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -32,6 +33,14 @@ case "${1:-check}" in
     python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
     grep -E "TFLOP|GB/s|ok$|FAIL" "$L" | grep -v autotune | tail -40
     ;;
-  *) echo "usage: gpu-run.sh check|bench"; exit 2 ;;
+  wgsl)
+    step conformance_wgpu 240 $D/conformance_wgpu --nocapture
+    FERROTILE_TEST_DEVICES=cpu,wgpu step library 120 $D/library
+    FERROTILE_TEST_DEVICES=cpu,wgpu step gemm 120 $D/gemm
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    step bench_wgpu_gemm 60 $D/bench --device wgpu --gemm-small
+    grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
+    ;;
+  *) echo "usage: gpu-run.sh check|bench|wgsl"; exit 2 ;;
 esac
 cat "$S"

@@ -2148,63 +2148,99 @@ impl<'k> Em<'k> {
                 }
                 t
             };
-            // A tree over the `tcount` positions along the axis: at step
-            // `h`, position p < h combines its slots with position p + h's,
-            // in place; after log2(tcount) steps position 0 holds the result
-            // (log-depth rounding error, log2(tcount) barriers).
-            let pos = if lanes_left > 1 {
-                format!(
-                    "((ft_tid >> {}u) & {}u) | (((ft_tid >> {}u) & {}u) << {}u)",
-                    lay.bl.lane_shift[axis],
-                    tpw - 1,
-                    5 + lay.bl.warp_shift[axis],
-                    wpc - 1,
-                    tpw.trailing_zeros()
-                )
-            } else {
-                format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
-            };
-            let p = self.let_(W::U, pos);
-            // one loop (not unrolled: shader size stays that of one step);
-            // its trip count is uniform, so the barrier inside is legal
-            let h = self.fresh();
-            self.l(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
-            self.ind += 1;
-            self.l(format!("if ({p} < {h}) {{"));
-            self.ind += 1;
-            let q = self.let_(W::U, format!("{p} + {h}"));
-            let tq = self.let_(W::U, tid_of(&q));
-            for gi in 0..partial.len() {
-                let sl = gi as u32 * slot;
-                let me = format!("ft_tid * {per}u + {sl}u");
-                let other = format!("{tq} * {per}u + {sl}u");
-                let mv = self.let_(ac, Self::ld_slot(&me, ac));
-                let mi = if arg { Some(self.let_(W::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
-                let ov = self.let_(ac, Self::ld_slot(&other, ac));
-                let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
-                let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
-                let v = self.let_(ac, v);
-                self.st_slot(&me, &v, ac);
-                if let Some(i) = i {
-                    let i = self.let_(W::U, i);
-                    self.l(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
+            if tcount <= SMALL_TREE {
+                // Few positions (the warps of a workgroup, after subgroup
+                // shuffles): every invocation reads all `tcount` partials
+                // after the one barrier and combines them pairwise in
+                // registers — the same log-depth rounding as the loop below,
+                // without its log2(tcount) barriers.
+                let mut res = vec![];
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let mut level: Vec<P> = vec![];
+                    for j in 0..tcount {
+                        let tj = self.let_(W::U, tid_of(&format!("{j}u")));
+                        let v = self.let_(ac, Self::ld_slot(&format!("{tj} * {per}u + {sl}u"), ac));
+                        let i = if arg { Some(self.let_(W::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                        level.push((v, i));
+                    }
+                    while level.len() > 1 {
+                        let mut next = vec![];
+                        for pair in level.chunks(2) {
+                            if pair.len() < 2 {
+                                next.push(pair[0].clone());
+                                continue;
+                            }
+                            let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
+                            let v = self.let_(ac, v);
+                            let i = i.map(|i| self.let_(W::U, i));
+                            next.push((v, i));
+                        }
+                        level = next;
+                    }
+                    res.push(level.pop().unwrap());
                 }
+                self.bar();
+                partial = res;
+            } else {
+                // A tree over the `tcount` positions along the axis: at step
+                // `h`, position p < h combines its slots with position p + h's,
+                // in place; after log2(tcount) steps position 0 holds the result
+                // (log-depth rounding error, log2(tcount) barriers).
+                let pos = if lanes_left > 1 {
+                    format!(
+                        "((ft_tid >> {}u) & {}u) | (((ft_tid >> {}u) & {}u) << {}u)",
+                        lay.bl.lane_shift[axis],
+                        tpw - 1,
+                        5 + lay.bl.warp_shift[axis],
+                        wpc - 1,
+                        tpw.trailing_zeros()
+                    )
+                } else {
+                    format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
+                };
+                let p = self.let_(W::U, pos);
+                // one loop (not unrolled: shader size stays that of one step);
+                // its trip count is uniform, so the barrier inside is legal
+                let h = self.fresh();
+                self.l(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
+                self.ind += 1;
+                self.l(format!("if ({p} < {h}) {{"));
+                self.ind += 1;
+                let q = self.let_(W::U, format!("{p} + {h}"));
+                let tq = self.let_(W::U, tid_of(&q));
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let me = format!("ft_tid * {per}u + {sl}u");
+                    let other = format!("{tq} * {per}u + {sl}u");
+                    let mv = self.let_(ac, Self::ld_slot(&me, ac));
+                    let mi = if arg { Some(self.let_(W::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
+                    let ov = self.let_(ac, Self::ld_slot(&other, ac));
+                    let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
+                    let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
+                    let v = self.let_(ac, v);
+                    self.st_slot(&me, &v, ac);
+                    if let Some(i) = i {
+                        let i = self.let_(W::U, i);
+                        self.l(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
+                    }
+                }
+                self.ind -= 1;
+                self.l("}");
+                self.bar();
+                self.ind -= 1;
+                self.l("}");
+                let t0 = self.let_(W::U, tid_of("0u"));
+                let mut res = vec![];
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let v = self.let_(ac, Self::ld_slot(&format!("{t0} * {per}u + {sl}u"), ac));
+                    let i = if arg { Some(self.let_(W::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                    res.push((v, i));
+                }
+                self.bar();
+                partial = res;
             }
-            self.ind -= 1;
-            self.l("}");
-            self.bar();
-            self.ind -= 1;
-            self.l("}");
-            let t0 = self.let_(W::U, tid_of("0u"));
-            let mut res = vec![];
-            for gi in 0..partial.len() {
-                let sl = gi as u32 * slot;
-                let v = self.let_(ac, Self::ld_slot(&format!("{t0} * {per}u + {sl}u"), ac));
-                let i = if arg { Some(self.let_(W::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
-                res.push((v, i));
-            }
-            self.bar();
-            partial = res;
         }
         // 3. to the result's dtype
         let rd = self.dtype(res);
@@ -2486,6 +2522,11 @@ fn zero_of(w: W) -> &'static str {
         W::Q => "vec4<u32>(0u, 0u, 0u, 0u)",
     }
 }
+
+/// Up to this many positions along a reduced axis after the in-invocation
+/// and subgroup steps, the cross-invocation step reads all partials after
+/// one barrier instead of running the barrier-per-level tree loop.
+const SMALL_TREE: u32 = 32;
 
 fn strides(shape: &[u32]) -> Vec<u32> {
     let mut s = vec![1u32; shape.len()];
