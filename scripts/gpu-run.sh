@@ -5,6 +5,7 @@
 #   check: conformance (CUDA, wgpu/Vulkan), library and GEMM tests on every
 #          device, compute-sanitizer memcheck + racecheck
 #   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
+#   gemm:  GEMM tests on CUDA, wgmma SASS check, GEMM vs cuBLAS
 #   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
 set -uo pipefail
 D=.devbin
@@ -32,6 +33,15 @@ case "${1:-check}" in
     step bench_wgpu 120 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
     grep -E "TFLOP|GB/s|ok$|FAIL" "$L" | grep -v autotune | tail -40
+    ;;
+  gemm)
+    FERROTILE_TEST_DEVICES=cuda step gemm 300 $D/gemm --nocapture
+    FERROTILE_DUMP_PTX=gemm_kernel $D/emit-ptx gemm 128x256x64 bf16 8 > "$OUT/wgmma.ptx" 2>/dev/null
+    (cd "$OUT" && ptxas -arch=sm_90a -o wgmma.cubin wgmma.ptx && cuobjdump --dump-sass wgmma.cubin > wgmma.sass; echo "HGMMA in SASS: $(grep -c HGMMA wgmma.sass)"; rm -f wgmma.cubin) >> "$S" 2>&1
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    FERROTILE_TEST_DEVICES=cuda step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_every
+    grep -E "TFLOP|FAILED|panicked|-> |RACECHECK SUMMARY" "$L" | grep -v "autotune.*/" | tail -40
     ;;
   wgsl)
     step conformance_wgpu 240 $D/conformance_wgpu --nocapture

@@ -46,14 +46,16 @@ fn num_after(s: &str, key: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Assemble `ptx` for `sm_<sm>`; `Err` carries ptxas's message.
+/// Assemble `ptx` for `sm_<sm>` (`sm_<sm>a` when the text targets the
+/// architecture-specific variant, as kernels using `wgmma` do); `Err`
+/// carries ptxas's message.
 pub fn assemble(ptxas: &std::path::Path, ptx: &str, sm: u32) -> Result<PtxasReport, String> {
     let dir = std::env::temp_dir().join(format!("ferrotile-ptxas-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let src = dir.join("k.ptx");
     std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
     let out = Command::new(ptxas)
-        .arg(format!("-arch=sm_{sm}"))
+        .arg(format!("-arch=sm_{sm}{}", if ptx.contains(&format!(".target sm_{sm}a")) { "a" } else { "" }))
         .arg("-v")
         .arg("-o")
         .arg(dir.join("k.cubin"))

@@ -111,8 +111,10 @@ pub struct GemmConfig {
     pub bk: u32,
     pub group_m: u32,
     pub num_warps: u32,
-    /// 2: the K loop's operand loads are prefetched one iteration ahead
-    /// (software pipelining, more registers); 1: not.
+    /// 2 or more: the K loop's operand loads are prefetched `num_stages - 1`
+    /// iterations ahead (software pipelining: on the wgmma path through a
+    /// ring of `num_stages` shared-memory slots filled by `cp.async`,
+    /// elsewhere in registers); 1: not.
     pub num_stages: u32,
 }
 
@@ -236,6 +238,18 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 128, 4),
         c(16, 128, 64, 4),
         c(32, 64, 64, 4),
+        // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
+        // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
+        c(128, 256, 64, 8),
+        c(128, 256, 64, 8).stages(3),
+        c(128, 256, 64, 8).stages(4),
+        c(256, 128, 64, 8).stages(3),
+        c(128, 128, 64, 8).stages(3),
+        c(128, 128, 64, 8).stages(4),
+        c(128, 256, 64, 8).stages(1),
+        c(256, 128, 64, 8).stages(1),
+        c(128, 128, 64, 8).stages(1),
+        c(128, 128, 64, 4).stages(1),
     ]
 }
 

@@ -143,3 +143,25 @@ fn gemm_bad_input_is_an_error() {
     let tf = GemmOptions::<f32> { tf32: true, ..Default::default() };
     assert!(matches!(gemm(&dev, &a16, &b16, &mut c, 2, 2, 2, &tf), Err(ferrotile_kernels::LibError::Config(_))));
 }
+
+/// Every configuration the autotuner may pick (tensor cores: `mma.sync`,
+/// and on Hopper the `wgmma` ones), forced, on odd shapes that leave partial
+/// tiles along M, N and K, both operand layouts, with a fused bias and
+/// activation. The interpreter's result does not depend on the
+/// configuration, so this runs on GPU devices only.
+#[test]
+fn gemm_every_tuner_configuration() {
+    let mut rng = Rng::new(seed());
+    for dev in devices() {
+        if dev.kind() != ferrotile::DeviceKind::Cuda {
+            continue;
+        }
+        for tc in ferrotile_kernels::gemm::gemm_candidates() {
+            let g = |n: &str| tc.get(n).unwrap() as u32;
+            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages };
+            check::<bf16, bf16>(&dev, &mut rng, 300, 520, 200, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
+            check::<f16, f32>(&dev, &mut rng, 129, 257, 129, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(cfg), 5e-3);
+            check::<bf16, f32>(&dev, &mut rng, 256, 256, 320, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 1, Some(cfg), 1e-2);
+        }
+    }
+}

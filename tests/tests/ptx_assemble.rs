@@ -5,6 +5,7 @@
 //! "skipped: no ptxas" — loudly, never silently passing.
 
 use ferrotile::ir::{specialize, DType};
+use ferrotile_backends::ptx::assign::wgmma_grid;
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 
@@ -27,7 +28,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, pipeline: true };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -84,6 +85,9 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
         // tensor-core configurations (mma.sync)
         (DType::BF16, DType::BF16, [128, 128, 32, 8, 0, 0, 0]),
         (DType::F16, DType::F16, [128, 128, 64, 8, 0, 1, 0]),
+        // warpgroup MMAs on sm_90 (K in whole 64-element swizzle atoms)
+        (DType::BF16, DType::BF16, [64, 256, 64, 8, 0, 0, 0]),
+        (DType::BF16, DType::F32, [64, 128, 128, 8, 1, 1, 0]),
         (DType::F32, DType::F32, [128, 128, 32, 8, 0, 0, 1]),
     ];
     for (t, u, cx) in cases {
@@ -91,23 +95,31 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
         for sm in [80, 90] {
             // tensor-core configurations as launched on row-major operands
             // (unit strides sak and sbn: vectorized operand loads)
-            let tc = cx[0] >= 128;
+            let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn")).collect();
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, pipeline: true };
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1 };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
                 // whole 16x8 tiles per warp: its dot must run on tensor cores
-                Ok(p) if (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && !p.text.contains("mma.sync") => {
-                    failures.push(format!("gemm {t}->{u} {cx:?}: dot did not take the mma.sync path"))
+                Ok(p) if (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && !p.text.contains("mma.sync") && !p.text.contains("wgmma.mma_async") => {
+                    failures.push(format!("gemm {t}->{u} {cx:?}: dot did not take a tensor-core path"))
                 }
+                // on sm_90, f16/bf16 dots whose shapes fit take wgmma (sm_90a)
+                Ok(p) if sm == 90 && *t != DType::F32 && wgmma_grid(cx[0] as u32, cx[1] as u32, cx[2] as u32, 4).is_some() && !(p.text.contains("wgmma.mma_async") && p.text.contains(".target sm_90a")) => {
+                    failures.push(format!("gemm {t}->{u} {cx:?}: expected wgmma on sm_90a"))
+                }
+                Ok(p) if sm == 80 && p.text.contains("wgmma") => failures.push(format!("gemm {t}->{u} {cx:?}: wgmma on sm_80")),
                 // with unit strides the operand loads are 16-byte vectors,
                 // and index arithmetic is recomputed in place: without a bias
                 // (whose broadcast still goes through shared memory) the only
                 // barriers are the dot's two per K step (+ the prologue's)
-                Ok(p) if tc && (!p.text.contains("ld.global.v4") || (cx[5] == 0 && p.text.matches("bar.sync").count() > 3)) => failures.push(format!(
-                    "gemm {t}->{u} {cx:?}: expected vectorized operand loads and ≤ 3 barriers, got {} v4 loads and {} barriers",
+                // (on the wgmma path the operands go to shared memory by
+                // 16-byte cp.async instead)
+                Ok(p) if tc && (!(p.text.contains("ld.global.v4") || p.text.contains("cp.async.cg.shared.global")) || (cx[5] == 0 && p.text.matches("bar.sync").count() > 3)) => failures.push(format!(
+                    "gemm {t}->{u} {cx:?}: expected vectorized operand loads and ≤ 3 barriers, got {} v4 loads, {} 16-byte cp.async and {} barriers",
                     p.text.matches("ld.global.v4").count(),
+                    p.text.matches("cp.async.cg").count(),
                     p.text.matches("bar.sync").count()
                 )),
                 Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
@@ -141,8 +153,15 @@ fn every_gemm_tuner_configuration_assembles() {
         for (t, tf32) in modes {
             let cx = [bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, tf32];
             let spec = specialize(k, &cx, &[t, t]).unwrap();
-            for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, pipeline: tc.num_stages >= 2 };
+            // row-major operands (unit strides) on both targets; on sm_90
+            // also column-major ones (strided K for A, N for B: operand
+            // copies that cannot be 16-byte vectors)
+            for (sm, unit) in [(80, true), (90, true), (90, false)] {
+                if !unit && t != DType::BF16 {
+                    continue;
+                }
+                let one = if unit { one.clone() } else { vec![false; k.params.len()] };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1) };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
                     // FERROTILE_EXPLAIN's reasons: none for tensor-core
@@ -153,12 +172,19 @@ fn every_gemm_tuner_configuration_assembles() {
                     }
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
                         Ok(r) => println!(
-                            "gemm {t}{} {tc} sm_{sm}: {} regs, {} B spills, {} B smem{}",
+                            "gemm {t}{}{} {tc} sm_{sm}: {} regs, {} B spills, {} B smem{}",
                             if tf32 == 1 { " tf32" } else { "" },
+                            if unit { "" } else { " strided" },
                             r.registers,
                             r.spill_loads + r.spill_stores,
                             p.smem_bytes,
-                            if p.text.contains("mma.sync") { ", mma.sync" } else { ", fma" }
+                            if p.text.contains("wgmma.mma_async") {
+                                ", wgmma"
+                            } else if p.text.contains("mma.sync") {
+                                ", mma.sync"
+                            } else {
+                                ", fma"
+                            }
                         ),
                         Err(log) => failures.push(format!("ptxas gemm {t} tf32={tf32} {tc} sm_{sm}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
                     },

@@ -11,6 +11,11 @@
 //! a grid, which is exactly the register layout of the `m16n8` accumulator
 //! fragments when rows are paired `(r, r + 8·warps_m)`.
 //!
+//! On sm_90 (`wgmma` on), f16/bf16 dots whose shapes fit (see
+//! [`wgmma_grid`]) get the same accumulator layout with every warp along M
+//! (`wn = 1`), marked for Hopper's warpgroup MMAs; the emitter permutes A's
+//! rows in shared memory so that `wgmma` writes exactly these registers.
+//!
 //! Guarantees: the layout is a function of the shape alone, so every tile of
 //! a shape shares it and elementwise ops, loop-carried values and the
 //! epilogue of a GEMM never move data — the accumulator stays in the
@@ -31,10 +36,16 @@ use std::collections::HashMap;
 
 /// Warp grid of an mma accumulator: `wm × wn` warps, each covering rows
 /// `{8·wm·i + 8·warp_m + (0..8)}` and columns `{8·wn·j + 8·warp_n + (0..8)}`.
+/// `wgmma`: the dot runs as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a)
+/// instead of per-warp `mma.sync`; then `wn == 1` and `wm` is the warp count
+/// (a multiple of 4: whole warpgroups), and the same accumulator layout is
+/// what `wgmma` writes once the rows of A are permuted in shared memory (see
+/// `emit::dot_wgmma`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MmaGrid {
     pub wm: u32,
     pub wn: u32,
+    pub wgmma: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -85,12 +96,24 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
             return None;
         }
     }
-    (m % (16 * wm) == 0 && n % (8 * wn) == 0).then_some(MmaGrid { wm, wn })
+    (m % (16 * wm) == 0 && n % (8 * wn) == 0).then_some(MmaGrid { wm, wn, wgmma: false })
+}
+
+/// The warpgroup grid of a Hopper `wgmma` dot, if `m × k · k × n` (f16/bf16)
+/// fits its shared-memory operand layout: every warp along M (whole
+/// warpgroups, 16 rows per warp per instruction pair), K in whole 128-byte
+/// swizzle atoms (64 elements) for A, N in whole 64-column atoms for B, at
+/// most 256 columns per instruction (wider N splits into 256-column
+/// instructions).
+pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32) -> Option<MmaGrid> {
+    let ok = num_warps % 4 == 0 && m % (16 * num_warps) == 0 && k % 64 == 0 && n % 64 == 0 && (n <= 256 || n % 256 == 0);
+    ok.then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
 }
 
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
-/// false keeps every shape canonical (the FMA path for every `dot`).
-pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool) -> Plan {
+/// false keeps every shape canonical (the FMA path for every `dot`);
+/// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
+pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
     let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
     let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
     let mut fma_reasons = vec![];
@@ -114,7 +137,11 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool) -> Plan {
                 },
             }
         };
-        let grid = if why.is_none() { warp_grid(out[0], out[1], num_warps) } else { None };
+        let grid = match why {
+            Some(_) => None,
+            None if wgmma && matches!(da, Some(DType::F16 | DType::BF16)) => wgmma_grid(out[0], out[1], sa[1], num_warps).or_else(|| warp_grid(out[0], out[1], num_warps)),
+            None => warp_grid(out[0], out[1], num_warps),
+        };
         if let Some(w) = why {
             fma_reasons.push((op.loc.line, w));
         }
@@ -143,11 +170,19 @@ mod tests {
 
     #[test]
     fn warp_grids() {
-        assert_eq!(warp_grid(128, 128, 4), Some(MmaGrid { wm: 2, wn: 2 }));
-        assert_eq!(warp_grid(64, 64, 4), Some(MmaGrid { wm: 2, wn: 2 }));
-        assert_eq!(warp_grid(16, 64, 4), Some(MmaGrid { wm: 1, wn: 4 }));
-        assert_eq!(warp_grid(128, 256, 8), Some(MmaGrid { wm: 2, wn: 4 }));
+        let g = |wm, wn| Some(MmaGrid { wm, wn, wgmma: false });
+        assert_eq!(warp_grid(128, 128, 4), g(2, 2));
+        assert_eq!(warp_grid(64, 64, 4), g(2, 2));
+        assert_eq!(warp_grid(16, 64, 4), g(1, 4));
+        assert_eq!(warp_grid(128, 256, 8), g(2, 4));
         assert_eq!(warp_grid(16, 8, 4), None);
-        assert_eq!(warp_grid(16, 16, 1), Some(MmaGrid { wm: 1, wn: 1 }));
+        assert_eq!(warp_grid(16, 16, 1), g(1, 1));
+        let w = |wm| Some(MmaGrid { wm, wn: 1, wgmma: true });
+        assert_eq!(wgmma_grid(128, 256, 64, 8), w(8));
+        assert_eq!(wgmma_grid(128, 128, 64, 4), w(4));
+        assert_eq!(wgmma_grid(64, 512, 128, 4), w(4));
+        assert_eq!(wgmma_grid(128, 128, 32, 4), None); // K not a whole swizzle atom
+        assert_eq!(wgmma_grid(64, 128, 64, 8), None); // 8 warps need 128 rows
+        assert_eq!(wgmma_grid(64, 128, 64, 2), None); // not a warpgroup
     }
 }

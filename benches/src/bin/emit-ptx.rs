@@ -26,7 +26,7 @@ fn main() {
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A and B: unit strides along K (sak) and N (sbn)
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, pipeline: true }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1 }).unwrap();
         println!("{}", p.text);
         return;
     }
@@ -47,6 +47,6 @@ fn main() {
         std::process::exit(1)
     });
     eprintln!("{}", spec.to_text());
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, pipeline: true }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 }).unwrap();
     println!("{}", p.text);
 }

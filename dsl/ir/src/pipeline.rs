@@ -33,10 +33,24 @@ use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
 
-/// Pipeline every eligible loop of `k` (see the module doc).
+/// Pipeline every eligible loop of `k` one iteration ahead (see the module
+/// doc).
 pub fn pipeline(k: &mut Kernel) {
+    pipeline_depth(k, 1);
+}
+
+/// Pipeline every eligible loop of `k` with loads issued `depth` iterations
+/// ahead (`depth` ≥ 1): the prologue loads iterations `lo, lo + s, ...,
+/// lo + (depth-1)·s`, each loaded tile is carried through `depth` loop values
+/// (a shift register: the body consumes the oldest and yields the others
+/// shifted by one, plus the tile it loads for `iv + depth·s`). `depth` 0
+/// leaves the kernel alone.
+pub fn pipeline_depth(k: &mut Kernel, depth: u32) {
+    if depth == 0 {
+        return;
+    }
     let mut body = std::mem::take(&mut k.body);
-    block(k, &mut body);
+    block(k, &mut body, depth);
     k.body = body;
 }
 
@@ -51,20 +65,20 @@ fn like(k: &mut Kernel, v: V) -> V {
     new_value(k, ty)
 }
 
-fn block(k: &mut Kernel, b: &mut Block) {
+fn block(k: &mut Kernel, b: &mut Block, depth: u32) {
     let mut i = 0;
     while i < b.ops.len() {
         // inner loops first
         match &mut b.ops[i].kind {
-            OpKind::For { body, .. } => block(k, body),
+            OpKind::For { body, .. } => block(k, body, depth),
             OpKind::If { then_, else_, .. } => {
-                block(k, then_);
-                block(k, else_);
+                block(k, then_, depth);
+                block(k, else_, depth);
             }
             _ => {}
         }
         let pro = match &b.ops[i].kind {
-            OpKind::For { .. } => rewrite_loop(k, &mut b.ops[i]),
+            OpKind::For { .. } => rewrite_loop(k, &mut b.ops[i], depth),
             _ => vec![],
         };
         let n = pro.len();
@@ -104,7 +118,7 @@ fn defined_in(b: &Block, out: &mut HashSet<V>) {
 
 /// Rewrite one `for` op in place; returns the prologue ops to insert
 /// before it (empty when nothing is pipelined).
-fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
+fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32) -> Vec<Op> {
     let loc = op.loc;
     let OpKind::For { lo, hi, step, inits, body } = &mut op.kind else { return vec![] };
     if !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) || writes_memory(body) {
@@ -188,15 +202,34 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
     };
 
     let src_ops = body.ops.clone();
-    // prologue: iteration `lo`
-    let (prologue, first) = emit(k, lo, &src_ops);
-    // in the body: iteration `iv + step`, issued first
-    let nxt = new_value(k, iv_ty);
-    let (mut pre, next) = emit(k, nxt, &src_ops);
-    pre.insert(0, Op { kind: OpKind::Binary { op: BinOp::Add, a: iv, b: step }, results: vec![nxt], loc });
-    // the body reads the carried tiles instead of loading
-    let carried: Vec<V> = loads.iter().map(|&i| like(k, src_ops[i].results[0])).collect();
-    let subst: HashMap<V, V> = loads.iter().zip(&carried).map(|(&i, c)| (src_ops[i].results[0], *c)).collect();
+    // prologue: iterations `lo + j·step`, j < depth
+    let mut prologue = vec![];
+    let mut firsts: Vec<Vec<V>> = vec![];
+    let mut at = lo;
+    for j in 0..depth {
+        if j > 0 {
+            let a = new_value(k, iv_ty.clone());
+            prologue.push(Op { kind: OpKind::Binary { op: BinOp::Add, a: at, b: step }, results: vec![a], loc });
+            at = a;
+        }
+        let (ops, got) = emit(k, at, &src_ops);
+        prologue.extend(ops);
+        firsts.push(got);
+    }
+    // in the body: iteration `iv + depth·step`, issued first
+    let mut pre = vec![];
+    let mut nxt = iv;
+    for _ in 0..depth {
+        let a = new_value(k, iv_ty.clone());
+        pre.push(Op { kind: OpKind::Binary { op: BinOp::Add, a: nxt, b: step }, results: vec![a], loc });
+        nxt = a;
+    }
+    let (ops, next) = emit(k, nxt, &src_ops);
+    pre.extend(ops);
+    // the body reads the oldest carried tiles instead of loading;
+    // carried[j][l]: load l's tile of iteration iv + j·step
+    let carried: Vec<Vec<V>> = (0..depth).map(|_| loads.iter().map(|&i| like(k, src_ops[i].results[0])).collect()).collect();
+    let subst: HashMap<V, V> = loads.iter().zip(&carried[0]).map(|(&i, c)| (src_ops[i].results[0], *c)).collect();
     fn replace(b: &mut Block, subst: &HashMap<V, V>) {
         for o in &mut b.ops {
             o.kind.map_operands(&mut |v| *subst.get(&v).unwrap_or(&v));
@@ -214,11 +247,16 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op) -> Vec<Op> {
     body.ops = pre.into_iter().chain(src_ops.into_iter().enumerate().filter(|(i, _)| !load_set.contains(i)).map(|(_, o)| o)).collect();
     replace(body, &subst);
     if let Some(Op { kind: OpKind::Yield(ys), .. }) = body.ops.last_mut() {
+        for c in &carried[1..] {
+            ys.extend(c.iter().copied());
+        }
         ys.extend(next.iter().copied());
     }
-    body.args.extend(carried.iter().copied());
-    inits.extend(first.iter().copied());
-    let extra: Vec<V> = carried.iter().map(|c| like(k, *c)).collect();
+    for (c, f) in carried.iter().zip(&firsts) {
+        body.args.extend(c.iter().copied());
+        inits.extend(f.iter().copied());
+    }
+    let extra: Vec<V> = carried.iter().flatten().map(|c| like(k, *c)).collect();
     op.results.extend(extra);
     prologue
 }

@@ -86,7 +86,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         match hit {
             Some(c) => c,
             None => {
-                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), pipeline: cfg.num_stages >= 2 && env_flag("FERROTILE_PIPELINE") };
+                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), wgmma: env_flag("FERROTILE_WGMMA"), pipeline: if env_flag("FERROTILE_PIPELINE") { cfg.num_stages - 1 } else { 0 } };
                 let pk = ptx_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", pk.text);

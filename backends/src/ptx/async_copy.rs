@@ -1,0 +1,199 @@
+//! Asynchronous operand copies: which loads go straight from global to
+//! shared memory (`cp.async`) instead of through registers.
+//!
+//! Takes a specialized (possibly software-pipelined) kernel and its layout
+//! [`Plan`](super::assign::Plan). Finds the loads whose only consumer is an
+//! operand of a `dot` that runs as warpgroup MMAs (`wgmma` reads its
+//! operands from shared memory anyway): either directly (`a = load(..);
+//! dot(a, ..)` in one block) or through a loop-carried value of a `for`
+//! whose initial value and yielded value are both such loads — the shape
+//! [`ferrotile_ir::pipeline`] produces (a prologue load, and in the body the
+//! prefetch of the next iteration's operands before this iteration's `dot`).
+//! The masked-off elements of such a load must read as zero (no `other`, or
+//! a zero constant), which is what `cp.async`'s zero-fill gives.
+//!
+//! With a prefetch distance `d` (`num_stages - 1`) the carried value is a
+//! chain of `d` loop values (the pass's shift register), each initialized by
+//! a prologue load.
+//!
+//! Produces an [`AsyncPlan`]: per operand *class* (one `dot` operand and the
+//! loads feeding it) a ring of `d + 1` shared-memory slots in the `wgmma`
+//! operand layout; the emitter writes each execution of such a load into
+//! the class's next slot and represents the loaded tile (and the loop-carried
+//! values) by one register, the slot's address.
+//!
+//! Guarantees (what the emitter relies on): every load in the plan is a
+//! top-level op of the block holding its consumer (the `dot`'s block, or for
+//! carried values the `for`'s parent block and its body); every value in
+//! the plan has exactly one use; the loads of a class execute in the order
+//! their tiles are consumed, and at any time at most `d + 1` of its tiles
+//! are live (the one being consumed and `d` prefetched), which the `d + 1`
+//! slots hold.
+//!
+//! Why: staging through registers costs one register per element for the
+//! prefetched tiles (the pipelined 128×256 bf16 GEMM spilled) and a second
+//! pass through the register file; `cp.async` lands the bytes in shared
+//! memory while the tensor cores work on the previous slot.
+
+use super::assign::Plan;
+use ferrotile_ir::*;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug, Default)]
+pub struct AsyncPlan {
+    /// Load result → class index.
+    pub loads: HashMap<V, usize>,
+    /// Loop-carried block argument → (class index, prefetch distance: how
+    /// many iterations before its use the tile it holds was loaded).
+    pub carried: HashMap<V, (usize, u32)>,
+    /// Per class: bytes of one slot (the operand tile in its dtype).
+    pub slot_bytes: Vec<u32>,
+    /// Per class: slots in its ring (prefetch distance + 1).
+    pub slots: Vec<u32>,
+    /// Per class: the row permutation of `wgmma`'s A operand (the bit
+    /// position `emit::stage_wgmma` takes), `None` for B.
+    pub perm_hb: Vec<Option<u32>>,
+}
+
+impl AsyncPlan {
+    pub fn class_of(&self, v: V) -> Option<usize> {
+        self.loads.get(&v).copied().or_else(|| self.carried.get(&v).map(|c| c.0))
+    }
+    /// Shared memory the rings take, at the start of the kernel's shared
+    /// memory.
+    pub fn ring_bytes(&self) -> u32 {
+        self.slot_bytes.iter().zip(&self.slots).map(|(b, n)| b * n).sum()
+    }
+    /// Offset of slot 0 of class `c`.
+    pub fn slot0(&self, c: usize) -> u32 {
+        self.slot_bytes[..c].iter().zip(&self.slots).map(|(b, n)| b * n).sum()
+    }
+}
+
+struct Defs<'k> {
+    /// value → (defining op, block index of that op's block)
+    def: HashMap<V, (&'k Op, usize)>,
+    /// for-body block argument → (the `for` op, carried index, block index
+    /// of the `for`'s block, block index of its body)
+    arg: HashMap<V, (&'k Op, usize, usize, usize)>,
+    uses: HashMap<V, usize>,
+}
+
+fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) {
+    for op in &b.ops {
+        for r in &op.results {
+            d.def.insert(*r, (op, id));
+        }
+        for o in op.kind.operands() {
+            *d.uses.entry(o).or_default() += 1;
+        }
+        match &op.kind {
+            OpKind::For { body, .. } => {
+                *next += 1;
+                let bid = *next;
+                for (i, a) in body.args.iter().enumerate().skip(1) {
+                    d.arg.insert(*a, (op, i - 1, id, bid));
+                }
+                index_block(body, bid, next, d);
+            }
+            OpKind::If { then_, else_, .. } => {
+                for blk in [then_, else_] {
+                    *next += 1;
+                    let bid = *next;
+                    index_block(blk, bid, next, d);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn is_zero(d: &Defs, v: V) -> bool {
+    match d.def.get(&v).map(|(op, _)| &op.kind) {
+        Some(OpKind::Const(Lit::Float(x))) => *x == 0.0 && x.is_sign_positive(),
+        Some(OpKind::Const(Lit::Int(0))) => true,
+        Some(OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::Cast { x, .. }) => is_zero(d, *x),
+        _ => false,
+    }
+}
+
+/// A load that can be a `cp.async` into an operand slot, in block `blk`.
+fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32]) -> bool {
+    let Some((op, b)) = d.def.get(&v) else { return false };
+    let OpKind::Load { ptr, other, .. } = &op.kind else { return false };
+    let ok_other = other.is_none_or(|o| is_zero(d, o));
+    let sh: Option<Vec<u32>> = k.ty(*ptr).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
+    *b == blk && ok_other && d.uses.get(&v) == Some(&1) && sh.as_deref() == Some(shape)
+}
+
+pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new() };
+    let mut next = 0;
+    index_block(&k.body, 0, &mut next, &mut d);
+    let mut out = AsyncPlan::default();
+    // dots and the block each sits in
+    let dots: Vec<(&Op, usize)> = d.def.values().filter(|(op, _)| matches!(op.kind, OpKind::Dot { .. })).map(|(op, b)| (*op, *b)).collect();
+    let mut dots = dots;
+    dots.sort_by_key(|(op, _)| op.results[0]);
+    dots.dedup_by_key(|(op, _)| op.results[0]);
+    for (op, blk) in dots {
+        let OpKind::Dot { a, b, .. } = &op.kind else { continue };
+        let (a, b) = (*a, *b);
+        let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
+        let Some(out_shape) = out_shape else { continue };
+        let Some(g) = layouts.mma(&out_shape).filter(|g| g.wgmma) else { continue };
+        for x in [a, b] {
+            let perm = (x == a).then_some(3 + g.wm.trailing_zeros());
+            if a == b || d.uses.get(&x) != Some(&1) {
+                continue;
+            }
+            let Some(shape): Option<Vec<u32>> = k.ty(x).shape().iter().map(|s| s.known().map(|y| y as u32)).collect() else { continue };
+            let bytes = shape.iter().product::<u32>() * k.ty(x).elem().map_or(0, |e| e.dtype().size_bytes() as u32);
+            if async_load(k, &d, x, blk, &shape) {
+                let c = out.slot_bytes.len();
+                out.slot_bytes.push(bytes);
+                out.slots.push(2);
+                out.perm_hb.push(perm);
+                out.loads.insert(x, c);
+            } else if let Some((fop, _, parent, body)) = d.arg.get(&x).copied() {
+                let OpKind::For { inits, body: fb, .. } = &fop.kind else { continue };
+                let Some(OpKind::Yield(ys)) = fb.ops.last().map(|o| &o.kind) else { continue };
+                if body != blk {
+                    continue;
+                }
+                // the chain x = arg_0 → yield arg_1 → ... → yield load: every
+                // link a single-use carried value of this loop with a ring
+                // load as its initial value and an unused final value
+                let mut chain = vec![];
+                let mut cur = x;
+                let ok = loop {
+                    let Some((f2, i, _, _)) = d.arg.get(&cur).copied() else { break false };
+                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !async_load(k, &d, inits[i], parent, &shape) || chain.len() > 8 {
+                        break false;
+                    }
+                    chain.push((cur, inits[i]));
+                    let y = ys[i];
+                    if async_load(k, &d, y, body, &shape) {
+                        chain.push((y, y));
+                        break true;
+                    }
+                    cur = y;
+                };
+                if ok {
+                    let c = out.slot_bytes.len();
+                    let depth = chain.len() as u32 - 1;
+                    out.slot_bytes.push(bytes);
+                    out.slots.push(depth + 1);
+                    out.perm_hb.push(perm);
+                    for (j, (v, init)) in chain.iter().enumerate() {
+                        out.loads.insert(*init, c);
+                        if v != init {
+                            out.carried.insert(*v, (c, depth - j as u32));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
