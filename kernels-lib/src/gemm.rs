@@ -242,7 +242,6 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),
         c(128, 256, 64, 8).stages(3),
-        c(128, 256, 64, 8).stages(4),
         c(256, 128, 64, 8).stages(3),
         c(128, 128, 64, 8).stages(3),
         c(128, 128, 64, 8).stages(4),

@@ -50,6 +50,14 @@ pub struct AsyncPlan {
     pub slot_bytes: Vec<u32>,
     /// Per class: slots in its ring (prefetch distance + 1).
     pub slots: Vec<u32>,
+    /// `dot` results whose MMAs may stay in flight across the loop's back
+    /// edge: both operands come from rings (with one slot more than the
+    /// prefetch distance needs, for the tiles the in-flight MMA still
+    /// reads), and the accumulator is a loop-carried value used only by this
+    /// `dot`, whose result is used only as the next iteration's
+    /// accumulator — so no other instruction touches those registers until
+    /// the loop ends. Value: the carried accumulator.
+    pub inflight: HashMap<V, V>,
     /// Per class: the row permutation of `wgmma`'s A operand (the bit
     /// position `emit::stage_wgmma` takes), `None` for B.
     pub perm_hb: Vec<Option<u32>>,
@@ -137,11 +145,12 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
     dots.sort_by_key(|(op, _)| op.results[0]);
     dots.dedup_by_key(|(op, _)| op.results[0]);
     for (op, blk) in dots {
-        let OpKind::Dot { a, b, .. } = &op.kind else { continue };
-        let (a, b) = (*a, *b);
+        let OpKind::Dot { a, b, acc, .. } = &op.kind else { continue };
+        let (a, b, acc) = (*a, *b, *acc);
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape).filter(|g| g.wgmma) else { continue };
+        let first_class = out.slot_bytes.len();
         for x in [a, b] {
             let perm = (x == a).then_some(3 + g.wm.trailing_zeros());
             if a == b || d.uses.get(&x) != Some(&1) {
@@ -193,6 +202,23 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
                     }
                 }
             }
+        }
+        // both operands carried through rings, the accumulator a private
+        // loop-carried value: the MMA may stay in flight
+        let res = op.results[0];
+        let both = [a, b].iter().all(|x| out.carried.contains_key(x)) && out.slot_bytes.len() == first_class + 2;
+        let acc_ok = d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
+            let OpKind::For { body: fb, .. } = &fop.kind else { return false };
+            let y = match fb.ops.last().map(|o| &o.kind) {
+                Some(OpKind::Yield(ys)) => ys[*i],
+                _ => return false,
+            };
+            *body == blk && y == res && d.uses.get(&acc) == Some(&1) && d.uses.get(&res) == Some(&1)
+        });
+        if both && acc_ok {
+            out.slots[first_class] += 1;
+            out.slots[first_class + 1] += 1;
+            out.inflight.insert(res, acc);
         }
     }
     out

@@ -816,19 +816,27 @@ impl<'k> Em<'k> {
                 let ys = self.yields(body);
                 // parallel copy through temporaries
                 let mut tmps = vec![];
-                for ((c, _), y) in carried.iter().zip(&ys) {
+                // (a register yielded to itself — an accumulator updated in
+                // place — is not copied: an in-flight wgmma writes it)
+                for ((c, regs), y) in carried.iter().zip(&ys) {
                     let src = self.get(*y);
                     let mut ts = vec![];
-                    for s in src {
+                    for (s, d) in src.iter().zip(regs) {
+                        if s == d {
+                            ts.push(None);
+                            continue;
+                        }
                         let t = self.reg(*c);
-                        self.mov(*c, &t, &s);
-                        ts.push(t);
+                        self.mov(*c, &t, s);
+                        ts.push(Some(t));
                     }
                     tmps.push(ts);
                 }
                 for ((c, regs), ts) in carried.iter().zip(&tmps) {
                     for (d, s) in regs.iter().zip(ts) {
-                        self.mov(*c, d, s);
+                        if let Some(s) = s {
+                            self.mov(*c, d, s);
+                        }
                     }
                 }
                 self.l(format!("add.{t} {iv}, {iv}, {rst};"));
@@ -839,6 +847,11 @@ impl<'k> Em<'k> {
                 // (ring loads are top-level ops of the body: `async_copy`)
                 if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.contains_key(r))) {
                     self.l("cp.async.wait_all;");
+                }
+                // the last in-flight MMA must land before its accumulator
+                // is read
+                if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
+                    self.l("wgmma.wait_group.sync.aligned 0;");
                 }
                 for (r, (_, regs)) in op.results.iter().zip(carried) {
                     self.vals.insert(*r, regs);
@@ -2478,7 +2491,9 @@ impl<'k> Em<'k> {
         if shape.len() != 2 || es != 2 {
             return self.err("cp.async ring for a tile that is not a 2-D 16-bit operand");
         }
-        // the slot was last read by the dot two loads back
+        // the slot this load takes was last read by an earlier `dot` (in
+        // every warp): a barrier orders those reads before the copies,
+        // unless there was one since the last `dot`
         if self.ring_dirty {
             self.bar();
             self.ring_dirty = false;
@@ -2539,7 +2554,7 @@ impl<'k> Em<'k> {
     /// `stage_wgmma`) makes instruction `t` of warpgroup `g` produce exactly
     /// the registers the layout says — no data moves after the MMA.
     /// Synchronous: the group is committed and waited for before returning.
-    fn dot_wgmma(&mut self, a: V, b: V, acc: V, g: super::assign::MmaGrid) -> R<Vec<String>> {
+    fn dot_wgmma(&mut self, a: V, b: V, acc: V, g: super::assign::MmaGrid, res: V) -> R<Vec<String>> {
         let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let ty = match self.dtype(a) {
@@ -2606,14 +2621,21 @@ impl<'k> Em<'k> {
         // groups of 8 k-rows
         let db = desc(self, &base_b, kk * 128, 1024);
         let racc = self.get(acc);
-        let accs: Vec<String> = racc
-            .iter()
-            .map(|v| {
-                let t = self.reg(Cls::F);
-                self.mov(Cls::F, &t, v);
-                t
-            })
-            .collect();
+        // in flight across the back edge (`async_copy`): accumulate in the
+        // carried registers themselves, which nothing else reads until the
+        // loop ends (a copy would make ptxas serialize the MMAs)
+        let inflight = self.aplan.inflight.get(&res) == Some(&acc);
+        let accs: Vec<String> = if inflight {
+            racc.clone()
+        } else {
+            racc.iter()
+                .map(|v| {
+                    let t = self.reg(Cls::F);
+                    self.mov(Cls::F, &t, v);
+                    t
+                })
+                .collect()
+        };
         let scale_d = self.reg(Cls::P);
         // scale-d: accumulate into d (always true; a register operand)
         self.l(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
@@ -2644,10 +2666,12 @@ impl<'k> Em<'k> {
             }
         }
         self.l("wgmma.commit_group.sync.aligned;");
-        self.l("wgmma.wait_group.sync.aligned 0;");
-        // No trailing barrier, as for mma.sync: the wait makes this
+        // In flight: wait for the previous iteration's group only (its ring
+        // slots are then free; the loop's exit waits for the last). No
+        // trailing barrier, as for mma.sync: the wait makes this
         // warpgroup's shared-memory reads complete, and the next writer
         // starts with a barrier.
+        self.l(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
         Ok(accs)
     }
 
@@ -2655,7 +2679,7 @@ impl<'k> Em<'k> {
         let out_shape = self.shape_u32(res);
         if let Some(g) = self.plan.mma(&out_shape) {
             if g.wgmma {
-                return self.dot_wgmma(a, b, acc, g);
+                return self.dot_wgmma(a, b, acc, g, res);
             }
             return self.dot_mma(a, b, acc, precision, g);
         }

@@ -1,6 +1,6 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
-//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm]`
+//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
 
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -22,11 +22,14 @@ fn main() {
     if a[1] == "gemm" {
         let k = ferrotile_kernels::gemm::gemm_kernel::ir();
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
-        let cx = [t[0], t[1], t[2], 8, 0, 0, (a[3] == "tf32") as i64];
+        let bias = a.iter().any(|x| x == "bias") as i64;
+        let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(2);
+        let cx = [t[0], t[1], t[2], 8, 0, bias, (a[3] == "tf32") as i64];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A and B: unit strides along K (sak) and N (sbn)
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1 }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1) }).unwrap();
+        eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;
     }
