@@ -169,6 +169,9 @@ struct Em<'k> {
     cp_pending: Vec<V>,
     /// A `dot` read the rings since the last barrier.
     ring_dirty: bool,
+    /// Ring operands already waited for, fenced and barriered at the top of
+    /// the loop body (see `For`): their `dot` synchronizes no further.
+    ring_ready: std::collections::HashSet<V>,
 }
 
 pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
@@ -231,6 +234,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         slot_regs: vec![],
         cp_pending: vec![],
         ring_dirty: true,
+        ring_ready: Default::default(),
         plan,
     };
     em.tid = em.reg(Cls::R);
@@ -811,6 +815,29 @@ impl<'k> Em<'k> {
                 self.ring_dirty = true;
                 self.l(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
                 self.l(format!("@{p} bra.uni {end};"));
+                // A wgmma `dot` of this body whose operands both arrive
+                // through rings, `d` iterations ahead: this iteration's
+                // tiles are the oldest of the `d` groups in flight. Wait for
+                // them, fence them for the async proxy and barrier here,
+                // before this iteration's prefetches are issued (the fence
+                // then has at most d − 1 groups in flight to order, and the
+                // barrier also frees the ring slots the prefetches reuse):
+                // one barrier per iteration, none at the `dot`.
+                let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
+                    OpKind::Dot { a, b, .. } => {
+                        let (da, db) = (self.aplan.carried.get(a)?.1, self.aplan.carried.get(b)?.1);
+                        Some((*a, *b, da.min(db)))
+                    }
+                    _ => None,
+                });
+                if let Some((a, b, d)) = ring_dot {
+                    self.l(format!("cp.async.wait_group {};", d - 1));
+                    self.l("fence.proxy.async.shared::cta;");
+                    self.bar();
+                    self.ring_dirty = false;
+                    self.ring_ready.insert(a);
+                    self.ring_ready.insert(b);
+                }
                 self.block(body)?;
                 self.cp_commit();
                 let ys = self.yields(body);
@@ -2585,7 +2612,12 @@ impl<'k> Em<'k> {
                 self.stage_wgmma(&rb, &sb, &base_b, None);
             }
         }
-        if ca.is_some() || cb.is_some() {
+        let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
+        if ready {
+            // waited for at the top of the loop body; close this
+            // iteration's prefetch group
+            self.cp_commit();
+        } else if ca.is_some() || cb.is_some() {
             // the operands' copies: loaded directly (in the open group or an
             // older one): wait for everything; carried from `d` iterations
             // back: every iteration since closed at least one group (the
@@ -2598,8 +2630,10 @@ impl<'k> Em<'k> {
         }
         // generic-proxy writes (stores, cp.async) read by the async proxy
         // (the tensor cores): fence in every writing thread, then a barrier
-        self.l("fence.proxy.async.shared::cta;");
-        self.bar();
+        if !ready {
+            self.l("fence.proxy.async.shared::cta;");
+            self.bar();
+        }
         self.ring_dirty = true;
         // descriptors: start address >> 4 (bits 0-13), leading byte offset
         // >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle 128B (62-63)
