@@ -2148,7 +2148,7 @@ impl<'k> Em<'k> {
                 }
                 t
             };
-            if tcount <= SMALL_TREE {
+            if tcount <= SMALL_TREE && tcount * partial.len() as u32 <= SMALL_TREE_READS {
                 // Few positions (the warps of a workgroup, after subgroup
                 // shuffles): every invocation reads all `tcount` partials
                 // after the one barrier and combines them pairwise in
@@ -2527,6 +2527,10 @@ fn zero_of(w: W) -> &'static str {
 /// and subgroup steps, the cross-invocation step reads all partials after
 /// one barrier instead of running the barrier-per-level tree loop.
 const SMALL_TREE: u32 = 32;
+/// ... as long as that is at most this many reads per invocation (the
+/// reads are unrolled: many row groups times many positions would bloat the
+/// shader — lavapipe's LLVM then compiles for minutes).
+const SMALL_TREE_READS: u32 = 64;
 
 fn strides(shape: &[u32]) -> Vec<u32> {
     let mut s = vec![1u32; shape.len()];
