@@ -1,4 +1,5 @@
-//! Software pipelining: loads in a `dot` loop are issued one iteration ahead.
+//! Software pipelining: loads in a `dot` loop are issued one (or `depth`,
+//! [`pipeline_depth`]) iterations ahead.
 //!
 //! Takes a specialized kernel. For every `for` loop whose body contains a
 //! `dot`, the *prefetchable* loads of its body — top-level loads whose
@@ -18,7 +19,10 @@
 //!
 //! The next tile's global loads are then in flight while the current tile's
 //! `dot` runs (the backend puts no barrier between them); the cost is one
-//! more set of operand registers. Without a `dot` the loop is left alone
+//! more set of operand registers — or, where the PTX backend turns the loads
+//! into `cp.async` copies (`backends/src/ptx/async_copy.rs`), one more
+//! shared-memory slot. With a distance `d > 1` the prologue loads the first
+//! `d` iterations and each tile is carried through `d` loop values. Without a `dot` the loop is left alone
 //! (streaming loops gain nothing and would lose registers), and so is a loop
 //! that stores to memory (a load moved one iteration earlier could miss the
 //! previous iteration's store).
