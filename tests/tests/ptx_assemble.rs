@@ -194,3 +194,37 @@ fn every_gemm_tuner_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The Hopper GEMM's synchronization, pinned: operands reach shared memory
+/// by 16-byte `cp.async` into rings (`backends/src/ptx/async_copy.rs`) of
+/// `num_stages` slots, plus one for the MMA kept in flight when pipelined;
+/// the K loop waits for its own tiles at the top of the body
+/// (`cp.async.wait_group num_stages − 2`) with its only barrier, keeps one
+/// wgmma group in flight, and drains both at the loop exit.
+#[test]
+fn wgmma_gemm_rings_and_waits() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
+    let tile = (128 * 64 + 64 * 256) * 2;
+    for stages in [1u32, 2, 3] {
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1 };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        assert!(t.contains(".target sm_90a") && t.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), "stages {stages}");
+        assert!(t.contains("cp.async.cg.shared.global") && !t.contains("ld.global.v4"), "stages {stages}: operands by cp.async");
+        let slots = if stages == 1 { 2 } else { stages + 1 };
+        assert_eq!(p.smem_bytes, slots * tile, "stages {stages}: ring slots");
+        // the loop: label, exit test, then the operand wait at the top
+        let body = &t[t.find("$L1:").expect("K loop")..t.find("$L2:").expect("loop exit")];
+        if stages >= 2 {
+            assert!(body.contains(&format!("cp.async.wait_group {};\n\tfence.proxy.async.shared::cta;\n\tbar.sync 0;", stages - 2)), "stages {stages}:\n{body}");
+            assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
+            assert!(body.contains("wgmma.wait_group.sync.aligned 1;"), "stages {stages}: one MMA group in flight");
+            let exit = &t[t.find("$L2:").unwrap()..];
+            assert!(exit.contains("cp.async.wait_all;") && exit.contains("wgmma.wait_group.sync.aligned 0;"), "stages {stages}: drained at the exit");
+        } else {
+            assert!(body.contains("cp.async.wait_group 0;") && body.contains("wgmma.wait_group.sync.aligned 0;"), "stages 1: synchronous");
+        }
+    }
+}
