@@ -45,6 +45,7 @@ pub fn rms_norm(x: &[f64], w: &[f64], rows: usize, cols: usize, eps: f64) -> Vec
 
 /// A small deterministic generator for test data (SplitMix64), so tests
 /// need no extra dependency and every run draws fresh data from its seed.
+/// The library tests, the benches and the op conformance suite all use it.
 pub struct Rng(u64);
 
 impl Rng {
@@ -75,6 +76,20 @@ impl Rng {
     }
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+    /// Uniform integer in [lo, hi] (inclusive).
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo.wrapping_add(self.below(hi.wrapping_sub(lo) as u64 + 1) as i64)
+    }
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.uniform() < p
+    }
+    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
     }
 }
 

@@ -14,47 +14,8 @@ pub fn e2s<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
 
 // ------------------------------------------------------------------ rng
 
-/// SplitMix64: small, deterministic, seedable.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed ^ 0x243f_6a88_85a3_08d3)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in [lo, hi).
-    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.uniform()
-    }
-    pub fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(1e-300);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    /// Uniform integer in [lo, hi] (inclusive).
-    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
-        lo.wrapping_add(self.below(hi.wrapping_sub(lo) as u64 + 1) as i64)
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.uniform() < p
-    }
-    pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
+/// The seeded generator (SplitMix64) shared with the library tests.
+pub use ferrotile_kernels::reference::Rng;
 
 /// The 1-D problem sizes every elementwise case walks: (n, BLOCK). Sizes
 /// are mostly not multiples of the block, so the last program is masked.
