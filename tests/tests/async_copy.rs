@@ -1,0 +1,96 @@
+//! Which loads the PTX backend turns into `cp.async` ring copies
+//! (`backends/src/ptx/async_copy.rs`) — and which it must not: a ring copy
+//! zero-fills masked-off elements and hands the tile only to the tensor
+//! cores, so a load with another fill value, or one whose tile is also used
+//! in registers, has to stay an ordinary load. Checked on the emitted PTX
+//! for sm_90 at 1–3 stages (no GPU needed; the GEMM tests run the ring path
+//! on the H200).
+
+use ferrotile::ir::specialize;
+use ferrotile::kernel;
+use ferrotile_backends::ptx::{emit, PtxOptions};
+
+// Tiles: A 64×256, B 256×128, C 64×128 — three different shapes, since
+// layouts are assigned per shape and an operand tile of the accumulator's
+// shape would get its 2-element-wide layout (see NOTES.md).
+
+/// A 64×128 tile GEMM over `n` K-steps of 256, row-major, unmasked: both
+/// operand loads feed only the `dot` → both become ring copies.
+#[kernel]
+fn ring_both(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, n: i32) {
+    let rm = arange(0, 64);
+    let rn = arange(0, 128);
+    let rk = arange(0, 256);
+    let mut acc = zeros([64, 128], f32);
+    for k in 0..n {
+        let at = load(a + k * 256 + expand_dims(rm, 1) * (n * 256) + expand_dims(rk, 0));
+        let bt = load(b + (k * 256 + expand_dims(rk, 1)) * 128 + expand_dims(rn, 0));
+        acc = dot(at, bt, acc);
+    }
+    store(c + expand_dims(rm, 1) * 128 + expand_dims(rn, 0), acc);
+}
+
+/// A's masked-off elements read as 1.0: a zero-filling copy would be wrong,
+/// so A stays an ordinary load (staged through registers); B is a ring copy.
+#[kernel]
+fn fill_one(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, n: i32, kmax: i32) {
+    let rm = arange(0, 64);
+    let rn = arange(0, 128);
+    let mut acc = zeros([64, 128], f32);
+    for k in 0..n {
+        let kk = k * 256 + arange(0, 256);
+        let at = load(a + expand_dims(rm, 1) * (n * 256) + expand_dims(kk, 0), expand_dims(kk < kmax, 0), 1.0);
+        let bt = load(b + expand_dims(kk, 1) * 128 + expand_dims(rn, 0));
+        acc = dot(at, bt, acc);
+    }
+    store(c + expand_dims(rm, 1) * 128 + expand_dims(rn, 0), acc);
+}
+
+/// A's tile is also summed in registers: it must stay a register tile.
+#[kernel]
+fn used_twice(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, s: Ptr<f32>, n: i32) {
+    let rm = arange(0, 64);
+    let rn = arange(0, 128);
+    let rk = arange(0, 256);
+    let mut acc = zeros([64, 128], f32);
+    let mut tot = zeros([64], f32);
+    for k in 0..n {
+        let at = load(a + k * 256 + expand_dims(rm, 1) * (n * 256) + expand_dims(rk, 0));
+        let bt = load(b + (k * 256 + expand_dims(rk, 1)) * 128 + expand_dims(rn, 0));
+        acc = dot(at, bt, acc);
+        tot = tot + (at as f32).sum(1);
+    }
+    store(c + expand_dims(rm, 1) * 128 + expand_dims(rn, 0), acc);
+    store(s + rm, tot);
+}
+
+fn ptx(k: &ferrotile::ir::Kernel, stages: u32) -> String {
+    let spec = specialize(k, &[], &[]).unwrap();
+    let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: stages - 1 };
+    emit(&spec, &opts).unwrap_or_else(|e| panic!("{}: {e}", k.name)).text
+}
+
+/// 16-byte copies per thread at 4 warps (per load execution in the text:
+/// prologue and body): A 64·256·2 / 16 / 128 = 16, B 256·128·2 / 16 / 128 = 32.
+const COPIES_A: usize = 16;
+const COPIES_B: usize = 32;
+
+#[test]
+fn ring_copies_only_where_zero_fill_and_single_use_allow() {
+    for stages in [1, 2, 3] {
+        let both = ptx(ring_both::ir(), stages);
+        let one = ptx(fill_one::ir(), stages);
+        let twice = ptx(used_twice::ir(), stages);
+        for (name, t) in [("ring_both", &both), ("fill_one", &one), ("used_twice", &twice)] {
+            assert!(t.contains("wgmma.mma_async"), "{name} stages {stages}: a 64x128x256 bf16 dot at 4 warps takes wgmma");
+        }
+        // executions of each operand load in the text: the body's, plus the
+        // prologue's `stages - 1` when pipelined
+        let loads = stages as usize;
+        let copies = |t: &str| t.matches("cp.async.cg.shared.global").count();
+        assert_eq!(copies(&both), loads * (COPIES_A + COPIES_B), "ring_both stages {stages}: A and B by cp.async");
+        assert_eq!(copies(&one), loads * COPIES_B, "fill_one stages {stages}: only B by cp.async (A fills with 1.0)");
+        assert_eq!(copies(&twice), loads * COPIES_B, "used_twice stages {stages}: only B by cp.async (A is also summed)");
+        assert!(one.contains("ld.global"), "fill_one: A is an ordinary load");
+    }
+}
