@@ -110,6 +110,11 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
                     failures.push(format!("gemm {t}->{u} {cx:?}: expected wgmma on sm_90a"))
                 }
                 Ok(p) if sm == 80 && p.text.contains("wgmma") => failures.push(format!("gemm {t}->{u} {cx:?}: wgmma on sm_80")),
+                // FERROTILE_EXPLAIN says why a tensor-core dot is not on
+                // wgmma on sm_90, and says nothing when it is
+                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && p.text.contains("wgmma.mma_async") == !p.mma_sync_dots.is_empty() => {
+                    failures.push(format!("gemm {t}->{u} {cx:?}: wgmma reasons {:?} disagree with the text", p.mma_sync_dots))
+                }
                 // with unit strides the operand loads are 16-byte vectors,
                 // and index arithmetic is recomputed in place: without a bias
                 // (whose broadcast still goes through shared memory) the only

@@ -54,6 +54,9 @@ pub struct Plan {
     /// Why a `dot` stays on the FMA path: (source line, reason), for
     /// `FERROTILE_EXPLAIN=1`.
     pub fma_reasons: Vec<(u32, String)>,
+    /// Why a tensor-core `dot` runs on `mma.sync` although `wgmma` was
+    /// asked for (sm_90): (source line, reason).
+    pub no_wgmma_reasons: Vec<(u32, String)>,
 }
 
 impl Plan {
@@ -106,8 +109,23 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
 /// most 256 columns per instruction (wider N splits into 256-column
 /// instructions).
 pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32) -> Option<MmaGrid> {
-    let ok = num_warps % 4 == 0 && m % (16 * num_warps) == 0 && k % 64 == 0 && n % 64 == 0 && (n <= 256 || n % 256 == 0);
-    ok.then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+    wgmma_misfit(m, n, k, num_warps).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+}
+
+/// Why an `m × k · k × n` dot at `num_warps` warps cannot take `wgmma`
+/// (`None`: it can).
+pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32) -> Option<String> {
+    if num_warps % 4 != 0 {
+        Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
+    } else if m % (16 * num_warps) != 0 {
+        Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
+    } else if k % 64 != 0 {
+        Some(format!("K = {k} is not a multiple of 64 (one 128-byte swizzle atom of A)"))
+    } else if n % 64 != 0 || (n > 256 && n % 256 != 0) {
+        Some(format!("N = {n} is not a multiple of 64 up to 256, or of 256 above"))
+    } else {
+        None
+    }
 }
 
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
@@ -117,6 +135,7 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
     let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
     let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
     let mut fma_reasons = vec![];
+    let mut no_wgmma_reasons = vec![];
     k.walk(&mut |op| {
         let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
         let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
@@ -139,7 +158,17 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
         };
         let grid = match why {
             Some(_) => None,
-            None if wgmma && matches!(da, Some(DType::F16 | DType::BF16)) => wgmma_grid(out[0], out[1], sa[1], num_warps).or_else(|| warp_grid(out[0], out[1], num_warps)),
+            None if wgmma && matches!(da, Some(DType::F16 | DType::BF16)) => match wgmma_misfit(out[0], out[1], sa[1], num_warps) {
+                None => wgmma_grid(out[0], out[1], sa[1], num_warps),
+                Some(r) => {
+                    no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
+                    warp_grid(out[0], out[1], num_warps)
+                }
+            },
+            None if wgmma => {
+                no_wgmma_reasons.push((op.loc.line, "tf32 runs on mma.sync (wgmma's tf32 needs a K-major B, not staged yet)".into()));
+                warp_grid(out[0], out[1], num_warps)
+            }
             None => warp_grid(out[0], out[1], num_warps),
         };
         if let Some(w) = why {
@@ -161,7 +190,8 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
         }
     }
     fma_reasons.sort();
-    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect(), fma_reasons }
+    no_wgmma_reasons.sort();
+    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect(), fma_reasons, no_wgmma_reasons }
 }
 
 #[cfg(test)]
@@ -184,5 +214,11 @@ mod tests {
         assert_eq!(wgmma_grid(128, 128, 32, 4), None); // K not a whole swizzle atom
         assert_eq!(wgmma_grid(64, 128, 64, 8), None); // 8 warps need 128 rows
         assert_eq!(wgmma_grid(64, 128, 64, 2), None); // not a warpgroup
+        // FERROTILE_EXPLAIN's words for the misfits
+        assert!(wgmma_misfit(128, 128, 32, 4).unwrap().contains("K = 32"));
+        assert!(wgmma_misfit(64, 128, 64, 8).unwrap().contains("M = 64"));
+        assert!(wgmma_misfit(64, 128, 64, 2).unwrap().contains("warpgroups"));
+        assert!(wgmma_misfit(64, 96, 64, 4).unwrap().contains("N = 96"));
+        assert_eq!(wgmma_misfit(128, 256, 64, 8), None);
     }
 }

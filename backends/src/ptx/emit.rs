@@ -62,6 +62,9 @@ pub struct PtxKernel {
     pub params: Vec<ParamAbi>,
     /// Why `dot`s of this kernel stay on the FMA path: (source line, reason).
     pub fma_dots: Vec<(u32, String)>,
+    /// Why tensor-core `dot`s of this kernel run on `mma.sync` rather than
+    /// Hopper's `wgmma` (sm_90 only): (source line, reason).
+    pub mma_sync_dots: Vec<(u32, String)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -284,7 +287,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
-    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone() })
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone() })
 }
 
 impl<'k> Em<'k> {

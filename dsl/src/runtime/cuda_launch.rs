@@ -95,6 +95,9 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
                     for (line, why) in &pk.fma_dots {
                         eprintln!("ferrotile: `{}` ({}:{line}) [{}]: dot on the FMA path: {why}", k.name, k.file, spec.describe_binding());
                     }
+                    for (line, why) in &pk.mma_sync_dots {
+                        eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: dot not on wgmma: {why}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
+                    }
                 }
                 if let Some(dir) = disk_dir() {
                     let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
