@@ -36,7 +36,7 @@ case "${1:-check}" in
     ;;
   gemm)
     FERROTILE_TEST_DEVICES=cuda step gemm 300 $D/gemm --nocapture
-    FERROTILE_DUMP_PTX=gemm_kernel $D/emit-ptx gemm 128x256x64 bf16 8 > "$OUT/wgmma.ptx" 2>/dev/null
+    $D/emit-ptx gemm 128x256x64 bf16 8 90 stages=3 > "$OUT/wgmma.ptx" 2>/dev/null
     (cd "$OUT" && ptxas -arch=sm_90a -o wgmma.cubin wgmma.ptx && cuobjdump --dump-sass wgmma.cubin > wgmma.sass; echo "HGMMA in SASS: $(grep -c HGMMA wgmma.sass)"; rm -f wgmma.cubin) >> "$S" 2>&1
     FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
