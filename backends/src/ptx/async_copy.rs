@@ -85,6 +85,8 @@ struct Defs<'k> {
     /// of the `for`'s block, block index of its body)
     arg: HashMap<V, (&'k Op, usize, usize, usize)>,
     uses: HashMap<V, usize>,
+    /// every `dot`, with the block index it sits in, in program order
+    dots: Vec<(&'k Op, usize)>,
 }
 
 fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) {
@@ -94,6 +96,9 @@ fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) 
         }
         for o in op.kind.operands() {
             *d.uses.entry(o).or_default() += 1;
+        }
+        if matches!(op.kind, OpKind::Dot { .. }) {
+            d.dots.push((op, id));
         }
         match &op.kind {
             OpKind::For { body, .. } => {
@@ -135,16 +140,11 @@ fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32]) -> bool {
 }
 
 pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new() };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
-    // dots and the block each sits in
-    let dots: Vec<(&Op, usize)> = d.def.values().filter(|(op, _)| matches!(op.kind, OpKind::Dot { .. })).map(|(op, b)| (*op, *b)).collect();
-    let mut dots = dots;
-    dots.sort_by_key(|(op, _)| op.results[0]);
-    dots.dedup_by_key(|(op, _)| op.results[0]);
-    for (op, blk) in dots {
+    for (op, blk) in d.dots.clone() {
         let OpKind::Dot { a, b, acc, .. } = &op.kind else { continue };
         let (a, b, acc) = (*a, *b, *acc);
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();

@@ -2082,22 +2082,8 @@ impl<'k> Em<'k> {
         // 1. in-invocation, pairwise
         let mut partial: Vec<P> = vec![];
         for (_, rs) in &groups {
-            let mut level: Vec<P> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
-            while level.len() > 1 {
-                let mut next = vec![];
-                for pair in level.chunks(2) {
-                    if pair.len() == 2 {
-                        let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
-                        let v = self.let_(ac, v);
-                        let i = i.map(|i| self.let_(W::U, i));
-                        next.push((v, i));
-                    } else {
-                        next.push(pair[0].clone());
-                    }
-                }
-                level = next;
-            }
-            partial.push(level.pop().unwrap());
+            let level: Vec<P> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            partial.push(self.combine_pairwise(o, ac, level));
         }
         // 2. across invocations along the axis
         let (tpw, wpc) = (lay.bl.tpw[axis], lay.bl.wpc[axis]);
@@ -2164,21 +2150,7 @@ impl<'k> Em<'k> {
                         let i = if arg { Some(self.let_(W::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
                         level.push((v, i));
                     }
-                    while level.len() > 1 {
-                        let mut next = vec![];
-                        for pair in level.chunks(2) {
-                            if pair.len() < 2 {
-                                next.push(pair[0].clone());
-                                continue;
-                            }
-                            let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
-                            let v = self.let_(ac, v);
-                            let i = i.map(|i| self.let_(W::U, i));
-                            next.push((v, i));
-                        }
-                        level = next;
-                    }
-                    res.push(level.pop().unwrap());
+                    res.push(self.combine_pairwise(o, ac, level));
                 }
                 self.bar();
                 partial = res;
@@ -2325,6 +2297,26 @@ impl<'k> Em<'k> {
 
     /// Combine two partials (value, index): expressions of the new value
     /// and index (not yet bound).
+    /// Combine partials in a balanced tree (neighbours first): log-depth
+    /// rounding error. `level` is not empty.
+    fn combine_pairwise(&mut self, o: ReduceOp, ac: W, mut level: Vec<(String, Option<String>)>) -> (String, Option<String>) {
+        while level.len() > 1 {
+            let mut next = vec![];
+            for pair in level.chunks(2) {
+                if pair.len() == 2 {
+                    let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
+                    let v = self.let_(ac, v);
+                    let i = i.map(|i| self.let_(W::U, i));
+                    next.push((v, i));
+                } else {
+                    next.push(pair[0].clone());
+                }
+            }
+            level = next;
+        }
+        level.pop().expect("partials to combine")
+    }
+
     fn combine(&mut self, o: ReduceOp, ac: W, a: &(String, Option<String>), b: &(String, Option<String>)) -> (String, Option<String>) {
         if let (Some(ai), Some(bi)) = (&a.1, &b.1) {
             let (av, bv) = (&a.0, &b.0);
