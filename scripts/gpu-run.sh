@@ -49,6 +49,7 @@ case "${1:-check}" in
     FERROTILE_TEST_DEVICES=cpu,wgpu step gemm 120 $D/gemm
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     step bench_wgpu_gemm 60 $D/bench --device wgpu --gemm-small
+    step sweep_wgpu 240 $D/bench --device wgpu --sweep
     grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
     ;;
   *) echo "usage: gpu-run.sh check|bench|wgsl"; exit 2 ;;

@@ -159,6 +159,8 @@ impl WgpuDevice {
             subgroups,
             shader_f16,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            arg_div16: vec![],
+            arg_one: vec![],
         };
         Ok(Arc::new(WgpuDevice {
             device,
@@ -293,9 +295,10 @@ impl WgpuDevice {
         self.take_pending()
     }
 
-    /// A zero-filled buffer of `bytes` bytes (rounded up to a multiple of 4).
+    /// A zero-filled buffer of `bytes` bytes, rounded up to a multiple of 16
+    /// so that a shader declaring it `array<vec4<T>>` sees every element.
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> WgResult<WgpuMem> {
-        let padded = bytes.div_ceil(4).max(1) * 4;
+        let padded = bytes.div_ceil(16).max(1) * 16;
         if padded as u64 > self.limits.max_buffer_size || padded as u64 > self.limits.max_storage_buffer_binding_size as u64 {
             return Err(format!(
                 "a buffer of {bytes} bytes exceeds the adapter's limits (max_buffer_size {}, max_storage_buffer_binding_size {})",

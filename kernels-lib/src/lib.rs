@@ -78,8 +78,9 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile
             }
         }
     } else {
-        for w in [1u32, 2, 4, 8, 16] {
-            if (heuristic.block / 32).max(1) >= w {
+        for w in [1u32, 2, 4, 8, 16, 32] {
+            // 32 warps (1024 threads) only for long rows: fewer values per thread
+            if (heuristic.block / 32).max(1) >= w && (w < 32 || heuristic.block >= 8192) {
                 push(softmax::SoftmaxConfig { num_warps: w, ..heuristic });
             }
         }

@@ -21,7 +21,9 @@ struct Tally {
 }
 
 fn check(k: &Kernel, what: &str, t: &mut Tally) {
-    check_with(k, what, t, &[WgslOptions::default(), WgslOptions { shader_f16: true, ..WgslOptions::default() }]);
+    // the last variant: every integer argument divisible by 16 (vec4 accesses where provable)
+    let aligned = WgslOptions { arg_div16: vec![true; k.params.len()], ..WgslOptions::default() };
+    check_with(k, what, t, &[WgslOptions::default(), WgslOptions { shader_f16: true, ..WgslOptions::default() }, aligned]);
 }
 
 fn check_with(k: &Kernel, what: &str, t: &mut Tally, variants: &[WgslOptions]) {
@@ -69,13 +71,14 @@ fn library_kernels_validate() {
                     WgslOptions { subgroups: true, ..d.clone() },
                     WgslOptions { workgroup_size: 64, ..d.clone() },
                     WgslOptions { workgroup_size: 256, subgroups: true, ..d.clone() },
+                    WgslOptions { subgroups: true, arg_div16: vec![true; spec.params.len()], ..d.clone() },
                 ];
                 check_with(&spec, &format!("{} [{}]", k.name, spec.describe_binding()), &mut t, &variants);
             }
         }
     }
     println!(
-        "wgsl library: {n} specializations, {} shaders emitted+validated (5 option sets each), {} unsupported: i64, largest workgroup storage {} bytes ({})",
+        "wgsl library: {n} specializations, {} shaders emitted+validated (6 option sets each), {} unsupported: i64, largest workgroup storage {} bytes ({})",
         t.ok,
         t.i64.len(),
         t.max_wg_bytes.0,
@@ -143,4 +146,32 @@ fn gemm_kernel_validates() {
     }
     println!("wgsl gemm: {} shaders validated, largest workgroup storage {} bytes", t.ok, t.max_wg_bytes.0);
     assert!(t.failures.is_empty(), "{}", t.failures.join("\n\n"));
+}
+
+/// Loads and stores move whole `vec4`s exactly where the axis analysis
+/// proves 4-element runs contiguous and 16-byte aligned: the row kernel with
+/// strides divisible by 16 reads and writes `vec4<f32>`; with an unknown
+/// input stride the input stays scalar (the output still vectorizes); a
+/// 16-bit kernel never does.
+#[test]
+fn vec4_access_where_provable() {
+    let k = ferrotile_kernels::softmax::softmax_row::ir();
+    // params: x, y, n_cols, x_stride, y_stride
+    let spec = specialize(k, &[4096], &[DType::F32]).unwrap();
+    let all = WgslOptions { workgroup_size: 256, arg_div16: vec![true; 5], ..WgslOptions::default() };
+    let w = emit(&spec, &all).unwrap();
+    validate(&w).unwrap();
+    assert!(w.text.contains("b0: array<vec4<f32>>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);
+    // 4096 elements over 256 invocations: 4 vec4 loads and 4 vec4 stores each
+    assert_eq!(w.text.matches("= b0[").count(), 4, "{}", w.text);
+    assert_eq!(w.text.matches(" >> 2u] = vec4<f32>(").count(), 4, "{}", w.text);
+    let odd_x = WgslOptions { arg_div16: vec![true, true, true, false, true], ..all.clone() };
+    let w = emit(&spec, &odd_x).unwrap();
+    validate(&w).unwrap();
+    assert!(w.text.contains("b0: array<f32>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);
+    let none = emit(&spec, &WgslOptions { workgroup_size: 256, ..WgslOptions::default() }).unwrap();
+    assert!(!none.text.contains("vec4<f32>"), "{}", none.text);
+    let half = specialize(k, &[4096], &[DType::BF16]).unwrap();
+    let w = emit(&half, &all).unwrap();
+    assert!(!w.text.contains("array<vec4"), "{}", w.text);
 }

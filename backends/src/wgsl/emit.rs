@@ -65,6 +65,7 @@
 //! `max_workgroup_storage`, and the binding ABI in [`WgslKernel::bindings`].
 
 use super::EmitError;
+use crate::ptx::axis::{self, Info};
 use crate::ptx::layout::Blocked;
 use ferrotile_ir::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -91,11 +92,19 @@ pub struct WgslOptions {
     /// (`maxComputeWorkgroupStorageSize`; WebGPU's default is 16384, lavapipe
     /// and most GPUs 32768).
     pub max_workgroup_storage: u32,
+    /// Per parameter: the launch's integer argument is divisible by 16
+    /// (missing entries: unknown). With [`WgslOptions::arg_one`] this feeds
+    /// the axis analysis that proves loads and stores contiguous and
+    /// 16-byte aligned, so they can move whole `vec4`s (the launch caches
+    /// one shader per combination, as the CUDA runtime does).
+    pub arg_div16: Vec<bool>,
+    /// Per parameter: the launch's integer argument is exactly 1.
+    pub arg_one: Vec<bool>,
 }
 
 impl Default for WgslOptions {
     fn default() -> Self {
-        WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768 }
+        WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768, arg_div16: vec![], arg_one: vec![] }
     }
 }
 
@@ -305,6 +314,9 @@ struct Buf {
     written: bool,
     /// Declared as an array of atomics (packed and written, or atomic_add).
     atomic: bool,
+    /// Declared as `array<vec4<T>>` (32-bit, not atomic): some access moves
+    /// whole aligned `vec4`s; scalar accesses index `[i >> 2][i & 3]`.
+    vec4: bool,
 }
 
 struct Em<'k> {
@@ -313,6 +325,8 @@ struct Em<'k> {
     nt: u32,
     nwarps: u32,
     vec: u32,
+    /// Contiguity / divisibility facts ([`crate::ptx::axis`]).
+    axis: HashMap<V, Info>,
     body: String,
     ind: usize,
     pro: String,
@@ -350,7 +364,9 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         }
     }
     // Narrowest memory element: one invocation owns a whole 32-bit word
-    // along the last dimension (2 x 16-bit, 4 x 8-bit).
+    // along the last dimension (2 x 16-bit, 4 x 8-bit); kernels whose memory
+    // is all 32-bit own 16 bytes (4 elements), as on PTX, so that aligned
+    // runs can move as one `vec4`.
     let mut min_es = 4usize;
     k.walk(&mut |op| {
         let p = match &op.kind {
@@ -365,13 +381,13 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
             min_es = min_es.min(d.size_bytes().max(1));
         }
     });
-    let vec = (4 / min_es) as u32;
+    let vec = if min_es == 4 { 4 } else { (4 / min_es) as u32 };
     let base = provenance(k).map_err(|(line, msg)| err(line, msg))?;
     let mut bufs: Vec<Option<Buf>> = k
         .params
         .iter()
         .map(|p| match p.kind {
-            ParamKind::Ptr(d) => Some(Buf { dtype: d, written: p.written, atomic: p.written && d.size_bytes() < 4 }),
+            ParamKind::Ptr(d) => Some(Buf { dtype: d, written: p.written, atomic: p.written && d.size_bytes() < 4, vec4: false }),
             _ => None,
         })
         .collect();
@@ -389,6 +405,7 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         nt: o.workgroup_size,
         nwarps: o.workgroup_size / 32,
         vec,
+        axis: axis::analyze(k, &o.arg_div16, &o.arg_one),
         body: String::new(),
         ind: 1,
         pro: String::new(),
@@ -411,6 +428,7 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         remat: crate::remat::Remat::new(k),
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
+    em.mark_vec4_buffers()?;
     em.block(&k.body)?;
 
     // ---- assemble
@@ -426,6 +444,9 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
             (DType::I32, true) => "atomic<i32>",
             (DType::U32, true) => "atomic<u32>",
             (_, true) => "atomic<u32>",
+            (DType::F32, false) if b.vec4 => "vec4<f32>",
+            (DType::I32, false) if b.vec4 => "vec4<i32>",
+            (DType::U32, false) if b.vec4 => "vec4<u32>",
             (DType::F32, false) => "f32",
             (DType::I32, false) => "i32",
             (DType::I64, false) => "vec2<u32>",
@@ -1720,11 +1741,54 @@ impl<'k> Em<'k> {
 
     /// Expression loading word `wi` of buffer `p`.
     fn word(&self, p: u32, wi: &str) -> String {
-        if self.bufs[p as usize].unwrap().atomic {
+        let b = self.bufs[p as usize].unwrap();
+        if b.atomic {
             format!("atomicLoad(&b{p}[{wi}])")
+        } else if b.vec4 {
+            format!("b{p}[({wi}) >> 2u][({wi}) & 3u]")
         } else {
             format!("b{p}[{wi}]")
         }
+    }
+
+    /// Vector width of an access through `ptr`: 4 when every run of 4
+    /// registers along the last dimension is provably contiguous, 16-byte
+    /// aligned and uniformly masked, the tile is not replicated, and the
+    /// buffer holds plain 32-bit elements; else 1.
+    fn vec_width(&mut self, ptr: V, mask: Option<V>) -> R<u32> {
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(ptr);
+        let plain = !matches!(self.base.get(&ptr).and_then(|&p| self.bufs[p as usize]), Some(b) if b.atomic);
+        if shape.is_empty() || d.size_bytes() != 4 || !plain {
+            return Ok(1);
+        }
+        let lay = self.layout(&shape)?;
+        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 4 != 0 {
+            return Ok(1);
+        }
+        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(1) };
+        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.konst));
+        Ok(if pi.contig >= 4 && pi.div >= 16 && mk >= 4 { 4 } else { 1 })
+    }
+
+    /// Before emission: buffers with a `vec4` access are declared as
+    /// `array<vec4<T>>` (the declaration must be known before any access).
+    fn mark_vec4_buffers(&mut self) -> R<()> {
+        let mut acc = vec![];
+        self.k.walk(&mut |op| match &op.kind {
+            OpKind::Load { ptr, mask, .. } => acc.push((*ptr, *mask)),
+            OpKind::Store { ptr, mask, .. } => acc.push((*ptr, *mask)),
+            _ => {}
+        });
+        for (ptr, mask) in acc {
+            if self.vec_width(ptr, mask)? == 4 {
+                let p = self.base_of(ptr)?;
+                if let Some(b) = self.bufs[p as usize].as_mut() {
+                    b.vec4 = true;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Expression of element `i` (a u32 register) of buffer `p`.
@@ -1778,10 +1842,31 @@ impl<'k> Em<'k> {
         let masks = mask.map(|m| self.get(m));
         let others = other.map(|o| self.get(o));
         let zero = zero_of(w_dt(d));
+        let w = self.vec_width(ptr, mask)? as usize;
         let mut out = vec![];
-        for r in 0..rp.len() {
-            let o = others.as_ref().map(|o| o[r].clone()).unwrap_or_else(|| zero.to_string());
-            out.push(self.load_masked(p, &rp[r], masks.as_ref().map(|m| &m[r]), &o, d)?);
+        let mut r = 0;
+        while r < rp.len() {
+            let other = |r: usize| others.as_ref().map(|o| o[r].clone()).unwrap_or_else(|| zero.to_string());
+            if w == 4 {
+                // one aligned vec4: masked-off groups read vector 0
+                let m = masks.as_ref().map(|m| m[r].clone());
+                let q = match &m {
+                    Some(m) => self.let_(W::U, format!("select(0u, {} >> 2u, {m})", rp[r])),
+                    None => self.let_(W::U, format!("{} >> 2u", rp[r])),
+                };
+                let v = self.fresh();
+                self.l(format!("let {v} = b{p}[{q}];"));
+                for j in 0..4 {
+                    out.push(match &m {
+                        Some(m) => self.let_(w_dt(d), format!("select({}, {v}[{j}], {m})", other(r + j))),
+                        None => self.let_(w_dt(d), format!("{v}[{j}]")),
+                    });
+                }
+                r += 4;
+                continue;
+            }
+            out.push(self.load_masked(p, &rp[r], masks.as_ref().map(|m| &m[r]), &other(r), d)?);
+            r += 1;
         }
         Ok(out)
     }
@@ -1811,6 +1896,8 @@ impl<'k> Em<'k> {
                 if b.atomic {
                     let val = if d == DType::F32 { format!("bitcast<u32>({v})") } else { v.to_string() };
                     self.l(format!("atomicStore(&b{p}[{i}], {val});"));
+                } else if b.vec4 {
+                    self.l(format!("b{p}[({i}) >> 2u][({i}) & 3u] = {v};"));
                 } else {
                     self.l(format!("b{p}[{i}] = {v};"));
                 }
@@ -1862,8 +1949,20 @@ impl<'k> Em<'k> {
             let lay = self.layout(&shape)?;
             !lay.bl.any_replication() && lay.bl.spt[shape.len() - 1] % 2 == 0
         };
+        let w = if atomic { 1 } else { self.vec_width(ptr, mask)? as usize };
         let mut r = 0;
         while r < rp.len() {
+            if w == 4 {
+                // one aligned vec4 (no replication: the mask is the predicate)
+                let v = format!("vec4<{}>({})", w_dt(d).name(), rv[r..r + 4].join(", "));
+                let st = format!("b{p}[{} >> 2u] = {v};", rp[r]);
+                match &preds[r] {
+                    Some(c) => self.l(format!("if ({c}) {{ {st} }}")),
+                    None => self.l(st),
+                }
+                r += 4;
+                continue;
+            }
             if pairs && r + 1 < rp.len() {
                 let (p0, p1) = (&rp[r], &rp[r + 1]);
                 let both = match (&preds[r], &preds[r + 1]) {

@@ -1,6 +1,7 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
-//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
+//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`;
+//! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -50,6 +51,17 @@ fn main() {
         std::process::exit(1)
     });
     eprintln!("{}", spec.to_text());
+    if a.iter().any(|x| x == "wgsl") {
+        // the shader the wgpu runtime builds on a subgroup-capable GPU
+        let wg = a[4].parse::<u32>().unwrap() * 32;
+        let o = ferrotile_backends::wgsl::WgslOptions { workgroup_size: wg, subgroups: true, shader_f16: true, max_workgroup_storage: 49152, arg_div16: vec![true; k.params.len()], arg_one: vec![] };
+        let w = ferrotile_backends::wgsl::emit(&spec, &o).unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(1)
+        });
+        println!("{}", w.text);
+        return;
+    }
     let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 }).unwrap();
     println!("{}", p.text);
 }

@@ -1,8 +1,9 @@
 //! Launch on a wgpu device: WGSL emission and pipeline creation (cached),
 //! scalar marshalling into the uniform block, dispatch.
 //!
-//! Cache key: (kernel, device, constexprs, dtypes, workgroup size) — the
-//! same key decides the WGSL. The workgroup size is the launch's
+//! Cache key: (kernel, device, constexprs, dtypes, workgroup size, which
+//! integer arguments are divisible by 16 / equal to 1) — the same key
+//! decides the WGSL. The workgroup size is the launch's
 //! `num_warps · 32`, capped by the adapter's invocation limits; one
 //! workgroup runs one program, so the grid is the workgroup count.
 //! `FERROTILE_DUMP_WGSL=1` (or a comma-separated list of kernel names)
@@ -22,7 +23,7 @@ struct Compiled {
     fields: Vec<wgsl::UniformField>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, u32);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, u32, Vec<bool>, Vec<bool>);
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
     static C: OnceLock<Mutex<HashMap<Key, Arc<Compiled>>>> = OnceLock::new();
@@ -51,13 +52,17 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
     if !wg.is_power_of_two() {
         wg = 1 << (31 - wg.leading_zeros());
     }
-    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg);
+    // integer arguments divisible by 16 / equal to 1: what lets the emitter
+    // prove accesses contiguous and aligned (vec4), as on CUDA
+    let int_fact = |f: fn(i64) -> bool| -> Vec<bool> { args.iter().map(|a| matches!(a, Arg::Scalar(Scalar::I(v, d)) if d.is_int() && f(*v))).collect() };
+    let (div16, one) = (int_fact(|v| v % 16 == 0), int_fact(|v| v == 1));
+    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div16.clone(), one.clone());
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(c) => c,
             None => {
-                let opts = WgslOptions { workgroup_size: wg, ..w.base_options.clone() };
+                let opts = WgslOptions { workgroup_size: wg, arg_div16: div16, arg_one: one, ..w.base_options.clone() };
                 let wk = wgsl_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_WGSL").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", wk.text);
