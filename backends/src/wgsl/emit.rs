@@ -736,7 +736,7 @@ impl<'k> Em<'k> {
             "ft_fmax" | "ft_fmin" => {
                 self.helper("ft_isnan");
                 let c = if name == "ft_fmax" { ">" } else { "<" };
-                format!("// the non-NaN operand when one is NaN\nfn {name}(a: f32, b: f32) -> f32 {{\n    if (ft_isnan(a)) {{ return b; }}\n    if (ft_isnan(b)) {{ return a; }}\n    return select(a, b, b {c} a);\n}}\n")
+                format!("// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)\nfn {name}(a: f32, b: f32) -> f32 {{\n    return select(a, b, b {c} a || ft_isnan(a));\n}}\n")
             }
             "ft_f2h" => F2H.to_string(),
             "ft_h2f" => {
@@ -2837,7 +2837,7 @@ fn ft_exp(x: f32) -> f32 {
     p = p * r + 5.0000001201e-1f;
     let y = p * z + r + 1.0f;
     let ki = i32(k);
-    let h = ki / 2i;
+    let h = ki >> 1u;
     return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
 }
 ";
@@ -2856,7 +2856,7 @@ fn ft_exp2(x: f32) -> f32 {
     p = p * r + 6.931472028550421e-1f;
     let y = p * r + 1.0f;
     let ki = i32(k);
-    let h = ki / 2i;
+    let h = ki >> 1u;
     return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
 }
 ";
