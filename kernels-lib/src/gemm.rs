@@ -238,6 +238,12 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 128, 4),
         c(16, 128, 64, 4),
         c(32, 64, 64, 4),
+        // decode (M ≤ 16): bandwidth-bound on B, so deep cp.async rings
+        // keep more of it in flight per SM
+        c(16, 64, 128, 4).stages(4),
+        c(16, 64, 256, 4).stages(3),
+        c(16, 32, 256, 4).stages(4),
+        c(16, 128, 128, 4).stages(4),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),

@@ -3,8 +3,11 @@
 //!
 //! Takes a specialized (possibly software-pipelined) kernel and its layout
 //! [`Plan`](super::assign::Plan). Finds the loads whose only consumer is an
-//! operand of a `dot` that runs as warpgroup MMAs (`wgmma` reads its
-//! operands from shared memory anyway): either directly (`a = load(..);
+//! operand of a tensor-core `dot` — warpgroup MMAs (`wgmma` reads its
+//! operands from shared memory) or f16/bf16 `mma.sync` (whose operands
+//! pass through shared memory for `ldmatrix` anyway; tf32 operands stay in
+//! registers, where they are rounded to tf32 as the interpreter does):
+//! either directly (`a = load(..);
 //! dot(a, ..)` in one block) or through a loop-carried value of a `for`
 //! whose initial value and yielded value are both such loads — the shape
 //! [`ferrotile_ir::pipeline`] produces (a prologue load, and in the body the
@@ -17,8 +20,9 @@
 //! a prologue load.
 //!
 //! Produces an [`AsyncPlan`]: per operand *class* (one `dot` operand and the
-//! loads feeding it) a ring of `d + 1` shared-memory slots in the `wgmma`
-//! operand layout; the emitter writes each execution of such a load into
+//! loads feeding it) a ring of `d + 1` shared-memory slots in the layout its
+//! `dot` reads ([`SlotLayout`]: `wgmma`'s swizzle, or `mma.sync`'s padded
+//! rows); the emitter writes each execution of such a load into
 //! the class's next slot and represents the loaded tile (and the loop-carried
 //! values) by one register, the slot's address.
 //!
@@ -58,9 +62,19 @@ pub struct AsyncPlan {
     /// accumulator — so no other instruction touches those registers until
     /// the loop ends. Value: the carried accumulator.
     pub inflight: HashMap<V, V>,
-    /// Per class: the row permutation of `wgmma`'s A operand (the bit
-    /// position `emit::stage_wgmma` takes), `None` for B.
-    pub perm_hb: Vec<Option<u32>>,
+    /// Per class: how a tile is laid out in its slot.
+    pub layout: Vec<SlotLayout>,
+}
+
+/// The shared-memory layout of a ring slot: the one its `dot` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotLayout {
+    /// `wgmma`'s 128-byte swizzled operand layout (`emit::stage_wgmma`);
+    /// for A the row permutation's bit position, `None` for B.
+    Swizzled { perm_hb: Option<u32> },
+    /// `mma.sync`'s: row `i` at `i · pitch` bytes, 16 bytes of padding per
+    /// row so that `ldmatrix` reads are bank-conflict free (`emit::stage`).
+    Padded { pitch: u32 },
 }
 
 impl AsyncPlan {
@@ -149,20 +163,30 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
         let (a, b, acc) = (*a, *b, *acc);
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
-        let Some(g) = layouts.mma(&out_shape).filter(|g| g.wgmma) else { continue };
+        let Some(g) = layouts.mma(&out_shape) else { continue };
+        if !matches!(k.ty(a).elem().map(|e| e.dtype()), Some(DType::F16 | DType::BF16)) {
+            continue;
+        }
         let first_class = out.slot_bytes.len();
         for x in [a, b] {
-            let perm = (x == a).then_some(3 + g.wm.trailing_zeros());
             if a == b || d.uses.get(&x) != Some(&1) {
                 continue;
             }
             let Some(shape): Option<Vec<u32>> = k.ty(x).shape().iter().map(|s| s.known().map(|y| y as u32)).collect() else { continue };
-            let bytes = shape.iter().product::<u32>() * k.ty(x).elem().map_or(0, |e| e.dtype().size_bytes() as u32);
+            if shape.len() != 2 {
+                continue;
+            }
+            let (lay, bytes) = if g.wgmma {
+                (SlotLayout::Swizzled { perm_hb: (x == a).then_some(3 + g.wm.trailing_zeros()) }, shape[0] * shape[1] * 2)
+            } else {
+                let pitch = shape[1] * 2 + 16;
+                (SlotLayout::Padded { pitch }, shape[0] * pitch)
+            };
             if async_load(k, &d, x, blk, &shape) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
                 out.slots.push(2);
-                out.perm_hb.push(perm);
+                out.layout.push(lay);
                 out.loads.insert(x, c);
             } else if let Some((fop, _, parent, body)) = d.arg.get(&x).copied() {
                 let OpKind::For { inits, body: fb, .. } = &fop.kind else { continue };
@@ -193,7 +217,7 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
                     let depth = chain.len() as u32 - 1;
                     out.slot_bytes.push(bytes);
                     out.slots.push(depth + 1);
-                    out.perm_hb.push(perm);
+                    out.layout.push(lay);
                     for (j, (v, init)) in chain.iter().enumerate() {
                         out.loads.insert(*init, c);
                         if v != init {
@@ -203,10 +227,10 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
                 }
             }
         }
-        // both operands carried through rings, the accumulator a private
-        // loop-carried value: the MMA may stay in flight
+        // wgmma with both operands carried through rings, the accumulator a
+        // private loop-carried value: the MMA may stay in flight
         let res = op.results[0];
-        let both = [a, b].iter().all(|x| out.carried.contains_key(x)) && out.slot_bytes.len() == first_class + 2;
+        let both = g.wgmma && [a, b].iter().all(|x| out.carried.contains_key(x)) && out.slot_bytes.len() == first_class + 2;
         let acc_ok = d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
             let OpKind::For { body: fb, .. } = &fop.kind else { return false };
             let y = match fb.ops.last().map(|o| &o.kind) {

@@ -835,7 +835,12 @@ impl<'k> Em<'k> {
                 });
                 if let Some((a, b, d)) = ring_dot {
                     self.l(format!("cp.async.wait_group {};", d - 1));
-                    self.l("fence.proxy.async.shared::cta;");
+                    // (only the tensor cores' async proxy needs the fence;
+                    // `mma.sync` operands are read with `ldmatrix`)
+                    let swizzled = |v: V| matches!(self.aplan.class_of(v).map(|c| self.aplan.layout[c]), Some(super::async_copy::SlotLayout::Swizzled { .. }));
+                    if swizzled(a) || swizzled(b) {
+                        self.l("fence.proxy.async.shared::cta;");
+                    }
                     self.bar();
                     self.ring_dirty = false;
                     self.ring_ready.insert(a);
@@ -2306,21 +2311,52 @@ impl<'k> Em<'k> {
             return self.err("mma path for an exact f32 dot");
         }
         let es = if tf32 { 4 } else { 2 };
+        // (an operand ring's padded rows are these: `async_copy`)
         let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
-        let bytes_a = m * lda;
-        self.smem_need(bytes_a + kk * ldb);
+        let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
         let (mut ra, mut rb) = (self.get(a), self.get(b));
         if tf32 {
             ra = ra.iter().map(|f| self.tf32_round(f)).collect();
             rb = rb.iter().map(|f| self.tf32_round(f)).collect();
         }
-        self.bar();
-        let base = self.smem_base();
-        let base_b = self.reg(Cls::R);
-        self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
-        self.stage(&ra, &sa, es, lda, &base);
-        self.stage(&rb, &sb, es, ldb, &base_b);
-        self.bar();
+        // operands in registers are staged in the scratch space; a ring
+        // operand's register is its slot's address
+        let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
+        if ca.is_none() || cb.is_none() {
+            let bytes_a = if ca.is_none() { m * lda } else { 0 };
+            self.smem_need(bytes_a + if cb.is_none() { kk * ldb } else { 0 });
+            self.bar();
+            let scratch = self.smem_base();
+            if ca.is_none() {
+                self.stage(&ra, &sa, es, lda, &scratch);
+                base = scratch.clone();
+            }
+            if cb.is_none() {
+                base_b = self.reg(Cls::R);
+                self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
+                self.stage(&rb, &sb, es, ldb, &base_b);
+            }
+        }
+        let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
+        if ready {
+            // waited for (and barriered) at the top of the loop body
+            self.cp_commit();
+        } else {
+            if ca.is_some() || cb.is_some() {
+                // as in `dot_wgmma`: the newest groups younger than the
+                // operands' prefetch distance may stay in flight
+                let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
+                let keep = [(a, ca), (b, cb)].iter().filter(|(_, c)| c.is_some()).map(|(v, _)| dist(*v)).min().unwrap_or(0);
+                self.cp_commit();
+                self.l(format!("cp.async.wait_group {keep};"));
+            }
+            self.bar();
+        }
+        if ca.is_some() || cb.is_some() {
+            // the slots this dot reads must not be refilled before every
+            // warp has read them
+            self.ring_dirty = true;
+        }
         // per-lane fragment offsets (prologue)
         let (lane, warp) = (self.lane.clone(), self.warp.clone());
         let (wm, wn) = (g.wm, g.wn);
@@ -2511,7 +2547,8 @@ impl<'k> Em<'k> {
     /// A load into an operand ring (`async_copy`): the next slot of its
     /// ring receives the tile by `cp.async` (16-byte copies where the
     /// pointers are provably contiguous and aligned; masked-off vectors are
-    /// zero-filled), in the swizzled `wgmma` layout of its operand. The
+    /// zero-filled), in the layout its `dot` reads (`wgmma`'s swizzle or
+    /// `mma.sync`'s padded rows). The
     /// value is the slot's address. The copy joins the current group; the
     /// consuming `dot` waits for it.
     fn load_async(&mut self, ptr: V, mask: Option<V>, res: V) -> R<Vec<String>> {
@@ -2542,12 +2579,15 @@ impl<'k> Em<'k> {
         self.l(format!("mov.u32 {slot}, {cur};"));
         let w = self.vec_width(ptr, mask).min(8);
         let bytes = w as u32 * es;
-        let perm = self.aplan.perm_hb[c];
+        let lay = self.aplan.layout[c];
         if bytes < 4 {
             // cp.async copies 4, 8 or 16 bytes: scattered 16-bit elements
             // (a strided operand) go through registers into the slot
             let regs = self.load(ptr, mask, None, res)?;
-            self.stage_wgmma(&regs, &shape, &slot, perm);
+            match lay {
+                super::async_copy::SlotLayout::Swizzled { perm_hb } => self.stage_wgmma(&regs, &shape, &slot, perm_hb),
+                super::async_copy::SlotLayout::Padded { pitch } => self.stage(&regs, &shape, 2, pitch, &slot),
+            }
             return Ok(vec![slot]);
         }
         let rp = self.get(ptr);
@@ -2555,7 +2595,15 @@ impl<'k> Em<'k> {
         let mut cache = HashMap::new();
         for r0 in (0..rp.len()).step_by(w) {
             let (i, j) = (self.index(&shape, r0, 0), self.index(&shape, r0, 1));
-            let dst = self.wgmma_addr(&i, &j, shape[0], &slot, perm, &mut cache);
+            let dst = match lay {
+                super::async_copy::SlotLayout::Swizzled { perm_hb } => self.wgmma_addr(&i, &j, shape[0], &slot, perm_hb, &mut cache),
+                super::async_copy::SlotLayout::Padded { pitch } => {
+                    let a = self.reg(Cls::R);
+                    self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
+                    self.l(format!("mad.lo.u32 {a}, {j}, 2, {a};"));
+                    a
+                }
+            };
             let kind = if bytes == 16 { "cg" } else { "ca" };
             match &masks {
                 Some(m) => {
