@@ -7,6 +7,7 @@
 #   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
 #   gemm:  GEMM tests on CUDA, wgmma SASS check, GEMM vs cuBLAS
 #   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
+#   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
 set -uo pipefail
 D=.devbin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -52,6 +53,10 @@ case "${1:-check}" in
     step sweep_wgpu 240 $D/bench --device wgpu --sweep
     grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
     ;;
-  *) echo "usage: gpu-run.sh check|bench|wgsl"; exit 2 ;;
+  rows)
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    grep -E "GB/s|autotune.*->" "$L" | tail -12
+    ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|rows"; exit 2 ;;
 esac
 cat "$S"
