@@ -7,6 +7,12 @@
 //! (Triton's grouped ordering). The epilogue (scale, bias, ReLU/GELU, cast to
 //! the output dtype) is fused; constexpr flags fold away what is not used.
 //!
+//! Split-K (skinny products such as decode, M ≤ 64, where the tiles of C
+//! are too few to keep every SM streaming B): the grid's third axis splits
+//! K into `SPLIT_K` ranges; each program writes its f32 partial tile to a
+//! workspace and [`gemm_splitk_reduce`] sums the partials in a fixed order
+//! (deterministic) and applies the epilogue.
+//!
 //! Backends: the CPU interpreter (reference: f32 accumulation, tf32 rounding
 //! when asked); the PTX backend, where `dot` of f16/bf16 (and f32 with
 //! tf32) runs on tensor cores with `mma.sync` and exact f32 on an FMA loop;
@@ -18,7 +24,9 @@ use ferrotile::prelude::*;
 use ferrotile::FloatElement;
 
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
-/// grid = (tiles of C, batch).
+/// grid = (tiles of C, batch, K splits). Program `(t, b, s)` covers
+/// `k ∈ [s·k_split, min(k, (s+1)·k_split))` and writes to `c + s·scs`
+/// (one split: `k_split ≥ k`, `scs` unused).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool>(
@@ -38,10 +46,15 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
     sbb: i64,
     scb: i64,
     alpha: f32,
+    k_split: i32,
+    scs: i64,
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 16, "dot tiles must be at least 16 in every dimension");
     let pid = program_id(0);
     let batch = program_id(1) as i64;
+    let split = program_id(2);
+    let k_lo = split * k_split;
+    let k_hi = minimum(k, k_lo + k_split);
     // grouped ordering: GROUP_M row tiles share their B tiles in L2
     let num_pid_m = cdiv(m, BM);
     let num_pid_n = cdiv(n, BN);
@@ -60,9 +73,9 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
     let a0 = a + batch * sab;
     let b0 = b + batch * sbb;
     let mut acc = zeros([BM, BN], f32);
-    for k0 in (0..k).step_by(BK) {
+    for k0 in (k_lo..k_hi).step_by(BK) {
         let kk = k0 + rk;
-        let k_ok = kk < k;
+        let k_ok = kk < k_hi;
         let at = load(a0 + a_rows + expand_dims((kk as i64) * sak, 0), m_ok & expand_dims(k_ok, 0), 0.0);
         let bt = load(b0 + expand_dims((kk as i64) * sbk, 1) + b_cols, expand_dims(k_ok, 1) & n_ok, 0.0);
         if TF32 {
@@ -82,8 +95,50 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
         // exact GELU: x/2 · (1 + erf(x/√2))
         out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
     }
-    let c_ptrs = c + batch * scb + expand_dims((rm as i64) * scm, 1) + expand_dims(rn, 0);
+    let c_ptrs = c + batch * scb + (split as i64) * scs + expand_dims((rm as i64) * scm, 1) + expand_dims(rn, 0);
     store(c_ptrs, out as U, m_ok & n_ok);
+}
+
+/// Split-K's second pass: `C[b][row, cols] = act(alpha · Σ_s W[s][b][row,
+/// cols] + bias)` over the `split` f32 partials (summed in split order),
+/// one `BLOCK`-wide run of a row per program; grid = (rows × column blocks,
+/// batch). The workspace is `[split][batch][m][n]`, contiguous.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_splitk_reduce<U: Float, const BLOCK: i32, const ACT: i32, const HAS_BIAS: bool>(
+    ws: Ptr<f32>,
+    c: Ptr<U>,
+    bias: Ptr<U>,
+    m: i32,
+    n: i32,
+    split: i32,
+    scm: i64,
+    scb: i64,
+    alpha: f32,
+) {
+    let blocks = cdiv(n, BLOCK);
+    let row = (program_id(0) / blocks) as i64;
+    let cols = (program_id(0) % blocks) * BLOCK + arange(0, BLOCK);
+    let batch = program_id(1) as i64;
+    let ok = cols < n;
+    let mn = (m as i64) * (n as i64);
+    let w = ws + batch * mn + row * (n as i64) + cols;
+    let mut acc = zeros([BLOCK], f32);
+    for s in 0..split {
+        acc = acc + load(w + (s as i64) * (num_programs(1) as i64) * mn, ok, 0.0);
+    }
+    // the same epilogue as `gemm_kernel`'s
+    let mut out = acc * alpha;
+    if HAS_BIAS {
+        out = out + (load(bias + cols, ok, 0.0) as f32);
+    }
+    if ACT == 1 {
+        out = maximum(out, 0.0);
+    }
+    if ACT == 2 {
+        out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
+    }
+    store(c + batch * scb + row * scm + cols, out as U, ok);
 }
 
 /// How an operand is stored.
@@ -116,12 +171,15 @@ pub struct GemmConfig {
     /// ring of `num_stages` shared-memory slots filled by `cp.async`,
     /// elsewhere in registers); 1: not.
     pub num_stages: u32,
+    /// K split into this many ranges (1: none); more than 1 only for
+    /// M ≤ 64 — see the module doc.
+    pub split_k: u32,
 }
 
 impl GemmConfig {
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
-        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2 }
+        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1 }
     }
 }
 
@@ -213,7 +271,8 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     );
     let tuner = gemm_tuner();
     tuner.run(dev, &key, |tc| {
-        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages };
+        let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
+        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
         launch_gemm(dev, a, b, c, m, n, k, opts, cfg).map_err(crate::lib_to_launch)
     })?;
     Ok(())
@@ -244,6 +303,11 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 256, 4).stages(3),
         c(16, 32, 256, 4).stages(4),
         c(16, 128, 128, 4).stages(4),
+        // ... and split-K: more programs than 128 tiles of C, ≥ 2 per SM
+        c(16, 64, 128, 4).stages(4).with("SPLIT_K", 2),
+        c(16, 64, 128, 4).stages(4).with("SPLIT_K", 4),
+        c(16, 128, 128, 4).stages(4).with("SPLIT_K", 4),
+        c(16, 64, 256, 4).stages(3).with("SPLIT_K", 4),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),
@@ -291,13 +355,16 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         Layout::ColMajor => (1, ki),
     };
     let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
-    let launch = LaunchConfig::new([tiles, batch as u32, 1]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
-    let dummy;
-    let bias = match opts.bias {
+    let split = cfg.split_k.max(1) as usize;
+    // (a placeholder kept per device: a fresh buffer per call would put an
+    // allocation, a memset and a free — which synchronizes the device —
+    // into every call)
+    let placeholder;
+    let bias: &Buffer<U> = match opts.bias {
         Some(bb) => bb,
         None => {
-            dummy = dev.zeros::<U>(1)?;
-            &dummy
+            placeholder = crate::scratch::placeholder::<U>(dev)?;
+            &placeholder
         }
     };
     let act = match opts.activation {
@@ -305,6 +372,10 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         Activation::Relu => 1,
         Activation::Gelu => 2,
     };
+    if split > 1 {
+        return launch_split_k(dev, a, b, c, bias, [m, n, k, batch, split], [sam, sak, sbk, sbn], act, opts, cfg);
+    }
+    let launch = LaunchConfig::new([tiles, batch as u32, 1]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
     gemm_kernel::launch(
         dev,
         launch,
@@ -324,6 +395,8 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         ki * ni,
         mi * ni,
         opts.alpha,
+        ki as i32,
+        0,
         cfg.bm as i32,
         cfg.bn as i32,
         cfg.bk as i32,
@@ -332,5 +405,75 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         opts.bias.is_some(),
         opts.tf32,
     )?;
+    Ok(())
+}
+
+/// Split-K: partial products into the device's f32 workspace, then
+/// [`gemm_splitk_reduce`]. The workspace stays locked while both kernels
+/// are queued, so concurrent callers cannot interleave their partials.
+#[allow(clippy::too_many_arguments)]
+fn launch_split_k<T: FloatElement, U: FloatElement>(
+    dev: &Device,
+    a: &Buffer<T>,
+    b: &Buffer<T>,
+    c: &mut Buffer<U>,
+    bias: &Buffer<U>,
+    [m, n, k, batch, split]: [usize; 5],
+    [sam, sak, sbk, sbn]: [i64; 4],
+    act: i32,
+    opts: &GemmOptions<'_, U>,
+    cfg: GemmConfig,
+) -> Result<(), LibError> {
+    if m > 64 || !(2..=16).contains(&split) {
+        return Err(LibError::Config(format!("gemm: split-K ({split}) is for M ≤ 64 and 2..=16 splits (M = {m})")));
+    }
+    let bk = cfg.bk as usize;
+    // K per split: whole BK steps
+    let k_split = k.div_ceil(split).div_ceil(bk) * bk;
+    if k_split * split > i32::MAX as usize {
+        return Err(LibError::Shape(format!("gemm: K = {k} split {split} ways exceeds the 32-bit limits")));
+    }
+    let mn = m * n;
+    let mut ws = crate::scratch::workspace(dev, split * batch * mn)?;
+    let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
+    let launch = LaunchConfig::new([tiles, batch as u32, split as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
+    let (mi, ni, ki) = (m as i64, n as i64, k as i64);
+    let placeholder = crate::scratch::placeholder::<f32>(dev)?;
+    gemm_kernel::launch(
+        dev,
+        launch,
+        a,
+        b,
+        ws.buffer(),
+        &placeholder,
+        m as i32,
+        n as i32,
+        k as i32,
+        sam,
+        sak,
+        sbk,
+        sbn,
+        ni,
+        mi * ki,
+        ki * ni,
+        mn as i64,
+        1.0,
+        k_split as i32,
+        (batch * mn) as i64,
+        cfg.bm as i32,
+        cfg.bn as i32,
+        cfg.bk as i32,
+        cfg.group_m.max(1) as i32,
+        0,
+        false,
+        opts.tf32,
+    )?;
+    const BLOCK: usize = 256;
+    let programs = m * n.div_ceil(BLOCK);
+    if programs > u32::MAX as usize {
+        return Err(LibError::Shape(format!("gemm: {m}×{n} is too large for split-K's reduction grid")));
+    }
+    let launch = LaunchConfig::new([programs as u32, batch as u32, 1]).num_warps(2);
+    gemm_splitk_reduce::launch(dev, launch, ws.buffer(), c, bias, m as i32, n as i32, split as i32, ni, mi * ni, opts.alpha, BLOCK as i32, act, opts.bias.is_some())?;
     Ok(())
 }

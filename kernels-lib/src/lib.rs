@@ -145,3 +145,57 @@ pub(crate) fn check_rows(op: &str, name: &str, len: usize, rows: usize, cols: us
     }
     Ok(())
 }
+
+/// Device buffers the library keeps between calls, per device
+/// ([`ferrotile::Device::id`]): a placeholder for pointer parameters that a
+/// constexpr flag leaves unused (e.g. GEMM without bias), and the split-K
+/// workspace. Allocating them per call would put an allocation, a memset
+/// and a free — which synchronizes a CUDA device — into every call.
+pub(crate) mod scratch {
+    use crate::LibError;
+    use ferrotile::{Buffer, Device, FloatElement};
+    use std::any::Any;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+    type Placeholders = HashMap<(usize, ferrotile::ir::DType), Arc<dyn Any + Send + Sync>>;
+
+    /// A one-element buffer of `U` on `dev`, never written.
+    pub fn placeholder<U: FloatElement>(dev: &Device) -> Result<Arc<Buffer<U>>, LibError> {
+        static M: OnceLock<Mutex<Placeholders>> = OnceLock::new();
+        let mut m = M.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        let key = (dev.id(), U::DTYPE);
+        if let Some(b) = m.get(&key).and_then(|b| b.clone().downcast::<Buffer<U>>().ok()) {
+            return Ok(b);
+        }
+        let b = Arc::new(dev.zeros::<U>(1)?);
+        m.insert(key, b.clone());
+        Ok(b)
+    }
+
+    /// The device's f32 workspace, at least `len` elements (grown, never
+    /// shrunk), held exclusively while the guard lives: callers queue all
+    /// the kernels that use it before releasing it (work on one device runs
+    /// in queue order).
+    pub struct Workspace {
+        guard: MutexGuard<'static, HashMap<usize, Buffer<f32>>>,
+        key: usize,
+    }
+
+    impl Workspace {
+        pub fn buffer(&mut self) -> &mut Buffer<f32> {
+            self.guard.get_mut(&self.key).expect("workspace present")
+        }
+    }
+
+    pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {
+        static W: OnceLock<Mutex<HashMap<usize, Buffer<f32>>>> = OnceLock::new();
+        let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        let key = dev.id();
+        if guard.get(&key).is_none_or(|b| b.len() < len) {
+            guard.remove(&key);
+            guard.insert(key, dev.zeros::<f32>(len.max(1))?);
+        }
+        Ok(Workspace { guard, key })
+    }
+}

@@ -110,8 +110,8 @@ fn gemm_half_precisions_and_layouts() {
 #[test]
 fn gemm_epilogues_batches_casts_configs() {
     let mut rng = Rng::new(seed());
-    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1, num_stages: 2 };
-    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4, num_stages: 1 };
+    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1, num_stages: 2, split_k: 1 };
+    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4, num_stages: 1, split_k: 1 };
     for dev in devices() {
         check::<bf16, f32>(&dev, &mut rng, 45, 37, 29, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 3, Some(small), 1e-2);
         check::<f16, f16>(&dev, &mut rng, 70, 90, 33, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(wide), 5e-3);
@@ -136,8 +136,13 @@ fn gemm_bad_input_is_an_error() {
     let mut c = dev.zeros::<f32>(10).unwrap();
     let o = GemmOptions::<f32>::default();
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
-    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2 }), ..Default::default() };
+    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1 }), ..Default::default() };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
+    // split-K is for skinny products only (its workspace is split × M × N)
+    let split = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2 }), ..Default::default() };
+    let (a2, b2, mut c2) = (dev.zeros::<f32>(65 * 4).unwrap(), dev.zeros::<f32>(16).unwrap(), dev.zeros::<f32>(65 * 4).unwrap());
+    let e = gemm(&dev, &a2, &b2, &mut c2, 65, 4, 4, &split).unwrap_err();
+    assert!(matches!(&e, ferrotile_kernels::LibError::Config(m) if m.contains("split-K")), "{e}");
     let a16 = dev.zeros::<bf16>(4).unwrap();
     let b16 = dev.zeros::<bf16>(4).unwrap();
     let tf = GemmOptions::<f32> { tf32: true, ..Default::default() };
@@ -158,10 +163,30 @@ fn gemm_every_tuner_configuration() {
         }
         for tc in ferrotile_kernels::gemm::gemm_candidates() {
             let g = |n: &str| tc.get(n).unwrap() as u32;
-            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages };
-            check::<bf16, bf16>(&dev, &mut rng, 300, 520, 200, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
-            check::<f16, f32>(&dev, &mut rng, 129, 257, 129, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(cfg), 5e-3);
-            check::<bf16, f32>(&dev, &mut rng, 256, 256, 320, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 1, Some(cfg), 1e-2);
+            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
+            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
+            // split-K configurations take skinny M only
+            let m = |x: usize| if split_k > 1 { x % 61 + 3 } else { x };
+            check::<bf16, bf16>(&dev, &mut rng, m(300), 520, 200, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
+            check::<f16, f32>(&dev, &mut rng, m(129), 257, 129, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(cfg), 5e-3);
+            check::<bf16, f32>(&dev, &mut rng, m(256), 256, 320, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 1, Some(cfg), 1e-2);
         }
+    }
+}
+
+/// Split-K on every device (the interpreter included): K ranges that end
+/// mid-block, splits that get no K at all (K = 100 over 5 splits of 64),
+/// K = 0 (C = the epilogue of zero), batches, fused bias and activations,
+/// output casts; M up to the 64 split-K takes.
+#[test]
+fn gemm_split_k() {
+    let mut rng = Rng::new(seed());
+    let cfg = |split_k: u32, bk: u32| GemmConfig { bm: 16, bn: 32, bk, group_m: 2, num_warps: 4, num_stages: 3, split_k };
+    for dev in devices() {
+        check::<bf16, bf16>(&dev, &mut rng, 16, 100, 1000, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg(3, 64)), 1e-2);
+        check::<f16, f32>(&dev, &mut rng, 1, 77, 100, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 0.5, false, 2, Some(cfg(5, 64)), 5e-3);
+        check::<bf16, f32>(&dev, &mut rng, 64, 33, 333, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, -2.0, false, 3, Some(cfg(2, 32)), 1e-2);
+        check::<f32, f32>(&dev, &mut rng, 9, 40, 0, Layout::RowMajor, Layout::RowMajor, true, Activation::Relu, 1.0, false, 1, Some(cfg(4, 16)), 1e-5);
+        check::<f32, f32>(&dev, &mut rng, 20, 50, 130, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, true, 1, Some(cfg(4, 16)), 1e-3);
     }
 }

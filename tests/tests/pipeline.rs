@@ -4,16 +4,19 @@
 //! interpreter, for K that is not a multiple of the block (masked tails),
 //! K smaller than one block, and K = 0 (the loop runs zero times: the
 //! prologue's loads must be masked off, which the interpreter's bounds
-//! checks would catch).
+//! checks would catch). Also with split-K's K ranges (loops that start at
+//! a multiple of the block other than 0 and end before K).
 
 use ferrotile::__private::Arg;
 use ferrotile::ir::{pipeline::pipeline, specialize, verify::verify, DType, OpKind};
 use ferrotile::{bf16, Device};
 
-fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, bn: usize, a: &[bf16], b: &[bf16]) -> Vec<f32> {
+/// `splits` K ranges of `k_split` (partials one after the other in C).
+#[allow(clippy::too_many_arguments)]
+fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, bn: usize, a: &[bf16], b: &[bf16], splits: usize, k_split: usize) -> Vec<f32> {
     let dev = Device::cpu();
     let (ab, bb) = (dev.from_slice(a).unwrap(), dev.from_slice(b).unwrap());
-    let mut c = dev.full(m * n, f32::NAN).unwrap();
+    let mut c = dev.full(splits * m * n, f32::NAN).unwrap();
     let bias = dev.zeros::<f32>(1).unwrap();
     let tiles = (m.div_ceil(bm) * n.div_ceil(bn)) as u32;
     let (mi, ni, ki) = (m as i64, n as i64, kk as i64);
@@ -34,8 +37,10 @@ fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, bn: 
         Arg::scalar(ki * ni),
         Arg::scalar(mi * ni),
         Arg::scalar(1.0f32),
+        Arg::scalar(k_split as i32),
+        Arg::scalar(mi * ni),
     ];
-    ferrotile::interp::run(k, &dev, [tiles, 1, 1], &args).unwrap();
+    ferrotile::interp::run(k, &dev, [tiles, 1, splits as u32], &args).unwrap();
     drop(args);
     c.to_vec().unwrap()
 }
@@ -73,10 +78,13 @@ fn pipelined_gemm_matches_the_original() {
         for (m, n, kk) in [(45, 37, 29), (32, 16, 16), (7, 9, 5), (33, 17, 0), (50, 20, 48), (20, 20, 32), (50, 20, 80)] {
             let a: Vec<bf16> = (0..m * kk).map(|_| rnd()).collect();
             let b: Vec<bf16> = (0..kk * n).map(|_| rnd()).collect();
-            let want = run(&spec, m, n, kk, bm, bn, &a, &b);
-            let got = run(&piped, m, n, kk, bm, bn, &a, &b);
-            assert!(want.iter().all(|v| v.is_finite()), "reference left unwritten outputs");
-            assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "depth {depth} {m}x{n}x{kk}");
+            // one split; three K ranges of 2 blocks (the last may be short or empty)
+            for (splits, k_split) in [(1, kk), (3, 2 * bk)] {
+                let want = run(&spec, m, n, kk, bm, bn, &a, &b, splits, k_split);
+                let got = run(&piped, m, n, kk, bm, bn, &a, &b, splits, k_split);
+                assert!(want.iter().all(|v| v.is_finite()), "reference left unwritten outputs");
+                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "depth {depth} {m}x{n}x{kk} {splits} splits");
+            }
         }
     }
 }

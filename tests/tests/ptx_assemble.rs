@@ -233,3 +233,29 @@ fn wgmma_gemm_rings_and_waits() {
         }
     }
 }
+
+/// Split-K's reduction kernel, for every output dtype and epilogue.
+#[test]
+fn splitk_reduce_assembles() {
+    let Some(px) = ptxas::find() else {
+        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
+        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
+        return;
+    };
+    let k = ferrotile_kernels::gemm::gemm_splitk_reduce::ir();
+    let mut failures = vec![];
+    for u in [DType::F32, DType::BF16, DType::F16] {
+        // constexprs: BLOCK, ACT, HAS_BIAS
+        for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
+            let spec = specialize(k, &cx, &[u]).unwrap();
+            for sm in [80, 90] {
+                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 };
+                match emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))) {
+                    Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
+                    Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

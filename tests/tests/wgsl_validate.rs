@@ -144,6 +144,11 @@ fn gemm_kernel_validates() {
         let spec = specialize(k, &cx, &[a, c]).unwrap();
         check(&spec, &format!("gemm_kernel [{}]", spec.describe_binding()), &mut t);
     }
+    let r = ferrotile_kernels::gemm::gemm_splitk_reduce::ir();
+    for u in [DType::F32, DType::BF16] {
+        let spec = specialize(r, &[256, 2, 1], &[u]).unwrap();
+        check(&spec, &format!("gemm_splitk_reduce [{}]", spec.describe_binding()), &mut t);
+    }
     println!("wgsl gemm: {} shaders validated, largest workgroup storage {} bytes", t.ok, t.max_wg_bytes.0);
     assert!(t.failures.is_empty(), "{}", t.failures.join("\n\n"));
 }

@@ -115,6 +115,9 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
                     BinOp::Add => Info::new(gcd(x.contig, y.konst).max(gcd(y.contig, x.konst)), gcd(x.div, y.div), gcd(x.konst, y.konst)),
                     BinOp::Sub => Info::new(gcd(x.contig, y.konst), gcd(x.div, y.div), gcd(x.konst, y.konst)),
                     BinOp::Mul => Info::new(1, (x.div.saturating_mul(y.div)).min(BIG), gcd(x.konst, y.konst)),
+                    // each element is one of the operands': divisible by both
+                    // operands' divisors' gcd (e.g. a clamped loop bound)
+                    BinOp::Max | BinOp::Min => Info::new(1, gcd(x.div, y.div), gcd(x.konst, y.konst)),
                     BinOp::And | BinOp::Or | BinOp::LAnd | BinOp::LOr => Info::new(1, 1, gcd(x.konst, y.konst)),
                     _ => Info::new(1, 1, gcd(x.konst, y.konst)),
                 })

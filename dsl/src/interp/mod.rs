@@ -59,6 +59,16 @@ type RR<T> = std::result::Result<T, RtErr>;
 /// Run `k` over `grid` on the CPU device.
 pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
     debug_assert!(k.specialized);
+    // (launches through the runtime are checked against the signature
+    // already; this entry point is public, so check the shape of `args` too)
+    if args.len() != k.params.len() {
+        return Err(Error::Launch { kernel: k.name.clone(), msg: format!("{} arguments for {} parameters", args.len(), k.params.len()) });
+    }
+    for (i, (a, p)) in args.iter().zip(&k.params).enumerate() {
+        if matches!(a, Arg::Buffer { .. }) != matches!(p.kind, ferrotile_ir::ParamKind::Ptr(_)) {
+            return Err(Error::Launch { kernel: k.name.clone(), msg: format!("argument {i} (`{}`): a buffer and a scalar were mixed up", p.name) });
+        }
+    }
     let mut params: Vec<Option<BufArg>> = vec![];
     let mut scalars: Vec<Option<Scalar>> = vec![];
     for a in args {

@@ -116,6 +116,21 @@ impl Device {
         self.kind
     }
 
+    /// An identity for caches keyed by device: equal for clones of one
+    /// handle (and for every CPU device), different for separately opened
+    /// GPU devices, whose buffers do not mix.
+    pub fn id(&self) -> usize {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return Arc::as_ptr(c) as *const u8 as usize;
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(w) = &self.wgpu {
+            return Arc::as_ptr(w) as *const u8 as usize;
+        }
+        0
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
     }
