@@ -364,11 +364,17 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         }
     }
     // Narrowest memory element: one invocation owns a whole 32-bit word
-    // along the last dimension (2 x 16-bit, 4 x 8-bit); kernels whose memory
-    // is all 32-bit own 16 bytes (4 elements), as on PTX, so that aligned
-    // runs can move as one `vec4`.
-    let mut min_es = 4usize;
+    // along the last dimension (2 x 16-bit, 4 x 8-bit). Kernels whose memory
+    // is all 32-bit and whose memory tiles are large enough for every
+    // invocation to own 4 elements without replication own 16 bytes, as on
+    // PTX, so that aligned runs can move as one `vec4` (small tiles keep one
+    // element per invocation: replicating them 4 ways only adds code).
+    let (mut min_es, mut max_es, mut max_tile) = (4usize, 1usize, 0u64);
     k.walk(&mut |op| {
+        if let OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } = &op.kind {
+            let n: Option<u64> = k.ty(*ptr).shape().iter().map(|d| d.known().map(|x| x as u64)).product();
+            max_tile = max_tile.max(n.unwrap_or(0));
+        }
         let p = match &op.kind {
             OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } => k.ty(*ptr).elem().map(|e| e.dtype()),
             OpKind::LoadBlock { view, .. } | OpKind::StoreBlock { view, .. } => match k.ty(*view) {
@@ -379,9 +385,10 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> R<WgslKernel> {
         };
         if let Some(d) = p {
             min_es = min_es.min(d.size_bytes().max(1));
+            max_es = max_es.max(d.size_bytes());
         }
     });
-    let vec = if min_es == 4 { 4 } else { (4 / min_es) as u32 };
+    let vec = if min_es == 4 && max_es == 4 && max_tile >= 4 * o.workgroup_size as u64 { 4 } else { (4 / min_es) as u32 };
     let base = provenance(k).map_err(|(line, msg)| err(line, msg))?;
     let mut bufs: Vec<Option<Buf>> = k
         .params
