@@ -7,6 +7,7 @@
 #   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
 #   gemm:  GEMM tests on CUDA, wgmma SASS check, GEMM vs cuBLAS
 #   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
+#   final: the end-of-session check (see the case below)
 #   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
 set -uo pipefail
 D=.devbin
@@ -53,10 +54,26 @@ case "${1:-check}" in
     step sweep_wgpu 240 $D/bench --device wgpu --sweep
     grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
     ;;
+  final)
+    # everything that changed in a session, under one machine start: the
+    # conformance suites (CUDA, Vulkan), library tests on every device, the
+    # GEMM tests on Vulkan (CUDA ran in `gemm`), memcheck/racecheck of the
+    # GEMM paths (cp.async rings, split-K) and of the conformance suite, and
+    # the Vulkan row-kernel bench
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    step conformance_wgpu 200 $D/conformance_wgpu --nocapture
+    step library 120 $D/library
+    FERROTILE_TEST_DEVICES=wgpu step gemm_wgpu 100 $D/gemm
+    FERROTILE_TEST_DEVICES=cuda step memcheck_gemm 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_epi gemm_half
+    FERROTILE_TEST_DEVICES=cpu,cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_half
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 100 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    grep -E "conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|skipped|GB/s|^(softmax|layer_norm) " "$L" | head -30
+    ;;
   rows)
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     grep -E "GB/s|autotune.*->" "$L" | tail -12
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|rows"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|rows"; exit 2 ;;
 esac
 cat "$S"
