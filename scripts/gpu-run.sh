@@ -8,6 +8,7 @@
 #   gemm:  GEMM tests on CUDA, wgmma SASS check, GEMM vs cuBLAS
 #   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
 #   final: the end-of-session check (see the case below)
+#   decode: GEMM tuner configurations' tests + the decode shape vs cuBLAS
 #   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
 set -uo pipefail
 D=.devbin
@@ -70,10 +71,16 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 100 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     grep -E "conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|skipped|GB/s|^(softmax|layer_norm) " "$L" | head -30
     ;;
+  decode)
+    FERROTILE_TEST_DEVICES=cuda step gemm_every 200 $D/gemm --nocapture gemm_every gemm_split_k
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_decode 120 $D/bench --device cuda --gemm-shape 16x8192x8192
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    grep -E "TFLOP|16x8192|FAILED|panicked|test result|autotune.*->" "$L" | grep -v "autotune.*/[0-9]" | tail -20
+    ;;
   rows)
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     grep -E "GB/s|autotune.*->" "$L" | tail -12
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|rows"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows"; exit 2 ;;
 esac
 cat "$S"

@@ -303,11 +303,14 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 256, 4).stages(3),
         c(16, 32, 256, 4).stages(4),
         c(16, 128, 128, 4).stages(4),
-        // ... and split-K: more programs than 128 tiles of C, ≥ 2 per SM
+        c(16, 64, 256, 4).stages(4),
+        c(16, 64, 128, 8).stages(4),
+        // ... two programs per SM (rings of ≤ 100 KB): narrower tiles, or
+        // split-K (more programs than the 128 tiles of C)
+        c(16, 32, 256, 4).stages(3),
         c(16, 64, 128, 4).stages(4).with("SPLIT_K", 2),
         c(16, 64, 128, 4).stages(4).with("SPLIT_K", 4),
-        c(16, 128, 128, 4).stages(4).with("SPLIT_K", 4),
-        c(16, 64, 256, 4).stages(3).with("SPLIT_K", 4),
+        c(16, 64, 256, 4).stages(2).with("SPLIT_K", 2),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),
