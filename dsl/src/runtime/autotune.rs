@@ -10,7 +10,8 @@
 //! the three fastest are then timed again, interleaved, for `2 · reps` runs
 //! each (the first pass runs each configuration at a different moment —
 //! clocks, power and temperature drift between them — so close calls are
-//! decided by a second look taken side by side); the winner is kept in memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
+//! decided by a second look taken side by side); the winner is kept in
+//! memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
 //! (default `~/.cache/ferrotile`), and launched. Later calls launch the
 //! winner directly. A progress line goes to stderr while tuning;
 //! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice; `FERROTILE_AUTOTUNE=0`
@@ -220,7 +221,7 @@ impl Autotuner {
         }
         // finalists: the fastest three, re-timed round-robin
         let mut order: Vec<usize> = (0..timings.len()).collect();
-        order.sort_by(|&a, &b| timings[a].1.partial_cmp(&timings[b].1).unwrap());
+        order.sort_by(|&a, &b| timings[a].1.total_cmp(&timings[b].1));
         let finalists: Vec<usize> = order.into_iter().take(3).collect();
         if finalists.len() > 1 {
             let mut again: Vec<Vec<f64>> = vec![vec![]; finalists.len()];
@@ -241,7 +242,7 @@ impl Autotuner {
         eprintln!();
         let best = timings
             .iter()
-            .min_by(|a, b| a.1.partial_cmp(&b.1).unwrap())
+            .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(c, _)| c.clone())
             .ok_or_else(|| Error::Launch {
                 kernel: self.name.clone(),
@@ -255,6 +256,6 @@ impl Autotuner {
 }
 
 fn median(mut ts: Vec<f64>) -> f64 {
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    ts.sort_by(f64::total_cmp);
     ts[ts.len() / 2]
 }
