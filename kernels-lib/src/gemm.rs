@@ -357,7 +357,6 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         Layout::RowMajor => (ni, 1),
         Layout::ColMajor => (1, ki),
     };
-    let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
     let split = cfg.split_k.max(1) as usize;
     // (a placeholder kept per device: a fresh buffer per call would put an
     // allocation, a memset and a free — which synchronizes the device —
@@ -375,16 +374,49 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         Activation::Relu => 1,
         Activation::Gelu => 2,
     };
+    let strides = [sam, sak, sbk, sbn];
+    let epilogue = Epilogue { alpha: opts.alpha, act, has_bias: opts.bias.is_some() };
     if split > 1 {
-        return launch_split_k(dev, a, b, c, bias, [m, n, k, batch, split], [sam, sak, sbk, sbn], act, opts, cfg);
+        return launch_split_k(dev, a, b, c, bias, [m, n, k, batch, split], strides, epilogue, opts.tf32, cfg);
     }
-    let launch = LaunchConfig::new([tiles, batch as u32, 1]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
+    launch_kernel(dev, a, b, c, bias, [m, n, k, batch], strides, (1, k, 0), epilogue, opts.tf32, cfg)
+}
+
+/// The fused epilogue `gemm_kernel` applies (or, under split-K, the
+/// reduction kernel).
+#[derive(Clone, Copy)]
+struct Epilogue {
+    alpha: f32,
+    act: i32,
+    has_bias: bool,
+}
+
+/// One launch of `gemm_kernel` over `splits` K ranges of `k_split`
+/// elements (the grid's z axis), the results of split `s` at `out + s·scs`
+/// (row-major M × N per batch).
+#[allow(clippy::too_many_arguments)]
+fn launch_kernel<T: FloatElement, V: FloatElement>(
+    dev: &Device,
+    a: &Buffer<T>,
+    b: &Buffer<T>,
+    out: &mut Buffer<V>,
+    bias: &Buffer<V>,
+    [m, n, k, batch]: [usize; 4],
+    [sam, sak, sbk, sbn]: [i64; 4],
+    (splits, k_split, scs): (usize, usize, i64),
+    e: Epilogue,
+    tf32: bool,
+    cfg: GemmConfig,
+) -> Result<(), LibError> {
+    let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
+    let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
+    let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     gemm_kernel::launch(
         dev,
         launch,
         a,
         b,
-        c,
+        out,
         bias,
         m as i32,
         n as i32,
@@ -397,16 +429,16 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
         mi * ki,
         ki * ni,
         mi * ni,
-        opts.alpha,
-        ki as i32,
-        0,
+        e.alpha,
+        k_split as i32,
+        scs,
         cfg.bm as i32,
         cfg.bn as i32,
         cfg.bk as i32,
         cfg.group_m.max(1) as i32,
-        act,
-        opts.bias.is_some(),
-        opts.tf32,
+        e.act,
+        e.has_bias,
+        tf32,
     )?;
     Ok(())
 }
@@ -422,9 +454,9 @@ fn launch_split_k<T: FloatElement, U: FloatElement>(
     c: &mut Buffer<U>,
     bias: &Buffer<U>,
     [m, n, k, batch, split]: [usize; 5],
-    [sam, sak, sbk, sbn]: [i64; 4],
-    act: i32,
-    opts: &GemmOptions<'_, U>,
+    strides: [i64; 4],
+    e: Epilogue,
+    tf32: bool,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
     if m > 64 || !(2..=16).contains(&split) {
@@ -438,45 +470,17 @@ fn launch_split_k<T: FloatElement, U: FloatElement>(
     }
     let mn = m * n;
     let mut ws = crate::scratch::workspace(dev, split * batch * mn)?;
-    let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
-    let launch = LaunchConfig::new([tiles, batch as u32, split as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
-    let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     let placeholder = crate::scratch::placeholder::<f32>(dev)?;
-    gemm_kernel::launch(
-        dev,
-        launch,
-        a,
-        b,
-        ws.buffer(),
-        &placeholder,
-        m as i32,
-        n as i32,
-        k as i32,
-        sam,
-        sak,
-        sbk,
-        sbn,
-        ni,
-        mi * ki,
-        ki * ni,
-        mn as i64,
-        1.0,
-        k_split as i32,
-        (batch * mn) as i64,
-        cfg.bm as i32,
-        cfg.bn as i32,
-        cfg.bk as i32,
-        cfg.group_m.max(1) as i32,
-        0,
-        false,
-        opts.tf32,
-    )?;
+    // partials: no epilogue (the reduction applies it)
+    let raw = Epilogue { alpha: 1.0, act: 0, has_bias: false };
+    launch_kernel(dev, a, b, ws.buffer(), &placeholder, [m, n, k, batch], strides, (split, k_split, (batch * mn) as i64), raw, tf32, cfg)?;
     const BLOCK: usize = 256;
     let programs = m * n.div_ceil(BLOCK);
     if programs > u32::MAX as usize {
         return Err(LibError::Shape(format!("gemm: {m}×{n} is too large for split-K's reduction grid")));
     }
     let launch = LaunchConfig::new([programs as u32, batch as u32, 1]).num_warps(2);
-    gemm_splitk_reduce::launch(dev, launch, ws.buffer(), c, bias, m as i32, n as i32, split as i32, ni, mi * ni, opts.alpha, BLOCK as i32, act, opts.bias.is_some())?;
+    let (mi, ni) = (m as i64, n as i64);
+    gemm_splitk_reduce::launch(dev, launch, ws.buffer(), c, bias, m as i32, n as i32, split as i32, ni, mi * ni, e.alpha, BLOCK as i32, e.act, e.has_bias)?;
     Ok(())
 }
