@@ -40,6 +40,18 @@ pub fn find() -> Option<PathBuf> {
     ok.then(|| PathBuf::from("ptxas"))
 }
 
+/// For tests: [`find`], or `None` after printing "skipped: no ptxas" —
+/// unless `FERROTILE_REQUIRE_PTXAS` is set (CI), where a missing ptxas is a
+/// failure rather than a skip.
+pub fn find_or_skip() -> Option<PathBuf> {
+    let p = find();
+    if p.is_none() {
+        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
+        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
+    }
+    p
+}
+
 fn num_after(s: &str, key: &str) -> u32 {
     s.find(key)
         .and_then(|i| s[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()))

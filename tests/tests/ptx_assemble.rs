@@ -12,13 +12,7 @@ use ferrotile_backends::ptxas;
 
 #[test]
 fn library_kernels_assemble_for_sm80_and_sm90() {
-    let Some(px) = ptxas::find() else {
-        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
-        if std::env::var("FERROTILE_REQUIRE_PTXAS").is_ok() {
-            panic!("FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
-        }
-        return;
-    };
+    let Some(px) = ptxas::find_or_skip() else { return };
     let mut failures = vec![];
     println!("{:<20} {:<5} {:>6} {:>5} {:>4} {:>5} {:>7} {:>7}", "kernel", "dtype", "BLOCK", "warps", "sm", "regs", "spill", "smem");
     for (k, blocks) in ferrotile_kernels::row_kernels() {
@@ -68,11 +62,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
 
 #[test]
 fn gemm_kernel_assembles_for_sm80_and_sm90() {
-    let Some(px) = ptxas::find() else {
-        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
-        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
-        return;
-    };
+    let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let mut failures = vec![];
     // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32
@@ -144,11 +134,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
 /// (the tuner times it) but reported.
 #[test]
 fn every_gemm_tuner_configuration_assembles() {
-    let Some(px) = ptxas::find() else {
-        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
-        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
-        return;
-    };
+    let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
     let mut failures = vec![];
@@ -237,11 +223,7 @@ fn wgmma_gemm_rings_and_waits() {
 /// Split-K's reduction kernel, for every output dtype and epilogue.
 #[test]
 fn splitk_reduce_assembles() {
-    let Some(px) = ptxas::find() else {
-        eprintln!("skipped: no ptxas (run scripts/install-ptxas.sh or set FERROTILE_PTXAS)");
-        assert!(std::env::var("FERROTILE_REQUIRE_PTXAS").is_err(), "FERROTILE_REQUIRE_PTXAS is set but no ptxas was found");
-        return;
-    };
+    let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_splitk_reduce::ir();
     let mut failures = vec![];
     for u in [DType::F32, DType::BF16, DType::F16] {
