@@ -10,6 +10,8 @@
 #   final: the end-of-session check (see the case below)
 #   decode: GEMM tuner configurations' tests + the decode shape vs cuBLAS
 #   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
+#   tma:   GEMM tests (+ memcheck of the view path), GEMM vs cuBLAS with
+#          TMA on and off
 set -uo pipefail
 D=.devbin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -81,6 +83,19 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     grep -E "GB/s|autotune.*->" "$L" | tail -12
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows"; exit 2 ;;
+  tma)
+    # the TMA view path: GEMM tests on CUDA (memcheck on the view tests),
+    # the SASS of the large-shape configuration, GEMM vs cuBLAS with TMA on
+    # and off (the tuner's picks from the first run are reused)
+    FERROTILE_TEST_DEVICES=cuda step gemm 240 $D/gemm --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_views
+    $D/emit-ptx gemm 128x256x64 bf16 8 90 stages=3 views > "$OUT/tma.ptx" 2>/dev/null
+    (cd "$OUT" && ptxas -arch=sm_90a -o tma.cubin tma.ptx && cuobjdump --dump-sass tma.cubin > tma.sass; echo "HGMMA $(grep -c HGMMA tma.sass) UTMALDG $(grep -c UTMALDG tma.sass)"; rm -f tma.cubin) >> "$S" 2>&1
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    FERROTILE_TMA=0 step bench_gemm_notma 120 $D/bench --device cuda --gemm --json "$OUT/gemm_ft_notma.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    grep -E "TFLOP|FAILED|panicked|-> |ERROR SUMMARY|test result" "$L" | grep -v "autotune.*/" | tail -45
+    ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma"; exit 2 ;;
 esac
 cat "$S"

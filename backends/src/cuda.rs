@@ -130,12 +130,57 @@ impl CudaDevice {
         unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, std::ptr::null_mut(), params) }.map_err(drv)
     }
 
+    /// Encode a tiled tensor map of 16-bit elements (`dtype`: F16 or BF16)
+    /// with 128-byte swizzle, zero out-of-bounds fill and `box_dims`
+    /// (innermost first), for a kernel's TMA parameter (`ptx::tma`).
+    pub fn encode_tensor_map(&self, dtype: ferrotile_ir::DType, m: &crate::ptx::tma::TensorMapArgs, box_dims: &[u32]) -> CuResult<TensorMap> {
+        use sys::CUtensorMapDataType_enum as D;
+        let dt = match dtype {
+            ferrotile_ir::DType::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            ferrotile_ir::DType::BF16 => D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            d => return Err(format!("no tensor maps of {d}")),
+        };
+        let rank = m.dims.len();
+        if box_dims.len() != rank || m.strides.len() + 1 != rank {
+            return Err("tensor map rank mismatch".into());
+        }
+        self.bind()?;
+        let mut tm = TensorMap([0; 16]);
+        let ones = [1u32; 5];
+        // SAFETY: `tm` is 128 bytes, 64-byte aligned; the arrays hold
+        // `rank` (strides: `rank - 1`) entries.
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut tm as *mut TensorMap as *mut sys::CUtensorMap,
+                dt,
+                rank as u32,
+                m.address as *mut c_void,
+                m.dims.as_ptr(),
+                m.strides.as_ptr(),
+                box_dims.as_ptr(),
+                ones.as_ptr(),
+                sys::CUtensorMapInterleave_enum::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_128B,
+                sys::CUtensorMapL2promotion_enum::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                sys::CUtensorMapFloatOOBfill_enum::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        r.result().map_err(drv)?;
+        Ok(tm)
+    }
+
     pub fn event(&self) -> CuResult<Event> {
         self.bind()?;
         let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
         Ok(Event { e })
     }
 }
+
+/// A Hopper tensor map: opaque, 128 bytes, 64-byte aligned (the driver's
+/// requirement), passed to a kernel by value.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorMap(pub [u64; 16]);
 
 /// A loaded kernel.
 pub struct Loaded {

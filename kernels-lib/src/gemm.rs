@@ -26,10 +26,13 @@ use ferrotile::FloatElement;
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
 /// grid = (tiles of C, batch, K splits). Program `(t, b, s)` covers
 /// `k ∈ [s·k_split, min(k, (s+1)·k_split))` and writes to `c + s·scs`
-/// (one split: `k_split ≥ k`, `scs` unused).
+/// (one split: `k_split ≥ k`, `scs` unused). `VIEWS`: the operand tiles are
+/// block loads from views of A and B (on Hopper, TMA bulk copies into the
+/// `wgmma` operand rings) instead of masked pointer loads; with more than
+/// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool>(
+pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool, const VIEWS: bool>(
     a: Ptr<T>,
     b: Ptr<T>,
     c: Ptr<U>,
@@ -73,15 +76,32 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
     let a0 = a + batch * sab;
     let b0 = b + batch * sbb;
     let mut acc = zeros([BM, BN], f32);
-    for k0 in (k_lo..k_hi).step_by(BK) {
-        let kk = k0 + rk;
-        let k_ok = kk < k_hi;
-        let at = load(a0 + a_rows + expand_dims((kk as i64) * sak, 0), m_ok & expand_dims(k_ok, 0), 0.0);
-        let bt = load(b0 + expand_dims((kk as i64) * sbk, 1) + b_cols, expand_dims(k_ok, 1) & n_ok, 0.0);
-        if TF32 {
-            acc = dot_tf32(at, bt, acc);
-        } else {
-            acc = dot(at, bt, acc);
+    if VIEWS {
+        // the operands as views: block loads, zero outside [m, k] / [k, n]
+        // (Hopper: TMA bulk copies). K ranges of a split must then be whole
+        // BK blocks (the view's K extent is all of k).
+        let va = view(a0, [m, k], [sam, sak]);
+        let vb = view(b0, [k, n], [sbk, sbn]);
+        for k0 in (k_lo..k_hi).step_by(BK) {
+            let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
+            let bt = load_block(vb, [k0, pid_n * BN], [BK, BN]);
+            if TF32 {
+                acc = dot_tf32(at, bt, acc);
+            } else {
+                acc = dot(at, bt, acc);
+            }
+        }
+    } else {
+        for k0 in (k_lo..k_hi).step_by(BK) {
+            let kk = k0 + rk;
+            let k_ok = kk < k_hi;
+            let at = load(a0 + a_rows + expand_dims((kk as i64) * sak, 0), m_ok & expand_dims(k_ok, 0), 0.0);
+            let bt = load(b0 + expand_dims((kk as i64) * sbk, 1) + b_cols, expand_dims(k_ok, 1) & n_ok, 0.0);
+            if TF32 {
+                acc = dot_tf32(at, bt, acc);
+            } else {
+                acc = dot(at, bt, acc);
+            }
         }
     }
     let mut out = acc * alpha;
@@ -411,6 +431,10 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
     let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
     let (mi, ni, ki) = (m as i64, n as i64, k as i64);
+    // one product: batch strides 0 (unused, and divisible by 16, which
+    // the view path's alignment facts want)
+    let (sab, sbb, scb) = if batch == 1 { (0, 0, 0) } else { (mi * ki, ki * ni, mi * ni) };
+    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], splits, cfg);
     gemm_kernel::launch(
         dev,
         launch,
@@ -426,9 +450,9 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
         sbk,
         sbn,
         ni,
-        mi * ki,
-        ki * ni,
-        mi * ni,
+        sab,
+        sbb,
+        scb,
         e.alpha,
         k_split as i32,
         scs,
@@ -439,8 +463,36 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
         e.act,
         e.has_bias,
         tf32,
+        views,
     )?;
     Ok(())
+}
+
+/// Whether `gemm_kernel` should read A and B through views: where the PTX
+/// backend turns those block loads into TMA bulk copies (Hopper, 16-bit
+/// row-major operands with strides divisible by 16, one K range, a
+/// `wgmma`-shaped tile whose operand rows are whole 128-byte atoms — the
+/// conditions of `ptx::tma` and `ptx::async_copy`). Elsewhere the masked
+/// pointer loads are the faster path (they vectorize and go through
+/// `cp.async`).
+///
+/// `FERROTILE_GEMM_VIEWS=0` turns the view path off (for A/B runs against
+/// the `cp.async` path; read once per process).
+fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], splits: usize, cfg: GemmConfig) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FERROTILE_GEMM_VIEWS").map_or(true, |v| v != "0"))
+        && dev.compute_capability().is_some_and(|sm| sm >= 90)
+        && T::DTYPE.size_bytes() == 2
+        && sak == 1
+        && sbn == 1
+        && [sam, sbk, sab, sbb].iter().all(|s| s % 16 == 0)
+        && splits == 1
+        && cfg.num_stages >= 2
+        && cfg.num_warps % 4 == 0
+        && cfg.bm % (16 * cfg.num_warps) == 0
+        && cfg.bk % 64 == 0
+        && cfg.bn % 64 == 0
+        && (cfg.bn <= 256 || cfg.bn % 256 == 0)
 }
 
 /// Split-K: partial products into the device's f32 workspace, then

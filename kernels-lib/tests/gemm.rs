@@ -174,6 +174,34 @@ fn gemm_every_tuner_configuration() {
     }
 }
 
+/// The view path (`VIEWS`: on Hopper, TMA bulk copies into the `wgmma`
+/// rings) for every tuner configuration it applies to: row-major 16-bit
+/// operands whose strides are multiples of 16, partial tiles along M, N
+/// and K (out-of-bounds boxes read zeros), a batch (the tensor map's third
+/// dimension), M = 1, and K = 0 (a zero extent: no tensor map fits, the
+/// TMA-free compilation runs).
+#[test]
+fn gemm_views_every_tuner_configuration() {
+    let mut rng = Rng::new(seed());
+    for dev in devices() {
+        if dev.kind() != ferrotile::DeviceKind::Cuda {
+            continue;
+        }
+        for tc in ferrotile_kernels::gemm::gemm_candidates() {
+            if tc.values.get("SPLIT_K").copied().unwrap_or(1) > 1 {
+                continue;
+            }
+            let g = |n: &str| tc.get(n).unwrap() as u32;
+            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k: 1 };
+            let rm = Layout::RowMajor;
+            check::<bf16, bf16>(&dev, &mut rng, 300, 320, 208, rm, rm, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
+            check::<f16, f32>(&dev, &mut rng, 200, 192, 96, rm, rm, true, Activation::Gelu, 0.5, false, 3, Some(cfg), 5e-3);
+            check::<bf16, f32>(&dev, &mut rng, 1, 64, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg), 1e-2);
+            check::<f16, f16>(&dev, &mut rng, 64, 80, 0, rm, rm, true, Activation::None, 1.0, false, 1, Some(cfg), 5e-3);
+        }
+    }
+}
+
 /// Split-K on every device (the interpreter included): K ranges that end
 /// mid-block, splits that get no K at all (K = 100 over 5 splits of 64),
 /// K = 0 (C = the epilogue of zero), batches, fused bias and activations,

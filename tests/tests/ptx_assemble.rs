@@ -22,7 +22,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -65,20 +65,20 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
     let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let mut failures = vec![];
-    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32
-    let cases: &[(DType, DType, [i64; 7])] = &[
-        (DType::F32, DType::F32, [64, 64, 32, 8, 0, 0, 0]),
-        (DType::F32, DType::F32, [64, 64, 32, 8, 1, 1, 1]),
-        (DType::BF16, DType::BF16, [64, 64, 32, 8, 2, 1, 0]),
-        (DType::F16, DType::F32, [32, 64, 16, 4, 0, 0, 0]),
-        (DType::BF16, DType::F32, [16, 16, 16, 1, 1, 0, 0]),
+    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32, VIEWS
+    let cases: &[(DType, DType, [i64; 8])] = &[
+        (DType::F32, DType::F32, [64, 64, 32, 8, 0, 0, 0, 0]),
+        (DType::F32, DType::F32, [64, 64, 32, 8, 1, 1, 1, 0]),
+        (DType::BF16, DType::BF16, [64, 64, 32, 8, 2, 1, 0, 0]),
+        (DType::F16, DType::F32, [32, 64, 16, 4, 0, 0, 0, 0]),
+        (DType::BF16, DType::F32, [16, 16, 16, 1, 1, 0, 0, 0]),
         // tensor-core configurations (mma.sync)
-        (DType::BF16, DType::BF16, [128, 128, 32, 8, 0, 0, 0]),
-        (DType::F16, DType::F16, [128, 128, 64, 8, 0, 1, 0]),
+        (DType::BF16, DType::BF16, [128, 128, 32, 8, 0, 0, 0, 0]),
+        (DType::F16, DType::F16, [128, 128, 64, 8, 0, 1, 0, 0]),
         // warpgroup MMAs on sm_90 (K in whole 64-element swizzle atoms)
-        (DType::BF16, DType::BF16, [64, 256, 64, 8, 0, 0, 0]),
-        (DType::BF16, DType::F32, [64, 128, 128, 8, 1, 1, 0]),
-        (DType::F32, DType::F32, [128, 128, 32, 8, 0, 0, 1]),
+        (DType::BF16, DType::BF16, [64, 256, 64, 8, 0, 0, 0, 0]),
+        (DType::BF16, DType::F32, [64, 128, 128, 8, 1, 1, 0, 0]),
+        (DType::F32, DType::F32, [128, 128, 32, 8, 0, 0, 1, 0]),
     ];
     for (t, u, cx) in cases {
         let spec = specialize(k, cx, &[*t, *u]).unwrap();
@@ -87,7 +87,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn")).collect();
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1 };
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
@@ -142,7 +142,7 @@ fn every_gemm_tuner_configuration_assembles() {
     for tc in ferrotile_kernels::gemm::gemm_candidates() {
         let (bm, bn, bk) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap());
         for (t, tf32) in modes {
-            let cx = [bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, tf32];
+            let cx = [bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, tf32, 0];
             let spec = specialize(k, &cx, &[t, t]).unwrap();
             // row-major operands (unit strides) on both targets; on sm_90
             // also column-major ones (strided K for A, N for B: operand
@@ -152,7 +152,7 @@ fn every_gemm_tuner_configuration_assembles() {
                     continue;
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1) };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
                     // FERROTILE_EXPLAIN's reasons: none for tensor-core
@@ -196,10 +196,10 @@ fn every_gemm_tuner_configuration_assembles() {
 fn wgmma_gemm_rings_and_waits() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
-    let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
+    let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1 };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(t.contains(".target sm_90a") && t.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), "stages {stages}");
@@ -231,7 +231,7 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 };
+                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true };
                 match emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))) {
                     Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
                     Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
@@ -240,4 +240,59 @@ fn splitk_reduce_assembles() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The GEMM's view path on sm_90a: both operands come from TMA rings (one
+/// 3-D tensor map each — the batch is the third dimension — A in 8-row
+/// boxes, B in 64-column boxes of all its K rows), the K loop has no
+/// `cp.async`, no proxy fence and one barrier, its `dot` waits on the slots'
+/// mbarriers, the loop exit waits for the tiles still in flight; it
+/// assembles. Without the facts a tensor map needs (a row stride not known
+/// to be a multiple of 16 elements) the views stay on the register path.
+#[test]
+fn wgmma_gemm_tma_rings() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
+    let px = ptxas::find_or_skip();
+    for stages in [1u32, 2, 3] {
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
+        assert_eq!(boxes, vec![vec![64, 8, 1], vec![64, 64, 1]], "stages {stages}");
+        assert!(p.tensor_maps.iter().all(|m| m.view.batch.is_some()), "stages {stages}: the batch as a third dimension");
+        assert!(t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"), "stages {stages}");
+        assert_eq!(t.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * (16 + 4) - if stages == 1 { 20 } else { 0 }, "stages {stages}: 16 A boxes + 4 B boxes per tile load");
+        assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.wait"), "stages {stages}: no cp.async");
+        if stages >= 2 {
+            // the K loop: from the head its back edge (the unconditional
+            // branch after the last MMA) jumps to, to the exit its test
+            // branches to
+            let mma = t.rfind("wgmma.mma_async").unwrap();
+            let back = mma + t[mma..].find("\n\tbra.uni $L").unwrap() + "\n\tbra.uni ".len();
+            let head = &t[back..back + t[back..].find(';').unwrap()];
+            let h = t.find(&format!("{head}:")).unwrap();
+            let ex = h + t[h..].find("bra.uni $L").unwrap() + "bra.uni ".len();
+            let exit_label = &t[ex..ex + t[ex..].find(';').unwrap()];
+            let e = t.find(&format!("{exit_label}:")).unwrap();
+            let body = &t[h..e];
+            assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
+            assert!(!body.contains("fence.proxy.async"), "stages {stages}: no proxy fence");
+            assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}: the dot waits on both operands' slots");
+            assert!(body.find("wgmma.commit_group").unwrap() < body.find("cp.async.bulk.tensor").unwrap(), "stages {stages}: copies issued after the MMAs");
+            let exit = &t[e..];
+            assert_eq!(exit.matches("mbarrier.try_wait.parity").count(), 2 * (stages - 1) as usize, "stages {stages}: the exit waits for the carried tiles");
+        }
+        if let Some(px) = &px {
+            match ptxas::assemble(px, t, 90) {
+                Ok(r) => println!("gemm views 128x256x64 stages {stages}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                Err(log) => panic!("ptxas, stages {stages}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
+            }
+        }
+    }
+    let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
+    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true };
+    let p = emit(&spec, &opts).unwrap();
+    assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }

@@ -134,12 +134,12 @@ fn limits_are_clear_errors() {
 fn gemm_kernel_validates() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let mut t = Tally::default();
-    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32
+    // constexprs: BM, BN, BK, GROUP_M, ACT, HAS_BIAS, TF32, VIEWS
     for (a, c, cx) in [
-        (DType::F32, DType::F32, [32i64, 32, 16, 8, 0, 0, 0]),
-        (DType::F32, DType::F32, [32, 32, 16, 8, 2, 1, 1]),
-        (DType::BF16, DType::BF16, [32, 32, 16, 4, 1, 1, 0]),
-        (DType::F16, DType::F32, [16, 16, 16, 1, 0, 0, 0]),
+        (DType::F32, DType::F32, [32i64, 32, 16, 8, 0, 0, 0, 0]),
+        (DType::F32, DType::F32, [32, 32, 16, 8, 2, 1, 1, 0]),
+        (DType::BF16, DType::BF16, [32, 32, 16, 4, 1, 1, 0, 0]),
+        (DType::F16, DType::F32, [16, 16, 16, 1, 0, 0, 0, 0]),
     ] {
         let spec = specialize(k, &cx, &[a, c]).unwrap();
         check(&spec, &format!("gemm_kernel [{}]", spec.describe_binding()), &mut t);

@@ -13,7 +13,12 @@
 //! [`ferrotile_ir::pipeline`] produces (a prologue load, and in the body the
 //! prefetch of the next iteration's operands before this iteration's `dot`).
 //! The masked-off elements of such a load must read as zero (no `other`, or
-//! a zero constant), which is what `cp.async`'s zero-fill gives.
+//! a zero constant), which is what `cp.async`'s zero-fill gives. A
+//! `load_block` from a [`super::tma`] view into a `wgmma` (swizzled) slot
+//! whose rows are whole 128-byte atoms qualifies too, as a *TMA* class
+//! ([`AsyncPlan::tma`]): bulk tensor copies, whose out-of-bounds elements
+//! read as zero as `load_block` specifies; every load of a class copies the
+//! same way.
 //!
 //! With a prefetch distance `d` (`num_stages - 1`) the carried value is a
 //! chain of `d` loop values (the pass's shift register), each initialized by
@@ -64,6 +69,10 @@ pub struct AsyncPlan {
     pub inflight: HashMap<V, V>,
     /// Per class: how a tile is laid out in its slot.
     pub layout: Vec<SlotLayout>,
+    /// Per class: the TMA view its loads read (`load_block`s of a
+    /// [`super::tma`] view into a swizzled slot: bulk tensor copies
+    /// completing on a per-slot mbarrier), `None` for `cp.async` rings.
+    pub tma: Vec<Option<V>>,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -144,16 +153,29 @@ fn is_zero(d: &Defs, v: V) -> bool {
     }
 }
 
-/// A load that can be a `cp.async` into an operand slot, in block `blk`.
-fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32]) -> bool {
-    let Some((op, b)) = d.def.get(&v) else { return false };
-    let OpKind::Load { ptr, other, .. } = &op.kind else { return false };
-    let ok_other = other.is_none_or(|o| is_zero(d, o));
-    let sh: Option<Vec<u32>> = k.ty(*ptr).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
-    *b == blk && ok_other && d.uses.get(&v) == Some(&1) && sh.as_deref() == Some(shape)
+/// How a ring load copies its tile.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    CpAsync,
+    Tma(V),
 }
 
-pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
+/// A load that can be a `cp.async` (or, from a TMA view into a swizzled
+/// slot, a bulk tensor copy) into an operand slot, in block `blk`.
+fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32], tma: &dyn Fn(V) -> bool) -> Option<Via> {
+    let (op, b) = d.def.get(&v)?;
+    let sh: Option<Vec<u32>> = k.ty(v).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
+    if *b != blk || d.uses.get(&v) != Some(&1) || sh.as_deref() != Some(shape) {
+        return None;
+    }
+    match &op.kind {
+        OpKind::Load { other, .. } => other.is_none_or(|o| is_zero(d, o)).then_some(Via::CpAsync),
+        OpKind::LoadBlock { view, .. } => tma(*view).then_some(Via::Tma(*view)),
+        _ => None,
+    }
+}
+
+pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> AsyncPlan {
     let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
@@ -182,11 +204,20 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)
             };
-            if async_load(k, &d, x, blk, &shape) {
+            // a bulk tensor copy writes 64-element (128-byte) rows, in
+            // boxes of at most 256 rows (A's row permutation: 8-row boxes)
+            let tma_ok = |view: V| {
+                tma_views.contains_key(&view) && matches!(lay, SlotLayout::Swizzled { perm_hb } if shape[1] % 64 == 0 && (perm_hb.is_some() || shape[0] <= 256))
+            };
+            if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
                 out.slots.push(2);
                 out.layout.push(lay);
+                out.tma.push(match via {
+                    Via::Tma(view) => Some(view),
+                    Via::CpAsync => None,
+                });
                 out.loads.insert(x, c);
             } else if let Some((fop, _, parent, body)) = d.arg.get(&x).copied() {
                 let OpKind::For { inits, body: fb, .. } = &fop.kind else { continue };
@@ -197,22 +228,39 @@ pub fn plan(k: &Kernel, layouts: &Plan) -> AsyncPlan {
                 // the chain x = arg_0 → yield arg_1 → ... → yield load: every
                 // link a single-use carried value of this loop with a ring
                 // load as its initial value and an unused final value
+                // (every load of the chain copies the same way)
                 let mut chain = vec![];
                 let mut cur = x;
+                let mut via = None;
+                let mut same = |v: Option<Via>| match (v, via) {
+                    (None, _) => false,
+                    (Some(v), None) => {
+                        via = Some(v);
+                        true
+                    }
+                    (Some(v), Some(w)) => v == w,
+                };
                 let ok = loop {
                     let Some((f2, i, _, _)) = d.arg.get(&cur).copied() else { break false };
-                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !async_load(k, &d, inits[i], parent, &shape) || chain.len() > 8 {
+                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok)) || chain.len() > 8 {
                         break false;
                     }
                     chain.push((cur, inits[i]));
                     let y = ys[i];
-                    if async_load(k, &d, y, body, &shape) {
+                    if let Some(v) = async_load(k, &d, y, body, &shape, &tma_ok) {
+                        if !same(Some(v)) {
+                            break false;
+                        }
                         chain.push((y, y));
                         break true;
                     }
                     cur = y;
                 };
                 if ok {
+                    out.tma.push(match via {
+                        Some(Via::Tma(view)) => Some(view),
+                        _ => None,
+                    });
                     let c = out.slot_bytes.len();
                     let depth = chain.len() as u32 - 1;
                     out.slot_bytes.push(bytes);

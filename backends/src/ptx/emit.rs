@@ -38,6 +38,11 @@ pub struct PtxOptions {
     /// Prefetch the operand loads of `dot` loops this many iterations ahead
     /// ([`ferrotile_ir::pipeline`]; `num_stages - 1`, 0: off).
     pub pipeline: u32,
+    /// With `wgmma`: ring loads from views a tensor map describes
+    /// ([`super::tma`]) become TMA bulk tensor copies (the kernel then
+    /// takes one tensor-map parameter per such view, after its own; see
+    /// [`PtxKernel::tensor_maps`]).
+    pub tma: bool,
 }
 
 /// How the host passes each parameter.
@@ -65,6 +70,19 @@ pub struct PtxKernel {
     /// Why tensor-core `dot`s of this kernel run on `mma.sync` rather than
     /// Hopper's `wgmma` (sm_90 only): (source line, reason).
     pub mma_sync_dots: Vec<(u32, String)>,
+    /// Tensor maps the kernel takes after its own parameters, in order:
+    /// the view and the box (elements per dimension, innermost first; 128-byte
+    /// swizzle, out-of-bounds elements zero). The host builds each with
+    /// [`super::tma::TmaView::resolve`] and `cuTensorMapEncodeTiled` and
+    /// passes its 128 bytes by value (64-byte aligned).
+    pub tensor_maps: Vec<TensorMapSpec>,
+}
+
+/// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMapSpec {
+    pub view: super::tma::TmaView,
+    pub box_dims: Vec<u32>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -175,6 +193,21 @@ struct Em<'k> {
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
+    /// TMA views of this kernel ([`super::tma`]).
+    tma_views: HashMap<V, super::tma::TmaView>,
+    /// Tensor-map parameters (view, box innermost first) and the registers
+    /// holding their generic addresses.
+    tmaps: Vec<(V, Vec<u32>)>,
+    tmap_regs: Vec<String>,
+    /// Per ring: for a TMA ring, the shared-memory offset of its slot 0's
+    /// mbarrier (one per slot, 8 bytes each) and the register holding the
+    /// parity of the current slot's fill.
+    tma_bar: Vec<Option<(u32, String)>>,
+    /// Thread 0 (initializes the mbarriers).
+    leader: String,
+    /// Bulk-copy issue code not yet placed: `load_tma` defers it past the
+    /// next `wgmma` issue (or the end of the block).
+    tma_pending: String,
 }
 
 pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
@@ -209,6 +242,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     });
     let vec = (16 / min_es.max(2)).min(8) as u32;
     let plan = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
+    let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
+    let tma_views = if o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis) } else { HashMap::new() };
+    let aplan = super::async_copy::plan(k, &plan, &tma_views);
     let mut em = Em {
         k,
         o,
@@ -225,19 +261,25 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         tid: String::new(),
         lane: String::new(),
         warp: String::new(),
-        axis: axis::analyze(k, &o.arg_div16, &o.arg_one),
+        axis,
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
         remat: crate::remat::Remat::new(k),
         zero: None,
         uses_wgmma: false,
-        aplan: super::async_copy::plan(k, &plan),
+        aplan,
         ring: 0,
         slot_regs: vec![],
         cp_pending: vec![],
         ring_dirty: true,
         ring_ready: Default::default(),
+        tma_views,
+        tmaps: vec![],
+        tmap_regs: vec![],
+        tma_bar: vec![],
+        leader: String::new(),
+        tma_pending: String::new(),
         plan,
     };
     em.tid = em.reg(Cls::R);
@@ -254,6 +296,33 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         let _ = writeln!(em.pro, "\tmov.u32 {first}, ft_smem;\n\tadd.u32 {first}, {first}, {s0};\n\tadd.u32 {end}, {first}, {};\n\tadd.u32 {cur}, {first}, {};", n * sb, (n - 1) * sb);
         em.slot_regs.push((cur, first, end));
     }
+    // TMA rings: one mbarrier per slot after the rings; thread 0
+    // initializes them (arrival count 1: its `expect_tx`) before anything
+    // else runs
+    let mut bar_off = em.ring;
+    for c in 0..em.aplan.slot_bytes.len() {
+        if em.aplan.tma[c].is_none() {
+            em.tma_bar.push(None);
+            continue;
+        }
+        let ph = em.reg(Cls::R);
+        // (the cursor starts on the last slot: the first fill, of slot 0,
+        // flips this to parity 0)
+        let _ = writeln!(em.pro, "\tmov.u32 {ph}, 1;");
+        em.tma_bar.push(Some((bar_off, ph)));
+        bar_off += 8 * em.aplan.slots[c];
+    }
+    if bar_off > em.ring {
+        em.leader = em.reg(Cls::P);
+        let (lead, b) = (em.leader.clone(), em.reg(Cls::R));
+        let _ = writeln!(em.pro, "\tsetp.eq.u32 {lead}, {t}, 0;\n\tmov.u32 {b}, ft_smem;");
+        for off in (em.ring..bar_off).step_by(8) {
+            let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], 1;");
+        }
+        let _ = writeln!(em.pro, "\tfence.mbarrier_init.release.cluster;\n\tbar.sync 0;");
+        em.ring = bar_off.next_multiple_of(16);
+        em.smem = em.ring;
+    }
     em.block(&k.body)?;
     let entry = format!("ft_{}", k.name);
     let mut params = vec![];
@@ -268,6 +337,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         params.push(abi);
         plist.push(format!("\t{decl} p{i}"));
     }
+    for i in 0..em.tmaps.len() {
+        plist.push(format!("\t.param .align 64 .b8 ft_tmap{i}[128]"));
+    }
+    let tensor_maps = em.tmaps.iter().map(|(v, b)| TensorMapSpec { view: em.tma_views[v].clone(), box_dims: b.clone() }).collect();
     let mut text = String::new();
     let _ = writeln!(text, "//\n// Generated by ferrotile from kernel `{}` [{}]\n//", k.name, k.describe_binding());
     // wgmma is an sm_90a ("architecture-specific") instruction; its swizzled
@@ -287,7 +360,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
-    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone() })
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone(), tensor_maps })
 }
 
 impl<'k> Em<'k> {
@@ -473,10 +546,20 @@ impl<'k> Em<'k> {
         self.remat.enter();
         for op in &b.ops {
             self.loc = op.loc;
+            if !op.kind.regions().is_empty() {
+                self.flush_tma();
+            }
             self.op(op)?;
         }
+        self.flush_tma();
         self.remat.leave();
         Ok(())
+    }
+
+    /// Issue the bulk copies `load_tma` deferred (see there).
+    fn flush_tma(&mut self) {
+        let p = std::mem::take(&mut self.tma_pending);
+        self.body.push_str(&p);
     }
 
     // ------------------------------------------------- rematerialization
@@ -735,6 +818,7 @@ impl<'k> Em<'k> {
             | OpKind::Cast { .. }
             | OpKind::AddPtr { .. }) => Some(self.elementwise(kind)?),
             OpKind::Load { ptr, mask, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
+            OpKind::LoadBlock { view, offsets, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
@@ -834,11 +918,19 @@ impl<'k> Em<'k> {
                     _ => None,
                 });
                 if let Some((a, b, d)) = ring_dot {
-                    self.l(format!("cp.async.wait_group {};", d - 1));
+                    // (TMA rings complete on their mbarriers, which the
+                    // `dot` waits on; the barrier here frees the slots the
+                    // prefetches reuse)
+                    let ap = &self.aplan;
+                    let cp = |v: V| ap.class_of(v).is_some_and(|c| ap.tma[c].is_none());
                     // (only the tensor cores' async proxy needs the fence;
                     // `mma.sync` operands are read with `ldmatrix`)
-                    let swizzled = |v: V| matches!(self.aplan.class_of(v).map(|c| self.aplan.layout[c]), Some(super::async_copy::SlotLayout::Swizzled { .. }));
-                    if swizzled(a) || swizzled(b) {
+                    let swizzled = |v: V| cp(v) && matches!(ap.class_of(v).map(|c| ap.layout[c]), Some(super::async_copy::SlotLayout::Swizzled { .. }));
+                    let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
+                    if wait {
+                        self.l(format!("cp.async.wait_group {};", d - 1));
+                    }
+                    if fence {
                         self.l("fence.proxy.async.shared::cta;");
                     }
                     self.bar();
@@ -880,8 +972,16 @@ impl<'k> Em<'k> {
                 // the last iteration's prefetch (of an iteration that does not
                 // run) may still be landing in a ring slot
                 // (ring loads are top-level ops of the body: `async_copy`)
-                if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.contains_key(r))) {
+                if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.get(r).is_some_and(|c| self.aplan.tma[*c].is_none()))) {
                     self.l("cp.async.wait_all;");
+                }
+                // (TMA: the tiles still landing are exactly the carried
+                // ones the loop leaves behind; the program must not exit
+                // while a bulk copy writes its shared memory)
+                for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
+                    if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
+                        self.tma_wait(c, &regs[0].clone());
+                    }
                 }
                 // the last in-flight MMA must land before its accumulator
                 // is read
@@ -2618,6 +2718,152 @@ impl<'k> Em<'k> {
         Ok(vec![slot])
     }
 
+    /// The mbarrier of the TMA ring slot holding tile value `v` (the slot's
+    /// address with its fill's parity in bit 0: `load_tma`).
+    fn tma_bar_addr(&mut self, c: usize, v: &str) -> String {
+        let (bar0, _) = self.tma_bar[c].clone().expect("TMA ring");
+        let first = self.slot_regs[c].1.clone();
+        let (t, b) = (self.reg(Cls::R), self.reg(Cls::R));
+        self.l(format!("and.b32 {t}, {v}, -2;"));
+        self.l(format!("sub.u32 {t}, {t}, {first};"));
+        let sb = self.aplan.slot_bytes[c];
+        if sb.is_power_of_two() {
+            self.l(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
+        } else {
+            self.l(format!("div.u32 {t}, {t}, {sb};"));
+        }
+        self.l(format!("mov.u32 {b}, ft_smem;"));
+        self.l(format!("add.u32 {b}, {b}, {bar0};"));
+        self.l(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
+        t
+    }
+
+    /// Wait (every thread) until the bulk copies of TMA tile `v` landed.
+    fn tma_wait(&mut self, c: usize, v: &str) {
+        let bar = self.tma_bar_addr(c, v);
+        let (par, p) = (self.reg(Cls::R), self.reg(Cls::P));
+        self.l(format!("and.b32 {par}, {v}, 1;"));
+        let lbl = self.label();
+        self.body.push_str(&format!("{lbl}:\n"));
+        self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
+        self.l(format!("@!{p} bra {lbl};"));
+    }
+
+    /// The generic address of the tensor-map parameter for `view` with this
+    /// box (declared on first use).
+    fn tmap(&mut self, view: V, box_dims: Vec<u32>) -> String {
+        let key = (view, box_dims);
+        if let Some(i) = self.tmaps.iter().position(|t| *t == key) {
+            return self.tmap_regs[i].clone();
+        }
+        let r = self.reg(Cls::Rd);
+        let _ = writeln!(self.pro, "\tmov.u64 {r}, ft_tmap{};\n\tcvta.param.u64 {r}, {r};", self.tmaps.len());
+        self.tmaps.push(key);
+        self.tmap_regs.push(r.clone());
+        r
+    }
+
+    /// A `load_block` into a TMA ring (`async_copy`, `tma`): the next slot
+    /// of its ring receives the tile by bulk tensor copies, issued by
+    /// thread 0 and completing on the slot's mbarrier, in `wgmma`'s
+    /// 128-byte swizzled layout (the tensor map swizzles as `stage_wgmma`
+    /// does: slots are 1024-byte aligned). A is copied in 8-row boxes, each
+    /// placed at its permuted row (see `dot_wgmma`); B in boxes of all its
+    /// rows, one per 64 columns. The value is the slot's address with the
+    /// parity of this fill of the slot in bit 0 (what a consumer waits on).
+    fn load_tma(&mut self, view: V, offsets: &[V], res: V) -> R<Vec<String>> {
+        let c = self.aplan.class_of(res).expect("ring load");
+        let shape = self.shape_u32(res);
+        let super::async_copy::SlotLayout::Swizzled { perm_hb } = self.aplan.layout[c] else {
+            return self.err("TMA ring without the wgmma layout");
+        };
+        if self.ring_dirty {
+            self.bar();
+            self.ring_dirty = false;
+        }
+        let (cur, first, end) = self.slot_regs[c].clone();
+        let ph = self.tma_bar[c].clone().expect("TMA ring").1;
+        let wrap = self.reg(Cls::P);
+        self.l(format!("add.u32 {cur}, {cur}, {};", self.aplan.slot_bytes[c]));
+        self.l(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
+        self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
+        self.l(format!("@{wrap} xor.b32 {ph}, {ph}, 1;"));
+        let slot = self.reg(Cls::R);
+        self.l(format!("or.b32 {slot}, {cur}, {ph};"));
+        let bar = self.tma_bar_addr(c, &slot);
+        // coordinates, innermost first, as s32 (clamped: anything beyond
+        // is outside every tensor-map extent, hence zeros, as it should be)
+        let mut coords = vec![];
+        for o in offsets.iter().rev() {
+            let r = self.get(*o)[0].clone();
+            if self.dtype(*o) == DType::I64 {
+                let (t, c32) = (self.reg(Cls::Rd), self.reg(Cls::R));
+                self.l(format!("max.s64 {t}, {r}, -2147483648;"));
+                self.l(format!("min.s64 {t}, {t}, 2147483647;"));
+                self.l(format!("cvt.u32.u64 {c32}, {t};"));
+                coords.push(c32);
+            } else {
+                coords.push(r);
+            }
+        }
+        let tv = self.tma_views[&view].clone();
+        if let Some((axis, _)) = tv.batch {
+            let p = self.reg(Cls::R);
+            self.l(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][axis as usize]));
+            coords.push(p);
+        }
+        let (rows, cols) = (shape[0], shape[1]);
+        let box_rows = if perm_hb.is_some() { 8 } else { rows };
+        let mut box_dims = vec![64, box_rows];
+        if tv.batch.is_some() {
+            box_dims.push(1);
+        }
+        let tm = self.tmap(view, box_dims);
+        let base = self.reg(Cls::R);
+        self.l(format!("mov.u32 {base}, {cur};"));
+        // The issue itself is deferred past the next `wgmma` issue: warp 0
+        // spends a few hundred cycles on it, during which the tensor cores
+        // should already have this iteration's MMAs (the slot it refills
+        // was freed before this iteration's barrier, so the order of the
+        // two does not matter otherwise).
+        let outer = std::mem::take(&mut self.body);
+        // warp 0 alone (a warp-uniform branch), one lane of it elected
+        // (`elect.sync`: ptxas then issues each copy once, without a loop
+        // over the lanes' operand values)
+        let skip = self.label();
+        let (w0, lead, lane) = (self.reg(Cls::P), self.reg(Cls::P), self.reg(Cls::R));
+        self.l(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
+        self.l(format!("@{w0} bra.uni {skip};"));
+        self.l(format!("elect.sync {lane}|{lead}, -1;"));
+        self.l(format!("@!{lead} bra {skip};"));
+        let sink = self.reg(Cls::Rd);
+        self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * 2));
+        let dim = coords.len();
+        for ka in 0..cols / 64 {
+            for q in 0..rows / box_rows {
+                // destination: column atom `ka` ([k/64][rows][64]), physical row
+                let prow = match perm_hb {
+                    Some(hb) => {
+                        let i = 8 * q;
+                        (i & 7) | ((i >> hb) & 1) << 3 | ((i >> 3) & ((1 << (hb - 3)) - 1)) << 4 | (i >> (hb + 1)) << (hb + 1)
+                    }
+                    None => 0,
+                };
+                let dst = self.reg(Cls::R);
+                self.l(format!("add.u32 {dst}, {base}, {};", ka * rows * 128 + prow * 128));
+                let (c0, c1) = (self.reg(Cls::R), self.reg(Cls::R));
+                self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * 64));
+                self.l(format!("add.s32 {c1}, {}, {};", coords[1], q * box_rows));
+                let cs = std::iter::once(c0).chain(std::iter::once(c1)).chain(coords[2..].iter().cloned()).collect::<Vec<_>>().join(", ");
+                self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];"));
+            }
+        }
+        self.body.push_str(&format!("{skip}:\n"));
+        let issue = std::mem::replace(&mut self.body, outer);
+        self.tma_pending.push_str(&issue);
+        Ok(vec![slot])
+    }
+
     /// `dot` as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a), f16/bf16
     /// into f32. Both operands are staged in shared memory in the 128-byte
     /// swizzled layouts the tensor cores read through 64-bit descriptors: A
@@ -2664,26 +2910,40 @@ impl<'k> Em<'k> {
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
+        let tma = |c: Option<usize>| c.is_some_and(|c| self.aplan.tma[c].is_some());
+        let (cp_a, cp_b) = (ca.is_some() && !tma(ca), cb.is_some() && !tma(cb));
         if ready {
             // waited for at the top of the loop body; close this
             // iteration's prefetch group
             self.cp_commit();
-        } else if ca.is_some() || cb.is_some() {
+        } else if cp_a || cp_b {
             // the operands' copies: loaded directly (in the open group or an
             // older one): wait for everything; carried from `d` iterations
             // back: every iteration since closed at least one group (the
             // one with its ring's prefetch, closed here at the latest), so
             // the newest `d` groups may stay in flight
             let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
-            let keep = [(a, ca), (b, cb)].iter().filter(|(_, c)| c.is_some()).map(|(v, _)| dist(*v)).min().unwrap_or(0);
+            let keep = [(a, cp_a), (b, cp_b)].iter().filter(|(_, c)| *c).map(|(v, _)| dist(*v)).min().unwrap_or(0);
             self.cp_commit();
             self.l(format!("cp.async.wait_group {keep};"));
         }
         // generic-proxy writes (stores, cp.async) read by the async proxy
         // (the tensor cores): fence in every writing thread, then a barrier
-        if !ready {
+        // (bulk tensor copies are async-proxy writes: their mbarrier is
+        // all the tensor cores need)
+        if !ready && (ca.is_none() || cb.is_none() || cp_a || cp_b) {
             self.l("fence.proxy.async.shared::cta;");
             self.bar();
+        }
+        // (an operand loaded right here, not carried from an earlier
+        // iteration: its deferred copies must be issued before the wait)
+        if self.aplan.loads.contains_key(&a) || self.aplan.loads.contains_key(&b) {
+            self.flush_tma();
+        }
+        for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
+            if let Some(c) = c.filter(|c| self.aplan.tma[*c].is_some()) {
+                self.tma_wait(c, r);
+            }
         }
         self.ring_dirty = true;
         // descriptors: start address >> 4 (bits 0-13), leading byte offset
@@ -2751,6 +3011,7 @@ impl<'k> Em<'k> {
             }
         }
         self.l("wgmma.commit_group.sync.aligned;");
+        self.flush_tma();
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this

@@ -7,7 +7,9 @@
 //! - [`assign`]: which layout each tile shape gets in a kernel (and which
 //!   `dot`s run as Hopper warpgroup MMAs);
 //! - [`async_copy`]: which loads become `cp.async` copies into shared-memory
-//!   operand rings;
+//!   operand rings (or, from [`tma`] views, TMA bulk tensor copies);
+//! - [`tma`]: which views a Hopper tensor map describes, and the recipe the
+//!   host evaluates per launch to encode it;
 //! - [`axis`]: contiguity/divisibility analysis of integer and pointer tiles,
 //!   which decides where 128-bit vector accesses are provably legal;
 //! - [`emit`]: instruction selection over the layouts: elementwise ops in
@@ -25,7 +27,8 @@ pub mod async_copy;
 pub mod axis;
 pub mod emit;
 pub mod layout;
+pub mod tma;
 
-pub use emit::{emit, ParamAbi, PtxKernel, PtxOptions};
+pub use emit::{emit, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 
 pub use crate::EmitError;

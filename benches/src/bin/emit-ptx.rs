@@ -25,11 +25,12 @@ fn main() {
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let bias = a.iter().any(|x| x == "bias") as i64;
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(2);
-        let cx = [t[0], t[1], t[2], 8, 0, bias, (a[3] == "tf32") as i64];
+        let views = a.iter().any(|x| x == "views") as i64;
+        let cx = [t[0], t[1], t[2], 8, 0, bias, (a[3] == "tf32") as i64, views];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A and B: unit strides along K (sak) and N (sbn)
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1) }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;
@@ -62,6 +63,6 @@ fn main() {
         println!("{}", w.text);
         return;
     }
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1 }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true }).unwrap();
     println!("{}", p.text);
 }

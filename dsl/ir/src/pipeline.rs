@@ -31,7 +31,10 @@
 //! are functions of `iv` and loop-invariant values only, so evaluating them
 //! for `iv + s` one iteration early is exact); no additional memory is
 //! touched: the prefetch past the last iteration, and the prologue of a loop
-//! that runs zero times, are fully masked off. The result verifies.
+//! that runs zero times, are fully masked off (a `load_block`, which has no
+//! mask, is moved far outside its view instead: its first offset becomes
+//! `MIN/2` of its type, so it reads zeros and touches nothing). The result
+//! verifies.
 
 use crate::ir::*;
 use crate::types::*;
@@ -145,7 +148,7 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32) -> Vec<Op> {
         .ops
         .iter()
         .enumerate()
-        .filter(|(_, o)| matches!(o.kind, OpKind::Load { .. }) && o.kind.operands().iter().all(|v| ok(*v, &pure)))
+        .filter(|(_, o)| matches!(o.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && o.kind.operands().iter().all(|v| ok(*v, &pure)))
         .map(|(i, _)| i)
         .collect();
     if loads.is_empty() {
@@ -185,8 +188,24 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32) -> Vec<Op> {
         let mut loaded = vec![];
         for &i in &loads {
             let src = &ops_src[i];
-            let OpKind::Load { ptr, mask, other } = &src.kind else { unreachable!() };
             let m = |v: &V| *map.get(v).unwrap_or(v);
+            if let OpKind::LoadBlock { view, offsets, shape } = &src.kind {
+                // no mask: an iteration that does not run loads a block far
+                // outside the view (all zeros, no memory touched)
+                let o0 = m(&offsets[0]);
+                let ot = k.ty(o0).clone();
+                let far = new_value(k, ot.clone());
+                let lit = if ot.dtype() == Some(DType::I64) { i64::MIN / 2 } else { (i32::MIN / 2) as i64 };
+                out.push(Op { kind: OpKind::Const(Lit::Int(lit)), results: vec![far], loc: src.loc });
+                let o0b = new_value(k, ot);
+                out.push(Op { kind: OpKind::Select { cond: live, a: o0, b: far }, results: vec![o0b], loc: src.loc });
+                let offs: Vec<V> = std::iter::once(o0b).chain(offsets[1..].iter().map(m)).collect();
+                let r = like(k, src.results[0]);
+                out.push(Op { kind: OpKind::LoadBlock { view: m(view), offsets: offs, shape: shape.clone() }, results: vec![r], loc: src.loc });
+                loaded.push(r);
+                continue;
+            }
+            let OpKind::Load { ptr, mask, other } = &src.kind else { unreachable!() };
             let shape = k.ty(src.results[0]).shape().to_vec();
             let splat = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
             out.push(Op { kind: OpKind::Splat { x: live, shape: shape.clone() }, results: vec![splat], loc: src.loc });

@@ -3,7 +3,10 @@
 //!
 //! Cache key: (kernel, constexprs, dtypes, divisibility-by-16 of each
 //! integer argument, which integer arguments equal 1, num_warps,
-//! num_stages, target) — the same key decides the PTX. `num_stages >= 2`
+//! num_stages, target, TMA on/off) — the same key decides the PTX. A kernel
+//! with TMA view loads gets its tensor maps built per launch from the
+//! arguments (`ptx::tma`); where the run-time values do not fit a tensor
+//! map, its TMA-free compilation runs instead. `num_stages >= 2`
 //! turns on software pipelining of `dot` loops.
 //! The PTX of every compiled specialization is also written to the disk
 //! cache (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`), and read
@@ -25,12 +28,14 @@ struct Compiled {
     threads: u32,
     smem: u32,
     params: Vec<ParamAbi>,
+    tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, bool);
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
-/// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops).
+/// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
+/// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads).
 /// Read once per process, so they cannot disagree with the in-memory cache.
 fn env_flag(name: &'static str) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
@@ -80,44 +85,82 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             _ => false,
         })
         .collect();
-    let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages);
-    let compiled = {
+    let compile = |tma: bool| -> Result<Arc<Compiled>> {
+        let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, tma);
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        match hit {
-            Some(c) => c,
-            None => {
-                let opts = PtxOptions { sm: cuda.ptx_target(), num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: env_flag("FERROTILE_MMA"), wgmma: env_flag("FERROTILE_WGMMA"), pipeline: if env_flag("FERROTILE_PIPELINE") { cfg.num_stages - 1 } else { 0 } };
-                let pk = ptx_for(spec, &opts)?;
-                if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
-                    eprintln!("{}", pk.text);
-                }
-                if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
-                    for (line, why) in &pk.fma_dots {
-                        eprintln!("ferrotile: `{}` ({}:{line}) [{}]: dot on the FMA path: {why}", k.name, k.file, spec.describe_binding());
-                    }
-                    for (line, why) in &pk.mma_sync_dots {
-                        eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: dot not on wgmma: {why}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
-                    }
-                }
-                if let Some(dir) = disk_dir() {
-                    let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
-                    if !f.exists() {
-                        let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&f, &pk.text));
-                    }
-                }
-                if pk.smem_bytes > cuda.max_smem_optin {
-                    return Err(berr(format!(
-                        "this configuration needs {} bytes of shared memory per program, more than the {} bytes {} allows; use smaller blocks",
-                        pk.smem_bytes, cuda.max_smem_optin, cuda.name
-                    )));
-                }
-                let loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
-                let c = Arc::new(Compiled { loaded, threads: pk.threads, smem: pk.smem_bytes, params: pk.params });
-                cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
-                c
+        if let Some(c) = hit {
+            return Ok(c);
+        }
+        let opts = PtxOptions {
+            sm: cuda.ptx_target(),
+            num_warps: cfg.num_warps,
+            arg_div16: div16.clone(),
+            arg_one: one.clone(),
+            mma: env_flag("FERROTILE_MMA"),
+            wgmma: env_flag("FERROTILE_WGMMA"),
+            pipeline: if env_flag("FERROTILE_PIPELINE") { cfg.num_stages - 1 } else { 0 },
+            tma,
+        };
+        let pk = ptx_for(spec, &opts)?;
+        if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
+            eprintln!("{}", pk.text);
+        }
+        if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
+            for (line, why) in &pk.fma_dots {
+                eprintln!("ferrotile: `{}` ({}:{line}) [{}]: dot on the FMA path: {why}", k.name, k.file, spec.describe_binding());
+            }
+            for (line, why) in &pk.mma_sync_dots {
+                eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: dot not on wgmma: {why}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
             }
         }
+        if let Some(dir) = disk_dir() {
+            let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
+            if !f.exists() {
+                let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&f, &pk.text));
+            }
+        }
+        if pk.smem_bytes > cuda.max_smem_optin {
+            return Err(berr(format!(
+                "this configuration needs {} bytes of shared memory per program, more than the {} bytes {} allows; use smaller blocks",
+                pk.smem_bytes, cuda.max_smem_optin, cuda.name
+            )));
+        }
+        let loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
+        let c = Arc::new(Compiled { loaded, threads: pk.threads, smem: pk.smem_bytes, params: pk.params, tensor_maps: pk.tensor_maps });
+        cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
+        Ok(c)
     };
+    // Tensor maps for this launch's arguments; where they do not fit a map
+    // (a zero extent, a stride not a multiple of 16 bytes, ...), the kernel
+    // compiled without TMA runs instead.
+    let ints: Vec<i64> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(Scalar::I(v, _)) => *v,
+            _ => 0,
+        })
+        .collect();
+    let encode = |c: &Compiled| -> Option<Vec<ferrotile_backends::cuda::TensorMap>> {
+        c.tensor_maps
+            .iter()
+            .map(|t| {
+                let ptr = match args.get(t.view.param as usize) {
+                    Some(Arg::Buffer { mem: Storage::Cuda(m), .. }) => m.ptr,
+                    _ => return None,
+                };
+                let m = t.view.resolve(&ints, ptr, cfg.grid)?;
+                cuda.encode_tensor_map(t.view.dtype, &m, &t.box_dims).ok()
+            })
+            .collect()
+    };
+    let mut compiled = compile(env_flag("FERROTILE_TMA"))?;
+    let mut maps = vec![];
+    if !compiled.tensor_maps.is_empty() {
+        match encode(&compiled) {
+            Some(m) => maps = m,
+            None => compiled = compile(false)?,
+        }
+    }
     // marshal: one 8-byte slot per parameter, little-endian
     let mut slots: Vec<u64> = Vec::with_capacity(args.len());
     for (a, abi) in args.iter().zip(&compiled.params) {
@@ -133,6 +176,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         slots.push(v);
     }
     let mut ptrs: Vec<*mut c_void> = slots.iter_mut().map(|s| s as *mut u64 as *mut c_void).collect();
+    ptrs.extend(maps.iter_mut().map(|m| m as *mut _ as *mut c_void));
     cuda.launch(&compiled.loaded, cfg.grid, compiled.threads, compiled.smem, &mut ptrs).map_err(berr)?;
     if std::env::var("FERROTILE_SYNC").is_ok() {
         cuda.synchronize().map_err(berr)?;

@@ -131,6 +131,16 @@ impl Device {
         0
     }
 
+    /// A CUDA device's compute capability as `major·10 + minor` (90 for
+    /// Hopper); `None` for other devices.
+    pub fn compute_capability(&self) -> Option<u32> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return Some(c.sm);
+        }
+        None
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
     }

@@ -1,0 +1,284 @@
+//! Tensor-memory-accelerator (TMA) views: which views a Hopper tensor map
+//! can describe, and the recipe the host follows to build that map.
+//!
+//! Takes a specialized kernel and its [axis facts](super::axis) (which
+//! already include the launch's divisibility-by-16 and equal-to-1 facts of
+//! the integer arguments). A view `view(base, [d0, d1], [s0, s1])` is a
+//! *TMA view* when
+//! - its elements are 16-bit (the operand types of `wgmma`, the only
+//!   consumer [`super::async_copy`] gives TMA loads to);
+//! - `s1` is provably 1 and `s0` provably a multiple of 16 bytes, the base
+//!   provably 16-byte aligned (the tensor map's requirements);
+//! - `d0`, `d1`, `s0` and the base are *launch-invariant*: integer
+//!   arithmetic (`+ - ·`, casts) on constants and scalar arguments, with
+//!   the base a pointer argument plus such an offset — except for at most
+//!   one base term `program_id(a) · q` (`q` launch-invariant and a
+//!   multiple of 16 bytes; a batch index), which becomes the map's third
+//!   dimension, of extent the grid's size along `a`, indexed by the
+//!   program id.
+//!
+//! Produces a [`TmaView`] per such view: the host evaluates its [`HExpr`]s
+//! on the launch's arguments ([`TmaView::resolve`]) and encodes the tensor
+//! map; [`TmaView::resolve`] returns `None` where the run-time values do
+//! not meet the map's limits (a zero or > 2³¹ extent, a stride that is not
+//! a positive multiple of 16 bytes below 2⁴⁰, a misaligned base), and the
+//! runtime then compiles the kernel without TMA.
+//!
+//! Guarantees: the map addresses exactly the elements the view addresses
+//! (element `(i, j)` at `base + i·s0 + j`), and its out-of-bounds box
+//! elements read as zero — `load_block`'s semantics, with the view's
+//! extents as the map's. Why a recipe instead of device-side map
+//! creation: the map is an opaque 128-byte object only the driver can
+//! build; a kernel argument built per launch costs one host call.
+
+use super::axis::Info;
+use ferrotile_ir::*;
+use std::collections::HashMap;
+
+/// A launch-invariant integer: evaluated on the host from the arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HExpr {
+    /// Integer scalar argument `i` (sign-extended).
+    Arg(u32),
+    Const(i64),
+    Add(Box<HExpr>, Box<HExpr>),
+    Sub(Box<HExpr>, Box<HExpr>),
+    Mul(Box<HExpr>, Box<HExpr>),
+    /// The value truncated to 32 bits and sign-extended (i32 arithmetic).
+    Wrap32(Box<HExpr>),
+}
+
+impl HExpr {
+    /// The value, for integer arguments `args` (by parameter index;
+    /// non-integer parameters are ignored).
+    pub fn eval(&self, args: &[i64]) -> i64 {
+        match self {
+            HExpr::Arg(i) => args.get(*i as usize).copied().unwrap_or(0),
+            HExpr::Const(c) => *c,
+            HExpr::Add(a, b) => a.eval(args).wrapping_add(b.eval(args)),
+            HExpr::Sub(a, b) => a.eval(args).wrapping_sub(b.eval(args)),
+            HExpr::Mul(a, b) => a.eval(args).wrapping_mul(b.eval(args)),
+            HExpr::Wrap32(a) => a.eval(args) as i32 as i64,
+        }
+    }
+}
+
+/// A view a tensor map describes (see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TmaView {
+    /// The pointer argument the base starts from.
+    pub param: u32,
+    pub dtype: DType,
+    /// Element offset of the base from the pointer argument.
+    pub offset: HExpr,
+    /// Base term `program_id(axis) · stride` (elements): the third dimension.
+    pub batch: Option<(u8, HExpr)>,
+    /// Extents `[d0, d1]` (rows, then the unit-stride dimension).
+    pub dims: [HExpr; 2],
+    /// Row stride `s0` (elements).
+    pub stride: HExpr,
+}
+
+/// A tensor map's encoding inputs, innermost dimension first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapArgs {
+    pub address: u64,
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1.. (the innermost is contiguous).
+    pub strides: Vec<u64>,
+}
+
+impl TmaView {
+    pub fn rank(&self) -> usize {
+        2 + self.batch.is_some() as usize
+    }
+
+    /// The map for this launch: `args` are the integer arguments (by
+    /// parameter index), `ptr` the pointer argument's address, `grid` the
+    /// launch grid. `None` where the values do not fit a tensor map.
+    pub fn resolve(&self, args: &[i64], ptr: u64, grid: [u32; 3]) -> Option<TensorMapArgs> {
+        let es = self.dtype.size_bytes() as i64;
+        let address = (ptr as i64).checked_add(self.offset.eval(args).checked_mul(es)?)? as u64;
+        let ext = |v: i64| (1..=i32::MAX as i64).contains(&v).then_some(v as u64);
+        let stride = |v: i64| {
+            let b = v.checked_mul(es)?;
+            (b > 0 && b % 16 == 0 && b < 1 << 40).then_some(b as u64)
+        };
+        let mut dims = vec![ext(self.dims[1].eval(args))?, ext(self.dims[0].eval(args))?];
+        let mut strides = vec![stride(self.stride.eval(args))?];
+        if let Some((axis, q)) = &self.batch {
+            let n = grid[*axis as usize];
+            dims.push(ext(n as i64)?);
+            // (one program along the axis: its coordinate is always 0 and
+            // any valid stride will do, `q` may be 0)
+            strides.push(if n == 1 { strides[0].checked_mul(dims[1])? } else { stride(q.eval(args))? });
+        }
+        (address % 16 == 0).then_some(TensorMapArgs { address, dims, strides })
+    }
+}
+
+struct Defs<'k> {
+    def: HashMap<V, &'k OpKind>,
+}
+
+impl<'k> Defs<'k> {
+    fn new(k: &'k Kernel) -> Self {
+        let mut def = HashMap::new();
+        fn walk<'k>(b: &'k Block, def: &mut HashMap<V, &'k OpKind>) {
+            for op in &b.ops {
+                for r in &op.results {
+                    def.insert(*r, &op.kind);
+                }
+                for blk in op.kind.regions() {
+                    walk(blk, def);
+                }
+            }
+        }
+        walk(&k.body, &mut def);
+        Defs { def }
+    }
+
+    /// `v` as a launch-invariant integer expression.
+    fn hexpr(&self, k: &Kernel, v: V) -> Option<HExpr> {
+        let d = k.ty(v).dtype()?;
+        if !matches!(d, DType::I32 | DType::I64) || !k.ty(v).is_scalar() {
+            return None;
+        }
+        let wrap = |e: HExpr| if d == DType::I32 { HExpr::Wrap32(Box::new(e)) } else { e };
+        match self.def.get(&v)? {
+            OpKind::Param(i) => Some(HExpr::Arg(*i)),
+            OpKind::Const(Lit::Int(c)) => Some(wrap(HExpr::Const(*c))),
+            OpKind::Cast { x, .. } => {
+                let xd = k.ty(*x).dtype()?;
+                matches!(xd, DType::I32 | DType::I64).then_some(())?;
+                Some(wrap(self.hexpr(k, *x)?))
+            }
+            OpKind::Binary { op, a, b } => {
+                let (a, b) = (Box::new(self.hexpr(k, *a)?), Box::new(self.hexpr(k, *b)?));
+                Some(wrap(match op {
+                    BinOp::Add => HExpr::Add(a, b),
+                    BinOp::Sub => HExpr::Sub(a, b),
+                    BinOp::Mul => HExpr::Mul(a, b),
+                    _ => return None,
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// `program_id(a)`, possibly widened to i64.
+    fn program_id(&self, k: &Kernel, v: V) -> Option<u8> {
+        match self.def.get(&v)? {
+            OpKind::ProgramId(a) => Some(*a),
+            OpKind::Cast { x, to: DType::I64 } if k.ty(*x).dtype() == Some(DType::I32) => self.program_id(k, *x),
+            _ => None,
+        }
+    }
+
+    /// The terms of an integer offset: launch-invariant ones summed, plus
+    /// at most one i64 `program_id · q`.
+    fn offset_terms(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Option<(u8, V)>) -> Option<()> {
+        if let Some(e) = self.hexpr(k, v) {
+            inv.push(e);
+            return Some(());
+        }
+        match self.def.get(&v)? {
+            OpKind::Binary { op: BinOp::Add, a, b } if k.ty(v).dtype() == Some(DType::I64) => {
+                self.offset_terms(k, *a, inv, batch)?;
+                self.offset_terms(k, *b, inv, batch)
+            }
+            OpKind::Binary { op: BinOp::Mul, a, b } if k.ty(v).dtype() == Some(DType::I64) && batch.is_none() => {
+                let (ax, q) = match (self.program_id(k, *a), self.program_id(k, *b)) {
+                    (Some(ax), _) => (ax, *b),
+                    (_, Some(ax)) => (ax, *a),
+                    _ => return None,
+                };
+                self.hexpr(k, q)?;
+                *batch = Some((ax, q));
+                Some(())
+            }
+            _ => None,
+        }
+    }
+
+    /// The base pointer as (pointer argument, invariant offset terms, batch term).
+    fn base(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Option<(u8, V)>) -> Option<u32> {
+        match self.def.get(&v)? {
+            OpKind::Param(i) => matches!(k.params.get(*i as usize)?.kind, ParamKind::Ptr(_)).then_some(*i),
+            OpKind::AddPtr { ptr, offset } if k.ty(*offset).is_scalar() => {
+                let p = self.base(k, *ptr, inv, batch)?;
+                self.offset_terms(k, *offset, inv, batch)?;
+                Some(p)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The TMA views of `k` (see the module doc), by view value.
+pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
+    let defs = Defs::new(k);
+    let mut out = HashMap::new();
+    for (&v, kind) in &defs.def {
+        let OpKind::MakeView { base, shape, strides } = kind else { continue };
+        if shape.len() != 2 {
+            continue;
+        }
+        let Some(dtype) = k.ty(*base).elem().map(|e| e.dtype()) else { continue };
+        let es = dtype.size_bytes() as u64;
+        if es != 2 {
+            continue;
+        }
+        let info = |x: V| axis.get(&x).copied();
+        let unit = info(strides[1]).is_some_and(|i| i.unit) || defs.hexpr(k, strides[1]) == Some(HExpr::Const(1));
+        let aligned = |x: V, bytes: u64| info(x).is_some_and(|i| (i.div * bytes) % 16 == 0);
+        if !unit || !aligned(strides[0], es) || !aligned(*base, 1) {
+            continue;
+        }
+        let (mut inv, mut batch) = (vec![], None);
+        let Some(param) = defs.base(k, *base, &mut inv, &mut batch) else { continue };
+        let batch = match batch {
+            Some((ax, q)) if aligned(q, es) => Some((ax, defs.hexpr(k, q).unwrap())),
+            Some(_) => continue,
+            None => None,
+        };
+        let (Some(d0), Some(d1), Some(s0)) = (defs.hexpr(k, shape[0]), defs.hexpr(k, shape[1]), defs.hexpr(k, strides[0])) else { continue };
+        let offset = inv.into_iter().reduce(|a, b| HExpr::Add(Box::new(a), Box::new(b))).unwrap_or(HExpr::Const(0));
+        out.insert(v, TmaView { param, dtype, offset, batch, dims: [d0, d1], stride: s0 });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(batch: bool) -> TmaView {
+        TmaView {
+            param: 0,
+            dtype: DType::BF16,
+            offset: HExpr::Const(8),
+            batch: batch.then(|| (1, HExpr::Arg(3))),
+            dims: [HExpr::Arg(1), HExpr::Wrap32(Box::new(HExpr::Arg(2)))],
+            stride: HExpr::Arg(2),
+        }
+    }
+
+    #[test]
+    fn resolve_checks_the_tensor_map_limits() {
+        let v = view(false);
+        let m = v.resolve(&[0, 100, 64, 0], 0x1000, [1, 1, 1]).unwrap();
+        assert_eq!(m, TensorMapArgs { address: 0x1010, dims: vec![64, 100], strides: vec![128] });
+        assert!(v.resolve(&[0, 0, 64, 0], 0x1000, [1, 1, 1]).is_none(), "zero extent");
+        assert!(v.resolve(&[0, 100, 60, 0], 0x1000, [1, 1, 1]).is_none(), "row stride not a multiple of 16 bytes");
+        assert!(v.resolve(&[0, 100, 64, 0], 0x1008, [1, 1, 1]).is_none(), "misaligned base");
+        assert!(v.resolve(&[0, 1 << 31, 64, 0], 0x1000, [1, 1, 1]).is_none(), "extent beyond 2^31 - 1");
+        let b = view(true);
+        let m = b.resolve(&[0, 100, 64, 6400], 0x1000, [4, 3, 1]).unwrap();
+        assert_eq!((m.dims[2], m.strides[1]), (3, 12800), "batch: extent = grid, stride q");
+        let one = b.resolve(&[0, 100, 64, 0], 0x1000, [4, 1, 1]).unwrap();
+        assert_eq!((one.dims[2], one.strides[1]), (1, 128 * 100), "one program along the axis: q = 0 is fine");
+        assert!(b.resolve(&[0, 100, 64, 0], 0x1000, [4, 2, 1]).is_none(), "q = 0 with two programs");
+        assert_eq!(HExpr::Wrap32(Box::new(HExpr::Const(1 << 32 | 5))).eval(&[]), 5);
+    }
+}
