@@ -434,7 +434,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     // one product: batch strides 0 (unused, and divisible by 16, which
     // the view path's alignment facts want)
     let (sab, sbb, scb) = if batch == 1 { (0, 0, 0) } else { (mi * ki, ki * ni, mi * ni) };
-    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], splits, cfg);
+    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], (splits, k_split), cfg);
     gemm_kernel::launch(
         dev,
         launch,
@@ -470,7 +470,8 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
 
 /// Whether `gemm_kernel` should read A and B through views: where the PTX
 /// backend turns those block loads into TMA bulk copies (Hopper, 16-bit
-/// row-major operands with strides divisible by 16, one K range, a
+/// row-major operands with strides divisible by 16, K ranges of whole
+/// `BK` blocks, a
 /// `wgmma`-shaped tile whose operand rows are whole 128-byte atoms — the
 /// conditions of `ptx::tma` and `ptx::async_copy`). Elsewhere the masked
 /// pointer loads are the faster path (they vectorize and go through
@@ -478,7 +479,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
 ///
 /// `FERROTILE_GEMM_VIEWS=0` turns the view path off (for A/B runs against
 /// the `cp.async` path; read once per process).
-fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], splits: usize, cfg: GemmConfig) -> bool {
+fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("FERROTILE_GEMM_VIEWS").map_or(true, |v| v != "0"))
         && dev.compute_capability().is_some_and(|sm| sm >= 90)
@@ -486,7 +487,7 @@ fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: 
         && sak == 1
         && sbn == 1
         && [sam, sbk, sab, sbb].iter().all(|s| s % 16 == 0)
-        && splits == 1
+        && (splits == 1 || k_split % cfg.bk as usize == 0)
         && cfg.num_stages >= 2
         && cfg.num_warps % 4 == 0
         && cfg.bm % (16 * cfg.num_warps) == 0

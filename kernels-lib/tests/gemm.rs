@@ -178,8 +178,9 @@ fn gemm_every_tuner_configuration() {
 /// rings) for every tuner configuration it applies to: row-major 16-bit
 /// operands whose strides are multiples of 16, partial tiles along M, N
 /// and K (out-of-bounds boxes read zeros), a batch (the tensor map's third
-/// dimension), M = 1, and K = 0 (a zero extent: no tensor map fits, the
-/// TMA-free compilation runs).
+/// dimension), M = 1, K = 0 (a zero extent: no tensor map fits, the
+/// TMA-free compilation runs); the split-K configurations on the same
+/// kind of operands (their 16-row tiles stay on the pointer path).
 #[test]
 fn gemm_views_every_tuner_configuration() {
     let mut rng = Rng::new(seed());
@@ -188,12 +189,16 @@ fn gemm_views_every_tuner_configuration() {
             continue;
         }
         for tc in ferrotile_kernels::gemm::gemm_candidates() {
-            if tc.values.get("SPLIT_K").copied().unwrap_or(1) > 1 {
+            let g = |n: &str| tc.get(n).unwrap() as u32;
+            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
+            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
+            let rm = Layout::RowMajor;
+            if split_k > 1 {
+                // split-K (M ≤ 64): K ranges of whole BK blocks, the last short
+                check::<bf16, bf16>(&dev, &mut rng, 16, 192, 1040, rm, rm, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
+                check::<f16, f32>(&dev, &mut rng, 50, 64, 400, rm, rm, true, Activation::Relu, 1.0, false, 2, Some(cfg), 5e-3);
                 continue;
             }
-            let g = |n: &str| tc.get(n).unwrap() as u32;
-            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k: 1 };
-            let rm = Layout::RowMajor;
             check::<bf16, bf16>(&dev, &mut rng, 300, 320, 208, rm, rm, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
             check::<f16, f32>(&dev, &mut rng, 200, 192, 96, rm, rm, true, Activation::Gelu, 0.5, false, 3, Some(cfg), 5e-3);
             check::<bf16, f32>(&dev, &mut rng, 1, 64, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg), 1e-2);
