@@ -153,6 +153,14 @@ fn is_zero(d: &Defs, v: V) -> bool {
     }
 }
 
+/// Whether bulk tensor copies can fill a slot of this layout with a tile
+/// of this shape: a bulk copy writes 64-element (128-byte) rows, in boxes of
+/// at most 256 rows (A's row permutation: 8-row boxes), into `wgmma`'s
+/// swizzled layout only.
+pub fn tma_slot(lay: SlotLayout, shape: &[u32]) -> bool {
+    matches!(lay, SlotLayout::Swizzled { perm_hb } if shape.len() == 2 && shape[1] % 64 == 0 && (perm_hb.is_some() || shape[0] <= 256))
+}
+
 /// How a ring load copies its tile.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Via {
@@ -204,11 +212,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)
             };
-            // a bulk tensor copy writes 64-element (128-byte) rows, in
-            // boxes of at most 256 rows (A's row permutation: 8-row boxes)
-            let tma_ok = |view: V| {
-                tma_views.contains_key(&view) && matches!(lay, SlotLayout::Swizzled { perm_hb } if shape[1] % 64 == 0 && (perm_hb.is_some() || shape[0] <= 256))
-            };
+            let tma_ok = |view: V| tma_views.contains_key(&view) && tma_slot(lay, &shape);
             if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);

@@ -221,6 +221,44 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     if o.sm != 80 && o.sm != 90 {
         return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
     }
+    // Block accesses of views become pointer accesses (`lower_views`),
+    // except the `load_block`s a TMA copy may serve: of a view a tensor
+    // map describes, feeding a `dot` directly (`async_copy` decides).
+    let lowered;
+    let k = if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
+        let tv = if o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
+        // (the slot a TMA copy would fill: a `wgmma` dot's, per the layout
+        // plan, in the shape `async_copy` accepts)
+        let plan0 = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
+        let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
+        let mut view_of: HashMap<V, V> = HashMap::new();
+        let mut uses: HashMap<V, usize> = HashMap::new();
+        let mut tma_slot: std::collections::HashSet<V> = Default::default();
+        k.walk(&mut |op| {
+            if let OpKind::LoadBlock { view, .. } = &op.kind {
+                view_of.insert(op.results[0], *view);
+            }
+            if let OpKind::Dot { a, b, .. } = &op.kind {
+                if let Some(g) = plan0.mma(&shape(op.results[0])).filter(|g| g.wgmma) {
+                    for (x, perm) in [(*a, Some(3 + g.wm.trailing_zeros())), (*b, None)] {
+                        if super::async_copy::tma_slot(super::async_copy::SlotLayout::Swizzled { perm_hb: perm }, &shape(x)) {
+                            tma_slot.insert(x);
+                        }
+                    }
+                }
+            }
+            for x in op.kind.operands() {
+                *uses.entry(x).or_default() += 1;
+            }
+        });
+        let keep = |r: V| view_of.get(&r).is_some_and(|v| tv.contains_key(v)) && uses.get(&r) == Some(&1) && tma_slot.contains(&r);
+        let mut c = k.clone();
+        ferrotile_ir::lower_views::lower_views(&mut c, &keep);
+        lowered = c;
+        &lowered
+    } else {
+        k
+    };
     let piped;
     let k = if o.pipeline > 0 {
         let mut c = k.clone();

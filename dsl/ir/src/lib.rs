@@ -19,6 +19,7 @@ pub mod analysis;
 pub mod builder;
 pub mod dce;
 pub mod ir;
+pub mod lower_views;
 pub mod pipeline;
 pub mod print;
 pub mod specialize;
