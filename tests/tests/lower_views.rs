@@ -169,3 +169,21 @@ fn view_gemm_without_tma_gets_cp_async() {
         assert!(!p.text.contains("ld.global.b16") && !p.text.contains("ld.global.u16"), "views {views}: no scalar operand loads");
     }
 }
+
+/// Lowered view loads vectorize exactly where the row stride allows: with
+/// every integer argument divisible by 16, `views_mix`'s row loads of `x`
+/// are 16-byte vectors; with `ldx` not known divisible, none is (its rows
+/// start at `r · ldx`: a divisor of the first row's offset is not one of
+/// the others' — the axis analysis once claimed it was, and the lowered
+/// conformance kernel faulted with a misaligned address on the H200).
+#[test]
+fn lowered_view_loads_vectorize_only_when_aligned() {
+    let k = views_mix::ir();
+    let spec = specialize(k, &[], &[]).unwrap();
+    for (ldx_div16, want) in [(true, true), (false, false)] {
+        let div16: Vec<bool> = k.params.iter().map(|p| p.name != "ldx" || ldx_div16).collect();
+        let opts = PtxOptions { sm: 90, num_warps: 1, arg_div16: div16, arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 0, tma: true };
+        let p = emit(&spec, &opts).unwrap();
+        assert_eq!(p.text.contains("ld.global.v4"), want, "ldx divisible by 16: {ldx_div16}");
+    }
+}

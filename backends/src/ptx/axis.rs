@@ -57,6 +57,16 @@ pub fn analyze(k: &Kernel, arg_div16: &[bool], arg_one: &[bool]) -> HashMap<V, I
     m
 }
 
+/// A divisor of every element (`div` only holds for the first element of
+/// each contiguous run: the others are `first + t`).
+fn every(i: Info) -> u64 {
+    if i.contig > 1 {
+        1
+    } else {
+        i.div
+    }
+}
+
 fn last(k: &Kernel, v: V) -> u64 {
     k.ty(v).shape().last().and_then(|d| d.known()).unwrap_or(1) as u64
 }
@@ -101,7 +111,9 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
             OpKind::ExpandDims { x, axis } => {
                 let i = get(m, *x);
                 if *axis as usize == k.ty(*x).rank() {
-                    Some(Info { unit: i.unit, ..Info::new(1, i.div, 1) })
+                    // every element starts a run now: only a divisor of
+                    // every element carries over
+                    Some(Info { unit: i.unit, ..Info::new(1, every(i), 1) })
                 } else {
                     Some(i)
                 }
@@ -109,15 +121,24 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
             OpKind::Cast { x, to } if to.is_int() => Some(get(m, *x)),
             OpKind::Binary { op: o, a, b } => {
                 let (x, y) = (get(m, *a), get(m, *b));
+                // (a result without contiguous runs needs divisors of every
+                // element: `every`)
+                let sum = |contig: u64| if contig > 1 { gcd(x.div, y.div) } else { gcd(every(x), every(y)) };
                 Some(match o {
                     BinOp::Mul if y.unit => x,
                     BinOp::Mul if x.unit => y,
-                    BinOp::Add => Info::new(gcd(x.contig, y.konst).max(gcd(y.contig, x.konst)), gcd(x.div, y.div), gcd(x.konst, y.konst)),
-                    BinOp::Sub => Info::new(gcd(x.contig, y.konst), gcd(x.div, y.div), gcd(x.konst, y.konst)),
-                    BinOp::Mul => Info::new(1, (x.div.saturating_mul(y.div)).min(BIG), gcd(x.konst, y.konst)),
+                    BinOp::Add => {
+                        let c = gcd(x.contig, y.konst).max(gcd(y.contig, x.konst));
+                        Info::new(c, sum(c), gcd(x.konst, y.konst))
+                    }
+                    BinOp::Sub => {
+                        let c = gcd(x.contig, y.konst);
+                        Info::new(c, sum(c), gcd(x.konst, y.konst))
+                    }
+                    BinOp::Mul => Info::new(1, (every(x).saturating_mul(every(y))).min(BIG), gcd(x.konst, y.konst)),
                     // each element is one of the operands': divisible by both
                     // operands' divisors' gcd (e.g. a clamped loop bound)
-                    BinOp::Max | BinOp::Min => Info::new(1, gcd(x.div, y.div), gcd(x.konst, y.konst)),
+                    BinOp::Max | BinOp::Min => Info::new(1, gcd(every(x), every(y)), gcd(x.konst, y.konst)),
                     BinOp::And | BinOp::Or | BinOp::LAnd | BinOp::LOr => Info::new(1, 1, gcd(x.konst, y.konst)),
                     _ => Info::new(1, 1, gcd(x.konst, y.konst)),
                 })
