@@ -296,3 +296,41 @@ fn wgmma_gemm_tma_rings() {
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
+
+/// The GEMM's view path (`VIEWS`) for every tuner configuration, bf16 and
+/// f16: on sm_90a with TMA where the tile is a `wgmma` one (tensor maps
+/// declared, no `cp.async` for the operands), lowered to pointer loads
+/// elsewhere (sm_80, `mma.sync` tiles: 16-byte `cp.async` ring copies);
+/// every result assembles.
+#[test]
+fn gemm_views_every_tuner_configuration_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let mut failures = vec![];
+    for tc in ferrotile_kernels::gemm::gemm_candidates() {
+        let (bm, bn, bk) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap());
+        for t in [DType::BF16, DType::F16] {
+            let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
+            for sm in [80, 90] {
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true };
+                let p = match emit(&spec, &opts) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.push(format!("emit views gemm {t} {tc} sm_{sm}: {e}"));
+                        continue;
+                    }
+                };
+                let tma = sm == 90 && wgmma_grid(bm as u32, bn as u32, bk as u32, tc.num_warps).is_some();
+                let copies = p.text.contains("cp.async.cg.shared.global");
+                if tma != !p.tensor_maps.is_empty() || (tma && copies) || (!tma && tc.num_stages >= 2 && !copies) {
+                    failures.push(format!("views gemm {t} {tc} sm_{sm}: {} tensor maps, 16-byte cp.async: {copies}", p.tensor_maps.len()));
+                }
+                if let Err(log) = ptxas::assemble(&px, &p.text, sm) {
+                    failures.push(format!("ptxas views gemm {t} {tc} sm_{sm}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
