@@ -224,9 +224,12 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     // Block accesses of views become pointer accesses (`lower_views`),
     // except the `load_block`s a TMA copy may serve: of a view a tensor
     // map describes, feeding a `dot` directly (`async_copy` decides).
+    // (the TMA views: the lowering and pipelining below keep every
+    // `view(..)` op and the values it reads)
+    let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
+    let tv = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
     let lowered;
-    let k = if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
-        let tv = if o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
+    let k = if has_views {
         // (the slot a TMA copy would fill: a `wgmma` dot's, per the layout
         // plan, in the shape `async_copy` accepts)
         let plan0 = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
@@ -281,8 +284,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     let vec = (16 / min_es.max(2)).min(8) as u32;
     let plan = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
     let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
-    let tma_views = if o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis) } else { HashMap::new() };
-    let aplan = super::async_copy::plan(k, &plan, &tma_views);
+    let aplan = super::async_copy::plan(k, &plan, &tv);
     let mut em = Em {
         k,
         o,
@@ -312,7 +314,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         cp_pending: vec![],
         ring_dirty: true,
         ring_ready: Default::default(),
-        tma_views,
+        tma_views: tv,
         tmaps: vec![],
         tmap_regs: vec![],
         tma_bar: vec![],
