@@ -149,6 +149,18 @@ fn gemm_bad_input_is_an_error() {
     assert!(matches!(gemm(&dev, &a16, &b16, &mut c, 2, 2, 2, &tf), Err(ferrotile_kernels::LibError::Config(_))));
 }
 
+/// Every configuration the autotuner may try, as a `GemmConfig`.
+fn tuner_configs() -> Vec<GemmConfig> {
+    ferrotile_kernels::gemm::gemm_candidates()
+        .iter()
+        .map(|tc| {
+            let g = |n: &str| tc.get(n).unwrap() as u32;
+            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
+            GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k }
+        })
+        .collect()
+}
+
 /// Every configuration the autotuner may pick (tensor cores: `mma.sync`,
 /// and on Hopper the `wgmma` ones), forced, on odd shapes that leave partial
 /// tiles along M, N and K, both operand layouts, with a fused bias and
@@ -161,12 +173,9 @@ fn gemm_every_tuner_configuration() {
         if dev.kind() != ferrotile::DeviceKind::Cuda {
             continue;
         }
-        for tc in ferrotile_kernels::gemm::gemm_candidates() {
-            let g = |n: &str| tc.get(n).unwrap() as u32;
-            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
-            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
+        for cfg in tuner_configs() {
             // split-K configurations take skinny M only
-            let m = |x: usize| if split_k > 1 { x % 61 + 3 } else { x };
+            let m = |x: usize| if cfg.split_k > 1 { x % 61 + 3 } else { x };
             check::<bf16, bf16>(&dev, &mut rng, m(300), 520, 200, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
             check::<f16, f32>(&dev, &mut rng, m(129), 257, 129, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(cfg), 5e-3);
             check::<bf16, f32>(&dev, &mut rng, m(256), 256, 320, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 1, Some(cfg), 1e-2);
@@ -188,12 +197,9 @@ fn gemm_views_every_tuner_configuration() {
         if dev.kind() != ferrotile::DeviceKind::Cuda {
             continue;
         }
-        for tc in ferrotile_kernels::gemm::gemm_candidates() {
-            let g = |n: &str| tc.get(n).unwrap() as u32;
-            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
-            let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
+        for cfg in tuner_configs() {
             let rm = Layout::RowMajor;
-            if split_k > 1 {
+            if cfg.split_k > 1 {
                 // split-K (M ≤ 64): K ranges of whole BK blocks, the last short
                 check::<bf16, bf16>(&dev, &mut rng, 16, 192, 1040, rm, rm, false, Activation::None, 1.0, false, 1, Some(cfg), 1e-2);
                 check::<f16, f32>(&dev, &mut rng, 50, 64, 400, rm, rm, true, Activation::Relu, 1.0, false, 2, Some(cfg), 5e-3);

@@ -10,9 +10,9 @@
 
 use ferrotile::__private::Arg;
 use ferrotile::ir::{lower_views::lower_views, pipeline::pipeline_depth, specialize, verify::verify, DType, Kernel, OpKind};
-use ferrotile::prelude::*;
 use ferrotile::{bf16, Device};
 use ferrotile_backends::ptx::{emit, PtxOptions};
+use ferrotile_tests::gemm_interp::run;
 
 #[ferrotile::kernel]
 fn views_mix(x: Ptr<f32>, y: Ptr<f32>, z: Ptr<f32>, w: Ptr<f32>, m: i32, n: i32, ldx: i32, shift: i32) {
@@ -108,7 +108,6 @@ fn lowered_view_gemm_is_the_view_gemm() {
     let mut piped = low.clone();
     pipeline_depth(&mut piped, 2);
     verify(&piped).unwrap();
-    let dev = Device::cpu();
     let mut seed = 0x1234_5678u64;
     let mut rnd = || {
         seed ^= seed << 13;
@@ -119,39 +118,11 @@ fn lowered_view_gemm_is_the_view_gemm() {
     for (m, n, kk) in [(45usize, 37usize, 29usize), (32, 16, 16), (7, 9, 5), (33, 17, 0), (50, 20, 80)] {
         let a: Vec<bf16> = (0..m * kk).map(|_| rnd()).collect();
         let b: Vec<bf16> = (0..kk * n).map(|_| rnd()).collect();
-        let run = |k: &Kernel| -> Vec<u32> {
-            let (ab, bb) = (dev.from_slice(&a).unwrap(), dev.from_slice(&b).unwrap());
-            let mut c = dev.full(m * n, f32::NAN).unwrap();
-            let bias = dev.zeros::<f32>(1).unwrap();
-            let (mi, ni, ki) = (m as i64, n as i64, kk as i64);
-            let args = vec![
-                Arg::buffer(&ab),
-                Arg::buffer(&bb),
-                Arg::buffer_mut(&mut c),
-                Arg::buffer(&bias),
-                Arg::scalar(m as i32),
-                Arg::scalar(n as i32),
-                Arg::scalar(kk as i32),
-                Arg::scalar(ki),
-                Arg::scalar(1i64),
-                Arg::scalar(ni),
-                Arg::scalar(1i64),
-                Arg::scalar(ni),
-                Arg::scalar(mi * ki),
-                Arg::scalar(ki * ni),
-                Arg::scalar(mi * ni),
-                Arg::scalar(1.0f32),
-                Arg::scalar(kk as i32),
-                Arg::scalar(mi * ni),
-            ];
-            ferrotile::interp::run(k, &dev, [(m.div_ceil(bm) * n.div_ceil(bn)) as u32, 1, 1], &args).unwrap();
-            drop(args);
-            c.to_vec().unwrap().iter().map(|v: &f32| v.to_bits()).collect()
-        };
-        let want = run(&spec);
+        let gemm = |k: &Kernel| -> Vec<u32> { run(k, m, n, kk, bm, bn, &a, &b, 1, kk).iter().map(|v| v.to_bits()).collect() };
+        let want = gemm(&spec);
         assert!(want.iter().all(|v| f32::from_bits(*v).is_finite()), "reference left unwritten outputs");
-        assert_eq!(run(&low), want, "lowered {m}x{n}x{kk}");
-        assert_eq!(run(&piped), want, "lowered + pipelined {m}x{n}x{kk}");
+        assert_eq!(gemm(&low), want, "lowered {m}x{n}x{kk}");
+        assert_eq!(gemm(&piped), want, "lowered + pipelined {m}x{n}x{kk}");
     }
 }
 

@@ -7,43 +7,10 @@
 //! checks would catch). Also with split-K's K ranges (loops that start at
 //! a multiple of the block other than 0 and end before K).
 
-use ferrotile::__private::Arg;
 use ferrotile::ir::{pipeline::pipeline, specialize, verify::verify, DType, OpKind};
-use ferrotile::{bf16, Device};
+use ferrotile::bf16;
+use ferrotile_tests::gemm_interp::run;
 
-/// `splits` K ranges of `k_split` (partials one after the other in C).
-#[allow(clippy::too_many_arguments)]
-fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, bn: usize, a: &[bf16], b: &[bf16], splits: usize, k_split: usize) -> Vec<f32> {
-    let dev = Device::cpu();
-    let (ab, bb) = (dev.from_slice(a).unwrap(), dev.from_slice(b).unwrap());
-    let mut c = dev.full(splits * m * n, f32::NAN).unwrap();
-    let bias = dev.zeros::<f32>(1).unwrap();
-    let tiles = (m.div_ceil(bm) * n.div_ceil(bn)) as u32;
-    let (mi, ni, ki) = (m as i64, n as i64, kk as i64);
-    let args = vec![
-        Arg::buffer(&ab),
-        Arg::buffer(&bb),
-        Arg::buffer_mut(&mut c),
-        Arg::buffer(&bias),
-        Arg::scalar(m as i32),
-        Arg::scalar(n as i32),
-        Arg::scalar(kk as i32),
-        Arg::scalar(ki),
-        Arg::scalar(1i64),
-        Arg::scalar(ni),
-        Arg::scalar(1i64),
-        Arg::scalar(ni),
-        Arg::scalar(mi * ki),
-        Arg::scalar(ki * ni),
-        Arg::scalar(mi * ni),
-        Arg::scalar(1.0f32),
-        Arg::scalar(k_split as i32),
-        Arg::scalar(mi * ni),
-    ];
-    ferrotile::interp::run(k, &dev, [tiles, 1, splits as u32], &args).unwrap();
-    drop(args);
-    c.to_vec().unwrap()
-}
 
 /// Prefetch distances 1–3 (`num_stages` 2–4): the loop carries `depth`
 /// tiles per operand, and the GEMM is bit-for-bit the original, including

@@ -1,0 +1,42 @@
+//! The library GEMM kernel (`gemm_kernel`, any specialization) run on the
+//! CPU interpreter with row-major bf16 operands, for IR-pass equivalence
+//! tests (pipelining, view lowering).
+
+use ferrotile::__private::Arg;
+use ferrotile::{bf16, Device};
+
+/// `C = A·B` (M×K · K×N, row-major) over `splits` K ranges of `k_split`
+/// (partials one after the other in C), with `bm × bn` tiles; C starts
+/// poisoned with NaN.
+#[allow(clippy::too_many_arguments)]
+pub fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, bn: usize, a: &[bf16], b: &[bf16], splits: usize, k_split: usize) -> Vec<f32> {
+    let dev = Device::cpu();
+    let (ab, bb) = (dev.from_slice(a).unwrap(), dev.from_slice(b).unwrap());
+    let mut c = dev.full(splits * m * n, f32::NAN).unwrap();
+    let bias = dev.zeros::<f32>(1).unwrap();
+    let tiles = (m.div_ceil(bm) * n.div_ceil(bn)) as u32;
+    let (mi, ni, ki) = (m as i64, n as i64, kk as i64);
+    let args = vec![
+        Arg::buffer(&ab),
+        Arg::buffer(&bb),
+        Arg::buffer_mut(&mut c),
+        Arg::buffer(&bias),
+        Arg::scalar(m as i32),
+        Arg::scalar(n as i32),
+        Arg::scalar(kk as i32),
+        Arg::scalar(ki),
+        Arg::scalar(1i64),
+        Arg::scalar(ni),
+        Arg::scalar(1i64),
+        Arg::scalar(ni),
+        Arg::scalar(mi * ki),
+        Arg::scalar(ki * ni),
+        Arg::scalar(mi * ni),
+        Arg::scalar(1.0f32),
+        Arg::scalar(k_split as i32),
+        Arg::scalar(mi * ni),
+    ];
+    ferrotile::interp::run(k, &dev, [tiles, 1, splits as u32], &args).unwrap();
+    drop(args);
+    c.to_vec().unwrap()
+}
