@@ -26,13 +26,16 @@ use ferrotile::FloatElement;
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
 /// grid = (tiles of C, batch, K splits). Program `(t, b, s)` covers
 /// `k ∈ [s·k_split, min(k, (s+1)·k_split))` and writes to `c + s·scs`
-/// (one split: `k_split ≥ k`, `scs` unused). `VIEWS`: the operand tiles are
+/// (one split: `k_split ≥ k`, `scs` unused). `TF32`: 0 exact f32 products,
+/// 1 inputs rounded to tf32 in the kernel (`dot_tf32`), 2 inputs that are
+/// tf32 values already ([`round_tf32_kernel`]), read as they are
+/// (`dot_tf32_trunc`: on Hopper no rounding pass per tile). `VIEWS`: the operand tiles are
 /// block loads from views of A and B (on Hopper, TMA bulk copies into the
 /// `wgmma` operand rings) instead of masked pointer loads; with more than
 /// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool, const VIEWS: bool>(
+pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: i32, const VIEWS: bool>(
     a: Ptr<T>,
     b: Ptr<T>,
     c: Ptr<U>,
@@ -85,8 +88,10 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
         for k0 in (k_lo..k_hi).step_by(BK) {
             let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
             let bt = load_block(vb, [k0, pid_n * BN], [BK, BN]);
-            if TF32 {
+            if TF32 == 1 {
                 acc = dot_tf32(at, bt, acc);
+            } else if TF32 == 2 {
+                acc = dot_tf32_trunc(at, bt, acc);
             } else {
                 acc = dot(at, bt, acc);
             }
@@ -97,8 +102,10 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
             let k_ok = kk < k_hi;
             let at = load(a0 + a_rows + expand_dims((kk as i64) * sak, 0), m_ok & expand_dims(k_ok, 0), 0.0);
             let bt = load(b0 + expand_dims((kk as i64) * sbk, 1) + b_cols, expand_dims(k_ok, 1) & n_ok, 0.0);
-            if TF32 {
+            if TF32 == 1 {
                 acc = dot_tf32(at, bt, acc);
+            } else if TF32 == 2 {
+                acc = dot_tf32_trunc(at, bt, acc);
             } else {
                 acc = dot(at, bt, acc);
             }
@@ -159,6 +166,15 @@ pub fn gemm_splitk_reduce<U: Float, const BLOCK: i32, const ACT: i32, const HAS_
         out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
     }
     store(c + batch * scb + row * scm + cols, out as U, ok);
+}
+
+/// `y[i] = round_tf32(x[i])` over `n` elements, `BLOCK` per program: the
+/// tf32 GEMM's operands rounded once, instead of once per tile load.
+#[kernel]
+pub fn round_tf32_kernel<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let ok = offs < n;
+    store(y + offs, round_tf32(load(x + offs, ok, 0.0)), ok);
 }
 
 /// How an operand is stored.
@@ -267,14 +283,55 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     if [m, n, k].iter().any(|&x| x > i32::MAX as usize) || batch > 65535 {
         return Err(LibError::Shape(format!("gemm: {m}×{n}×{k} (batch {batch}) exceeds the 32-bit / grid limits")));
     }
+    // tf32 on large problems: both operands rounded once by
+    // `round_tf32_kernel` into the device's tf32 copies, and the GEMM reads
+    // them as they are (mode 2) — each element of A is otherwise rounded
+    // once per column of tiles, of B once per row of tiles (on Hopper's
+    // `wgmma`, a read-modify-write of every shared-memory slot)
+    let big = (m as u64) * (n as u64) * (k as u64) >= (1 << 27);
+    if opts.tf32 && big && dev.kind() != ferrotile::DeviceKind::Cpu {
+        return gemm_prerounded(dev, a, b, c, m, n, k, opts);
+    }
+    gemm_with(dev, a, b, c, m, n, k, opts, if opts.tf32 { 1 } else { 0 })
+}
+
+/// `gemm` on tf32 copies of A and B (see there).
+#[allow(clippy::too_many_arguments)]
+fn gemm_prerounded<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>) -> Result<(), LibError> {
+    use std::any::Any;
+    fn as_f32<X: Any>(x: &X) -> Result<&Buffer<f32>, LibError> {
+        (x as &dyn Any).downcast_ref::<Buffer<f32>>().ok_or_else(|| LibError::Config("gemm: tf32 applies to f32 inputs".into()))
+    }
+    let (a32, b32) = (as_f32(a)?, as_f32(b)?);
+    if a32.len().max(b32.len()) > i32::MAX as usize {
+        return gemm_with(dev, a, b, c, m, n, k, opts, 1);
+    }
+    let mut copies = crate::scratch::tf32_copies(dev, a32.len(), b32.len())?;
+    const BLOCK: usize = 1024;
+    for (src, which) in [(a32, 0), (b32, 1)] {
+        let len = src.len();
+        let launch = LaunchConfig::new([len.div_ceil(BLOCK) as u32, 1, 1]).num_warps(4);
+        round_tf32_kernel::launch(dev, launch, src, copies.buffer(which), len as i32, BLOCK as i32)?;
+    }
+    let (ra, rb) = copies.pair();
+    fn back<X: Any>(x: &Buffer<f32>) -> &X {
+        (x as &dyn Any).downcast_ref::<X>().expect("T is f32")
+    }
+    gemm_with(dev, back::<Buffer<T>>(ra), back::<Buffer<T>>(rb), c, m, n, k, opts, 2)
+}
+
+/// `gemm` after the checks, with the tf32 mode of [`gemm_kernel`].
+#[allow(clippy::too_many_arguments)]
+fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>, tf32: i32) -> Result<(), LibError> {
+    let batch = opts.batch;
     if let Some(cfg) = opts.config {
-        return launch_gemm(dev, a, b, c, m, n, k, opts, cfg);
+        return launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32);
     }
     // GPUs: the autotuner picks the tile configuration per (dtype, precision,
     // layouts, size bucket) on problems large enough for timings to mean
     // something; small problems and the CPU use the heuristic.
     if dev.kind() == ferrotile::DeviceKind::Cpu || (m as u64) * (n as u64) * (k as u64) < (1 << 27) {
-        return launch_gemm(dev, a, b, c, m, n, k, opts, GemmConfig::default_for(m, n));
+        return launch_gemm(dev, a, b, c, m, n, k, opts, GemmConfig::default_for(m, n), tf32);
     }
     let b2 = |x: usize| x.max(1).next_power_of_two();
     let key = format!(
@@ -293,7 +350,7 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     tuner.run(dev, &key, |tc| {
         let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
         let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
-        launch_gemm(dev, a, b, c, m, n, k, opts, cfg).map_err(crate::lib_to_launch)
+        launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32).map_err(crate::lib_to_launch)
     })?;
     Ok(())
 }
@@ -342,6 +399,11 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(256, 128, 64, 8).stages(1),
         c(128, 128, 64, 8).stages(1),
         c(128, 128, 64, 4).stages(1),
+        // tf32 on warpgroup MMAs (K in whole 32-element atoms; 32-bit
+        // operands take twice the ring of 16-bit ones)
+        c(128, 128, 32, 8).stages(3),
+        c(128, 128, 32, 8).stages(4),
+        c(256, 128, 32, 8).stages(3),
     ]
 }
 
@@ -361,6 +423,7 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
     k: usize,
     opts: &GemmOptions<'_, U>,
     cfg: GemmConfig,
+    tf32: i32,
 ) -> Result<(), LibError> {
     let batch = opts.batch;
     for (name, v) in [("bm", cfg.bm), ("bn", cfg.bn), ("bk", cfg.bk)] {
@@ -397,9 +460,9 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
     let strides = [sam, sak, sbk, sbn];
     let epilogue = Epilogue { alpha: opts.alpha, act, has_bias: opts.bias.is_some() };
     if split > 1 {
-        return launch_split_k(dev, a, b, c, bias, [m, n, k, batch, split], strides, epilogue, opts.tf32, cfg);
+        return launch_split_k(dev, a, b, c, bias, [m, n, k, batch, split], strides, epilogue, tf32, cfg);
     }
-    launch_kernel(dev, a, b, c, bias, [m, n, k, batch], strides, (1, k, 0), epilogue, opts.tf32, cfg)
+    launch_kernel(dev, a, b, c, bias, [m, n, k, batch], strides, (1, k, 0), epilogue, tf32, cfg)
 }
 
 /// The fused epilogue `gemm_kernel` applies (or, under split-K, the
@@ -425,7 +488,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     [sam, sak, sbk, sbn]: [i64; 4],
     (splits, k_split, scs): (usize, usize, i64),
     e: Epilogue,
-    tf32: bool,
+    tf32: i32,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
     let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
@@ -509,7 +572,7 @@ fn launch_split_k<T: FloatElement, U: FloatElement>(
     [m, n, k, batch, split]: [usize; 5],
     strides: [i64; 4],
     e: Epilogue,
-    tf32: bool,
+    tf32: i32,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
     if m > 64 || !(2..=16).contains(&split) {

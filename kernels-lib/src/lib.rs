@@ -148,8 +148,8 @@ pub(crate) fn check_rows(op: &str, name: &str, len: usize, rows: usize, cols: us
 
 /// Device buffers the library keeps between calls, per device
 /// ([`ferrotile::Device::id`]): a placeholder for pointer parameters that a
-/// constexpr flag leaves unused (e.g. GEMM without bias), and the split-K
-/// workspace. Allocating them per call would put an allocation, a memset
+/// constexpr flag leaves unused (e.g. GEMM without bias), the split-K
+/// workspace and the tf32 GEMM's rounded operand copies. Allocating them per call would put an allocation, a memset
 /// and a free — which synchronizes a CUDA device — into every call.
 pub(crate) mod scratch {
     use crate::LibError;
@@ -186,6 +186,37 @@ pub(crate) mod scratch {
         pub fn buffer(&mut self) -> &mut Buffer<f32> {
             self.guard.get_mut(&self.key).expect("workspace present")
         }
+    }
+
+    /// The device's two f32 buffers for tf32-rounded GEMM operands, at
+    /// least `len_a` and `len_b` elements, held exclusively while the guard
+    /// lives (separate from [`workspace`], which a split-K GEMM on them
+    /// takes too).
+    pub struct Tf32Copies {
+        guard: MutexGuard<'static, HashMap<usize, [Buffer<f32>; 2]>>,
+        key: usize,
+    }
+
+    impl Tf32Copies {
+        pub fn buffer(&mut self, which: usize) -> &mut Buffer<f32> {
+            &mut self.guard.get_mut(&self.key).expect("copies present")[which]
+        }
+        pub fn pair(&self) -> (&Buffer<f32>, &Buffer<f32>) {
+            let [a, b] = self.guard.get(&self.key).expect("copies present");
+            (a, b)
+        }
+    }
+
+    pub fn tf32_copies(dev: &Device, len_a: usize, len_b: usize) -> Result<Tf32Copies, LibError> {
+        static W: OnceLock<Mutex<HashMap<usize, [Buffer<f32>; 2]>>> = OnceLock::new();
+        let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        let key = dev.id();
+        if guard.get(&key).is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
+            let old = guard.remove(&key);
+            let (oa, ob) = old.map_or((0, 0), |[a, b]| (a.len(), b.len()));
+            guard.insert(key, [dev.zeros::<f32>(len_a.max(oa).max(1))?, dev.zeros::<f32>(len_b.max(ob).max(1))?]);
+        }
+        Ok(Tf32Copies { guard, key })
     }
 
     pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {

@@ -117,6 +117,7 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
     ("cos", &[1], "cos(x)"),
     ("floor", &[1], "floor(x)"),
     ("ceil", &[1], "ceil(x)"),
+    ("round_tf32", &[1], "round_tf32(x)"),
     ("maximum", &[2], "maximum(a, b)"),
     ("minimum", &[2], "minimum(a, b)"),
     ("fma", &[3], "fma(a, b, c)"),
@@ -131,6 +132,7 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
     ("cumsum", &[2], "cumsum(x, axis)"),
     ("dot", &[2, 3], "dot(a, b) or dot(a, b, acc)"),
     ("dot_tf32", &[2, 3], "dot_tf32(a, b, acc)"),
+    ("dot_tf32_trunc", &[2, 3], "dot_tf32_trunc(a, b, acc)"),
     ("cdiv", &[2], "cdiv(a, b)"),
     ("static_assert", &[1, 2], "static_assert(cond, \"message\")"),
     ("print", &[], "print(\"prefix\", x, ...)"),
@@ -158,6 +160,7 @@ fn unop(name: &str) -> Option<UnOp> {
         "cos" => UnOp::Cos,
         "floor" => UnOp::Floor,
         "ceil" => UnOp::Ceil,
+        "round_tf32" => UnOp::RoundTf32,
         _ => return None,
     })
 }
@@ -978,10 +981,14 @@ impl<'a> Lower<'a> {
                 };
                 done!(self.b.reduce(op, x, axis))
             }
-            "dot" | "dot_tf32" => {
+            "dot" | "dot_tf32" | "dot_tf32_trunc" => {
                 let (a, b) = (val!(0), val!(1));
                 let acc = if n == 3 { Some(val!(2)) } else { None };
-                let p = if name == "dot" { DotPrecision::Ieee } else { DotPrecision::Tf32 };
+                let p = match name.as_str() {
+                    "dot" => DotPrecision::Ieee,
+                    "dot_tf32" => DotPrecision::Tf32,
+                    _ => DotPrecision::Tf32Trunc,
+                };
                 done!(self.b.dot(a, b, acc, p))
             }
             "cdiv" => {

@@ -81,6 +81,7 @@ pub fn cases() -> Vec<Case> {
         case!("cumsum", "cumsum along axes 0 and 1; floats and integers (i8 -> i32)", reduce::cumsum),
         case!("dot", "dot f32/f16/bf16 -> f32 with accumulator, K loop with masked tails", reduce::dot_float),
         case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
+        case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
         case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
         case!("control_flow", "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv", control::control_flow),
         case!("cdiv", "cdiv on tiles", control::cdiv_tiles),

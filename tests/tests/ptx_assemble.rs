@@ -95,8 +95,9 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
                 Ok(p) if (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && !p.text.contains("mma.sync") && !p.text.contains("wgmma.mma_async") => {
                     failures.push(format!("gemm {t}->{u} {cx:?}: dot did not take a tensor-core path"))
                 }
-                // on sm_90, f16/bf16 dots whose shapes fit take wgmma (sm_90a)
-                Ok(p) if sm == 90 && *t != DType::F32 && wgmma_grid(cx[0] as u32, cx[1] as u32, cx[2] as u32, 4).is_some() && !(p.text.contains("wgmma.mma_async") && p.text.contains(".target sm_90a")) => {
+                // on sm_90, f16/bf16 and tf32 dots whose shapes fit take
+                // wgmma (sm_90a)
+                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && wgmma_grid(cx[0] as u32, cx[1] as u32, cx[2] as u32, 4, t.size_bytes() as u32).is_some() && !(p.text.contains("wgmma.mma_async") && p.text.contains(".target sm_90a")) => {
                     failures.push(format!("gemm {t}->{u} {cx:?}: expected wgmma on sm_90a"))
                 }
                 Ok(p) if sm == 80 && p.text.contains("wgmma") => failures.push(format!("gemm {t}->{u} {cx:?}: wgmma on sm_80")),
@@ -243,8 +244,9 @@ fn splitk_reduce_assembles() {
 }
 
 /// The GEMM's view path on sm_90a: both operands come from TMA rings (one
-/// 3-D tensor map each — the batch is the third dimension — A in 8-row
-/// boxes, B in 64-column boxes of all its K rows), the K loop has no
+/// 3-D tensor map each — the batch is the third dimension — A in one box
+/// of all its rows (the accumulator is in `wgmma`'s row order), B in
+/// 64-column boxes of all its K rows), the K loop has no
 /// `cp.async`, no proxy fence and one barrier, its `dot` waits on the slots'
 /// mbarriers, the loop exit waits for the tiles still in flight; it
 /// assembles. Without the facts a tensor map needs (a row stride not known
@@ -260,10 +262,10 @@ fn wgmma_gemm_tma_rings() {
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
-        assert_eq!(boxes, vec![vec![64, 8, 1], vec![64, 64, 1]], "stages {stages}");
+        assert_eq!(boxes, vec![vec![64, 128, 1], vec![64, 64, 1]], "stages {stages}");
         assert!(p.tensor_maps.iter().all(|m| m.view.batch.is_some()), "stages {stages}: the batch as a third dimension");
         assert!(t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"), "stages {stages}");
-        assert_eq!(t.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * (16 + 4) - if stages == 1 { 20 } else { 0 }, "stages {stages}: 16 A boxes + 4 B boxes per tile load");
+        assert_eq!(t.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * (1 + 4) - if stages == 1 { 5 } else { 0 }, "stages {stages}: one A box + 4 B boxes per tile load");
         assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.wait"), "stages {stages}: no cp.async");
         if stages >= 2 {
             // the K loop: from the head its back edge (the unconditional
@@ -321,7 +323,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
                         continue;
                     }
                 };
-                let tma = sm == 90 && wgmma_grid(bm as u32, bn as u32, bk as u32, tc.num_warps).is_some();
+                let tma = sm == 90 && wgmma_grid(bm as u32, bn as u32, bk as u32, tc.num_warps, t.size_bytes() as u32).is_some();
                 let copies = p.text.contains("cp.async.cg.shared.global");
                 if tma != !p.tensor_maps.is_empty() || (tma && copies) || (!tma && tc.num_stages >= 2 && !copies) {
                     failures.push(format!("views gemm {t} {tc} sm_{sm}: {} tensor maps, 16-byte cp.async: {copies}", p.tensor_maps.len()));

@@ -12,9 +12,10 @@
 //! fragments when rows are paired `(r, r + 8·warps_m)`.
 //!
 //! On sm_90 (`wgmma` on), f16/bf16 dots whose shapes fit (see
-//! [`wgmma_grid`]) get the same accumulator layout with every warp along M
-//! (`wn = 1`), marked for Hopper's warpgroup MMAs; the emitter permutes A's
-//! rows in shared memory so that `wgmma` writes exactly these registers.
+//! [`wgmma_grid`]) get the accumulator layout Hopper's warpgroup MMAs write
+//! ([`Blocked::wgmma_acc`]: every warp along M, 16 rows apart), with A in
+//! shared memory in its natural row order — so a bulk tensor copy can
+//! bring a whole A tile in one box.
 //!
 //! Guarantees: the layout is a function of the shape alone, so every tile of
 //! a shape shares it and elementwise ops, loop-carried values and the
@@ -38,9 +39,8 @@ use std::collections::HashMap;
 /// `{8·wm·i + 8·warp_m + (0..8)}` and columns `{8·wn·j + 8·warp_n + (0..8)}`.
 /// `wgmma`: the dot runs as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a)
 /// instead of per-warp `mma.sync`; then `wn == 1` and `wm` is the warp count
-/// (a multiple of 4: whole warpgroups), and the same accumulator layout is
-/// what `wgmma` writes once the rows of A are permuted in shared memory (see
-/// `emit::dot_wgmma`).
+/// (a multiple of 4: whole warpgroups), and the accumulator takes the
+/// layout `wgmma` writes ([`Blocked::wgmma_acc`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MmaGrid {
     pub wm: u32,
@@ -51,6 +51,8 @@ pub struct MmaGrid {
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     mma: HashMap<Vec<u32>, MmaGrid>,
+    /// Operand tiles with a layout of their own ([`kmajor_b_layout`]).
+    operand: HashMap<Vec<u32>, Blocked>,
     /// Why a `dot` stays on the FMA path: (source line, reason), for
     /// `FERROTILE_EXPLAIN=1`.
     pub fma_reasons: Vec<(u32, String)>,
@@ -63,8 +65,12 @@ impl Plan {
     /// The layout of tiles of `shape`.
     pub fn layout(&self, shape: &[u32], num_warps: u32, vec: u32) -> Blocked {
         match self.mma.get(shape) {
+            Some(g) if g.wgmma => Blocked::wgmma_acc(shape, g.wm),
             Some(g) => Blocked::mma_acc(shape, g.wm, g.wn),
-            None => Blocked::canonical(shape, num_warps, vec),
+            None => match self.operand.get(shape) {
+                Some(b) => b.clone(),
+                None => Blocked::canonical(shape, num_warps, vec),
+            },
         }
     }
 
@@ -79,7 +85,7 @@ impl Plan {
 pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
     match (a, precision) {
         (DType::F16 | DType::BF16, _) => Some(16),
-        (DType::F32, DotPrecision::Tf32) => Some(8),
+        (DType::F32, p) if p.is_tf32() => Some(8),
         _ => None,
     }
 }
@@ -102,30 +108,50 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
     (m % (16 * wm) == 0 && n % (8 * wn) == 0).then_some(MmaGrid { wm, wn, wgmma: false })
 }
 
-/// The warpgroup grid of a Hopper `wgmma` dot, if `m × k · k × n` (f16/bf16)
-/// fits its shared-memory operand layout: every warp along M (whole
-/// warpgroups, 16 rows per warp per instruction pair), K in whole 128-byte
-/// swizzle atoms (64 elements) for A, N in whole 64-column atoms for B, at
-/// most 256 columns per instruction (wider N splits into 256-column
-/// instructions).
-pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32) -> Option<MmaGrid> {
-    wgmma_misfit(m, n, k, num_warps).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+/// The warpgroup grid of a Hopper `wgmma` dot, if `m × k · k × n` with
+/// `es`-byte operands (2: f16/bf16, 4: tf32) fits its shared-memory operand
+/// layout: every warp along M (whole warpgroups, 16 rows per warp per
+/// instruction pair), K in whole 128-byte swizzle atoms (64 16-bit or 32
+/// tf32 elements), N in whole 64-column atoms, at most 256 columns per
+/// instruction (wider N splits into 256-column instructions).
+pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32) -> Option<MmaGrid> {
+    wgmma_misfit(m, n, k, num_warps, es).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
 }
 
-/// Why an `m × k · k × n` dot at `num_warps` warps cannot take `wgmma`
-/// (`None`: it can).
-pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32) -> Option<String> {
+/// Why an `m × k · k × n` dot of `es`-byte operands at `num_warps` warps
+/// cannot take `wgmma` (`None`: it can).
+pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32) -> Option<String> {
+    let atom = 128 / es;
     if num_warps % 4 != 0 {
         Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
     } else if m % (16 * num_warps) != 0 {
         Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
-    } else if k % 64 != 0 {
-        Some(format!("K = {k} is not a multiple of 64 (one 128-byte swizzle atom of A)"))
+    } else if k % atom != 0 {
+        Some(format!("K = {k} is not a multiple of {atom} (one 128-byte swizzle atom of A)"))
     } else if n % 64 != 0 || (n > 256 && n % 256 != 0) {
         Some(format!("N = {n} is not a multiple of 64 up to 256, or of 256 above"))
     } else {
         None
     }
+}
+
+/// The layout of a tf32 `wgmma` dot's B tile (`k × n`, f32) on its way into
+/// shared memory: `wgmma` reads tf32 B only K-major (row `n` of the slot
+/// holds column `n` of the tile), so each element moves on its own, and
+/// lanes go 8 along N (fastest) by 4 along K, one element per thread per
+/// repetition, warps along K first. A warp's copy then reads 8 consecutive
+/// elements (one 32-byte sector) of each of 4 rows of B, and writes 32
+/// distinct banks of the swizzled slot (8 rows × 4 columns of one 16-byte
+/// chunk each) — the canonical layout (32 lanes along N) would put 16 lanes
+/// on one bank.
+pub fn kmajor_b_layout(shape: &[u32], num_warps: u32) -> Blocked {
+    let (k, n) = (shape[0], shape[1]);
+    let tk = 4.min(k);
+    let tn = 32 / tk;
+    let wk = (k / tk).clamp(1, num_warps);
+    let wn = (num_warps / wk).min((n / tn).max(1));
+    let wk = num_warps / wn; // leftover warps replicate along K
+    Blocked::new(shape, vec![1, 1], vec![tk, tn], vec![wk, wn], &[1, 0], &[0, 1])
 }
 
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
@@ -136,6 +162,7 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
     let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
     let mut fma_reasons = vec![];
     let mut no_wgmma_reasons = vec![];
+    let mut operand: HashMap<Vec<u32>, Blocked> = HashMap::new();
     k.walk(&mut |op| {
         let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
         let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
@@ -158,16 +185,20 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
         };
         let grid = match why {
             Some(_) => None,
-            None if wgmma && matches!(da, Some(DType::F16 | DType::BF16)) => match wgmma_misfit(out[0], out[1], sa[1], num_warps) {
-                None => wgmma_grid(out[0], out[1], sa[1], num_warps),
-                Some(r) => {
-                    no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
-                    warp_grid(out[0], out[1], num_warps)
-                }
-            },
             None if wgmma => {
-                no_wgmma_reasons.push((op.loc.line, "tf32 runs on mma.sync (wgmma's tf32 needs a K-major B, not staged yet)".into()));
-                warp_grid(out[0], out[1], num_warps)
+                let es = da.map_or(2, |d| d.size_bytes() as u32);
+                match wgmma_misfit(out[0], out[1], sa[1], num_warps, es) {
+                    None => {
+                        if es == 4 {
+                            operand.insert(sb.clone(), kmajor_b_layout(&sb, num_warps));
+                        }
+                        wgmma_grid(out[0], out[1], sa[1], num_warps, es)
+                    }
+                    Some(r) => {
+                        no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
+                        warp_grid(out[0], out[1], num_warps)
+                    }
+                }
             }
             None => warp_grid(out[0], out[1], num_warps),
         };
@@ -191,7 +222,11 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
     }
     fma_reasons.sort();
     no_wgmma_reasons.sort();
-    Plan { mma: mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect(), fma_reasons, no_wgmma_reasons }
+    let mma: HashMap<Vec<u32>, MmaGrid> = mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect();
+    // (an operand tile of an accumulator's shape keeps the accumulator's
+    // layout: correct, only its copies are slower)
+    operand.retain(|s, _| !mma.contains_key(s));
+    Plan { mma, operand, fma_reasons, no_wgmma_reasons }
 }
 
 #[cfg(test)]
@@ -208,17 +243,44 @@ mod tests {
         assert_eq!(warp_grid(16, 8, 4), None);
         assert_eq!(warp_grid(16, 16, 1), g(1, 1));
         let w = |wm| Some(MmaGrid { wm, wn: 1, wgmma: true });
-        assert_eq!(wgmma_grid(128, 256, 64, 8), w(8));
-        assert_eq!(wgmma_grid(128, 128, 64, 4), w(4));
-        assert_eq!(wgmma_grid(64, 512, 128, 4), w(4));
-        assert_eq!(wgmma_grid(128, 128, 32, 4), None); // K not a whole swizzle atom
-        assert_eq!(wgmma_grid(64, 128, 64, 8), None); // 8 warps need 128 rows
-        assert_eq!(wgmma_grid(64, 128, 64, 2), None); // not a warpgroup
+        assert_eq!(wgmma_grid(128, 256, 64, 8, 2), w(8));
+        assert_eq!(wgmma_grid(128, 128, 64, 4, 2), w(4));
+        assert_eq!(wgmma_grid(64, 512, 128, 4, 2), w(4));
+        assert_eq!(wgmma_grid(128, 128, 32, 4, 2), None); // K not a whole swizzle atom
+        assert_eq!(wgmma_grid(64, 128, 64, 8, 2), None); // 8 warps need 128 rows
+        assert_eq!(wgmma_grid(64, 128, 64, 2, 2), None); // not a warpgroup
         // FERROTILE_EXPLAIN's words for the misfits
-        assert!(wgmma_misfit(128, 128, 32, 4).unwrap().contains("K = 32"));
-        assert!(wgmma_misfit(64, 128, 64, 8).unwrap().contains("M = 64"));
-        assert!(wgmma_misfit(64, 128, 64, 2).unwrap().contains("warpgroups"));
-        assert!(wgmma_misfit(64, 96, 64, 4).unwrap().contains("N = 96"));
-        assert_eq!(wgmma_misfit(128, 256, 64, 8), None);
+        assert!(wgmma_misfit(128, 128, 32, 4, 2).unwrap().contains("K = 32"));
+        assert!(wgmma_misfit(64, 128, 64, 8, 2).unwrap().contains("M = 64"));
+        assert!(wgmma_misfit(64, 128, 64, 2, 2).unwrap().contains("warpgroups"));
+        assert!(wgmma_misfit(64, 96, 64, 4, 2).unwrap().contains("N = 96"));
+        assert_eq!(wgmma_misfit(128, 256, 64, 8, 2), None);
+        // tf32: a 128-byte atom is 32 elements
+        assert_eq!(wgmma_grid(128, 256, 32, 8, 4), w(8));
+        assert!(wgmma_misfit(128, 256, 16, 8, 4).unwrap().contains("multiple of 32"));
+    }
+
+    /// The K-major B layout: covers the tile once, and a warp's 32 lanes
+    /// (one element each) hit 32 distinct banks of the swizzled slot (row
+    /// `n`, 16-byte chunk `(k/4) ^ (n%8)`, word `k%4`).
+    #[test]
+    fn kmajor_b_copies_are_conflict_free() {
+        for (k, n, w) in [(32, 256, 8), (32, 128, 4), (64, 128, 8), (32, 64, 4), (64, 256, 8)] {
+            let l = kmajor_b_layout(&[k, n], w);
+            assert!(!l.any_replication(), "{l:?}");
+            assert_eq!(l.regs() as u32 * 32 * w, k * n);
+            for warp in 0..w {
+                for (r, kc) in l.konst().iter().enumerate() {
+                    let mut banks = std::collections::HashSet::new();
+                    for lane in 0..32u32 {
+                        let kk = kc[0] + (lane >> l.lane_shift[0] & (l.tpw[0] - 1)) + l.warp_mul[0] * (warp >> l.warp_shift[0] & (l.wpc[0] - 1));
+                        let nn = kc[1] + (lane >> l.lane_shift[1] & (l.tpw[1] - 1)) + l.warp_mul[1] * (warp >> l.warp_shift[1] & (l.wpc[1] - 1));
+                        let byte = nn * 128 + (((kk / 4) % 8) ^ (nn % 8)) * 16 + (kk % 4) * 4;
+                        banks.insert((byte / 4) % 32);
+                    }
+                    assert_eq!(banks.len(), 32, "{k}x{n} warps {w} register {r}");
+                }
+            }
+        }
     }
 }

@@ -4,8 +4,9 @@
 //! Takes a specialized (possibly software-pipelined) kernel and its layout
 //! [`Plan`](super::assign::Plan). Finds the loads whose only consumer is an
 //! operand of a tensor-core `dot` — warpgroup MMAs (`wgmma` reads its
-//! operands from shared memory) or f16/bf16 `mma.sync` (whose operands
-//! pass through shared memory for `ldmatrix` anyway; tf32 operands stay in
+//! operands from shared memory: f16/bf16, and tf32 whose B slot holds the
+//! tile transposed) or f16/bf16 `mma.sync` (whose operands pass through
+//! shared memory for `ldmatrix` anyway; its tf32 operands stay in
 //! registers, where they are rounded to tf32 as the interpreter does):
 //! either directly (`a = load(..);
 //! dot(a, ..)` in one block) or through a loop-carried value of a `for`
@@ -78,9 +79,10 @@ pub struct AsyncPlan {
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotLayout {
-    /// `wgmma`'s 128-byte swizzled operand layout (`emit::stage_wgmma`);
-    /// for A the row permutation's bit position, `None` for B.
-    Swizzled { perm_hb: Option<u32> },
+    /// `wgmma`'s 128-byte swizzled operand layout (`emit::stage_wgmma`) of
+    /// `es`-byte elements; `transposed`: slot row `j` holds the tile's column
+    /// `j` (tf32 B, which `wgmma` reads only K-major).
+    Swizzled { es: u32, transposed: bool },
     /// `mma.sync`'s: row `i` at `i · pitch` bytes, 16 bytes of padding per
     /// row so that `ldmatrix` reads are bank-conflict free (`emit::stage`).
     Padded { pitch: u32 },
@@ -155,10 +157,9 @@ fn is_zero(d: &Defs, v: V) -> bool {
 
 /// Whether bulk tensor copies can fill a slot of this layout with a tile
 /// of this shape: a bulk copy writes 64-element (128-byte) rows, in boxes of
-/// at most 256 rows (A's row permutation: 8-row boxes), into `wgmma`'s
-/// swizzled layout only.
+/// at most 256 rows, into `wgmma`'s swizzled layout only.
 pub fn tma_slot(lay: SlotLayout, shape: &[u32]) -> bool {
-    matches!(lay, SlotLayout::Swizzled { perm_hb } if shape.len() == 2 && shape[1] % 64 == 0 && (perm_hb.is_some() || shape[0] <= 256))
+    lay == SlotLayout::Swizzled { es: 2, transposed: false } && shape.len() == 2 && shape[1] % 64 == 0 && shape[0] <= 256
 }
 
 /// How a ring load copies its tile.
@@ -194,9 +195,13 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape) else { continue };
-        if !matches!(k.ty(a).elem().map(|e| e.dtype()), Some(DType::F16 | DType::BF16)) {
-            continue;
-        }
+        // f16/bf16, and tf32 on wgmma (mma.sync rounds tf32 operands in
+        // registers)
+        let es = match k.ty(a).elem().map(|e| e.dtype()) {
+            Some(DType::F16 | DType::BF16) => 2,
+            Some(DType::F32) if g.wgmma => 4,
+            _ => continue,
+        };
         let first_class = out.slot_bytes.len();
         for x in [a, b] {
             if a == b || d.uses.get(&x) != Some(&1) {
@@ -207,7 +212,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 continue;
             }
             let (lay, bytes) = if g.wgmma {
-                (SlotLayout::Swizzled { perm_hb: (x == a).then_some(3 + g.wm.trailing_zeros()) }, shape[0] * shape[1] * 2)
+                (SlotLayout::Swizzled { es, transposed: es == 4 && x == b }, shape[0] * shape[1] * es)
             } else {
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)

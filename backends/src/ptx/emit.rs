@@ -242,9 +242,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
                 view_of.insert(op.results[0], *view);
             }
             if let OpKind::Dot { a, b, .. } = &op.kind {
-                if let Some(g) = plan0.mma(&shape(op.results[0])).filter(|g| g.wgmma) {
-                    for (x, perm) in [(*a, Some(3 + g.wm.trailing_zeros())), (*b, None)] {
-                        if super::async_copy::tma_slot(super::async_copy::SlotLayout::Swizzled { perm_hb: perm }, &shape(x)) {
+                if plan0.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma) {
+                    for x in [*a, *b] {
+                        let es = k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
+                        if super::async_copy::tma_slot(super::async_copy::SlotLayout::Swizzled { es, transposed: false }, &shape(x)) {
                             tma_slot.insert(x);
                         }
                     }
@@ -449,7 +450,7 @@ impl<'k> Em<'k> {
             let _ = writeln!(s, "\tbfe.u32 {t}, {lane}, {}, {};", bl.lane_shift[d], bl.tpw[d].trailing_zeros());
             let tw = self.reg(Cls::R);
             let _ = writeln!(s, "\tbfe.u32 {tw}, {warp}, {}, {};", bl.warp_shift[d], bl.wpc[d].trailing_zeros());
-            let _ = writeln!(s, "\tmad.lo.u32 {t}, {tw}, {}, {t};", bl.tpw[d]);
+            let _ = writeln!(s, "\tmad.lo.u32 {t}, {tw}, {}, {t};", bl.warp_mul[d]);
             let _ = writeln!(s, "\tmul.lo.u32 {t}, {t}, {};", bl.spt[d]);
             self.pro.push_str(&s);
             thread.push(t);
@@ -951,13 +952,13 @@ impl<'k> Em<'k> {
                 // barrier also frees the ring slots the prefetches reuse):
                 // one barrier per iteration, none at the `dot`.
                 let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
-                    OpKind::Dot { a, b, .. } => {
+                    OpKind::Dot { a, b, precision, .. } => {
                         let (da, db) = (self.aplan.carried.get(a)?.1, self.aplan.carried.get(b)?.1);
-                        Some((*a, *b, da.min(db)))
+                        Some((*a, *b, da.min(db), *precision))
                     }
                     _ => None,
                 });
-                if let Some((a, b, d)) = ring_dot {
+                if let Some((a, b, d, precision)) = ring_dot {
                     // (TMA rings complete on their mbarriers, which the
                     // `dot` waits on; the barrier here frees the slots the
                     // prefetches reuse)
@@ -969,6 +970,10 @@ impl<'k> Em<'k> {
                     let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
                     if wait {
                         self.l(format!("cp.async.wait_group {};", d - 1));
+                    }
+                    if precision == DotPrecision::Tf32 {
+                        let (ra, rb) = (self.get(a)[0].clone(), self.get(b)[0].clone());
+                        self.round_tf32_slots(&[(a, ra), (b, rb)]);
                     }
                     if fence {
                         self.l("fence.proxy.async.shared::cta;");
@@ -1385,6 +1390,7 @@ impl<'k> Em<'k> {
             UnOp::Rsqrt => self.l(format!("rsqrt.approx.f32 {y}, {x};")),
             UnOp::Floor => self.l(format!("cvt.rmi.f32.f32 {y}, {x};")),
             UnOp::Ceil => self.l(format!("cvt.rpi.f32.f32 {y}, {x};")),
+            UnOp::RoundTf32 => return Ok(self.tf32_round(x)),
             UnOp::Sigmoid => {
                 let n = self.reg(Cls::F);
                 self.l(format!("neg.f32 {n}, {x};"));
@@ -2373,6 +2379,20 @@ impl<'k> Em<'k> {
     /// one FMA chain per output element in k order (the interpreter's order).
     /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
     /// values), as the interpreter's `dot_tf32` does.
+    /// An f32 register reduced to tf32 as `precision` says: rounded
+    /// (`Tf32`) or truncated (`Tf32Trunc`; finite values).
+    fn tf32_reduce(&mut self, f: &str, precision: DotPrecision) -> String {
+        if precision == DotPrecision::Tf32 {
+            return self.tf32_round(f);
+        }
+        let (bits, r, fin) = (self.reg(Cls::R), self.reg(Cls::F), self.reg(Cls::P));
+        self.l(format!("mov.b32 {bits}, {f};"));
+        self.l(format!("testp.finite.f32 {fin}, {f};"));
+        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+        self.l(format!("mov.b32 {r}, {bits};"));
+        r
+    }
+
     fn tf32_round(&mut self, f: &str) -> String {
         let (bits, lsb, r) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::F));
         self.l(format!("mov.b32 {bits}, {f};"));
@@ -2447,7 +2467,7 @@ impl<'k> Em<'k> {
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let d = self.dtype(a);
         let tf32 = d == DType::F32;
-        if tf32 && precision != DotPrecision::Tf32 {
+        if tf32 && !precision.is_tf32() {
             return self.err("mma path for an exact f32 dot");
         }
         let es = if tf32 { 4 } else { 2 };
@@ -2456,8 +2476,8 @@ impl<'k> Em<'k> {
         let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
         let (mut ra, mut rb) = (self.get(a), self.get(b));
         if tf32 {
-            ra = ra.iter().map(|f| self.tf32_round(f)).collect();
-            rb = rb.iter().map(|f| self.tf32_round(f)).collect();
+            ra = ra.iter().map(|f| self.tf32_reduce(f, precision)).collect();
+            rb = rb.iter().map(|f| self.tf32_reduce(f, precision)).collect();
         }
         // operands in registers are staged in the scratch space; a ring
         // operand's register is its slot's address
@@ -2602,84 +2622,120 @@ impl<'k> Em<'k> {
         Ok(accs)
     }
 
-    /// Store a 2-D f16/bf16 tile to shared memory in the layout a `wgmma`
-    /// operand descriptor with 128-byte swizzling reads: the columns split
-    /// into atoms of 64 (128 bytes), each atom `rows × 128` bytes, atoms one
-    /// after another; inside an atom, row `r`'s 16-byte chunk `c` lives at
-    /// `r·128 + ((c ^ (r % 8))·16)`. `perm_hb`, for A, permutes the rows (see
-    /// `dot_wgmma`): bit `perm_hb` of the row moves down to bit 3 and bits
-    /// `3..perm_hb` move up by one. Returns nothing; every thread stores its
-    /// own runs (at most 8 elements — one chunk — per store).
-    fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, perm_hb: Option<u32>) {
-        let lay = self.layout(shape);
-        let run = lay.bl.spt[1] as usize;
-        let piece = run.min(8);
-        let mut row_cache: HashMap<String, String> = HashMap::new();
-        for r0 in (0..regs.len()).step_by(run) {
-            for p0 in (0..run).step_by(piece) {
-                let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
-                let a = self.wgmma_addr(&i, &j, shape[0], base, perm_hb, &mut row_cache);
-                let vals = &regs[r0 + p0..r0 + p0 + piece];
-                if piece == 1 {
-                    self.l(format!("st.shared.b16 [{a}], {};", vals[0]));
-                    continue;
+    /// Round the f32 tiles that `cp.async` copied into `wgmma` ring slots
+    /// (`(tile, slot address)`; other operands are skipped) to tf32 in
+    /// place, as the interpreter's `dot_tf32` rounds its inputs — the tensor
+    /// cores would otherwise truncate them to their top 19 bits, twice the
+    /// interpreter's error. Every thread waited for its own copies: a
+    /// barrier makes all of them visible, then each thread rounds 16-byte
+    /// chunks `tid, tid + T, …` of each slot (`cvt.rna`: ties away from
+    /// zero, where the interpreter rounds ties to even — a tie needs the 13
+    /// dropped bits to be exactly 1000…0). The caller's proxy fence and
+    /// barrier follow.
+    fn round_tf32_slots(&mut self, tiles: &[(V, String)]) {
+        let mut first = true;
+        for (v, slot) in tiles {
+            let Some(c) = self.aplan.class_of(*v) else { continue };
+            if self.aplan.tma[c].is_some() || !matches!(self.aplan.layout[c], super::async_copy::SlotLayout::Swizzled { es: 4, .. }) {
+                continue;
+            }
+            if first {
+                self.bar();
+                first = false;
+            }
+            let threads = self.o.num_warps * 32;
+            let chunks = self.aplan.slot_bytes[c] / 16;
+            let base = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {base}, {}, 16, {slot};", self.tid));
+            for q in 0..chunks.div_ceil(threads) {
+                let guard = (q + 1) * threads > chunks;
+                let skip = self.label();
+                if guard {
+                    let p = self.reg(Cls::P);
+                    self.l(format!("setp.ge.u32 {p}, {}, {};", self.tid, chunks - q * threads));
+                    self.l(format!("@{p} bra {skip};"));
                 }
-                let words: Vec<String> = vals
-                    .chunks(2)
-                    .map(|p| {
-                        let w = self.reg(Cls::R);
-                        self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                        w
-                    })
-                    .collect();
-                match words.len() {
-                    1 => self.l(format!("st.shared.b32 [{a}], {};", words[0])),
-                    2 => self.l(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", words[0], words[1])),
-                    _ => self.l(format!("st.shared.v4.b32 [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
+                let w: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                self.l(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
+                for x in &w {
+                    self.l(format!("cvt.rna.tf32.f32 {x}, {x};"));
+                }
+                self.l(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
+                if guard {
+                    self.body.push_str(&format!("{skip}:\n"));
                 }
             }
         }
     }
 
-    /// Shared-memory address of element `(i, j)` of a `rows`-row tile in the
-    /// swizzled `wgmma` operand layout (see `stage_wgmma`); `cache` keeps
-    /// the permuted row of each row register.
-    fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, perm_hb: Option<u32>, cache: &mut HashMap<String, String>) -> String {
-        let pr = match perm_hb {
-            None => i.to_string(),
-            Some(hb) => {
-                if let Some(x) = cache.get(i) {
-                    x.clone()
+    /// Store a 2-D tile of `es`-byte elements to shared memory in the layout
+    /// a `wgmma` operand descriptor with 128-byte swizzling reads (see
+    /// `wgmma_addr`), or its transpose (`transposed`: the tile's column `j`
+    /// is the slot's row `j` — tf32 B, read K-major). Returns nothing; every
+    /// thread stores its own runs (at most one 16-byte chunk per store;
+    /// single elements when transposed).
+    fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, es: u32, transposed: bool) {
+        let lay = self.layout(shape);
+        let ty = if es == 4 { "f32" } else { "b16" };
+        if transposed {
+            for (r, v) in regs.iter().enumerate() {
+                let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
+                let a = self.wgmma_addr(&j, &i, shape[1], base, es);
+                self.l(format!("st.shared.{ty} [{a}], {v};"));
+            }
+            return;
+        }
+        let run = lay.bl.spt[1] as usize;
+        let piece = run.min(16 / es as usize);
+        for r0 in (0..regs.len()).step_by(run) {
+            for p0 in (0..run).step_by(piece) {
+                let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
+                let a = self.wgmma_addr(&i, &j, shape[0], base, es);
+                let vals = &regs[r0 + p0..r0 + p0 + piece];
+                if piece == 1 {
+                    self.l(format!("st.shared.{ty} [{a}], {};", vals[0]));
+                    continue;
+                }
+                let words: Vec<String> = if es == 4 {
+                    vals.to_vec()
                 } else {
-                    let (x, t) = (self.reg(Cls::R), self.reg(Cls::R));
-                    self.l(format!("and.b32 {x}, {i}, 7;"));
-                    self.l(format!("bfe.u32 {t}, {i}, {hb}, 1;"));
-                    self.l(format!("shl.b32 {t}, {t}, 3;"));
-                    self.l(format!("or.b32 {x}, {x}, {t};"));
-                    self.l(format!("bfe.u32 {t}, {i}, 3, {};", hb - 3));
-                    self.l(format!("shl.b32 {t}, {t}, 4;"));
-                    self.l(format!("or.b32 {x}, {x}, {t};"));
-                    self.l(format!("shr.u32 {t}, {i}, {};", hb + 1));
-                    self.l(format!("shl.b32 {t}, {t}, {};", hb + 1));
-                    self.l(format!("or.b32 {x}, {x}, {t};"));
-                    cache.insert(i.to_string(), x.clone());
-                    x
+                    vals.chunks(2)
+                        .map(|p| {
+                            let w = self.reg(Cls::R);
+                            self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                            w
+                        })
+                        .collect()
+                };
+                let wt = if es == 4 { "f32" } else { "b32" };
+                match words.len() {
+                    1 => self.l(format!("st.shared.{wt} [{a}], {};", words[0])),
+                    2 => self.l(format!("st.shared.v2.{wt} [{a}], {{{}, {}}};", words[0], words[1])),
+                    _ => self.l(format!("st.shared.v4.{wt} [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
                 }
             }
-        };
-        // byte = (j/64)·rows·128 + pr·128 + (((j/8)%8 ^ pr%8)·16) + (j%8)·2
+        }
+    }
+
+    /// Shared-memory address of element `(i, j)` of a `rows`-row tile of
+    /// `es`-byte elements in the swizzled `wgmma` operand layout: the
+    /// columns split into atoms of 128 bytes, each atom `rows × 128` bytes,
+    /// atoms one after another; inside an atom, row `i`'s 16-byte chunk `c`
+    /// lives at `i·128 + ((c ^ (i % 8))·16)`.
+    fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, es: u32) -> String {
+        let (atom, chunk) = (128 / es, 16 / es);
         let (a, t, u) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
         // (the offset first, a function of the thread alone that ptxas can
         // hoist out of loops; the slot base last)
-        self.l(format!("shr.u32 {t}, {j}, 6;"));
+        self.l(format!("shr.u32 {t}, {j}, {};", atom.trailing_zeros()));
         self.l(format!("mul.lo.u32 {a}, {t}, {};", rows * 128));
-        self.l(format!("mad.lo.u32 {a}, {pr}, 128, {a};"));
-        self.l(format!("bfe.u32 {t}, {j}, 3, 3;"));
-        self.l(format!("and.b32 {u}, {pr}, 7;"));
+        self.l(format!("mad.lo.u32 {a}, {i}, 128, {a};"));
+        self.l(format!("bfe.u32 {t}, {j}, {}, 3;", chunk.trailing_zeros()));
+        self.l(format!("and.b32 {u}, {i}, 7;"));
         self.l(format!("xor.b32 {t}, {t}, {u};"));
         self.l(format!("mad.lo.u32 {a}, {t}, 16, {a};"));
-        self.l(format!("and.b32 {t}, {j}, 7;"));
-        self.l(format!("mad.lo.u32 {a}, {t}, 2, {a};"));
+        self.l(format!("and.b32 {t}, {j}, {};", chunk - 1));
+        self.l(format!("mad.lo.u32 {a}, {t}, {es}, {a};"));
         self.l(format!("add.u32 {a}, {a}, {base};"));
         a
     }
@@ -2695,8 +2751,8 @@ impl<'k> Em<'k> {
         let c = self.aplan.class_of(res).expect("ring load");
         let shape = self.shape_u32(ptr);
         let es = self.dtype(res).size_bytes() as u32;
-        if shape.len() != 2 || es != 2 {
-            return self.err("cp.async ring for a tile that is not a 2-D 16-bit operand");
+        if shape.len() != 2 || !(es == 2 || es == 4) {
+            return self.err("cp.async ring for a tile that is not a 2-D 16- or 32-bit operand");
         }
         // the slot this load takes was last read by an earlier `dot` (in
         // every warp): a barrier orders those reads before the copies,
@@ -2717,26 +2773,28 @@ impl<'k> Em<'k> {
         self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
         let slot = self.reg(Cls::R);
         self.l(format!("mov.u32 {slot}, {cur};"));
-        let w = self.vec_width(ptr, mask).min(8);
-        let bytes = w as u32 * es;
         let lay = self.aplan.layout[c];
+        // (a transposed slot takes each element on its own)
+        let transposed = matches!(lay, super::async_copy::SlotLayout::Swizzled { transposed: true, .. });
+        let w = if transposed { 1 } else { self.vec_width(ptr, mask).min(16 / es as usize) };
+        let bytes = w as u32 * es;
         if bytes < 4 {
             // cp.async copies 4, 8 or 16 bytes: scattered 16-bit elements
             // (a strided operand) go through registers into the slot
             let regs = self.load(ptr, mask, None, res)?;
             match lay {
-                super::async_copy::SlotLayout::Swizzled { perm_hb } => self.stage_wgmma(&regs, &shape, &slot, perm_hb),
+                super::async_copy::SlotLayout::Swizzled { es, transposed } => self.stage_wgmma(&regs, &shape, &slot, es, transposed),
                 super::async_copy::SlotLayout::Padded { pitch } => self.stage(&regs, &shape, 2, pitch, &slot),
             }
             return Ok(vec![slot]);
         }
         let rp = self.get(ptr);
         let masks = mask.map(|m| self.get(m));
-        let mut cache = HashMap::new();
         for r0 in (0..rp.len()).step_by(w) {
             let (i, j) = (self.index(&shape, r0, 0), self.index(&shape, r0, 1));
             let dst = match lay {
-                super::async_copy::SlotLayout::Swizzled { perm_hb } => self.wgmma_addr(&i, &j, shape[0], &slot, perm_hb, &mut cache),
+                super::async_copy::SlotLayout::Swizzled { es, transposed: false } => self.wgmma_addr(&i, &j, shape[0], &slot, es),
+                super::async_copy::SlotLayout::Swizzled { es, transposed: true } => self.wgmma_addr(&j, &i, shape[1], &slot, es),
                 super::async_copy::SlotLayout::Padded { pitch } => {
                     let a = self.reg(Cls::R);
                     self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
@@ -2807,14 +2865,13 @@ impl<'k> Em<'k> {
     /// of its ring receives the tile by bulk tensor copies, issued by
     /// thread 0 and completing on the slot's mbarrier, in `wgmma`'s
     /// 128-byte swizzled layout (the tensor map swizzles as `stage_wgmma`
-    /// does: slots are 1024-byte aligned). A is copied in 8-row boxes, each
-    /// placed at its permuted row (see `dot_wgmma`); B in boxes of all its
-    /// rows, one per 64 columns. The value is the slot's address with the
+    /// does: slots are 1024-byte aligned), in boxes of all the tile's rows,
+    /// one per 64 columns. The value is the slot's address with the
     /// parity of this fill of the slot in bit 0 (what a consumer waits on).
     fn load_tma(&mut self, view: V, offsets: &[V], res: V) -> R<Vec<String>> {
         let c = self.aplan.class_of(res).expect("ring load");
         let shape = self.shape_u32(res);
-        let super::async_copy::SlotLayout::Swizzled { perm_hb } = self.aplan.layout[c] else {
+        let super::async_copy::SlotLayout::Swizzled { es: 2, transposed: false } = self.aplan.layout[c] else {
             return self.err("TMA ring without the wgmma layout");
         };
         if self.ring_dirty {
@@ -2853,8 +2910,7 @@ impl<'k> Em<'k> {
             coords.push(p);
         }
         let (rows, cols) = (shape[0], shape[1]);
-        let box_rows = if perm_hb.is_some() { 8 } else { rows };
-        let mut box_dims = vec![64, box_rows];
+        let mut box_dims = vec![64, rows];
         if tv.batch.is_some() {
             box_dims.push(1);
         }
@@ -2880,23 +2936,13 @@ impl<'k> Em<'k> {
         self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * 2));
         let dim = coords.len();
         for ka in 0..cols / 64 {
-            for q in 0..rows / box_rows {
-                // destination: column atom `ka` ([k/64][rows][64]), physical row
-                let prow = match perm_hb {
-                    Some(hb) => {
-                        let i = 8 * q;
-                        (i & 7) | ((i >> hb) & 1) << 3 | ((i >> 3) & ((1 << (hb - 3)) - 1)) << 4 | (i >> (hb + 1)) << (hb + 1)
-                    }
-                    None => 0,
-                };
-                let dst = self.reg(Cls::R);
-                self.l(format!("add.u32 {dst}, {base}, {};", ka * rows * 128 + prow * 128));
-                let (c0, c1) = (self.reg(Cls::R), self.reg(Cls::R));
-                self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * 64));
-                self.l(format!("add.s32 {c1}, {}, {};", coords[1], q * box_rows));
-                let cs = std::iter::once(c0).chain(std::iter::once(c1)).chain(coords[2..].iter().cloned()).collect::<Vec<_>>().join(", ");
-                self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];"));
-            }
+            // destination: column atom `ka` ([k/64][rows][64])
+            let dst = self.reg(Cls::R);
+            self.l(format!("add.u32 {dst}, {base}, {};", ka * rows * 128));
+            let c0 = self.reg(Cls::R);
+            self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * 64));
+            let cs = std::iter::once(c0).chain(coords[1..].iter().cloned()).collect::<Vec<_>>().join(", ");
+            self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];"));
         }
         self.body.push_str(&format!("{skip}:\n"));
         let issue = std::mem::replace(&mut self.body, outer);
@@ -2905,25 +2951,27 @@ impl<'k> Em<'k> {
     }
 
     /// `dot` as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a), f16/bf16
-    /// into f32. Both operands are staged in shared memory in the 128-byte
-    /// swizzled layouts the tensor cores read through 64-bit descriptors: A
-    /// K-major (`[k/64][m][64]`), B N-major (`[n/64][k][64]`, the instruction's
-    /// "transposed B"). The accumulator keeps the `m16n8` mma layout of the
-    /// result shape over `wm = num_warps` warps along M (see `assign`):
-    /// thread `lane` of warp `w` holds logical rows `lane/4 + 8·w + 8·wm·i`,
-    /// while `wgmma` gives warp `w%4` of warpgroup `g` rows
-    /// `16·(w%4) + lane/4 + 8·h` of the 64-row block its A descriptor points
-    /// at. Storing logical row `ρ = l + 8·w + 8·wm·(2t + h)` at physical row
-    /// `64·(t·G + g) + 16·(w%4) + 8·h + l` (G warpgroups; a bit permutation:
-    /// `stage_wgmma`) makes instruction `t` of warpgroup `g` produce exactly
-    /// the registers the layout says — no data moves after the MMA.
-    /// Synchronous: the group is committed and waited for before returning.
-    fn dot_wgmma(&mut self, a: V, b: V, acc: V, g: super::assign::MmaGrid, res: V) -> R<Vec<String>> {
+    /// or tf32 into f32. Both operands are staged in shared memory in the
+    /// 128-byte swizzled layouts the tensor cores read through 64-bit
+    /// descriptors: A K-major (`[k/64][m][64]` for 16-bit elements), B
+    /// N-major for 16-bit elements (`[n/64][k][64]`, the instruction's
+    /// "transposed B") and K-major for tf32 (`[k/32][n][32]`: B's tile
+    /// transposed, which its ring's copies or the staging do). The accumulator has the layout `wgmma` writes
+    /// (`Blocked::wgmma_acc`, over `wm = num_warps` warps along M):
+    /// instruction `t` of warpgroup `g` reads A's 64-row block `t·G + g`
+    /// (G warpgroups) and gives warp `w%4` rows `16·(w%4) + lane/4 + 8·h` of
+    /// it — the registers the layout says; no data moves after the MMA.
+    fn dot_wgmma(&mut self, a: V, b: V, acc: V, g: super::assign::MmaGrid, precision: DotPrecision, res: V) -> R<Vec<String>> {
         let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
-        let ty = match self.dtype(a) {
-            DType::BF16 => "bf16",
-            DType::F16 => "f16",
+        // (f32 operands: the dot asked for tf32 — `assign` gives f32 dots a
+        // tensor-core grid only then; the tensor cores read the top 19 bits
+        // of each element, so tf32 operands here are truncated, not rounded
+        // to nearest as on `mma.sync` and in the interpreter)
+        let (ty, es) = match self.dtype(a) {
+            DType::BF16 => ("bf16", 2),
+            DType::F16 => ("f16", 2),
+            DType::F32 => ("tf32", 4),
             d => return self.err(format!("wgmma path for a {d} dot")),
         };
         self.uses_wgmma = true;
@@ -2931,22 +2979,26 @@ impl<'k> Em<'k> {
         let groups = wm / 4;
         let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
         let (ra, rb) = (self.get(a), self.get(b));
-        let hb = 3 + wm.trailing_zeros();
         // operands in registers are staged in the scratch space
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
         if ca.is_none() || cb.is_none() {
-            let bytes_a = if ca.is_none() { m * kk * 2 } else { 0 };
-            self.smem_need(bytes_a + if cb.is_none() { kk * n * 2 } else { 0 });
+            let bytes_a = if ca.is_none() { m * kk * es } else { 0 };
+            self.smem_need(bytes_a + if cb.is_none() { kk * n * es } else { 0 });
             self.bar();
             let scratch = self.smem_base();
+            // (tf32 operands rounded on the way, as the interpreter does;
+            // truncated ones the tensor cores truncate themselves)
+            let tf = |em: &mut Self, r: &[String]| -> Vec<String> { if precision == DotPrecision::Tf32 { r.iter().map(|f| em.tf32_round(f)).collect() } else { r.to_vec() } };
             if ca.is_none() {
-                self.stage_wgmma(&ra, &sa, &scratch, Some(hb));
+                let ra = tf(self, &ra);
+                self.stage_wgmma(&ra, &sa, &scratch, es, false);
                 base = scratch.clone();
             }
             if cb.is_none() {
                 base_b = self.reg(Cls::R);
                 self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
-                self.stage_wgmma(&rb, &sb, &base_b, None);
+                let rb = tf(self, &rb);
+                self.stage_wgmma(&rb, &sb, &base_b, es, es == 4);
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
@@ -2971,6 +3023,9 @@ impl<'k> Em<'k> {
         // (the tensor cores): fence in every writing thread, then a barrier
         // (bulk tensor copies are async-proxy writes: their mbarrier is
         // all the tensor cores need)
+        if !ready && (cp_a || cp_b) && precision == DotPrecision::Tf32 {
+            self.round_tf32_slots(&[(a, ra[0].clone()), (b, rb[0].clone())]);
+        }
         if !ready && (ca.is_none() || cb.is_none() || cp_a || cp_b) {
             self.l("fence.proxy.async.shared::cta;");
             self.bar();
@@ -3002,9 +3057,10 @@ impl<'k> Em<'k> {
         let addr_a = self.reg(Cls::R);
         self.l(format!("mad.lo.u32 {addr_a}, {wg}, 8192, {base};"));
         let da = desc(self, &addr_a, 16, 1024);
-        // B: N-major; LBO = distance between 64-column atoms, SBO = between
-        // groups of 8 k-rows
-        let db = desc(self, &base_b, kk * 128, 1024);
+        // B, 16-bit: N-major; LBO = distance between 64-column atoms, SBO =
+        // between groups of 8 k-rows. tf32: K-major like A (the slot holds
+        // B transposed: row n, 32 k per 128-byte atom row)
+        let db = if es == 4 { desc(self, &base_b, 16, 1024) } else { desc(self, &base_b, kk * 128, 1024) };
         let racc = self.get(acc);
         // in flight across the back edge (`async_copy`): accumulate in the
         // carried registers themselves, which nothing else reads until the
@@ -3028,13 +3084,16 @@ impl<'k> Em<'k> {
         let ni = n.min(256);
         let rn = (n / 8) as usize;
         let tcount = m / (16 * wm);
-        for ks in 0..kk / 16 {
+        // one instruction step takes 32 bytes of K (k16 of 16-bit, k8 of
+        // tf32); four of them make a 128-byte atom
+        let kstep = 32 / es;
+        for ks in 0..kk / kstep {
             for t in 0..tcount {
                 let off_a = (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32;
                 let dai = self.reg(Cls::Rd);
                 self.l(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
                 for u in 0..n / ni {
-                    let off_b = u * (ni / 64) * kk * 128 + ks * 16 * 128;
+                    let off_b = if es == 4 { (ks / 4) * n * 128 + (ks % 4) * 32 + u * ni * 128 } else { u * (ni / 64) * kk * 128 + ks * 16 * 128 };
                     let dbi = self.reg(Cls::Rd);
                     self.l(format!("add.s64 {dbi}, {db}, {};", off_b >> 4));
                     let mut d = vec![];
@@ -3043,10 +3102,9 @@ impl<'k> Em<'k> {
                         let j = (u * ni / 8) as usize + jj;
                         d.push(accs[(2 * t as usize + h) * 2 * rn + 2 * j + e].clone());
                     }
-                    self.l(format!(
-                        "wgmma.mma_async.sync.aligned.m64n{ni}k16.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, 1, 1, 0, 1;",
-                        d.join(", ")
-                    ));
+                    // (tf32 has no transpose immediates: both operands K-major)
+                    let imm = if es == 4 { "1, 1" } else { "1, 1, 0, 1" };
+                    self.l(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
                 }
             }
         }
@@ -3065,7 +3123,7 @@ impl<'k> Em<'k> {
         let out_shape = self.shape_u32(res);
         if let Some(g) = self.plan.mma(&out_shape) {
             if g.wgmma {
-                return self.dot_wgmma(a, b, acc, g, res);
+                return self.dot_wgmma(a, b, acc, g, precision, res);
             }
             return self.dot_mma(a, b, acc, precision, g);
         }
@@ -3081,8 +3139,8 @@ impl<'k> Em<'k> {
                         return v.clone();
                     }
                     let f = em.to_f32(v, d);
-                    if precision == DotPrecision::Tf32 {
-                        em.tf32_round(&f)
+                    if precision.is_tf32() {
+                        em.tf32_reduce(&f, precision)
                     } else {
                         f
                     }

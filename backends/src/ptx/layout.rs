@@ -13,7 +13,12 @@
 //! The register → element map is affine in (lane_d, warp_d), so the emitter
 //! computes one per-thread offset per dimension once and adds per-register
 //! constants: `index_d(r) = (konst[r][d] + thread_d) mod S_d` with
-//! `thread_d = spt_d * lane_d + spt_d * tpw_d * warp_d`.
+//! `thread_d = spt_d * lane_d + spt_d * warp_mul_d * warp_d` and the
+//! repetition offsets `rep_off[d]` in `konst`. Every layout but one has
+//! `warp_mul = tpw` and `rep_off[d][i] = i * coverage(d)`; Hopper's `wgmma`
+//! accumulator ([`Blocked::wgmma_acc`]) spaces its warps 16 rows apart with
+//! two 8-row repetitions inside, so its rows are exactly the rows `wgmma`
+//! writes with A in shared memory in its natural order.
 //!
 //! Guarantees: for every shape and power-of-two warp count the layout covers
 //! every element, registers of one thread along the last dimension come in
@@ -33,6 +38,12 @@ pub struct Blocked {
     pub lane_shift: Vec<u32>,
     /// Bit offset of each dimension's warp field inside the warp id.
     pub warp_shift: Vec<u32>,
+    /// Distance between consecutive warps along each dimension, in units of
+    /// `spt[d]` (`tpw[d]` but in the `wgmma` accumulator).
+    pub warp_mul: Vec<u32>,
+    /// Offset of each repetition along each dimension (`reps[d]` entries;
+    /// `i · coverage(d)` but in the `wgmma` accumulator).
+    pub rep_off: Vec<Vec<u32>>,
 }
 
 fn log2(x: u32) -> u32 {
@@ -77,7 +88,32 @@ impl Blocked {
             warp_shift[d] = ws;
             ws += log2(wpc[d]);
         }
-        Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift }
+        Blocked::with_regular_reps(shape, spt, tpw, wpc, reps, lane_shift, warp_shift)
+    }
+
+    /// A layout with these per-thread, per-warp and per-CTA extents, whose
+    /// lane fields are packed into the lane id in the order `lane_order`
+    /// (fastest dimension first) and warp fields likewise by `warp_order`.
+    pub fn new(shape: &[u32], spt: Vec<u32>, tpw: Vec<u32>, wpc: Vec<u32>, lane_order: &[usize], warp_order: &[usize]) -> Blocked {
+        let r = shape.len();
+        let reps: Vec<u32> = (0..r).map(|d| (shape[d] / (spt[d] * tpw[d] * wpc[d])).max(1)).collect();
+        let (mut lane_shift, mut warp_shift) = (vec![0u32; r], vec![0u32; r]);
+        let (mut ls, mut ws) = (0, 0);
+        for &d in lane_order {
+            lane_shift[d] = ls;
+            ls += log2(tpw[d]);
+        }
+        for &d in warp_order {
+            warp_shift[d] = ws;
+            ws += log2(wpc[d]);
+        }
+        Blocked::with_regular_reps(shape, spt, tpw, wpc, reps, lane_shift, warp_shift)
+    }
+
+    fn with_regular_reps(shape: &[u32], spt: Vec<u32>, tpw: Vec<u32>, wpc: Vec<u32>, reps: Vec<u32>, lane_shift: Vec<u32>, warp_shift: Vec<u32>) -> Blocked {
+        let rep_off = (0..shape.len()).map(|d| (0..reps[d]).map(|i| i * spt[d] * tpw[d] * wpc[d]).collect()).collect();
+        let warp_mul = tpw.clone();
+        Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift, warp_mul, rep_off }
     }
 
     /// The `m16n8` mma accumulator layout of an `m × n` tile over a
@@ -88,15 +124,24 @@ impl Blocked {
     /// `m % (16·wm) == 0` and `n % (8·wn) == 0`; warp id = `warp_m·wn + warp_n`.
     pub fn mma_acc(shape: &[u32], wm: u32, wn: u32) -> Blocked {
         assert!(shape.len() == 2 && shape[0] % (16 * wm) == 0 && shape[1] % (8 * wn) == 0, "mma layout of {shape:?} over {wm}x{wn} warps");
-        Blocked {
-            shape: shape.to_vec(),
-            spt: vec![1, 2],
-            tpw: vec![8, 4],
-            wpc: vec![wm, wn],
-            reps: vec![shape[0] / (8 * wm), shape[1] / (8 * wn)],
-            lane_shift: vec![2, 0],
-            warp_shift: vec![log2(wn), 0],
-        }
+        Blocked::with_regular_reps(shape, vec![1, 2], vec![8, 4], vec![wm, wn], vec![shape[0] / (8 * wm), shape[1] / (8 * wn)], vec![2, 0], vec![log2(wn), 0])
+    }
+
+    /// The accumulator layout Hopper's `wgmma` writes for an `m × n` tile
+    /// over `wm` warps (whole warpgroups, all along M), each warpgroup's
+    /// instructions covering 64-row blocks `g, g + wm/4, …` with A in shared
+    /// memory in natural row order: thread `lane` of warp `w` holds rows
+    /// `lane/4 + 16·w + 8·h + 16·wm·t` (`h` ∈ {0, 1}: the fragment's two row
+    /// halves, `t`: the instruction tile along M) and the column pairs
+    /// `2·(lane%4) + {0,1} + 8·j`. Registers are ordered as in
+    /// [`Blocked::mma_acc`] (`(2t + h, j, e)`), so the `m16n8` fragment code
+    /// reads both. Needs `m % (16·wm) == 0`, `n % 8 == 0`.
+    pub fn wgmma_acc(shape: &[u32], wm: u32) -> Blocked {
+        assert!(shape.len() == 2 && shape[0] % (16 * wm) == 0 && shape[1] % 8 == 0, "wgmma layout of {shape:?} over {wm} warps");
+        let mut b = Blocked::mma_acc(shape, wm, 1);
+        b.warp_mul[0] = 16;
+        b.rep_off[0] = (0..b.reps[0]).map(|r| 8 * (r % 2) + 16 * wm * (r / 2)).collect();
+        b
     }
 
     pub fn rank(&self) -> usize {
@@ -131,10 +176,10 @@ impl Blocked {
         for d in 0..r {
             let mut next = vec![];
             for prefix in &out {
-                for rep in 0..self.reps[d] {
+                for rep in 0..self.reps[d] as usize {
                     for e in 0..self.spt[d] {
                         let mut p = prefix.clone();
-                        p.push(e + self.coverage(d) * rep);
+                        p.push(e + self.rep_off[d][rep]);
                         next.push(p);
                     }
                 }
@@ -179,7 +224,7 @@ mod tests {
                     .map(|d| {
                         let ld = (lane >> l.lane_shift[d]) & (l.tpw[d] - 1);
                         let wd = (warp >> l.warp_shift[d]) & (l.wpc[d] - 1);
-                        (k[d] + l.spt[d] * ld + l.spt[d] * l.tpw[d] * wd) % l.shape[d]
+                        (k[d] + l.spt[d] * ld + l.spt[d] * l.warp_mul[d] * wd) % l.shape[d]
                     })
                     .collect();
                 *seen.entry(idx).or_default() += 1;
@@ -207,6 +252,32 @@ mod tests {
                     let col = kc[1] + 2 * (lane % 4);
                     assert_eq!(row, lane / 4 + 8 * wm * rep0 as u32);
                     assert_eq!(col, 2 * (lane % 4) + e as u32 + 8 * wn * j as u32);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wgmma_layout_is_what_wgmma_writes() {
+        for (m, n, wm) in [(64, 64, 4), (128, 256, 8), (128, 128, 4), (256, 128, 8), (256, 64, 4)] {
+            let l = Blocked::wgmma_acc(&[m, n], wm);
+            check_layout(&l, wm);
+            let k = l.konst();
+            let rn = l.reps[1] as usize;
+            let groups = wm / 4;
+            for w in 0..wm {
+                for lane in 0..32u32 {
+                    for (r, kc) in k.iter().enumerate() {
+                        let (rep0, j, e) = ((r / (2 * rn)) as u32, (r % (2 * rn)) / 2, r % 2);
+                        let (t, h) = (rep0 / 2, rep0 % 2);
+                        let row = kc[0] + lane / 4 + 16 * w;
+                        let col = kc[1] + 2 * (lane % 4);
+                        // wgmma: warpgroup w/4's instruction t covers A's
+                        // 64-row block t·G + w/4; within it warp w%4 holds
+                        // rows 16·(w%4) + 8·h + lane/4 of D
+                        assert_eq!(row, 64 * (t * groups + w / 4) + 16 * (w % 4) + 8 * h + lane / 4);
+                        assert_eq!(col, 2 * (lane % 4) + e as u32 + 8 * j as u32);
+                    }
                 }
             }
         }

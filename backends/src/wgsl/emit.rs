@@ -275,7 +275,7 @@ impl Layout {
         for d in 0..bl.rank() {
             let ld = (lane >> bl.lane_shift[d]) & (bl.tpw[d] - 1);
             let wd = (warp >> bl.warp_shift[d]) & (bl.wpc[d] - 1);
-            let i = (self.konst[r][d] + bl.spt[d] * (ld + bl.tpw[d] * wd)) % bl.shape[d];
+            let i = (self.konst[r][d] + bl.spt[d] * (ld + bl.warp_mul[d] * wd)) % bl.shape[d];
             lin = lin * bl.shape[d] + i;
         }
         lin
@@ -805,6 +805,7 @@ impl<'k> Em<'k> {
             }
             "ft_sincos" => sincos_code(),
             "ft_tf32" => "// round to a 10-bit mantissa, nearest-even (finite values)\nfn ft_tf32(x: f32) -> f32 {\n    let b = bitcast<u32>(x);\n    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }\n    return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);\n}\n".to_string(),
+            "ft_tf32_trunc" => "// drop the 13 low mantissa bits (finite values)\nfn ft_tf32_trunc(x: f32) -> f32 {\n    let b = bitcast<u32>(x);\n    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }\n    return bitcast<f32>(b & 0xffffe000u);\n}\n".to_string(),
             "ft_add64" => "// i64 as vec2<u32>(low, high)\nfn ft_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let lo = a.x + b.x; return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x)); }\n".to_string(),
             "ft_sub64" => "fn ft_sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x)); }\n".to_string(),
             "ft_lt64" => "// signed a < b\nfn ft_lt64(a: vec2<u32>, b: vec2<u32>) -> bool { return bitcast<i32>(a.y) < bitcast<i32>(b.y) || (a.y == b.y && a.x < b.x); }\n".to_string(),
@@ -905,7 +906,7 @@ impl<'k> Em<'k> {
                 terms.push(format!("((ft_lane >> {}u) & {}u)", bl.lane_shift[d], bl.tpw[d] - 1));
             }
             if bl.wpc[d] > 1 {
-                terms.push(format!("{}u * ((ft_warp >> {}u) & {}u)", bl.tpw[d], bl.warp_shift[d], bl.wpc[d] - 1));
+                terms.push(format!("{}u * ((ft_warp >> {}u) & {}u)", bl.warp_mul[d], bl.warp_shift[d], bl.wpc[d] - 1));
             }
             let e = if terms.is_empty() { "0u".to_string() } else { format!("{}u * ({})", bl.spt[d], terms.join(" + ")) };
             thread.push(self.plet(W::U, e));
@@ -1655,6 +1656,7 @@ impl<'k> Em<'k> {
             UnOp::Rsqrt => format!("inverseSqrt({x})"),
             UnOp::Floor => format!("floor({x})"),
             UnOp::Ceil => format!("ceil({x})"),
+            UnOp::RoundTf32 => format!("{}({x})", self.helper("ft_tf32")),
             UnOp::Sigmoid => format!("{}({x})", self.helper("ft_sigmoid")),
             UnOp::Tanh => format!("{}({x})", self.helper("ft_tanh")),
             UnOp::Erf => format!("{}({x})", self.helper("ft_erf")),
@@ -2532,6 +2534,8 @@ impl<'k> Em<'k> {
                         }
                     } else if precision == DotPrecision::Tf32 {
                         format!("{}({v})", em.helper("ft_tf32"))
+                    } else if precision == DotPrecision::Tf32Trunc {
+                        format!("{}({v})", em.helper("ft_tf32_trunc"))
                     } else {
                         v.clone()
                     }

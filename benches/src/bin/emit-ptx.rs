@@ -1,6 +1,7 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
-//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`;
+//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|tf32t|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
+//! (`tf32t`: operands already tf32 values, read by `dot_tf32_trunc`);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
 use ferrotile::ir::{specialize, DType};
@@ -26,7 +27,12 @@ fn main() {
         let bias = a.iter().any(|x| x == "bias") as i64;
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(2);
         let views = a.iter().any(|x| x == "views") as i64;
-        let cx = [t[0], t[1], t[2], 8, 0, bias, (a[3] == "tf32") as i64, views];
+        let tf32 = match a[3].as_str() {
+            "tf32" => 1,
+            "tf32t" => 2,
+            _ => 0,
+        };
+        let cx = [t[0], t[1], t[2], 8, 0, bias, tf32, views];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A and B: unit strides along K (sak) and N (sbn)
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();

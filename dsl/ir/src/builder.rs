@@ -922,7 +922,7 @@ impl Builder {
                     .at(0))
             }
         };
-        if precision == DotPrecision::Tf32 && da != DType::F32 && !da.is_generic() {
+        if precision.is_tf32() && da != DType::F32 && !da.is_generic() {
             return Err(TypeError::new(format!("tf32 precision applies to f32 inputs, found {da}")).at(0));
         }
         let (m, k1) = (ta.shape()[0].clone(), ta.shape()[1].clone());

@@ -120,6 +120,10 @@ pub enum UnOp {
     Cos,
     Floor,
     Ceil,
+    /// Round to tf32 (10-bit mantissa, nearest-even; non-finite values
+    /// unchanged): what `dot_tf32` does to its inputs, as an elementwise
+    /// op, e.g. to round operands once before a `dot_tf32_trunc`.
+    RoundTf32,
 }
 
 impl UnOp {
@@ -144,6 +148,7 @@ impl UnOp {
             UnOp::Cos => "cos",
             UnOp::Floor => "floor",
             UnOp::Ceil => "ceil",
+            UnOp::RoundTf32 => "round_tf32",
         }
     }
 }
@@ -169,6 +174,18 @@ pub enum DotPrecision {
     Ieee,
     /// Inputs rounded to tf32 (10-bit mantissa, nearest-even) before the product.
     Tf32,
+    /// Inputs truncated to tf32 (their 13 low mantissa bits dropped) before
+    /// the product: the tensor cores' own conversion, so Hopper's `wgmma`
+    /// reads f32 operands as they are. Exact — the same as `Tf32` — on
+    /// inputs that are tf32 values already (e.g. from `round_tf32`).
+    Tf32Trunc,
+}
+
+impl DotPrecision {
+    /// Whether the inputs are reduced to tf32 (either way).
+    pub fn is_tf32(self) -> bool {
+        matches!(self, DotPrecision::Tf32 | DotPrecision::Tf32Trunc)
+    }
 }
 
 /// A literal constant.

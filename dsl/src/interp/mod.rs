@@ -173,7 +173,15 @@ fn broadcast_index(src: &[usize], dst: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-fn tf32(x: f32) -> f32 {
+/// Drop the 13 low mantissa bits (non-finite values unchanged).
+fn tf32_trunc(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    f32::from_bits(x.to_bits() & !0x1fff)
+}
+
+pub(crate) fn tf32(x: f32) -> f32 {
     // Round to a 10-bit mantissa, nearest-even, as the tensor cores do.
     if !x.is_finite() {
         return x;
@@ -413,9 +421,16 @@ impl<'a> Prog<'a> {
                 } else {
                     let mut x = a.data.as_f32().into_owned();
                     let mut y = b.data.as_f32().into_owned();
-                    if *precision == DotPrecision::Tf32 {
-                        x.iter_mut().for_each(|v| *v = tf32(*v));
-                        y.iter_mut().for_each(|v| *v = tf32(*v));
+                    match precision {
+                        DotPrecision::Tf32 => {
+                            x.iter_mut().for_each(|v| *v = tf32(*v));
+                            y.iter_mut().for_each(|v| *v = tf32(*v));
+                        }
+                        DotPrecision::Tf32Trunc => {
+                            x.iter_mut().for_each(|v| *v = tf32_trunc(*v));
+                            y.iter_mut().for_each(|v| *v = tf32_trunc(*v));
+                        }
+                        DotPrecision::Ieee => {}
                     }
                     // transpose b for contiguous inner loops
                     let mut bt = vec![0f32; kk * n];

@@ -456,6 +456,7 @@ pub fn funary(op: UnOp, v: f32) -> f32 {
         UnOp::Cos => v.cos(),
         UnOp::Floor => v.floor(),
         UnOp::Ceil => v.ceil(),
+        UnOp::RoundTf32 => super::tf32(v),
     }
 }
 

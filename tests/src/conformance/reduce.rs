@@ -469,6 +469,35 @@ pub fn k_matmul_tf32<const BM: i32, const BN: i32, const BK: i32>(a: Ptr<f32>, b
     store(c2 + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc2, cm);
 }
 
+/// One tf32 `dot` per K step, rounding (`dot_tf32`) or truncating
+/// (`dot_tf32_trunc`) its inputs — a single use of each operand tile, so
+/// on Hopper the tiles go through `wgmma` operand rings (with the rounding
+/// pass for `dot_tf32`).
+#[kernel]
+pub fn k_matmul_tf32_mode<const TRUNC: bool, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<f32>, b: Ptr<f32>, c: Ptr<f32>, m: i32, n: i32, k: i32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in range(0, k, BK) {
+        let kk = k0 + rk;
+        let ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0), 0.0);
+        let tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0), 0.0);
+        if TRUNC {
+            acc = dot_tf32_trunc(ta, tb, acc);
+        } else {
+            acc = dot_tf32(ta, tb, acc);
+        }
+    }
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+}
+
+#[kernel]
+pub fn k_round_tf32<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let o = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(y + o, round_tf32(load(x + o, o < n, 0.0)), o < n);
+}
+
 #[kernel]
 pub fn k_matmul_i8<const BM: i32, const BN: i32, const BK: i32>(a: Ptr<i8>, b: Ptr<i8>, c: Ptr<i32>, m: i32, n: i32, k: i32, bias: i32) {
     let rm = program_id(0) * BM + arange(0, BM);
@@ -561,6 +590,74 @@ pub fn dot_tf32(dev: &Device, seed: u64) -> R {
         check_dot(&c, "acc += dot(a, b) (IEEE f32)", &download(&out2)?, &want, &mag, k, n)?;
     }
     Ok(())
+}
+
+/// Positive f32 values 55–95 % of a tf32 ulp above a tf32 value `q`:
+/// rounding to nearest gives `q + ulp`, truncation `q` (returns both).
+fn tf32_split_input(rng: &mut Rng) -> (f32, f64, f64) {
+    let q = ((rng.range(0.5, 2.0) * 1024.0).round() / 1024.0) as f32;
+    let ulp = f32::from_bits(q.to_bits() & 0x7f80_0000) as f64 * 2f64.powi(-10);
+    let v = (q as f64 + rng.range(0.55, 0.95) * ulp) as f32;
+    (v, q as f64 + ulp, q as f64)
+}
+
+/// The interpreter's tf32 rounding, restated: nearest-even on the 13
+/// dropped bits, non-finite values unchanged.
+fn tf32_rne(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let b = x.to_bits();
+    f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
+}
+
+/// `dot_tf32` rounds its inputs to nearest and `dot_tf32_trunc` truncates
+/// them (inputs where the two differ by a tf32 ulp, shapes that take
+/// Hopper's `wgmma` with 4 warps, pipelined or not); `round_tf32` is exact,
+/// ties to even, specials unchanged.
+pub fn tf32_modes(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    let shapes: Vec<(usize, usize, usize, i32, i32, i32)> = DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32)]).collect();
+    for &(m, n, k, bm, bn, bk) in &shapes {
+        let (av, ar, at): (Vec<f32>, Vec<f64>, Vec<f64>) = (0..m * k).map(|_| tf32_split_input(&mut rng)).fold((vec![], vec![], vec![]), |mut t, (v, r, q)| {
+            t.0.push(v);
+            t.1.push(r);
+            t.2.push(q);
+            t
+        });
+        let (bv, br, bt): (Vec<f32>, Vec<f64>, Vec<f64>) = (0..k * n).map(|_| tf32_split_input(&mut rng)).fold((vec![], vec![], vec![]), |mut t, (v, r, q)| {
+            t.0.push(v);
+            t.1.push(r);
+            t.2.push(q);
+            t
+        });
+        let (ad, bd) = (upload(dev, &av)?, upload(dev, &bv)?);
+        for trunc in [false, true] {
+            let stages = rng.pick(&[1, 2, 3]);
+            let c = Ctx::new("tf32_modes", seed, format!("{} f32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }));
+            let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+            let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(4).num_stages(stages);
+            c.launch(k_matmul_tf32_mode::launch(dev, grid, &ad, &bd, &mut out, m as i32, n as i32, k as i32, trunc, bm, bn, bk))?;
+            let (want, mag) = if trunc { matmul_ref(&at, &bt, m, n, k, 0.0) } else { matmul_ref(&ar, &br, m, n, k, 0.0) };
+            check_dot(&c, if trunc { "dot_tf32_trunc (inputs truncated)" } else { "dot_tf32 (inputs rounded to nearest)" }, &download(&out)?, &want, &mag, k, n)?;
+        }
+    }
+    // round_tf32: random bits of every exponent, exact ties, infinities
+    let c = Ctx::new("tf32_modes", seed, "round_tf32".to_string());
+    // (no NaNs: a backend may quiet a signalling NaN's payload in transit)
+    let mut xs: Vec<f32> = (0..3000).map(|_| f32::from_bits(rng.int(0, u32::MAX as i64) as u32)).filter(|x| !x.is_nan()).collect();
+    for i in 0..200u32 {
+        let q = 1.0f32 + (i as f32) / 1024.0;
+        xs.push(f32::from_bits(q.to_bits() | 0x1000)); // a tie
+        xs.push(-f32::from_bits(q.to_bits() | 0x0fff));
+    }
+    xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 0.0, -0.0, f32::MIN_POSITIVE, 1e-40]);
+    let mut y = poisoned::<f32>(dev, xs.len() + PAD)?;
+    c.launch(k_round_tf32::launch(dev, cdiv(xs.len(), 256) as u32, &upload(dev, &xs)?, &mut y, xs.len() as i32, 256))?;
+    let want: Vec<u32> = xs.iter().map(|&x| tf32_rne(x).to_bits()).collect();
+    let got: Vec<u32> = download(&y)?.iter().map(|v| v.to_bits()).collect();
+    check_eq(&c, "round_tf32(x) (bits)", &got[..xs.len()], &want, &|i| format!("x = {:e} ({:#010x})", xs[i], xs[i].to_bits()))?;
+    check_pad(&c, "round_tf32(x)", &download(&y)?, xs.len())
 }
 
 pub fn dot_float(dev: &Device, seed: u64) -> R {
