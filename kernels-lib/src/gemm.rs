@@ -15,8 +15,11 @@
 //!
 //! Backends: the CPU interpreter (reference: f32 accumulation, tf32 rounding
 //! when asked); the PTX backend, where `dot` of f16/bf16 (and f32 with
-//! tf32) runs on tensor cores with `mma.sync` and exact f32 on an FMA loop;
-//! WGSL (FMA loop). On GPUs the tile configuration is autotuned per size
+//! tf32) runs on tensor cores (`wgmma` on Hopper where the tile fits,
+//! `mma.sync` otherwise) and exact f32 on an FMA loop; WGSL (FMA loop).
+//! tf32 on large problems (M·N·K ≥ 2²⁷, GPUs): both operands are rounded
+//! once by [`round_tf32_kernel`] into per-device copies, which the GEMM
+//! reads as they are (`dot_tf32_trunc`, no rounding per tile load). On GPUs the tile configuration is autotuned per size
 //! bucket ([`gemm_candidates`]); `GemmOptions::config` forces one.
 
 use crate::LibError;

@@ -2375,10 +2375,6 @@ impl<'k> Em<'k> {
         Ok(out)
     }
 
-    /// `acc + a @ b` with operands staged in shared memory as f32 (or s32),
-    /// one FMA chain per output element in k order (the interpreter's order).
-    /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
-    /// values), as the interpreter's `dot_tf32` does.
     /// An f32 register reduced to tf32 as `precision` says: rounded
     /// (`Tf32`) or truncated (`Tf32Trunc`; finite values).
     fn tf32_reduce(&mut self, f: &str, precision: DotPrecision) -> String {
@@ -2393,6 +2389,8 @@ impl<'k> Em<'k> {
         r
     }
 
+    /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
+    /// values), as the interpreter's `dot_tf32` does.
     fn tf32_round(&mut self, f: &str) -> String {
         let (bits, lsb, r) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::F));
         self.l(format!("mov.b32 {bits}, {f};"));
@@ -2628,10 +2626,10 @@ impl<'k> Em<'k> {
     /// cores would otherwise truncate them to their top 19 bits, twice the
     /// interpreter's error. Every thread waited for its own copies: a
     /// barrier makes all of them visible, then each thread rounds 16-byte
-    /// chunks `tid, tid + T, …` of each slot (`cvt.rna`: ties away from
-    /// zero, where the interpreter rounds ties to even — a tie needs the 13
-    /// dropped bits to be exactly 1000…0). The caller's proxy fence and
-    /// barrier follow.
+    /// chunks `tid, tid + T, …` of each slot (nearest-even, non-finite
+    /// values unchanged: the interpreter's rounding bit for bit). The
+    /// caller's proxy fence and barrier follow. (Large library GEMMs avoid
+    /// this pass: they round their operands once and use `dot_tf32_trunc`.)
     fn round_tf32_slots(&mut self, tiles: &[(V, String)]) {
         let mut first = true;
         for (v, slot) in tiles {
@@ -2658,7 +2656,12 @@ impl<'k> Em<'k> {
                 let w: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
                 self.l(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
                 for x in &w {
-                    self.l(format!("cvt.rna.tf32.f32 {x}, {x};"));
+                    let (lsb, fin) = (self.reg(Cls::R), self.reg(Cls::P));
+                    self.l(format!("bfe.u32 {lsb}, {x}, 13, 1;"));
+                    self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
+                    self.l(format!("testp.finite.f32 {fin}, {x};"));
+                    self.l(format!("@{fin} add.u32 {x}, {x}, {lsb};"));
+                    self.l(format!("@{fin} and.b32 {x}, {x}, -8192;"));
                 }
                 self.l(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
                 if guard {
