@@ -11,11 +11,14 @@
 //! a grid, which is exactly the register layout of the `m16n8` accumulator
 //! fragments when rows are paired `(r, r + 8·warps_m)`.
 //!
-//! On sm_90 (`wgmma` on), f16/bf16 dots whose shapes fit (see
+//! On sm_90 (`wgmma` on), f16/bf16 and tf32 dots whose shapes fit (see
 //! [`wgmma_grid`]) get the accumulator layout Hopper's warpgroup MMAs write
 //! ([`Blocked::wgmma_acc`]: every warp along M, 16 rows apart), with A in
 //! shared memory in its natural row order — so a bulk tensor copy can
-//! bring a whole A tile in one box.
+//! bring a whole A tile in one box. A tf32 dot's B tile shape also gets a
+//! layout of its own ([`kmajor_b_layout`]): `wgmma` reads tf32 B only
+//! K-major, so its elements are copied one by one into a transposed slot,
+//! and this layout makes those copies bank-conflict free.
 //!
 //! Guarantees: the layout is a function of the shape alone, so every tile of
 //! a shape shares it and elementwise ops, loop-carried values and the
