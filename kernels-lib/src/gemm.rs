@@ -19,8 +19,9 @@
 //! `mma.sync` otherwise) and exact f32 on an FMA loop; WGSL (FMA loop).
 //! tf32 on large problems (M·N·K ≥ 2²⁷, GPUs): both operands are rounded
 //! once by [`round_tf32_kernel`] into per-device copies, which the GEMM
-//! reads as they are (`dot_tf32_trunc`, no rounding per tile load). On GPUs the tile configuration is autotuned per size
-//! bucket ([`gemm_candidates`]); `GemmOptions::config` forces one.
+//! reads as they are (`dot_tf32_trunc`, no rounding per tile load). On GPUs
+//! the tile configuration is autotuned per size bucket
+//! ([`gemm_candidates`]); `GemmOptions::config` forces one.
 
 use crate::LibError;
 use ferrotile::prelude::*;
@@ -32,8 +33,8 @@ use ferrotile::FloatElement;
 /// (one split: `k_split ≥ k`, `scs` unused). `TF32`: 0 exact f32 products,
 /// 1 inputs rounded to tf32 in the kernel (`dot_tf32`), 2 inputs that are
 /// tf32 values already ([`round_tf32_kernel`]), read as they are
-/// (`dot_tf32_trunc`: on Hopper no rounding pass per tile). `VIEWS`: the operand tiles are
-/// block loads from views of A and B (on Hopper, TMA bulk copies into the
+/// (`dot_tf32_trunc`: on Hopper no rounding pass per tile). `VIEWS`: the
+/// operand tiles are block loads from views of A and B (on Hopper, TMA bulk copies into the
 /// `wgmma` operand rings) instead of masked pointer loads; with more than
 /// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
@@ -317,10 +318,11 @@ fn gemm_prerounded<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>
         round_tf32_kernel::launch(dev, launch, src, copies.buffer(which), len as i32, BLOCK as i32)?;
     }
     let (ra, rb) = copies.pair();
-    fn back<X: Any>(x: &Buffer<f32>) -> &X {
-        (x as &dyn Any).downcast_ref::<X>().expect("T is f32")
+    // (T is f32: `as_f32` accepted A and B)
+    fn back<X: Any>(x: &Buffer<f32>) -> Result<&X, LibError> {
+        (x as &dyn Any).downcast_ref::<X>().ok_or_else(|| LibError::Config("gemm: tf32 applies to f32 inputs".into()))
     }
-    gemm_with(dev, back::<Buffer<T>>(ra), back::<Buffer<T>>(rb), c, m, n, k, opts, 2)
+    gemm_with(dev, back::<Buffer<T>>(ra)?, back::<Buffer<T>>(rb)?, c, m, n, k, opts, 2)
 }
 
 /// `gemm` after the checks, with the tf32 mode of [`gemm_kernel`].
