@@ -292,11 +292,16 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     // them as they are (mode 2) — each element of A is otherwise rounded
     // once per column of tiles, of B once per row of tiles (on Hopper's
     // `wgmma`, a read-modify-write of every shared-memory slot)
-    let big = (m as u64) * (n as u64) * (k as u64) >= (1 << 27);
-    if opts.tf32 && big && dev.kind() != ferrotile::DeviceKind::Cpu {
+    if opts.tf32 && large(m, n, k) && dev.kind() != ferrotile::DeviceKind::Cpu {
         return gemm_prerounded(dev, a, b, c, m, n, k, opts);
     }
     gemm_with(dev, a, b, c, m, n, k, opts, if opts.tf32 { 1 } else { 0 })
+}
+
+/// Problems large enough (M·N·K ≥ 2²⁷) for the autotuner's timings to mean
+/// something, and for tf32 operands to be rounded once up front.
+fn large(m: usize, n: usize, k: usize) -> bool {
+    (m as u64) * (n as u64) * (k as u64) >= (1 << 27)
 }
 
 /// `gemm` on tf32 copies of A and B (see there).
@@ -335,7 +340,7 @@ fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &
     // GPUs: the autotuner picks the tile configuration per (dtype, precision,
     // layouts, size bucket) on problems large enough for timings to mean
     // something; small problems and the CPU use the heuristic.
-    if dev.kind() == ferrotile::DeviceKind::Cpu || (m as u64) * (n as u64) * (k as u64) < (1 << 27) {
+    if dev.kind() == ferrotile::DeviceKind::Cpu || !large(m, n, k) {
         return launch_gemm(dev, a, b, c, m, n, k, opts, GemmConfig::default_for(m, n), tf32);
     }
     let b2 = |x: usize| x.max(1).next_power_of_two();

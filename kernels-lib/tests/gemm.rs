@@ -14,7 +14,7 @@ use ferrotile_kernels::reference::{self, Rng};
 use half::{bf16, f16};
 
 mod common;
-use common::devices;
+use common::{cuda_devices, devices};
 
 
 fn seed() -> u64 {
@@ -112,10 +112,7 @@ fn gemm_tf32_prerounded_operands() {
     let mut rng = Rng::new(seed());
     let wg = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 8, num_stages: 3, split_k: 1 };
     let ms = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 4, num_stages: 1, split_k: 1 };
-    for dev in devices() {
-        if dev.kind() != ferrotile::DeviceKind::Cuda {
-            continue;
-        }
+    for dev in cuda_devices() {
         for cfg in [Some(wg), Some(ms), None] {
             check::<f32, f32>(&dev, &mut rng, 520, 530, 500, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, true, 1, cfg, 1e-3);
         }
@@ -200,10 +197,7 @@ fn tuner_configs() -> Vec<GemmConfig> {
 #[test]
 fn gemm_every_tuner_configuration() {
     let mut rng = Rng::new(seed());
-    for dev in devices() {
-        if dev.kind() != ferrotile::DeviceKind::Cuda {
-            continue;
-        }
+    for dev in cuda_devices() {
         for cfg in tuner_configs() {
             // split-K configurations take skinny M only
             let m = |x: usize| if cfg.split_k > 1 { x % 61 + 3 } else { x };
@@ -228,10 +222,7 @@ fn gemm_every_tuner_configuration() {
 #[test]
 fn gemm_views_every_tuner_configuration() {
     let mut rng = Rng::new(seed());
-    for dev in devices() {
-        if dev.kind() != ferrotile::DeviceKind::Cuda {
-            continue;
-        }
+    for dev in cuda_devices() {
         for cfg in tuner_configs() {
             let rm = Layout::RowMajor;
             if cfg.split_k > 1 {

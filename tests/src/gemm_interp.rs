@@ -5,6 +5,17 @@
 use ferrotile::__private::Arg;
 use ferrotile::{bf16, Device};
 
+/// A deterministic stream of bf16 values in [-2, 2) (xorshift64 from
+/// `seed`), for operands of the equivalence tests.
+pub fn bf16_stream(mut seed: u64) -> impl FnMut() -> bf16 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        bf16::from_f32(((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
+    }
+}
+
 /// `C = A·B` (M×K · K×N, row-major) over `splits` K ranges of `k_split`
 /// (partials one after the other in C), with `bm × bn` tiles; C starts
 /// poisoned with NaN.

@@ -108,13 +108,7 @@ fn lowered_view_gemm_is_the_view_gemm() {
     let mut piped = low.clone();
     pipeline_depth(&mut piped, 2);
     verify(&piped).unwrap();
-    let mut seed = 0x1234_5678u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        bf16::from_f32(((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
-    };
+    let mut rnd = ferrotile_tests::gemm_interp::bf16_stream(0x1234_5678);
     for (m, n, kk) in [(45usize, 37usize, 29usize), (32, 16, 16), (7, 9, 5), (33, 17, 0), (50, 20, 80)] {
         let a: Vec<bf16> = (0..m * kk).map(|_| rnd()).collect();
         let b: Vec<bf16> = (0..kk * n).map(|_| rnd()).collect();

@@ -24,13 +24,7 @@ fn pipelined_gemm_matches_the_original() {
     let spec = specialize(g, &[bm as i64, bn as i64, bk as i64, 2, 0, 0, 0, 0], &[DType::BF16, DType::F32]).unwrap();
     // the same GEMM reading its operands through views (`load_block`)
     let spec_v = specialize(g, &[bm as i64, bn as i64, bk as i64, 2, 0, 0, 0, 1], &[DType::BF16, DType::F32]).unwrap();
-    let mut seed = 0x1234_5678u64;
-    let mut rnd = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        bf16::from_f32(((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
-    };
+    let mut rnd = ferrotile_tests::gemm_interp::bf16_stream(0x1234_5678);
     for (depth, views) in [(1u32, false), (2, false), (3, false), (1, true), (3, true)] {
         let mut piped = if views { spec_v.clone() } else { spec.clone() };
         if depth == 1 {

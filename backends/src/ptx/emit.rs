@@ -2392,16 +2392,23 @@ impl<'k> Em<'k> {
     /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
     /// values), as the interpreter's `dot_tf32` does.
     fn tf32_round(&mut self, f: &str) -> String {
-        let (bits, lsb, r) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::F));
+        let (bits, r) = (self.reg(Cls::R), self.reg(Cls::F));
         self.l(format!("mov.b32 {bits}, {f};"));
-        self.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
-        self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
-        let fin = self.reg(Cls::P);
-        self.l(format!("testp.finite.f32 {fin}, {f};"));
-        self.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
-        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+        self.tf32_round_bits(&bits, f);
         self.l(format!("mov.b32 {r}, {bits};"));
         r
+    }
+
+    /// `tf32_round` in place on the bits of an f32 in a `.b32` register;
+    /// `value` is the same f32 in whichever register holds it (tested for
+    /// being finite).
+    fn tf32_round_bits(&mut self, bits: &str, value: &str) {
+        let (lsb, fin) = (self.reg(Cls::R), self.reg(Cls::P));
+        self.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
+        self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
+        self.l(format!("testp.finite.f32 {fin}, {value};"));
+        self.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
+        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
     }
 
     /// Store a 2-D tile (registers in the layout of `shape`) to shared
@@ -2656,12 +2663,7 @@ impl<'k> Em<'k> {
                 let w: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
                 self.l(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
                 for x in &w {
-                    let (lsb, fin) = (self.reg(Cls::R), self.reg(Cls::P));
-                    self.l(format!("bfe.u32 {lsb}, {x}, 13, 1;"));
-                    self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
-                    self.l(format!("testp.finite.f32 {fin}, {x};"));
-                    self.l(format!("@{fin} add.u32 {x}, {x}, {lsb};"));
-                    self.l(format!("@{fin} and.b32 {x}, {x}, -8192;"));
+                    self.tf32_round_bits(x, x);
                 }
                 self.l(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
                 if guard {

@@ -23,3 +23,10 @@ pub fn devices() -> Vec<Device> {
     }
     v
 }
+
+/// The CUDA device among [`devices`], if present (tests whose result does
+/// not depend on the backend's choices elsewhere, or too slow elsewhere).
+#[allow(dead_code)] // (not every test binary uses it)
+pub fn cuda_devices() -> Vec<Device> {
+    devices().into_iter().filter(|d| d.kind() == ferrotile::DeviceKind::Cuda).collect()
+}

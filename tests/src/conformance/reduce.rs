@@ -560,16 +560,20 @@ fn matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
     Ok(())
 }
 
+/// A random tf32 value `q` in [0.5, 2] and its ulp, then an f32 value
+/// `frac` (drawn from `lo..hi`) of an ulp above it.
+fn above_tf32(rng: &mut Rng, lo: f64, hi: f64) -> (f32, f64, f64) {
+    let q = ((rng.range(0.5, 2.0) * 1024.0).round() / 1024.0) as f32;
+    let ulp = f32::from_bits(q.to_bits() & 0x7f80_0000) as f64 * 2f64.powi(-10);
+    ((q as f64 + rng.range(lo, hi) * ulp) as f32, q as f64, ulp)
+}
+
 /// Positive f32 values just above a tf32 value (by 5–20% of a tf32 ulp), so
 /// any tf32 rounding (nearest-even, nearest-away or truncation) gives that
 /// value, and skipping the rounding is off by far more than the tolerance.
 fn tf32_input(rng: &mut Rng) -> (f32, f64) {
-    let q = (rng.range(0.5, 2.0) * 1024.0).round() / 1024.0;
-    let q = q as f32;
-    let e = q.to_bits() & 0x7f80_0000;
-    let ulp = f32::from_bits(e) as f64 * 2f64.powi(-10);
-    let v = (q as f64 + rng.range(0.05, 0.2) * ulp) as f32;
-    (v, q as f64)
+    let (v, q, _) = above_tf32(rng, 0.05, 0.2);
+    (v, q)
 }
 
 pub fn dot_tf32(dev: &Device, seed: u64) -> R {
@@ -592,13 +596,18 @@ pub fn dot_tf32(dev: &Device, seed: u64) -> R {
     Ok(())
 }
 
-/// Positive f32 values 55–95 % of a tf32 ulp above a tf32 value `q`:
-/// rounding to nearest gives `q + ulp`, truncation `q` (returns both).
-fn tf32_split_input(rng: &mut Rng) -> (f32, f64, f64) {
-    let q = ((rng.range(0.5, 2.0) * 1024.0).round() / 1024.0) as f32;
-    let ulp = f32::from_bits(q.to_bits() & 0x7f80_0000) as f64 * 2f64.powi(-10);
-    let v = (q as f64 + rng.range(0.55, 0.95) * ulp) as f32;
-    (v, q as f64 + ulp, q as f64)
+/// `len` positive f32 values 55–95 % of a tf32 ulp above a tf32 value `q`:
+/// the values, what rounding to nearest gives (`q + ulp`) and what
+/// truncation gives (`q`).
+fn tf32_split_inputs(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<f64>, Vec<f64>) {
+    let (mut v, mut r, mut t) = (vec![], vec![], vec![]);
+    for _ in 0..len {
+        let (x, q, ulp) = above_tf32(rng, 0.55, 0.95);
+        v.push(x);
+        r.push(q + ulp);
+        t.push(q);
+    }
+    (v, r, t)
 }
 
 /// The interpreter's tf32 rounding, restated: nearest-even on the 13
@@ -619,18 +628,8 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
     let shapes: Vec<(usize, usize, usize, i32, i32, i32)> = DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32)]).collect();
     for &(m, n, k, bm, bn, bk) in &shapes {
-        let (av, ar, at): (Vec<f32>, Vec<f64>, Vec<f64>) = (0..m * k).map(|_| tf32_split_input(&mut rng)).fold((vec![], vec![], vec![]), |mut t, (v, r, q)| {
-            t.0.push(v);
-            t.1.push(r);
-            t.2.push(q);
-            t
-        });
-        let (bv, br, bt): (Vec<f32>, Vec<f64>, Vec<f64>) = (0..k * n).map(|_| tf32_split_input(&mut rng)).fold((vec![], vec![], vec![]), |mut t, (v, r, q)| {
-            t.0.push(v);
-            t.1.push(r);
-            t.2.push(q);
-            t
-        });
+        let (av, ar, at) = tf32_split_inputs(&mut rng, m * k);
+        let (bv, br, bt) = tf32_split_inputs(&mut rng, k * n);
         let (ad, bd) = (upload(dev, &av)?, upload(dev, &bv)?);
         for trunc in [false, true] {
             let stages = rng.pick(&[1, 2, 3]);
