@@ -130,14 +130,17 @@ impl CudaDevice {
         unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, std::ptr::null_mut(), params) }.map_err(drv)
     }
 
-    /// Encode a tiled tensor map of 16-bit elements (`dtype`: F16 or BF16)
-    /// with 128-byte swizzle, zero out-of-bounds fill and `box_dims`
+    /// Encode a tiled tensor map of `dtype` elements (F16, BF16 or F32; f32
+    /// bits travel unchanged unless `round_tf32`: a `TFLOAT32` map, whose
+    /// copies round each element to tf32) with 128-byte swizzle, zero out-of-bounds fill and `box_dims`
     /// (innermost first), for a kernel's TMA parameter (`ptx::tma`).
-    pub fn encode_tensor_map(&self, dtype: ferrotile_ir::DType, m: &crate::ptx::tma::TensorMapArgs, box_dims: &[u32]) -> CuResult<TensorMap> {
+    pub fn encode_tensor_map(&self, dtype: ferrotile_ir::DType, m: &crate::ptx::tma::TensorMapArgs, box_dims: &[u32], round_tf32: bool) -> CuResult<TensorMap> {
         use sys::CUtensorMapDataType_enum as D;
         let dt = match dtype {
             ferrotile_ir::DType::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
             ferrotile_ir::DType::BF16 => D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            ferrotile_ir::DType::F32 if round_tf32 => D::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+            ferrotile_ir::DType::F32 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
             d => return Err(format!("no tensor maps of {d}")),
         };
         let rank = m.dims.len();

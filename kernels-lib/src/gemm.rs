@@ -17,9 +17,10 @@
 //! when asked); the PTX backend, where `dot` of f16/bf16 (and f32 with
 //! tf32) runs on tensor cores (`wgmma` on Hopper where the tile fits,
 //! `mma.sync` otherwise) and exact f32 on an FMA loop; WGSL (FMA loop).
-//! tf32 on large problems (M·N·K ≥ 2²⁷, GPUs): both operands are rounded
-//! once by [`round_tf32_kernel`] into per-device copies, which the GEMM
-//! reads as they are (`dot_tf32_trunc`, no rounding per tile load). On GPUs
+//! tf32 on Hopper (M·N·K ≥ 2²⁷): `wgmma` reads tf32 operands only K-major,
+//! so an operand in the other layout (A column-major, B row-major) is
+//! transposed once by [`round_tf32_transpose_kernel`]; both then come by
+//! bulk tensor copies that round to tf32 on the way. On GPUs
 //! the tile configuration is autotuned per size bucket
 //! ([`gemm_candidates`]); `GemmOptions::config` forces one.
 
@@ -30,16 +31,14 @@ use ferrotile::FloatElement;
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
 /// grid = (tiles of C, batch, K splits). Program `(t, b, s)` covers
 /// `k ∈ [s·k_split, min(k, (s+1)·k_split))` and writes to `c + s·scs`
-/// (one split: `k_split ≥ k`, `scs` unused). `TF32`: 0 exact f32 products,
-/// 1 inputs rounded to tf32 in the kernel (`dot_tf32`), 2 inputs that are
-/// tf32 values already ([`round_tf32_kernel`]), read as they are
-/// (`dot_tf32_trunc`: on Hopper no rounding pass per tile). `VIEWS`: the
+/// (one split: `k_split ≥ k`, `scs` unused). `TF32`: f32 inputs rounded to
+/// tf32 (`dot_tf32`), else exact f32 products. `VIEWS`: the
 /// operand tiles are block loads from views of A and B (on Hopper, TMA bulk copies into the
 /// `wgmma` operand rings) instead of masked pointer loads; with more than
 /// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: i32, const VIEWS: bool>(
+pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool, const VIEWS: bool>(
     a: Ptr<T>,
     b: Ptr<T>,
     c: Ptr<U>,
@@ -92,10 +91,8 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
         for k0 in (k_lo..k_hi).step_by(BK) {
             let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
             let bt = load_block(vb, [k0, pid_n * BN], [BK, BN]);
-            if TF32 == 1 {
+            if TF32 {
                 acc = dot_tf32(at, bt, acc);
-            } else if TF32 == 2 {
-                acc = dot_tf32_trunc(at, bt, acc);
             } else {
                 acc = dot(at, bt, acc);
             }
@@ -106,10 +103,8 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
             let k_ok = kk < k_hi;
             let at = load(a0 + a_rows + expand_dims((kk as i64) * sak, 0), m_ok & expand_dims(k_ok, 0), 0.0);
             let bt = load(b0 + expand_dims((kk as i64) * sbk, 1) + b_cols, expand_dims(k_ok, 1) & n_ok, 0.0);
-            if TF32 == 1 {
+            if TF32 {
                 acc = dot_tf32(at, bt, acc);
-            } else if TF32 == 2 {
-                acc = dot_tf32_trunc(at, bt, acc);
             } else {
                 acc = dot(at, bt, acc);
             }
@@ -172,13 +167,21 @@ pub fn gemm_splitk_reduce<U: Float, const BLOCK: i32, const ACT: i32, const HAS_
     store(c + batch * scb + row * scm + cols, out as U, ok);
 }
 
-/// `y[i] = round_tf32(x[i])` over `n` elements, `BLOCK` per program: the
-/// tf32 GEMM's operands rounded once, instead of once per tile load.
+/// `y[b][j, i] = round_tf32(x[b][i, j])` for `batch` row-major `rows × cols`
+/// matrices packed one after the other (grid: (tiles, batch)), a `B × B`
+/// tile per program: a tf32 GEMM operand brought into the K-major layout
+/// `wgmma` reads (rounded on the way: the copy is read as it is where the
+/// bulk copies do not round). The tile is read and written along rows;
+/// `trans` moves it through shared memory in between.
 #[kernel]
-pub fn round_tf32_kernel<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let ok = offs < n;
-    store(y + offs, round_tf32(load(x + offs, ok, 0.0)), ok);
+pub fn round_tf32_transpose_kernel<const B: i32>(x: Ptr<f32>, y: Ptr<f32>, rows: i32, cols: i32) {
+    let tiles_c = cdiv(cols, B);
+    let r = (program_id(0) / tiles_c) * B + arange(0, B);
+    let c = (program_id(0) % tiles_c) * B + arange(0, B);
+    let base = (program_id(1) as i64) * (rows as i64) * (cols as i64);
+    let t = load(x + base + expand_dims((r as i64) * (cols as i64), 1) + expand_dims(c, 0), expand_dims(r < rows, 1) & expand_dims(c < cols, 0), 0.0);
+    let ok_t = expand_dims(c < cols, 1) & expand_dims(r < rows, 0);
+    store(y + base + expand_dims((c as i64) * (rows as i64), 1) + expand_dims(r, 0), trans(round_tf32(t)), ok_t);
 }
 
 /// How an operand is stored.
@@ -287,52 +290,65 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     if [m, n, k].iter().any(|&x| x > i32::MAX as usize) || batch > 65535 {
         return Err(LibError::Shape(format!("gemm: {m}×{n}×{k} (batch {batch}) exceeds the 32-bit / grid limits")));
     }
-    // tf32 on large problems: both operands rounded once by
-    // `round_tf32_kernel` into the device's tf32 copies, and the GEMM reads
-    // them as they are (mode 2) — each element of A is otherwise rounded
-    // once per column of tiles, of B once per row of tiles (on Hopper's
-    // `wgmma`, a read-modify-write of every shared-memory slot)
-    if opts.tf32 && large(m, n, k) && dev.kind() != ferrotile::DeviceKind::Cpu {
-        return gemm_prerounded(dev, a, b, c, m, n, k, opts);
+    // tf32 on Hopper: `wgmma` reads tf32 operands only K-major (A
+    // row-major, B column-major); operands in the other layout are
+    // transposed (and rounded) once into the device's copies, so that both
+    // come by bulk tensor copies, which round to tf32 on the way
+    if opts.tf32 && large(m, n, k) && dev.compute_capability().is_some_and(|sm| sm >= 90) && (opts.a_layout == Layout::ColMajor || opts.b_layout == Layout::RowMajor) {
+        return gemm_kmajor_tf32(dev, a, b, c, m, n, k, opts);
     }
-    gemm_with(dev, a, b, c, m, n, k, opts, if opts.tf32 { 1 } else { 0 })
+    gemm_with(dev, a, b, c, m, n, k, opts, opts.tf32)
 }
 
 /// Problems large enough (M·N·K ≥ 2²⁷) for the autotuner's timings to mean
-/// something, and for tf32 operands to be rounded once up front.
+/// something, and for a transposing pre-pass to pay off (tf32 on Hopper).
 fn large(m: usize, n: usize, k: usize) -> bool {
     (m as u64) * (n as u64) * (k as u64) >= (1 << 27)
 }
 
-/// `gemm` on tf32 copies of A and B (see there).
+/// `gemm` with tf32 on Hopper, the operands not K-major (A column-major, B
+/// row-major) transposed and rounded once by `round_tf32_transpose_kernel`
+/// into the device's copies; the product then reads A row-major and B
+/// column-major, the layouts `wgmma` reads tf32 operands in, through views
+/// whose bulk copies round the untouched operand (rounding is idempotent on
+/// the copies).
 #[allow(clippy::too_many_arguments)]
-fn gemm_prerounded<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>) -> Result<(), LibError> {
+fn gemm_kmajor_tf32<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>) -> Result<(), LibError> {
     use std::any::Any;
     fn as_f32<X: Any>(x: &X) -> Result<&Buffer<f32>, LibError> {
         (x as &dyn Any).downcast_ref::<Buffer<f32>>().ok_or_else(|| LibError::Config("gemm: tf32 applies to f32 inputs".into()))
     }
-    let (a32, b32) = (as_f32(a)?, as_f32(b)?);
-    if a32.len().max(b32.len()) > i32::MAX as usize {
-        return gemm_with(dev, a, b, c, m, n, k, opts, 1);
-    }
-    let mut copies = crate::scratch::tf32_copies(dev, a32.len(), b32.len())?;
-    const BLOCK: usize = 1024;
-    for (src, which) in [(a32, 0), (b32, 1)] {
-        let len = src.len();
-        let launch = LaunchConfig::new([len.div_ceil(BLOCK) as u32, 1, 1]).num_warps(4);
-        round_tf32_kernel::launch(dev, launch, src, copies.buffer(which), len as i32, BLOCK as i32)?;
-    }
-    let (ra, rb) = copies.pair();
-    // (T is f32: `as_f32` accepted A and B)
     fn back<X: Any>(x: &Buffer<f32>) -> Result<&X, LibError> {
         (x as &dyn Any).downcast_ref::<X>().ok_or_else(|| LibError::Config("gemm: tf32 applies to f32 inputs".into()))
     }
-    gemm_with(dev, back::<Buffer<T>>(ra)?, back::<Buffer<T>>(rb)?, c, m, n, k, opts, 2)
+    let (a32, b32) = (as_f32(a)?, as_f32(b)?);
+    let batch = opts.batch;
+    let (ta, tb) = (opts.a_layout == Layout::ColMajor, opts.b_layout == Layout::RowMajor);
+    let (len_a, len_b) = (batch * m * k, batch * k * n);
+    if len_a.max(len_b) > i32::MAX as usize {
+        return gemm_with(dev, a, b, c, m, n, k, opts, true);
+    }
+    let mut copies = crate::scratch::tf32_copies(dev, if ta { len_a } else { 0 }, if tb { len_b } else { 0 })?;
+    const TILE: usize = 64;
+    // (which copy, source, the stored matrices' rows × cols)
+    for (which, src, on, (rows, cols)) in [(0, a32, ta, (k, m)), (1, b32, tb, (k, n))] {
+        if on {
+            let tiles = rows.div_ceil(TILE) * cols.div_ceil(TILE);
+            let launch = LaunchConfig::new([tiles as u32, batch as u32, 1]).num_warps(4);
+            round_tf32_transpose_kernel::launch(dev, launch, src, copies.buffer(which), rows as i32, cols as i32, TILE as i32)?;
+        }
+    }
+    let (ra, rb) = copies.pair();
+    // (T is f32: `as_f32` accepted A and B)
+    let a2: &Buffer<T> = if ta { back(ra)? } else { a };
+    let b2: &Buffer<T> = if tb { back(rb)? } else { b };
+    let kmajor = GemmOptions { a_layout: Layout::RowMajor, b_layout: Layout::ColMajor, config: opts.config, ..*opts };
+    gemm_with(dev, a2, b2, c, m, n, k, &kmajor, true)
 }
 
-/// `gemm` after the checks, with the tf32 mode of [`gemm_kernel`].
+/// `gemm` after the checks (`tf32`: [`gemm_kernel`]'s `TF32`).
 #[allow(clippy::too_many_arguments)]
-fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>, tf32: i32) -> Result<(), LibError> {
+fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>, tf32: bool) -> Result<(), LibError> {
     let batch = opts.batch;
     if let Some(cfg) = opts.config {
         return launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32);
@@ -414,6 +430,12 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(128, 128, 32, 8).stages(3),
         c(128, 128, 32, 8).stages(4),
         c(256, 128, 32, 8).stages(3),
+        c(128, 256, 32, 8).stages(3),
+        c(128, 256, 32, 8).stages(4),
+        // decode, wider column strips (256 / 512 contiguous bytes per row
+        // of B instead of 128), split so that there are still 128 programs
+        c(16, 128, 128, 4).stages(4).with("SPLIT_K", 2),
+        c(16, 256, 64, 4).stages(4).with("SPLIT_K", 4),
     ]
 }
 
@@ -433,7 +455,7 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
     k: usize,
     opts: &GemmOptions<'_, U>,
     cfg: GemmConfig,
-    tf32: i32,
+    tf32: bool,
 ) -> Result<(), LibError> {
     let batch = opts.batch;
     for (name, v) in [("bm", cfg.bm), ("bn", cfg.bn), ("bk", cfg.bk)] {
@@ -498,7 +520,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     [sam, sak, sbk, sbn]: [i64; 4],
     (splits, k_split, scs): (usize, usize, i64),
     e: Epilogue,
-    tf32: i32,
+    tf32: bool,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
     let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
@@ -507,7 +529,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     // one product: batch strides 0 (unused, and divisible by 16, which
     // the view path's alignment facts want)
     let (sab, sbb, scb) = if batch == 1 { (0, 0, 0) } else { (mi * ki, ki * ni, mi * ni) };
-    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], (splits, k_split), cfg);
+    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], (splits, k_split), cfg, tf32);
     gemm_kernel::launch(
         dev,
         launch,
@@ -542,31 +564,44 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
 }
 
 /// Whether `gemm_kernel` should read A and B through views: where the PTX
-/// backend turns those block loads into TMA bulk copies (Hopper, 16-bit
-/// row-major operands with strides divisible by 16, K ranges of whole
-/// `BK` blocks, a
-/// `wgmma`-shaped tile whose operand rows are whole 128-byte atoms — the
-/// conditions of `ptx::tma` and `ptx::async_copy`). Elsewhere the masked
-/// pointer loads are the faster path (they vectorize and go through
+/// backend turns those block loads into TMA bulk copies (the conditions of
+/// `ptx::tma` and `ptx::async_copy`): Hopper; 16-bit operands, or f32 ones
+/// rounded to tf32 (by the bulk copies); A row-major and B row- or
+/// (K-major) column-major — tf32 B only column-major, the one layout `wgmma`
+/// reads it in — with the other strides multiples of 16 bytes; K ranges of
+/// whole `BK` blocks; a `wgmma`-shaped tile whose slot rows are whole
+/// 128-byte atoms and whose boxes have at most 256 rows. Elsewhere the
+/// masked pointer loads are the faster path (they vectorize and go through
 /// `cp.async`).
 ///
 /// `FERROTILE_GEMM_VIEWS=0` turns the view path off (for A/B runs against
 /// the `cp.async` path; read once per process).
-fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig) -> bool {
+fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig, tf32: bool) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let es = T::DTYPE.size_bytes() as i64;
+    let kmajor_b = sbk == 1 && sbn != 1;
+    let b_ok = match es {
+        2 => sbn == 1 || kmajor_b,
+        4 => tf32 && kmajor_b,
+        _ => false,
+    };
+    let b_outer = if kmajor_b { sbn } else { sbk };
+    // (rows of B's box: K for a row-major B, N for a column-major one)
+    let b_box_rows = if kmajor_b { cfg.bn } else { cfg.bk };
     *ON.get_or_init(|| std::env::var("FERROTILE_GEMM_VIEWS").map_or(true, |v| v != "0"))
         && dev.compute_capability().is_some_and(|sm| sm >= 90)
-        && T::DTYPE.size_bytes() == 2
+        && b_ok
         && sak == 1
-        && sbn == 1
-        && [sam, sbk, sab, sbb].iter().all(|s| s % 16 == 0)
+        && [sam, b_outer, sab, sbb].iter().all(|s| (s * es) % 16 == 0)
         && (splits == 1 || k_split % cfg.bk as usize == 0)
         && cfg.num_stages >= 2
         && cfg.num_warps % 4 == 0
         && cfg.bm % (16 * cfg.num_warps) == 0
-        && cfg.bk % 64 == 0
+        && (cfg.bk as i64 * es) % 128 == 0
         && cfg.bn % 64 == 0
         && (cfg.bn <= 256 || cfg.bn % 256 == 0)
+        && cfg.bm <= 256
+        && b_box_rows <= 256
 }
 
 /// Split-K: partial products into the device's f32 workspace, then
@@ -582,7 +617,7 @@ fn launch_split_k<T: FloatElement, U: FloatElement>(
     [m, n, k, batch, split]: [usize; 5],
     strides: [i64; 4],
     e: Epilogue,
-    tf32: i32,
+    tf32: bool,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
     if m > 64 || !(2..=16).contains(&split) {

@@ -100,15 +100,17 @@ fn gemm_f32_exact_and_tf32() {
     }
 }
 
-/// tf32 on problems large enough (M·N·K ≥ 2²⁷) for the operands to be
-/// rounded once by `round_tf32_kernel` and read as they are
-/// (`dot_tf32_trunc`): still the reference's rounded inputs, with `wgmma`
-/// and `mma.sync` configurations forced, the tuner's pick, both B layouts
-/// and a batch. CUDA only: the CPU takes the in-kernel rounding, and on
-/// lavapipe the tuner's run would take minutes (the WGSL backend's
-/// `dot_tf32_trunc` is in the conformance suite's `tf32_modes`).
+/// tf32 on problems large enough (M·N·K ≥ 2²⁷) for the Hopper path: the
+/// operands not K-major transposed and rounded once
+/// (`round_tf32_transpose_kernel`), the product reading A row-major and B
+/// column-major by bulk copies that round on the way — still the
+/// reference's rounded inputs, with `wgmma` and `mma.sync` configurations
+/// forced, the tuner's pick, every layout pair and a batch. CUDA only: the
+/// CPU and lavapipe take the in-kernel rounding (and on lavapipe the tuner's
+/// run would take minutes); the pre-pass kernels are checked on every
+/// device by `tf32_pre_pass_kernel`.
 #[test]
-fn gemm_tf32_prerounded_operands() {
+fn gemm_tf32_kmajor_operands() {
     let mut rng = Rng::new(seed());
     let wg = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 8, num_stages: 3, split_k: 1 };
     let ms = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 4, num_stages: 1, split_k: 1 };
@@ -117,6 +119,45 @@ fn gemm_tf32_prerounded_operands() {
             check::<f32, f32>(&dev, &mut rng, 520, 530, 500, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, true, 1, cfg, 1e-3);
         }
         check::<f32, f32>(&dev, &mut rng, 300, 270, 1700, Layout::RowMajor, Layout::ColMajor, true, Activation::Gelu, 0.5, true, 2, Some(wg), 1e-3);
+        check::<f32, f32>(&dev, &mut rng, 260, 390, 1500, Layout::ColMajor, Layout::RowMajor, false, Activation::None, 1.0, true, 2, Some(wg), 1e-3);
+        check::<f32, f32>(&dev, &mut rng, 257, 300, 1800, Layout::ColMajor, Layout::ColMajor, false, Activation::Relu, 1.0, true, 1, None, 1e-3);
+    }
+}
+
+/// The tf32 GEMM's transposing pre-pass against its definition (round to
+/// nearest, ties to even; transposed per batch), bit for bit, on ragged
+/// sizes with poisoned outputs, on every device.
+#[test]
+fn tf32_pre_pass_kernel() {
+    use ferrotile::LaunchConfig;
+    use ferrotile_kernels::gemm::round_tf32_transpose_kernel;
+    let mut rng = Rng::new(seed());
+    // round to nearest even at bit 13 (the tf32 mantissa), specials kept
+    let rne = |x: f32| -> f32 {
+        if !x.is_finite() {
+            return x;
+        }
+        let b = x.to_bits();
+        f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
+    };
+    for dev in devices() {
+        for (rows, cols, batch) in [(1usize, 1usize, 1usize), (70, 33, 2), (64, 128, 1), (129, 65, 3)] {
+            // (values below 2: no overflow to infinity, no NaNs)
+            let x: Vec<f32> = (0..rows * cols * batch).map(|_| f32::from_bits(rng.next_u64() as u32 & 0xbfff_ffff)).collect();
+            let xb = dev.from_slice(&x).unwrap();
+            let mut y = dev.full(x.len(), f32::NAN).unwrap();
+            let tiles = (rows.div_ceil(64) * cols.div_ceil(64)) as u32;
+            round_tf32_transpose_kernel::launch(&dev, LaunchConfig::new([tiles, batch as u32, 1]).num_warps(4), &xb, &mut y, rows as i32, cols as i32, 64).unwrap();
+            let got = y.to_vec().unwrap();
+            for b in 0..batch {
+                for i in 0..rows {
+                    for j in 0..cols {
+                        let (g, w) = (got[b * rows * cols + j * rows + i], rne(x[b * rows * cols + i * cols + j]));
+                        assert_eq!(g.to_bits(), w.to_bits(), "{}: {rows}x{cols} batch {b} ({i}, {j})", dev.name());
+                    }
+                }
+            }
+        }
     }
 }
 

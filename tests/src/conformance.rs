@@ -34,7 +34,7 @@ mod arith;
 mod basic;
 mod casts;
 mod control;
-mod reduce;
+pub mod reduce;
 pub mod util;
 
 use ferrotile::Device;

@@ -336,3 +336,51 @@ fn gemm_views_every_tuner_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Transposed views on the TMA path: a column-major B (`view(b, [k, n],
+/// [1, k])`, the layout of `x·Wᵀ`) comes in boxes along K into a K-major
+/// slot, for 16-bit operands (`wgmma` without B's transpose immediate) and
+/// for tf32 ones (both operands 32-bit TMA tiles, A in 32-element column
+/// atoms): `dot_tf32`'s maps round on the way (`TFLOAT32`),
+/// `dot_tf32_trunc`'s do not; no pass over the slots. All assemble for
+/// sm_90a.
+#[test]
+fn wgmma_tma_kmajor_b() {
+    let gemm = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let views = ferrotile_tests::conformance::reduce::k_matmul_tf32_views::ir();
+    let px = ptxas::find_or_skip();
+    // (kernel, constexprs, dtype, rounding maps) → expected boxes of A and B
+    let cases = [
+        (gemm, vec![128, 256, 64, 8, 0, 0, 0, 1], DType::BF16, false, vec![vec![64, 128, 1], vec![64, 256, 1]]),
+        (gemm, vec![128, 128, 64, 8, 0, 0, 0, 1], DType::F16, false, vec![vec![64, 128, 1], vec![64, 128, 1]]),
+        (gemm, vec![128, 128, 32, 8, 0, 0, 1, 1], DType::F32, true, vec![vec![32, 128, 1], vec![32, 128, 1]]),
+        (views, vec![0, 128, 128, 32], DType::F32, true, vec![vec![32, 128], vec![32, 128]]),
+        (views, vec![1, 128, 128, 32], DType::F32, false, vec![vec![32, 128], vec![32, 128]]),
+    ];
+    for (k, cx, dt, round, boxes) in cases {
+        // (the GEMM: A row-major, B column-major)
+        let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbk").collect();
+        let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
+        let spec = specialize(k, &cx, &types).unwrap();
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        let what = format!("{} {cx:?} {dt}", k.name);
+        let got: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
+        assert_eq!(got, boxes, "{what}");
+        assert!(p.tensor_maps.iter().all(|m| m.view.dtype == dt && m.round_tf32 == round), "{what}: rounding maps for dot_tf32 only");
+        assert_eq!(p.tensor_maps.iter().map(|m| m.view.inner).collect::<Vec<_>>(), vec![1, 0], "{what}: A row-major, B transposed");
+        assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.ca"), "{what}: no cp.async");
+        // B K-major: tf32 takes no transpose immediates, 16-bit B's is 0
+        let wg = t.lines().find(|l| l.contains("wgmma.mma_async")).unwrap();
+        let imms = wg.rsplit_once('}').unwrap().1.matches(',').count() - 3;
+        assert!(if dt == DType::F32 { imms == 2 } else { wg.trim_end().ends_with(", 1, 1, 0, 0;") }, "{what}: B K-major: {wg}");
+        assert!(!t.contains("cvt.rna.tf32") && !t.contains("st.shared"), "{what}: no rounding pass over the slots");
+        if let Some(px) = &px {
+            match ptxas::assemble(px, t, 90) {
+                Ok(r) => println!("{what}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                Err(log) => panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
+            }
+        }
+    }
+}

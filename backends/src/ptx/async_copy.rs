@@ -16,10 +16,14 @@
 //! The masked-off elements of such a load must read as zero (no `other`, or
 //! a zero constant), which is what `cp.async`'s zero-fill gives. A
 //! `load_block` from a [`super::tma`] view into a `wgmma` (swizzled) slot
-//! whose rows are whole 128-byte atoms qualifies too, as a *TMA* class
-//! ([`AsyncPlan::tma`]): bulk tensor copies, whose out-of-bounds elements
-//! read as zero as `load_block` specifies; every load of a class copies the
-//! same way.
+//! whose rows run along the view's contiguous dimension in whole 128-byte
+//! atoms qualifies too, as a *TMA* class ([`AsyncPlan::tma`]): bulk tensor
+//! copies, whose out-of-bounds elements read as zero as `load_block`
+//! specifies (for a `dot_tf32`, copies that round f32 to tf32 on the way:
+//! [`AsyncPlan::round_tf32`]); every load of a class copies the same way.
+//! The slot layout follows the source ([`wgmma_slot`]): a 16-bit B read
+//! from a transposed view (a column-major B) gets the K-major slot a bulk
+//! copy fills as the data is stored.
 //!
 //! With a prefetch distance `d` (`num_stages - 1`) the carried value is a
 //! chain of `d` loop values (the pass's shift register), each initialized by
@@ -74,6 +78,10 @@ pub struct AsyncPlan {
     /// [`super::tma`] view into a swizzled slot: bulk tensor copies
     /// completing on a per-slot mbarrier), `None` for `cp.async` rings.
     pub tma: Vec<Option<V>>,
+    /// Per class: its bulk copies round f32 elements to tf32 on the way
+    /// (nearest; a `TFLOAT32` tensor map), for a `dot_tf32` — the slot then
+    /// holds what the interpreter's rounding gives, with no pass over it.
+    pub round_tf32: Vec<bool>,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -155,11 +163,31 @@ fn is_zero(d: &Defs, v: V) -> bool {
     }
 }
 
+/// The ring slot layout of a `wgmma` operand (`is_b`: the dot's B) of
+/// `es`-byte elements, whose loads read a TMA view with unit-stride
+/// dimension `view_inner` (`None`: not a TMA view). A is always K-major
+/// (row `i` of the slot is row `i` of the tile). B is N-major (as stored)
+/// for 16-bit row-major sources, K-major (`transposed`: slot row `j` holds
+/// the tile's column `j`) for tf32 — the only B layout `wgmma` reads for
+/// it — and for 16-bit B from a transposed view (a column-major B, which a
+/// bulk copy then brings as it is stored).
+pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>) -> SlotLayout {
+    SlotLayout::Swizzled { es, transposed: is_b && (es == 4 || view_inner == Some(0)) }
+}
+
 /// Whether bulk tensor copies can fill a slot of this layout with a tile
-/// of this shape: a bulk copy writes 64-element (128-byte) rows, in boxes of
-/// at most 256 rows, into `wgmma`'s swizzled layout only.
-pub fn tma_slot(lay: SlotLayout, shape: &[u32]) -> bool {
-    lay == SlotLayout::Swizzled { es: 2, transposed: false } && shape.len() == 2 && shape[1] % 64 == 0 && shape[0] <= 256
+/// of this shape from a view whose unit-stride dimension is `view_inner`:
+/// a bulk copy writes 128-byte rows of the view's contiguous dimension, in
+/// boxes of at most 256 rows, into `wgmma`'s swizzled layout only — so the
+/// slot's rows must run along that dimension (a transposed slot for a
+/// transposed view), in whole 128-byte atoms.
+pub fn tma_slot(lay: SlotLayout, shape: &[u32], view_inner: usize) -> bool {
+    let SlotLayout::Swizzled { es, transposed } = lay else { return false };
+    if shape.len() != 2 || transposed != (view_inner == 0) {
+        return false;
+    }
+    let (rows, cols) = if transposed { (shape[1], shape[0]) } else { (shape[0], shape[1]) };
+    (cols * es) % 128 == 0 && rows <= 256
 }
 
 /// How a ring load copies its tile.
@@ -184,14 +212,30 @@ fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32], tma: &dyn F
     }
 }
 
+/// The view a `load_block` producing `x` reads — directly, or for a
+/// loop-carried value, the one its initial value's load reads.
+fn source_view(d: &Defs, x: V) -> Option<V> {
+    let x = match d.arg.get(&x) {
+        Some((fop, i, _, _)) => match &fop.kind {
+            OpKind::For { inits, .. } => inits[*i],
+            _ => return None,
+        },
+        None => x,
+    };
+    match &d.def.get(&x)?.0.kind {
+        OpKind::LoadBlock { view, .. } => Some(*view),
+        _ => None,
+    }
+}
+
 pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> AsyncPlan {
     let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
     for (op, blk) in d.dots.clone() {
-        let OpKind::Dot { a, b, acc, .. } = &op.kind else { continue };
-        let (a, b, acc) = (*a, *b, *acc);
+        let OpKind::Dot { a, b, acc, precision } = &op.kind else { continue };
+        let (a, b, acc, precision) = (*a, *b, *acc, *precision);
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape) else { continue };
@@ -212,12 +256,15 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 continue;
             }
             let (lay, bytes) = if g.wgmma {
-                (SlotLayout::Swizzled { es, transposed: es == 4 && x == b }, shape[0] * shape[1] * es)
+                let inner = source_view(&d, x).and_then(|v| tma_views.get(&v)).map(|t| t.inner);
+                (wgmma_slot(es, x == b, inner), shape[0] * shape[1] * es)
             } else {
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)
             };
-            let tma_ok = |view: V| tma_views.contains_key(&view) && tma_slot(lay, &shape);
+            let tma_ok = |view: V| tma_views.get(&view).is_some_and(|t| tma_slot(lay, &shape, t.inner));
+            // (f32 tiles of a dot that rounds to tf32: the bulk copy rounds)
+            let round = es == 4 && precision == DotPrecision::Tf32;
             if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
@@ -227,6 +274,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                     Via::Tma(view) => Some(view),
                     Via::CpAsync => None,
                 });
+                out.round_tf32.push(round && matches!(via, Via::Tma(_)));
                 out.loads.insert(x, c);
             } else if let Some((fop, _, parent, body)) = d.arg.get(&x).copied() {
                 let OpKind::For { inits, body: fb, .. } = &fop.kind else { continue };
@@ -270,6 +318,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                         Some(Via::Tma(view)) => Some(view),
                         _ => None,
                     });
+                    out.round_tf32.push(round && matches!(via, Some(Via::Tma(_))));
                     let c = out.slot_bytes.len();
                     let depth = chain.len() as u32 - 1;
                     out.slot_bytes.push(bytes);

@@ -5,11 +5,13 @@
 //! already include the launch's divisibility-by-16 and equal-to-1 facts of
 //! the integer arguments). A view `view(base, [d0, d1], [s0, s1])` is a
 //! *TMA view* when
-//! - its elements are 16-bit (the operand types of `wgmma`, the only
-//!   consumer [`super::async_copy`] gives TMA loads to);
-//! - `s1` is provably 1 and `s0` provably a multiple of 16 bytes, the base
-//!   provably 16-byte aligned (the tensor map's requirements);
-//! - `d0`, `d1`, `s0` and the base are *launch-invariant*: integer
+//! - its elements are 16- or 32-bit (the operand types of `wgmma`, the
+//!   only consumer [`super::async_copy`] gives TMA loads to);
+//! - one stride is provably 1 (the *inner* dimension: `s1` for a row-major
+//!   view, `s0` for a transposed one) and the other provably a multiple of
+//!   16 bytes, the base provably 16-byte aligned (the tensor map's
+//!   requirements);
+//! - the extents, the outer stride and the base are *launch-invariant*: integer
 //!   arithmetic (`+ - ·`, casts) on constants and scalar arguments, with
 //!   the base a pointer argument plus such an offset — except for at most
 //!   one base term `program_id(a) · q` (`q` launch-invariant and a
@@ -25,7 +27,9 @@
 //! runtime then compiles the kernel without TMA.
 //!
 //! Guarantees: the map addresses exactly the elements the view addresses
-//! (element `(i, j)` at `base + i·s0 + j`), and its out-of-bounds box
+//! (element `(i, j)` at `base + i·s0 + j`, or `base + i + j·s1` for a
+//! transposed view; the map's innermost dimension is the unit-stride
+//! one), and its out-of-bounds box
 //! elements read as zero — `load_block`'s semantics, with the view's
 //! extents as the map's. Why a recipe instead of device-side map
 //! creation: the map is an opaque 128-byte object only the driver can
@@ -73,10 +77,13 @@ pub struct TmaView {
     pub offset: HExpr,
     /// Base term `program_id(axis) · stride` (elements): the third dimension.
     pub batch: Option<(u8, HExpr)>,
-    /// Extents `[d0, d1]` (rows, then the unit-stride dimension).
+    /// Extents `[d0, d1]`, in the view's order.
     pub dims: [HExpr; 2],
-    /// Row stride `s0` (elements).
+    /// The stride of the outer (not unit-stride) dimension, in elements.
     pub stride: HExpr,
+    /// The unit-stride dimension: 1 for a row-major view, 0 for a
+    /// transposed one (`view(b, [k, n], [1, k])`: a column-major B).
+    pub inner: usize,
 }
 
 /// A tensor map's encoding inputs, innermost dimension first.
@@ -104,7 +111,7 @@ impl TmaView {
             let b = v.checked_mul(es)?;
             (b > 0 && b % 16 == 0 && b < 1 << 40).then_some(b as u64)
         };
-        let mut dims = vec![ext(self.dims[1].eval(args))?, ext(self.dims[0].eval(args))?];
+        let mut dims = vec![ext(self.dims[self.inner].eval(args))?, ext(self.dims[1 - self.inner].eval(args))?];
         let mut strides = vec![stride(self.stride.eval(args))?];
         if let Some((axis, q)) = &self.batch {
             let n = grid[*axis as usize];
@@ -226,13 +233,15 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
         }
         let Some(dtype) = k.ty(*base).elem().map(|e| e.dtype()) else { continue };
         let es = dtype.size_bytes() as u64;
-        if es != 2 {
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
             continue;
         }
         let info = |x: V| axis.get(&x).copied();
-        let unit = info(strides[1]).is_some_and(|i| i.unit) || defs.hexpr(k, strides[1]) == Some(HExpr::Const(1));
+        let unit = |s: V| info(s).is_some_and(|i| i.unit) || defs.hexpr(k, s) == Some(HExpr::Const(1));
         let aligned = |x: V, bytes: u64| info(x).is_some_and(|i| (i.div * bytes) % 16 == 0);
-        if !unit || !aligned(strides[0], es) || !aligned(*base, 1) {
+        // (row-major first: a view with both strides 1 is one)
+        let Some(inner) = [1, 0].into_iter().find(|&d| unit(strides[d])) else { continue };
+        if !aligned(strides[1 - inner], es) || !aligned(*base, 1) {
             continue;
         }
         let (mut inv, mut batch) = (vec![], None);
@@ -242,9 +251,9 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
             Some(_) => continue,
             None => None,
         };
-        let (Some(d0), Some(d1), Some(s0)) = (defs.hexpr(k, shape[0]), defs.hexpr(k, shape[1]), defs.hexpr(k, strides[0])) else { continue };
+        let (Some(d0), Some(d1), Some(so)) = (defs.hexpr(k, shape[0]), defs.hexpr(k, shape[1]), defs.hexpr(k, strides[1 - inner])) else { continue };
         let offset = inv.into_iter().reduce(|a, b| HExpr::Add(Box::new(a), Box::new(b))).unwrap_or(HExpr::Const(0));
-        out.insert(v, TmaView { param, dtype, offset, batch, dims: [d0, d1], stride: s0 });
+        out.insert(v, TmaView { param, dtype, offset, batch, dims: [d0, d1], stride: so, inner });
     }
     out
 }
@@ -261,6 +270,7 @@ mod tests {
             batch: batch.then(|| (1, HExpr::Arg(3))),
             dims: [HExpr::Arg(1), HExpr::Wrap32(Box::new(HExpr::Arg(2)))],
             stride: HExpr::Arg(2),
+            inner: 1,
         }
     }
 
@@ -279,6 +289,9 @@ mod tests {
         let one = b.resolve(&[0, 100, 64, 0], 0x1000, [4, 1, 1]).unwrap();
         assert_eq!((one.dims[2], one.strides[1]), (1, 128 * 100), "one program along the axis: q = 0 is fine");
         assert!(b.resolve(&[0, 100, 64, 0], 0x1000, [4, 2, 1]).is_none(), "q = 0 with two programs");
+        let t = TmaView { inner: 0, dtype: DType::F32, ..view(false) };
+        let m = t.resolve(&[0, 100, 64, 0], 0x1000, [1, 1, 1]).unwrap();
+        assert_eq!(m, TensorMapArgs { address: 0x1020, dims: vec![100, 64], strides: vec![256] }, "transposed: d0 innermost, 4-byte elements");
         assert_eq!(HExpr::Wrap32(Box::new(HExpr::Const(1 << 32 | 5))).eval(&[]), 5);
     }
 }

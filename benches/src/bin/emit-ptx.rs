@@ -1,7 +1,8 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
-//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|tf32t|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
-//! (`tf32t`: operands already tf32 values, read by `dot_tf32_trunc`);
+//! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
+//! `[views] [colb]` (`colb`: a column-major B);
+//! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
 use ferrotile::ir::{specialize, DType};
@@ -27,15 +28,13 @@ fn main() {
         let bias = a.iter().any(|x| x == "bias") as i64;
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(2);
         let views = a.iter().any(|x| x == "views") as i64;
-        let tf32 = match a[3].as_str() {
-            "tf32" => 1,
-            "tf32t" => 2,
-            _ => 0,
-        };
+        let tf32 = (a[3] == "tf32") as i64;
         let cx = [t[0], t[1], t[2], 8, 0, bias, tf32, views];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
-        // row-major A and B: unit strides along K (sak) and N (sbn)
-        let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+        // row-major A: unit stride along K (sak); B row-major (sbn) or
+        // column-major (sbk)
+        let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
+        let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == b_unit).collect();
         let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
@@ -48,12 +47,14 @@ fn main() {
         "layer_norm_looped" => layer_norm_looped::ir(),
         "rms_norm_row" => rms_norm_row::ir(),
         "rms_norm_looped" => rms_norm_looped::ir(),
+        "round_tf32_transpose" => ferrotile_kernels::gemm::round_tf32_transpose_kernel::ir(),
         other => {
             eprintln!("unknown kernel {other}");
             std::process::exit(2)
         }
     };
-    let spec = specialize(k, &[a[2].parse().unwrap()], &[dt]).unwrap_or_else(|e| {
+    let types: Vec<DType> = if a[1] == "round_tf32_transpose" { vec![] } else { vec![dt] };
+    let spec = specialize(k, &[a[2].parse().unwrap()], &types).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(1)
     });

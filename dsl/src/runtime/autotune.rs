@@ -14,7 +14,8 @@
 //! memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
 //! (default `~/.cache/ferrotile`), and launched. Later calls launch the
 //! winner directly. A progress line goes to stderr while tuning;
-//! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice; `FERROTILE_AUTOTUNE=0`
+//! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice (`=all`: with every
+//! configuration's time and every pruning reason); `FERROTILE_AUTOTUNE=0`
 //! disables tuning (the first configuration is used).
 //!
 //! Tuning runs the kernel several times: the launch closure must be
@@ -88,6 +89,21 @@ pub struct TuneReport {
     pub timings: Vec<(TuneConfig, f64)>,
     /// (config, reason) of every configuration that was pruned.
     pub pruned: Vec<(TuneConfig, String)>,
+}
+
+impl std::fmt::Display for TuneReport {
+    /// The timings, fastest first, then the pruned configurations.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut t = self.timings.clone();
+        t.sort_by(|a, b| a.1.total_cmp(&b.1));
+        for (c, ms) in &t {
+            writeln!(f, "  {:>10.1} us  {c}", ms * 1e3)?;
+        }
+        for (c, why) in &self.pruned {
+            writeln!(f, "  pruned  {c}: {why}")?;
+        }
+        Ok(())
+    }
 }
 
 /// An autotuner for one kernel (see the module docs).
@@ -178,6 +194,9 @@ impl Autotuner {
             (c, "disk cache")
         } else {
             let report = self.tune(dev, key, &mut launch)?;
+            if std::env::var("FERROTILE_AUTOTUNE_PRINT").is_ok_and(|v| v == "all") {
+                eprintln!("{report}");
+            }
             let b = report.best.clone();
             disk_put(&full, &b);
             self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(full.clone(), report);

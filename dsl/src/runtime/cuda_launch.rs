@@ -149,7 +149,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
                     _ => return None,
                 };
                 let m = t.view.resolve(&ints, ptr, cfg.grid)?;
-                cuda.encode_tensor_map(t.view.dtype, &m, &t.box_dims).ok()
+                cuda.encode_tensor_map(t.view.dtype, &m, &t.box_dims, t.round_tf32).ok()
             })
             .collect()
     };

@@ -492,6 +492,29 @@ pub fn k_matmul_tf32_mode<const TRUNC: bool, const BM: i32, const BN: i32, const
     store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
 }
 
+/// `k_matmul_tf32_mode` through views, B given transposed (`bt`: N×K
+/// row-major, read as a column-major K×N view): on Hopper, where `k` is a
+/// multiple of 4, both tiles come by bulk tensor copies (TMA), which do the
+/// rounding for `dot_tf32`.
+#[kernel]
+pub fn k_matmul_tf32_views<const TRUNC: bool, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<f32>, bt: Ptr<f32>, c: Ptr<f32>, m: i32, n: i32, k: i32) {
+    let va = view(a, [m, k], [k, 1]);
+    let vb = view(bt, [k, n], [1, k]);
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in range(0, k, BK) {
+        let ta = load_block(va, [program_id(0) * BM, k0], [BM, BK]);
+        let tb = load_block(vb, [k0, program_id(1) * BN], [BK, BN]);
+        if TRUNC {
+            acc = dot_tf32_trunc(ta, tb, acc);
+        } else {
+            acc = dot_tf32(ta, tb, acc);
+        }
+    }
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+}
+
 #[kernel]
 pub fn k_round_tf32<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
     let o = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -622,11 +645,12 @@ fn tf32_rne(x: f32) -> f32 {
 
 /// `dot_tf32` rounds its inputs to nearest and `dot_tf32_trunc` truncates
 /// them (inputs where the two differ by a tf32 ulp, shapes that take
-/// Hopper's `wgmma` with 4 warps, pipelined or not); `round_tf32` is exact,
-/// ties to even, specials unchanged.
+/// Hopper's `wgmma` with 4 warps, pipelined or not; from pointer loads and,
+/// where `k` allows a tensor map, from views whose bulk copies round on
+/// Hopper); `round_tf32` is exact, ties to even, specials unchanged.
 pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
-    let shapes: Vec<(usize, usize, usize, i32, i32, i32)> = DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32)]).collect();
+    let shapes: Vec<(usize, usize, usize, i32, i32, i32)> = DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32), (130, 200, 160, 64, 64, 32)]).collect();
     for &(m, n, k, bm, bn, bk) in &shapes {
         let (av, ar, at) = tf32_split_inputs(&mut rng, m * k);
         let (bv, br, bt) = tf32_split_inputs(&mut rng, k * n);
@@ -639,6 +663,42 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
             c.launch(k_matmul_tf32_mode::launch(dev, grid, &ad, &bd, &mut out, m as i32, n as i32, k as i32, trunc, bm, bn, bk))?;
             let (want, mag) = if trunc { matmul_ref(&at, &bt, m, n, k, 0.0) } else { matmul_ref(&ar, &br, m, n, k, 0.0) };
             check_dot(&c, if trunc { "dot_tf32_trunc (inputs truncated)" } else { "dot_tf32 (inputs rounded to nearest)" }, &download(&out)?, &want, &mag, k, n)?;
+            if k % 16 == 0 && bm % 64 == 0 && bn % 64 == 0 {
+                // the same through views, B transposed (TMA on Hopper)
+                let c = Ctx::new("tf32_modes", seed, format!("{} views f32 {m}x{k} · ({n}x{k})ᵀ BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }));
+                let btv: Vec<f32> = (0..n * k).map(|i| bv[(i % k) * n + i / k]).collect();
+                let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+                c.launch(k_matmul_tf32_views::launch(dev, grid, &ad, &upload(dev, &btv)?, &mut out, m as i32, n as i32, k as i32, trunc, bm, bn, bk))?;
+                check_dot(&c, if trunc { "dot_tf32_trunc of views" } else { "dot_tf32 of views" }, &download(&out)?, &want, &mag, k, n)?;
+            }
+        }
+    }
+    // the rounding itself, bit for bit: A · I with A half exact ties, half
+    // random bits (one nonzero product per output, so C is the rounded A),
+    // from pointer loads and from views (on Hopper: TMA copies that round)
+    const E: usize = 64;
+    let x: Vec<f32> = (0..E * E)
+        .map(|i| {
+            let q = f32::from_bits((rng.int(0x3f00_0000, 0x4000_0000) as u32 & !0x1fff) | ((i as u32 & 2) << 30));
+            if i % 2 == 0 { f32::from_bits(q.to_bits() | 0x1000) } else { f32::from_bits(q.to_bits() | rng.int(0, 0x1fff) as u32) }
+        })
+        .collect();
+    let eye: Vec<f32> = (0..E * E).map(|i| if i / E == i % E { 1.0 } else { 0.0 }).collect();
+    let (xd, eyed) = (upload(dev, &x)?, upload(dev, &eye)?);
+    for trunc in [false, true] {
+        let want: Vec<u32> = x.iter().map(|&v| if trunc { v.to_bits() & !0x1fff } else { tf32_rne(v).to_bits() }).collect();
+        for views in [false, true] {
+            let c = Ctx::new("tf32_modes", seed, format!("{} of ties: A·I {E}x{E}{}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }, if views { ", views" } else { "" }));
+            let mut out = poisoned::<f32>(dev, E * E + PAD)?;
+            let grid = LaunchConfig::new([1, 1, 1]).num_warps(4).num_stages(2);
+            let e = E as i32;
+            if views {
+                c.launch(k_matmul_tf32_views::launch(dev, grid, &xd, &eyed, &mut out, e, e, e, trunc, 64, 64, 32))?;
+            } else {
+                c.launch(k_matmul_tf32_mode::launch(dev, grid, &xd, &eyed, &mut out, e, e, e, trunc, 64, 64, 32))?;
+            }
+            let got: Vec<u32> = download(&out)?[..E * E].iter().map(|v| v.to_bits()).collect();
+            check_eq(&c, if trunc { "A·I = trunc(A) (bits)" } else { "A·I = round_nearest_even(A) (bits)" }, &got, &want, &|i| format!("A[{}][{}] = {:e} ({:#010x})", i / E, i % E, x[i], x[i].to_bits()))?;
         }
     }
     // round_tf32: random bits of every exponent, exact ties, infinities
