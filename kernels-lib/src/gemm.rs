@@ -432,10 +432,6 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(256, 128, 32, 8).stages(3),
         c(128, 256, 32, 8).stages(3),
         c(128, 256, 32, 8).stages(4),
-        // decode, wider column strips (256 / 512 contiguous bytes per row
-        // of B instead of 128), split so that there are still 128 programs
-        c(16, 128, 128, 4).stages(4).with("SPLIT_K", 2),
-        c(16, 256, 64, 4).stages(4).with("SPLIT_K", 4),
     ]
 }
 

@@ -254,12 +254,14 @@ fn gemm_every_tuner_configuration() {
 }
 
 /// The view path (`VIEWS`: on Hopper, TMA bulk copies into the `wgmma`
-/// rings) for every tuner configuration it applies to: row-major 16-bit
-/// operands whose strides are multiples of 16, partial tiles along M, N
-/// and K (out-of-bounds boxes read zeros), a batch (the tensor map's third
-/// dimension), M = 1, K = 0 (a zero extent: no tensor map fits, the
-/// TMA-free compilation runs); the split-K configurations on the same
-/// kind of operands (their 16-row tiles stay on the pointer path).
+/// rings) for every tuner configuration it applies to: 16-bit operands
+/// whose strides are multiples of 16, B row- and column-major (a transposed
+/// view: boxes along K into a K-major slot), tf32 with a column-major B
+/// (32-bit maps that round), partial tiles along M, N and K (out-of-bounds
+/// boxes read zeros), a batch (the tensor map's third dimension), M = 1,
+/// K = 0 (a zero extent: no tensor map fits, the TMA-free compilation
+/// runs); the split-K configurations on the same kind of operands (their
+/// 16-row tiles stay on the pointer path).
 #[test]
 fn gemm_views_every_tuner_configuration() {
     let mut rng = Rng::new(seed());
@@ -276,6 +278,9 @@ fn gemm_views_every_tuner_configuration() {
             check::<f16, f32>(&dev, &mut rng, 200, 192, 96, rm, rm, true, Activation::Gelu, 0.5, false, 3, Some(cfg), 5e-3);
             check::<bf16, f32>(&dev, &mut rng, 1, 64, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg), 1e-2);
             check::<f16, f16>(&dev, &mut rng, 64, 80, 0, rm, rm, true, Activation::None, 1.0, false, 1, Some(cfg), 5e-3);
+            let cm = Layout::ColMajor;
+            check::<bf16, f32>(&dev, &mut rng, 260, 200, 336, rm, cm, true, Activation::None, 1.0, false, 2, Some(cfg), 1e-2);
+            check::<f32, f32>(&dev, &mut rng, 150, 264, 200, rm, cm, false, Activation::Relu, 1.0, true, 2, Some(cfg), 1e-3);
         }
     }
 }

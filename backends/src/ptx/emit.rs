@@ -1960,21 +1960,38 @@ impl<'k> Em<'k> {
     fn convert(&mut self, x: V, src: &[u32], dst: &[u32], map: &dyn Fn(&[u32]) -> Vec<u32>, res: V) -> R<Vec<String>> {
         let c = cls_of(self.elem(x));
         let regs = self.get(x);
-        let n_src: u32 = src.iter().product::<u32>().max(1);
         let sz = if c == Cls::Rd { 8 } else { 4 };
-        self.smem_need(n_src * sz);
-        self.bar();
-        let base = self.smem_base();
-        self.to_smem(&regs, src, c, &base);
-        self.bar();
-        let lay = self.layout(dst);
+        // The source tile in shared memory, row-major with each innermost
+        // row padded by one slot: a permutation then reads what was one
+        // row as a column, and the padding puts consecutive rows of a
+        // column in different banks (a 64×64 f32 transpose read 16 lanes
+        // from one bank without it).
+        let rank = src.len();
         let src_strides: Vec<u32> = {
-            let mut s = vec![1u32; src.len()];
-            for d in (0..src.len().saturating_sub(1)).rev() {
-                s[d] = s[d + 1] * src[d + 1];
+            let mut s = vec![1u32; rank];
+            for d in (0..rank.saturating_sub(1)).rev() {
+                let pad = (d + 2 == rank && src[d + 1] > 1) as u32;
+                s[d] = s[d + 1] * src[d + 1] + pad;
             }
             s
         };
+        let n_src = src.first().map_or(1, |&d0| d0 * src_strides[0]).max(1);
+        self.smem_need(n_src * sz);
+        self.bar();
+        let base = self.smem_base();
+        for (r, v) in regs.iter().enumerate() {
+            let a = self.reg(Cls::R);
+            self.l(format!("mov.u32 {a}, {base};"));
+            for (d, &st) in src_strides.iter().enumerate() {
+                if src[d] > 1 {
+                    let i = self.index(src, r, d);
+                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", st * sz));
+                }
+            }
+            self.st_shared(c, &a, v);
+        }
+        self.bar();
+        let lay = self.layout(dst);
         // The map is affine per dimension (identity/zero/permutation): find,
         // for each destination dim, the source dim it feeds (if any).
         let rank = dst.len();
