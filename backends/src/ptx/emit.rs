@@ -1979,17 +1979,7 @@ impl<'k> Em<'k> {
         self.smem_need(n_src * sz);
         self.bar();
         let base = self.smem_base();
-        for (r, v) in regs.iter().enumerate() {
-            let a = self.reg(Cls::R);
-            self.l(format!("mov.u32 {a}, {base};"));
-            for (d, &st) in src_strides.iter().enumerate() {
-                if src[d] > 1 {
-                    let i = self.index(src, r, d);
-                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", st * sz));
-                }
-            }
-            self.st_shared(c, &a, v);
-        }
+        self.to_smem_strided(&regs, src, c, &base, &src_strides);
         self.bar();
         let lay = self.layout(dst);
         // The map is affine per dimension (identity/zero/permutation): find,
@@ -3192,18 +3182,21 @@ impl<'k> Em<'k> {
         let rb = self.get(b);
         let va = conv(self, ra);
         let vb = conv(self, rb);
-        let bytes_a = m * kk * 4;
+        // A's rows padded by one slot: the threads of a warp read one k of
+        // several rows at once, which would otherwise share a bank when K
+        // is a multiple of 32
+        let pitch_a = kk + 1;
+        let bytes_a = m * pitch_a * 4;
         self.smem_need(bytes_a + kk * n * 4);
         self.bar();
         let base = self.smem_base();
-        self.to_smem(&va, &sa, ac, &base);
+        self.to_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
         let base_b = self.reg(Cls::R);
         self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
         self.to_smem(&vb, &sb, ac, &base_b);
         self.bar();
         let out_shape = self.shape_u32(res);
         let racc = self.get(acc);
-        let nr = racc.len();
         let accs: Vec<String> = racc
             .iter()
             .map(|v| {
@@ -3212,19 +3205,47 @@ impl<'k> Em<'k> {
                 t
             })
             .collect();
-        // per output register: row pointer into A, column pointer into B
-        let mut pa = vec![];
-        let mut pb = vec![];
-        for r in 0..nr {
-            let i = self.index(&out_shape, r, 0);
-            let j = self.index(&out_shape, r, 1);
-            let x = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {x}, {i}, {}, {base};", kk * 4));
-            let y = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
-            pa.push(x);
-            pb.push(y);
+        // A register-blocked outer product: a thread's outputs cover a few
+        // distinct rows and columns (the layout's per-register offsets), so
+        // each k loads one element of A per distinct row and one of B per
+        // distinct column, and every output is one FMA of those — instead
+        // of two loads per output.
+        let lay = self.layout(&out_shape);
+        let mut rows: Vec<u32> = vec![];
+        let mut cols: Vec<u32> = vec![];
+        let mut which = vec![];
+        for r in 0..accs.len() {
+            let (ki, kj) = (lay.konst[r][0], lay.konst[r][1]);
+            let u = rows.iter().position(|&x| x == ki).unwrap_or_else(|| {
+                rows.push(ki);
+                rows.len() - 1
+            });
+            let v = cols.iter().position(|&x| x == kj).unwrap_or_else(|| {
+                cols.push(kj);
+                cols.len() - 1
+            });
+            which.push((r, u, v));
         }
+        // a pointer per distinct row of A and column of B, from a register
+        // of that row / column
+        let mut pa = vec![String::new(); rows.len()];
+        let mut pb = vec![String::new(); cols.len()];
+        for &(r, u, v) in &which {
+            if pa[u].is_empty() {
+                let i = self.index(&out_shape, r, 0);
+                let x = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {x}, {i}, {}, {base};", pitch_a * 4));
+                pa[u] = x;
+            }
+            if pb[v].is_empty() {
+                let j = self.index(&out_shape, r, 1);
+                let y = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
+                pb[v] = y;
+            }
+        }
+        // k unrolled by `un` (a power of two dividing K), immediate offsets
+        let un = kk.min(8);
         let kc = self.reg(Cls::R);
         self.l(format!("mov.u32 {kc}, 0;"));
         let (head, end) = (self.label(), self.label());
@@ -3232,22 +3253,54 @@ impl<'k> Em<'k> {
         let p = self.reg(Cls::P);
         self.l(format!("setp.ge.u32 {p}, {kc}, {kk};"));
         self.l(format!("@{p} bra.uni {end};"));
-        for r in 0..nr {
-            let x = self.from_smem_addr(ac, &pa[r].clone());
-            let y = self.from_smem_addr(ac, &pb[r].clone());
-            if int {
-                self.l(format!("mad.lo.s32 {}, {x}, {y}, {};", accs[r], accs[r]));
-            } else {
-                self.l(format!("fma.rn.f32 {}, {x}, {y}, {};", accs[r], accs[r]));
+        for q in 0..un {
+            let xs: Vec<String> = pa.iter().map(|pp| self.ld_shared_off(ac, pp, q * 4)).collect();
+            let ys: Vec<String> = pb.iter().map(|pp| self.ld_shared_off(ac, pp, q * n * 4)).collect();
+            for &(r, u, v) in &which {
+                if int {
+                    self.l(format!("mad.lo.s32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                } else {
+                    self.l(format!("fma.rn.f32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                }
             }
-            self.l(format!("add.u32 {}, {}, 4;", pa[r], pa[r]));
-            self.l(format!("add.u32 {}, {}, {};", pb[r], pb[r], n * 4));
         }
-        self.l(format!("add.u32 {kc}, {kc}, 1;"));
+        for pp in &pa {
+            self.l(format!("add.u32 {pp}, {pp}, {};", un * 4));
+        }
+        for pp in &pb {
+            self.l(format!("add.u32 {pp}, {pp}, {};", un * n * 4));
+        }
+        self.l(format!("add.u32 {kc}, {kc}, {un};"));
         self.l(format!("bra.uni {head};"));
         self.body.push_str(&format!("{end}:\n"));
         self.bar();
         Ok(accs)
+    }
+
+    /// One 32-bit shared-memory load at `[a + off]`.
+    fn ld_shared_off(&mut self, c: Cls, a: &str, off: u32) -> String {
+        let v = self.reg(c);
+        let ty = if c == Cls::F { "f32" } else { "b32" };
+        self.l(format!("ld.shared.{ty} {v}, [{a}+{off}];"));
+        v
+    }
+
+    /// Store a tile's registers to shared memory with element strides
+    /// `strides` per dimension (a padded layout; [`Self::to_smem`] is the
+    /// dense one).
+    fn to_smem_strided(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str, strides: &[u32]) {
+        let sz = if c == Cls::Rd { 8 } else { 4 };
+        for (r, v) in regs.iter().enumerate() {
+            let a = self.reg(Cls::R);
+            self.l(format!("mov.u32 {a}, {base};"));
+            for (d, &st) in strides.iter().enumerate() {
+                if shape[d] > 1 {
+                    let i = self.index(shape, r, d);
+                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", st * sz));
+                }
+            }
+            self.st_shared(c, &a, v);
+        }
     }
 }
 

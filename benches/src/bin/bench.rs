@@ -13,7 +13,7 @@
 //! f32 with tf32 and exact), TFLOP/s, sampled
 //! outputs checked against f64 dot products. `--gemm-small` runs 1024³ and
 //! 2048³ only (for slow backends such as wgpu's FMA path); `--gemm-shape
-//! MxNxK` one shape.
+//! MxNxK` one shape; `--dtypes f32,tf32,...` only those rows.
 //!
 //! Timing follows [`Device::time_ms`]: CUDA events on CUDA, GPU timestamps
 //! on wgpu (`--device wgpu`); the header line names the method.
@@ -385,7 +385,8 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     Ok(GemmRes { dtype, m, n, k, ms, err: num / den.max(1e-30), tol })
 }
 
-fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Option<(usize, usize, usize)>) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Option<(usize, usize, usize)>, only: Option<&[String]>) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let want = |d: &str| only.is_none_or(|o| o.iter().any(|x| x == d));
     let reps = if quick { 10 } else { 30 };
     let cube: Vec<(usize, usize, usize)> = match shape {
         Some(s) => vec![s],
@@ -395,13 +396,23 @@ fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Opti
     let decode = if small || shape.is_some() { [].iter() } else { [(16, 8192, 8192)].iter() };
     let mut res = vec![];
     for &(m, n, k) in cube.iter().chain(decode) {
-        res.push(bench_gemm::<bf16>(dev, rng, "bf16", m, n, k, false, reps)?);
-        res.push(bench_gemm::<half::f16>(dev, rng, "f16", m, n, k, false, reps)?);
+        if want("bf16") {
+            res.push(bench_gemm::<bf16>(dev, rng, "bf16", m, n, k, false, reps)?);
+        }
+        if want("f16") {
+            res.push(bench_gemm::<half::f16>(dev, rng, "f16", m, n, k, false, reps)?);
+        }
     }
     for &(m, n, k) in &cube[..1] {
-        res.push(bench_gemm::<bf16>(dev, rng, "bf16_bT", m, n, k, false, reps)?);
-        res.push(bench_gemm::<f32>(dev, rng, "tf32", m, n, k, true, reps)?);
-        res.push(bench_gemm::<f32>(dev, rng, "f32", m, n, k, false, reps)?);
+        if want("bf16_bT") {
+            res.push(bench_gemm::<bf16>(dev, rng, "bf16_bT", m, n, k, false, reps)?);
+        }
+        if want("tf32") {
+            res.push(bench_gemm::<f32>(dev, rng, "tf32", m, n, k, true, reps)?);
+        }
+        if want("f32") {
+            res.push(bench_gemm::<f32>(dev, rng, "f32", m, n, k, false, reps)?);
+        }
     }
     println!("{:<5} {:>16} {:>10} {:>9} {:>9}  check", "dtype", "m×n×k", "time us", "TFLOP/s", "max err");
     let mut lines = vec![];
@@ -454,7 +465,9 @@ fn main() {
             let d: Vec<usize> = v.split('x').filter_map(|x| x.parse().ok()).collect();
             (d.len() == 3).then(|| (d[0], d[1], d[2]))
         });
-        match gemm_suite(&dev, &mut rng, small, quick, shape) {
+        // (`--dtypes bf16,tf32,...`: only those rows)
+        let only = args.iter().position(|a| a == "--dtypes").and_then(|i| args.get(i + 1)).map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>());
+        match gemm_suite(&dev, &mut rng, small, quick, shape, only.as_deref()) {
             Ok(lines) => {
                 if let Some(f) = json {
                     std::fs::write(&f, lines.join("\n") + "\n").expect("write json");
