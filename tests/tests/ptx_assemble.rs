@@ -384,3 +384,38 @@ fn wgmma_tma_kmajor_b() {
         }
     }
 }
+
+/// The FMA `dot` (exact f32) is a register-blocked outer product: per k a
+/// thread loads one element of A per distinct row and one of B per distinct
+/// column of its outputs, so a 128×128×32 tile at 8 warps (64 outputs per
+/// thread) issues 64 FMAs per k against at most 24 shared-memory loads (it
+/// was 128: two per FMA); the k loop is unrolled by 8 with immediate
+/// offsets. Assembles for sm_80 and sm_90 without spills.
+#[test]
+fn fma_dot_register_blocked() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
+    let px = ptxas::find_or_skip();
+    for sm in [80, 90] {
+        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        // the dot's k loop: the block between the label its backward
+        // branch jumps to and that branch, holding the FMAs
+        let f = t.find("fma.rn.f32").unwrap();
+        let back = f + t[f..].find("\tbra.uni $L").unwrap();
+        let label = t[back + "\tbra.uni ".len()..].split(';').next().unwrap();
+        let head = t.find(&format!("{label}:")).unwrap();
+        let body = &t[head..back];
+        let (fmas, loads) = (body.matches("fma.rn.f32").count(), body.matches("ld.shared").count());
+        assert_eq!(fmas, 64 * 8, "sm_{sm}: 64 outputs × 8 unrolled k");
+        assert!(loads <= 24 * 8, "sm_{sm}: {loads} shared loads per 8 k for {fmas} FMAs");
+        assert!(body.contains("+28]"), "sm_{sm}: unrolled k at immediate offsets");
+        if let Some(px) = &px {
+            let r = ptxas::assemble(px, t, sm).unwrap_or_else(|log| panic!("ptxas sm_{sm}: {log}"));
+            assert_eq!(r.spill_loads + r.spill_stores, 0, "sm_{sm}: spills");
+            println!("exact f32 128x128x32 sm_{sm}: {} regs, {fmas} FMAs / {loads} loads per 8 k", r.registers);
+        }
+    }
+}
