@@ -325,6 +325,8 @@ fn gemm_kmajor_tf32<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T
     let batch = opts.batch;
     let (ta, tb) = (opts.a_layout == Layout::ColMajor, opts.b_layout == Layout::RowMajor);
     let (len_a, len_b) = (batch * m * k, batch * k * n);
+    // (beyond 2³¹ elements an operand stays as it is: the product then
+    // reads it through `cp.async`, rounding in shared memory)
     if len_a.max(len_b) > i32::MAX as usize {
         return gemm_with(dev, a, b, c, m, n, k, opts, true);
     }
@@ -564,7 +566,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
 /// `ptx::tma` and `ptx::async_copy`): Hopper; 16-bit operands, or f32 ones
 /// rounded to tf32 (by the bulk copies); A row-major and B row- or
 /// (K-major) column-major — tf32 B only column-major, the one layout `wgmma`
-/// reads it in — with the other strides multiples of 16 bytes; K ranges of
+/// reads it in — with the other strides multiples of 16 elements; K ranges of
 /// whole `BK` blocks; a `wgmma`-shaped tile whose slot rows are whole
 /// 128-byte atoms and whose boxes have at most 256 rows. Elsewhere the
 /// masked pointer loads are the faster path (they vectorize and go through
@@ -588,7 +590,8 @@ fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: 
         && dev.compute_capability().is_some_and(|sm| sm >= 90)
         && b_ok
         && sak == 1
-        && [sam, b_outer, sab, sbb].iter().all(|s| (s * es) % 16 == 0)
+        // (in elements: the launch's alignment facts are divisibility by 16)
+        && [sam, b_outer, sab, sbb].iter().all(|s| s % 16 == 0)
         && (splits == 1 || k_split % cfg.bk as usize == 0)
         && cfg.num_stages >= 2
         && cfg.num_warps % 4 == 0
