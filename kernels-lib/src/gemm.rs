@@ -574,9 +574,20 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
 ///
 /// `FERROTILE_GEMM_VIEWS=0` turns the view path off (for A/B runs against
 /// the `cp.async` path; read once per process).
-fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig, tf32: bool) -> bool {
+fn views_pay_off<T: FloatElement>(dev: &Device, strides: [i64; 6], split: (usize, usize), cfg: GemmConfig, tf32: bool) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let es = T::DTYPE.size_bytes() as i64;
+    *ON.get_or_init(|| std::env::var("FERROTILE_GEMM_VIEWS").map_or(true, |v| v != "0"))
+        && dev.compute_capability().is_some_and(|sm| sm >= 90)
+        && views_rule(T::DTYPE.size_bytes() as u32, strides, split, cfg, tf32)
+}
+
+/// The device-independent part of [`views_pay_off`]'s rule, for operands of
+/// `es`-byte elements with strides `[sam, sak, sbk, sbn, sab, sbb]` (as
+/// `gemm_kernel` receives them), `(splits, k_split)` and `cfg`. Public so a
+/// test can hold it to what the PTX backend does (`ptx_assemble`:
+/// `gemm_views_rule_matches_the_backend`).
+pub fn views_rule(es: u32, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig, tf32: bool) -> bool {
+    let es = es as i64;
     let kmajor_b = sbk == 1 && sbn != 1;
     let b_ok = match es {
         2 => sbn == 1 || kmajor_b,
@@ -586,13 +597,13 @@ fn views_pay_off<T: FloatElement>(dev: &Device, [sam, sak, sbk, sbn, sab, sbb]: 
     let b_outer = if kmajor_b { sbn } else { sbk };
     // (rows of B's box: K for a row-major B, N for a column-major one)
     let b_box_rows = if kmajor_b { cfg.bn } else { cfg.bk };
-    *ON.get_or_init(|| std::env::var("FERROTILE_GEMM_VIEWS").map_or(true, |v| v != "0"))
-        && dev.compute_capability().is_some_and(|sm| sm >= 90)
-        && b_ok
+    b_ok
         && sak == 1
         // (in elements: the launch's alignment facts are divisibility by 16)
         && [sam, b_outer, sab, sbb].iter().all(|s| s % 16 == 0)
         && (splits == 1 || k_split % cfg.bk as usize == 0)
+        // (policy: an unpipelined loop has nothing to overlap bulk copies
+        // with; it keeps the pointer loads)
         && cfg.num_stages >= 2
         && cfg.num_warps % 4 == 0
         && cfg.bm % (16 * cfg.num_warps) == 0

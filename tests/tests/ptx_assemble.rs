@@ -419,3 +419,73 @@ fn fma_dot_register_blocked() {
         }
     }
 }
+
+/// The library's rule for when the GEMM reads its operands through views
+/// (`gemm::views_rule`) agrees with what the PTX backend does with them:
+/// for every tuner configuration, dtype / precision and B layout, on the
+/// argument facts a launch would give (N = K = 4096 and 4104, M the same or
+/// 16 for split-K configurations), the rule says "views" exactly when the
+/// view-path compilation turns both operand loads into TMA bulk copies —
+/// never views that end up on the slower lowered path, never a TMA path
+/// left unused — except by the rule's one policy choice: unpipelined
+/// configurations (`num_stages` 1, nothing to overlap the copies with) keep
+/// the pointer loads.
+#[test]
+fn gemm_views_rule_matches_the_backend() {
+    use ferrotile_kernels::gemm::{gemm_candidates, views_rule, GemmConfig};
+    // (dtype, tf32, B column-major)
+    let modes = [(DType::BF16, false, false), (DType::BF16, false, true), (DType::F16, false, false), (DType::F32, true, true), (DType::F32, true, false), (DType::F32, false, false)];
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let mut failures = vec![];
+    for tc in gemm_candidates() {
+        let g = |n: &str| tc.get(n).unwrap() as u32;
+        let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as usize;
+        let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k: split_k as u32 };
+        // (4104: strides that are whole 16-byte multiples but not multiples
+        // of 16 elements — no alignment fact, no tensor map)
+        for size in [4096i64, 4104] {
+            let (m, n, kk) = (if split_k > 1 { 16 } else { size }, size, size);
+            let k_split = if split_k > 1 { (kk as usize).div_ceil(split_k).div_ceil(cfg.bk as usize) * cfg.bk as usize } else { kk as usize };
+            for (dt, tf32, b_col) in modes {
+                // the strides `launch_kernel` passes: A row-major; B row- or
+                // column-major; one product (batch strides 0)
+                let (sbk, sbn) = if b_col { (1, kk) } else { (n, 1) };
+                let strides = [kk, 1, sbk, sbn, 0, 0];
+                let rule = views_rule(dt.size_bytes() as u32, strides, (split_k, k_split), cfg, tf32);
+                let arg = |name: &str| -> Option<i64> {
+                    Some(match name {
+                        "m" => m,
+                        "n" => n,
+                        "k" => kk,
+                        "sam" => strides[0],
+                        "sak" => strides[1],
+                        "sbk" => strides[2],
+                        "sbn" => strides[3],
+                        "scm" => n,
+                        "sab" | "sbb" | "scb" => 0,
+                        "k_split" => k_split as i64,
+                        "scs" => if split_k > 1 { m * n } else { 0 },
+                        _ => return None,
+                    })
+                };
+                let div16: Vec<bool> = k.params.iter().map(|p| arg(&p.name).is_some_and(|v| v % 16 == 0)).collect();
+                let one: Vec<bool> = k.params.iter().map(|p| arg(&p.name) == Some(1)).collect();
+                let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
+                let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
+                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true };
+                let maps = match emit(&spec, &opts) {
+                    Ok(p) => p.tensor_maps.len(),
+                    // (a configuration the backend rejects — too much shared
+                    // memory for its dtype — is pruned by the tuner either way)
+                    Err(e) if e.to_string().contains("shared memory") => continue,
+                    Err(e) => panic!("{tc} {dt}: {e}"),
+                };
+                let policy = cfg.num_stages == 1 && !rule;
+                if rule != (maps == 2) && !policy {
+                    failures.push(format!("{tc} {dt} tf32={tf32} B {} size {size}: rule says views = {rule}, the backend gives {maps} tensor maps", if b_col { "col" } else { "row" }));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
