@@ -12,6 +12,9 @@
 #   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
 #   tma:   GEMM tests (+ memcheck of the view path), GEMM vs cuBLAS with
 #          TMA on and off
+#   profile: ncu side by side — the tuner's decode (16×8192×8192 bf16) and
+#          4096³ bf16 kernels against cuBLAS's (written at the end of
+#          session 7, not yet run)
 set -uo pipefail
 D=.devbin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -96,6 +99,18 @@ case "${1:-check}" in
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|-> |ERROR SUMMARY|test result" "$L" | grep -v "autotune.*/" | tail -45
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma"; exit 2 ;;
+  profile)
+    # tune first (the winner goes to the disk cache), then profile one
+    # launch of the winner and one of cuBLAS's kernel for the same shape
+    NCU="ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
+    for shape in 16x8192x8192 4096x4096x4096; do
+      step tune_$shape 120 $D/bench --device cuda --gemm-shape $shape --dtypes bf16
+      step ncu_ft_$shape 120 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape $shape --dtypes bf16 --quick
+      IFS=x read -r M N K <<< "$shape"
+      step ncu_cublas_$shape 120 $NCU --kernel-name regex:'gemm|gemv|sm90|cutlass' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn($M,$K,device='cuda',dtype=torch.bfloat16); b=torch.randn($K,$N,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    done
+    grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
+    ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|profile"; exit 2 ;;
 esac
 cat "$S"
