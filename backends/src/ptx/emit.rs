@@ -2646,8 +2646,8 @@ impl<'k> Em<'k> {
     /// barrier makes all of them visible, then each thread rounds 16-byte
     /// chunks `tid, tid + T, …` of each slot (nearest-even, non-finite
     /// values unchanged: the interpreter's rounding bit for bit). The
-    /// caller's proxy fence and barrier follow. (Large library GEMMs avoid
-    /// this pass: they round their operands once and use `dot_tf32_trunc`.)
+    /// caller's proxy fence and barrier follow. (TMA slots skip this pass:
+    /// their bulk copies round on the way, `AsyncPlan::round_tf32`.)
     fn round_tf32_slots(&mut self, tiles: &[(V, String)]) {
         let mut first = true;
         for (v, slot) in tiles {
@@ -2991,8 +2991,9 @@ impl<'k> Em<'k> {
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         // (f32 operands: the dot asked for tf32 — `assign` gives f32 dots a
         // tensor-core grid only then; the tensor cores read the top 19 bits
-        // of each element, so tf32 operands here are truncated, not rounded
-        // to nearest as on `mma.sync` and in the interpreter)
+        // of each element, so a `dot_tf32`'s operands are rounded before:
+        // in registers when staged, by a pass over `cp.async` slots, by the
+        // bulk copies of TMA slots)
         let (ty, es) = match self.dtype(a) {
             DType::BF16 => ("bf16", 2),
             DType::F16 => ("f16", 2),
