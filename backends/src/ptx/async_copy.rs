@@ -353,3 +353,38 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_layouts_follow_the_source() {
+        let sw = |es, transposed| SlotLayout::Swizzled { es, transposed };
+        // A is always K-major; B K-major for tf32 and for transposed views
+        assert_eq!(wgmma_slot(2, false, Some(0)), sw(2, false));
+        assert_eq!(wgmma_slot(2, true, Some(1)), sw(2, false));
+        assert_eq!(wgmma_slot(2, true, None), sw(2, false));
+        assert_eq!(wgmma_slot(2, true, Some(0)), sw(2, true));
+        assert_eq!(wgmma_slot(4, true, None), sw(4, true));
+        assert_eq!(wgmma_slot(4, false, Some(1)), sw(4, false));
+    }
+
+    #[test]
+    fn bulk_copies_fill_slots_whose_rows_run_along_the_view() {
+        let sw = |es, transposed| SlotLayout::Swizzled { es, transposed };
+        // 16-bit A 128×64: 128-byte rows along the view's unit stride
+        assert!(tma_slot(sw(2, false), &[128, 64], 1));
+        // a transposed view cannot fill a slot whose rows run the other way
+        assert!(!tma_slot(sw(2, false), &[128, 64], 0));
+        assert!(!tma_slot(sw(2, true), &[64, 128], 1));
+        // a column-major B (K×N = 64×256) into a K-major slot: 256 rows of K
+        assert!(tma_slot(sw(2, true), &[64, 256], 0));
+        assert!(!tma_slot(sw(2, true), &[64, 512], 0), "boxes have at most 256 rows");
+        // tf32: 32 f32 per 128-byte row
+        assert!(tma_slot(sw(4, false), &[128, 32], 1));
+        assert!(tma_slot(sw(4, true), &[32, 128], 0));
+        assert!(!tma_slot(sw(2, false), &[128, 32], 1), "64-byte rows are not a swizzle atom");
+        assert!(!tma_slot(SlotLayout::Padded { pitch: 144 }, &[128, 64], 1));
+    }
+}
