@@ -220,6 +220,13 @@ pub struct GemmConfig {
 }
 
 impl GemmConfig {
+    /// The configuration a [`gemm_candidates`] entry describes (`BM`, `BN`,
+    /// `BK`, `GROUP_M`, optional `SPLIT_K`; warps and stages).
+    pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
+        let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
+        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k })
+    }
+
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
         GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1 }
@@ -376,8 +383,7 @@ fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &
     );
     let tuner = gemm_tuner();
     tuner.run(dev, &key, |tc| {
-        let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
-        let cfg = GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k };
+        let cfg = GemmConfig::from_tune(tc)?;
         launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32).map_err(crate::lib_to_launch)
     })?;
     Ok(())

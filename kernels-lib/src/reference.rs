@@ -154,3 +154,14 @@ pub fn erf(x: f64) -> f64 {
         r
     }
 }
+
+/// `x` rounded to tf32 (a 10-bit mantissa): nearest, ties to even on the 13
+/// dropped bits, non-finite values unchanged — the interpreter's rounding,
+/// restated independently for the tests.
+pub fn tf32_rne(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let b = x.to_bits();
+    f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
+}

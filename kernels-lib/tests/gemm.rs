@@ -136,14 +136,6 @@ fn tf32_pre_pass_kernel() {
     use ferrotile::LaunchConfig;
     use ferrotile_kernels::gemm::round_tf32_transpose_kernel;
     let mut rng = Rng::new(seed());
-    // round to nearest even at bit 13 (the tf32 mantissa), specials kept
-    let rne = |x: f32| -> f32 {
-        if !x.is_finite() {
-            return x;
-        }
-        let b = x.to_bits();
-        f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
-    };
     for dev in devices() {
         for (rows, cols, batch) in [(1usize, 1usize, 1usize), (70, 33, 2), (64, 128, 1), (129, 65, 3)] {
             // (values below 2: no overflow to infinity, no NaNs)
@@ -156,7 +148,7 @@ fn tf32_pre_pass_kernel() {
             for b in 0..batch {
                 for i in 0..rows {
                     for j in 0..cols {
-                        let (g, w) = (got[b * rows * cols + j * rows + i], rne(x[b * rows * cols + i * cols + j]));
+                        let (g, w) = (got[b * rows * cols + j * rows + i], reference::tf32_rne(x[b * rows * cols + i * cols + j]));
                         assert_eq!(g.to_bits(), w.to_bits(), "{}: {rows}x{cols} batch {b} ({i}, {j})", dev.name());
                     }
                 }
@@ -224,14 +216,7 @@ fn gemm_bad_input_is_an_error() {
 
 /// Every configuration the autotuner may try, as a `GemmConfig`.
 fn tuner_configs() -> Vec<GemmConfig> {
-    ferrotile_kernels::gemm::gemm_candidates()
-        .iter()
-        .map(|tc| {
-            let g = |n: &str| tc.get(n).unwrap() as u32;
-            let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
-            GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k }
-        })
-        .collect()
+    ferrotile_kernels::gemm::gemm_candidates().iter().map(|tc| GemmConfig::from_tune(tc).unwrap()).collect()
 }
 
 /// Every configuration the autotuner may pick (tensor cores: `mma.sync`,

@@ -438,9 +438,8 @@ fn gemm_views_rule_matches_the_backend() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let mut failures = vec![];
     for tc in gemm_candidates() {
-        let g = |n: &str| tc.get(n).unwrap() as u32;
-        let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as usize;
-        let cfg = GemmConfig { bm: g("BM"), bn: g("BN"), bk: g("BK"), group_m: g("GROUP_M"), num_warps: tc.num_warps, num_stages: tc.num_stages, split_k: split_k as u32 };
+        let cfg = GemmConfig::from_tune(&tc).unwrap();
+        let split_k = cfg.split_k as usize;
         // (4104: strides that are whole 16-byte multiples but not multiples
         // of 16 elements — no alignment fact, no tensor map)
         for size in [4096i64, 4104] {

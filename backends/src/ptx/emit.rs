@@ -3211,27 +3211,12 @@ impl<'k> Em<'k> {
         // each k loads one element of A per distinct row and one of B per
         // distinct column, and every output is one FMA of those — instead
         // of two loads per output.
-        let lay = self.layout(&out_shape);
-        let mut rows: Vec<u32> = vec![];
-        let mut cols: Vec<u32> = vec![];
-        let mut which = vec![];
-        for r in 0..accs.len() {
-            let (ki, kj) = (lay.konst[r][0], lay.konst[r][1]);
-            let u = rows.iter().position(|&x| x == ki).unwrap_or_else(|| {
-                rows.push(ki);
-                rows.len() - 1
-            });
-            let v = cols.iter().position(|&x| x == kj).unwrap_or_else(|| {
-                cols.push(kj);
-                cols.len() - 1
-            });
-            which.push((r, u, v));
-        }
+        let (rows, cols, at) = self.layout(&out_shape).bl.outer_product();
         // a pointer per distinct row of A and column of B, from a register
         // of that row / column
         let mut pa = vec![String::new(); rows.len()];
         let mut pb = vec![String::new(); cols.len()];
-        for &(r, u, v) in &which {
+        for (r, &(u, v)) in at.iter().enumerate() {
             if pa[u].is_empty() {
                 let i = self.index(&out_shape, r, 0);
                 let x = self.reg(Cls::R);
@@ -3257,7 +3242,7 @@ impl<'k> Em<'k> {
         for q in 0..un {
             let xs: Vec<String> = pa.iter().map(|pp| self.ld_shared_off(ac, pp, q * 4)).collect();
             let ys: Vec<String> = pb.iter().map(|pp| self.ld_shared_off(ac, pp, q * n * 4)).collect();
-            for &(r, u, v) in &which {
+            for (r, &(u, v)) in at.iter().enumerate() {
                 if int {
                     self.l(format!("mad.lo.s32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
                 } else {

@@ -167,6 +167,25 @@ impl Blocked {
         (0..self.rank()).any(|d| self.replicated(d))
     }
 
+    /// A rank-2 layout's registers as an outer product (the FMA `dot`'s
+    /// register blocking, in both emitters): the distinct row offsets, the
+    /// distinct column offsets (both in first-use order), and per register
+    /// the index of its row and of its column among them. Registers with
+    /// equal offsets hold the same row (column) in every thread.
+    pub fn outer_product(&self) -> (Vec<u32>, Vec<u32>, Vec<(usize, usize)>) {
+        let (mut rows, mut cols, mut at) = (vec![], vec![], vec![]);
+        let slot = |v: &mut Vec<u32>, x: u32| {
+            v.iter().position(|&y| y == x).unwrap_or_else(|| {
+                v.push(x);
+                v.len() - 1
+            })
+        };
+        for kc in self.konst() {
+            at.push((slot(&mut rows, kc[0]), slot(&mut cols, kc[1])));
+        }
+        (rows, cols, at)
+    }
+
     /// Per-register constant offsets, registers ordered row-major over
     /// (rep_0, e_0, rep_1, e_1, ...), so the last dimension's elements of one
     /// repetition are consecutive registers.

@@ -2558,21 +2558,7 @@ impl<'k> Em<'k> {
         // columns (its layout's repetitions); each k reads every distinct A
         // row value and B column value once and reuses it for all outputs
         // that share it, instead of two workgroup-memory reads per FMA.
-        let lay = self.layout(&out_shape)?;
-        let mut rows: Vec<u32> = vec![];
-        let mut cols: Vec<u32> = vec![];
-        let mut at = vec![];
-        for kc in &lay.konst {
-            let ri = rows.iter().position(|&x| x == kc[0]).unwrap_or_else(|| {
-                rows.push(kc[0]);
-                rows.len() - 1
-            });
-            let ci = cols.iter().position(|&x| x == kc[1]).unwrap_or_else(|| {
-                cols.push(kc[1]);
-                cols.len() - 1
-            });
-            at.push((ri, ci));
-        }
+        let (rows, cols, at) = self.layout(&out_shape)?.bl.outer_product();
         let first_reg = |which: usize, idx: usize| at.iter().position(|p| if which == 0 { p.0 == idx } else { p.1 == idx }).unwrap();
         let mut pa = vec![];
         for ri in 0..rows.len() {

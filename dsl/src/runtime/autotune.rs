@@ -186,7 +186,8 @@ impl Autotuner {
             launch(&c)?;
             return Ok(c);
         }
-        let print = std::env::var("FERROTILE_AUTOTUNE_PRINT").is_ok_and(|v| v != "0");
+        let print_var = std::env::var("FERROTILE_AUTOTUNE_PRINT").ok();
+        let print = print_var.as_deref().is_some_and(|v| v != "0");
         let disabled = std::env::var("FERROTILE_AUTOTUNE").is_ok_and(|v| v == "0");
         let (best, from) = if disabled || self.configs.len() == 1 {
             (self.configs[0].clone(), "default")
@@ -194,7 +195,7 @@ impl Autotuner {
             (c, "disk cache")
         } else {
             let report = self.tune(dev, key, &mut launch)?;
-            if std::env::var("FERROTILE_AUTOTUNE_PRINT").is_ok_and(|v| v == "all") {
+            if print_var.as_deref() == Some("all") {
                 eprintln!("{report}");
             }
             let b = report.best.clone();

@@ -633,16 +633,6 @@ fn tf32_split_inputs(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<f64>, Vec<f64>
     (v, r, t)
 }
 
-/// The interpreter's tf32 rounding, restated: nearest-even on the 13
-/// dropped bits, non-finite values unchanged.
-fn tf32_rne(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    let b = x.to_bits();
-    f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
-}
-
 /// `dot_tf32` rounds its inputs to nearest and `dot_tf32_trunc` truncates
 /// them (inputs where the two differ by a tf32 ulp, shapes that take
 /// Hopper's `wgmma` with 4 warps, pipelined or not; from pointer loads and,
@@ -686,7 +676,7 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     let eye: Vec<f32> = (0..E * E).map(|i| if i / E == i % E { 1.0 } else { 0.0 }).collect();
     let (xd, eyed) = (upload(dev, &x)?, upload(dev, &eye)?);
     for trunc in [false, true] {
-        let want: Vec<u32> = x.iter().map(|&v| if trunc { v.to_bits() & !0x1fff } else { tf32_rne(v).to_bits() }).collect();
+        let want: Vec<u32> = x.iter().map(|&v| if trunc { v.to_bits() & !0x1fff } else { ferrotile_kernels::reference::tf32_rne(v).to_bits() }).collect();
         for views in [false, true] {
             let c = Ctx::new("tf32_modes", seed, format!("{} of ties: A·I {E}x{E}{}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }, if views { ", views" } else { "" }));
             let mut out = poisoned::<f32>(dev, E * E + PAD)?;
@@ -713,7 +703,7 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     xs.extend([f32::INFINITY, f32::NEG_INFINITY, f32::MAX, -f32::MAX, 0.0, -0.0, f32::MIN_POSITIVE, 1e-40]);
     let mut y = poisoned::<f32>(dev, xs.len() + PAD)?;
     c.launch(k_round_tf32::launch(dev, cdiv(xs.len(), 256) as u32, &upload(dev, &xs)?, &mut y, xs.len() as i32, 256))?;
-    let want: Vec<u32> = xs.iter().map(|&x| tf32_rne(x).to_bits()).collect();
+    let want: Vec<u32> = xs.iter().map(|&x| ferrotile_kernels::reference::tf32_rne(x).to_bits()).collect();
     let got: Vec<u32> = download(&y)?.iter().map(|v| v.to_bits()).collect();
     check_eq(&c, "round_tf32(x) (bits)", &got[..xs.len()], &want, &|i| format!("x = {:e} ({:#010x})", xs[i], xs[i].to_bits()))?;
     check_pad(&c, "round_tf32(x)", &download(&y)?, xs.len())
