@@ -149,8 +149,10 @@ pub fn remat_into<'k, E: Emitter<'k>>(em: &mut E, res: V) -> Result<bool, EmitEr
     Ok(true)
 }
 
-/// The element of `v` at index `idx` (one index per dim).
-fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result<String, EmitError> {
+/// The element of `v` at index `idx` (one index per dim: u32 registers),
+/// recomputed from its definition (`v` must be [`Remat::worth`] it, or a
+/// scalar).
+pub fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result<String, EmitError> {
     let k = em.remat_state().kernel();
     if k.ty(v).shape().is_empty() {
         return Ok(em.vals_mut()[&v][0].clone());

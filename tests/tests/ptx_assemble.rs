@@ -22,7 +22,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -87,7 +87,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn")).collect();
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true };
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
@@ -109,11 +109,13 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
                 // with unit strides the operand loads are 16-byte vectors,
                 // and index arithmetic is recomputed in place: without a bias
                 // (whose broadcast still goes through shared memory) the only
-                // barriers are the dot's two per K step (+ the prologue's)
+                // barriers are the dot's two per K step (+ the prologue's,
+                // + two where the epilogue stages C through shared memory
+                // for 16-byte stores)
                 // (on the wgmma path the operands go to shared memory by
                 // 16-byte cp.async instead)
-                Ok(p) if tc && (!(p.text.contains("ld.global.v4") || p.text.contains("cp.async.cg.shared.global")) || (cx[5] == 0 && p.text.matches("bar.sync").count() > 3)) => failures.push(format!(
-                    "gemm {t}->{u} {cx:?}: expected vectorized operand loads and ≤ 3 barriers, got {} v4 loads, {} 16-byte cp.async and {} barriers",
+                Ok(p) if tc && (!(p.text.contains("ld.global.v4") || p.text.contains("cp.async.cg.shared.global")) || (cx[5] == 0 && p.text.matches("bar.sync").count() > 3 + 2 * p.text.contains("st.global.v4") as usize)) => failures.push(format!(
+                    "gemm {t}->{u} {cx:?}: expected vectorized operand loads and ≤ 3 barriers (5 with a staged store), got {} v4 loads, {} 16-byte cp.async and {} barriers",
                     p.text.matches("ld.global.v4").count(),
                     p.text.matches("cp.async.cg").count(),
                     p.text.matches("bar.sync").count()
@@ -153,7 +155,7 @@ fn every_gemm_tuner_configuration_assembles() {
                     continue;
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
                     // FERROTILE_EXPLAIN's reasons: none for tensor-core
@@ -200,7 +202,7 @@ fn wgmma_gemm_rings_and_waits() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: true };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(t.contains(".target sm_90a") && t.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), "stages {stages}");
@@ -232,7 +234,7 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true };
+                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
                 match emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))) {
                     Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
                     Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
@@ -258,7 +260,7 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: false };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
@@ -267,23 +269,13 @@ fn wgmma_gemm_tma_rings() {
         assert!(t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"), "stages {stages}");
         assert_eq!(t.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * (1 + 4) - if stages == 1 { 5 } else { 0 }, "stages {stages}: one A box + 4 B boxes per tile load");
         assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.wait"), "stages {stages}: no cp.async");
+        assert_eq!(p.threads, 256);
         if stages >= 2 {
-            // the K loop: from the head its back edge (the unconditional
-            // branch after the last MMA) jumps to, to the exit its test
-            // branches to
-            let mma = t.rfind("wgmma.mma_async").unwrap();
-            let back = mma + t[mma..].find("\n\tbra.uni $L").unwrap() + "\n\tbra.uni ".len();
-            let head = &t[back..back + t[back..].find(';').unwrap()];
-            let h = t.find(&format!("{head}:")).unwrap();
-            let ex = h + t[h..].find("bra.uni $L").unwrap() + "bra.uni ".len();
-            let exit_label = &t[ex..ex + t[ex..].find(';').unwrap()];
-            let e = t.find(&format!("{exit_label}:")).unwrap();
-            let body = &t[h..e];
+            let (body, exit) = k_loop(t);
             assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
             assert!(!body.contains("fence.proxy.async"), "stages {stages}: no proxy fence");
             assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}: the dot waits on both operands' slots");
             assert!(body.find("wgmma.commit_group").unwrap() < body.find("cp.async.bulk.tensor").unwrap(), "stages {stages}: copies issued after the MMAs");
-            let exit = &t[e..];
             assert_eq!(exit.matches("mbarrier.try_wait.parity").count(), 2 * (stages - 1) as usize, "stages {stages}: the exit waits for the carried tiles");
         }
         if let Some(px) = &px {
@@ -292,9 +284,40 @@ fn wgmma_gemm_tma_rings() {
                 Err(log) => panic!("ptxas, stages {stages}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
             }
         }
+        // warp-specialized: a producer warp issues every copy; the
+        // consumers' K loop has no barrier and no copy, waits on the full
+        // mbarriers and releases both operands' slots on the empty ones
+        let p = emit(&spec, &PtxOptions { warp_specialize: true, ..opts }).unwrap();
+        let t = &p.text;
+        assert_eq!(p.threads, 288, "stages {stages}: 8 consumer warps + the producer");
+        assert!(t.contains(".maxntid 288, 1, 1"));
+        let inits = t.matches("mbarrier.init.shared::cta.b64").count();
+        assert!(inits >= 4 && t.matches("], 8;").count() * 2 == inits, "stages {stages}: per slot a full mbarrier and an empty one counting the consumer warps");
+        let split = t.find("bra.uni $L1;").expect("the producer's branch");
+        let (consumer, producer) = t[split..].split_at(t[split..].find("$L1:").unwrap());
+        assert!(!consumer.contains("cp.async.bulk.tensor") && !consumer.contains("bar.sync 0;"), "stages {stages}: the consumers copy nothing and never meet the producer");
+        assert_eq!(producer.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * 5 - if stages == 1 { 5 } else { 0 });
+        assert!(!producer.contains("wgmma") && !producer.contains("st.global") && !producer.contains("bar.sync"), "stages {stages}: the producer only copies");
+        assert_eq!(producer.matches("mbarrier.try_wait.parity").count(), producer.matches("mbarrier.arrive.expect_tx").count(), "stages {stages}: each fill waits for its slot's release");
+        if stages >= 2 {
+            let (body, _) = k_loop(consumer);
+            assert!(!body.contains("bar.sync") && !body.contains("cp.async"), "stages {stages}: no barrier, no copy in the consumers' K loop");
+            assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}");
+            assert_eq!(body.matches("mbarrier.arrive.shared::cta.b64").count(), 2, "stages {stages}: the previous MMAs' slots released");
+            assert!(body.find("wgmma.wait_group.sync.aligned 1").unwrap() < body.find("mbarrier.arrive.shared").unwrap(), "stages {stages}: released after the wait");
+        }
+        if let Some(px) = &px {
+            match ptxas::assemble(px, t, 90) {
+                Ok(r) => {
+                    println!("gemm views 128x256x64 stages {stages}, warp-specialized: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores);
+                    assert_eq!(r.spill_loads + r.spill_stores, 0, "stages {stages}");
+                }
+                Err(log) => panic!("ptxas, warp-specialized, stages {stages}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
+            }
+        }
     }
     let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
-    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true };
+    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true };
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
@@ -315,7 +338,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
                 let p = match emit(&spec, &opts) {
                     Ok(p) => p,
                     Err(e) => {
@@ -362,7 +385,7 @@ fn wgmma_tma_kmajor_b() {
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbk").collect();
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -375,7 +398,7 @@ fn wgmma_tma_kmajor_b() {
         let wg = t.lines().find(|l| l.contains("wgmma.mma_async")).unwrap();
         let imms = wg.rsplit_once('}').unwrap().1.matches(',').count() - 3;
         assert!(if dt == DType::F32 { imms == 2 } else { wg.trim_end().ends_with(", 1, 1, 0, 0;") }, "{what}: B K-major: {wg}");
-        assert!(!t.contains("cvt.rna.tf32") && !t.contains("st.shared"), "{what}: no rounding pass over the slots");
+        assert!(!t.contains("cvt.rna.tf32") && !k_loop(t).0.contains("st.shared"), "{what}: no rounding pass over the slots");
         if let Some(px) = &px {
             match ptxas::assemble(px, t, 90) {
                 Ok(r) => println!("{what}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
@@ -398,7 +421,7 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true };
+        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true, warp_specialize: true };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -471,7 +494,7 @@ fn gemm_views_rule_matches_the_backend() {
                 let one: Vec<bool> = k.params.iter().map(|p| arg(&p.name) == Some(1)).collect();
                 let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
                 let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
-                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true };
+                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
                 let maps = match emit(&spec, &opts) {
                     Ok(p) => p.tensor_maps.len(),
                     // (a configuration the backend rejects — too much shared
@@ -487,4 +510,52 @@ fn gemm_views_rule_matches_the_backend() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The K loop of a GEMM's PTX: from the head its back edge (the
+/// unconditional branch after the last MMA) jumps to, to the exit its test
+/// branches to; and everything after the exit.
+fn k_loop(t: &str) -> (&str, &str) {
+    let mma = t.rfind("wgmma.mma_async").unwrap();
+    let back = mma + t[mma..].find("\n\tbra.uni $L").unwrap() + "\n\tbra.uni ".len();
+    let head = &t[back..back + t[back..].find(';').unwrap()];
+    let h = t.find(&format!("{head}:")).unwrap();
+    let ex = h + t[h..].find("bra.uni $L").unwrap() + "bra.uni ".len();
+    let exit_label = &t[ex..ex + t[ex..].find(';').unwrap()];
+    let e = t.find(&format!("{exit_label}:")).unwrap();
+    (&t[h..e], &t[e..])
+}
+
+/// The GEMM's C tile leaves the accumulator layout through shared memory
+/// (dead operand rings) as 16-byte stores, one per 8 bf16 / 4 f32 — when
+/// the row stride of C is known to keep them aligned; otherwise the store
+/// stays in the accumulator layout. It assembles.
+#[test]
+fn epilogue_stores_are_16_bytes() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let px = ptxas::find_or_skip();
+    for (dt, tf32, cx_bk) in [(DType::BF16, 0, 64), (DType::F32, 1, 32)] {
+        let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
+        for ws in [false, true] {
+            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws };
+            let p = emit(&spec, &opts).unwrap();
+            let t = &p.text;
+            let what = format!("{dt} warp-specialized {ws}");
+            // 128×256 elements, 16 bytes per store, 256 threads
+            assert_eq!(t.matches("st.global.v4.b32").count() as u32, 128 * 256 * dt.size_bytes() as u32 / 16 / 256, "{what}");
+            assert!(!t.contains("st.global.v2") && !t.contains("st.global.b16") && !t.contains("st.global.f32"), "{what}: every store is 16 bytes");
+            assert!(k_loop(t).1.contains("ld.shared.v4.b32"), "{what}: read back as 16-byte pieces");
+            if let Some(px) = &px {
+                if let Err(log) = ptxas::assemble(px, t, 90) {
+                    panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+                }
+            }
+            // a row stride of C not known to be a multiple of 16 elements:
+            // the store keeps the accumulator layout
+            let div16: Vec<bool> = k.params.iter().map(|p| p.name != "scm").collect();
+            let p = emit(&spec, &PtxOptions { arg_div16: div16, ..opts }).unwrap();
+            assert!(!p.text.contains("st.global.v4") && !k_loop(&p.text).1.contains("ld.shared.v4"), "{what}: no staging without the alignment fact");
+        }
+    }
 }

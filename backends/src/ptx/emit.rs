@@ -43,6 +43,21 @@ pub struct PtxOptions {
     /// takes one tensor-map parameter per such view, after its own; see
     /// [`PtxKernel::tensor_maps`]).
     pub tma: bool,
+    /// With `tma`: kernels whose bulk copies qualify ([`super::warp_spec`])
+    /// run with one extra warp that issues every copy (`num_warps + 1`
+    /// warps: [`PtxKernel::threads`]), slots handed over by mbarriers.
+    pub warp_specialize: bool,
+}
+
+/// Which instruction stream of a warp-specialized kernel is being emitted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    /// Not warp-specialized: every warp runs the whole kernel.
+    All,
+    /// The kernel's `num_warps` warps: everything but the bulk copies.
+    Consumer,
+    /// The extra warp: the copies and what their coordinates need.
+    Producer,
 }
 
 /// How the host passes each parameter.
@@ -210,6 +225,22 @@ struct Em<'k> {
     /// Bulk-copy issue code not yet placed: `load_tma` defers it past the
     /// next `wgmma` issue (or the end of the block).
     tma_pending: String,
+    /// Warp specialization ([`super::warp_spec`]): the producer's slice, the
+    /// stream being emitted, per TMA ring the register holding the slot a
+    /// consumer releases after its next `wgmma` wait (-1: none), and lane 0
+    /// of each warp (the consumers' arrivals).
+    ws: Option<super::warp_spec::WsPlan>,
+    role: Role,
+    ws_prev: Vec<Option<String>>,
+    lane0: String,
+    /// Index of the last top-level op of the kernel that loads into a ring
+    /// (or holds one that does), the nesting depth of the block being
+    /// emitted, and whether the rings are dead: past that op at the top
+    /// level, with every copy landed and read, so that their shared memory
+    /// may serve as scratch ([`Self::store_staged`]).
+    last_ring_op: Option<usize>,
+    depth: u32,
+    rings_dead: bool,
 }
 
 pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
@@ -290,6 +321,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     let plan = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
     let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
     let aplan = super::async_copy::plan(k, &plan, &tv);
+    // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
+    // warpgroups need num_warps % 4 == 0)
+    let ws = if o.warp_specialize && o.num_warps % 4 == 0 && o.num_warps < 32 { super::warp_spec::plan(k, &aplan) } else { None };
     let mut em = Em {
         k,
         o,
@@ -325,8 +359,21 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         tma_bar: vec![],
         leader: String::new(),
         tma_pending: String::new(),
+        ws,
+        role: Role::All,
+        ws_prev: vec![],
+        lane0: String::new(),
+        last_ring_op: None,
+        depth: 0,
+        rings_dead: false,
         plan,
     };
+    {
+        fn has_ring(op: &Op, ap: &super::async_copy::AsyncPlan) -> bool {
+            op.results.iter().any(|r| ap.loads.contains_key(r)) || op.kind.regions().iter().any(|b| b.ops.iter().any(|o| has_ring(o, ap)))
+        }
+        em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.aplan));
+    }
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
     em.warp = em.reg(Cls::R);
@@ -344,10 +391,15 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     // TMA rings: one mbarrier per slot after the rings; thread 0
     // initializes them (arrival count 1: its `expect_tx`) before anything
     // else runs
+    // (warp-specialized: each slot also has an *empty* mbarrier after the
+    // ring's full ones, on which every consumer warp arrives once per use)
+    let specialized = em.ws.is_some();
     let mut bar_off = em.ring;
+    let mut inits = vec![];
     for c in 0..em.aplan.slot_bytes.len() {
         if em.aplan.tma[c].is_none() {
             em.tma_bar.push(None);
+            em.ws_prev.push(None);
             continue;
         }
         let ph = em.reg(Cls::R);
@@ -355,20 +407,55 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         // flips this to parity 0)
         let _ = writeln!(em.pro, "\tmov.u32 {ph}, 1;");
         em.tma_bar.push(Some((bar_off, ph)));
-        bar_off += 8 * em.aplan.slots[c];
+        let n = em.aplan.slots[c];
+        inits.extend((0..n).map(|i| (bar_off + 8 * i, 1)));
+        bar_off += 8 * n;
+        if specialized {
+            inits.extend((0..n).map(|i| (bar_off + 8 * i, o.num_warps)));
+            bar_off += 8 * n;
+            let prev = em.reg(Cls::R);
+            let _ = writeln!(em.pro, "\tmov.u32 {prev}, -1;");
+            em.ws_prev.push(Some(prev));
+        } else {
+            em.ws_prev.push(None);
+        }
     }
     if bar_off > em.ring {
         em.leader = em.reg(Cls::P);
         let (lead, b) = (em.leader.clone(), em.reg(Cls::R));
         let _ = writeln!(em.pro, "\tsetp.eq.u32 {lead}, {t}, 0;\n\tmov.u32 {b}, ft_smem;");
-        for off in (em.ring..bar_off).step_by(8) {
-            let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], 1;");
+        for (off, count) in inits {
+            let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], {count};");
         }
         let _ = writeln!(em.pro, "\tfence.mbarrier_init.release.cluster;\n\tbar.sync 0;");
         em.ring = bar_off.next_multiple_of(16);
         em.smem = em.ring;
     }
-    em.block(&k.body)?;
+    if specialized {
+        // two streams: the consumers (warps 0..num_warps) run the kernel
+        // without issuing copies, the producer (warp num_warps) only the
+        // copies and what they need; each emission starts from no values
+        let (pw, plabel, end) = (em.reg(Cls::P), em.label(), em.label());
+        em.lane0 = em.reg(Cls::P);
+        let _ = writeln!(em.pro, "\tsetp.eq.u32 {}, {l}, 0;", em.lane0);
+        em.l(format!("setp.eq.u32 {pw}, {w}, {};", o.num_warps));
+        em.l(format!("@{pw} bra.uni {plabel};"));
+        em.role = Role::Consumer;
+        em.rings_dead = false;
+        em.block(&k.body)?;
+        em.l(format!("bra.uni {end};"));
+        em.body.push_str(&format!("{plabel}:\n"));
+        em.role = Role::Producer;
+        em.vals.clear();
+        em.ring_ready.clear();
+        em.ring_dirty = true;
+        em.rings_dead = false;
+        em.block(&k.body)?;
+        em.body.push_str(&format!("{end}:\n"));
+    } else {
+        em.block(&k.body)?;
+    }
+    let threads = (o.num_warps + specialized as u32) * 32;
     let entry = format!("ft_{}", k.name);
     let mut params = vec![];
     let mut plist = vec![];
@@ -395,7 +482,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     if em.smem > 0 {
         let _ = writeln!(text, ".extern .shared .align {} .b8 ft_smem[];\n", if em.uses_wgmma { 1024 } else { 16 });
     }
-    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {}, 1, 1\n{{", plist.join(",\n"), o.num_warps * 32);
+    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{{", plist.join(",\n"));
     let names = [("f32", "%f"), ("b16", "%h"), ("b32", "%r"), ("b64", "%rd"), ("pred", "%p")];
     for (i, (ty, pre)) in names.iter().enumerate() {
         if em.counts[i] > 0 {
@@ -405,7 +492,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
-    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads: o.num_warps * 32, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone(), tensor_maps })
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone(), tensor_maps })
 }
 
 impl<'k> Em<'k> {
@@ -582,21 +669,35 @@ impl<'k> Em<'k> {
     }
 
     fn bar(&mut self) {
-        self.l("bar.sync 0;");
+        match self.role {
+            Role::All => self.l("bar.sync 0;"),
+            // (the producer warp is not there: a named barrier of the
+            // consumers' threads)
+            Role::Consumer => self.l(format!("bar.sync 1, {};", self.o.num_warps * 32)),
+            Role::Producer => unreachable!("the producer's stream has no barrier"),
+        }
     }
 
     // ------------------------------------------------------------ blocks
 
     fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
-        for op in &b.ops {
+        self.depth += 1;
+        for (i, op) in b.ops.iter().enumerate() {
             self.loc = op.loc;
+            if self.depth == 1 && self.last_ring_op.is_some_and(|l| i > l) {
+                self.rings_dead = true;
+            }
+            if self.role == Role::Producer && !self.ws.as_ref().is_some_and(|w| w.runs(op)) {
+                continue;
+            }
             if !op.kind.regions().is_empty() {
                 self.flush_tma();
             }
             self.op(op)?;
         }
         self.flush_tma();
+        self.depth -= 1;
         self.remat.leave();
         Ok(())
     }
@@ -928,8 +1029,10 @@ impl<'k> Em<'k> {
                 let ivc = cls_of(Elem::Val(ivd));
                 self.mov(ivc, &iv, &rlo);
                 self.vals.insert(body.args[0], vec![iv.clone()]);
+                // (the producer carries only the scalars its copies need)
+                let keep: Vec<bool> = body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
                 let mut carried = vec![];
-                for (a, init) in body.args[1..].iter().zip(inits) {
+                for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
                     let regs = self.fresh_like(*a);
                     let c = self.cls_of_val(*a);
                     let src = self.get(*init);
@@ -955,12 +1058,21 @@ impl<'k> Em<'k> {
                 // then has at most d − 1 groups in flight to order, and the
                 // barrier also frees the ring slots the prefetches reuse):
                 // one barrier per iteration, none at the `dot`.
+                // (warp-specialized: the producer reads no ring; consumers
+                // synchronize with it per slot, so bulk-copied operands need
+                // nothing here)
                 let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
                     OpKind::Dot { a, b, precision, .. } => {
                         let (da, db) = (self.aplan.carried.get(a)?.1, self.aplan.carried.get(b)?.1);
                         Some((*a, *b, da.min(db), *precision))
                     }
                     _ => None,
+                });
+                let tma_only = |em: &Self, v: V| em.aplan.class_of(v).is_some_and(|c| em.aplan.tma[c].is_some());
+                let ring_dot = ring_dot.filter(|(a, b, ..)| match self.role {
+                    Role::All => true,
+                    Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
+                    Role::Producer => false,
                 });
                 if let Some((a, b, d, precision)) = ring_dot {
                     // (TMA rings complete on their mbarriers, which the
@@ -989,7 +1101,7 @@ impl<'k> Em<'k> {
                 }
                 self.block(body)?;
                 self.cp_commit();
-                let ys = self.yields(body);
+                let ys: Vec<V> = self.yields(body).into_iter().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries
                 let mut tmps = vec![];
                 // (a register yielded to itself — an accumulator updated in
@@ -1018,6 +1130,14 @@ impl<'k> Em<'k> {
                 self.l(format!("add.{t} {iv}, {iv}, {rst};"));
                 self.l(format!("bra.uni {head};"));
                 self.body.push_str(&format!("{end}:\n"));
+                if self.role == Role::Producer {
+                    // (the consumers wait for the copies still landing)
+                    let results: Vec<V> = op.results.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r).collect();
+                    for (r, (_, regs)) in results.into_iter().zip(carried) {
+                        self.vals.insert(r, regs);
+                    }
+                    return Ok(());
+                }
                 // the last iteration's prefetch (of an iteration that does not
                 // run) may still be landing in a ring slot
                 // (ring loads are top-level ops of the body: `async_copy`)
@@ -1027,15 +1147,24 @@ impl<'k> Em<'k> {
                 // (TMA: the tiles still landing are exactly the carried
                 // ones the loop leaves behind; the program must not exit
                 // while a bulk copy writes its shared memory)
+                // (warp-specialized: nothing reads them, so their slots are
+                // released at once — a loop around this one refills them)
                 for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
                     if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
                         self.tma_wait(c, &regs[0].clone());
+                        if self.role == Role::Consumer {
+                            self.ws_release(c, &regs[0].clone(), None);
+                        }
                     }
                 }
                 // the last in-flight MMA must land before its accumulator
                 // is read
                 if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
                     self.l("wgmma.wait_group.sync.aligned 0;");
+                    // (and the slots of the last MMAs are free)
+                    for c in 0..self.ws_prev.len() {
+                        self.ws_release_prev(c);
+                    }
                 }
                 for (r, (_, regs)) in op.results.iter().zip(carried) {
                     self.vals.insert(*r, regs);
@@ -1762,6 +1891,9 @@ impl<'k> Em<'k> {
     }
 
     fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
+        if !atomic && self.store_staged(ptr, value, mask)? {
+            return Ok(());
+        }
         let shape = self.shape_u32(ptr);
         let d = self.dtype(value);
         let rp = self.get(ptr);
@@ -1783,6 +1915,106 @@ impl<'k> Em<'k> {
         }
         let w = if atomic || self.layout_has_repl(&shape) { 1 } else { self.vec_width(ptr, mask) };
         self.store_regs(&rp, &preds, &rv, d, atomic, w)
+    }
+
+    /// A 2-D store of a tensor-core accumulator layout (a thread holds runs
+    /// of 2 elements along the rows: 4- or 8-byte stores, 8 rows per warp
+    /// instruction, so every L2 write request carries half a sector) goes
+    /// through shared memory instead: the registers are written row-major
+    /// (rows padded by 16 bytes), read back as 16-byte pieces — consecutive
+    /// threads, consecutive pieces of a row — and stored with one 16-byte
+    /// `st.global` each, the pointers and the mask recomputed at each
+    /// piece's index ([`crate::remat`]). Taken when it is provably legal
+    /// and free: the pointers run contiguously and 16-byte aligned over
+    /// each piece and the mask is constant over it (the axis analysis), both
+    /// are cheap to recompute, and the scratch fits in the operand rings,
+    /// dead by then (past the kernel's last ring load, at the top level).
+    /// Measured: 4096×4096×64 bf16 with 128×256 tiles took 44 µs, all of it
+    /// the store of C (3.1 M single-sector L2 write requests for 32 MB).
+    fn store_staged(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
+        let shape = self.shape_u32(ptr);
+        if shape.len() != 2 || !self.rings_dead || self.plan.mma(&shape).is_none() {
+            return Ok(false);
+        }
+        let d = self.dtype(value);
+        let es = d.size_bytes() as u32;
+        if !(es == 2 || es == 4) {
+            return Ok(false);
+        }
+        let vw = 16 / es;
+        let (rows, cols) = (shape[0], shape[1]);
+        let lay = self.layout(&shape);
+        let run = lay.bl.spt[1];
+        if lay.bl.any_replication() || run * es >= 16 || cols % vw != 0 || run > 2 {
+            return Ok(false);
+        }
+        let threads = self.o.num_warps * 32;
+        let pieces = rows * cols / vw;
+        if pieces % threads != 0 || !(cols / vw).is_power_of_two() {
+            return Ok(false);
+        }
+        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
+        if pi.contig < vw as u64 || pi.div < 16 {
+            return Ok(false);
+        }
+        if let Some(m) = mask {
+            if self.axis.get(&m).map_or(1, |i| i.konst) < vw as u64 {
+                return Ok(false);
+            }
+        }
+        if !self.remat.worth(ptr) || mask.is_some_and(|m| !self.remat.worth(m)) {
+            return Ok(false);
+        }
+        let pitch = cols * es + 16;
+        if rows * pitch > self.aplan.ring_bytes() {
+            return Ok(false);
+        }
+        // every warp is past its last ring read (the loop exits waited for
+        // the copies and the MMAs)
+        self.bar();
+        let base = self.reg(Cls::R);
+        self.l(format!("mov.u32 {base}, ft_smem;"));
+        let rv = self.get(value);
+        let c = self.cls_of_val(value);
+        for r in (0..rv.len()).step_by(run as usize) {
+            let (i, j) = (self.index(&shape, r, 0), self.index(&shape, r, 1));
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {base};"));
+            self.l(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+            match (c, run) {
+                (Cls::H, 2) => {
+                    let w = self.reg(Cls::R);
+                    self.l(format!("mov.b32 {w}, {{{}, {}}};", rv[r], rv[r + 1]));
+                    self.l(format!("st.shared.b32 [{a}], {w};"));
+                }
+                (Cls::H, _) => self.l(format!("st.shared.b16 [{a}], {};", rv[r])),
+                (Cls::F, 2) => self.l(format!("st.shared.v2.f32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                (Cls::F, _) => self.l(format!("st.shared.f32 [{a}], {};", rv[r])),
+                (Cls::R, 2) => self.l(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                (Cls::R, _) => self.l(format!("st.shared.b32 [{a}], {};", rv[r])),
+                _ => return self.err("staged store of an unsupported register class"),
+            }
+        }
+        self.bar();
+        let per_row = (cols / vw).trailing_zeros();
+        for it in 0..pieces / threads {
+            let (p, row, col, a) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+            self.l(format!("add.u32 {p}, {}, {};", self.tid, it * threads));
+            self.l(format!("shr.u32 {row}, {p}, {per_row};"));
+            self.l(format!("and.b32 {col}, {p}, {};", (cols / vw) - 1));
+            self.l(format!("shl.b32 {col}, {col}, {};", vw.trailing_zeros()));
+            self.l(format!("mad.lo.u32 {a}, {row}, {pitch}, {base};"));
+            self.l(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
+            let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+            self.l(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
+            let at = crate::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
+            let pred = match mask {
+                Some(m) => format!("@{} ", crate::remat::eval_at(self, m, vec![row, col])?),
+                None => String::new(),
+            };
+            self.l(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
+        }
+        Ok(true)
     }
 
     fn layout_has_repl(&mut self, shape: &[u32]) -> bool {
@@ -2835,7 +3067,14 @@ impl<'k> Em<'k> {
     /// The mbarrier of the TMA ring slot holding tile value `v` (the slot's
     /// address with its fill's parity in bit 0: `load_tma`).
     fn tma_bar_addr(&mut self, c: usize, v: &str) -> String {
+        self.tma_bar_addr_of(c, v, false)
+    }
+
+    /// The full (or, `empty`, the empty: warp specialization) mbarrier of
+    /// the TMA ring slot holding tile value `v`.
+    fn tma_bar_addr_of(&mut self, c: usize, v: &str, empty: bool) -> String {
         let (bar0, _) = self.tma_bar[c].clone().expect("TMA ring");
+        let bar0 = if empty { bar0 + 8 * self.aplan.slots[c] } else { bar0 };
         let first = self.slot_regs[c].1.clone();
         let (t, b) = (self.reg(Cls::R), self.reg(Cls::R));
         self.l(format!("and.b32 {t}, {v}, -2;"));
@@ -2861,6 +3100,33 @@ impl<'k> Em<'k> {
         self.body.push_str(&format!("{lbl}:\n"));
         self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
         self.l(format!("@!{p} bra {lbl};"));
+    }
+
+    /// Warp-specialized consumers: every warp has finished reading the slot
+    /// of TMA tile `v` (its `wgmma`s were waited for): lane 0 arrives on
+    /// the slot's empty mbarrier, which the producer waits on before
+    /// refilling it.
+    fn ws_release(&mut self, c: usize, v: &str, valid: Option<String>) {
+        let bar = self.tma_bar_addr_of(c, v, true);
+        let p = match valid {
+            Some(q) => {
+                let p = self.reg(Cls::P);
+                self.l(format!("and.pred {p}, {q}, {};", self.lane0));
+                p
+            }
+            None => self.lane0.clone(),
+        };
+        let sink = self.reg(Cls::Rd);
+        self.l(format!("@{p} mbarrier.arrive.shared::cta.b64 {sink}, [{bar}];"));
+    }
+
+    /// Release the slot recorded for ring `c` (if any) and clear the record.
+    fn ws_release_prev(&mut self, c: usize) {
+        let Some(prev) = self.ws_prev[c].clone() else { return };
+        let q = self.reg(Cls::P);
+        self.l(format!("setp.ne.u32 {q}, {prev}, -1;"));
+        self.ws_release(c, &prev, Some(q));
+        self.l(format!("mov.u32 {prev}, -1;"));
     }
 
     /// The generic address of the tensor-map parameter for `view` with this
@@ -2895,7 +3161,9 @@ impl<'k> Em<'k> {
         if !super::async_copy::tma_slot(lay, &shape, tv.inner) {
             return self.err("TMA ring whose slot rows do not run along the view's contiguous dimension");
         }
-        if self.ring_dirty {
+        // (warp-specialized: the slot is free when its empty mbarrier says
+        // so, which only the producer waits for)
+        if self.ring_dirty && self.role == Role::All {
             self.bar();
             self.ring_dirty = false;
         }
@@ -2908,7 +3176,12 @@ impl<'k> Em<'k> {
         self.l(format!("@{wrap} xor.b32 {ph}, {ph}, 1;"));
         let slot = self.reg(Cls::R);
         self.l(format!("or.b32 {slot}, {cur}, {ph};"));
+        if self.role == Role::Consumer {
+            // the consumers only follow the ring (the producer copies)
+            return Ok(vec![slot]);
+        }
         let bar = self.tma_bar_addr(c, &slot);
+        let empty = if self.role == Role::Producer { Some(self.tma_bar_addr_of(c, &slot, true)) } else { None };
         // coordinates, innermost (the view's unit-stride dimension) first,
         // as s32 (clamped: anything beyond is outside every tensor-map
         // extent, hence zeros, as it should be)
@@ -2947,16 +3220,29 @@ impl<'k> Em<'k> {
         // should already have this iteration's MMAs (the slot it refills
         // was freed before this iteration's barrier, so the order of the
         // two does not matter otherwise).
-        let outer = std::mem::take(&mut self.body);
+        // (the producer issues right away: it has nothing else to do)
+        let outer = if self.role == Role::Producer { String::new() } else { std::mem::take(&mut self.body) };
         // warp 0 alone (a warp-uniform branch), one lane of it elected
         // (`elect.sync`: ptxas then issues each copy once, without a loop
         // over the lanes' operand values)
         let skip = self.label();
         let (w0, lead, lane) = (self.reg(Cls::P), self.reg(Cls::P), self.reg(Cls::R));
-        self.l(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
-        self.l(format!("@{w0} bra.uni {skip};"));
+        if self.role == Role::All {
+            self.l(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
+            self.l(format!("@{w0} bra.uni {skip};"));
+        }
         self.l(format!("elect.sync {lane}|{lead}, -1;"));
         self.l(format!("@!{lead} bra {skip};"));
+        if let Some(empty) = empty {
+            // wait until every consumer warp released this slot's previous
+            // fill (parity of the previous phase: a first fill passes)
+            let (par, p, lbl) = (self.reg(Cls::R), self.reg(Cls::P), self.label());
+            self.l(format!("and.b32 {par}, {slot}, 1;"));
+            self.l(format!("xor.b32 {par}, {par}, 1;"));
+            self.body.push_str(&format!("{lbl}:\n"));
+            self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
+            self.l(format!("@!{p} bra {lbl};"));
+        }
         let sink = self.reg(Cls::Rd);
         self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));
         let dim = coords.len();
@@ -2970,8 +3256,10 @@ impl<'k> Em<'k> {
             self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];"));
         }
         self.body.push_str(&format!("{skip}:\n"));
-        let issue = std::mem::replace(&mut self.body, outer);
-        self.tma_pending.push_str(&issue);
+        if self.role != Role::Producer {
+            let issue = std::mem::replace(&mut self.body, outer);
+            self.tma_pending.push_str(&issue);
+        }
         Ok(vec![slot])
     }
 
@@ -3148,6 +3436,18 @@ impl<'k> Em<'k> {
         // warpgroup's shared-memory reads complete, and the next writer
         // starts with a barrier.
         self.l(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
+        // warp-specialized: the slots the waited-for MMAs read are free (in
+        // flight: the previous dot's, recorded; else this one's)
+        for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
+            let Some(c) = c.filter(|c| self.ws_prev.get(*c).is_some_and(|p| p.is_some())) else { continue };
+            if inflight {
+                self.ws_release_prev(c);
+                let prev = self.ws_prev[c].clone().unwrap();
+                self.l(format!("mov.u32 {prev}, {r};"));
+            } else {
+                self.ws_release(c, r, None);
+            }
+        }
         Ok(accs)
     }
 

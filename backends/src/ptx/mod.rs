@@ -28,6 +28,7 @@ pub mod axis;
 pub mod emit;
 pub mod layout;
 pub mod tma;
+pub mod warp_spec;
 
 pub use emit::{emit, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 

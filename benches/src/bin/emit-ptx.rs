@@ -35,7 +35,7 @@ fn main() {
         // column-major (sbk)
         let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == b_unit).collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: true }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;
@@ -70,6 +70,6 @@ fn main() {
         println!("{}", w.text);
         return;
     }
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true }).unwrap();
     println!("{}", p.text);
 }

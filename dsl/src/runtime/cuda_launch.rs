@@ -35,7 +35,8 @@ type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, 
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
-/// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads).
+/// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads),
+/// `FERROTILE_WS` (a producer warp for those copies).
 /// Read once per process, so they cannot disagree with the in-memory cache.
 fn env_flag(name: &'static str) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
@@ -100,6 +101,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             wgmma: env_flag("FERROTILE_WGMMA"),
             pipeline: if env_flag("FERROTILE_PIPELINE") { cfg.num_stages - 1 } else { 0 },
             tma,
+            warp_specialize: env_flag("FERROTILE_WS"),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {

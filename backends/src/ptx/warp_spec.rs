@@ -1,0 +1,201 @@
+//! Warp specialization of bulk-copy pipelines: what a dedicated producer
+//! warp runs.
+//!
+//! Takes a specialized (view-lowered, pipelined) kernel and its
+//! [`AsyncPlan`]. Where the kernel has TMA rings ([`AsyncPlan::tma`]), the
+//! emitter can run it with one extra warp, the *producer*, which issues every
+//! bulk copy, while the kernel's own `num_warps` warps (the *consumers*) run
+//! everything else and never issue a copy. Slots then change hands through
+//! two mbarriers each: *full* (the copy landed: the producer's
+//! `expect_tx`, the copy engine's bytes) and *empty* (every consumer warp
+//! finished the `wgmma`s that read it), instead of one CTA-wide barrier per
+//! loop iteration that orders every warp's reads before the next copy. The
+//! producer runs ahead as far as the ring allows; the consumers wait only
+//! for the data they read.
+//!
+//! This pass decides whether that is possible and what the producer's
+//! instruction stream is: the kernel with every op removed except
+//! - the TMA `load_block`s (the copies),
+//! - the values their block coordinates depend on, transitively — through
+//!   loop-carried scalars (their initial and yielded values) and the bounds
+//!   of every loop the copies sit in,
+//! - those loops.
+//!
+//! Conditions (otherwise `None`, and the kernel keeps one instruction
+//! stream): every value the producer computes is a scalar made by pure ops
+//! (parameters, constants, program ids, arithmetic, comparisons, selects,
+//! casts) — the producer is one warp and owns no tile; no copy and no such
+//! value lies inside an `if` (the producer would have to evaluate the
+//! condition, which no kernel needs yet); every TMA ring is read by a
+//! `wgmma` (true of TMA classes by construction, checked again here).
+//!
+//! Guarantees (what the emitter relies on): the producer's stream issues the
+//! same copies, in the same order, at the same coordinates as the
+//! single-stream kernel would, because it computes them with the same ops;
+//! it visits the same loops with the same trip counts, so its ring cursors
+//! and phases advance exactly as the consumers' do (which still step the
+//! cursors at every `load_block`, without copying).
+//!
+//! Why: in one stream, warp 0 issues the copies between its own MMAs, and
+//! every warp meets at a CTA barrier per K step before a slot may be
+//! refilled: the tensor cores idle while the slowest warp arrives, and the
+//! copies for step `i + d` cannot start until step `i − 1`'s reads are
+//! done everywhere. The producer/consumer split is how Hopper GEMMs (and
+//! cuBLAS's) keep the copy engine and the tensor cores both busy.
+
+use super::async_copy::AsyncPlan;
+use ferrotile_ir::*;
+use std::collections::{HashMap, HashSet};
+
+/// The producer warp's share of a kernel.
+#[derive(Clone, Debug, Default)]
+pub struct WsPlan {
+    /// Values the producer computes (scalars, block arguments included).
+    pub vals: HashSet<V>,
+    /// Loops the producer runs, by induction variable.
+    pub loops: HashSet<V>,
+    /// TMA `load_block` results: the copies it issues.
+    pub loads: HashSet<V>,
+}
+
+impl WsPlan {
+    /// The producer runs this op (a loop: some of its body; a `load_block`:
+    /// the copy; anything else: its result is needed for a coordinate).
+    pub fn runs(&self, op: &Op) -> bool {
+        match &op.kind {
+            OpKind::For { body, .. } => self.loops.contains(&body.args[0]),
+            OpKind::Yield(_) => false,
+            _ => op.results.iter().any(|r| self.vals.contains(r) || self.loads.contains(r)),
+        }
+    }
+}
+
+struct ForInfo<'k> {
+    op: &'k Op,
+    /// Induction variables of the enclosing loops, outermost first.
+    encl: Vec<V>,
+}
+
+enum Def<'k> {
+    /// Result `i` of `op`, defined inside these loops, maybe inside an `if`.
+    Op { op: &'k Op, encl: Vec<V>, in_if: bool },
+    /// Block argument `i` of the loop with this induction variable.
+    Arg { iv: V, i: usize },
+}
+
+/// The producer's slice of `k`, or `None` when the kernel cannot be split.
+pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
+    let tma_loads: HashSet<V> = ap.loads.iter().filter(|(_, c)| ap.tma[**c].is_some()).map(|(v, _)| *v).collect();
+    if tma_loads.is_empty() {
+        return None;
+    }
+    let mut defs: HashMap<V, Def> = HashMap::new();
+    let mut fors: HashMap<V, ForInfo> = HashMap::new();
+    let mut dots_ok = true;
+    fn scan<'k>(b: &'k Block, encl: &mut Vec<V>, in_if: bool, defs: &mut HashMap<V, Def<'k>>, fors: &mut HashMap<V, ForInfo<'k>>, ap: &AsyncPlan, dots_ok: &mut bool) {
+        for op in &b.ops {
+            for r in &op.results {
+                defs.insert(*r, Def::Op { op, encl: encl.clone(), in_if });
+            }
+            match &op.kind {
+                OpKind::For { body, .. } => {
+                    let iv = body.args[0];
+                    for (i, a) in body.args.iter().enumerate() {
+                        defs.insert(*a, Def::Arg { iv, i });
+                    }
+                    fors.insert(iv, ForInfo { op, encl: encl.clone() });
+                    encl.push(iv);
+                    scan(body, encl, in_if, defs, fors, ap, dots_ok);
+                    encl.pop();
+                }
+                OpKind::If { then_, else_, .. } => {
+                    scan(then_, encl, true, defs, fors, ap, dots_ok);
+                    scan(else_, encl, true, defs, fors, ap, dots_ok);
+                }
+                _ => {}
+            }
+            // a TMA tile is read by a `dot` only (the consumers release its
+            // slot after the dot's MMAs), or carried to one
+            for x in op.kind.operands() {
+                if let Some(c) = ap.class_of(x) {
+                    if ap.tma[c].is_some() && !matches!(op.kind, OpKind::Dot { .. } | OpKind::For { .. } | OpKind::Yield(_)) {
+                        *dots_ok = false;
+                    }
+                }
+            }
+        }
+    }
+    scan(&k.body, &mut vec![], false, &mut defs, &mut fors, ap, &mut dots_ok);
+    if !dots_ok {
+        return None;
+    }
+    let mut out = WsPlan { loads: tma_loads.clone(), ..Default::default() };
+    let mut work: Vec<V> = vec![];
+    let need_loop = |iv: V, out: &mut WsPlan, work: &mut Vec<V>, fors: &HashMap<V, ForInfo>| {
+        let mut stack = vec![iv];
+        while let Some(iv) = stack.pop() {
+            if !out.loops.insert(iv) {
+                continue;
+            }
+            let f = &fors[&iv];
+            if let OpKind::For { lo, hi, step, .. } = &f.op.kind {
+                work.extend([*lo, *hi, *step]);
+            }
+            stack.extend(f.encl.iter().copied());
+        }
+    };
+    for v in &tma_loads {
+        let Some(Def::Op { op, encl, in_if }) = defs.get(v) else { return None };
+        if *in_if {
+            return None;
+        }
+        let OpKind::LoadBlock { offsets, .. } = &op.kind else { return None };
+        work.extend(offsets.iter().copied());
+        for iv in encl.clone() {
+            need_loop(iv, &mut out, &mut work, &fors);
+        }
+    }
+    while let Some(v) = work.pop() {
+        if !out.vals.insert(v) {
+            continue;
+        }
+        if !k.ty(v).shape().is_empty() {
+            return None;
+        }
+        match defs.get(&v)? {
+            Def::Arg { iv, i } => {
+                need_loop(*iv, &mut out, &mut work, &fors);
+                if *i > 0 {
+                    let OpKind::For { inits, body, .. } = &fors[iv].op.kind else { return None };
+                    work.push(inits[i - 1]);
+                    match body.ops.last().map(|o| &o.kind) {
+                        Some(OpKind::Yield(ys)) => work.push(ys[i - 1]),
+                        _ => return None,
+                    }
+                }
+            }
+            Def::Op { op, encl, in_if } => {
+                if *in_if {
+                    return None;
+                }
+                for iv in encl.clone() {
+                    need_loop(iv, &mut out, &mut work, &fors);
+                }
+                match &op.kind {
+                    OpKind::Param(_) | OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {}
+                    OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } => work.extend(op.kind.operands()),
+                    OpKind::For { body, inits, .. } => {
+                        // a loop's final value of a carried scalar
+                        let iv = body.args[0];
+                        let i = op.results.iter().position(|r| *r == v)?;
+                        need_loop(iv, &mut out, &mut work, &fors);
+                        work.push(body.args[i + 1]);
+                        work.push(inits[i]);
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+    Some(out)
+}
