@@ -433,14 +433,6 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(256, 128, 64, 8).stages(1),
         c(128, 128, 64, 8).stages(1),
         c(128, 128, 64, 4).stages(1),
-        // EXPERIMENT session 8 (warp-specialized TMA): deeper rings, decode on wgmma
-        c(128, 128, 64, 8).stages(5),
-        c(128, 128, 64, 8).stages(6),
-        c(64, 64, 128, 4).stages(4),
-        c(64, 64, 128, 4).stages(6),
-        c(64, 64, 256, 4).stages(3),
-        c(64, 128, 128, 4).stages(4),
-        c(64, 64, 128, 4).stages(5).with("SPLIT_K", 2),
         // tf32 on warpgroup MMAs (K in whole 32-element atoms; 32-bit
         // operands take twice the ring of 16-bit ones)
         c(128, 128, 32, 8).stages(3),

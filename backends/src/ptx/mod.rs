@@ -10,6 +10,8 @@
 //!   operand rings (or, from [`tma`] views, TMA bulk tensor copies);
 //! - [`tma`]: which views a Hopper tensor map describes, and the recipe the
 //!   host evaluates per launch to encode it;
+//! - [`warp_spec`]: whether a kernel's bulk copies can move to a producer
+//!   warp of their own, and which ops that warp runs;
 //! - [`axis`]: contiguity/divisibility analysis of integer and pointer tiles,
 //!   which decides where 128-bit vector accesses are provably legal;
 //! - [`emit`]: instruction selection over the layouts: elementwise ops in

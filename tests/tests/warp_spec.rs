@@ -1,0 +1,72 @@
+//! Warp specialization (`ptx/warp_spec.rs`): which kernels get a producer
+//! warp for their bulk copies, and what each stream of the emitted PTX
+//! holds. A view GEMM whose block coordinates are scalar functions of the
+//! program id is split (`num_warps + 1` warps, the copies only in the
+//! producer's stream); the same GEMM with its row block read from memory
+//! (a load on the producer's path) is not, and still assembles as one
+//! stream; a kernel with `warp_specialize: false` is never split.
+
+use ferrotile::ir::{specialize, DType};
+use ferrotile_backends::ptx::{emit, PtxOptions};
+use ferrotile_backends::ptxas;
+
+#[ferrotile::kernel]
+fn ws_plain<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
+    let pm = program_id(0) * BM;
+    let pn = program_id(1) * BN;
+    let va = view(a, [m, k], [lda, 1]);
+    let vb = view(b, [k, n], [ldb, 1]);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        acc = dot(load_block(va, [pm, k0], [BM, BK]), load_block(vb, [k0, pn], [BK, BN]), acc);
+    }
+    let vc = view(c, [m, n], [ldc, 1]);
+    store_block(vc, [pm, pn], acc);
+}
+
+#[ferrotile::kernel]
+fn ws_gather<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, blocks: Ptr<i32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
+    // the row block comes from memory: the producer would need a load
+    let pm = load(blocks + program_id(0)) * BM;
+    let pn = program_id(1) * BN;
+    let va = view(a, [m, k], [lda, 1]);
+    let vb = view(b, [k, n], [ldb, 1]);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        acc = dot(load_block(va, [pm, k0], [BM, BK]), load_block(vb, [k0, pn], [BK, BN]), acc);
+    }
+    let vc = view(c, [m, n], [ldc, 1]);
+    store_block(vc, [pm, pn], acc);
+}
+
+#[test]
+fn producer_warp_only_where_its_slice_is_scalar() {
+    let px = ptxas::find_or_skip();
+    for (k, split) in [(ws_plain::ir(), true), (ws_gather::ir(), false)] {
+        let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+        for ws in [false, true] {
+            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws };
+            let p = emit(&spec, &opts).unwrap();
+            let t = &p.text;
+            let what = format!("{} warp_specialize {ws}", k.name);
+            assert_eq!(p.tensor_maps.len(), 2, "{what}: both operands by TMA");
+            let specialized = ws && split;
+            assert_eq!(p.threads, if specialized { 288 } else { 256 }, "{what}");
+            // (empty mbarriers count the consumer warps)
+            assert_eq!(t.contains("], 8;"), specialized, "{what}");
+            if specialized {
+                let at = t.find("bra.uni $L1;").unwrap();
+                let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+                assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"), "{what}: copies in the producer's stream only");
+                assert!(consumers.contains("mbarrier.arrive.shared::cta.b64") && !consumers.contains("bar.sync 0;"), "{what}");
+            } else {
+                assert!(!t.contains("mbarrier.arrive.shared::cta.b64"), "{what}: one stream, no empty mbarriers");
+            }
+            if let Some(px) = &px {
+                if let Err(log) = ptxas::assemble(px, t, 90) {
+                    panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+                }
+            }
+        }
+    }
+}
