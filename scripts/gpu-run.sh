@@ -10,8 +10,9 @@
 #   final: the end-of-session check (see the case below)
 #   decode: GEMM tuner configurations' tests + the decode shape vs cuBLAS
 #   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
-#   tma:   GEMM tests (+ memcheck of the view path), GEMM vs cuBLAS with
-#          TMA on and off
+#   tma:   GEMM tests (+ the view tests with the producer warp,
+#          FERROTILE_WS=1, + memcheck of the view path), GEMM vs cuBLAS with
+#          TMA on and off and with the producer warp
 #   profile: ncu side by side — the tuner's decode (16×8192×8192 bf16) and
 #          4096³ bf16 kernels against cuBLAS's (written at the end of
 #          session 7, not yet run)
@@ -89,13 +90,16 @@ case "${1:-check}" in
   tma)
     # the TMA view path: GEMM tests on CUDA (memcheck on the view tests),
     # the SASS of the large-shape configuration, GEMM vs cuBLAS with TMA on
-    # and off (the tuner's picks from the first run are reused)
+    # and off (the tuner's picks from the first run are reused) and with the
+    # producer warp (tuned on its own)
     FERROTILE_TEST_DEVICES=cuda step gemm 240 $D/gemm --nocapture
+    FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda step gemm_ws 150 $D/gemm --nocapture gemm_views gemm_tf32
     FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_views
     $D/emit-ptx gemm 128x256x64 bf16 8 90 stages=3 views > "$OUT/tma.ptx" 2>/dev/null
     (cd "$OUT" && ptxas -arch=sm_90a -o tma.cubin tma.ptx && cuobjdump --dump-sass tma.cubin > tma.sass; echo "HGMMA $(grep -c HGMMA tma.sass) UTMALDG $(grep -c UTMALDG tma.sass)"; rm -f tma.cubin) >> "$S" 2>&1
     FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
     FERROTILE_TMA=0 step bench_gemm_notma 120 $D/bench --device cuda --gemm --json "$OUT/gemm_ft_notma.json"
+    FERROTILE_WS=1 FERROTILE_CACHE_DIR=/tmp/ft_ws step bench_gemm_ws 120 $D/bench --device cuda --gemm --json "$OUT/gemm_ft_ws.json"
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|-> |ERROR SUMMARY|test result" "$L" | grep -v "autotune.*/" | tail -45
     ;;

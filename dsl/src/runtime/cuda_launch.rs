@@ -35,12 +35,15 @@ type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, 
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
-/// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads),
-/// `FERROTILE_WS` (a producer warp for those copies).
+/// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads);
+/// off unless set to 1: `FERROTILE_WS` (a producer warp for those copies:
+/// correct on the H200 — every GEMM test, racecheck — but 1–2 % slower
+/// than one stream for the tuned GEMMs of session 8, so not the default).
 /// Read once per process, so they cannot disagree with the in-memory cache.
 fn env_flag(name: &'static str) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
-    *FLAGS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert_with(|| std::env::var(name).map_or(true, |v| v != "0"))
+    let default_on = name != "FERROTILE_WS";
+    *FLAGS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert_with(|| std::env::var(name).map_or(default_on, |v| if default_on { v != "0" } else { v == "1" }))
 }
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
