@@ -44,8 +44,10 @@ pub struct PtxOptions {
     /// [`PtxKernel::tensor_maps`]).
     pub tma: bool,
     /// With `tma`: kernels whose bulk copies qualify ([`super::warp_spec`])
-    /// run with one extra warp that issues every copy (`num_warps + 1`
-    /// warps: [`PtxKernel::threads`]), slots handed over by mbarriers.
+    /// run with a producer warpgroup whose first warp issues every copy
+    /// (`num_warps + 4` warps: [`PtxKernel::threads`]; `setmaxnreg` hands
+    /// the producer's registers to the consumers), slots handed over by
+    /// mbarriers.
     pub warp_specialize: bool,
 }
 
@@ -323,7 +325,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     let aplan = super::async_copy::plan(k, &plan, &tv);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
-    let ws = if o.warp_specialize && o.num_warps % 4 == 0 && o.num_warps < 32 { super::warp_spec::plan(k, &aplan) } else { None };
+    // (a whole producer warpgroup: at most 32 warps in all)
+    let ws = if o.warp_specialize && o.num_warps % 4 == 0 && o.num_warps <= 16 { super::warp_spec::plan(k, &aplan) } else { None };
     let mut em = Em {
         k,
         o,
@@ -431,6 +434,17 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         em.ring = bar_off.next_multiple_of(16);
         em.smem = em.ring;
     }
+    // The producer is a whole warpgroup (warps num_warps..num_warps+3):
+    // ptxas budgets registers for the block size rounded up to warpgroups
+    // anyway (a single extra warp capped 8 consumer warps at 168 registers,
+    // as 384 threads would), and `setmaxnreg` — which moves registers from
+    // the producer to the consumers — works per warpgroup. Its first warp
+    // runs the producer's stream; the other three leave at once.
+    let threads = (o.num_warps + 4 * specialized as u32) * 32;
+    // registers: what ptxas can give every thread of the block, and what
+    // the consumers may take once the producer warpgroup is down to 40
+    let at_launch = (65536 / threads.next_multiple_of(128)).min(255);
+    let consumers = ((65536 - 128 * 40) / (o.num_warps * 32)).min(255) / 8 * 8;
     if specialized {
         // two streams: the consumers (warps 0..num_warps) run the kernel
         // without issuing copies, the producer (warp num_warps) only the
@@ -438,13 +452,27 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         let (pw, plabel, end) = (em.reg(Cls::P), em.label(), em.label());
         em.lane0 = em.reg(Cls::P);
         let _ = writeln!(em.pro, "\tsetp.eq.u32 {}, {l}, 0;", em.lane0);
-        em.l(format!("setp.eq.u32 {pw}, {w}, {};", o.num_warps));
+        em.l(format!("setp.ge.u32 {pw}, {w}, {};", o.num_warps));
         em.l(format!("@{pw} bra.uni {plabel};"));
+        // (only where one program fills an SM: two programs on one SM
+        // could each block in `setmaxnreg.inc` on registers the other
+        // holds — an SM has 228 KB of shared memory, so rings over half
+        // of it rule the second one out)
+        let regs = consumers > at_launch && em.ring > 228 * 1024 / 2;
+        if regs {
+            em.l(format!("setmaxnreg.inc.sync.aligned.u32 {consumers};"));
+        }
         em.role = Role::Consumer;
         em.rings_dead = false;
         em.block(&k.body)?;
         em.l(format!("bra.uni {end};"));
         em.body.push_str(&format!("{plabel}:\n"));
+        if regs {
+            em.l("setmaxnreg.dec.sync.aligned.u32 40;");
+        }
+        let idle = em.reg(Cls::P);
+        em.l(format!("setp.ne.u32 {idle}, {w}, {};", o.num_warps));
+        em.l(format!("@{idle} bra.uni {end};"));
         em.role = Role::Producer;
         em.vals.clear();
         em.ring_ready.clear();
@@ -455,7 +483,6 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     } else {
         em.block(&k.body)?;
     }
-    let threads = (o.num_warps + specialized as u32) * 32;
     let entry = format!("ft_{}", k.name);
     let mut params = vec![];
     let mut plist = vec![];

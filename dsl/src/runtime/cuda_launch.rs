@@ -36,9 +36,10 @@ type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
 /// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads);
-/// off unless set to 1: `FERROTILE_WS` (a producer warp for those copies:
-/// correct on the H200 — every GEMM test, racecheck — but 1–2 % slower
-/// than one stream for the tuned GEMMs of session 8, so not the default).
+/// off unless set to 1: `FERROTILE_WS` (a producer warpgroup for those
+/// copies; its one-warp version was correct on the H200 — every GEMM
+/// test, racecheck — but 1–2 % slower than one stream for the tuned GEMMs
+/// of session 8, so not the default).
 /// Read once per process, so they cannot disagree with the in-memory cache.
 fn env_flag(name: &'static str) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
