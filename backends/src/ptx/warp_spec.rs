@@ -3,7 +3,8 @@
 //!
 //! Takes a specialized (view-lowered, pipelined) kernel and its
 //! [`AsyncPlan`]. Where the kernel has TMA rings ([`AsyncPlan::tma`]), the
-//! emitter can run it with one extra warp, the *producer*, which issues every
+//! emitter can run it with one extra warp (of an extra warpgroup: see
+//! `emit`), the *producer*, which issues every
 //! bulk copy, while the kernel's own `num_warps` warps (the *consumers*) run
 //! everything else and never issue a copy. Slots then change hands through
 //! two mbarriers each: *full* (the copy landed: the producer's
@@ -42,6 +43,12 @@
 //! copies for step `i + d` cannot start until step `i − 1`'s reads are
 //! done everywhere. The producer/consumer split is how Hopper GEMMs (and
 //! cuBLAS's) keep the copy engine and the tensor cores both busy.
+//! Measured (session 8, `benches/RESULTS.md`): for the tuned GEMMs as they
+//! are — one tile per program, rings of 4 slots that the single stream
+//! already keeps full — it is neutral to 2 % slower, so the runtime enables
+//! it only on request (`FERROTILE_WS=1`); it is the structure a persistent
+//! GEMM (the producer filling the next tile's slots during an epilogue)
+//! needs.
 
 use super::async_copy::AsyncPlan;
 use ferrotile_ir::*;
