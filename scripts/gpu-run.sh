@@ -13,6 +13,8 @@
 #   tma:   GEMM tests (+ the view tests with the producer warp,
 #          FERROTILE_WS=1, + memcheck of the view path), GEMM vs cuBLAS with
 #          TMA on and off and with the producer warp
+#   ws:    the producer warpgroup (FERROTILE_WS=1): view/tf32 GEMM tests,
+#          racecheck, GEMM with and without it next to cuBLAS
 #   profile: ncu side by side — the tuner's decode (16×8192×8192 bf16) and
 #          4096³ bf16 kernels against cuBLAS's (written at the end of
 #          session 7, not yet run)
@@ -103,6 +105,17 @@ case "${1:-check}" in
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|-> |ERROR SUMMARY|test result" "$L" | grep -v "autotune.*/" | tail -45
     ;;
+  ws)
+    # the producer warpgroup (FERROTILE_WS=1): the view and tf32 GEMM tests
+    # and racecheck with it, then GEMM with and without it (each tuned on
+    # its own) next to cuBLAS
+    FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda step gemm_ws 150 $D/gemm --nocapture gemm_views gemm_tf32
+    FERROTILE_WS=1 FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_ws 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_views_every
+    FERROTILE_WS=1 FERROTILE_CACHE_DIR=/tmp/ft_ws step bench_ws 150 $D/bench --device cuda --gemm --dtypes bf16,f16,tf32 --json "$OUT/gemm_ft_ws.json"
+    FERROTILE_CACHE_DIR=/tmp/ft_one step bench_one 150 $D/bench --device cuda --gemm --dtypes bf16,f16,tf32 --json "$OUT/gemm_ft.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    grep -E "TFLOP|FAILED|panicked|RACECHECK SUMMARY|test result|^(bf16|f16|tf32) " "$L" | tail -40
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape
@@ -115,6 +128,6 @@ case "${1:-check}" in
     done
     grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|profile"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|profile"; exit 2 ;;
 esac
 cat "$S"
