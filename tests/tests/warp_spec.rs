@@ -10,24 +10,14 @@ use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 
+/// A view GEMM; with `GATHER` its row block is read from memory (a load on
+/// the producer's path), without it a scalar function of the program id.
 #[ferrotile::kernel]
-fn ws_plain<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
-    let pm = program_id(0) * BM;
-    let pn = program_id(1) * BN;
-    let va = view(a, [m, k], [lda, 1]);
-    let vb = view(b, [k, n], [ldb, 1]);
-    let mut acc = zeros([BM, BN], f32);
-    for k0 in (0..k).step_by(BK) {
-        acc = dot(load_block(va, [pm, k0], [BM, BK]), load_block(vb, [k0, pn], [BK, BN]), acc);
+fn ws_gemm<T: Float, const BM: i32, const BN: i32, const BK: i32, const GATHER: bool>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, blocks: Ptr<i32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
+    let mut pm = program_id(0) * BM;
+    if GATHER {
+        pm = load(blocks + program_id(0)) * BM;
     }
-    let vc = view(c, [m, n], [ldc, 1]);
-    store_block(vc, [pm, pn], acc);
-}
-
-#[ferrotile::kernel]
-fn ws_gather<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, blocks: Ptr<i32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
-    // the row block comes from memory: the producer would need a load
-    let pm = load(blocks + program_id(0)) * BM;
     let pn = program_id(1) * BN;
     let va = view(a, [m, k], [lda, 1]);
     let vb = view(b, [k, n], [ldb, 1]);
@@ -42,13 +32,14 @@ fn ws_gather<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b
 #[test]
 fn producer_warp_only_where_its_slice_is_scalar() {
     let px = ptxas::find_or_skip();
-    for (k, split) in [(ws_plain::ir(), true), (ws_gather::ir(), false)] {
-        let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+    let k = ws_gemm::ir();
+    for (gather, split) in [(0, true), (1, false)] {
+        let spec = specialize(k, &[128, 128, 64, gather], &[DType::BF16]).unwrap();
         for ws in [false, true] {
             let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
-            let what = format!("{} warp_specialize {ws}", k.name);
+            let what = format!("gather {gather}, warp_specialize {ws}");
             assert_eq!(p.tensor_maps.len(), 2, "{what}: both operands by TMA");
             let specialized = ws && split;
             assert_eq!(p.threads, if specialized { 384 } else { 256 }, "{what}");

@@ -1157,44 +1157,42 @@ impl<'k> Em<'k> {
                 self.l(format!("add.{t} {iv}, {iv}, {rst};"));
                 self.l(format!("bra.uni {head};"));
                 self.body.push_str(&format!("{end}:\n"));
-                if self.role == Role::Producer {
-                    // (the consumers wait for the copies still landing)
-                    let results: Vec<V> = op.results.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r).collect();
-                    for (r, (_, regs)) in results.into_iter().zip(carried) {
-                        self.vals.insert(r, regs);
+                // (the producer leaves all of this to the consumers: they
+                // wait for the copies still landing; `carried` holds
+                // only the kept values there)
+                if self.role != Role::Producer {
+                    // the last iteration's prefetch (of an iteration that does not
+                    // run) may still be landing in a ring slot
+                    // (ring loads are top-level ops of the body: `async_copy`)
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.get(r).is_some_and(|c| self.aplan.tma[*c].is_none()))) {
+                        self.l("cp.async.wait_all;");
                     }
-                    return Ok(());
-                }
-                // the last iteration's prefetch (of an iteration that does not
-                // run) may still be landing in a ring slot
-                // (ring loads are top-level ops of the body: `async_copy`)
-                if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.get(r).is_some_and(|c| self.aplan.tma[*c].is_none()))) {
-                    self.l("cp.async.wait_all;");
-                }
-                // (TMA: the tiles still landing are exactly the carried
-                // ones the loop leaves behind; the program must not exit
-                // while a bulk copy writes its shared memory)
-                // (warp-specialized: nothing reads them, so their slots are
-                // released at once — a loop around this one refills them)
-                for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
-                    if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
-                        self.tma_wait(c, &regs[0].clone());
-                        if self.role == Role::Consumer {
-                            self.ws_release(c, &regs[0].clone(), None);
+                    // (TMA: the tiles still landing are exactly the carried
+                    // ones the loop leaves behind; the program must not exit
+                    // while a bulk copy writes its shared memory)
+                    // (warp-specialized: nothing reads them, so their slots are
+                    // released at once — a loop around this one refills them)
+                    for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
+                        if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
+                            self.tma_wait(c, &regs[0].clone());
+                            if self.role == Role::Consumer {
+                                self.ws_release(c, &regs[0].clone(), None);
+                            }
+                        }
+                    }
+                    // the last in-flight MMA must land before its accumulator
+                    // is read
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
+                        self.l("wgmma.wait_group.sync.aligned 0;");
+                        // (and the slots of the last MMAs are free)
+                        for c in 0..self.ws_prev.len() {
+                            self.ws_release_prev(c);
                         }
                     }
                 }
-                // the last in-flight MMA must land before its accumulator
-                // is read
-                if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
-                    self.l("wgmma.wait_group.sync.aligned 0;");
-                    // (and the slots of the last MMAs are free)
-                    for c in 0..self.ws_prev.len() {
-                        self.ws_release_prev(c);
-                    }
-                }
-                for (r, (_, regs)) in op.results.iter().zip(carried) {
-                    self.vals.insert(*r, regs);
+                let results = op.results.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r);
+                for (r, (_, regs)) in results.zip(carried) {
+                    self.vals.insert(r, regs);
                 }
                 return Ok(());
             }

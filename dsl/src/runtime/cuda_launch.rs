@@ -41,9 +41,8 @@ type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, 
 /// test, racecheck — but 1–2 % slower than one stream for the tuned GEMMs
 /// of session 8, so not the default).
 /// Read once per process, so they cannot disagree with the in-memory cache.
-fn env_flag(name: &'static str) -> bool {
+fn env_flag(name: &'static str, default_on: bool) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
-    let default_on = name != "FERROTILE_WS";
     *FLAGS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert_with(|| std::env::var(name).map_or(default_on, |v| if default_on { v != "0" } else { v == "1" }))
 }
 
@@ -101,11 +100,11 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             num_warps: cfg.num_warps,
             arg_div16: div16.clone(),
             arg_one: one.clone(),
-            mma: env_flag("FERROTILE_MMA"),
-            wgmma: env_flag("FERROTILE_WGMMA"),
-            pipeline: if env_flag("FERROTILE_PIPELINE") { cfg.num_stages - 1 } else { 0 },
+            mma: env_flag("FERROTILE_MMA", true),
+            wgmma: env_flag("FERROTILE_WGMMA", true),
+            pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             tma,
-            warp_specialize: env_flag("FERROTILE_WS"),
+            warp_specialize: env_flag("FERROTILE_WS", false),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
@@ -159,7 +158,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             })
             .collect()
     };
-    let mut compiled = compile(env_flag("FERROTILE_TMA"))?;
+    let mut compiled = compile(env_flag("FERROTILE_TMA", true))?;
     let mut maps = vec![];
     if !compiled.tensor_maps.is_empty() {
         match encode(&compiled) {
