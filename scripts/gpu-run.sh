@@ -116,6 +116,19 @@ case "${1:-check}" in
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|RACECHECK SUMMARY|test result|^(bf16|f16|tf32) " "$L" | tail -40
     ;;
+  swap)
+    # the swapped decode product (Cᵀ = Bᵀ·Aᵀ on wgmma m64n16): its tests on
+    # CUDA (every configuration, views and pointers) and racecheck, then the
+    # decode shapes tuned with every candidate's time printed, one stream
+    # and with the producer warpgroup, next to cuBLAS; ncu of the winner
+    FERROTILE_TEST_DEVICES=cuda step gemm_swap 300 $D/gemm --nocapture gemm_swapped gemm_views_every gemm_split_k gemm_half
+    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_swap 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
+    FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_one step bench_decode 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    FERROTILE_WS=1 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_ws step bench_decode_ws 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    FERROTILE_CACHE_DIR=/tmp/ft_one step ncu_decode 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    grep -E "TFLOP|16x8192|FAILED|panicked|test result|RACECHECK SUMMARY|autotune|^  [A-Z].*(Throughput|Duration|Stall|Registers|Bandwidth|Warp Cycles|Grid|Block)" "$L" | tail -70
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape
@@ -128,6 +141,6 @@ case "${1:-check}" in
     done
     grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|profile"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|profile"; exit 2 ;;
 esac
 cat "$S"

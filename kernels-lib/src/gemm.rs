@@ -31,14 +31,18 @@ use ferrotile::FloatElement;
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
 /// grid = (tiles of C, batch, K splits). Program `(t, b, s)` covers
 /// `k ∈ [s·k_split, min(k, (s+1)·k_split))` and writes to `c + s·scs`
-/// (one split: `k_split ≥ k`, `scs` unused). `TF32`: f32 inputs rounded to
+/// (one split: `k_split ≥ k`, `scs` unused). C's element `(i, j)` is at
+/// `i·scm + j·scn`, so the kernel computes a transposed product as well: the
+/// library's swapped form `Cᵀ = Bᵀ·Aᵀ` (A and B exchanged, their strides
+/// transposed, `scm = 1`). `BIAS`: 0 none, 1 a bias per column `j`, 2 per
+/// row `i` (the swapped form's columns of C). `TF32`: f32 inputs rounded to
 /// tf32 (`dot_tf32`), else exact f32 products. `VIEWS`: the
 /// operand tiles are block loads from views of A and B (on Hopper, TMA bulk copies into the
 /// `wgmma` operand rings) instead of masked pointer loads; with more than
 /// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const HAS_BIAS: bool, const TF32: bool, const VIEWS: bool>(
+pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const BIAS: i32, const TF32: bool, const VIEWS: bool>(
     a: Ptr<T>,
     b: Ptr<T>,
     c: Ptr<U>,
@@ -51,6 +55,7 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
     sbk: i64,
     sbn: i64,
     scm: i64,
+    scn: i64,
     sab: i64,
     sbb: i64,
     scb: i64,
@@ -111,8 +116,11 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
         }
     }
     let mut out = acc * alpha;
-    if HAS_BIAS {
+    if BIAS == 1 {
         out = out + expand_dims(load(bias + rn, rn < n, 0.0) as f32, 0);
+    }
+    if BIAS == 2 {
+        out = out + expand_dims(load(bias + rm, rm < m, 0.0) as f32, 1);
     }
     if ACT == 1 {
         out = maximum(out, 0.0);
@@ -121,7 +129,7 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
         // exact GELU: x/2 · (1 + erf(x/√2))
         out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
     }
-    let c_ptrs = c + batch * scb + (split as i64) * scs + expand_dims((rm as i64) * scm, 1) + expand_dims(rn, 0);
+    let c_ptrs = c + batch * scb + (split as i64) * scs + expand_dims((rm as i64) * scm, 1) + expand_dims((rn as i64) * scn, 0);
     store(c_ptrs, out as U, m_ok & n_ok);
 }
 
@@ -217,19 +225,25 @@ pub struct GemmConfig {
     /// K split into this many ranges (1: none); more than 1 only for
     /// M ≤ 64 — see the module doc.
     pub split_k: u32,
+    /// Compute the swapped product `Cᵀ = Bᵀ·Aᵀ`: the tile is `bm` columns
+    /// of C by `bn` rows, so that a skinny product (decode: M = 16) puts its
+    /// long N on the tile's M — where Hopper's warpgroup MMAs need 64 rows —
+    /// and its few rows on the tile's N, with no padded rows.
+    pub swap: bool,
 }
 
 impl GemmConfig {
     /// The configuration a [`gemm_candidates`] entry describes (`BM`, `BN`,
-    /// `BK`, `GROUP_M`, optional `SPLIT_K`; warps and stages).
+    /// `BK`, `GROUP_M`, optional `SPLIT_K` and `SWAP`; warps and stages).
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
-        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k })
+        let swap = tc.values.get("SWAP").copied().unwrap_or(0) != 0;
+        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k, swap })
     }
 
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
-        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1 }
+        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1, swap: false }
     }
 }
 
@@ -384,6 +398,9 @@ fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &
     let tuner = gemm_tuner();
     tuner.run(dev, &key, |tc| {
         let cfg = GemmConfig::from_tune(tc)?;
+        if cfg.swap && m > 64 {
+            return Err(ferrotile::Error::Launch { kernel: "gemm_kernel".into(), msg: format!("swapped tiles are for skinny products (M ≤ 64, here {m})") });
+        }
         launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32).map_err(crate::lib_to_launch)
     })?;
     Ok(())
@@ -422,6 +439,15 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 128, 4).stages(4).with("SPLIT_K", 2),
         c(16, 64, 128, 4).stages(4).with("SPLIT_K", 4),
         c(16, 64, 256, 4).stages(2).with("SPLIT_K", 2),
+        // ... swapped (Cᵀ = Bᵀ·Aᵀ: 64 columns of C by 16 or 32 rows per
+        // tile): on Hopper Bᵀ streams by bulk copies into M-major `wgmma`
+        // slots and Aᵀ into narrow K-major ones, no padded rows
+        c(64, 16, 128, 4).stages(4).with("SWAP", 1),
+        c(64, 16, 128, 4).stages(6).with("SWAP", 1),
+        c(64, 16, 256, 4).stages(4).with("SWAP", 1),
+        c(64, 16, 64, 4).stages(8).with("SWAP", 1),
+        c(64, 16, 128, 4).stages(4).with("SWAP", 1).with("SPLIT_K", 2),
+        c(64, 32, 128, 4).stages(4).with("SWAP", 1),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),
@@ -527,13 +553,22 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     tf32: bool,
     cfg: GemmConfig,
 ) -> Result<(), LibError> {
-    let tiles = (m.div_ceil(cfg.bm as usize) * n.div_ceil(cfg.bn as usize)) as u32;
-    let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
     let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     // one product: batch strides 0 (unused, and divisible by 16, which
     // the view path's alignment facts want)
     let (sab, sbb, scb) = if batch == 1 { (0, 0, 0) } else { (mi * ki, ki * ni, mi * ni) };
-    let views = views_pay_off::<T>(dev, [sam, sak, sbk, sbn, sab, sbb], (splits, k_split), cfg, tf32);
+    let args = kernel_args([m, n], [sam, sak, sbk, sbn, sab, sbb], ni, cfg.swap);
+    let (a, b) = if cfg.swap { (b, a) } else { (a, b) };
+    let [km, kn] = args.mn;
+    let [sam, sak, sbk, sbn, sab, sbb] = args.strides;
+    let tiles = (km.div_ceil(cfg.bm as usize) * kn.div_ceil(cfg.bn as usize)) as u32;
+    let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
+    let views = views_pay_off::<T>(dev, args.strides, (splits, k_split), cfg, tf32);
+    let bias_mode = match (e.has_bias, cfg.swap) {
+        (false, _) => 0,
+        (true, false) => 1,
+        (true, true) => 2,
+    };
     gemm_kernel::launch(
         dev,
         launch,
@@ -541,14 +576,15 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
         b,
         out,
         bias,
-        m as i32,
-        n as i32,
+        km as i32,
+        kn as i32,
         k as i32,
         sam,
         sak,
         sbk,
         sbn,
-        ni,
+        args.scm,
+        args.scn,
         sab,
         sbb,
         scb,
@@ -560,23 +596,48 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
         cfg.bk as i32,
         cfg.group_m.max(1) as i32,
         e.act,
-        e.has_bias,
+        bias_mode,
         tf32,
         views,
     )?;
     Ok(())
 }
 
+/// What `gemm_kernel` receives for an `m × n` product with operand strides
+/// `[sam, sak, sbk, sbn, sab, sbb]` and C row-major with row stride `ldc`:
+/// as they are, or for the swapped product `Cᵀ = Bᵀ·Aᵀ` (`swap`: A and B
+/// exchanged, so the kernel's A is Bᵀ — strides `[sbn, sbk]` — and its B
+/// is Aᵀ, its M is N, and C is written transposed: `scm = 1`, `scn = ldc`).
+/// Public so that tests hold the backend to exactly what launches.
+pub fn kernel_args([m, n]: [usize; 2], [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], ldc: i64, swap: bool) -> KernelArgs {
+    if swap {
+        KernelArgs { mn: [n, m], strides: [sbn, sbk, sak, sam, sbb, sab], scm: 1, scn: ldc }
+    } else {
+        KernelArgs { mn: [m, n], strides: [sam, sak, sbk, sbn, sab, sbb], scm: ldc, scn: 1 }
+    }
+}
+
+/// [`kernel_args`]' result: the kernel's `[m, n]`, `[sam, sak, sbk, sbn,
+/// sab, sbb]`, `scm` and `scn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelArgs {
+    pub mn: [usize; 2],
+    pub strides: [i64; 6],
+    pub scm: i64,
+    pub scn: i64,
+}
+
 /// Whether `gemm_kernel` should read A and B through views: where the PTX
 /// backend turns those block loads into TMA bulk copies (the conditions of
 /// `ptx::tma` and `ptx::async_copy`): Hopper; 16-bit operands, or f32 ones
-/// rounded to tf32 (by the bulk copies); A row-major and B row- or
-/// (K-major) column-major — tf32 B only column-major, the one layout `wgmma`
-/// reads it in — with the other strides multiples of 16 elements; K ranges of
-/// whole `BK` blocks; a `wgmma`-shaped tile whose slot rows are whole
-/// 128-byte atoms and whose boxes have at most 256 rows. Elsewhere the
-/// masked pointer loads are the faster path (they vectorize and go through
-/// `cp.async`).
+/// rounded to tf32 (by the bulk copies); A row-major or (16-bit only)
+/// M-major — the swapped product's Bᵀ, a column-major A —, B row-major
+/// or K-major (column-major) — tf32 B only column-major, the one layout
+/// `wgmma` reads it in — with the other strides multiples of 16 elements;
+/// K ranges of whole `BK` blocks; a `wgmma`-shaped tile whose slot rows are
+/// whole 128-byte atoms and whose boxes have at most 256 rows. Elsewhere
+/// the masked pointer loads are the faster path (they vectorize and go
+/// through `cp.async`).
 ///
 /// `FERROTILE_GEMM_VIEWS=0` turns the view path off (for A/B runs against
 /// the `cp.async` path; read once per process).
@@ -589,35 +650,43 @@ fn views_pay_off<T: FloatElement>(dev: &Device, strides: [i64; 6], split: (usize
 
 /// The device-independent part of [`views_pay_off`]'s rule, for operands of
 /// `es`-byte elements with strides `[sam, sak, sbk, sbn, sab, sbb]` (as
-/// `gemm_kernel` receives them), `(splits, k_split)` and `cfg`. Public so a
-/// test can hold it to what the PTX backend does (`ptx_assemble`:
-/// `gemm_views_rule_matches_the_backend`).
+/// `gemm_kernel` receives them: [`kernel_args`]), `(splits, k_split)` and
+/// `cfg`. Public so a test can hold it to what the PTX backend does
+/// (`ptx_assemble`: `gemm_views_rule_matches_the_backend`).
 pub fn views_rule(es: u32, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_split): (usize, usize), cfg: GemmConfig, tf32: bool) -> bool {
     let es = es as i64;
+    let kmajor_a = sak == 1;
+    let mmajor_a = sam == 1 && !kmajor_a;
     let kmajor_b = sbk == 1 && sbn != 1;
-    let b_ok = match es {
-        2 => sbn == 1 || kmajor_b,
-        4 => tf32 && kmajor_b,
-        _ => false,
+    let (a_ok, b_ok) = match es {
+        2 => (kmajor_a || mmajor_a, sbn == 1 || kmajor_b),
+        4 => (kmajor_a, tf32 && kmajor_b),
+        _ => (false, false),
     };
+    let a_outer = if kmajor_a { sam } else { sak };
     let b_outer = if kmajor_b { sbn } else { sbk };
-    // (rows of B's box: K for a row-major B, N for a column-major one)
-    let b_box_rows = if kmajor_b { cfg.bn } else { cfg.bk };
-    b_ok
-        && sak == 1
+    // the slots: rows of one 128-byte atom (per 64 16-bit / 32 f32
+    // elements) along the source's unit stride, at most 256 rows a box:
+    // A K-major BM × BK, M-major BK × BM; B N-major BK × BN, K-major BN × BK
+    let (a_rows, a_cols) = if kmajor_a { (cfg.bm, cfg.bk) } else { (cfg.bk, cfg.bm) };
+    let (b_rows, b_cols) = if kmajor_b { (cfg.bn, cfg.bk) } else { (cfg.bk, cfg.bn) };
+    a_ok && b_ok
         // (in elements: the launch's alignment facts are divisibility by 16)
-        && [sam, b_outer, sab, sbb].iter().all(|s| s % 16 == 0)
+        && [a_outer, b_outer, sab, sbb].iter().all(|s| s % 16 == 0)
         && (splits == 1 || k_split % cfg.bk as usize == 0)
         // (policy: an unpipelined loop has nothing to overlap bulk copies
         // with; it keeps the pointer loads)
         && cfg.num_stages >= 2
+        // `wgmma`: whole warpgroups along M, K in whole atoms, N in steps
+        // of 8 (K-major B) or whole atoms (N-major), 256 per instruction
         && cfg.num_warps % 4 == 0
         && cfg.bm % (16 * cfg.num_warps) == 0
         && (cfg.bk as i64 * es) % 128 == 0
-        && cfg.bn % 64 == 0
+        && cfg.bn % 8 == 0
         && (cfg.bn <= 256 || cfg.bn % 256 == 0)
-        && cfg.bm <= 256
-        && b_box_rows <= 256
+        && [a_cols, b_cols].iter().all(|c| (*c as i64 * es) % 128 == 0)
+        && a_rows <= 256
+        && b_rows <= 256
 }
 
 /// Split-K: partial products into the device's f32 workspace, then

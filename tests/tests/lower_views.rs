@@ -125,7 +125,7 @@ fn lowered_view_gemm_is_the_view_gemm() {
 #[test]
 fn view_gemm_without_tma_gets_cp_async() {
     let g = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = g.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = g.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions { sm: 80, num_warps: 4, arg_div16: vec![true; g.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true };

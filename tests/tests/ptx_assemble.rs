@@ -86,7 +86,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // tensor-core configurations as launched on row-major operands
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
-            let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn")).collect();
+            let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn" || p.name == "scn")).collect();
             let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
@@ -97,7 +97,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
                 }
                 // on sm_90, f16/bf16 and tf32 dots whose shapes fit take
                 // wgmma (sm_90a)
-                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && wgmma_grid(cx[0] as u32, cx[1] as u32, cx[2] as u32, 4, t.size_bytes() as u32).is_some() && !(p.text.contains("wgmma.mma_async") && p.text.contains(".target sm_90a")) => {
+                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && wgmma_grid(cx[0] as u32, cx[1] as u32, cx[2] as u32, 4, t.size_bytes() as u32, false).is_some() && !(p.text.contains("wgmma.mma_async") && p.text.contains(".target sm_90a")) => {
                     failures.push(format!("gemm {t}->{u} {cx:?}: expected wgmma on sm_90a"))
                 }
                 Ok(p) if sm == 80 && p.text.contains("wgmma") => failures.push(format!("gemm {t}->{u} {cx:?}: wgmma on sm_80")),
@@ -139,7 +139,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
 fn every_gemm_tuner_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     let mut failures = vec![];
     let modes = [(DType::BF16, 0), (DType::F16, 0), (DType::F32, 1), (DType::F32, 0)];
     for tc in ferrotile_kernels::gemm::gemm_candidates() {
@@ -198,7 +198,7 @@ fn every_gemm_tuner_configuration_assembles() {
 #[test]
 fn wgmma_gemm_rings_and_waits() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
@@ -256,7 +256,7 @@ fn splitk_reduce_assembles() {
 #[test]
 fn wgmma_gemm_tma_rings() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
@@ -330,15 +330,19 @@ fn wgmma_gemm_tma_rings() {
 /// f16: on sm_90a with TMA where the tile is a `wgmma` one (tensor maps
 /// declared, no `cp.async` for the operands), lowered to pointer loads
 /// elsewhere (sm_80, `mma.sync` tiles: 16-byte `cp.async` ring copies);
-/// every result assembles.
+/// every result assembles. Row-major operands, as launched: swapped
+/// configurations (`SWAP`) read Bᵀ M-major and Aᵀ K-major (unit strides
+/// `sam`, `sbk`; C written transposed, `scm`), which takes `wgmma` at N = 16.
 #[test]
 fn gemm_views_every_tuner_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
     let mut failures = vec![];
     for tc in ferrotile_kernels::gemm::gemm_candidates() {
         let (bm, bn, bk) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap());
+        let swap = tc.values.get("SWAP").is_some_and(|s| *s != 0);
+        let units: &[&str] = if swap { &["sam", "sbk", "scm"] } else { &["sak", "sbn", "scn"] };
+        let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
@@ -350,9 +354,12 @@ fn gemm_views_every_tuner_configuration_assembles() {
                         continue;
                     }
                 };
-                let tma = sm == 90 && wgmma_grid(bm as u32, bn as u32, bk as u32, tc.num_warps, t.size_bytes() as u32).is_some();
+                let tma = sm == 90 && wgmma_grid(bm as u32, bn as u32, bk as u32, tc.num_warps, t.size_bytes() as u32, swap).is_some();
                 let copies = p.text.contains("cp.async.cg.shared.global");
-                if tma != !p.tensor_maps.is_empty() || (tma && copies) || (!tma && tc.num_stages >= 2 && !copies) {
+                // (a swapped configuration off the TMA path reads Bᵀ tiles
+                // along M, which `mma.sync`'s K-major slots take element by
+                // element: no 16-byte copies; the tuner's business)
+                if tma != !p.tensor_maps.is_empty() || (tma && copies) || (!tma && !swap && tc.num_stages >= 2 && !copies) {
                     failures.push(format!("views gemm {t} {tc} sm_{sm}: {} tensor maps, 16-byte cp.async: {copies}", p.tensor_maps.len()));
                 }
                 if let Err(log) = ptxas::assemble(&px, &p.text, sm) {
@@ -412,6 +419,42 @@ fn wgmma_tma_kmajor_b() {
     }
 }
 
+/// The swapped decode product `Cᵀ = Bᵀ·Aᵀ` (row-major operands, the
+/// library's `SWAP` configurations): the GEMM kernel's A is Bᵀ, a view
+/// whose unit stride is on M, so its bulk copies fill an M-major slot
+/// (boxes of 64 M × BK rows) that `wgmma` reads with A's transpose
+/// immediate; its B is Aᵀ, 16 columns K-major (boxes of 64 K × 16 rows) —
+/// `m64n16k16` with immediates `1, 1, 1, 0`, no `cp.async`, with and
+/// without the producer warpgroup. Assembles for sm_90a without spills.
+#[test]
+fn swapped_decode_takes_wgmma_m64n16() {
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let px = ptxas::find_or_skip();
+    let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
+    for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
+        let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
+        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        let what = format!("64x{bn}x{bk} producer={ws}");
+        let got: Vec<(usize, Vec<u32>)> = p.tensor_maps.iter().map(|m| (m.view.inner, m.box_dims.clone())).collect();
+        assert_eq!(got, vec![(0, vec![64, bk as u32, 1]), (0, vec![64, bn as u32, 1])], "{what}: Bᵀ M-major, Aᵀ K-major boxes");
+        assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.ca"), "{what}: no cp.async");
+        let wg: Vec<&str> = t.lines().filter(|l| l.contains("wgmma.mma_async")).collect();
+        assert_eq!(wg.len() as i64, bk / 16, "{what}: one m64n{bn}k16 per 16 of K");
+        assert!(wg.iter().all(|l| l.contains(&format!(".m64n{bn}k16.")) && l.trim_end().ends_with(", 1, 1, 1, 0;")), "{what}: M-major A, K-major B: {}", wg[0]);
+        if let Some(px) = &px {
+            match ptxas::assemble(px, t, 90) {
+                Ok(r) => {
+                    assert_eq!(r.spill_loads + r.spill_stores, 0, "{what}: spills");
+                    println!("swapped {what}: {} regs, {} B smem", r.registers, p.smem_bytes);
+                }
+                Err(log) => panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
+            }
+        }
+    }
+}
+
 /// The FMA `dot` (exact f32) is a register-blocked outer product: per k a
 /// thread loads one element of A per distinct row and one of B per distinct
 /// column of its outputs, so a 128×128×32 tile at 8 warps (64 outputs per
@@ -421,7 +464,7 @@ fn wgmma_tma_kmajor_b() {
 #[test]
 fn fma_dot_register_blocked() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
@@ -459,7 +502,7 @@ fn fma_dot_register_blocked() {
 /// the pointer loads.
 #[test]
 fn gemm_views_rule_matches_the_backend() {
-    use ferrotile_kernels::gemm::{gemm_candidates, views_rule, GemmConfig};
+    use ferrotile_kernels::gemm::{gemm_candidates, kernel_args, views_rule, GemmConfig};
     // (dtype, tf32, B column-major)
     let modes = [(DType::BF16, false, false), (DType::BF16, false, true), (DType::F16, false, false), (DType::F32, true, true), (DType::F32, true, false), (DType::F32, false, false)];
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
@@ -473,21 +516,23 @@ fn gemm_views_rule_matches_the_backend() {
             let (m, n, kk) = (if split_k > 1 { 16 } else { size }, size, size);
             let k_split = if split_k > 1 { (kk as usize).div_ceil(split_k).div_ceil(cfg.bk as usize) * cfg.bk as usize } else { kk as usize };
             for (dt, tf32, b_col) in modes {
-                // the strides `launch_kernel` passes: A row-major; B row- or
-                // column-major; one product (batch strides 0)
+                // what `launch_kernel` passes: A row-major; B row- or
+                // column-major; one product (batch strides 0); swapped or not
                 let (sbk, sbn) = if b_col { (1, kk) } else { (n, 1) };
-                let strides = [kk, 1, sbk, sbn, 0, 0];
+                let ka = kernel_args([m as usize, n as usize], [kk, 1, sbk, sbn, 0, 0], n, cfg.swap);
+                let strides = ka.strides;
                 let rule = views_rule(dt.size_bytes() as u32, strides, (split_k, k_split), cfg, tf32);
                 let arg = |name: &str| -> Option<i64> {
                     Some(match name {
-                        "m" => m,
-                        "n" => n,
+                        "m" => ka.mn[0] as i64,
+                        "n" => ka.mn[1] as i64,
                         "k" => kk,
                         "sam" => strides[0],
                         "sak" => strides[1],
                         "sbk" => strides[2],
                         "sbn" => strides[3],
-                        "scm" => n,
+                        "scm" => ka.scm,
+                        "scn" => ka.scn,
                         "sab" | "sbb" | "scb" => 0,
                         "k_split" => k_split as i64,
                         "scs" => if split_k > 1 { m * n } else { 0 },
@@ -537,7 +582,7 @@ fn k_loop(t: &str) -> (&str, &str) {
 #[test]
 fn epilogue_stores_are_16_bytes() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn").collect();
+    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
     let px = ptxas::find_or_skip();
     for (dt, tf32, cx_bk) in [(DType::BF16, 0, 64), (DType::F32, 1, 32)] {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();

@@ -36,7 +36,7 @@
 
 use super::layout::Blocked;
 use ferrotile_ir::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Warp grid of an mma accumulator: `wm × wn` warps, each covering rows
 /// `{8·wm·i + 8·warp_m + (0..8)}` and columns `{8·wn·j + 8·warp_n + (0..8)}`.
@@ -115,24 +115,29 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
 /// `es`-byte operands (2: f16/bf16, 4: tf32) fits its shared-memory operand
 /// layout: every warp along M (whole warpgroups, 16 rows per warp per
 /// instruction pair), K in whole 128-byte swizzle atoms (64 16-bit or 32
-/// tf32 elements), N in whole 64-column atoms, at most 256 columns per
-/// instruction (wider N splits into 256-column instructions).
-pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32) -> Option<MmaGrid> {
-    wgmma_misfit(m, n, k, num_warps, es).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+/// tf32 elements), N in whole 64-column atoms — or, for a B that arrives
+/// K-major (`kmajor_b`: a transposed view; tf32 always), any multiple of 8
+/// —, at most 256 columns per instruction (wider N splits into
+/// 256-column instructions).
+pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool) -> Option<MmaGrid> {
+    wgmma_misfit(m, n, k, num_warps, es, kmajor_b).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
 }
 
 /// Why an `m × k · k × n` dot of `es`-byte operands at `num_warps` warps
 /// cannot take `wgmma` (`None`: it can).
-pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32) -> Option<String> {
+pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool) -> Option<String> {
     let atom = 128 / es;
+    let kmajor_b = kmajor_b || es == 4;
     if num_warps % 4 != 0 {
         Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
     } else if m % (16 * num_warps) != 0 {
         Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
     } else if k % atom != 0 {
         Some(format!("K = {k} is not a multiple of {atom} (one 128-byte swizzle atom of A)"))
-    } else if n % 64 != 0 || (n > 256 && n % 256 != 0) {
-        Some(format!("N = {n} is not a multiple of 64 up to 256, or of 256 above"))
+    } else if kmajor_b && (n % 8 != 0 || (n > 256 && n % 256 != 0)) {
+        Some(format!("N = {n} is not a multiple of 8 up to 256, or of 256 above"))
+    } else if !kmajor_b && (n % 64 != 0 || (n > 256 && n % 256 != 0)) {
+        Some(format!("N = {n} is not a multiple of 64 up to 256, or of 256 above (8 for a B that arrives K-major: a transposed view)"))
     } else {
         None
     }
@@ -160,7 +165,7 @@ pub fn kmajor_b_layout(shape: &[u32], num_warps: u32) -> Blocked {
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
 /// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
-pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
+pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>) -> Plan {
     let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
     let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
     let mut fma_reasons = vec![];
@@ -190,12 +195,13 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool) -> Plan {
             Some(_) => None,
             None if wgmma => {
                 let es = da.map_or(2, |d| d.size_bytes() as u32);
-                match wgmma_misfit(out[0], out[1], sa[1], num_warps, es) {
+                let kb = kmajor_b.contains(b);
+                match wgmma_misfit(out[0], out[1], sa[1], num_warps, es, kb) {
                     None => {
                         if es == 4 {
                             operand.insert(sb.clone(), kmajor_b_layout(&sb, num_warps));
                         }
-                        wgmma_grid(out[0], out[1], sa[1], num_warps, es)
+                        wgmma_grid(out[0], out[1], sa[1], num_warps, es, kb)
                     }
                     Some(r) => {
                         no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
@@ -246,21 +252,26 @@ mod tests {
         assert_eq!(warp_grid(16, 8, 4), None);
         assert_eq!(warp_grid(16, 16, 1), g(1, 1));
         let w = |wm| Some(MmaGrid { wm, wn: 1, wgmma: true });
-        assert_eq!(wgmma_grid(128, 256, 64, 8, 2), w(8));
-        assert_eq!(wgmma_grid(128, 128, 64, 4, 2), w(4));
-        assert_eq!(wgmma_grid(64, 512, 128, 4, 2), w(4));
-        assert_eq!(wgmma_grid(128, 128, 32, 4, 2), None); // K not a whole swizzle atom
-        assert_eq!(wgmma_grid(64, 128, 64, 8, 2), None); // 8 warps need 128 rows
-        assert_eq!(wgmma_grid(64, 128, 64, 2, 2), None); // not a warpgroup
+        assert_eq!(wgmma_grid(128, 256, 64, 8, 2, false), w(8));
+        assert_eq!(wgmma_grid(128, 128, 64, 4, 2, false), w(4));
+        assert_eq!(wgmma_grid(64, 512, 128, 4, 2, false), w(4));
+        assert_eq!(wgmma_grid(128, 128, 32, 4, 2, false), None); // K not a whole swizzle atom
+        assert_eq!(wgmma_grid(64, 128, 64, 8, 2, false), None); // 8 warps need 128 rows
+        assert_eq!(wgmma_grid(64, 128, 64, 2, 2, false), None); // not a warpgroup
         // FERROTILE_EXPLAIN's words for the misfits
-        assert!(wgmma_misfit(128, 128, 32, 4, 2).unwrap().contains("K = 32"));
-        assert!(wgmma_misfit(64, 128, 64, 8, 2).unwrap().contains("M = 64"));
-        assert!(wgmma_misfit(64, 128, 64, 2, 2).unwrap().contains("warpgroups"));
-        assert!(wgmma_misfit(64, 96, 64, 4, 2).unwrap().contains("N = 96"));
-        assert_eq!(wgmma_misfit(128, 256, 64, 8, 2), None);
+        assert!(wgmma_misfit(128, 128, 32, 4, 2, false).unwrap().contains("K = 32"));
+        assert!(wgmma_misfit(64, 128, 64, 8, 2, false).unwrap().contains("M = 64"));
+        assert!(wgmma_misfit(64, 128, 64, 2, 2, false).unwrap().contains("warpgroups"));
+        assert!(wgmma_misfit(64, 96, 64, 4, 2, false).unwrap().contains("N = 96"));
+        assert_eq!(wgmma_misfit(128, 256, 64, 8, 2, false), None);
+        // a B that arrives K-major: N in steps of 8 (the swapped decode
+        // product's 64×16 tile)
+        assert_eq!(wgmma_grid(64, 16, 128, 4, 2, true), w(4));
+        assert!(wgmma_misfit(64, 16, 128, 4, 2, false).unwrap().contains("N = 16"));
+        assert!(wgmma_misfit(64, 20, 128, 4, 2, true).unwrap().contains("N = 20"));
         // tf32: a 128-byte atom is 32 elements
-        assert_eq!(wgmma_grid(128, 256, 32, 8, 4), w(8));
-        assert!(wgmma_misfit(128, 256, 16, 8, 4).unwrap().contains("multiple of 32"));
+        assert_eq!(wgmma_grid(128, 256, 32, 8, 4, false), w(8));
+        assert!(wgmma_misfit(128, 256, 16, 8, 4, false).unwrap().contains("multiple of 32"));
     }
 
     /// The K-major B layout: covers the tile once, and a warp's 32 lanes

@@ -22,8 +22,10 @@
 //! specifies (for a `dot_tf32`, copies that round f32 to tf32 on the way:
 //! [`AsyncPlan::round_tf32`]); every load of a class copies the same way.
 //! The slot layout follows the source ([`wgmma_slot`]): a 16-bit B read
-//! from a transposed view (a column-major B) gets the K-major slot a bulk
-//! copy fills as the data is stored.
+//! from a transposed view (a column-major B) gets the K-major slot, a
+//! 16-bit A read from one (a column-major A, or the Bᵀ of a swapped
+//! product `Cᵀ = Bᵀ·Aᵀ`) the M-major slot, each what a bulk copy fills
+//! as the data is stored.
 //!
 //! With a prefetch distance `d` (`num_stages - 1`) the carried value is a
 //! chain of `d` loop values (the pass's shift register), each initialized by
@@ -164,15 +166,43 @@ fn is_zero(d: &Defs, v: V) -> bool {
 }
 
 /// The ring slot layout of a `wgmma` operand (`is_b`: the dot's B) of
-/// `es`-byte elements, whose loads read a TMA view with unit-stride
-/// dimension `view_inner` (`None`: not a TMA view). A is always K-major
-/// (row `i` of the slot is row `i` of the tile). B is N-major (as stored)
-/// for 16-bit row-major sources, K-major (`transposed`: slot row `j` holds
-/// the tile's column `j`) for tf32 — the only B layout `wgmma` reads for
-/// it — and for 16-bit B from a transposed view (a column-major B, which a
-/// bulk copy then brings as it is stored).
-pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>) -> SlotLayout {
-    SlotLayout::Swizzled { es, transposed: is_b && (es == 4 || view_inner == Some(0)) }
+/// `es`-byte elements and tile `shape`, whose loads read a TMA view with
+/// unit-stride dimension `view_inner` (`None`: not a TMA view). Each
+/// operand lies in shared memory as its source stores it where `wgmma` can
+/// read that, so that a bulk copy brings a tile as it is:
+/// - A is K-major (row `i` of the slot is row `i` of the tile), or for a
+///   16-bit A from a transposed view (`view(a, [m, k], [1, lda])`: a
+///   column-major A, or the swapped product's Bᵀ) M-major (`transposed`:
+///   slot row `j` holds the tile's column `j`, 64-row atoms along M);
+///   tf32 A only K-major (`wgmma` reads it in no other layout).
+/// - B is N-major (as stored) for 16-bit row-major sources, K-major
+///   (`transposed`) for tf32 — the only B layout `wgmma` reads for it —,
+///   for 16-bit B from a transposed view (a column-major B), and for a B
+///   narrower than one 128-byte atom row of N (N-major needs whole atoms;
+///   K-major takes any N in steps of 8).
+pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32]) -> SlotLayout {
+    let transposed = if is_b { es == 4 || view_inner == Some(0) || shape.get(1).is_some_and(|n| (n * es) % 128 != 0) } else { es == 2 && view_inner == Some(0) };
+    SlotLayout::Swizzled { es, transposed }
+}
+
+/// The `dot` B operands that arrive K-major: 16-bit tiles block-loaded
+/// (directly, or as a loop-carried value whose initial value is) from a
+/// TMA view whose unit stride is on K (a column-major B). `wgmma` takes
+/// such a B at any N in steps of 8 (`assign`), where an N-major one needs
+/// whole 64-column atoms.
+pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
+    let mut next = 0;
+    index_block(&k.body, 0, &mut next, &mut d);
+    d.dots
+        .iter()
+        .filter_map(|(op, _)| match &op.kind {
+            OpKind::Dot { b, .. } => Some(*b),
+            _ => None,
+        })
+        .filter(|b| k.ty(*b).elem().is_some_and(|e| e.dtype().size_bytes() == 2))
+        .filter(|b| source_view(&d, *b).and_then(|v| tma_views.get(&v)).is_some_and(|t| t.inner == 0))
+        .collect()
 }
 
 /// Whether bulk tensor copies can fill a slot of this layout with a tile
@@ -257,7 +287,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             }
             let (lay, bytes) = if g.wgmma {
                 let inner = source_view(&d, x).and_then(|v| tma_views.get(&v)).map(|t| t.inner);
-                (wgmma_slot(es, x == b, inner), shape[0] * shape[1] * es)
+                (wgmma_slot(es, x == b, inner, &shape), shape[0] * shape[1] * es)
             } else {
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)
@@ -361,13 +391,19 @@ mod tests {
     #[test]
     fn slot_layouts_follow_the_source() {
         let sw = |es, transposed| SlotLayout::Swizzled { es, transposed };
-        // A is always K-major; B K-major for tf32 and for transposed views
-        assert_eq!(wgmma_slot(2, false, Some(0)), sw(2, false));
-        assert_eq!(wgmma_slot(2, true, Some(1)), sw(2, false));
-        assert_eq!(wgmma_slot(2, true, None), sw(2, false));
-        assert_eq!(wgmma_slot(2, true, Some(0)), sw(2, true));
-        assert_eq!(wgmma_slot(4, true, None), sw(4, true));
-        assert_eq!(wgmma_slot(4, false, Some(1)), sw(4, false));
+        // A K-major, but M-major from a 16-bit transposed view; B K-major
+        // for tf32, for transposed views and when narrower than an atom
+        let (a, b) = ([128, 64], [64, 128]);
+        assert_eq!(wgmma_slot(2, false, Some(1), &a), sw(2, false));
+        assert_eq!(wgmma_slot(2, false, None, &a), sw(2, false));
+        assert_eq!(wgmma_slot(2, false, Some(0), &a), sw(2, true));
+        assert_eq!(wgmma_slot(4, false, Some(0), &[128, 32]), sw(4, false), "tf32 A is read K-major only");
+        assert_eq!(wgmma_slot(2, true, Some(1), &b), sw(2, false));
+        assert_eq!(wgmma_slot(2, true, None, &b), sw(2, false));
+        assert_eq!(wgmma_slot(2, true, Some(0), &b), sw(2, true));
+        assert_eq!(wgmma_slot(2, true, None, &[64, 16]), sw(2, true), "16 columns are not an atom row");
+        assert_eq!(wgmma_slot(4, true, None, &b), sw(4, true));
+        assert_eq!(wgmma_slot(4, false, Some(1), &[128, 32]), sw(4, false));
     }
 
     #[test]
@@ -378,6 +414,11 @@ mod tests {
         // a transposed view cannot fill a slot whose rows run the other way
         assert!(!tma_slot(sw(2, false), &[128, 64], 0));
         assert!(!tma_slot(sw(2, true), &[64, 128], 1));
+        // an M-major A (Bᵀ of the swapped product, 64×128 from a view
+        // whose unit stride is on M): 128 rows of K, one 64-element atom
+        assert!(tma_slot(sw(2, true), &[64, 128], 0));
+        // a 16-row K-major B (Aᵀ of the swapped product, K×N = 128×16)
+        assert!(tma_slot(sw(2, true), &[128, 16], 0));
         // a column-major B (K×N = 64×256) into a K-major slot: 256 rows of K
         assert!(tma_slot(sw(2, true), &[64, 256], 0));
         assert!(!tma_slot(sw(2, true), &[64, 512], 0), "boxes have at most 256 rows");

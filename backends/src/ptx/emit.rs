@@ -267,7 +267,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     let k = if has_views {
         // (the slot a TMA copy would fill: a `wgmma` dot's, per the layout
         // plan, in the shape `async_copy` accepts)
-        let plan0 = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
+        let plan0 = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &super::async_copy::kmajor_b_sources(k, &tv));
         let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
         let mut view_of: HashMap<V, V> = HashMap::new();
         let mut uses: HashMap<V, usize> = HashMap::new();
@@ -281,7 +281,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
                     for (x, is_b) in [(*a, false), (*b, true)] {
                         let es = k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
                         let Some(inner) = view_of.get(&x).and_then(|v| tv.get(v)).map(|t| t.inner) else { continue };
-                        let lay = super::async_copy::wgmma_slot(es, is_b, Some(inner));
+                        let lay = super::async_copy::wgmma_slot(es, is_b, Some(inner), &shape(x));
                         if super::async_copy::tma_slot(lay, &shape(x), inner) {
                             tma_slot.insert(x);
                         }
@@ -320,7 +320,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         }
     });
     let vec = (16 / min_es.max(2)).min(8) as u32;
-    let plan = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90);
+    let plan = super::assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &super::async_copy::kmajor_b_sources(k, &tv));
     let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
     let aplan = super::async_copy::plan(k, &plan, &tv);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
@@ -3291,10 +3291,13 @@ impl<'k> Em<'k> {
     /// `dot` as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a), f16/bf16
     /// or tf32 into f32. Both operands are staged in shared memory in the
     /// 128-byte swizzled layouts the tensor cores read through 64-bit
-    /// descriptors: A K-major (`[k/64][m][64]` for 16-bit elements), B
-    /// N-major for 16-bit elements (`[n/64][k][64]`, the instruction's
-    /// "transposed B") and K-major for tf32 (`[k/32][n][32]`: B's tile
-    /// transposed, which its ring's copies or the staging do). The accumulator has the layout `wgmma` writes
+    /// descriptors: A K-major (`[k/64][m][64]` for 16-bit elements) or,
+    /// from a 16-bit transposed view, M-major (`[m/64][k][64]`, the
+    /// instruction's "transposed A"), B N-major for 16-bit elements
+    /// (`[n/64][k][64]`, "transposed B") and K-major for tf32, for a
+    /// transposed view and for B narrower than 64 columns (`[k/64][n][64]`
+    /// for 16-bit elements: B's tile transposed, which its ring's copies or
+    /// the staging do) — `async_copy::wgmma_slot`. The accumulator has the layout `wgmma` writes
     /// (`Blocked::wgmma_acc`, over `wm = num_warps` warps along M):
     /// instruction `t` of warpgroup `g` reads A's 64-row block `t·G + g`
     /// (G warpgroups) and gives warp `w%4` rows `16·(w%4) + lane/4 + 8·h` of
@@ -3318,6 +3321,16 @@ impl<'k> Em<'k> {
         let groups = wm / 4;
         let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
         let (ra, rb) = (self.get(a), self.get(b));
+        // the operands' shared-memory layouts: a ring slot's
+        // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
+        // as `wgmma_slot` would place it (K-major for tf32 and below 64
+        // columns, else N-major)
+        let slot_transposed = |c: Option<usize>| c.is_some_and(|c| matches!(self.aplan.layout[c], super::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
+        let mmajor_a = slot_transposed(ca);
+        let kmajor_b = match cb {
+            Some(_) => slot_transposed(cb),
+            None => es == 4 || (n * es) % 128 != 0,
+        };
         // operands in registers are staged in the scratch space
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
         if ca.is_none() || cb.is_none() {
@@ -3337,7 +3350,7 @@ impl<'k> Em<'k> {
                 base_b = self.reg(Cls::R);
                 self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
                 let rb = tf(self, &rb);
-                self.stage_wgmma(&rb, &sb, &base_b, es, es == 4);
+                self.stage_wgmma(&rb, &sb, &base_b, es, kmajor_b);
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
@@ -3390,20 +3403,21 @@ impl<'k> Em<'k> {
             em.l(format!("or.b64 {d}, {d}, {hi};"));
             d
         };
-        // A: this warpgroup's first 64-row block; K-major, LBO unused (1)
+        // A: this warpgroup's first 64-row block. K-major: rows of 128-byte
+        // atoms, LBO unused (1), SBO = between groups of 8 rows; M-major
+        // (16-bit, from a transposed view): a 64-row block is one atom
+        // column `[k][64]`, `k·128` bytes, SBO = between groups of 8
+        // k-rows (LBO, between atoms along M, is not crossed by m64)
         let wg = self.reg(Cls::R);
         self.l(format!("shr.u32 {wg}, {}, 2;", self.warp));
         let addr_a = self.reg(Cls::R);
-        self.l(format!("mad.lo.u32 {addr_a}, {wg}, 8192, {base};"));
-        let da = desc(self, &addr_a, 16, 1024);
+        let block_a = if mmajor_a { kk * 128 } else { 8192 };
+        self.l(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
+        let da = if mmajor_a { desc(self, &addr_a, kk * 128, 1024) } else { desc(self, &addr_a, 16, 1024) };
         // B, 16-bit as stored row-major: N-major; LBO = distance between
-        // 64-column atoms, SBO = between groups of 8 k-rows. tf32, and
-        // 16-bit from a transposed view: K-major like A (the slot holds B
-        // transposed: row n, one 128-byte atom row of K)
-        let kmajor_b = match cb {
-            Some(c) => matches!(self.aplan.layout[c], super::async_copy::SlotLayout::Swizzled { transposed: true, .. }),
-            None => es == 4,
-        };
+        // 64-column atoms, SBO = between groups of 8 k-rows. tf32, 16-bit
+        // from a transposed view and B narrower than an atom: K-major like
+        // A (the slot holds B transposed: row n, one 128-byte atom row of K)
         let db = if kmajor_b { desc(self, &base_b, 16, 1024) } else { desc(self, &base_b, kk * 128, 1024) };
         let racc = self.get(acc);
         // in flight across the back edge (`async_copy`): accumulate in the
@@ -3433,7 +3447,7 @@ impl<'k> Em<'k> {
         let kstep = 32 / es;
         for ks in 0..kk / kstep {
             for t in 0..tcount {
-                let off_a = (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32;
+                let off_a = if mmajor_a { (t * groups) * block_a + ks * kstep * 128 } else { (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32 };
                 let dai = self.reg(Cls::Rd);
                 self.l(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
                 for u in 0..n / ni {
@@ -3447,8 +3461,8 @@ impl<'k> Em<'k> {
                         d.push(accs[(2 * t as usize + h) * 2 * rn + 2 * j + e].clone());
                     }
                     // (tf32 has no transpose immediates: both operands
-                    // K-major; 16-bit: A K-major, B transposed unless K-major)
-                    let imm = if es == 4 { "1, 1" } else if kmajor_b { "1, 1, 0, 0" } else { "1, 1, 0, 1" };
+                    // K-major; 16-bit: "transposed" = M-major A, N-major B)
+                    let imm = if es == 4 { "1, 1".to_string() } else { format!("1, 1, {}, {}", mmajor_a as u32, !kmajor_b as u32) };
                     self.l(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
                 }
             }

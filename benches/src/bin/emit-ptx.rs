@@ -1,7 +1,8 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
 //! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
-//! `[views] [colb]` (`colb`: a column-major B);
+//! `[views] [colb] [swap]` (`colb`: a column-major B; `swap`: the swapped
+//! product Cᵀ = Bᵀ·Aᵀ of row-major operands);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
@@ -32,9 +33,12 @@ fn main() {
         let cx = [t[0], t[1], t[2], 8, 0, bias, tf32, views];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A: unit stride along K (sak); B row-major (sbn) or
-        // column-major (sbk)
+        // column-major (sbk); C row-major (scn). `swap`: the swapped
+        // product of row-major operands (the kernel's A is Bᵀ, unit stride
+        // sam; its B is Aᵀ, unit stride sbk; C written transposed, scm)
         let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
-        let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == b_unit).collect();
+        let units: &[&str] = if a.iter().any(|x| x == "swap") { &["sam", "sbk", "scm"] } else { &["sak", b_unit, "scn"] };
+        let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
         let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: true }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
