@@ -63,15 +63,17 @@ def copy_bw(nbytes=1 << 30):
 def gemm_peers(out, quick):
     reps = 10 if quick else 30
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192)]
-    cases = [(m, n, k, d) for (m, n, k) in shapes for d in ("bf16", "f16")] + [(4096, 4096, 4096, d) for d in ("bf16_bT", "tf32", "f32")]
+    cases = [(m, n, k, d) for (m, n, k) in shapes for d in ("bf16", "f16")] + [(4096, 4096, 4096, d) for d in ("bf16_bT", "bf16_aT", "tf32", "f32")]
     print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  cuBLAS via torch.matmul")
     res = []
     for (m, n, k, d) in cases:
-        dt = {"bf16": torch.bfloat16, "bf16_bT": torch.bfloat16, "f16": torch.float16}.get(d, torch.float32)
+        dt = {"bf16": torch.bfloat16, "bf16_bT": torch.bfloat16, "bf16_aT": torch.bfloat16, "f16": torch.float16}.get(d, torch.float32)
         torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
         a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
         if d.endswith("_bT"):  # B column-major: a linear layer's x·Wᵀ
             b = torch.randn(n, k, device="cuda", dtype=dt).t()
+        if d.endswith("_aT"):  # A column-major (a transposed activation)
+            a = torch.randn(k, m, device="cuda", dtype=dt).t()
         c = torch.empty(m, n, device="cuda", dtype=dt)
         ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, reps)
         tf = 2 * m * n * k / (ms * 1e-3) / 1e12

@@ -121,13 +121,25 @@ case "${1:-check}" in
     # CUDA (every configuration, views and pointers) and racecheck, then the
     # decode shapes tuned with every candidate's time printed, one stream
     # and with the producer warpgroup, next to cuBLAS; ncu of the winner
-    FERROTILE_TEST_DEVICES=cuda step gemm_swap 300 $D/gemm --nocapture gemm_swapped gemm_views_every gemm_split_k gemm_half
+    FERROTILE_TEST_DEVICES=cuda step gemm_swap 300 $D/gemm --nocapture gemm_swapped gemm_views_every gemm_split_k gemm_half gemm_every
     FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_swap 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
     FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_one step bench_decode 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
     FERROTILE_WS=1 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_ws step bench_decode_ws 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     FERROTILE_CACHE_DIR=/tmp/ft_one step ncu_decode 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
     grep -E "TFLOP|16x8192|FAILED|panicked|test result|RACECHECK SUMMARY|autotune|^  [A-Z].*(Throughput|Duration|Stall|Registers|Bandwidth|Warp Cycles|Grid|Block)" "$L" | tail -70
+    ;;
+  verify9)
+    # session 9's closing check: the view-path GEMM tests (swapped
+    # configurations, column-major A on M-major slots) alone, racecheck of
+    # the swapped product, conformance on CUDA, then the GEMM suite next to
+    # cuBLAS in the same call
+    FERROTILE_TEST_DEVICES=cuda step gemm_views 280 $D/gemm --nocapture gemm_views_every gemm_swapped
+    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_views 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
+    step conformance_cuda 150 $D/conformance_cuda
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    grep -E "TFLOP|FAILED|panicked|test result|RACECHECK SUMMARY|conformance on|-> " "$L" | grep -v "autotune.*/[0-9]" | tail -40
     ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
@@ -141,6 +153,6 @@ case "${1:-check}" in
     done
     grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|profile"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|verify9|profile"; exit 2 ;;
 esac
 cat "$S"

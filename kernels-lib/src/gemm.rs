@@ -441,12 +441,13 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(16, 64, 256, 4).stages(2).with("SPLIT_K", 2),
         // ... swapped (Cᵀ = Bᵀ·Aᵀ: 64 columns of C by 16 or 32 rows per
         // tile): on Hopper Bᵀ streams by bulk copies into M-major `wgmma`
-        // slots and Aᵀ into narrow K-major ones, no padded rows
+        // slots and Aᵀ into narrow K-major ones, no padded rows. (Measured
+        // and dropped: BK = 64 with 8 slots, 128-column tiles — half the
+        // reads of A, on half the SMs —, split-K 2; RESULTS, session 9.)
         c(64, 16, 128, 4).stages(4).with("SWAP", 1),
+        c(64, 16, 128, 4).stages(5).with("SWAP", 1),
         c(64, 16, 128, 4).stages(6).with("SWAP", 1),
         c(64, 16, 256, 4).stages(4).with("SWAP", 1),
-        c(64, 16, 64, 4).stages(8).with("SWAP", 1),
-        c(64, 16, 128, 4).stages(4).with("SWAP", 1).with("SPLIT_K", 2),
         c(64, 32, 128, 4).stages(4).with("SWAP", 1),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync

@@ -249,7 +249,8 @@ fn gemm_every_tuner_configuration() {
 /// (32-bit maps that round), partial tiles along M, N and K (out-of-bounds
 /// boxes read zeros), a batch (the tensor map's third dimension), M = 1,
 /// K = 0 (a zero extent: no tensor map fits, the TMA-free compilation
-/// runs); the split-K configurations on the same kind of operands (their
+/// runs); a column-major A (16-bit: an M-major slot, `wgmma`'s transposed
+/// A); the split-K configurations on the same kind of operands (their
 /// 16-row tiles stay on the pointer path).
 #[test]
 fn gemm_views_every_tuner_configuration() {
@@ -270,6 +271,10 @@ fn gemm_views_every_tuner_configuration() {
             let cm = Layout::ColMajor;
             check::<bf16, f32>(&dev, &mut rng, 260, 200, 336, rm, cm, true, Activation::None, 1.0, false, 2, Some(cfg), 1e-2);
             check::<f32, f32>(&dev, &mut rng, 150, 264, 208, rm, cm, false, Activation::Relu, 1.0, true, 2, Some(cfg), 1e-3);
+            // a column-major A (M a multiple of 16): 16-bit A tiles from a
+            // transposed view into M-major `wgmma` slots
+            check::<bf16, bf16>(&dev, &mut rng, 272, 200, 208, cm, rm, true, Activation::None, 1.0, false, 2, Some(cfg), 1e-2);
+            check::<f16, f32>(&dev, &mut rng, 128, 136, 64, cm, cm, false, Activation::Gelu, 1.0, false, 1, Some(cfg), 5e-3);
         }
     }
 }

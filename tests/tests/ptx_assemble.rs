@@ -503,8 +503,18 @@ fn fma_dot_register_blocked() {
 #[test]
 fn gemm_views_rule_matches_the_backend() {
     use ferrotile_kernels::gemm::{gemm_candidates, kernel_args, views_rule, GemmConfig};
-    // (dtype, tf32, B column-major)
-    let modes = [(DType::BF16, false, false), (DType::BF16, false, true), (DType::F16, false, false), (DType::F32, true, true), (DType::F32, true, false), (DType::F32, false, false)];
+    // (dtype, tf32, B column-major, A column-major)
+    let modes = [
+        (DType::BF16, false, false, false),
+        (DType::BF16, false, true, false),
+        (DType::F16, false, false, false),
+        (DType::BF16, false, false, true),
+        (DType::F16, false, true, true),
+        (DType::F32, true, true, false),
+        (DType::F32, true, false, false),
+        (DType::F32, true, true, true),
+        (DType::F32, false, false, false),
+    ];
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let mut failures = vec![];
     for tc in gemm_candidates() {
@@ -515,11 +525,12 @@ fn gemm_views_rule_matches_the_backend() {
         for size in [4096i64, 4104] {
             let (m, n, kk) = (if split_k > 1 { 16 } else { size }, size, size);
             let k_split = if split_k > 1 { (kk as usize).div_ceil(split_k).div_ceil(cfg.bk as usize) * cfg.bk as usize } else { kk as usize };
-            for (dt, tf32, b_col) in modes {
-                // what `launch_kernel` passes: A row-major; B row- or
-                // column-major; one product (batch strides 0); swapped or not
+            for (dt, tf32, b_col, a_col) in modes {
+                // what `launch_kernel` passes: A and B row- or column-major;
+                // one product (batch strides 0); swapped or not
                 let (sbk, sbn) = if b_col { (1, kk) } else { (n, 1) };
-                let ka = kernel_args([m as usize, n as usize], [kk, 1, sbk, sbn, 0, 0], n, cfg.swap);
+                let (sam, sak) = if a_col { (1, m) } else { (kk, 1) };
+                let ka = kernel_args([m as usize, n as usize], [sam, sak, sbk, sbn, 0, 0], n, cfg.swap);
                 let strides = ka.strides;
                 let rule = views_rule(dt.size_bytes() as u32, strides, (split_k, k_split), cfg, tf32);
                 let arg = |name: &str| -> Option<i64> {
@@ -553,7 +564,7 @@ fn gemm_views_rule_matches_the_backend() {
                 };
                 let policy = cfg.num_stages == 1 && !rule;
                 if rule != (maps == 2) && !policy {
-                    failures.push(format!("{tc} {dt} tf32={tf32} B {} size {size}: rule says views = {rule}, the backend gives {maps} tensor maps", if b_col { "col" } else { "row" }));
+                    failures.push(format!("{tc} {dt} tf32={tf32} A {} B {} size {size}: rule says views = {rule}, the backend gives {maps} tensor maps", if a_col { "col" } else { "row" }, if b_col { "col" } else { "row" }));
                 }
             }
         }

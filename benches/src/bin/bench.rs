@@ -9,7 +9,8 @@
 //! run and every result is reported as GB/s and % of it.
 //!
 //! `--gemm`: the library GEMM instead (bf16/f16 4096³ and 8192³, the
-//! 16×8192×8192 decode shape, bf16 4096³ with a column-major B (`bf16_bT`),
+//! 16×8192×8192 decode shape, bf16 4096³ with a column-major B (`bf16_bT`)
+//! and with a column-major A (`bf16_aT`),
 //! f32 with tf32 and exact), TFLOP/s, sampled
 //! outputs checked against f64 dot products. `--gemm-small` runs 1024³ and
 //! 2048³ only (for slow backends such as wgpu's FMA path); `--gemm-shape
@@ -337,17 +338,20 @@ struct GemmRes {
 /// Median time of the library GEMM on `m×n×k` (A, B of dtype `T`, C f32
 /// for f32 inputs and `T` otherwise), with its error on sampled outputs.
 /// `dtype` ending in `_bT`: B column-major (stored N×K, as a linear layer's
-/// weight in `x·Wᵀ`).
+/// weight in `x·Wᵀ`); in `_aT`: A column-major (stored K×M).
 fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str, m: usize, n: usize, k: usize, tf32: bool, reps: usize) -> Result<GemmRes, Box<dyn std::error::Error>> {
     use ferrotile_kernels::gemm::Layout;
     let a: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
     let b: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal())).collect();
     let b_layout = if dtype.ends_with("_bT") { Layout::ColMajor } else { Layout::RowMajor };
-    // (B as stored: element (p, j) of B at p·n + j, or at j·k + p)
+    let a_layout = if dtype.ends_with("_aT") { Layout::ColMajor } else { Layout::RowMajor };
+    // (as stored: element (p, j) of B at p·n + j, or at j·k + p; (i, p)
+    // of A at i·k + p, or at p·m + i)
     let b_at = |p: usize, j: usize| if b_layout == Layout::RowMajor { b[p * n + j] } else { b[j * k + p] };
+    let a_at = |i: usize, p: usize| if a_layout == Layout::RowMajor { a[i * k + p] } else { a[p * m + i] };
     let (ab, bb) = (dev.from_slice(&a)?, dev.from_slice(&b)?);
     let mut c = dev.full(m * n, T::from_f64(f64::NAN))?;
-    let opts = ferrotile_kernels::gemm::GemmOptions::<T> { tf32, b_layout, ..Default::default() };
+    let opts = ferrotile_kernels::gemm::GemmOptions::<T> { tf32, a_layout, b_layout, ..Default::default() };
     let run = |c: &mut Buffer<T>| ferrotile_kernels::gemm::gemm(dev, &ab, &bb, c, m, n, k, &opts);
     run(&mut c)?; // compile (and tune) outside the timing
     dev.synchronize()?;
@@ -369,14 +373,14 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     let (mut num, mut den) = (0f64, 0f64);
     for s in 0..256 {
         let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
-        let want: f64 = (0..k).map(|p| a[i * k + p].to_f64() * b_at(p, j).to_f64()).sum();
+        let want: f64 = (0..k).map(|p| a_at(i, p).to_f64() * b_at(p, j).to_f64()).sum();
         num = num.max((out[i * n + j].to_f64() - want).abs());
         den = den.max(want.abs());
         if !out[i * n + j].to_f64().is_finite() {
             num = f64::INFINITY;
         }
     }
-    let tol = match (dtype.trim_end_matches("_bT"), tf32) {
+    let tol = match (dtype.trim_end_matches("_bT").trim_end_matches("_aT"), tf32) {
         ("bf16", _) => 1e-2,
         ("f16", _) => 5e-3,
         (_, true) => 1e-3,
@@ -406,6 +410,9 @@ fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Opti
     for &(m, n, k) in &cube[..1] {
         if want("bf16_bT") {
             res.push(bench_gemm::<bf16>(dev, rng, "bf16_bT", m, n, k, false, reps)?);
+        }
+        if want("bf16_aT") {
+            res.push(bench_gemm::<bf16>(dev, rng, "bf16_aT", m, n, k, false, reps)?);
         }
         if want("tf32") {
             res.push(bench_gemm::<f32>(dev, rng, "tf32", m, n, k, true, reps)?);
