@@ -215,9 +215,16 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
             fma_reasons.push((op.loc.line, w));
         }
         lines.entry(out.clone()).or_default().push(op.loc.line);
-        let e = mma.entry(out).or_insert(grid);
+        let e = mma.entry(out.clone()).or_insert(grid);
         if *e != grid {
-            *e = None; // dots of one shape must agree on the layout
+            // dots of one shape must agree on the layout: where one can
+            // take `wgmma` and another only `mma.sync` (a B that does not
+            // arrive K-major at a narrow N), both take `mma.sync`; any other
+            // disagreement leaves the shape on the FMA path
+            *e = match (*e, grid) {
+                (Some(x), Some(y)) if x.wgmma != y.wgmma => Some(if x.wgmma { y } else { x }),
+                _ => None,
+            };
         }
     });
     for (shape, g) in &mma {
@@ -225,6 +232,15 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
             for &l in &lines[shape] {
                 if !fma_reasons.iter().any(|(x, _)| *x == l) {
                     fma_reasons.push((l, format!("another dot with a {}×{} result stays on the FMA path, and dots of one shape share a layout", shape[0], shape[1])));
+                }
+            }
+        }
+    }
+    for (shape, g) in &mma {
+        if wgmma && g.is_some_and(|g| !g.wgmma) {
+            for &l in &lines[shape] {
+                if !no_wgmma_reasons.iter().any(|(x, _)| *x == l) && !fma_reasons.iter().any(|(x, _)| *x == l) {
+                    no_wgmma_reasons.push((l, format!("another dot with a {}×{} result runs on mma.sync, and dots of one shape share a layout", shape[0], shape[1])));
                 }
             }
         }
