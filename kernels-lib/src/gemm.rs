@@ -13,6 +13,14 @@
 //! workspace and [`gemm_splitk_reduce`] sums the partials in a fixed order
 //! (deterministic) and applies the epilogue.
 //!
+//! Swapped product (skinny M, such as decode): the same kernel computes
+//! `Cᵀ = Bᵀ·Aᵀ` with A and B exchanged, their strides transposed and C
+//! written through its column stride ([`kernel_args`], `GemmConfig::swap`).
+//! N then runs along the tile's M, where Hopper's warpgroup MMAs need 64
+//! rows, and the few rows of A along its N (16 or 32 wide), so no MMA row
+//! is padding; on Hopper Bᵀ comes by bulk copies into M-major `wgmma`
+//! slots and Aᵀ into narrow K-major ones.
+//!
 //! Backends: the CPU interpreter (reference: f32 accumulation, tf32 rounding
 //! when asked); the PTX backend, where `dot` of f16/bf16 (and f32 with
 //! tf32) runs on tensor cores (`wgmma` on Hopper where the tile fits,
