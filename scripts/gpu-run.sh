@@ -141,6 +141,41 @@ case "${1:-check}" in
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|test result|RACECHECK SUMMARY|conformance on|-> " "$L" | grep -v "autotune.*/[0-9]" | tail -40
     ;;
+  ncufull)
+    # every ncu section for one launch of the tuned decode kernel and one of
+    # cuBLAS's, side by side (reports under $OUT)
+    step tune_decode 120 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16
+    step ncu_ft 180 ncu --clock-control none --set full --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    step ncu_cublas 180 ncu --clock-control none --set full --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    sed -n '/=== ncu_ft/,/=== ncu_cublas/p' "$L" > "$OUT/ncu_ft.txt"
+    sed -n '/=== ncu_cublas/,$p' "$L" > "$OUT/ncu_cublas.txt"
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Grid Size|Block Size" "$L" | tail -12
+    ;;
+  cluster)
+    # clusters of 2 with multicast Aᵀ tiles (the swapped decode product):
+    # the swapped tests on CUDA (short limits: a protocol error hangs),
+    # racecheck, then the decode shapes tuned with every candidate printed
+    # next to cuBLAS
+    FERROTILE_TEST_DEVICES=cuda step gemm_swap 60 $D/gemm --nocapture gemm_swapped
+    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_swap 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
+    FERROTILE_AUTOTUNE_PRINT=all step bench_decode 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    grep -E "TFLOP|16x8192|FAILED|panicked|test result|RACECHECK SUMMARY|autotune.*->|SWAP|rror" "$L" | grep -v "autotune.*/[0-9]" | tail -50
+    ;;
+  ncucluster)
+    # ncu of the clustered swapped decode kernel (forced through the tuner's
+    # disk cache: last entry wins) next to the unclustered one
+    export FERROTILE_CACHE_DIR=/tmp/ftc
+    step tune 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16
+    KEY=$(grep 'bf16>bf16' /tmp/ftc/autotune.tsv | tail -1 | cut -f1)
+    NCU="ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --metrics sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg"
+    printf '%s\tBK=128,BM=64,BN=16,GROUP_M=8,SWAP=1,num_warps=4,num_stages=6\n' "$KEY" >> /tmp/ftc/autotune.tsv
+    step ncu_plain 60 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    printf '%s\tBK=128,BM=64,BN=16,CLUSTER=2,GROUP_M=8,SWAP=1,num_warps=4,num_stages=6\n' "$KEY" >> /tmp/ftc/autotune.tsv
+    step ncu_cluster 60 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    sed -n '/=== ncu_plain/,$p' "$L" > "$OUT/ncu_cluster.txt"
+    grep -E "Duration|DRAM Throughput|Cluster Size|Grid Size|Block Size|sm__cycles_active|Achieved Active Warps|Warp Cycles Per Issued|^(bf16) " "$L" | tail -24
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape
@@ -153,6 +188,6 @@ case "${1:-check}" in
     done
     grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|verify9|profile"; exit 2 ;;
+  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|verify9|ncufull|cluster|ncucluster|profile"; exit 2 ;;
 esac
 cat "$S"

@@ -68,6 +68,9 @@ fn bad_launch_options_are_errors() {
         (LaunchConfig::new([1, 1, 1]).num_warps(64), "num_warps"),
         (LaunchConfig::new([1, 1, 1]).num_stages(0), "num_stages"),
         (LaunchConfig::new([1, 1, 1]).num_stages(9), "num_stages"),
+        (LaunchConfig::new([3, 1, 1]).cluster(2), "cluster"),
+        (LaunchConfig::new([4, 1, 1]).cluster(4), "cluster"),
+        (LaunchConfig::new([4, 1, 1]).cluster(0), "cluster"),
     ] {
         match scale::launch(&dev, cfg, &x, &mut y, 64, 64) {
             Err(ferrotile::Error::Launch { msg, .. }) => assert!(msg.contains(what), "{msg}"),
@@ -75,4 +78,6 @@ fn bad_launch_options_are_errors() {
         }
     }
     scale::launch(&dev, LaunchConfig::new([1, 1, 1]).num_stages(1), &x, &mut y, 64, 64).unwrap();
+    // clusters are a hint: any backend runs a clustered launch
+    scale::launch(&dev, LaunchConfig::new([2, 1, 1]).cluster(2), &x, &mut y, 64, 64).unwrap();
 }

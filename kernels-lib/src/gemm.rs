@@ -43,7 +43,8 @@ use ferrotile::FloatElement;
 /// `i·scm + j·scn`, so the kernel computes a transposed product as well: the
 /// library's swapped form `Cᵀ = Bᵀ·Aᵀ` (A and B exchanged, their strides
 /// transposed, `scm = 1`). `BIAS`: 0 none, 1 a bias per column `j`, 2 per
-/// row `i` (the swapped form's columns of C). `TF32`: f32 inputs rounded to
+/// row `i` (the swapped form's columns of C). `GROUP_M = 0`: N is one tile
+/// (programs walk M). `TF32`: f32 inputs rounded to
 /// tf32 (`dot_tf32`), else exact f32 products. `VIEWS`: the
 /// operand tiles are block loads from views of A and B (on Hopper, TMA bulk copies into the
 /// `wgmma` operand rings) instead of masked pointer loads; with more than
@@ -80,11 +81,17 @@ pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i
     // grouped ordering: GROUP_M row tiles share their B tiles in L2
     let num_pid_m = cdiv(m, BM);
     let num_pid_n = cdiv(n, BN);
-    let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_m = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_m;
-    let pid_n = (pid % in_group) / group_m;
+    // (GROUP_M = 0: N is one tile wide, so programs simply walk M — and
+    // B's block coordinates do not depend on the program id)
+    let mut pid_m = pid;
+    let mut pid_n = 0;
+    if GROUP_M > 0 {
+        let in_group = GROUP_M * num_pid_n;
+        let first_m = (pid / in_group) * GROUP_M;
+        let group_m = minimum(num_pid_m - first_m, GROUP_M);
+        pid_m = first_m + (pid % in_group) % group_m;
+        pid_n = (pid % in_group) / group_m;
+    }
     let rm = pid_m * BM + arange(0, BM);
     let rn = pid_n * BN + arange(0, BN);
     let rk = arange(0, BK);
@@ -238,20 +245,28 @@ pub struct GemmConfig {
     /// long N on the tile's M — where Hopper's warpgroup MMAs need 64 rows —
     /// and its few rows on the tile's N, with no padded rows.
     pub swap: bool,
+    /// Programs in clusters of this many (1 or 2) along the grid's tiles: on
+    /// Hopper, where N is one tile wide (so every program reads the same
+    /// B tiles — decode's Aᵀ in the swapped product), each B tile is
+    /// copied once for the cluster (TMA multicast; warp-specialized).
+    /// Ignored where the tile count is odd or elsewhere.
+    pub cluster: u32,
 }
 
 impl GemmConfig {
     /// The configuration a [`gemm_candidates`] entry describes (`BM`, `BN`,
-    /// `BK`, `GROUP_M`, optional `SPLIT_K` and `SWAP`; warps and stages).
+    /// `BK`, `GROUP_M`, optional `SPLIT_K`, `SWAP` and `CLUSTER`; warps and
+    /// stages).
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
         let swap = tc.values.get("SWAP").copied().unwrap_or(0) != 0;
-        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k, swap })
+        let cluster = tc.values.get("CLUSTER").copied().unwrap_or(1) as u32;
+        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k, swap, cluster })
     }
 
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
-        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1, swap: false }
+        GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1, swap: false, cluster: 1 }
     }
 }
 
@@ -457,6 +472,11 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         c(64, 16, 128, 4).stages(6).with("SWAP", 1),
         c(64, 16, 256, 4).stages(4).with("SWAP", 1),
         c(64, 32, 128, 4).stages(4).with("SWAP", 1),
+        // ... in clusters of 2 whose programs share each Aᵀ tile (TMA
+        // multicast, warp-specialized): half the reads of A from L2; on
+        // par with the unclustered tiles so far (RESULTS, session 9)
+        c(64, 16, 128, 4).stages(4).with("SWAP", 1).with("CLUSTER", 2),
+        c(64, 16, 256, 4).stages(4).with("SWAP", 1).with("CLUSTER", 2),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),
@@ -571,7 +591,11 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     let [km, kn] = args.mn;
     let [sam, sak, sbk, sbn, sab, sbb] = args.strides;
     let tiles = (km.div_ceil(cfg.bm as usize) * kn.div_ceil(cfg.bn as usize)) as u32;
-    let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1));
+    // (clusters: a hint, taken where the tiles pair up)
+    let cluster = if cfg.cluster > 1 && tiles % cfg.cluster == 0 { cfg.cluster } else { 1 };
+    let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1)).cluster(cluster);
+    // one tile along N: no grouped ordering (`GROUP_M = 0`)
+    let group_m = if kn <= cfg.bn as usize { 0 } else { cfg.group_m.max(1) as i32 };
     let views = views_pay_off::<T>(dev, args.strides, (splits, k_split), cfg, tf32);
     let bias_mode = match (e.has_bias, cfg.swap) {
         (false, _) => 0,
@@ -603,7 +627,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
         cfg.bm as i32,
         cfg.bn as i32,
         cfg.bk as i32,
-        cfg.group_m.max(1) as i32,
+        group_m,
         e.act,
         bias_mode,
         tf32,

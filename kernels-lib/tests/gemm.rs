@@ -112,8 +112,8 @@ fn gemm_f32_exact_and_tf32() {
 #[test]
 fn gemm_tf32_kmajor_operands() {
     let mut rng = Rng::new(seed());
-    let wg = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 8, num_stages: 3, split_k: 1, swap: false };
-    let ms = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 4, num_stages: 1, split_k: 1, swap: false };
+    let wg = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 8, num_stages: 3, split_k: 1, swap: false, cluster: 1 };
+    let ms = GemmConfig { bm: 128, bn: 128, bk: 32, group_m: 8, num_warps: 4, num_stages: 1, split_k: 1, swap: false, cluster: 1 };
     for dev in cuda_devices() {
         for cfg in [Some(wg), Some(ms), None] {
             // (K a multiple of 16: the K-major copies' row stride fits a
@@ -175,8 +175,8 @@ fn gemm_half_precisions_and_layouts() {
 #[test]
 fn gemm_epilogues_batches_casts_configs() {
     let mut rng = Rng::new(seed());
-    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1, num_stages: 2, split_k: 1, swap: false };
-    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4, num_stages: 1, split_k: 1, swap: false };
+    let small = GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 2, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 1 };
+    let wide = GemmConfig { bm: 32, bn: 64, bk: 32, group_m: 4, num_warps: 4, num_stages: 1, split_k: 1, swap: false, cluster: 1 };
     for dev in devices() {
         check::<bf16, f32>(&dev, &mut rng, 45, 37, 29, Layout::RowMajor, Layout::ColMajor, true, Activation::Relu, 0.5, false, 3, Some(small), 1e-2);
         check::<f16, f16>(&dev, &mut rng, 70, 90, 33, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 1.0, false, 2, Some(wide), 5e-3);
@@ -201,10 +201,10 @@ fn gemm_bad_input_is_an_error() {
     let mut c = dev.zeros::<f32>(10).unwrap();
     let o = GemmOptions::<f32>::default();
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
-    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false }), ..Default::default() };
+    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 1 }), ..Default::default() };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
     // split-K is for skinny products only (its workspace is split × M × N)
-    let split = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2, swap: false }), ..Default::default() };
+    let split = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2, swap: false, cluster: 1 }), ..Default::default() };
     let (a2, b2, mut c2) = (dev.zeros::<f32>(65 * 4).unwrap(), dev.zeros::<f32>(16).unwrap(), dev.zeros::<f32>(65 * 4).unwrap());
     let e = gemm(&dev, &a2, &b2, &mut c2, 65, 4, 4, &split).unwrap_err();
     assert!(matches!(&e, ferrotile_kernels::LibError::Config(m) if m.contains("split-K")), "{e}");
@@ -286,7 +286,7 @@ fn gemm_views_every_tuner_configuration() {
 #[test]
 fn gemm_split_k() {
     let mut rng = Rng::new(seed());
-    let cfg = |split_k: u32, bk: u32| GemmConfig { bm: 16, bn: 32, bk, group_m: 2, num_warps: 4, num_stages: 3, split_k, swap: false };
+    let cfg = |split_k: u32, bk: u32| GemmConfig { bm: 16, bn: 32, bk, group_m: 2, num_warps: 4, num_stages: 3, split_k, swap: false, cluster: 1 };
     for dev in devices() {
         check::<bf16, bf16>(&dev, &mut rng, 16, 100, 1000, Layout::RowMajor, Layout::RowMajor, false, Activation::None, 1.0, false, 1, Some(cfg(3, 64)), 1e-2);
         check::<f16, f32>(&dev, &mut rng, 1, 77, 100, Layout::ColMajor, Layout::RowMajor, true, Activation::Gelu, 0.5, false, 2, Some(cfg(5, 64)), 5e-3);
@@ -300,8 +300,10 @@ fn gemm_split_k() {
 /// columns of C by 16 or 32 rows, C written transposed, the bias along the
 /// kernel's rows) on every device, the interpreter included: skinny and
 /// not-so-skinny M, partial tiles everywhere, both operand layouts, fused
-/// bias and activations, batches, output casts, with split-K. On Hopper the
-/// row-major cases take the TMA path (Bᵀ into M-major `wgmma` slots).
+/// bias and activations, batches, output casts, with split-K; each also in
+/// clusters of 2 (where the tiles pair up). On Hopper the row-major cases
+/// take the TMA path (Bᵀ into M-major `wgmma` slots), and clustered ones
+/// with one N tile multicast the Aᵀ tiles.
 #[test]
 fn gemm_swapped_product() {
     let mut rng = Rng::new(seed());
@@ -309,12 +311,15 @@ fn gemm_swapped_product() {
     for dev in devices() {
         // (lavapipe's 32 KB of workgroup storage holds BK ≤ 64 here)
         let wgpu = dev.kind() == ferrotile::DeviceKind::Wgpu;
-        let cfg = |bn: u32, bk: u32, split_k: u32| GemmConfig { bm: 64, bn, bk: if wgpu { bk.min(64) } else { bk }, group_m: 8, num_warps: 4, num_stages: 4, split_k, swap: true };
-        check::<bf16, bf16>(&dev, &mut rng, 16, 200, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);
-        check::<f16, f32>(&dev, &mut rng, 5, 130, 64, cm, rm, true, Activation::Gelu, 0.5, false, 2, Some(cfg(16, 64, 1)), 5e-3);
-        check::<bf16, f32>(&dev, &mut rng, 1, 96, 256, rm, cm, false, Activation::None, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);
-        check::<f16, f16>(&dev, &mut rng, 40, 64, 208, rm, rm, true, Activation::None, -1.0, false, 3, Some(cfg(32, 64, 1)), 5e-3);
-        check::<bf16, bf16>(&dev, &mut rng, 16, 192, 1040, rm, rm, true, Activation::None, 1.0, false, 1, Some(cfg(16, 128, 2)), 1e-2);
-        check::<f32, f32>(&dev, &mut rng, 9, 70, 50, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg(16, 32, 1)), 1e-5);
+        for cluster in [1, 2] {
+            let cfg = |bn: u32, bk: u32, split_k: u32| GemmConfig { bm: 64, bn, bk: if wgpu { bk.min(64) } else { bk }, group_m: 8, num_warps: 4, num_stages: 4, split_k, swap: true, cluster };
+            check::<bf16, bf16>(&dev, &mut rng, 16, 200, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);
+            check::<f16, f32>(&dev, &mut rng, 5, 130, 64, cm, rm, true, Activation::Gelu, 0.5, false, 2, Some(cfg(16, 64, 1)), 5e-3);
+            check::<bf16, f32>(&dev, &mut rng, 1, 96, 256, rm, cm, false, Activation::None, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);
+            check::<f16, f16>(&dev, &mut rng, 40, 64, 208, rm, rm, true, Activation::None, -1.0, false, 3, Some(cfg(32, 64, 1)), 5e-3);
+            check::<bf16, bf16>(&dev, &mut rng, 16, 192, 1040, rm, rm, true, Activation::None, 1.0, false, 1, Some(cfg(16, 128, 2)), 1e-2);
+            check::<bf16, bf16>(&dev, &mut rng, 12, 256, 2048, rm, rm, false, Activation::None, 1.0, false, 2, Some(cfg(16, 256, 1)), 1e-2);
+            check::<f32, f32>(&dev, &mut rng, 9, 70, 50, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg(16, 32, 1)), 1e-5);
+        }
     }
 }

@@ -22,7 +22,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
+                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -87,7 +87,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn" || p.name == "scn")).collect();
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
+            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
@@ -155,7 +155,7 @@ fn every_gemm_tuner_configuration_assembles() {
                     continue;
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
                     // FERROTILE_EXPLAIN's reasons: none for tensor-core
@@ -202,7 +202,7 @@ fn wgmma_gemm_rings_and_waits() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: true };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: true, cluster: 1 };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(t.contains(".target sm_90a") && t.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), "stages {stages}");
@@ -234,7 +234,7 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true };
+                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
                 match emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))) {
                     Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
                     Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
@@ -260,7 +260,7 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: false };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: false, cluster: 1 };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
@@ -321,7 +321,7 @@ fn wgmma_gemm_tma_rings() {
         }
     }
     let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
-    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true };
+    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
@@ -346,7 +346,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
+                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
                 let p = match emit(&spec, &opts) {
                     Ok(p) => p,
                     Err(e) => {
@@ -396,7 +396,7 @@ fn wgmma_tma_kmajor_b() {
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbk").collect();
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true };
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -433,7 +433,7 @@ fn swapped_decode_takes_wgmma_m64n16() {
     let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws };
+        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster: 1 };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("64x{bn}x{bk} producer={ws}");
@@ -468,7 +468,7 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true, warp_specialize: true };
+        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true, warp_specialize: true, cluster: 1 };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -554,7 +554,7 @@ fn gemm_views_rule_matches_the_backend() {
                 let one: Vec<bool> = k.params.iter().map(|p| arg(&p.name) == Some(1)).collect();
                 let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
                 let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
-                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true, warp_specialize: true };
+                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
                 let maps = match emit(&spec, &opts) {
                     Ok(p) => p.tensor_maps.len(),
                     // (a configuration the backend rejects — too much shared
@@ -598,7 +598,7 @@ fn epilogue_stores_are_16_bytes() {
     for (dt, tf32, cx_bk) in [(DType::BF16, 0, 64), (DType::F32, 1, 32)] {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
         for ws in [false, true] {
-            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws };
+            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws, cluster: 1 };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
             let what = format!("{dt} warp-specialized {ws}");

@@ -36,7 +36,7 @@ fn producer_warp_only_where_its_slice_is_scalar() {
     for (gather, split) in [(0, true), (1, false)] {
         let spec = specialize(k, &[128, 128, 64, gather], &[DType::BF16]).unwrap();
         for ws in [false, true] {
-            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws };
+            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws, cluster: 1 };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
             let what = format!("gather {gather}, warp_specialize {ws}");
@@ -100,7 +100,7 @@ fn attention_loop_splits_and_assembles() {
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 64, 8), (128, 128, 64, 8)] {
         let spec = specialize(k, &[bm, bn, d], &[DType::BF16]).unwrap();
         for (ws, stages) in [(false, 2), (true, 2), (true, 3)] {
-            let opts = PtxOptions { sm: 90, num_warps: warps, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: ws };
+            let opts = PtxOptions { sm: 90, num_warps: warps, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: ws, cluster: 1 };
             let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} ws {ws}: {e:?}"));
             let t = &p.text;
             let what = format!("attention {bm}x{bn}x{d} {warps} warps, stages {stages}, warp_specialize {ws}: {} bulk-copy views, {} threads", p.tensor_maps.len(), p.threads);
@@ -116,6 +116,52 @@ fn attention_loop_splits_and_assembles() {
                     Ok(r) => println!("  {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores),
                     Err(log) => panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
                 }
+            }
+        }
+    }
+}
+
+/// Clusters of 2 (`PtxOptions::cluster`) on the library's swapped decode
+/// GEMM (the kernel's A is Bᵀ, its B is Aᵀ with one N tile): the Aᵀ tiles
+/// are the same in both programs of a cluster (`GROUP_M = 0`: their block
+/// coordinates do not depend on the program id), so their bulk copies are
+/// multicast — each program issues every other column atom to both, the
+/// slot's empty mbarrier counts both programs' consumer warps, and each
+/// consumer release also arrives on the other program's mbarrier (`mapa`);
+/// both programs sync as a cluster after the mbarrier initialization and
+/// before leaving. Bᵀ's tiles (program-dependent) stay per program. With
+/// grouped ordering (`GROUP_M = 8`: Aᵀ's coordinates depend on the program
+/// id) or `cluster: 1`, nothing is clustered. All assemble for sm_90a.
+#[test]
+fn clusters_multicast_only_uniform_tiles() {
+    let px = ptxas::find_or_skip();
+    let k = ferrotile_kernels::gemm::gemm_kernel::ir();
+    // (the swapped product of row-major operands: unit strides sam, sbk, scm)
+    let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
+    for (group_m, cluster, bk, want) in [(0, 2, 128, true), (0, 2, 256, true), (8, 2, 128, false), (0, 1, 128, false)] {
+        let spec = specialize(k, &[64, 16, bk, group_m, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
+        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: true, cluster };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        let what = format!("GROUP_M = {group_m}, cluster {cluster}, BK = {bk}");
+        assert_eq!(p.tensor_maps.len(), 2, "{what}");
+        assert_eq!(t.contains(".reqnctapercluster 2, 1, 1"), want, "{what}");
+        let mc = t.lines().filter(|l| l.contains("cp.async.bulk.tensor") && l.contains(".multicast::cluster")).count();
+        let plain = t.lines().filter(|l| l.contains("cp.async.bulk.tensor") && !l.contains(".multicast::cluster")).count();
+        if want {
+            // Aᵀ: BK/64 atoms per fill, one predicated copy each; Bᵀ: plain
+            assert!(mc > 0 && plain > 0 && mc % (bk as usize / 64) == 0, "{what}: {mc} multicast, {plain} plain copies");
+            assert!(t.contains("], 8;") && t.contains("], 4;"), "{what}: empty mbarriers of 2 × 4 and 4 consumer warps");
+            assert!(t.contains("mapa.shared::cluster.u32") && t.contains("mbarrier.arrive.shared::cluster.b64 _,"), "{what}: remote releases");
+            assert_eq!(t.matches("barrier.cluster.arrive").count(), 2, "{what}: cluster syncs after init and before leaving");
+            assert!(t.contains("%cluster_ctarank"), "{what}");
+        } else {
+            assert!(mc == 0 && !t.contains("mapa") && !t.contains("barrier.cluster") && !t.contains("], 8;"), "{what}: not clustered");
+        }
+        if let Some(px) = &px {
+            match ptxas::assemble(px, t, 90) {
+                Ok(r) => assert_eq!(r.spill_loads + r.spill_stores, 0, "{what}: spills"),
+                Err(log) => panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
             }
         }
     }

@@ -49,6 +49,15 @@ pub struct PtxOptions {
     /// the producer's registers to the consumers), slots handed over by
     /// mbarriers.
     pub warp_specialize: bool,
+    /// Programs along x launched in clusters of this many (1 or 2; the
+    /// grid's x must be a multiple). With 2 and a warp-specialized kernel
+    /// whose producer loops run the same trips in every program and some of
+    /// whose copies read the same tile in both programs of a cluster
+    /// ([`super::warp_spec::WsPlan::uniform`]), those copies are multicast:
+    /// each program issues half of the tile to both (`.multicast::cluster`),
+    /// and a slot is refilled once both programs' consumers released it.
+    /// Otherwise ignored.
+    pub cluster: u32,
 }
 
 /// Which instruction stream of a warp-specialized kernel is being emitted.
@@ -235,6 +244,12 @@ struct Em<'k> {
     role: Role,
     ws_prev: Vec<Option<String>>,
     lane0: String,
+    /// Clusters ([`PtxOptions::cluster`]): per ring, whether its copies are
+    /// multicast to both programs of the cluster; this program's rank in
+    /// its cluster and the other's (registers; empty when not clustered).
+    mcast: Vec<bool>,
+    rank: String,
+    peer: String,
     /// Index of the last top-level op of the kernel that loads into a ring
     /// (or holds one that does), the nesting depth of the block being
     /// emitted, and whether the rings are dead: past that op at the top
@@ -366,6 +381,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         role: Role::All,
         ws_prev: vec![],
         lane0: String::new(),
+        mcast: vec![],
+        rank: String::new(),
+        peer: String::new(),
         last_ring_op: None,
         depth: 0,
         rings_dead: false,
@@ -377,6 +395,24 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         }
         em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.aplan));
     }
+    // multicast rings: clusters of 2 along x, a producer whose loops run
+    // the same trips in both programs, every copy of the ring reading the
+    // same tile in both, in an even number of 128-byte column atoms (each
+    // program issues every other one)
+    em.mcast = (0..em.aplan.slot_bytes.len())
+        .map(|c| {
+            let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.aplan.tma[c].is_some()) else { return false };
+            let mut loads = em.aplan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
+            let Some(&v) = loads.peek() else { return false };
+            let shape: Vec<u32> = k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
+            let cols = match em.aplan.layout[c] {
+                super::async_copy::SlotLayout::Swizzled { es, transposed } if shape.len() == 2 => (if transposed { shape[0] } else { shape[1] }) * es / 128,
+                _ => return false,
+            };
+            cols % 2 == 0 && loads.all(|v| w.uniform.contains(&v))
+        })
+        .collect();
+    let clustered = em.mcast.iter().any(|m| *m);
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
     em.warp = em.reg(Cls::R);
@@ -414,7 +450,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         inits.extend((0..n).map(|i| (bar_off + 8 * i, 1)));
         bar_off += 8 * n;
         if specialized {
-            inits.extend((0..n).map(|i| (bar_off + 8 * i, o.num_warps)));
+            // (a multicast slot is released by the consumers of both
+            // programs of the cluster)
+            let count = if em.mcast[c] { 2 * o.num_warps } else { o.num_warps };
+            inits.extend((0..n).map(|i| (bar_off + 8 * i, count)));
             bar_off += 8 * n;
             let prev = em.reg(Cls::R);
             let _ = writeln!(em.pro, "\tmov.u32 {prev}, -1;");
@@ -430,7 +469,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         for (off, count) in inits {
             let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], {count};");
         }
-        let _ = writeln!(em.pro, "\tfence.mbarrier_init.release.cluster;\n\tbar.sync 0;");
+        // (clustered: the other program's copies and arrivals reach these
+        // mbarriers too, so both programs wait for both initializations)
+        let sync = if clustered { "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" } else { "bar.sync 0;" };
+        let _ = writeln!(em.pro, "\tfence.mbarrier_init.release.cluster;\n\t{sync}");
         em.ring = bar_off.next_multiple_of(16);
         em.smem = em.ring;
     }
@@ -440,6 +482,11 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     // as 384 threads would), and `setmaxnreg` — which moves registers from
     // the producer to the consumers — works per warpgroup. Its first warp
     // runs the producer's stream; the other three leave at once.
+    if clustered {
+        em.rank = em.reg(Cls::R);
+        em.peer = em.reg(Cls::R);
+        let _ = writeln!(em.pro, "\tmov.u32 {}, %cluster_ctarank;\n\txor.b32 {}, {}, 1;", em.rank, em.peer, em.rank);
+    }
     let threads = (o.num_warps + 4 * specialized as u32) * 32;
     // registers: what ptxas can give every thread of the block, and what
     // the consumers may take once the producer warpgroup is down to 40
@@ -480,6 +527,13 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         em.rings_dead = false;
         em.block(&k.body)?;
         em.body.push_str(&format!("{end}:\n"));
+        // clustered: neither program leaves while the other may still
+        // arrive on its mbarriers (exited threads count as arrived)
+        // (not `.aligned`: the streams reach it from different branches)
+        if clustered {
+            em.l("barrier.cluster.arrive.release;");
+            em.l("barrier.cluster.wait.acquire;");
+        }
     } else {
         em.block(&k.body)?;
     }
@@ -509,7 +563,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     if em.smem > 0 {
         let _ = writeln!(text, ".extern .shared .align {} .b8 ft_smem[];\n", if em.uses_wgmma { 1024 } else { 16 });
     }
-    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{{", plist.join(",\n"));
+    let cluster = if clustered { ".reqnctapercluster 2, 1, 1\n" } else { "" };
+    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{cluster}{{", plist.join(",\n"));
     let names = [("f32", "%f"), ("b16", "%h"), ("b32", "%r"), ("b64", "%rd"), ("pred", "%p")];
     for (i, (ty, pre)) in names.iter().enumerate() {
         if em.counts[i] > 0 {
@@ -3143,6 +3198,17 @@ impl<'k> Em<'k> {
         };
         let sink = self.reg(Cls::Rd);
         self.l(format!("@{p} mbarrier.arrive.shared::cta.b64 {sink}, [{bar}];"));
+        // multicast: the other program's producer refills this slot in
+        // both programs too, so it waits for this release as well
+        if self.mcast[c] {
+            let remote = self.reg(Cls::R);
+            self.l(format!("mapa.shared::cluster.u32 {remote}, {bar}, {};", self.peer));
+            // (default semantics: the slot's readers are `wgmma`s this
+            // warp already waited for, and its next writer is a bulk copy
+            // ordered by this mbarrier; a cluster-scope release here — a
+            // fence over the warp's memory operations — measured 2× slower)
+            self.l(format!("@{p} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"));
+        }
     }
 
     /// Release the slot recorded for ring `c` (if any) and clear the record.
@@ -3265,12 +3331,26 @@ impl<'k> Em<'k> {
             self.l(format!("and.b32 {par}, {slot}, 1;"));
             self.l(format!("xor.b32 {par}, {par}, 1;"));
             self.body.push_str(&format!("{lbl}:\n"));
+            // (multicast: the other program's consumers released it too)
             self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
             self.l(format!("@!{p} bra {lbl};"));
         }
         let sink = self.reg(Cls::Rd);
         self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));
         let dim = coords.len();
+        // multicast: this program copies every other column atom into the
+        // same slot of both programs (completing on both full mbarriers,
+        // whose `expect_tx` counts the whole tile), the other program the rest
+        let mc = if self.mcast[c] {
+            let (mask, mine) = (self.reg(Cls::H), [self.reg(Cls::P), self.reg(Cls::P)]);
+            self.l(format!("mov.b16 {mask}, 3;"));
+            for (r, p) in mine.iter().enumerate() {
+                self.l(format!("setp.eq.u32 {p}, {}, {r};", self.rank));
+            }
+            Some((mask, mine))
+        } else {
+            None
+        };
         for ka in 0..cols / atom {
             // destination: column atom `ka`
             let dst = self.reg(Cls::R);
@@ -3278,7 +3358,10 @@ impl<'k> Em<'k> {
             let c0 = self.reg(Cls::R);
             self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * atom));
             let cs = std::iter::once(c0).chain(coords[1..].iter().cloned()).collect::<Vec<_>>().join(", ");
-            self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];"));
+            match &mc {
+                Some((mask, mine)) => self.l(format!("@{} cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], [{tm}, {{{cs}}}], [{bar}], {mask};", mine[(ka % 2) as usize])),
+                None => self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];")),
+            }
         }
         self.body.push_str(&format!("{skip}:\n"));
         if self.role != Role::Producer {

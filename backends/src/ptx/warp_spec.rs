@@ -63,6 +63,15 @@ pub struct WsPlan {
     pub loops: HashSet<V>,
     /// TMA `load_block` results: the copies it issues.
     pub loads: HashSet<V>,
+    /// The copies whose block coordinates do not depend on `program_id(0)`
+    /// — the same tile for every program of a cluster along x, which one
+    /// bulk copy can multicast to all of them.
+    pub uniform: HashSet<V>,
+    /// Every loop the producer runs has bounds that do not depend on
+    /// `program_id(0)`: the programs of a cluster along x fill their rings
+    /// in lockstep (the same number of fills per slot), which multicast
+    /// slots shared between them need.
+    pub uniform_trips: bool,
 }
 
 impl WsPlan {
@@ -204,5 +213,63 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
             }
         }
     }
+    uniformity(&mut out, &defs, &fors);
     Some(out)
+}
+
+/// Fill in [`WsPlan::uniform`] and [`WsPlan::uniform_trips`]: which values
+/// of the producer's (dependency-closed) slice depend on `program_id(0)`,
+/// to a fixpoint through loop-carried scalars.
+fn uniformity(out: &mut WsPlan, defs: &HashMap<V, Def>, fors: &HashMap<V, ForInfo>) {
+    let bounds = |iv: V| -> Vec<V> {
+        match &fors[&iv].op.kind {
+            OpKind::For { lo, hi, step, .. } => vec![*lo, *hi, *step],
+            _ => vec![],
+        }
+    };
+    // the values each slice value is computed from
+    let deps = |v: V| -> Vec<V> {
+        match defs.get(&v) {
+            Some(Def::Arg { iv, i: 0 }) => bounds(*iv),
+            Some(Def::Arg { iv, i }) => match &fors[iv].op.kind {
+                OpKind::For { inits, body, .. } => {
+                    let mut d = vec![inits[i - 1]];
+                    if let Some(OpKind::Yield(ys)) = body.ops.last().map(|o| &o.kind) {
+                        d.push(ys[i - 1]);
+                    }
+                    d
+                }
+                _ => vec![],
+            },
+            Some(Def::Op { op, .. }) => match &op.kind {
+                OpKind::For { body, inits, .. } => {
+                    let i = op.results.iter().position(|r| *r == v).unwrap_or(0);
+                    vec![body.args[i + 1], inits[i]]
+                }
+                k => k.operands(),
+            },
+            None => vec![],
+        }
+    };
+    let mut tainted: HashSet<V> = out.vals.iter().copied().filter(|v| matches!(defs.get(v), Some(Def::Op { op, .. }) if matches!(op.kind, OpKind::ProgramId(0)))).collect();
+    loop {
+        let before = tainted.len();
+        for v in &out.vals {
+            if !tainted.contains(v) && deps(*v).iter().any(|d| tainted.contains(d)) {
+                tainted.insert(*v);
+            }
+        }
+        if tainted.len() == before {
+            break;
+        }
+    }
+    let loop_ok = |iv: V| bounds(iv).iter().all(|b| !tainted.contains(b));
+    out.uniform_trips = out.loops.iter().all(|iv| loop_ok(*iv));
+    for v in &out.loads {
+        if let Some(Def::Op { op: Op { kind: OpKind::LoadBlock { offsets, .. }, .. }, encl, .. }) = defs.get(v) {
+            if offsets.iter().all(|o| !tainted.contains(o)) && encl.iter().all(|iv| loop_ok(*iv)) {
+                out.uniform.insert(*v);
+            }
+        }
+    }
 }

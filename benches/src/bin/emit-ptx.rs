@@ -1,8 +1,9 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
 //! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
-//! `[views] [colb] [swap]` (`colb`: a column-major B; `swap`: the swapped
-//! product Cᵀ = Bᵀ·Aᵀ of row-major operands);
+//! `[views] [colb] [swap] [cluster]` (`colb`: a column-major B; `swap`: the
+//! swapped product Cᵀ = Bᵀ·Aᵀ of row-major operands; `cluster`: clusters of
+//! 2 with one N tile);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
@@ -30,7 +31,9 @@ fn main() {
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(2);
         let views = a.iter().any(|x| x == "views") as i64;
         let tf32 = (a[3] == "tf32") as i64;
-        let cx = [t[0], t[1], t[2], 8, 0, bias, tf32, views];
+        // `cluster`: clusters of 2 (one N tile: GROUP_M = 0)
+        let cluster = a.iter().any(|x| x == "cluster");
+        let cx = [t[0], t[1], t[2], if cluster { 0 } else { 8 }, 0, bias, tf32, views];
         let spec = specialize(k, &cx, &[dt, dt]).unwrap();
         // row-major A: unit stride along K (sak); B row-major (sbn) or
         // column-major (sbk); C row-major (scn). `swap`: the swapped
@@ -39,7 +42,7 @@ fn main() {
         let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
         let units: &[&str] = if a.iter().any(|x| x == "swap") { &["sam", "sbk", "scm"] } else { &["sak", b_unit, "scn"] };
         let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: true }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: if cluster { 2 } else { 1 } }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;
@@ -74,6 +77,6 @@ fn main() {
         println!("{}", w.text);
         return;
     }
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true }).unwrap();
+    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 }).unwrap();
     println!("{}", p.text);
 }

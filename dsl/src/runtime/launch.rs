@@ -20,11 +20,22 @@ pub struct LaunchConfig {
     /// ahead (the PTX backend; deeper rings are not implemented yet, so 3+
     /// behave as 2). Must be in 1..=8.
     pub num_stages: u32,
+    /// Programs along x run in clusters of this many (1 or 2; the grid's x
+    /// must be a multiple). A performance hint: results do not depend on
+    /// it. On Hopper, bulk copies that read the same tile in every program
+    /// of a cluster (block coordinates independent of `program_id(0)`) are
+    /// then copied once for both (multicast), which needs — and turns on,
+    /// for this launch — warp specialization. Other backends ignore it.
+    pub cluster: u32,
 }
 
 impl LaunchConfig {
     pub fn new(grid: [u32; 3]) -> Self {
-        LaunchConfig { grid, num_warps: 4, num_stages: 2 }
+        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1 }
+    }
+    pub fn cluster(mut self, c: u32) -> Self {
+        self.cluster = c;
+        self
     }
     pub fn num_warps(mut self, w: u32) -> Self {
         self.num_warps = w;
@@ -163,6 +174,9 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     }
     if !(1..=8).contains(&cfg.num_stages) {
         return Err(lerr(format!("num_stages must be in 1..=8 (1: no software pipelining), got {}", cfg.num_stages)));
+    }
+    if !(1..=2).contains(&cfg.cluster) || cfg.grid[0] % cfg.cluster != 0 {
+        return Err(lerr(format!("cluster must be 1 or 2 and divide the grid's x ({}), got {}", cfg.grid[0], cfg.cluster)));
     }
     let spec = specialize_cached(k, cx, dts)?;
     if cfg.grid.iter().any(|&g| g == 0) {
