@@ -30,6 +30,12 @@
 //! condition, which no kernel needs yet); every TMA ring is read by a
 //! `wgmma` (true of TMA classes by construction, checked again here).
 //!
+//! It also records which copies read the same tile in every program of a
+//! cluster along x — coordinates that do not depend on `program_id(0)`,
+//! inside loops whose bounds do not either ([`WsPlan::uniform`],
+//! [`WsPlan::uniform_trips`]): with clusters (`PtxOptions::cluster`) the
+//! emitter multicasts those, one copy for the whole cluster.
+//!
 //! Guarantees (what the emitter relies on): the producer's stream issues the
 //! same copies, in the same order, at the same coordinates as the
 //! single-stream kernel would, because it computes them with the same ops;
