@@ -131,19 +131,22 @@ fn attention_loop_splits_and_assembles() {
 /// both programs sync as a cluster after the mbarrier initialization and
 /// before leaving. Bᵀ's tiles (program-dependent) stay per program. With
 /// grouped ordering (`GROUP_M = 8`: Aᵀ's coordinates depend on the program
-/// id) or `cluster: 1`, nothing is clustered. All assemble for sm_90a.
+/// id) or `cluster: 1`, nothing is clustered. Multicast brings the
+/// producer warpgroup with it; without multicast the kernel is split only
+/// where `warp_specialize` asks. All assemble for sm_90a.
 #[test]
 fn clusters_multicast_only_uniform_tiles() {
     let px = ptxas::find_or_skip();
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     // (the swapped product of row-major operands: unit strides sam, sbk, scm)
     let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
-    for (group_m, cluster, bk, want) in [(0, 2, 128, true), (0, 2, 256, true), (8, 2, 128, false), (0, 1, 128, false)] {
+    for (group_m, cluster, bk, want, ws) in [(0, 2, 128, true, true), (0, 2, 128, true, false), (0, 2, 256, true, true), (8, 2, 128, false, true), (8, 2, 128, false, false), (0, 1, 128, false, true)] {
         let spec = specialize(k, &[64, 16, bk, group_m, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: true, cluster };
+        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
-        let what = format!("GROUP_M = {group_m}, cluster {cluster}, BK = {bk}");
+        let what = format!("GROUP_M = {group_m}, cluster {cluster}, BK = {bk}, warp_specialize {ws}");
+        assert_eq!(p.threads, if want || ws { 256 } else { 128 }, "{what}: the producer warpgroup where multicast or asked");
         assert_eq!(p.tensor_maps.len(), 2, "{what}");
         assert_eq!(t.contains(".reqnctapercluster 2, 1, 1"), want, "{what}");
         let mc = t.lines().filter(|l| l.contains("cp.async.bulk.tensor") && l.contains(".multicast::cluster")).count();

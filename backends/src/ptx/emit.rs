@@ -47,7 +47,8 @@ pub struct PtxOptions {
     /// run with a producer warpgroup whose first warp issues every copy
     /// (`num_warps + 4` warps: [`PtxKernel::threads`]; `setmaxnreg` hands
     /// the producer's registers to the consumers), slots handed over by
-    /// mbarriers.
+    /// mbarriers. (With `cluster: 2` also wherever that makes copies
+    /// multicast.)
     pub warp_specialize: bool,
     /// Programs along x launched in clusters of this many (1 or 2; the
     /// grid's x must be a multiple). With 2 and a warp-specialized kernel
@@ -341,7 +342,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
     // (a whole producer warpgroup: at most 32 warps in all)
-    let ws = if o.warp_specialize && o.num_warps % 4 == 0 && o.num_warps <= 16 { super::warp_spec::plan(k, &aplan) } else { None };
+    // (clusters: multicast needs the producer, so it is planned for them
+    // too, and kept only where it multicasts — below)
+    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps % 4 == 0 && o.num_warps <= 16 { super::warp_spec::plan(k, &aplan) } else { None };
     let mut em = Em {
         k,
         o,
@@ -413,6 +416,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         })
         .collect();
     let clustered = em.mcast.iter().any(|m| *m);
+    if !clustered && !o.warp_specialize {
+        em.ws = None;
+    }
     em.tid = em.reg(Cls::R);
     em.lane = em.reg(Cls::R);
     em.warp = em.reg(Cls::R);

@@ -104,8 +104,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             wgmma: env_flag("FERROTILE_WGMMA", true),
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             tma,
-            // (clusters multicast through the producer warpgroup)
-            warp_specialize: cfg.cluster > 1 || env_flag("FERROTILE_WS", false),
+            warp_specialize: env_flag("FERROTILE_WS", false),
             cluster: cfg.cluster,
         };
         let pk = ptx_for(spec, &opts)?;

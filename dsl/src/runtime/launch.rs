@@ -24,8 +24,9 @@ pub struct LaunchConfig {
     /// must be a multiple). A performance hint: results do not depend on
     /// it. On Hopper, bulk copies that read the same tile in every program
     /// of a cluster (block coordinates independent of `program_id(0)`) are
-    /// then copied once for both (multicast), which needs — and turns on,
-    /// for this launch — warp specialization. Other backends ignore it.
+    /// then copied once for both (multicast), through a producer warpgroup
+    /// (warp specialization, turned on for such kernels). Other backends
+    /// ignore it.
     pub cluster: u32,
 }
 
