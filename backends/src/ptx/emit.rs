@@ -51,13 +51,14 @@ pub struct PtxOptions {
     /// multicast.)
     pub warp_specialize: bool,
     /// Programs along x launched in clusters of this many (1 or 2; the
-    /// grid's x must be a multiple). With 2 and a warp-specialized kernel
-    /// whose producer loops run the same trips in every program and some of
-    /// whose copies read the same tile in both programs of a cluster
-    /// ([`super::warp_spec::WsPlan::uniform`]), those copies are multicast:
-    /// each program issues half of the tile to both (`.multicast::cluster`),
-    /// and a slot is refilled once both programs' consumers released it.
-    /// Otherwise ignored.
+    /// grid's x must be a multiple). With 2, a kernel that can be
+    /// warp-specialized, whose producer loops run the same trips in every
+    /// program and some of whose copies read the same tile in both programs
+    /// of a cluster ([`super::warp_spec::WsPlan::uniform`]), runs with the
+    /// producer warpgroup and multicasts those copies: each program issues
+    /// half of the tile to both (`.multicast::cluster`), and a slot is
+    /// refilled once both programs' consumers released it (the PTX then
+    /// declares `.reqnctapercluster 2, 1, 1`). Otherwise ignored.
     pub cluster: u32,
 }
 
