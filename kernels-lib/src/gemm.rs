@@ -522,6 +522,9 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
             return Err(LibError::Config(format!("gemm: {name} = {v} must be a power of two ≥ 16")));
         }
     }
+    if !(1..=2).contains(&cfg.cluster) {
+        return Err(LibError::Config(format!("gemm: cluster = {} must be 1 or 2", cfg.cluster)));
+    }
     let (mi, ni, ki) = (m as i64, n as i64, k as i64);
     let (sam, sak) = match opts.a_layout {
         Layout::RowMajor => (ki, 1),

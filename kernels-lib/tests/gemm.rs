@@ -203,6 +203,8 @@ fn gemm_bad_input_is_an_error() {
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
     let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 1 }), ..Default::default() };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
+    let bad_cluster = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 3 }), ..Default::default() };
+    assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad_cluster), Err(ferrotile_kernels::LibError::Config(m)) if m.contains("cluster")));
     // split-K is for skinny products only (its workspace is split × M × N)
     let split = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2, swap: false, cluster: 1 }), ..Default::default() };
     let (a2, b2, mut c2) = (dev.zeros::<f32>(65 * 4).unwrap(), dev.zeros::<f32>(16).unwrap(), dev.zeros::<f32>(65 * 4).unwrap());
