@@ -52,3 +52,21 @@ pub fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, 
     drop(args);
     c.to_vec().unwrap()
 }
+
+/// Per parameter of `gemm_kernel`: whether a launch on row-major A, B and C
+/// passes it as 1 — its unit strides, as `gemm::kernel_args` maps them,
+/// plain or `swap`ped (the PTX backend's `arg_one` facts).
+pub fn unit_strides(k: &ferrotile::ir::Kernel, swap: bool) -> Vec<bool> {
+    // (any sizes but 1)
+    let (m, n, kk) = (100usize, 200usize, 300i64);
+    let a = ferrotile_kernels::gemm::kernel_args([m, n], [kk, 1, n as i64, 1, 0, 0], n as i64, swap);
+    let names = ["sam", "sak", "sbk", "sbn", "sab", "sbb"];
+    k.params
+        .iter()
+        .map(|p| match p.name.as_str() {
+            "scm" => a.scm == 1,
+            "scn" => a.scn == 1,
+            name => names.iter().position(|x| *x == name).is_some_and(|i| a.strides[i] == 1),
+        })
+        .collect()
+}

@@ -12,7 +12,7 @@ use ferrotile::__private::Arg;
 use ferrotile::ir::{lower_views::lower_views, pipeline::pipeline_depth, specialize, verify::verify, DType, Kernel, OpKind};
 use ferrotile::{bf16, Device};
 use ferrotile_backends::ptx::{emit, PtxOptions};
-use ferrotile_tests::gemm_interp::run;
+use ferrotile_tests::gemm_interp::{run, unit_strides};
 
 #[ferrotile::kernel]
 fn views_mix(x: Ptr<f32>, y: Ptr<f32>, z: Ptr<f32>, w: Ptr<f32>, m: i32, n: i32, ldx: i32, shift: i32) {
@@ -125,7 +125,7 @@ fn lowered_view_gemm_is_the_view_gemm() {
 #[test]
 fn view_gemm_without_tma_gets_cp_async() {
     let g = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = g.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(g, false);
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions { sm: 80, num_warps: 4, arg_div16: vec![true; g.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };

@@ -8,6 +8,7 @@ use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::assign::wgmma_grid;
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
+use ferrotile_tests::gemm_interp::unit_strides;
 
 
 #[test]
@@ -86,7 +87,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // tensor-core configurations as launched on row-major operands
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
-            let one: Vec<bool> = k.params.iter().map(|p| tc && (p.name == "sak" || p.name == "sbn" || p.name == "scn")).collect();
+            let one: Vec<bool> = unit_strides(k, false).into_iter().map(|u| tc && u).collect();
             let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
@@ -139,7 +140,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
 fn every_gemm_tuner_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(k, false);
     let mut failures = vec![];
     let modes = [(DType::BF16, 0), (DType::F16, 0), (DType::F32, 1), (DType::F32, 0)];
     for tc in ferrotile_kernels::gemm::gemm_candidates() {
@@ -198,7 +199,7 @@ fn every_gemm_tuner_configuration_assembles() {
 #[test]
 fn wgmma_gemm_rings_and_waits() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(k, false);
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
@@ -256,7 +257,7 @@ fn splitk_reduce_assembles() {
 #[test]
 fn wgmma_gemm_tma_rings() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(k, false);
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
@@ -341,8 +342,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
     for tc in ferrotile_kernels::gemm::gemm_candidates() {
         let (bm, bn, bk) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap());
         let swap = tc.values.get("SWAP").is_some_and(|s| *s != 0);
-        let units: &[&str] = if swap { &["sam", "sbk", "scm"] } else { &["sak", "sbn", "scn"] };
-        let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
+        let one = unit_strides(k, swap);
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
@@ -430,7 +430,7 @@ fn wgmma_tma_kmajor_b() {
 fn swapped_decode_takes_wgmma_m64n16() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     let px = ptxas::find_or_skip();
-    let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
+    let one = unit_strides(k, true);
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster: 1 };
@@ -464,7 +464,7 @@ fn swapped_decode_takes_wgmma_m64n16() {
 #[test]
 fn fma_dot_register_blocked() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(k, false);
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
@@ -593,7 +593,7 @@ fn k_loop(t: &str) -> (&str, &str) {
 #[test]
 fn epilogue_stores_are_16_bytes() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
-    let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbn" || p.name == "scn").collect();
+    let one = unit_strides(k, false);
     let px = ptxas::find_or_skip();
     for (dt, tf32, cx_bk) in [(DType::BF16, 0, 64), (DType::F32, 1, 32)] {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();

@@ -9,6 +9,7 @@
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
+use ferrotile_tests::gemm_interp::unit_strides;
 
 /// A view GEMM; with `GATHER` its row block is read from memory (a load on
 /// the producer's path), without it a scalar function of the program id.
@@ -139,7 +140,7 @@ fn clusters_multicast_only_uniform_tiles() {
     let px = ptxas::find_or_skip();
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     // (the swapped product of row-major operands: unit strides sam, sbk, scm)
-    let one: Vec<bool> = k.params.iter().map(|p| ["sam", "sbk", "scm"].contains(&p.name.as_str())).collect();
+    let one = unit_strides(k, true);
     for (group_m, cluster, bk, want, ws) in [(0, 2, 128, true, true), (0, 2, 128, true, false), (0, 2, 256, true, true), (8, 2, 128, false, true), (8, 2, 128, false, false), (0, 1, 128, false, true)] {
         let spec = specialize(k, &[64, 16, bk, group_m, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster };

@@ -128,16 +128,17 @@ pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: boo
 pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool) -> Option<String> {
     let atom = 128 / es;
     let kmajor_b = kmajor_b || es == 4;
+    // (N-major B: whole 64-column atoms; K-major: any `n8` instruction)
+    let step_n = if kmajor_b { 8 } else { 64 };
     if num_warps % 4 != 0 {
         Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
     } else if m % (16 * num_warps) != 0 {
         Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
     } else if k % atom != 0 {
         Some(format!("K = {k} is not a multiple of {atom} (one 128-byte swizzle atom of A)"))
-    } else if kmajor_b && (n % 8 != 0 || (n > 256 && n % 256 != 0)) {
-        Some(format!("N = {n} is not a multiple of 8 up to 256, or of 256 above"))
-    } else if !kmajor_b && (n % 64 != 0 || (n > 256 && n % 256 != 0)) {
-        Some(format!("N = {n} is not a multiple of 64 up to 256, or of 256 above (8 for a B that arrives K-major: a transposed view)"))
+    } else if n % step_n != 0 || (n > 256 && n % 256 != 0) {
+        let hint = if kmajor_b { "" } else { " (8 for a B that arrives K-major: a transposed view)" };
+        Some(format!("N = {n} is not a multiple of {step_n} up to 256, or of 256 above{hint}"))
     } else {
         None
     }
