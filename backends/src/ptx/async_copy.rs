@@ -98,6 +98,18 @@ pub enum SlotLayout {
     Padded { pitch: u32 },
 }
 
+impl SlotLayout {
+    /// A swizzled slot holding a 2-D tile of `shape`: its rows (along the
+    /// tile's dimension 0, or 1 when `transposed`) and its columns, in
+    /// elements (the columns run in 128-byte atoms); `None` for padded slots.
+    pub fn rows_cols(self, shape: &[u32]) -> Option<(u32, u32)> {
+        match self {
+            SlotLayout::Swizzled { transposed, .. } if shape.len() == 2 => Some(if transposed { (shape[1], shape[0]) } else { (shape[0], shape[1]) }),
+            _ => None,
+        }
+    }
+}
+
 impl AsyncPlan {
     pub fn class_of(&self, v: V) -> Option<usize> {
         self.loads.get(&v).copied().or_else(|| self.carried.get(&v).map(|c| c.0))
@@ -213,10 +225,7 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
 /// transposed view), in whole 128-byte atoms.
 pub fn tma_slot(lay: SlotLayout, shape: &[u32], view_inner: usize) -> bool {
     let SlotLayout::Swizzled { es, transposed } = lay else { return false };
-    if shape.len() != 2 || transposed != (view_inner == 0) {
-        return false;
-    }
-    let (rows, cols) = if transposed { (shape[1], shape[0]) } else { (shape[0], shape[1]) };
+    let Some((rows, cols)) = lay.rows_cols(shape).filter(|_| transposed == (view_inner == 0)) else { return false };
     (cols * es) % 128 == 0 && rows <= 256
 }
 

@@ -409,11 +409,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
             let mut loads = em.aplan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
             let Some(&v) = loads.peek() else { return false };
             let shape: Vec<u32> = k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
-            let cols = match em.aplan.layout[c] {
-                super::async_copy::SlotLayout::Swizzled { es, transposed } if shape.len() == 2 => (if transposed { shape[0] } else { shape[1] }) * es / 128,
-                _ => return false,
-            };
-            cols % 2 == 0 && loads.all(|v| w.uniform.contains(&v))
+            let lay = em.aplan.layout[c];
+            let (super::async_copy::SlotLayout::Swizzled { es, .. }, Some((_, cols))) = (lay, lay.rows_cols(&shape)) else { return false };
+            (cols * es / 128) % 2 == 0 && loads.all(|v| w.uniform.contains(&v))
         })
         .collect();
     let clustered = em.mcast.iter().any(|m| *m);
@@ -3253,7 +3251,7 @@ impl<'k> Em<'k> {
         let shape = self.shape_u32(res);
         let tv = self.tma_views[&view].clone();
         let lay = self.aplan.layout[c];
-        let super::async_copy::SlotLayout::Swizzled { es, transposed } = lay else {
+        let super::async_copy::SlotLayout::Swizzled { es, .. } = lay else {
             return self.err("TMA ring without the wgmma layout");
         };
         if !super::async_copy::tma_slot(lay, &shape, tv.inner) {
@@ -3304,7 +3302,7 @@ impl<'k> Em<'k> {
         // the slot: `cols / atom` column atoms of `rows` 128-byte rows
         // (`[cols/atom][rows][atom]`, swizzled), rows along the view's
         // outer dimension
-        let (rows, cols) = if transposed { (shape[1], shape[0]) } else { (shape[0], shape[1]) };
+        let (rows, cols) = lay.rows_cols(&shape).expect("a 2-D tile (tma_slot)");
         let atom = 128 / es;
         let mut box_dims = vec![atom, rows];
         if tv.batch.is_some() {
