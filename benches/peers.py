@@ -11,7 +11,11 @@ median over batches, device-copy bandwidth measured in the same process.
 (bf16/f16 4096^3, 8192^3, 16x8192x8192; f32 4096^3 with TF32 allowed and
 exact), same timing, TFLOP/s.
 
-usage: peers.py [--quick] [--json FILE] [--gemm]
+`--gemm-decode`: only the decode shape (bf16, f16), timed both from a CUDA
+graph and as back-to-back calls (ferrotile's bench times the latter), to
+show what the method alone is worth at ~35 us a call.
+
+usage: peers.py [--quick] [--json FILE] [--gemm | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -85,8 +89,21 @@ def gemm_peers(out, quick):
             for x in res:
                 fh.write(json.dumps(x) + "\n")
 
+def gemm_decode():
+    m, n, k = 16, 8192, 8192
+    for d, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
+        c = torch.empty(m, n, device="cuda", dtype=dt)
+        for graph in (True, False):
+            ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, 100, graph=graph)
+            tf = 2 * m * n * k / (ms * 1e-3) / 1e12
+            how = "graph" if graph else "back-to-back"
+            print(f"cublas {d:<5} {m}x{n}x{k:<6} {ms*1e3:10.1f} us {tf:8.1f} TFLOP/s  ({how})", flush=True)
+
 def main():
     quick = "--quick" in sys.argv
+    if "--gemm-decode" in sys.argv:
+        return gemm_decode()
     if "--gemm" in sys.argv:
         return gemm_peers(sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None, quick)
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None

@@ -176,6 +176,49 @@ case "${1:-check}" in
     sed -n '/=== ncu_plain/,$p' "$L" > "$OUT/ncu_cluster.txt"
     grep -E "Duration|DRAM Throughput|Cluster Size|Grid Size|Block Size|sm__cycles_active|Achieved Active Warps|Warp Cycles Per Issued|^(bf16) " "$L" | tail -24
     ;;
+  sweep10)
+    # session 10: decode tile configurations side by side (`bench
+    # --gemm-configs`, round-robin), one stream with each refill issued
+    # after the iteration's MMAs (as in session 9) and before its wait
+    # (FERROTILE_X_EARLY=1), warp-specialized with the release after the
+    # next iteration's wait (as in session 9) and right after the
+    # iteration's own MMAs (FERROTILE_X_RELNOW=1); 4096³ with both
+    # refill placements; cuBLAS from a graph and back to back. (The
+    # FERROTILE_X_* switches were the session's A/B, removed after it: the
+    # refill is now always issued before the wait, and "late" runs the same
+    # code as "early".)
+    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x128/w4/s6/swap,64x16x128/w4/s8/swap,64x16x128/w4/s10/swap,64x16x64/w4/s6/swap,64x16x64/w4/s8/swap,64x16x64/w4/s12/swap,64x16x64/w4/s16/swap,64x16x64/w4/s20/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap"
+    C2="64x16x128/w4/s4/swap/c2,64x16x128/w4/s6/swap/c2,64x16x128/w4/s8/swap/c2,64x16x64/w4/s12/swap/c2,64x16x64/w4/s16/swap/c2,64x16x256/w4/s4/swap/c2"
+    C3="128x256x64/w8/s3,128x256x64/w8/s4,256x128x64/w8/s3,128x128x64/w8/s4"
+    step peers_decode 60 python3 $D/peers.py --gemm-decode
+    FERROTILE_X_EARLY=1 FERROTILE_X_RELNOW=1 FERROTILE_TEST_DEVICES=cuda step test_early 120 $D/gemm --nocapture gemm_swapped
+    FERROTILE_WS=1 FERROTILE_X_RELNOW=1 FERROTILE_TEST_DEVICES=cuda step test_relnow 120 $D/gemm --nocapture gemm_swapped
+    step late 150 $D/bench --device cuda --gemm-configs "$C1,$C2" --dtypes bf16
+    FERROTILE_X_EARLY=1 step early 150 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    FERROTILE_WS=1 step ws 150 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    FERROTILE_WS=1 FERROTILE_X_RELNOW=1 step ws_relnow 150 $D/bench --device cuda --gemm-configs "$C1,$C2" --dtypes bf16
+    step late_4096 100 $D/bench --device cuda --gemm-configs "$C3" --gemm-shape 4096x4096x4096 --dtypes bf16
+    FERROTILE_X_EARLY=1 step early_4096 100 $D/bench --device cuda --gemm-configs "$C3" --gemm-shape 4096x4096x4096 --dtypes bf16
+    step peers_decode2 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED" "$L" | cut -c1-110 | tail -90
+    ;;
+  graph10)
+    # session 10, second call: GEMM timed from graphs (as cuBLAS is) and
+    # back to back; the graph test; the whole GEMM suite tuned with the
+    # refill issued early (FERROTILE_X_EARLY=1) and late, next to cuBLAS;
+    # the decode configurations again (prefetched tensor maps now). (The
+    # switch is gone since: both runs now issue early.)
+    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap,64x16x128/w4/s4/swap/c2"
+    FERROTILE_X_EARLY=1 FERROTILE_TEST_DEVICES=cuda step test_graph 120 $D/gemm --nocapture graph_capture gemm_swapped
+    step peers_decode 60 python3 $D/peers.py --gemm-decode
+    FERROTILE_X_EARLY=1 step early 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    step late 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    FERROTILE_X_EARLY=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ft_e step bench_early 240 $D/bench --device cuda --gemm --json "$OUT/gemm_early.json"
+    FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ft_l step bench_late 240 $D/bench --device cuda --gemm --json "$OUT/gemm_late.json"
+    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    step peers_decode2 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "autotune.*/[0-9]" | cut -c1-120 | tail -100
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape

@@ -7,8 +7,16 @@
 //! against the device's limit), and CUDA events for timing. Every driver
 //! failure becomes a `String` error that callers wrap with the kernel name.
 //!
-//! All work goes to the context's legacy default stream, so launches and
-//! copies are ordered; `synchronize` waits for them.
+//! One device handle per ordinal and process ([`CudaDevice::open`] hands out
+//! the same one), with one stream: launches, device-to-device copies and
+//! events go to it in order; host↔device copies and `synchronize` wait for
+//! it. The stream can be *captured* into a CUDA graph
+//! ([`CudaDevice::begin_capture`] / [`CudaDevice::end_capture`]) and the graph
+//! replayed ([`Graph::launch`]): the work of many launches submitted at once,
+//! without per-launch driver overhead or gaps between kernels. While a
+//! capture is open, whatever would synchronize with the device (allocation,
+//! host copies, `synchronize`) is an error, and the device memory the
+//! captured work uses is kept alive by the graph ([`CudaDevice::keep_alive`]).
 
 use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
@@ -24,6 +32,9 @@ pub struct CudaDevice {
     pub ordinal: usize,
     pub dev: sys::CUdevice,
     ctx: sys::CUcontext,
+    stream: sys::CUstream,
+    /// Open capture: the device memory its work uses (handed to the graph).
+    capture: std::sync::Mutex<Option<Vec<Arc<DevMem>>>>,
     pub name: String,
     /// Compute capability as major*10 + minor.
     pub sm: u32,
@@ -49,7 +60,20 @@ pub fn driver_present() -> bool {
 }
 
 impl CudaDevice {
+    /// The handle of device `ordinal` (opened once per process: every caller
+    /// shares its stream, so work on its buffers stays ordered).
     pub fn open(ordinal: usize) -> CuResult<Arc<CudaDevice>> {
+        static OPEN: std::sync::Mutex<Vec<Arc<CudaDevice>>> = std::sync::Mutex::new(Vec::new());
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = open.iter().find(|d| d.ordinal == ordinal) {
+            return Ok(d.clone());
+        }
+        let d = Self::open_new(ordinal)?;
+        open.push(d.clone());
+        Ok(d)
+    }
+
+    fn open_new(ordinal: usize) -> CuResult<Arc<CudaDevice>> {
         if !driver_present() {
             return Err("no CUDA driver (libcuda) found on this machine".into());
         }
@@ -68,7 +92,63 @@ impl CudaDevice {
         let smem = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let name = result::device::get_name(dev).map_err(drv)?;
-        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
+        // (a blocking stream: it also waits for, and is waited for by, the
+        // legacy default stream that synchronous copies use)
+        let mut stream = std::ptr::null_mut();
+        unsafe { sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_DEFAULT as u32) }.result().map_err(drv)?;
+        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, stream, capture: std::sync::Mutex::new(None), name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
+    }
+
+    /// Whether a graph capture is open on this device's stream.
+    pub fn capturing(&self) -> bool {
+        self.capture.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// An error if a capture is open (for operations that synchronize).
+    fn not_capturing(&self, what: &str) -> CuResult<()> {
+        if self.capturing() {
+            return Err(format!("{what} while a CUDA graph is being captured (allocate, copy and tune before the capture: run the work once outside it)"));
+        }
+        Ok(())
+    }
+
+    /// Start capturing the stream's work into a graph.
+    pub fn begin_capture(&self) -> CuResult<()> {
+        self.bind()?;
+        let mut cap = self.capture.lock().unwrap_or_else(|p| p.into_inner());
+        if cap.is_some() {
+            return Err("a CUDA graph capture is already open on this device".into());
+        }
+        unsafe { sys::cuStreamBeginCapture_v2(self.stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }.result().map_err(drv)?;
+        *cap = Some(vec![]);
+        Ok(())
+    }
+
+    /// Keep `m` alive as long as the graph being captured (a no-op when no
+    /// capture is open).
+    pub fn keep_alive(&self, m: &Arc<DevMem>) {
+        if let Some(v) = self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            v.push(m.clone());
+        }
+    }
+
+    /// Close the capture: the graph of the work queued since
+    /// [`Self::begin_capture`], instantiated (`Ok` only if the capture and
+    /// the instantiation succeeded; the capture is closed either way).
+    pub fn end_capture(self: &Arc<Self>) -> CuResult<Graph> {
+        self.bind()?;
+        let keep = self.capture.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or("no CUDA graph capture is open")?;
+        let mut graph = std::ptr::null_mut();
+        unsafe { sys::cuStreamEndCapture(self.stream, &mut graph) }.result().map_err(drv)?;
+        let mut exec = std::ptr::null_mut();
+        let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) }.result().map_err(drv);
+        if let Err(e) = r {
+            unsafe {
+                let _ = sys::cuGraphDestroy(graph);
+            }
+            return Err(e);
+        }
+        Ok(Graph { graph, exec, dev: self.clone(), _keep: keep })
     }
 
     /// The PTX target to emit for this device (sm_90 for Hopper and newer).
@@ -85,11 +165,13 @@ impl CudaDevice {
     }
 
     pub fn synchronize(&self) -> CuResult<()> {
+        self.not_capturing("synchronize")?;
         self.bind()?;
         result::ctx::synchronize().map_err(drv)
     }
 
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> CuResult<DevMem> {
+        self.not_capturing("allocation")?;
         self.bind()?;
         let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(drv)?;
         // zero-fill so that fresh buffers read as zeros, as on the CPU
@@ -127,7 +209,7 @@ impl CudaDevice {
                 *set = smem;
             }
         }
-        unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, std::ptr::null_mut(), params) }.map_err(drv)
+        unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, self.stream, params) }.map_err(drv)
     }
 
     /// Encode a tiled tensor map of `dtype` elements (F16, BF16 or F32; f32
@@ -173,9 +255,51 @@ impl CudaDevice {
     }
 
     pub fn event(&self) -> CuResult<Event> {
+        self.not_capturing("timing")?;
         self.bind()?;
         let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
-        Ok(Event { e })
+        Ok(Event { e, stream: self.stream })
+    }
+}
+
+/// An instantiated CUDA graph ([`CudaDevice::end_capture`]); holds the device
+/// memory its work uses.
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    dev: Arc<CudaDevice>,
+    _keep: Vec<Arc<DevMem>>,
+}
+
+unsafe impl Send for Graph {}
+unsafe impl Sync for Graph {}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Graph({} buffers)", self._keep.len())
+    }
+}
+
+impl Graph {
+    /// Queue the graph's work on the device's stream.
+    pub fn launch(&self) -> CuResult<()> {
+        self.dev.not_capturing("replaying a graph")?;
+        self.dev.bind()?;
+        unsafe { sys::cuGraphLaunch(self.exec, self.dev.stream) }.result().map_err(drv)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // (the graph's work may still run: wait for it before the memory
+        // it holds goes)
+        if self.dev.bind().is_ok() {
+            unsafe {
+                let _ = sys::cuStreamSynchronize(self.dev.stream);
+                let _ = sys::cuGraphExecDestroy(self.exec);
+                let _ = sys::cuGraphDestroy(self.graph);
+            }
+        }
     }
 }
 
@@ -221,6 +345,7 @@ impl DevMem {
         &self.dev
     }
     pub fn htod(&self, src: &[u8]) -> CuResult<()> {
+        self.dev.not_capturing("a host-to-device copy")?;
         if src.len() != self.bytes {
             return Err(format!("copy of {} bytes into {}", src.len(), self.bytes));
         }
@@ -236,9 +361,10 @@ impl DevMem {
             return Err(format!("copy of {} bytes into {}", src.bytes, self.bytes));
         }
         self.dev.bind()?;
-        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, std::ptr::null_mut()) }.map_err(drv)
+        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, self.dev.stream) }.map_err(drv)
     }
     pub fn dtoh(&self) -> CuResult<Vec<u8>> {
+        self.dev.not_capturing("a device-to-host copy")?;
         self.dev.bind()?;
         let mut v = vec![0u8; self.bytes];
         if self.bytes > 0 {
@@ -262,13 +388,14 @@ impl Drop for DevMem {
 
 pub struct Event {
     e: sys::CUevent,
+    stream: sys::CUstream,
 }
 
 unsafe impl Send for Event {}
 
 impl Event {
     pub fn record(&self) -> CuResult<()> {
-        unsafe { result::event::record(self.e, std::ptr::null_mut()) }.map_err(drv)
+        unsafe { result::event::record(self.e, self.stream) }.map_err(drv)
     }
     /// Milliseconds from `self` to `end` (waits for `end`).
     pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {

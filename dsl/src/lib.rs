@@ -42,7 +42,7 @@ pub use element::{bf16, f16, Element, FloatElement};
 pub use error::{Error, Result};
 pub use ferrotile_ir as ir;
 pub use ferrotile_macros::kernel;
-pub use runtime::{Autotuner, Buffer, Device, DeviceKind, LaunchConfig, TuneConfig};
+pub use runtime::{Autotuner, Buffer, Device, DeviceKind, Graph, LaunchConfig, TuneConfig};
 
 /// Marker for pointer arguments in kernel signatures: `x: Ptr<f32>`.
 /// Only meaningful inside `#[kernel]` functions; the launcher takes a

@@ -325,3 +325,66 @@ fn gemm_swapped_product() {
         }
     }
 }
+
+/// GEMM calls captured into a graph (`Device::capture`) and replayed:
+/// the replay computes what the calls compute — on inputs rewritten between
+/// replays (the graph reads the buffers it was captured with), with the
+/// operands' handles dropped after the capture (the graph keeps them) —
+/// and what cannot happen inside a capture is an error that leaves the
+/// device usable. Elsewhere than CUDA a capture is an error value.
+#[test]
+fn graph_capture_replays_gemm() {
+    let (m, n, k) = (16, 200, 320);
+    let cfg = GemmConfig { bm: 64, bn: 16, bk: 128, group_m: 8, num_warps: 4, num_stages: 4, split_k: 1, swap: true, cluster: 1 };
+    let mut rng = Rng::new(seed());
+    for dev in devices() {
+        if dev.kind() != ferrotile::DeviceKind::Cuda {
+            assert!(dev.capture(|| Ok(())).is_err(), "capture on {}", dev.name());
+            continue;
+        }
+        let opts = GemmOptions::<bf16> { config: Some(cfg), ..Default::default() };
+        let mut c = dev.full(m * n, bf16::NAN).unwrap();
+        let (mut a, b) = (dev.zeros::<bf16>(m * k).unwrap(), dev.zeros::<bf16>(k * n).unwrap());
+        let mut bh = vec![];
+        let mut b = b;
+        // (warm-up: compile outside the capture)
+        gemm(&dev, &a, &b, &mut c, m, n, k, &opts).unwrap();
+        let graph = dev.capture(|| (0..3).try_for_each(|_| gemm(&dev, &a, &b, &mut c, m, n, k, &opts).map_err(|e| ferrotile::Error::Buffer(e.to_string())))).unwrap();
+        for round in 0..3 {
+            let ah: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
+            if round < 2 {
+                bh = (0..k * n).map(|_| bf16::from_f64(rng.normal())).collect();
+                b.copy_from_slice(&bh).unwrap();
+            }
+            a.copy_from_slice(&ah).unwrap();
+            c.copy_from_slice(&vec![bf16::NAN; m * n]).unwrap();
+            if round == 2 {
+                // the graph holds B's memory: dropping the handle is safe
+                drop(std::mem::replace(&mut b, dev.zeros::<bf16>(1).unwrap()));
+            }
+            graph.replay().unwrap();
+            let got = c.to_vec().unwrap();
+            let want: Vec<f64> = (0..m * n).map(|idx| (0..k).map(|p| ah[idx / n * k + p].to_f64() * bh[p * n + idx % n].to_f64()).sum()).collect();
+            let scale = want.iter().fold(0f64, |x, w| x.max(w.abs()));
+            let err = got.iter().zip(&want).fold(0f64, |x, (g, w)| if g.to_f64().is_finite() { x.max((g.to_f64() - w).abs() / scale) } else { f64::INFINITY });
+            assert!(err <= 1e-2, "replay {round}: error {err}");
+        }
+        // inside a capture: allocation, host copies, synchronizing, timing
+        // and an autotuner without a choice are errors; the capture closes
+        // and the device works afterwards
+        assert!(dev.capture(|| dev.zeros::<f32>(4).map(|_| ())).is_err());
+        assert!(dev.capture(|| c.to_vec().map(|_| ())).is_err());
+        assert!(dev.capture(|| dev.synchronize()).is_err());
+        assert!(dev.capture(|| dev.time_ms(|| Ok(())).map(|_| ())).is_err());
+        // (a key no run has tuned: the process id and the time)
+        let t = ferrotile::Autotuner::new("graph_test", vec![ferrotile::TuneConfig::new(4), ferrotile::TuneConfig::new(8)]);
+        let key = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+        let e = dev.capture(|| t.run(&dev, &key, |_| gemm(&dev, &a, &b, &mut c, m, n, k, &opts).map_err(|e| ferrotile::Error::Buffer(e.to_string()))).map(|_| ()));
+        if std::env::var("FERROTILE_AUTOTUNE").as_deref() != Ok("0") {
+            assert!(e.unwrap_err().to_string().contains("run the call once before capturing"));
+        }
+        assert!(!dev.capturing());
+        gemm(&dev, &a, &dev.zeros::<bf16>(k * n).unwrap(), &mut c, m, n, k, &opts).unwrap();
+        assert!(c.to_vec().unwrap().iter().all(|x| x.to_f64() == 0.0));
+    }
+}

@@ -250,8 +250,9 @@ fn splitk_reduce_assembles() {
 /// 3-D tensor map each — the batch is the third dimension — A in one box
 /// of all its rows (the accumulator is in `wgmma`'s row order), B in
 /// 64-column boxes of all its K rows), the K loop has no
-/// `cp.async`, no proxy fence and one barrier, its `dot` waits on the slots'
-/// mbarriers, the loop exit waits for the tiles still in flight; it
+/// `cp.async`, no proxy fence and one barrier, refills its slots before its
+/// `dot` waits on the slots' mbarriers, the loop exit waits for the tiles
+/// still in flight; it
 /// assembles. Without the facts a tensor map needs (a row stride not known
 /// to be a multiple of 16 elements) the views stay on the register path.
 #[test]
@@ -276,7 +277,7 @@ fn wgmma_gemm_tma_rings() {
             assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
             assert!(!body.contains("fence.proxy.async"), "stages {stages}: no proxy fence");
             assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}: the dot waits on both operands' slots");
-            assert!(body.find("wgmma.commit_group").unwrap() < body.find("cp.async.bulk.tensor").unwrap(), "stages {stages}: copies issued after the MMAs");
+            assert!(body.find("cp.async.bulk.tensor").unwrap() < body.find("mbarrier.try_wait.parity").unwrap(), "stages {stages}: copies issued before the wait for this step's tiles");
             assert_eq!(exit.matches("mbarrier.try_wait.parity").count(), 2 * (stages - 1) as usize, "stages {stages}: the exit waits for the carried tiles");
         }
         if let Some(px) = &px {

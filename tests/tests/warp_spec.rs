@@ -170,3 +170,37 @@ fn clusters_multicast_only_uniform_tiles() {
         }
     }
 }
+
+/// One stream (no producer warpgroup): in the K loop's body every refill
+/// is issued after the slot-reuse barrier and before the wait for the
+/// iteration's own tile — while a program waits, all slots but the one it
+/// reads are being filled — and the loop body holds exactly one refill per
+/// ring (A's box and B's box); thread 0 prefetches each tensor map once.
+/// Deep rings stay rings (a prefetch distance of 11: 13 slots of 32 KB;
+/// the runtime, not the emitter, holds them to the device's limit).
+#[test]
+fn one_stream_refills_before_waiting() {
+    let px = ptxas::find_or_skip();
+    let k = ws_gemm::ir();
+    let spec = specialize(k, &[128, 128, 64, 0], &[DType::BF16]).unwrap();
+    for pipeline in [1, 2, 3, 11] {
+        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline, tma: true, warp_specialize: false, cluster: 1 };
+        let p = emit(&spec, &opts).unwrap();
+        let t = &p.text;
+        assert!(p.smem_bytes >= (pipeline + 2) * 32768, "pipeline {pipeline}: {} bytes of rings", p.smem_bytes);
+        assert_eq!(t.matches("prefetch.tensormap").count(), 2, "pipeline {pipeline}");
+        // the loop body: from the loop's barrier to its back edge
+        let body_end = t.find("wgmma.wait_group.sync.aligned 1;").expect("MMAs in flight across the back edge");
+        let body_start = t[..body_end].rfind("bar.sync 0;").expect("the slot-reuse barrier");
+        let body = &t[body_start..body_end];
+        let (copy, wait, mma) = (body.find("cp.async.bulk.tensor").unwrap(), body.find("mbarrier.try_wait").unwrap(), body.find("wgmma.mma_async").unwrap());
+        assert!(copy < wait && wait < mma, "pipeline {pipeline}: refill, then wait, then MMAs");
+        assert!(!body[wait..].contains("cp.async.bulk.tensor"), "pipeline {pipeline}: no copy after the wait");
+        assert_eq!(body.matches("mbarrier.arrive.expect_tx").count(), 2, "pipeline {pipeline}: one refill per ring");
+        if let Some(px) = &px {
+            if let Err(log) = ptxas::assemble(px, t, 90) {
+                panic!("ptxas, pipeline {pipeline}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+            }
+        }
+    }
+}

@@ -338,7 +338,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 };
                 let ok = loop {
                     let Some((f2, i, _, _)) = d.arg.get(&cur).copied() else { break false };
-                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok)) || chain.len() > 8 {
+                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok)) {
                         break false;
                     }
                     chain.push((cur, inits[i]));

@@ -235,9 +235,6 @@ struct Em<'k> {
     tma_bar: Vec<Option<(u32, String)>>,
     /// Thread 0 (initializes the mbarriers).
     leader: String,
-    /// Bulk-copy issue code not yet placed: `load_tma` defers it past the
-    /// next `wgmma` issue (or the end of the block).
-    tma_pending: String,
     /// Warp specialization ([`super::warp_spec`]): the producer's slice, the
     /// stream being emitted, per TMA ring the register holding the slot a
     /// consumer releases after its next `wgmma` wait (-1: none), and lane 0
@@ -380,7 +377,6 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         tmap_regs: vec![],
         tma_bar: vec![],
         leader: String::new(),
-        tma_pending: String::new(),
         ws,
         role: Role::All,
         ws_prev: vec![],
@@ -778,21 +774,11 @@ impl<'k> Em<'k> {
             if self.role == Role::Producer && !self.ws.as_ref().is_some_and(|w| w.runs(op)) {
                 continue;
             }
-            if !op.kind.regions().is_empty() {
-                self.flush_tma();
-            }
             self.op(op)?;
         }
-        self.flush_tma();
         self.depth -= 1;
         self.remat.leave();
         Ok(())
-    }
-
-    /// Issue the bulk copies `load_tma` deferred (see there).
-    fn flush_tma(&mut self) {
-        let p = std::mem::take(&mut self.tma_pending);
-        self.body.push_str(&p);
     }
 
     // ------------------------------------------------- rematerialization
@@ -3234,6 +3220,11 @@ impl<'k> Em<'k> {
         }
         let r = self.reg(Cls::Rd);
         let _ = writeln!(self.pro, "\tmov.u64 {r}, ft_tmap{};\n\tcvta.param.u64 {r}, {r};", self.tmaps.len());
+        // (thread 0 brings the 128-byte descriptor close before the first
+        // copy needs it: otherwise that copy's latency includes its fetch)
+        if !self.leader.is_empty() {
+            let _ = writeln!(self.pro, "\t@{} prefetch.tensormap [{r}];", self.leader);
+        }
         self.tmaps.push(key);
         self.tmap_regs.push(r.clone());
         r
@@ -3311,13 +3302,15 @@ impl<'k> Em<'k> {
         let tm = self.tmap(view, box_dims, self.aplan.round_tf32[c]);
         let base = self.reg(Cls::R);
         self.l(format!("mov.u32 {base}, {cur};"));
-        // The issue itself is deferred past the next `wgmma` issue: warp 0
-        // spends a few hundred cycles on it, during which the tensor cores
-        // should already have this iteration's MMAs (the slot it refills
-        // was freed before this iteration's barrier, so the order of the
-        // two does not matter otherwise).
-        // (the producer issues right away: it has nothing else to do)
-        let outer = if self.role == Role::Producer { String::new() } else { std::mem::take(&mut self.body) };
+        // Issued here, where the pipeliner put the prefetch: before the wait
+        // for this iteration's tile, so that while a program waits, every
+        // slot but the one being read is being filled (the slot refilled
+        // here was freed by the previous iteration's `wgmma.wait_group` and
+        // this barrier). Deferring the issue past the iteration's `wgmma`s
+        // (sessions 5–9, when a step issued up to 20 copies) left one slot
+        // idle through every wait: decode 16×8192×8192 bf16 took 41 µs with
+        // 3 stages deferred and 36 issued here; tf32 4096³ 388 → 374 µs
+        // (RESULTS, session 10).
         // warp 0 alone (a warp-uniform branch), one lane of it elected
         // (`elect.sync`: ptxas then issues each copy once, without a loop
         // over the lanes' operand values)
@@ -3369,10 +3362,6 @@ impl<'k> Em<'k> {
             }
         }
         self.body.push_str(&format!("{skip}:\n"));
-        if self.role != Role::Producer {
-            let issue = std::mem::replace(&mut self.body, outer);
-            self.tma_pending.push_str(&issue);
-        }
         Ok(vec![slot])
     }
 
@@ -3470,11 +3459,6 @@ impl<'k> Em<'k> {
             self.l("fence.proxy.async.shared::cta;");
             self.bar();
         }
-        // (an operand loaded right here, not carried from an earlier
-        // iteration: its deferred copies must be issued before the wait)
-        if self.aplan.loads.contains_key(&a) || self.aplan.loads.contains_key(&b) {
-            self.flush_tma();
-        }
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
             if let Some(c) = c.filter(|c| self.aplan.tma[*c].is_some()) {
                 self.tma_wait(c, r);
@@ -3556,7 +3540,6 @@ impl<'k> Em<'k> {
             }
         }
         self.l("wgmma.commit_group.sync.aligned;");
-        self.flush_tma();
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this

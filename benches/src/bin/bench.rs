@@ -15,9 +15,18 @@
 //! outputs checked against f64 dot products. `--gemm-small` runs 1024³ and
 //! 2048³ only (for slow backends such as wgpu's FMA path); `--gemm-shape
 //! MxNxK` one shape; `--dtypes f32,tf32,...` only those rows.
+//! `--gemm-configs LIST` (with `--gemm-shape` and one of `--dtypes bf16|f16`):
+//! each listed tile configuration instead of the tuner's pick, timed the
+//! same way, round-robin over `--rounds N` (default 3) so that clock drift
+//! falls on all of them alike; an entry reads
+//! `BMxBNxBK/wWARPS/sSTAGES[/swap][/c2][/kSPLIT]`, comma-separated.
 //!
 //! Timing follows [`Device::time_ms`]: CUDA events on CUDA, GPU timestamps
-//! on wgpu (`--device wgpu`); the header line names the method.
+//! on wgpu (`--device wgpu`); the header line names the method. GEMMs on
+//! CUDA are timed both ways the peers' script can be: batches captured into
+//! a graph and replayed (`time us`, what the JSON's `ms` holds — the
+//! method `peers.py` times cuBLAS with) and back-to-back launches (`b2b us`,
+//! the JSON's `ms_b2b`).
 //!
 //! `bench [--device cpu|cuda|wgpu] [--quick] [--json FILE] [--gemm | --gemm-small]
 //!        [--shapes 16384x4096,4096x16384] [--kernels softmax,layer_norm] [--dtypes f32]`
@@ -282,6 +291,31 @@ fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
     }
 }
 
+/// Median device time per call of `f` over batches of `batch` calls
+/// captured once into a graph and replayed (`Device::capture`: how the
+/// peers' script times cuBLAS — no host overhead, no launch gaps); `None`
+/// where the device has no graphs.
+fn median_graph(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<Option<f64>> {
+    if dev.kind() != ferrotile::DeviceKind::Cuda {
+        return Ok(None);
+    }
+    let g = match dev.capture(|| (0..batch).try_for_each(|_| f())) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("(no graph: {e})");
+            return Ok(None);
+        }
+    };
+    g.replay()?;
+    dev.synchronize()?;
+    let mut ts = vec![];
+    for _ in 0..reps.div_ceil(batch).max(5) {
+        ts.push(dev.time_ms(|| g.replay())? / batch as f64);
+    }
+    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Ok(Some(ts[ts.len() / 2]))
+}
+
 fn median(dev: &Device, reps: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
     let mut ts = vec![];
     for _ in 0..reps.div_ceil(BATCH).max(3) {
@@ -330,7 +364,10 @@ struct GemmRes {
     m: usize,
     n: usize,
     k: usize,
+    /// back-to-back launches
     ms: f64,
+    /// replayed from a graph (CUDA)
+    ms_graph: Option<f64>,
     err: f64,
     tol: f64,
 }
@@ -368,6 +405,7 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     }
     ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let ms = ts[ts.len() / 2];
+    let ms_graph = median_graph(dev, reps, batch, || run(&mut c).map_err(lib))?;
     // sampled outputs vs f64 dot products of the stored inputs
     let out = c.to_vec()?;
     let (mut num, mut den) = (0f64, 0f64);
@@ -386,7 +424,83 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
         (_, true) => 1e-3,
         _ => 1e-5,
     };
-    Ok(GemmRes { dtype, m, n, k, ms, err: num / den.max(1e-30), tol })
+    Ok(GemmRes { dtype, m, n, k, ms, ms_graph, err: num / den.max(1e-30), tol })
+}
+
+/// A `--gemm-configs` entry: `BMxBNxBK/wWARPS/sSTAGES[/swap][/c2][/kSPLIT]`.
+fn parse_config(s: &str) -> Option<ferrotile_kernels::gemm::GemmConfig> {
+    let mut parts = s.split('/');
+    let t: Vec<u32> = parts.next()?.split('x').map(|v| v.parse().ok()).collect::<Option<_>>()?;
+    let [bm, bn, bk] = t[..] else { return None };
+    let mut cfg = ferrotile_kernels::gemm::GemmConfig { bm, bn, bk, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1, swap: false, cluster: 1 };
+    for p in parts {
+        match p.split_at(1) {
+            ("w", v) => cfg.num_warps = v.parse().ok()?,
+            ("s", "wap") => cfg.swap = true,
+            ("s", v) => cfg.num_stages = v.parse().ok()?,
+            ("c", v) => cfg.cluster = v.parse().ok()?,
+            ("k", v) => cfg.split_k = v.parse().ok()?,
+            _ => return None,
+        }
+    }
+    Some(cfg)
+}
+
+/// `--gemm-configs`: the listed configurations on one shape and dtype (A, B
+/// row-major), checked on sampled outputs, timed round-robin.
+fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), list: &str, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let a: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
+    let b: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal())).collect();
+    let (ab, bb) = (dev.from_slice(&a)?, dev.from_slice(&b)?);
+    let mut c = dev.zeros::<T>(m * n)?;
+    let tol = if T::DTYPE == DType::BF16 { 1e-2 } else { 5e-3 };
+    let mut rows: Vec<(String, ferrotile_kernels::gemm::GemmConfig, Vec<f64>, f64)> = vec![];
+    for entry in list.split(',') {
+        let Some(cfg) = parse_config(entry) else {
+            println!("{entry}: not a configuration (BMxBNxBK/wW/sS[/swap][/c2][/kS])");
+            continue;
+        };
+        let opts = ferrotile_kernels::gemm::GemmOptions::<T> { config: Some(cfg), ..Default::default() };
+        c.copy_from_slice(&vec![T::from_f64(f64::NAN); m * n])?;
+        if let Err(e) = ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib).and_then(|_| dev.synchronize()) {
+            println!("{entry}: {e}");
+            continue;
+        }
+        let out = c.to_vec()?;
+        let (mut num, mut den) = (0f64, 0f64);
+        for s in 0..256 {
+            let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
+            let want: f64 = (0..k).map(|p| a[i * k + p].to_f64() * b[p * n + j].to_f64()).sum();
+            let got = out[i * n + j].to_f64();
+            num = if got.is_finite() { num.max((got - want).abs()) } else { f64::INFINITY };
+            den = den.max(want.abs());
+        }
+        rows.push((entry.to_string(), cfg, vec![], num / den.max(1e-30)));
+    }
+    let mut graph: Vec<Vec<f64>> = vec![vec![]; rows.len()];
+    for _ in 0..rounds {
+        for ((_, cfg, ts, _), gs) in rows.iter_mut().zip(graph.iter_mut()) {
+            let opts = ferrotile_kernels::gemm::GemmOptions::<T> { config: Some(*cfg), ..Default::default() };
+            let mut call = || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib);
+            ts.push(median(dev, 30, &mut call)?);
+            if let Some(g) = median_graph(dev, 30, BATCH, &mut call)? {
+                gs.push(g);
+            }
+        }
+    }
+    // (medians over the rounds; `graph`: batches replayed from a graph)
+    println!("{:<28} {:>9} {:>9} {:>9} {:>9}  check", "config", "b2b us", "graph us", "TFLOP/s", "max err");
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.get(v.len() / 2).copied()
+    };
+    for ((name, _, ts, err), gs) in rows.iter_mut().zip(graph.iter_mut()) {
+        let b2b = med(ts).unwrap_or(f64::NAN);
+        let g = med(gs);
+        let tflops = 2.0 * (m * n * k) as f64 / (g.unwrap_or(b2b) * 1e-3) / 1e12;
+        println!("{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1e}  {}", name, b2b * 1e3, g.unwrap_or(f64::NAN) * 1e3, tflops, err, if *err <= tol { "ok" } else { "FAIL" });
+    }
+    Ok(())
 }
 
 fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Option<(usize, usize, usize)>, only: Option<&[String]>) -> Result<Vec<String>, Box<dyn std::error::Error>> {
@@ -421,17 +535,20 @@ fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Opti
             res.push(bench_gemm::<f32>(dev, rng, "f32", m, n, k, false, reps)?);
         }
     }
-    println!("{:<5} {:>16} {:>10} {:>9} {:>9}  check", "dtype", "m×n×k", "time us", "TFLOP/s", "max err");
+    // (`time us`: from a graph where the device has them, as the peers'
+    // script times cuBLAS; `b2b us`: back-to-back launches)
+    println!("{:<7} {:>16} {:>10} {:>9} {:>9} {:>9}  check", "dtype", "m×n×k", "time us", "TFLOP/s", "b2b us", "max err");
     let mut lines = vec![];
     let mut bad = 0;
     for r in &res {
-        let tflops = 2.0 * (r.m * r.n * r.k) as f64 / (r.ms * 1e-3) / 1e12;
+        let ms = r.ms_graph.unwrap_or(r.ms);
+        let tflops = 2.0 * (r.m * r.n * r.k) as f64 / (ms * 1e-3) / 1e12;
         let ok = r.err <= r.tol;
         bad += !ok as usize;
-        println!("{:<5} {:>16} {:>10.1} {:>9.1} {:>9.1e}  {}", r.dtype, format!("{}x{}x{}", r.m, r.n, r.k), r.ms * 1e3, tflops, r.err, if ok { "ok" } else { "FAIL" });
+        println!("{:<7} {:>16} {:>10.1} {:>9.1} {:>9.1} {:>9.1e}  {}", r.dtype, format!("{}x{}x{}", r.m, r.n, r.k), ms * 1e3, tflops, r.ms * 1e3, r.err, if ok { "ok" } else { "FAIL" });
         lines.push(format!(
-            "{{\"impl\":\"ferrotile\",\"kernel\":\"gemm\",\"dtype\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"ms\":{},\"tflops\":{},\"max_err\":{},\"ok\":{}}}",
-            r.dtype, r.m, r.n, r.k, r.ms, tflops, r.err, ok
+            "{{\"impl\":\"ferrotile\",\"kernel\":\"gemm\",\"dtype\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"ms\":{},\"ms_b2b\":{},\"graph\":{},\"tflops\":{},\"max_err\":{},\"ok\":{}}}",
+            r.dtype, r.m, r.n, r.k, ms, r.ms, r.ms_graph.is_some(), tflops, r.err, ok
         ));
     }
     if bad > 0 {
@@ -466,7 +583,7 @@ fn main() {
         }
     };
     println!("device: {}  seed: {seed}  device copy: {copy:.0} GB/s  timing: {}", dev.name(), dev.timing_method());
-    if args.iter().any(|a| a == "--gemm" || a == "--gemm-small" || a == "--gemm-shape") {
+    if args.iter().any(|a| a == "--gemm" || a == "--gemm-small" || a == "--gemm-shape" || a == "--gemm-configs") {
         let small = args.iter().any(|a| a == "--gemm-small");
         let shape = args.iter().position(|a| a == "--gemm-shape").and_then(|i| args.get(i + 1)).and_then(|v| {
             let d: Vec<usize> = v.split('x').filter_map(|x| x.parse().ok()).collect();
@@ -474,6 +591,19 @@ fn main() {
         });
         // (`--dtypes bf16,tf32,...`: only those rows)
         let only = args.iter().position(|a| a == "--dtypes").and_then(|i| args.get(i + 1)).map(|v| v.split(',').map(str::to_string).collect::<Vec<_>>());
+        if let Some(list) = args.iter().position(|a| a == "--gemm-configs").and_then(|i| args.get(i + 1)) {
+            let rounds = args.iter().position(|a| a == "--rounds").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(3);
+            let shape = shape.unwrap_or((16, 8192, 8192));
+            let r = match only.as_ref().and_then(|o| o.first()).map(String::as_str) {
+                Some("f16") => gemm_config_sweep::<half::f16>(&dev, &mut rng, shape, list, rounds),
+                _ => gemm_config_sweep::<bf16>(&dev, &mut rng, shape, list, rounds),
+            };
+            if let Err(e) = r {
+                eprintln!("gemm configs: {e}");
+                std::process::exit(1)
+            }
+            return;
+        }
         match gemm_suite(&dev, &mut rng, small, quick, shape, only.as_deref()) {
             Ok(lines) => {
                 if let Some(f) = json {

@@ -1,9 +1,10 @@
 //! Print the PTX of a library kernel specialization (no GPU needed).
 //! `emit-ptx <kernel> <BLOCK> <f32|f16|bf16> <num_warps> [sm]`, or
 //! `emit-ptx gemm <BM>x<BN>x<BK> <f32|tf32|f16|bf16> <num_warps> [sm] [bias] [stages=N]`
-//! `[views] [colb] [swap] [cluster]` (`colb`: a column-major B; `swap`: the
+//! `[views] [colb] [swap] [cluster] [ws]` (`colb`: a column-major B; `swap`: the
 //! swapped product Cᵀ = Bᵀ·Aᵀ of row-major operands; `cluster`: clusters of
-//! 2 with one N tile);
+//! 2 with one N tile; `ws`: a producer warpgroup, as `FERROTILE_WS=1` asks —
+//! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
@@ -42,7 +43,7 @@ fn main() {
         let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
         let units: &[&str] = if a.iter().any(|x| x == "swap") { &["sam", "sbk", "scm"] } else { &["sak", b_unit, "scn"] };
         let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: if cluster { 2 } else { 1 } }).unwrap();
+        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: a.iter().any(|x| x == "ws"), cluster: if cluster { 2 } else { 1 } }).unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;

@@ -193,6 +193,12 @@ impl Autotuner {
             (self.configs[0].clone(), "default")
         } else if let Some(c) = disk_get(&full).filter(|c| self.configs.contains(c)) {
             (c, "disk cache")
+        } else if dev.capturing() {
+            // (tuning times candidates: it would capture every one of them)
+            return Err(Error::Launch {
+                kernel: self.name.clone(),
+                msg: format!("the autotuner has no choice for [{key}] yet and cannot time candidates while a graph is being captured: run the call once before capturing it"),
+            });
         } else {
             let report = self.tune(dev, key, &mut launch)?;
             if print_var.as_deref() == Some("all") {

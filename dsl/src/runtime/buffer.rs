@@ -79,7 +79,11 @@ impl<T: Element> Buffer<T> {
                 Ok(())
             }
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(a), Storage::Cuda(b)) => b.copy_from(a).map_err(Error::Buffer),
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                a.device().keep_alive(a);
+                a.device().keep_alive(b);
+                b.copy_from(a).map_err(Error::Buffer)
+            }
             #[cfg(feature = "wgpu")]
             (Storage::Wgpu(a), Storage::Wgpu(b)) => b.copy_from(a).map_err(Error::Buffer),
             #[allow(unreachable_patterns)]

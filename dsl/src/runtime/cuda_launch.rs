@@ -171,7 +171,11 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
     let mut slots: Vec<u64> = Vec::with_capacity(args.len());
     for (a, abi) in args.iter().zip(&compiled.params) {
         let v: u64 = match (a, abi) {
-            (Arg::Buffer { mem: Storage::Cuda(m), .. }, ParamAbi::Ptr) => m.ptr,
+            (Arg::Buffer { mem: Storage::Cuda(m), .. }, ParamAbi::Ptr) => {
+                // (a graph being captured holds the memory it reads)
+                cuda.keep_alive(m);
+                m.ptr
+            }
             (Arg::Scalar(Scalar::I(v, _)), ParamAbi::B32) => *v as u32 as u64,
             (Arg::Scalar(Scalar::I(v, _)), ParamAbi::B64) => *v as u64,
             (Arg::Scalar(Scalar::F(v, DType::F32)), ParamAbi::B32) => (*v as f32).to_bits() as u64,

@@ -211,6 +211,40 @@ impl Device {
         Ok(t.elapsed().as_secs_f64() * 1e3)
     }
 
+    /// Capture the device work `f` queues into a [`Graph`] instead of
+    /// running it; [`Graph::replay`] then submits all of it at once (on
+    /// CUDA: a CUDA graph — no per-launch host overhead, no gaps between the
+    /// kernels; what decode loops are run with). The work runs only when the
+    /// graph is replayed, on the buffers it was captured with (the graph
+    /// keeps them alive), with the scalar arguments it was captured with.
+    /// Inside `f`, anything that waits for the device — allocating,
+    /// copying to or from the host, synchronizing, timing, and so the
+    /// autotuner's first run for a key — is an error: run the work once
+    /// before capturing it. CUDA only: elsewhere an error value.
+    pub fn capture(&self, f: impl FnOnce() -> Result<()>) -> Result<Graph> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            let be = |m: String| Error::Backend { kernel: String::new(), msg: m };
+            c.begin_capture().map_err(be)?;
+            let r = f();
+            // (closed whatever `f` did, so that the stream stays usable)
+            let g = c.end_capture();
+            r?;
+            return Ok(Graph { cuda: g.map_err(be)? });
+        }
+        let _ = f;
+        Err(Error::DeviceUnavailable(format!("graph capture needs a CUDA device, not {}", self.name())))
+    }
+
+    /// Whether a [`Device::capture`] is open on this device.
+    pub fn capturing(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return c.capturing();
+        }
+        false
+    }
+
     /// How [`Device::time_ms`] measures on this device: "cuda events",
     /// "gpu timestamps", "gpu timestamps (kernels only)" (the adapter cannot
     /// timestamp copies, which are then timed by the wall clock) or "wall clock".
@@ -307,5 +341,22 @@ impl Device {
             return Arc::ptr_eq(a, b);
         }
         true
+    }
+}
+
+/// Device work captured by [`Device::capture`], replayed as a whole.
+#[derive(Debug)]
+pub struct Graph {
+    #[cfg(feature = "cuda")]
+    cuda: ferrotile_backends::cuda::Graph,
+}
+
+impl Graph {
+    /// Queue the captured work again (asynchronously, like a launch).
+    pub fn replay(&self) -> Result<()> {
+        #[cfg(feature = "cuda")]
+        return self.cuda.launch().map_err(|m| Error::Backend { kernel: String::new(), msg: m });
+        #[cfg(not(feature = "cuda"))]
+        unreachable!("graphs are only captured on CUDA devices")
     }
 }
