@@ -219,6 +219,38 @@ case "${1:-check}" in
     step peers_decode2 60 python3 $D/peers.py --gemm-decode
     grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "autotune.*/[0-9]" | cut -c1-120 | tail -100
     ;;
+  pdl10)
+    # session 10, third call: programmatic dependent launch (every kernel on
+    # sm_90: griddepcontrol, launched with programmatic stream
+    # serialization) — correctness first (conformance, library, GEMM tests
+    # on CUDA but the long view sweep), then decode configurations and the
+    # GEMM suite from graphs next to cuBLAS
+    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap,64x16x128/w4/s4/swap/c2"
+    step conformance_cuda 150 $D/conformance_cuda
+    FERROTILE_TEST_DEVICES=cpu,cuda step library 150 $D/library
+    FERROTILE_TEST_DEVICES=cuda step gemm 250 $D/gemm --nocapture --skip gemm_views_every
+    step peers_decode 60 python3 $D/peers.py --gemm-decode
+    step decode 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    step peers_decode2 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|^(bf16|f16|tf32|f32)|no graph|conformance on" "$L" | cut -c1-120 | tail -80
+    ;;
+  verify10)
+    # session 10, fourth call: after the capture moved to a per-thread
+    # stream (call 3's GEMM test binary crashed: a capture on the shared
+    # stream while other test threads launched on it) — every GEMM test on
+    # CUDA with dependent launches and graphs, racecheck of the swapped and
+    # graph tests, then the decode configurations from graphs
+    C1="64x16x128/w4/s3/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap"
+    FERROTILE_TEST_DEVICES=cuda step gemm 200 $D/gemm --nocapture --skip gemm_views_every
+    FERROTILE_TEST_DEVICES=cuda step gemm_views 280 $D/gemm --nocapture gemm_views_every
+    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped graph_capture
+    step peers_decode 60 python3 $D/peers.py --gemm-decode
+    step decode 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
+    step peers_decode2 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY|error" "$L" | cut -c1-120 | tail -60
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape

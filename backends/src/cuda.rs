@@ -10,13 +10,16 @@
 //! One device handle per ordinal and process ([`CudaDevice::open`] hands out
 //! the same one), with one stream: launches, device-to-device copies and
 //! events go to it in order; host↔device copies and `synchronize` wait for
-//! it. The stream can be *captured* into a CUDA graph
-//! ([`CudaDevice::begin_capture`] / [`CudaDevice::end_capture`]) and the graph
-//! replayed ([`Graph::launch`]): the work of many launches submitted at once,
-//! without per-launch driver overhead or gaps between kernels. While a
-//! capture is open, whatever would synchronize with the device (allocation,
-//! host copies, `synchronize`) is an error, and the device memory the
-//! captured work uses is kept alive by the graph ([`CudaDevice::keep_alive`]).
+//! it. A thread can *capture* its work into a CUDA graph
+//! ([`CudaDevice::begin_capture`] / [`CudaDevice::end_capture`]): its
+//! launches and copies then go to a capture stream of its own (other
+//! threads keep running on the device's stream), and the graph is replayed
+//! on the device's stream ([`Graph::launch`]) — the work of many launches
+//! submitted at once, without per-launch driver overhead or gaps between
+//! kernels. While a thread captures, whatever in it would synchronize with
+//! the device (allocation, host copies, `synchronize`, timing) is an error,
+//! and the device memory the captured work uses is kept alive by the graph
+//! ([`CudaDevice::keep_alive`]).
 
 use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
@@ -33,8 +36,9 @@ pub struct CudaDevice {
     pub dev: sys::CUdevice,
     ctx: sys::CUcontext,
     stream: sys::CUstream,
-    /// Open capture: the device memory its work uses (handed to the graph).
-    capture: std::sync::Mutex<Option<Vec<Arc<DevMem>>>>,
+    /// The open capture, if any: the capturing thread, its capture stream
+    /// and the device memory its work uses (handed to the graph).
+    capture: std::sync::Mutex<Option<Capture>>,
     pub name: String,
     /// Compute capability as major*10 + minor.
     pub sm: u32,
@@ -99,9 +103,18 @@ impl CudaDevice {
         Ok(Arc::new(CudaDevice { ordinal, dev, ctx, stream, capture: std::sync::Mutex::new(None), name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
     }
 
-    /// Whether a graph capture is open on this device's stream.
+    /// Whether the calling thread is capturing a graph on this device.
     pub fn capturing(&self) -> bool {
-        self.capture.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|c| c.thread == std::thread::current().id())
+    }
+
+    /// The stream the calling thread's work goes to: its capture stream
+    /// while it captures, the device's stream otherwise.
+    fn stream(&self) -> sys::CUstream {
+        match self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(c) if c.thread == std::thread::current().id() => c.stream,
+            _ => self.stream,
+        }
     }
 
     /// An error if a capture is open (for operations that synchronize).
@@ -112,23 +125,33 @@ impl CudaDevice {
         Ok(())
     }
 
-    /// Start capturing the stream's work into a graph.
+    /// Start capturing the calling thread's work into a graph (one capture
+    /// per device at a time), on a capture stream of its own: non-blocking,
+    /// so that other threads' synchronous copies (the legacy stream) do
+    /// not touch it.
     pub fn begin_capture(&self) -> CuResult<()> {
         self.bind()?;
         let mut cap = self.capture.lock().unwrap_or_else(|p| p.into_inner());
         if cap.is_some() {
             return Err("a CUDA graph capture is already open on this device".into());
         }
-        unsafe { sys::cuStreamBeginCapture_v2(self.stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }.result().map_err(drv)?;
-        *cap = Some(vec![]);
+        let mut stream = std::ptr::null_mut();
+        unsafe { sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) }.result().map_err(drv)?;
+        if let Err(e) = unsafe { sys::cuStreamBeginCapture_v2(stream, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }.result() {
+            unsafe {
+                let _ = sys::cuStreamDestroy_v2(stream);
+            }
+            return Err(drv(e));
+        }
+        *cap = Some(Capture { thread: std::thread::current().id(), stream, keep: vec![] });
         Ok(())
     }
 
-    /// Keep `m` alive as long as the graph being captured (a no-op when no
-    /// capture is open).
+    /// Keep `m` alive as long as the graph the calling thread captures (a
+    /// no-op when it captures none).
     pub fn keep_alive(&self, m: &Arc<DevMem>) {
-        if let Some(v) = self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            v.push(m.clone());
+        if let Some(c) = self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|c| c.thread == std::thread::current().id()) {
+            c.keep.push(m.clone());
         }
     }
 
@@ -137,9 +160,20 @@ impl CudaDevice {
     /// the instantiation succeeded; the capture is closed either way).
     pub fn end_capture(self: &Arc<Self>) -> CuResult<Graph> {
         self.bind()?;
-        let keep = self.capture.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or("no CUDA graph capture is open")?;
+        let cap = {
+            let mut c = self.capture.lock().unwrap_or_else(|p| p.into_inner());
+            if !c.as_ref().is_some_and(|c| c.thread == std::thread::current().id()) {
+                return Err("this thread has no CUDA graph capture open".into());
+            }
+            c.take().unwrap()
+        };
         let mut graph = std::ptr::null_mut();
-        unsafe { sys::cuStreamEndCapture(self.stream, &mut graph) }.result().map_err(drv)?;
+        let r = unsafe { sys::cuStreamEndCapture(cap.stream, &mut graph) }.result().map_err(drv);
+        unsafe {
+            let _ = sys::cuStreamDestroy_v2(cap.stream);
+        }
+        let keep = cap.keep;
+        r?;
         let mut exec = std::ptr::null_mut();
         let r = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0) }.result().map_err(drv);
         if let Err(e) = r {
@@ -164,10 +198,14 @@ impl CudaDevice {
         unsafe { result::ctx::set_current(self.ctx) }.map_err(drv)
     }
 
+    /// Wait for the device's stream (all work queued on this device:
+    /// launches, copies and graph replays go there; synchronous copies wait
+    /// for themselves). Not the context: another thread's capture stream is
+    /// not to be waited for.
     pub fn synchronize(&self) -> CuResult<()> {
         self.not_capturing("synchronize")?;
         self.bind()?;
-        result::ctx::synchronize().map_err(drv)
+        unsafe { sys::cuStreamSynchronize(self.stream) }.result().map_err(drv)
     }
 
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> CuResult<DevMem> {
@@ -209,7 +247,7 @@ impl CudaDevice {
                 *set = smem;
             }
         }
-        unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, self.stream, params) }.map_err(drv)
+        unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, self.stream(), params) }.map_err(drv)
     }
 
     /// Encode a tiled tensor map of `dtype` elements (F16, BF16 or F32; f32
@@ -260,6 +298,13 @@ impl CudaDevice {
         let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
         Ok(Event { e, stream: self.stream })
     }
+}
+
+/// A thread's open capture ([`CudaDevice::begin_capture`]).
+struct Capture {
+    thread: std::thread::ThreadId,
+    stream: sys::CUstream,
+    keep: Vec<Arc<DevMem>>,
 }
 
 /// An instantiated CUDA graph ([`CudaDevice::end_capture`]); holds the device
@@ -361,14 +406,14 @@ impl DevMem {
             return Err(format!("copy of {} bytes into {}", src.bytes, self.bytes));
         }
         self.dev.bind()?;
-        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, self.dev.stream) }.map_err(drv)
+        unsafe { result::memcpy_dtod_async(self.ptr, src.ptr, self.bytes, self.dev.stream()) }.map_err(drv)
     }
     pub fn dtoh(&self) -> CuResult<Vec<u8>> {
         self.dev.not_capturing("a device-to-host copy")?;
         self.dev.bind()?;
         let mut v = vec![0u8; self.bytes];
         if self.bytes > 0 {
-            result::ctx::synchronize().map_err(drv)?;
+            unsafe { sys::cuStreamSynchronize(self.dev.stream) }.result().map_err(drv)?;
             unsafe { result::memcpy_dtoh_sync(&mut v, self.ptr) }.map_err(drv)?;
         }
         Ok(v)
@@ -378,8 +423,8 @@ impl DevMem {
 impl Drop for DevMem {
     fn drop(&mut self) {
         if self.dev.bind().is_ok() {
-            let _ = result::ctx::synchronize();
             unsafe {
+                let _ = sys::cuStreamSynchronize(self.dev.stream);
                 let _ = result::free_sync(self.ptr);
             }
         }
