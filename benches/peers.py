@@ -15,7 +15,9 @@ exact), same timing, TFLOP/s.
 graph and as back-to-back calls (ferrotile's bench times the latter), to
 show what the method alone is worth at ~35 us a call.
 
-usage: peers.py [--quick] [--json FILE] [--gemm | --gemm-decode]
+`--gemm --gemm-shape MxNxK [--dtypes bf16,f16]`: those cases only.
+
+usage: peers.py [--quick] [--json FILE] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -68,6 +70,10 @@ def gemm_peers(out, quick):
     reps = 10 if quick else 30
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192)]
     cases = [(m, n, k, d) for (m, n, k) in shapes for d in ("bf16", "f16")] + [(4096, 4096, 4096, d) for d in ("bf16_bT", "bf16_aT", "tf32", "f32")]
+    if "--gemm-shape" in sys.argv:  # one shape, `--dtypes` (as bench's flags)
+        m, n, k = map(int, sys.argv[sys.argv.index("--gemm-shape") + 1].split("x"))
+        ds = sys.argv[sys.argv.index("--dtypes") + 1].split(",") if "--dtypes" in sys.argv else ["bf16", "f16"]
+        cases = [(m, n, k, d) for d in ds]
     print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  cuBLAS via torch.matmul")
     res = []
     for (m, n, k, d) in cases:

@@ -251,6 +251,23 @@ case "${1:-check}" in
     step peers_decode2 60 python3 $D/peers.py --gemm-decode
     grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY|error" "$L" | cut -c1-120 | tail -60
     ;;
+  final10)
+    # session 10's headline: the GEMM suite from graphs next to cuBLAS (one
+    # pass each), then the shapes whose ratio moves with the GPU's clocks
+    # (8192³ draws the power limit; decode) alternated ours / cuBLAS three
+    # times, each process timing the same way (graphs; our tuner's choice
+    # from the first pass, on disk)
+    export FERROTILE_CACHE_DIR=/tmp/ftf
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 220 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    for r in 1 2 3; do
+      for sh in 8192x8192x8192 16x8192x8192; do
+        step "ft_${sh}_$r" 90 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16
+        step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
+      done
+    done
+    grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape
