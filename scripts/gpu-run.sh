@@ -266,7 +266,12 @@ case "${1:-check}" in
         step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
       done
     done
+    # one decode launch of each under ncu (clocks as they are)
+    NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
+    step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
     grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
+    grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
     ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
