@@ -23,10 +23,11 @@
 //!
 //! Timing follows [`Device::time_ms`]: CUDA events on CUDA, GPU timestamps
 //! on wgpu (`--device wgpu`); the header line names the method. GEMMs on
-//! CUDA are timed both ways the peers' script can be: batches captured into
-//! a graph and replayed (`time us`, what the JSON's `ms` holds — the
-//! method `peers.py` times cuBLAS with) and back-to-back launches (`b2b us`,
-//! the JSON's `ms_b2b`).
+//! CUDA are timed both ways the peers' script can be, batch by batch in
+//! turn (the same clocks for both): batches captured into a graph and
+//! replayed (`time us`, what the JSON's `ms` holds — the method `peers.py`
+//! times cuBLAS with) and back-to-back launches (`b2b us`, the JSON's
+//! `ms_b2b`).
 //!
 //! `bench [--device cpu|cuda|wgpu] [--quick] [--json FILE] [--gemm | --gemm-small]
 //!        [--shapes 16384x4096,4096x16384] [--kernels softmax,layer_norm] [--dtypes f32]`
@@ -291,29 +292,41 @@ fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
     }
 }
 
-/// Median device time per call of `f` over batches of `batch` calls
-/// captured once into a graph and replayed (`Device::capture`: how the
-/// peers' script times cuBLAS — no host overhead, no launch gaps); `None`
-/// where the device has no graphs.
-fn median_graph(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<Option<f64>> {
-    if dev.kind() != ferrotile::DeviceKind::Cuda {
-        return Ok(None);
-    }
-    let g = match dev.capture(|| (0..batch).try_for_each(|_| f())) {
-        Ok(g) => g,
-        Err(e) => {
-            println!("(no graph: {e})");
-            return Ok(None);
+/// Median device time per call of `f`, two ways, alternating batch by
+/// batch so that both see the same clocks (a long 8192³ run heats the GPU
+/// and lowers them; measured one after the other, the second method lost
+/// up to 20 %): `batch` calls back to back, and `batch` calls captured once
+/// into a graph and replayed (`Device::capture`: how the peers' script
+/// times cuBLAS — no host overhead, no launch gaps). The graph time is
+/// `None` where the device has no graphs.
+fn time_both(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<(f64, Option<f64>)> {
+    let graph = if dev.kind() == ferrotile::DeviceKind::Cuda {
+        match dev.capture(|| (0..batch).try_for_each(|_| f())) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                println!("(no graph: {e})");
+                None
+            }
         }
+    } else {
+        None
     };
-    g.replay()?;
-    dev.synchronize()?;
-    let mut ts = vec![];
-    for _ in 0..reps.div_ceil(batch).max(5) {
-        ts.push(dev.time_ms(|| g.replay())? / batch as f64);
+    if let Some(g) = &graph {
+        g.replay()?;
+        dev.synchronize()?;
     }
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Ok(Some(ts[ts.len() / 2]))
+    let (mut b2b, mut gs) = (vec![], vec![]);
+    for _ in 0..reps.div_ceil(batch).max(5) {
+        b2b.push(dev.time_ms(|| (0..batch).try_for_each(|_| f()))? / batch as f64);
+        if let Some(g) = &graph {
+            gs.push(dev.time_ms(|| g.replay())? / batch as f64);
+        }
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v.get(v.len() / 2).copied()
+    };
+    Ok((med(b2b).unwrap_or(f64::NAN), med(gs)))
 }
 
 fn median(dev: &Device, reps: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
@@ -393,19 +406,7 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     run(&mut c)?; // compile (and tune) outside the timing
     dev.synchronize()?;
     let batch = if m * n * k >= 1 << 33 { 2 } else { BATCH };
-    let mut ts = vec![];
-    for _ in 0..reps.div_ceil(batch).max(5) {
-        let t = dev.time_ms(|| {
-            for _ in 0..batch {
-                run(&mut c).map_err(lib)?;
-            }
-            Ok(())
-        })?;
-        ts.push(t / batch as f64);
-    }
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let ms = ts[ts.len() / 2];
-    let ms_graph = median_graph(dev, reps, batch, || run(&mut c).map_err(lib))?;
+    let (ms, ms_graph) = time_both(dev, reps, batch, || run(&mut c).map_err(lib))?;
     // sampled outputs vs f64 dot products of the stored inputs
     let out = c.to_vec()?;
     let (mut num, mut den) = (0f64, 0f64);
@@ -481,11 +482,9 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
     for _ in 0..rounds {
         for ((_, cfg, ts, _), gs) in rows.iter_mut().zip(graph.iter_mut()) {
             let opts = ferrotile_kernels::gemm::GemmOptions::<T> { config: Some(*cfg), ..Default::default() };
-            let mut call = || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib);
-            ts.push(median(dev, 30, &mut call)?);
-            if let Some(g) = median_graph(dev, 30, BATCH, &mut call)? {
-                gs.push(g);
-            }
+            let (b2b, g) = time_both(dev, 30, BATCH, || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib))?;
+            ts.push(b2b);
+            gs.extend(g);
         }
     }
     // (medians over the rounds; `graph`: batches replayed from a graph)
