@@ -102,6 +102,16 @@ pub(crate) fn decode(c: &ferrotile::TuneConfig) -> ferrotile::Result<softmax::So
     Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps })
 }
 
+/// A library error as a runtime error (a launch failure as it was; shape
+/// and configuration errors as `Launch` errors with the message), so that
+/// library calls compose with `?` in closures returning
+/// `ferrotile::Result` — `Device::capture`, the autotuner.
+impl From<LibError> for ferrotile::Error {
+    fn from(e: LibError) -> Self {
+        lib_to_launch(e)
+    }
+}
+
 pub(crate) fn lib_to_launch(e: LibError) -> ferrotile::Error {
     match e {
         LibError::Launch(e) => e,

@@ -349,7 +349,7 @@ fn graph_capture_replays_gemm() {
         let mut b = b;
         // (warm-up: compile outside the capture)
         gemm(&dev, &a, &b, &mut c, m, n, k, &opts).unwrap();
-        let graph = dev.capture(|| (0..3).try_for_each(|_| gemm(&dev, &a, &b, &mut c, m, n, k, &opts).map_err(|e| ferrotile::Error::Buffer(e.to_string())))).unwrap();
+        let graph = dev.capture(|| (0..3).try_for_each(|_| gemm(&dev, &a, &b, &mut c, m, n, k, &opts).map_err(Into::into))).unwrap();
         for round in 0..3 {
             let ah: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
             if round < 2 {
@@ -379,7 +379,7 @@ fn graph_capture_replays_gemm() {
         // (a key no run has tuned: the process id and the time)
         let t = ferrotile::Autotuner::new("graph_test", vec![ferrotile::TuneConfig::new(4), ferrotile::TuneConfig::new(8)]);
         let key = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
-        let e = dev.capture(|| t.run(&dev, &key, |_| gemm(&dev, &a, &b, &mut c, m, n, k, &opts).map_err(|e| ferrotile::Error::Buffer(e.to_string()))).map(|_| ()));
+        let e = dev.capture(|| t.run(&dev, &key, |_| Ok(gemm(&dev, &a, &b, &mut c, m, n, k, &opts)?)).map(|_| ()));
         if std::env::var("FERROTILE_AUTOTUNE").as_deref() != Ok("0") {
             assert!(e.unwrap_err().to_string().contains("run the call once before capturing"));
         }
