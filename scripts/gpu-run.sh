@@ -273,6 +273,20 @@ case "${1:-check}" in
     grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
     grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
     ;;
+  cluster1)
+    # session 10, last call: multicast from one stream (cluster barrier
+    # before each refill; FERROTILE_X_CLUSTER1=1) against the producer
+    # warpgroup's multicast and no cluster; correctness first. (Since the
+    # session, one stream is how clusters multicast by default; the switch
+    # is gone, and the producer warpgroup's form needs FERROTILE_WS=1.)
+    C="64x16x128/w4/s4/swap,64x16x128/w4/s4/swap/c2,64x16x128/w4/s5/swap/c2,64x16x256/w4/s3/swap,64x16x256/w4/s3/swap/c2"
+    FERROTILE_X_CLUSTER1=1 FERROTILE_TEST_DEVICES=cuda step test 60 $D/gemm --nocapture gemm_swapped
+    FERROTILE_X_CLUSTER1=1 FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
+    step ws_mcast 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
+    FERROTILE_X_CLUSTER1=1 step one_stream_mcast 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
+    [ -n "${QUICK:-}" ] || step peers_decode 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY" "$L" | cut -c1-120 | tail -40
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape

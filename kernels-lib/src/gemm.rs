@@ -248,7 +248,7 @@ pub struct GemmConfig {
     /// Programs in clusters of this many (1 or 2) along the grid's tiles: on
     /// Hopper, where N is one tile wide (so every program reads the same
     /// B tiles — decode's Aᵀ in the swapped product), each B tile is
-    /// copied once for the cluster (TMA multicast; warp-specialized).
+    /// copied once for the cluster (TMA multicast).
     /// Ignored where the tile count is odd or elsewhere.
     pub cluster: u32,
 }
@@ -467,16 +467,19 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         // slots and Aᵀ into narrow K-major ones, no padded rows. (Measured
         // and dropped: BK = 64 with 8 slots, 128-column tiles — half the
         // reads of A, on half the SMs —, split-K 2; RESULTS, session 9.)
+        // (3–4 slots in flight are the best: deeper rings measured slower,
+        // RESULTS, session 10)
+        c(64, 16, 128, 4).stages(3).with("SWAP", 1),
         c(64, 16, 128, 4).stages(4).with("SWAP", 1),
         c(64, 16, 128, 4).stages(5).with("SWAP", 1),
-        c(64, 16, 128, 4).stages(6).with("SWAP", 1),
+        c(64, 16, 256, 4).stages(3).with("SWAP", 1),
         c(64, 16, 256, 4).stages(4).with("SWAP", 1),
         c(64, 32, 128, 4).stages(4).with("SWAP", 1),
         // ... in clusters of 2 whose programs share each Aᵀ tile (TMA
-        // multicast, warp-specialized): half the reads of A from L2; on
-        // par with the unclustered tiles so far (RESULTS, session 9)
+        // multicast from one stream): half the reads of A from L2; on par
+        // with the unclustered tiles (RESULTS, sessions 9–10)
         c(64, 16, 128, 4).stages(4).with("SWAP", 1).with("CLUSTER", 2),
-        c(64, 16, 256, 4).stages(4).with("SWAP", 1).with("CLUSTER", 2),
+        c(64, 16, 256, 4).stages(3).with("SWAP", 1).with("CLUSTER", 2),
         // shapes that take Hopper's warpgroup MMAs (K a whole 64-element
         // swizzle atom, 16 rows per warp); elsewhere they run on mma.sync
         c(128, 256, 64, 8),

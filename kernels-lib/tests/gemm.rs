@@ -383,6 +383,9 @@ fn graph_capture_replays_gemm() {
         if std::env::var("FERROTILE_AUTOTUNE").as_deref() != Ok("0") {
             assert!(e.unwrap_err().to_string().contains("run the call once before capturing"));
         }
+        // (a closure that panics closes the capture too)
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.capture(|| panic!("inside a capture (expected by the test)"))));
+        assert!(p.is_err());
         assert!(!dev.capturing());
         gemm(&dev, &a, &dev.zeros::<bf16>(k * n).unwrap(), &mut c, m, n, k, &opts).unwrap();
         assert!(c.to_vec().unwrap().iter().all(|x| x.to_f64() == 0.0));

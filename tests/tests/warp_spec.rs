@@ -132,9 +132,10 @@ fn attention_loop_splits_and_assembles() {
 /// both programs sync as a cluster after the mbarrier initialization and
 /// before leaving. Bᵀ's tiles (program-dependent) stay per program. With
 /// grouped ordering (`GROUP_M = 8`: Aᵀ's coordinates depend on the program
-/// id) or `cluster: 1`, nothing is clustered. Multicast brings the
-/// producer warpgroup with it; without multicast the kernel is split only
-/// where `warp_specialize` asks. All assemble for sm_90a.
+/// id) or `cluster: 1`, nothing is clustered. Without `warp_specialize`
+/// the multicast runs from one stream: no producer warpgroup, no empty
+/// mbarriers, each refill after a cluster barrier (relaxed arrive) instead
+/// of the CTA's. All assemble for sm_90a.
 #[test]
 fn clusters_multicast_only_uniform_tiles() {
     let px = ptxas::find_or_skip();
@@ -147,18 +148,28 @@ fn clusters_multicast_only_uniform_tiles() {
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("GROUP_M = {group_m}, cluster {cluster}, BK = {bk}, warp_specialize {ws}");
-        assert_eq!(p.threads, if want || ws { 256 } else { 128 }, "{what}: the producer warpgroup where multicast or asked");
+        assert_eq!(p.threads, if ws { 256 } else { 128 }, "{what}: the producer warpgroup where asked");
         assert_eq!(p.tensor_maps.len(), 2, "{what}");
         assert_eq!(t.contains(".reqnctapercluster 2, 1, 1"), want, "{what}");
         let mc = t.lines().filter(|l| l.contains("cp.async.bulk.tensor") && l.contains(".multicast::cluster")).count();
         let plain = t.lines().filter(|l| l.contains("cp.async.bulk.tensor") && !l.contains(".multicast::cluster")).count();
-        if want {
+        if want && ws {
             // Aᵀ: BK/64 atoms per fill, one predicated copy each; Bᵀ: plain
             assert!(mc > 0 && plain > 0 && mc % (bk as usize / 64) == 0, "{what}: {mc} multicast, {plain} plain copies");
             assert!(t.contains("], 8;") && t.contains("], 4;"), "{what}: empty mbarriers of 2 × 4 and 4 consumer warps");
             assert!(t.contains("mapa.shared::cluster.u32") && t.contains("mbarrier.arrive.shared::cluster.b64 _,"), "{what}: remote releases");
             assert_eq!(t.matches("barrier.cluster.arrive").count(), 2, "{what}: cluster syncs after init and before leaving");
             assert!(t.contains("%cluster_ctarank"), "{what}");
+        } else if want {
+            assert!(mc > 0 && plain > 0 && mc % (bk as usize / 64) == 0, "{what}: {mc} multicast, {plain} plain copies");
+            assert!(!t.contains("mapa") && !t.contains("], 8;") && !t.contains("mbarrier.arrive.shared"), "{what}: no empty mbarriers, no remote releases");
+            // the K loop: its slot-reuse barrier is the cluster's
+            let (body, _) = t.split_at(t.find("wgmma.wait_group.sync.aligned 1;").expect("in-flight MMAs"));
+            let top = body.rfind("barrier.cluster.arrive.relaxed.aligned;").expect("a cluster barrier in the loop");
+            assert!(!body[top..].contains("bar.sync"), "{what}: no CTA barrier in the loop");
+            assert!(body[top..].find("cp.async.bulk.tensor").unwrap() < body[top..].find("mbarrier.try_wait").unwrap(), "{what}: refill before the wait");
+            assert!(t.contains("%cluster_ctarank"), "{what}");
+            assert_eq!(t.matches("barrier.cluster.arrive.release.aligned;").count(), 2, "{what}: cluster syncs after init and before leaving");
         } else {
             assert!(mc == 0 && !t.contains("mapa") && !t.contains("barrier.cluster") && !t.contains("], 8;"), "{what}: not clustered");
         }

@@ -226,8 +226,19 @@ impl Device {
         if let Some(c) = &self.cuda {
             let be = |m: String| Error::Backend { kernel: String::new(), msg: m };
             c.begin_capture().map_err(be)?;
+            // (closed whatever `f` does — returns an error or panics — so
+            // that the device stays usable)
+            struct Close<'a>(&'a Arc<ferrotile_backends::cuda::CudaDevice>, bool);
+            impl Drop for Close<'_> {
+                fn drop(&mut self) {
+                    if !self.1 {
+                        let _ = self.0.end_capture();
+                    }
+                }
+            }
+            let mut close = Close(c, false);
             let r = f();
-            // (closed whatever `f` did, so that the stream stays usable)
+            close.1 = true;
             let g = c.end_capture();
             r?;
             return Ok(Graph { cuda: g.map_err(be)? });
@@ -236,7 +247,8 @@ impl Device {
         Err(Error::DeviceUnavailable(format!("graph capture needs a CUDA device, not {}", self.name())))
     }
 
-    /// Whether a [`Device::capture`] is open on this device.
+    /// Whether the calling thread is inside a [`Device::capture`] on this
+    /// device.
     pub fn capturing(&self) -> bool {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {

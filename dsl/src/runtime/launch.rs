@@ -16,17 +16,16 @@ pub struct LaunchConfig {
     /// Warps per program (GPU backends); the interpreter ignores it.
     pub num_warps: u32,
     /// Software-pipelining depth of loops feeding `dot` (GPU backends): 1
-    /// runs loads where they are written, ≥ 2 prefetches them one iteration
-    /// ahead (the PTX backend; deeper rings are not implemented yet, so 3+
-    /// behave as 2). Must be in 1..=8.
+    /// runs loads where they are written, `s` ≥ 2 prefetches them `s − 1`
+    /// iterations ahead (the PTX backend, through rings of shared-memory
+    /// slots where the loads feed tensor cores). Must be in 1..=8.
     pub num_stages: u32,
     /// Programs along x run in clusters of this many (1 or 2; the grid's x
     /// must be a multiple). A performance hint: results do not depend on
     /// it. On Hopper, bulk copies that read the same tile in every program
     /// of a cluster (block coordinates independent of `program_id(0)`) are
-    /// then copied once for both (multicast), through a producer warpgroup
-    /// (warp specialization, turned on for such kernels). Other backends
-    /// ignore it.
+    /// then copied once for both (multicast), each program issuing half of
+    /// every such tile to both. Other backends ignore it.
     pub cluster: u32,
 }
 
