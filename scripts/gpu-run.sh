@@ -287,6 +287,16 @@ case "${1:-check}" in
     [ -n "${QUICK:-}" ] || step peers_decode 60 python3 $D/peers.py --gemm-decode
     grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY" "$L" | cut -c1-120 | tail -40
     ;;
+  last10)
+    # session 10's last check, after clusters went one-stream by default and
+    # the decode candidates changed: the swapped tests, the new candidates
+    # verified on sampled outputs, and the tuned decode
+    C="64x16x128/w4/s3/swap,64x16x256/w4/s3/swap,64x16x256/w4/s3/swap/c2,64x16x128/w4/s4/swap/c2"
+    FERROTILE_TEST_DEVICES=cuda step test 60 $D/gemm --nocapture gemm_swapped graph_capture
+    step configs 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
+    FERROTILE_AUTOTUNE_PRINT=1 step decode 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    grep -E "^config|/w[48]/|test result|panicked|FAILED|^(bf16|f16) |autotune.*->" "$L" | cut -c1-160 | tail -20
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape
