@@ -169,7 +169,7 @@ fn clusters_multicast_only_uniform_tiles() {
             assert!(!body[top..].contains("bar.sync"), "{what}: no CTA barrier in the loop");
             assert!(body[top..].find("cp.async.bulk.tensor").unwrap() < body[top..].find("mbarrier.try_wait").unwrap(), "{what}: refill before the wait");
             assert!(t.contains("%cluster_ctarank"), "{what}");
-            assert_eq!(t.matches("barrier.cluster.arrive.release.aligned;").count(), 2, "{what}: cluster syncs after init and before leaving");
+            assert!(t.contains("barrier.cluster.arrive.release.aligned;") && t.contains("barrier.cluster.arrive.release;"), "{what}: cluster syncs after init and before leaving");
         } else {
             assert!(mc == 0 && !t.contains("mapa") && !t.contains("barrier.cluster") && !t.contains("], 8;"), "{what}: not clustered");
         }

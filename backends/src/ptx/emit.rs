@@ -548,10 +548,11 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     } else {
         em.block(&k.body)?;
         // (multicast from one stream: neither program leaves while the
-        // other may still copy into it or arrive on its mbarriers)
+        // other may still copy into it or arrive on its mbarriers; not
+        // `.aligned`: a kernel may have returned early in some threads)
         if clustered {
-            em.l("barrier.cluster.arrive.release.aligned;");
-            em.l("barrier.cluster.wait.acquire.aligned;");
+            em.l("barrier.cluster.arrive.release;");
+            em.l("barrier.cluster.wait.acquire;");
         }
     }
     let entry = format!("ft_{}", k.name);
