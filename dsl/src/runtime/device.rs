@@ -357,10 +357,13 @@ impl Device {
 }
 
 /// Device work captured by [`Device::capture`], replayed as a whole.
+/// (Only [`Device::capture`] makes one.)
 #[derive(Debug)]
 pub struct Graph {
     #[cfg(feature = "cuda")]
     cuda: ferrotile_backends::cuda::Graph,
+    #[cfg(not(feature = "cuda"))]
+    _none: (),
 }
 
 impl Graph {
@@ -369,6 +372,6 @@ impl Graph {
         #[cfg(feature = "cuda")]
         return self.cuda.launch().map_err(|m| Error::Backend { kernel: String::new(), msg: m });
         #[cfg(not(feature = "cuda"))]
-        unreachable!("graphs are only captured on CUDA devices")
+        Err(Error::DeviceUnavailable("graphs need the `cuda` feature".into()))
     }
 }
