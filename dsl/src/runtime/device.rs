@@ -117,8 +117,9 @@ impl Device {
     }
 
     /// An identity for caches keyed by device: equal for clones of one
-    /// handle (and for every CPU device), different for separately opened
-    /// GPU devices, whose buffers do not mix.
+    /// handle, for every CPU device and for every `Device::cuda(n)` of one
+    /// ordinal (one CUDA handle per ordinal and process), different for
+    /// different GPUs, whose buffers do not mix.
     pub fn id(&self) -> usize {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {
