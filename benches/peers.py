@@ -77,32 +77,34 @@ def gemm_peers(out, quick):
     print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  cuBLAS via torch.matmul")
     res = []
     for (m, n, k, d) in cases:
-        dt = {"bf16": torch.bfloat16, "bf16_bT": torch.bfloat16, "bf16_aT": torch.bfloat16, "f16": torch.float16}.get(d, torch.float32)
-        torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
-        a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
-        if d.endswith("_bT"):  # B column-major: a linear layer's x·Wᵀ
-            b = torch.randn(n, k, device="cuda", dtype=dt).t()
-        if d.endswith("_aT"):  # A column-major (a transposed activation)
-            a = torch.randn(k, m, device="cuda", dtype=dt).t()
-        c = torch.empty(m, n, device="cuda", dtype=dt)
-        ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, reps)
-        tf = 2 * m * n * k / (ms * 1e-3) / 1e12
+        ms, tf = time_matmul(m, n, k, d, reps)
         res.append(dict(impl="cublas", kernel="gemm", dtype=d, m=m, n=n, k=k, ms=ms, tflops=tf))
         print(f"cublas {d:<5} {m}x{n}x{k:<6} {ms*1e3:10.1f} us {tf:8.1f} TFLOP/s", flush=True)
-    torch.backends.cuda.matmul.allow_tf32 = False
     if out:
         with open(out, "w") as fh:
             for x in res:
                 fh.write(json.dumps(x) + "\n")
 
+def time_matmul(m, n, k, d, reps, graph=True):
+    """(ms per call, TFLOP/s) of torch.matmul on case `d` (bench's dtype
+    names: `_bT` / `_aT` a column-major B / A; TF32 allowed for `tf32`)."""
+    dt = {"bf16": torch.bfloat16, "bf16_bT": torch.bfloat16, "bf16_aT": torch.bfloat16, "f16": torch.float16}.get(d, torch.float32)
+    torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
+    a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
+    if d.endswith("_bT"):  # B column-major: a linear layer's x·Wᵀ
+        b = torch.randn(n, k, device="cuda", dtype=dt).t()
+    if d.endswith("_aT"):  # A column-major (a transposed activation)
+        a = torch.randn(k, m, device="cuda", dtype=dt).t()
+    c = torch.empty(m, n, device="cuda", dtype=dt)
+    ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, reps, graph=graph)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return ms, 2 * m * n * k / (ms * 1e-3) / 1e12
+
 def gemm_decode():
     m, n, k = 16, 8192, 8192
-    for d, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        a = torch.randn(m, k, device="cuda", dtype=dt); b = torch.randn(k, n, device="cuda", dtype=dt)
-        c = torch.empty(m, n, device="cuda", dtype=dt)
+    for d in ("bf16", "f16"):
         for graph in (True, False):
-            ms = timeit(lambda i: torch.matmul(a, b, out=c), 1, 100, graph=graph)
-            tf = 2 * m * n * k / (ms * 1e-3) / 1e12
+            ms, tf = time_matmul(m, n, k, d, 100, graph)
             how = "graph" if graph else "back-to-back"
             print(f"cublas {d:<5} {m}x{n}x{k:<6} {ms*1e3:10.1f} us {tf:8.1f} TFLOP/s  ({how})", flush=True)
 

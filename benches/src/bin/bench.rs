@@ -322,11 +322,38 @@ fn time_both(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> fer
             gs.push(dev.time_ms(|| g.replay())? / batch as f64);
         }
     }
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v.get(v.len() / 2).copied()
-    };
-    Ok((med(b2b).unwrap_or(f64::NAN), med(gs)))
+    Ok((median_of(b2b).unwrap_or(f64::NAN), median_of(gs)))
+}
+
+fn median_of(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.get(v.len() / 2).copied()
+}
+
+/// The GEMM tolerances of issue 5 (normwise, against f64).
+fn gemm_tol(dtype: DType, tf32: bool) -> f64 {
+    match (dtype, tf32) {
+        (DType::BF16, _) => 1e-2,
+        (DType::F16, _) => 5e-3,
+        (_, true) => 1e-3,
+        _ => 1e-5,
+    }
+}
+
+/// Max |got − want| / max |want| over 256 sampled outputs of an m×n
+/// product (the four corners first), `want` the f64 dot product of the
+/// stored inputs (`a_at(i, p)`, `b_at(p, j)`); infinite if a sample is not
+/// finite (unwritten: outputs start as NaN).
+fn sampled_err<T: FloatElement>(rng: &mut Rng, out: &[T], (m, n, k): (usize, usize, usize), a_at: impl Fn(usize, usize) -> T, b_at: impl Fn(usize, usize) -> T) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for s in 0..256 {
+        let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
+        let want: f64 = (0..k).map(|p| a_at(i, p).to_f64() * b_at(p, j).to_f64()).sum();
+        let got = out[i * n + j].to_f64();
+        num = if got.is_finite() { num.max((got - want).abs()) } else { f64::INFINITY };
+        den = den.max(want.abs());
+    }
+    num / den.max(1e-30)
 }
 
 fn median(dev: &Device, reps: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
@@ -408,24 +435,9 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     let batch = if m * n * k >= 1 << 33 { 2 } else { BATCH };
     let (ms, ms_graph) = time_both(dev, reps, batch, || run(&mut c).map_err(lib))?;
     // sampled outputs vs f64 dot products of the stored inputs
-    let out = c.to_vec()?;
-    let (mut num, mut den) = (0f64, 0f64);
-    for s in 0..256 {
-        let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
-        let want: f64 = (0..k).map(|p| a_at(i, p).to_f64() * b_at(p, j).to_f64()).sum();
-        num = num.max((out[i * n + j].to_f64() - want).abs());
-        den = den.max(want.abs());
-        if !out[i * n + j].to_f64().is_finite() {
-            num = f64::INFINITY;
-        }
-    }
-    let tol = match (dtype.trim_end_matches("_bT").trim_end_matches("_aT"), tf32) {
-        ("bf16", _) => 1e-2,
-        ("f16", _) => 5e-3,
-        (_, true) => 1e-3,
-        _ => 1e-5,
-    };
-    Ok(GemmRes { dtype, m, n, k, ms, ms_graph, err: num / den.max(1e-30), tol })
+    let err = sampled_err(rng, &c.to_vec()?, (m, n, k), a_at, b_at);
+    let tol = gemm_tol(T::DTYPE, tf32);
+    Ok(GemmRes { dtype, m, n, k, ms, ms_graph, err, tol })
 }
 
 /// A `--gemm-configs` entry: `BMxBNxBK/wWARPS/sSTAGES[/swap][/c2][/kSPLIT]`.
@@ -454,8 +466,9 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
     let b: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal())).collect();
     let (ab, bb) = (dev.from_slice(&a)?, dev.from_slice(&b)?);
     let mut c = dev.zeros::<T>(m * n)?;
-    let tol = if T::DTYPE == DType::BF16 { 1e-2 } else { 5e-3 };
-    let mut rows: Vec<(String, ferrotile_kernels::gemm::GemmConfig, Vec<f64>, f64)> = vec![];
+    let tol = gemm_tol(T::DTYPE, false);
+    // (entry, configuration, error, back-to-back and graph times per round)
+    let mut rows: Vec<(String, ferrotile_kernels::gemm::GemmConfig, f64, Vec<f64>, Vec<f64>)> = vec![];
     for entry in list.split(',') {
         let Some(cfg) = parse_config(entry) else {
             println!("{entry}: not a configuration (BMxBNxBK/wW/sS[/swap][/c2][/kS])");
@@ -467,20 +480,11 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
             println!("{entry}: {e}");
             continue;
         }
-        let out = c.to_vec()?;
-        let (mut num, mut den) = (0f64, 0f64);
-        for s in 0..256 {
-            let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
-            let want: f64 = (0..k).map(|p| a[i * k + p].to_f64() * b[p * n + j].to_f64()).sum();
-            let got = out[i * n + j].to_f64();
-            num = if got.is_finite() { num.max((got - want).abs()) } else { f64::INFINITY };
-            den = den.max(want.abs());
-        }
-        rows.push((entry.to_string(), cfg, vec![], num / den.max(1e-30)));
+        let err = sampled_err(rng, &c.to_vec()?, (m, n, k), |i, p| a[i * k + p], |p, j| b[p * n + j]);
+        rows.push((entry.to_string(), cfg, err, vec![], vec![]));
     }
-    let mut graph: Vec<Vec<f64>> = vec![vec![]; rows.len()];
     for _ in 0..rounds {
-        for ((_, cfg, ts, _), gs) in rows.iter_mut().zip(graph.iter_mut()) {
+        for (_, cfg, _, ts, gs) in rows.iter_mut() {
             let opts = ferrotile_kernels::gemm::GemmOptions::<T> { config: Some(*cfg), ..Default::default() };
             let (b2b, g) = time_both(dev, 30, BATCH, || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib))?;
             ts.push(b2b);
@@ -489,15 +493,11 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
     }
     // (medians over the rounds; `graph`: batches replayed from a graph)
     println!("{:<28} {:>9} {:>9} {:>9} {:>9}  check", "config", "b2b us", "graph us", "TFLOP/s", "max err");
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v.get(v.len() / 2).copied()
-    };
-    for ((name, _, ts, err), gs) in rows.iter_mut().zip(graph.iter_mut()) {
-        let b2b = med(ts).unwrap_or(f64::NAN);
-        let g = med(gs);
+    for (name, _, err, ts, gs) in rows {
+        let b2b = median_of(ts).unwrap_or(f64::NAN);
+        let g = median_of(gs);
         let tflops = 2.0 * (m * n * k) as f64 / (g.unwrap_or(b2b) * 1e-3) / 1e12;
-        println!("{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1e}  {}", name, b2b * 1e3, g.unwrap_or(f64::NAN) * 1e3, tflops, err, if *err <= tol { "ok" } else { "FAIL" });
+        println!("{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1e}  {}", name, b2b * 1e3, g.unwrap_or(f64::NAN) * 1e3, tflops, err, if err <= tol { "ok" } else { "FAIL" });
     }
     Ok(())
 }
