@@ -297,6 +297,113 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step decode 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
     grep -E "^config|/w[48]/|test result|panicked|FAILED|^(bf16|f16) |autotune.*->" "$L" | cut -c1-160 | tail -20
     ;;
+  x11a)
+    # (x11a–x11c used temporary switches, FERROTILE_X_NOMMA and
+    # FERROTILE_X_L2PROMO, now gone: L2 promotion is 128 B since)
+    # session 11, decode bf16: what limits the stream? (NOTES "Session 11"): the MMAs dropped (FERROTILE_X_NOMMA: the streaming
+    # bound of the same rings), L2 promotion of the tensor maps, rings as
+    # deep as cuBLAS's (BK = 64, 12–16 slots); then session 10's last check
+    C="64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x128/w4/s8/swap,64x16x64/w4/s8/swap,64x16x64/w4/s12/swap,64x16x64/w4/s16/swap"
+    step peers 60 python3 $D/peers.py --gemm-decode
+    step bw 60 python3 -c "
+import torch
+b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); o=torch.empty((),device='cuda',dtype=torch.bfloat16)
+for _ in range(3): torch.sum(b,out=o)
+g=torch.cuda.CUDAGraph(); s=torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+  for _ in range(3): torch.sum(b,out=o)
+torch.cuda.current_stream().wait_stream(s)
+with torch.cuda.graph(g):
+  for _ in range(10): torch.sum(b,out=o)
+ts=[]
+for _ in range(20):
+  e0=torch.cuda.Event(enable_timing=True); e1=torch.cuda.Event(enable_timing=True); e0.record(); g.replay(); e1.record(); e1.synchronize(); ts.append(e0.elapsed_time(e1)/10)
+ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s', 134.2e6/(ts[len(ts)//2]*1e-3)/1e12)
+"
+    FERROTILE_CACHE_DIR=/tmp/c_base step base 90 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
+    FERROTILE_CACHE_DIR=/tmp/c_nomma FERROTILE_X_NOMMA=1 step nomma 90 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
+    for p in 0 128; do
+      FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step promo$p 90 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x64/w4/s12/swap" --dtypes bf16 --rounds 3
+    done
+    FERROTILE_CACHE_DIR=/tmp/c_base step base2 90 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x64/w4/s12/swap" --dtypes bf16 --rounds 3
+    step peers2 60 python3 $D/peers.py --gemm-decode
+    FERROTILE_TEST_DEVICES=cuda step test 90 $D/gemm --nocapture gemm_swapped graph_capture
+    grep -E "^config|/w[48]/|test result|panicked|FAILED|torch.sum|decode|graph" "$L" | cut -c1-160 | tail -60
+    ;;
+  x11b)
+    # session 11, decode bf16: does the width of a program's Bᵀ rows matter
+    # (128 B per K row at 64 columns, 256 B at 128, 512 B at 256 — the
+    # wider ones with K split to keep 128 programs)? Kernel-only times
+    # under ncu (the split ones' reduction is a separate kernel), with and
+    # without the MMAs (FERROTILE_X_NOMMA), L2 promotion off
+    N="64x16x128/w4/s4/swap 64x16x128/w4/s4/swap/c2 128x16x128/w8/s3/swap 128x16x128/w8/s3/swap/k2 256x16x64/w8/s3/swap 256x16x64/w8/s3/swap/k4 64x16x128/w4/s4/swap/k2"
+    NCU="ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_active.avg,sm__cycles_active.max,lts__t_sector_hit_rate.pct -k regex:gemm_kernel"
+    for c in $N; do
+      FERROTILE_CACHE_DIR=/tmp/c_nomma FERROTILE_X_NOMMA=1 FERROTILE_X_L2PROMO=0 step "nomma $c" 60 $NCU $D/bench --device cuda --gemm-configs $c --dtypes bf16 --rounds 0
+      FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=0 step "mma $c" 60 $NCU $D/bench --device cuda --gemm-configs $c --dtypes bf16 --rounds 0
+    done
+    step ncu_cublas 60 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_active.avg,sm__cycles_active.max,lts__t_sector_hit_rate.pct -k regex:nvjet --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=0 step graphs 90 $D/bench --device cuda --gemm-configs "$(echo $N | tr ' ' ',')" --dtypes bf16 --rounds 3
+    step peers 60 python3 $D/peers.py --gemm-decode
+    grep -E "^=== |gpu__time|dram__bytes|sm__cycles|hit_rate|^config|/w[48]/|cublas bf16" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-120 | tail -120
+    ;;
+  x11c)
+    # session 11: L2 promotion of the tensor maps, 256 B (until now) against
+    # 128 B (= a box row: no promotion), processes alternated with cuBLAS for
+    # decode, then the large shapes' tuned tiles
+    for r in 1 2 3; do
+      for p in 256 128; do
+        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "decode promo$p r$r" 60 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap" --dtypes bf16 --rounds 3
+      done
+      step "cublas r$r" 60 python3 $D/peers.py --gemm-decode
+    done
+    for r in 1 2; do
+      for p in 256 128; do
+        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "4096 promo$p r$r" 60 $D/bench --device cuda --gemm-configs "128x256x64/w8/s2,128x256x64/w8/s3" --gemm-shape 4096x4096x4096 --dtypes bf16 --rounds 3
+      done
+    done
+    for r in 1 2 3; do
+      for p in 256 128; do
+        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "8192 promo$p r$r" 90 $D/bench --device cuda --gemm-configs "128x256x64/w8/s2" --gemm-shape 8192x8192x8192 --dtypes bf16 --rounds 3
+      done
+    done
+    grep -E "^=== |/w[48]/|cublas bf16" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-100 | tail -80
+    ;;
+  x11d)
+    # session 11, after L2 promotion went to 128 B: the decode ring depths
+    # and the clustered form again, then the GEMM tests on CUDA (every tuner
+    # configuration through views and pointers, swapped, graphs)
+    C="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x128/w4/s6/swap,64x16x256/w4/s2/swap,64x16x256/w4/s3/swap,64x16x64/w4/s6/swap,64x16x64/w4/s8/swap,64x16x128/w4/s4/swap/c2,64x16x256/w4/s3/swap/c2,64x32x128/w4/s4/swap"
+    step sweep 120 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
+    step cublas 60 python3 $D/peers.py --gemm-decode
+    step sweep_f16 120 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x128/w4/s3/swap" --dtypes f16 --rounds 3
+    FERROTILE_TEST_DEVICES=cuda step tests 300 $D/gemm --nocapture
+    grep -E "^=== |/w[48]/|cublas|test result|panicked|FAILED" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-100 | tail -40
+    ;;
+  final11)
+    # session 11's headline (final10's method): the GEMM suite from graphs
+    # next to cuBLAS, then 8192³ and decode alternated ours / cuBLAS three
+    # times (our tuner's choice from the first pass, on disk), ncu of one
+    # decode launch each
+    export FERROTILE_CACHE_DIR=/tmp/ftf
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 240 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    for r in 1 2 3; do
+      for sh in 8192x8192x8192 16x8192x8192; do
+        step "ft_${sh}_$r" 90 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16
+        step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
+      done
+    done
+    NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
+    step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    # the tests the changed candidates and tensor maps touch (x11d's full
+    # run of the GEMM tests outlived its 300 s limit on these two)
+    FERROTILE_TEST_DEVICES=cuda step tests 200 $D/gemm --nocapture gemm_swapped gemm_views_every graph_capture
+    grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
+    grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
+    grep -E "^test |test result" "$L" | tail -8
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape

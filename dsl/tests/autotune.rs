@@ -67,7 +67,7 @@ fn bad_launch_options_are_errors() {
         (LaunchConfig::new([1, 1, 1]).num_warps(3), "num_warps"),
         (LaunchConfig::new([1, 1, 1]).num_warps(64), "num_warps"),
         (LaunchConfig::new([1, 1, 1]).num_stages(0), "num_stages"),
-        (LaunchConfig::new([1, 1, 1]).num_stages(9), "num_stages"),
+        (LaunchConfig::new([1, 1, 1]).num_stages(17), "num_stages"),
         (LaunchConfig::new([3, 1, 1]).cluster(2), "cluster"),
         (LaunchConfig::new([4, 1, 1]).cluster(4), "cluster"),
         (LaunchConfig::new([4, 1, 1]).cluster(0), "cluster"),

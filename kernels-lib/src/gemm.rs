@@ -467,11 +467,11 @@ pub fn gemm_candidates() -> Vec<ferrotile::TuneConfig> {
         // slots and Aᵀ into narrow K-major ones, no padded rows. (Measured
         // and dropped: BK = 64 with 8 slots, 128-column tiles — half the
         // reads of A, on half the SMs —, split-K 2; RESULTS, session 9.)
-        // (3–4 slots in flight are the best: deeper rings measured slower,
-        // RESULTS, session 10)
+        // (2–4 slots in flight are the best: deeper rings measured slower,
+        // RESULTS, sessions 10–11)
         c(64, 16, 128, 4).stages(3).with("SWAP", 1),
         c(64, 16, 128, 4).stages(4).with("SWAP", 1),
-        c(64, 16, 128, 4).stages(5).with("SWAP", 1),
+        c(64, 16, 256, 4).stages(2).with("SWAP", 1),
         c(64, 16, 256, 4).stages(3).with("SWAP", 1),
         c(64, 16, 256, 4).stages(4).with("SWAP", 1),
         c(64, 32, 128, 4).stages(4).with("SWAP", 1),

@@ -18,7 +18,7 @@ pub struct LaunchConfig {
     /// Software-pipelining depth of loops feeding `dot` (GPU backends): 1
     /// runs loads where they are written, `s` ≥ 2 prefetches them `s − 1`
     /// iterations ahead (the PTX backend, through rings of shared-memory
-    /// slots where the loads feed tensor cores). Must be in 1..=8.
+    /// slots where the loads feed tensor cores). Must be in 1..=16.
     pub num_stages: u32,
     /// Programs along x run in clusters of this many (1 or 2; the grid's x
     /// must be a multiple). A performance hint: results do not depend on
@@ -172,8 +172,8 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     if cfg.num_warps == 0 || !cfg.num_warps.is_power_of_two() || cfg.num_warps > 32 {
         return Err(lerr(format!("num_warps must be a power of two in 1..=32, got {}", cfg.num_warps)));
     }
-    if !(1..=8).contains(&cfg.num_stages) {
-        return Err(lerr(format!("num_stages must be in 1..=8 (1: no software pipelining), got {}", cfg.num_stages)));
+    if !(1..=16).contains(&cfg.num_stages) {
+        return Err(lerr(format!("num_stages must be in 1..=16 (1: no software pipelining), got {}", cfg.num_stages)));
     }
     if !(1..=2).contains(&cfg.cluster) || cfg.grid[0] % cfg.cluster != 0 {
         return Err(lerr(format!("cluster must be 1 or 2 and divide the grid's x ({}), got {}", cfg.grid[0], cfg.cluster)));
