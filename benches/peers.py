@@ -16,8 +16,9 @@ graph and as back-to-back calls (ferrotile's bench times the latter), to
 show what the method alone is worth at ~35 us a call.
 
 `--gemm --gemm-shape MxNxK [--dtypes bf16,f16]`: those cases only.
+`--shapes RxC,..`: the row kernels on those shapes only (as `bench --shapes`).
 
-usage: peers.py [--quick] [--json FILE] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+usage: peers.py [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -117,6 +118,8 @@ def main():
     out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
     reps = 10 if quick else 50
     shapes = [(4096, 4096)] if quick else [(16384, 1024), (16384, 4096), (4096, 16384), (1024, 262144)]
+    if "--shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--shapes") + 1].split(",")]
     cbw = copy_bw()
     print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  copy: {cbw:.0f} GB/s")
     res = []

@@ -404,6 +404,17 @@ ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s'
     grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
     grep -E "^test |test result" "$L" | tail -8
     ;;
+  rows11)
+    # session 11: the row kernels timed as their peers are (CUDA graphs;
+    # back to back alongside), next to PyTorch eager / torch.compile in the
+    # same call, on the two shapes of the issue-3 table's headline rows
+    SH=16384x4096,4096x16384
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_lib 150 $D/bench --device cuda --shapes $SH --json "$OUT/ft.json"
+    step peers_lib 200 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
+    grep -E "GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | tail -30
+    cat "$OUT/table.md"
+    ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
     # launch of the winner and one of cuBLAS's kernel for the same shape

@@ -22,12 +22,12 @@
 //! `BMxBNxBK/wWARPS/sSTAGES[/swap][/c2][/kSPLIT]`, comma-separated.
 //!
 //! Timing follows [`Device::time_ms`]: CUDA events on CUDA, GPU timestamps
-//! on wgpu (`--device wgpu`); the header line names the method. GEMMs on
-//! CUDA are timed both ways the peers' script can be, batch by batch in
-//! turn (the same clocks for both): batches captured into a graph and
-//! replayed (`time us`, what the JSON's `ms` holds — the method `peers.py`
-//! times cuBLAS with) and back-to-back launches (`b2b us`, the JSON's
-//! `ms_b2b`).
+//! on wgpu (`--device wgpu`); the header line names the method. On CUDA
+//! every kernel (row kernels and GEMMs) is timed both ways the peers'
+//! script can be, batch by batch in turn (the same clocks for both):
+//! batches captured into a graph and replayed (`time us`, what the JSON's
+//! `ms` holds — the method `peers.py` times PyTorch and cuBLAS with) and
+//! back-to-back launches (`b2b us`, the JSON's `ms_b2b`).
 //!
 //! `bench [--device cpu|cuda|wgpu] [--quick] [--json FILE] [--gemm | --gemm-small]
 //!        [--shapes 16384x4096,4096x16384] [--kernels softmax,layer_norm] [--dtypes f32]`
@@ -49,7 +49,11 @@ struct Res {
     dtype: DType,
     rows: usize,
     cols: usize,
+    /// from a CUDA graph where the device has them, else `ms_b2b`
     ms: f64,
+    /// back-to-back launches
+    ms_b2b: f64,
+    graph: bool,
     gbs: f64,
     err: f64,
     tol: f64,
@@ -84,23 +88,18 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
         run(i, &mut ys)?;
     }
     dev.synchronize()?;
-    // Batches of BATCH back-to-back launches between two events: the host
-    // enqueues (~6 us per launch) faster than the kernels run, so the GPU
-    // never idles and the per-launch time is device time, not host latency.
-    let mut ts = vec![];
+    // Batches of BATCH calls (rotating over the copies) between two events,
+    // timed both ways in turn: replayed from a CUDA graph — as `peers.py`
+    // times PyTorch — and launched back to back (the host enqueues in ~6 us,
+    // faster than the kernels run, so the GPU rarely idles; what a graph
+    // still saves is the gap between kernels).
     let mut i = 0;
-    for _ in 0..reps.div_ceil(BATCH).max(5) {
-        let t = dev.time_ms(|| {
-            for _ in 0..BATCH {
-                run(i, &mut ys).map_err(lib)?;
-                i += 1;
-            }
-            Ok(())
-        })?;
-        ts.push(t / BATCH as f64);
-    }
-    ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let ms = ts[ts.len() / 2];
+    let (ms_b2b, ms_graph) = time_both(dev, reps, BATCH, || {
+        let r = run(i, &mut ys).map_err(lib);
+        i += 1;
+        r
+    })?;
+    let ms = ms_graph.unwrap_or(ms_b2b);
     // verify the output of every copy on sampled rows
     let sample: Vec<usize> = (0..16).map(|_| rng.below(rows as u64) as usize).chain([0, rows - 1]).collect();
     let xf: Vec<f64> = host_x.iter().map(|v| v.to_f64()).collect();
@@ -122,7 +121,7 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
     }
     let bytes = 2.0 * (n * es) as f64;
     let tol = if T::DTYPE == DType::F32 { 1e-5 } else { 1e-2 };
-    Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
+    Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, ms_b2b, graph: ms_graph.is_some(), gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
 }
 
 /// The structure of the single-tile row kernels without their arithmetic:
@@ -652,11 +651,12 @@ fn main() {
         None => format!("{:>6.1}% {:>6.1}%", 100.0 * g / copy, 100.0 * g / kcopy),
     };
     println!(
-        "{:<11} {:<5} {:>13} {:>9} {:>9} {:>7} {:>7}{} {:>9}  check",
+        "{:<11} {:<5} {:>13} {:>9} {:>9} {:>9} {:>7} {:>7}{} {:>9}  check",
         "kernel",
         "dtype",
         "shape",
         "time us",
+        "b2b us",
         "GB/s",
         "%copy",
         "%kcopy",
@@ -685,19 +685,20 @@ fn main() {
                 let ok = r.err <= r.tol;
                 bad += !ok as usize;
                 println!(
-                    "{:<11} {:<5} {:>13} {:>9.1} {:>9.0} {} {:>9.1e}  {}",
+                    "{:<11} {:<5} {:>13} {:>9.1} {:>9.1} {:>9.0} {} {:>9.1e}  {}",
                     r.kernel,
                     r.dtype.to_string(),
                     format!("{}x{}", r.rows, r.cols),
                     r.ms * 1e3,
+                    r.ms_b2b * 1e3,
                     r.gbs,
                     pct(r.gbs),
                     r.err,
                     if ok { "ok" } else { "FAIL" }
                 );
                 lines.push(format!(
-                    "{{\"impl\":\"ferrotile\",\"kernel\":\"{}\",\"dtype\":\"{}\",\"rows\":{},\"cols\":{},\"ms\":{},\"gbs\":{},\"copy_gbs\":{},\"kernel_copy_gbs\":{},\"max_err\":{},\"ok\":{}}}",
-                    r.kernel, r.dtype, r.rows, r.cols, r.ms, r.gbs, copy, kcopy, r.err, ok
+                    "{{\"impl\":\"ferrotile\",\"kernel\":\"{}\",\"dtype\":\"{}\",\"rows\":{},\"cols\":{},\"ms\":{},\"ms_b2b\":{},\"graph\":{},\"gbs\":{},\"copy_gbs\":{},\"kernel_copy_gbs\":{},\"max_err\":{},\"ok\":{}}}",
+                    r.kernel, r.dtype, r.rows, r.cols, r.ms, r.ms_b2b, r.graph, r.gbs, copy, kcopy, r.err, ok
                 ));
                 if let Some(f) = &json {
                     std::fs::write(f, lines.join("\n") + "\n").expect("write json");
