@@ -251,12 +251,13 @@ case "${1:-check}" in
     step peers_decode2 60 python3 $D/peers.py --gemm-decode
     grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY|error" "$L" | cut -c1-120 | tail -60
     ;;
-  final10)
+  final10|final11)
     # session 10's headline: the GEMM suite from graphs next to cuBLAS (one
     # pass each), then the shapes whose ratio moves with the GPU's clocks
     # (8192³ draws the power limit; decode) alternated ours / cuBLAS three
     # times, each process timing the same way (graphs; our tuner's choice
-    # from the first pass, on disk)
+    # from the first pass, on disk); final11 (session 11) then runs the
+    # GEMM tests its changes touch
     export FERROTILE_CACHE_DIR=/tmp/ftf
     FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 220 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
     step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
@@ -270,8 +271,13 @@ case "${1:-check}" in
     NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
     step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
     step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    if [ "$1" = final11 ]; then
+      # (x11d's run of the whole GEMM test file outlived its 300 s limit)
+      FERROTILE_TEST_DEVICES=cuda step tests 200 $D/gemm --nocapture gemm_swapped gemm_views_every graph_capture
+    fi
     grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
     grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
+    grep -E "^test |test result" "$L" | tail -8
     ;;
   cluster1)
     # session 10, last call: multicast from one stream (cluster barrier
@@ -379,30 +385,6 @@ ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s'
     step sweep_f16 120 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x128/w4/s3/swap" --dtypes f16 --rounds 3
     FERROTILE_TEST_DEVICES=cuda step tests 300 $D/gemm --nocapture
     grep -E "^=== |/w[48]/|cublas|test result|panicked|FAILED" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-100 | tail -40
-    ;;
-  final11)
-    # session 11's headline (final10's method): the GEMM suite from graphs
-    # next to cuBLAS, then 8192³ and decode alternated ours / cuBLAS three
-    # times (our tuner's choice from the first pass, on disk), ncu of one
-    # decode launch each
-    export FERROTILE_CACHE_DIR=/tmp/ftf
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 240 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
-    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    for r in 1 2 3; do
-      for sh in 8192x8192x8192 16x8192x8192; do
-        step "ft_${sh}_$r" 90 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16
-        step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
-      done
-    done
-    NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
-    step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
-    # the tests the changed candidates and tensor maps touch (x11d's full
-    # run of the GEMM tests outlived its 300 s limit on these two)
-    FERROTILE_TEST_DEVICES=cuda step tests 200 $D/gemm --nocapture gemm_swapped gemm_views_every graph_capture
-    grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
-    grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
-    grep -E "^test |test result" "$L" | tail -8
     ;;
   rows11)
     # session 11: the row kernels timed as their peers are (CUDA graphs;
