@@ -12,7 +12,7 @@ median over batches, device-copy bandwidth measured in the same process.
 exact), same timing, TFLOP/s.
 
 `--gemm-decode`: only the decode shape (bf16, f16), timed both from a CUDA
-graph and as back-to-back calls (ferrotile's bench times the latter), to
+graph and as back-to-back calls (ferrotile's bench reports both too), to
 show what the method alone is worth at ~35 us a call.
 
 `--gemm --gemm-shape MxNxK [--dtypes bf16,f16]`: those cases only.
