@@ -39,6 +39,10 @@ pub struct CudaDevice {
     /// The open capture, if any: the capturing thread, its capture stream
     /// and the device memory its work uses (handed to the graph).
     capture: std::sync::Mutex<Option<Capture>>,
+    /// Whether `capture` holds one: launches ask for their stream and for
+    /// every buffer argument, and with no capture open — the common case —
+    /// this answers without the lock.
+    capture_open: std::sync::atomic::AtomicBool,
     pub name: String,
     /// Compute capability as major*10 + minor.
     pub sm: u32,
@@ -100,21 +104,29 @@ impl CudaDevice {
         // legacy default stream that synchronous copies use)
         let mut stream = std::ptr::null_mut();
         unsafe { sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_DEFAULT as u32) }.result().map_err(drv)?;
-        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, stream, capture: std::sync::Mutex::new(None), name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
+        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, stream, capture: std::sync::Mutex::new(None), capture_open: false.into(), name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
     }
 
     /// Whether the calling thread is capturing a graph on this device.
     pub fn capturing(&self) -> bool {
-        self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|c| c.thread == std::thread::current().id())
+        self.own_capture(|_| ()).is_some()
+    }
+
+    /// `f` on the calling thread's open capture, if it has one. (The flag
+    /// is read relaxed: only the capturing thread can find its own capture,
+    /// and it set the flag itself before; for any other thread either
+    /// value leads to `None`.)
+    fn own_capture<R>(&self, f: impl FnOnce(&mut Capture) -> R) -> Option<R> {
+        if !self.capture_open.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|c| c.thread == std::thread::current().id()).map(f)
     }
 
     /// The stream the calling thread's work goes to: its capture stream
     /// while it captures, the device's stream otherwise.
     fn stream(&self) -> sys::CUstream {
-        match self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            Some(c) if c.thread == std::thread::current().id() => c.stream,
-            _ => self.stream,
-        }
+        self.own_capture(|c| c.stream).unwrap_or(self.stream)
     }
 
     /// An error if a capture is open (for operations that synchronize).
@@ -144,15 +156,14 @@ impl CudaDevice {
             return Err(drv(e));
         }
         *cap = Some(Capture { thread: std::thread::current().id(), stream, keep: vec![] });
+        self.capture_open.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
     /// Keep `m` alive as long as the graph the calling thread captures (a
     /// no-op when it captures none).
     pub fn keep_alive(&self, m: &Arc<DevMem>) {
-        if let Some(c) = self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|c| c.thread == std::thread::current().id()) {
-            c.keep.push(m.clone());
-        }
+        self.own_capture(|c| c.keep.push(m.clone()));
     }
 
     /// Close the capture: the graph of the work queued since
@@ -165,6 +176,7 @@ impl CudaDevice {
             if !c.as_ref().is_some_and(|c| c.thread == std::thread::current().id()) {
                 return Err("this thread has no CUDA graph capture open".into());
             }
+            self.capture_open.store(false, std::sync::atomic::Ordering::Relaxed);
             c.take().unwrap()
         };
         let mut graph = std::ptr::null_mut();
@@ -205,6 +217,11 @@ impl CudaDevice {
     pub fn synchronize(&self) -> CuResult<()> {
         self.not_capturing("synchronize")?;
         self.bind()?;
+        self.wait_stream()
+    }
+
+    /// Wait for the device's stream (the context bound by the caller).
+    fn wait_stream(&self) -> CuResult<()> {
         unsafe { sys::cuStreamSynchronize(self.stream) }.result().map_err(drv)
     }
 
@@ -346,8 +363,8 @@ impl Drop for Graph {
         // (the graph's work may still run: wait for it before the memory
         // it holds goes)
         if self.dev.bind().is_ok() {
+            let _ = self.dev.wait_stream();
             unsafe {
-                let _ = sys::cuStreamSynchronize(self.dev.stream);
                 let _ = sys::cuGraphExecDestroy(self.exec);
                 let _ = sys::cuGraphDestroy(self.graph);
             }
@@ -420,7 +437,7 @@ impl DevMem {
         self.dev.bind()?;
         let mut v = vec![0u8; self.bytes];
         if self.bytes > 0 {
-            unsafe { sys::cuStreamSynchronize(self.dev.stream) }.result().map_err(drv)?;
+            self.dev.wait_stream()?;
             unsafe { result::memcpy_dtoh_sync(&mut v, self.ptr) }.map_err(drv)?;
         }
         Ok(v)
@@ -430,8 +447,8 @@ impl DevMem {
 impl Drop for DevMem {
     fn drop(&mut self) {
         if self.dev.bind().is_ok() {
+            let _ = self.dev.wait_stream();
             unsafe {
-                let _ = sys::cuStreamSynchronize(self.dev.stream);
                 let _ = result::free_sync(self.ptr);
             }
         }
