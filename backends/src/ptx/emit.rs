@@ -538,22 +538,16 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
         em.rings_dead = false;
         em.block(&k.body)?;
         em.body.push_str(&format!("{end}:\n"));
-        // clustered: neither program leaves while the other may still
-        // arrive on its mbarriers (exited threads count as arrived)
-        // (not `.aligned`: the streams reach it from different branches)
-        if clustered {
-            em.l("barrier.cluster.arrive.release;");
-            em.l("barrier.cluster.wait.acquire;");
-        }
     } else {
         em.block(&k.body)?;
-        // (multicast from one stream: neither program leaves while the
-        // other may still copy into it or arrive on its mbarriers; not
-        // `.aligned`: a kernel may have returned early in some threads)
-        if clustered {
-            em.l("barrier.cluster.arrive.release;");
-            em.l("barrier.cluster.wait.acquire;");
-        }
+    }
+    // clustered: neither program leaves while the other may still copy
+    // into it or arrive on its mbarriers (exited threads count as arrived);
+    // not `.aligned`: warp-specialized streams reach it from different
+    // branches, and a kernel may have returned early in some threads
+    if clustered {
+        em.l("barrier.cluster.arrive.release;");
+        em.l("barrier.cluster.wait.acquire;");
     }
     let entry = format!("ft_{}", k.name);
     let mut params = vec![];
