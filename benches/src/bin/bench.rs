@@ -49,11 +49,7 @@ struct Res {
     dtype: DType,
     rows: usize,
     cols: usize,
-    /// from a CUDA graph where the device has them, else `ms_b2b`
-    ms: f64,
-    /// back-to-back launches
-    ms_b2b: f64,
-    graph: bool,
+    t: Timing,
     gbs: f64,
     err: f64,
     tol: f64,
@@ -94,12 +90,11 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
     // faster than the kernels run, so the GPU rarely idles; what a graph
     // still saves is the gap between kernels).
     let mut i = 0;
-    let (ms_b2b, ms_graph) = time_both(dev, reps, BATCH, || {
+    let t = time_both(dev, reps, BATCH, || {
         let r = run(i, &mut ys).map_err(lib);
         i += 1;
         r
     })?;
-    let ms = ms_graph.unwrap_or(ms_b2b);
     // verify the output of every copy on sampled rows
     let sample: Vec<usize> = (0..16).map(|_| rng.below(rows as u64) as usize).chain([0, rows - 1]).collect();
     let xf: Vec<f64> = host_x.iter().map(|v| v.to_f64()).collect();
@@ -121,7 +116,7 @@ fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static s
     }
     let bytes = 2.0 * (n * es) as f64;
     let tol = if T::DTYPE == DType::F32 { 1e-5 } else { 1e-2 };
-    Ok(Res { kernel, dtype: T::DTYPE, rows, cols, ms, ms_b2b, graph: ms_graph.is_some(), gbs: bytes / (ms * 1e-3) / 1e9, err, tol })
+    Ok(Res { kernel, dtype: T::DTYPE, rows, cols, t, gbs: bytes / (t.ms() * 1e-3) / 1e9, err, tol })
 }
 
 /// The structure of the single-tile row kernels without their arithmetic:
@@ -291,6 +286,23 @@ fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
     }
 }
 
+/// Median device time per call (ms), measured two ways ([`time_both`]).
+#[derive(Clone, Copy)]
+struct Timing {
+    /// back-to-back launches
+    b2b: f64,
+    /// replayed from a graph (`None`: the device has no graphs)
+    graph: Option<f64>,
+}
+
+impl Timing {
+    /// The reported time: from the graph where there is one (as the
+    /// peers' script times PyTorch and cuBLAS), else back to back.
+    fn ms(&self) -> f64 {
+        self.graph.unwrap_or(self.b2b)
+    }
+}
+
 /// Median device time per call of `f`, two ways, alternating batch by
 /// batch so that both see the same clocks (a long 8192³ run heats the GPU
 /// and lowers them; measured one after the other, the second method lost
@@ -298,7 +310,7 @@ fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
 /// into a graph and replayed (`Device::capture`: how the peers' script
 /// times cuBLAS — no host overhead, no launch gaps). The graph time is
 /// `None` where the device has no graphs.
-fn time_both(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<(f64, Option<f64>)> {
+fn time_both(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<Timing> {
     let graph = if dev.kind() == ferrotile::DeviceKind::Cuda {
         match dev.capture(|| (0..batch).try_for_each(|_| f())) {
             Ok(g) => Some(g),
@@ -321,7 +333,7 @@ fn time_both(dev: &Device, reps: usize, batch: usize, mut f: impl FnMut() -> fer
             gs.push(dev.time_ms(|| g.replay())? / batch as f64);
         }
     }
-    Ok((median_of(b2b).unwrap_or(f64::NAN), median_of(gs)))
+    Ok(Timing { b2b: median_of(b2b).unwrap_or(f64::NAN), graph: median_of(gs) })
 }
 
 fn median_of(mut v: Vec<f64>) -> Option<f64> {
@@ -403,10 +415,7 @@ struct GemmRes {
     m: usize,
     n: usize,
     k: usize,
-    /// back-to-back launches
-    ms: f64,
-    /// replayed from a graph (CUDA)
-    ms_graph: Option<f64>,
+    t: Timing,
     err: f64,
     tol: f64,
 }
@@ -432,11 +441,11 @@ fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str,
     run(&mut c)?; // compile (and tune) outside the timing
     dev.synchronize()?;
     let batch = if m * n * k >= 1 << 33 { 2 } else { BATCH };
-    let (ms, ms_graph) = time_both(dev, reps, batch, || run(&mut c).map_err(lib))?;
+    let t = time_both(dev, reps, batch, || run(&mut c).map_err(lib))?;
     // sampled outputs vs f64 dot products of the stored inputs
     let err = sampled_err(rng, &c.to_vec()?, (m, n, k), a_at, b_at);
     let tol = gemm_tol(T::DTYPE, tf32);
-    Ok(GemmRes { dtype, m, n, k, ms, ms_graph, err, tol })
+    Ok(GemmRes { dtype, m, n, k, t, err, tol })
 }
 
 /// A `--gemm-configs` entry: `BMxBNxBK/wWARPS/sSTAGES[/swap][/c2][/kSPLIT]`.
@@ -485,9 +494,9 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
     for _ in 0..rounds {
         for (_, cfg, _, ts, gs) in rows.iter_mut() {
             let opts = ferrotile_kernels::gemm::GemmOptions::<T> { config: Some(*cfg), ..Default::default() };
-            let (b2b, g) = time_both(dev, 30, BATCH, || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib))?;
-            ts.push(b2b);
-            gs.extend(g);
+            let t = time_both(dev, 30, BATCH, || ferrotile_kernels::gemm::gemm(dev, &ab, &bb, &mut c, m, n, k, &opts).map_err(lib))?;
+            ts.push(t.b2b);
+            gs.extend(t.graph);
         }
     }
     // (medians over the rounds; `graph`: batches replayed from a graph)
@@ -539,14 +548,14 @@ fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Opti
     let mut lines = vec![];
     let mut bad = 0;
     for r in &res {
-        let ms = r.ms_graph.unwrap_or(r.ms);
+        let ms = r.t.ms();
         let tflops = 2.0 * (r.m * r.n * r.k) as f64 / (ms * 1e-3) / 1e12;
         let ok = r.err <= r.tol;
         bad += !ok as usize;
-        println!("{:<7} {:>16} {:>10.1} {:>9.1} {:>9.1} {:>9.1e}  {}", r.dtype, format!("{}x{}x{}", r.m, r.n, r.k), ms * 1e3, tflops, r.ms * 1e3, r.err, if ok { "ok" } else { "FAIL" });
+        println!("{:<7} {:>16} {:>10.1} {:>9.1} {:>9.1} {:>9.1e}  {}", r.dtype, format!("{}x{}x{}", r.m, r.n, r.k), ms * 1e3, tflops, r.t.b2b * 1e3, r.err, if ok { "ok" } else { "FAIL" });
         lines.push(format!(
             "{{\"impl\":\"ferrotile\",\"kernel\":\"gemm\",\"dtype\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"ms\":{},\"ms_b2b\":{},\"graph\":{},\"tflops\":{},\"max_err\":{},\"ok\":{}}}",
-            r.dtype, r.m, r.n, r.k, ms, r.ms, r.ms_graph.is_some(), tflops, r.err, ok
+            r.dtype, r.m, r.n, r.k, ms, r.t.b2b, r.t.graph.is_some(), tflops, r.err, ok
         ));
     }
     if bad > 0 {
@@ -689,8 +698,8 @@ fn main() {
                     r.kernel,
                     r.dtype.to_string(),
                     format!("{}x{}", r.rows, r.cols),
-                    r.ms * 1e3,
-                    r.ms_b2b * 1e3,
+                    r.t.ms() * 1e3,
+                    r.t.b2b * 1e3,
                     r.gbs,
                     pct(r.gbs),
                     r.err,
@@ -698,7 +707,7 @@ fn main() {
                 );
                 lines.push(format!(
                     "{{\"impl\":\"ferrotile\",\"kernel\":\"{}\",\"dtype\":\"{}\",\"rows\":{},\"cols\":{},\"ms\":{},\"ms_b2b\":{},\"graph\":{},\"gbs\":{},\"copy_gbs\":{},\"kernel_copy_gbs\":{},\"max_err\":{},\"ok\":{}}}",
-                    r.kernel, r.dtype, r.rows, r.cols, r.ms, r.ms_b2b, r.graph, r.gbs, copy, kcopy, r.err, ok
+                    r.kernel, r.dtype, r.rows, r.cols, r.t.ms(), r.t.b2b, r.t.graph.is_some(), r.gbs, copy, kcopy, r.err, ok
                 ));
                 if let Some(f) = &json {
                     std::fs::write(f, lines.join("\n") + "\n").expect("write json");
