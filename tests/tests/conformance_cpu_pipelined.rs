@@ -1,6 +1,6 @@
 //! The op-level conformance suite on the CPU interpreter *after* the IR
 //! rewrite the GPU backends apply (software pipelining of `dot` loops,
-//! `ferrotile_ir::pipeline`): every case — the `dot` cases with their K
+//! `ferrotile_ir::passes::pipeline`): every case — the `dot` cases with their K
 //! loops, masked tails and accumulators in particular — must still match
 //! the references. This checks the pass's semantics on any machine; the
 //! CUDA run checks the backend. FERROTILE_SEED / FERROTILE_CASE as for the

@@ -1,4 +1,4 @@
-//! `ferrotile_ir::lower_views` (block accesses of views as pointer
+//! `ferrotile_ir::passes::lower_views` (block accesses of views as pointer
 //! accesses, what the PTX backend runs where no TMA copy serves a view)
 //! preserves semantics: on the CPU interpreter the lowered kernels read and
 //! write exactly what the original ones do — blocks partly outside the
@@ -9,7 +9,7 @@
 //! GEMM gets the same `cp.async` operand copies as the pointer GEMM.
 
 use ferrotile::__private::Arg;
-use ferrotile::ir::{lower_views::lower_views, pipeline::pipeline_depth, specialize, verify::verify, DType, Kernel, OpKind};
+use ferrotile::ir::{passes::lower_views::lower_views, passes::pipeline::pipeline_depth, specialize, verify::verify, DType, Kernel, OpKind};
 use ferrotile::{bf16, Device};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_tests::gemm_interp::{run, unit_strides};

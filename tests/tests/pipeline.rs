@@ -1,4 +1,4 @@
-//! The software-pipelining pass (`ferrotile_ir::pipeline`) preserves
+//! The software-pipelining pass (`ferrotile_ir::passes::pipeline`) preserves
 //! semantics: the library GEMM kernel, specialized and pipelined, verifies
 //! and computes bit-identical results to the unpipelined kernel on the CPU
 //! interpreter, for K that is not a multiple of the block (masked tails),
@@ -7,7 +7,7 @@
 //! checks would catch). Also with split-K's K ranges (loops that start at
 //! a multiple of the block other than 0 and end before K).
 
-use ferrotile::ir::{pipeline::pipeline, specialize, verify::verify, DType, OpKind};
+use ferrotile::ir::{passes::pipeline::pipeline, specialize, verify::verify, DType, OpKind};
 use ferrotile::bf16;
 use ferrotile_tests::gemm_interp::run;
 
@@ -30,7 +30,7 @@ fn pipelined_gemm_matches_the_original() {
         if depth == 1 {
             pipeline(&mut piped);
         } else {
-            ferrotile::ir::pipeline::pipeline_depth(&mut piped, depth);
+            ferrotile::ir::passes::pipeline::pipeline_depth(&mut piped, depth);
         }
         verify(&piped).unwrap_or_else(|e| panic!("depth {depth}: does not verify: {e:?}\n{}", piped.to_text()));
         let mut carried = 0;

@@ -11,7 +11,7 @@
 //! either directly (`a = load(..);
 //! dot(a, ..)` in one block) or through a loop-carried value of a `for`
 //! whose initial value and yielded value are both such loads — the shape
-//! [`ferrotile_ir::pipeline`] produces (a prologue load, and in the body the
+//! [`ferrotile_ir::passes::pipeline`] produces (a prologue load, and in the body the
 //! prefetch of the next iteration's operands before this iteration's `dot`).
 //! The masked-off elements of such a load must read as zero (no `other`, or
 //! a zero constant), which is what `cp.async`'s zero-fill gives. A

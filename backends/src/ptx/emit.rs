@@ -36,7 +36,7 @@ pub struct PtxOptions {
     /// warpgroup MMAs (`wgmma.mma_async`); the kernel then targets `sm_90a`.
     pub wgmma: bool,
     /// Prefetch the operand loads of `dot` loops this many iterations ahead
-    /// ([`ferrotile_ir::pipeline`]; `num_stages - 1`, 0: off).
+    /// ([`ferrotile_ir::passes::pipeline`]; `num_stages - 1`, 0: off).
     pub pipeline: u32,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`super::tma`]) become TMA bulk tensor copies (the kernel then
@@ -281,6 +281,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
     let tv = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { super::tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
     let lowered;
+    let piped;
     let k = if has_views {
         // (the slot a TMA copy would fill: a `wgmma` dot's, per the layout
         // plan, in the shape `async_copy` accepts)
@@ -310,21 +311,11 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> R<PtxKernel> {
             }
         });
         let keep = |r: V| view_of.get(&r).is_some_and(|v| tv.contains_key(v)) && uses.get(&r) == Some(&1) && tma_slot.contains(&r);
-        let mut c = k.clone();
-        ferrotile_ir::lower_views::lower_views(&mut c, &keep);
-        lowered = c;
+        lowered = ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::ptx(&keep, o.pipeline)).into_owned();
         &lowered
     } else {
-        k
-    };
-    let piped;
-    let k = if o.pipeline > 0 {
-        let mut c = k.clone();
-        ferrotile_ir::pipeline::pipeline_depth(&mut c, o.pipeline);
-        piped = c;
+        piped = ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::ptx(&|_| false, o.pipeline));
         &piped
-    } else {
-        k
     };
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.

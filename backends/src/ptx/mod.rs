@@ -1,7 +1,7 @@
 //! PTX backend: specialized IR → PTX text, written by us (no LLVM, no NVRTC).
 //!
 //! Stages, each in its own file (after the IR-level pipelining pass,
-//! `ferrotile_ir::pipeline`, which `emit` applies when asked):
+//! `ferrotile_ir::passes::pipeline`, which `emit` applies when asked):
 //! - [`layout`]: distributed layouts (element → thread, register): the
 //!   canonical blocked layout and the mma accumulator layout;
 //! - [`assign`]: which layout each tile shape gets in a kernel (and which

@@ -184,8 +184,7 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     }
     match dev.kind() {
         DeviceKind::Cpu if cfg.num_stages >= 2 && interp_runs_gpu_passes() => {
-            let mut piped = (*spec).clone();
-            ferrotile_ir::pipeline::pipeline_depth(&mut piped, cfg.num_stages - 1);
+            let piped = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(cfg.num_stages - 1));
             interp::run(&piped, dev, cfg.grid, args)
         }
         DeviceKind::Cpu => interp::run(&spec, dev, cfg.grid, args),

@@ -104,7 +104,7 @@ pub fn specialize(k: &Kernel, constexprs: &[i64], dtypes: &[DType]) -> Result<Ke
     out.specialized = true;
     out.bound_constexprs = constexprs.to_vec();
     out.bound_dtypes = dtypes.to_vec();
-    crate::dce::dce(&mut out);
+    crate::passes::dce::dce(&mut out);
     crate::verify::verify(&out).map_err(|e| err(e.loc, format!("internal error: specialized IR fails verification: {}", e.msg)))?;
     Ok(out)
 }

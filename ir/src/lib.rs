@@ -7,9 +7,9 @@
 //!   and replayed by the specializer at launch time;
 //! - [`analysis`]: facts the macro needs (which pointers are written);
 //! - [`specialize`]: bind constexprs and dtypes, fold, re-check;
-//! - [`dce`]: remove dead ops; [`verify`]: invariants of specialized IR;
-//! - [`pipeline`]: software pipelining of the loads of `dot` loops (a
-//!   backend-independent rewrite the GPU backends apply before emission);
+//! - [`verify`]: invariants of specialized IR;
+//! - [`passes`]: IR → IR passes (dead-code elimination, view lowering,
+//!   software pipelining), one per file, and the pass list of every target;
 //! - [`print`]: the stable text form.
 //!
 //! This crate has no dependency on the runtime so that the proc-macro can
@@ -17,10 +17,8 @@
 
 pub mod analysis;
 pub mod builder;
-pub mod dce;
 pub mod ir;
-pub mod lower_views;
-pub mod pipeline;
+pub mod passes;
 pub mod print;
 pub mod specialize;
 pub mod types;

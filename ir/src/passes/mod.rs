@@ -1,0 +1,74 @@
+//! IR → IR passes, one per file, and the pass list of every target.
+//!
+//! Each pass takes a specialized kernel and returns one with the same
+//! observable behaviour (checked on the CPU interpreter: `tests/tests/`
+//! `pipeline.rs`, `lower_views.rs`, `conformance_cpu_pipelined.rs`):
+//!
+//! - [`dce`]: removes ops whose results are never used (run by the
+//!   specializer after constexpr folding, for every target);
+//! - [`lower_views`]: `load_block` / `store_block` of views as masked
+//!   pointer `load` / `store`, except the block loads the caller keeps;
+//! - [`pipeline`]: software pipelining of the loads of loops that feed
+//!   `dot` (prefetch `depth` iterations ahead).
+//!
+//! # The pass list per target
+//!
+//! Written here once; the backends and the interpreter call [`run`] with
+//! the options of their target and never call a pass themselves.
+//!
+//! | target | after `specialize` (fold, `dce`, verify) |
+//! |---|---|
+//! | CPU interpreter | nothing (with `FERROTILE_INTERP_PIPELINE=1`: [`pipeline`] at `num_stages − 1`, to check the rewrite the GPU runs) |
+//! | PTX | [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` |
+//! | WGSL | nothing (the emitter lowers block accesses itself; no pipelining) |
+//!
+//! [`PassOptions::ptx`], [`PassOptions::interpreter`] and
+//! [`PassOptions::wgsl`] build each row.
+
+pub mod dce;
+pub mod lower_views;
+pub mod pipeline;
+
+use crate::{Kernel, Type, V};
+use std::borrow::Cow;
+
+/// Which passes [`run`] applies, and their parameters.
+pub struct PassOptions<'a> {
+    /// Lower block accesses of views to pointer accesses, keeping the
+    /// `load_block`s whose result this predicate accepts; `None`: keep
+    /// every block access.
+    pub lower_views: Option<&'a dyn Fn(V) -> bool>,
+    /// Prefetch distance of `dot` loops (`num_stages − 1`); 0: off.
+    pub pipeline_depth: u32,
+}
+
+impl<'a> PassOptions<'a> {
+    /// The PTX backend: views lowered except `keep`, loops pipelined.
+    pub fn ptx(keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
+        PassOptions { lower_views: Some(keep), pipeline_depth }
+    }
+    /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
+    /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
+    pub fn interpreter(gpu_pipeline_depth: u32) -> Self {
+        PassOptions { lower_views: None, pipeline_depth: gpu_pipeline_depth }
+    }
+    /// The WGSL backend: no passes.
+    pub fn wgsl() -> Self {
+        PassOptions { lower_views: None, pipeline_depth: 0 }
+    }
+}
+
+/// Run the passes `o` selects on a specialized kernel, in the order of the
+/// table above; borrows `k` unchanged when none applies.
+pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
+    let mut k = Cow::Borrowed(k);
+    if let Some(keep) = o.lower_views {
+        if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
+            lower_views::lower_views(k.to_mut(), keep);
+        }
+    }
+    if o.pipeline_depth > 0 {
+        pipeline::pipeline_depth(k.to_mut(), o.pipeline_depth);
+    }
+    k
+}
