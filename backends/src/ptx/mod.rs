@@ -27,11 +27,95 @@
 pub mod assign;
 pub mod async_copy;
 pub mod axis;
-pub mod emit;
+pub mod compile;
+mod emit;
 pub mod layout;
 pub mod tma;
 pub mod warp_spec;
 
-pub use emit::{emit, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
+pub use compile::emit;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PtxOptions {
+    /// 80 or 90.
+    pub sm: u32,
+    pub num_warps: u32,
+    /// Per kernel parameter: integer scalar known divisible by 16.
+    pub arg_div16: Vec<bool>,
+    /// Per kernel parameter: integer scalar known to equal 1 (unit strides).
+    pub arg_one: Vec<bool>,
+    /// Run eligible `dot`s on tensor cores (`mma.sync`); false: FMA loops.
+    pub mma: bool,
+    /// With `sm: 90` and `mma`: f16/bf16 `dot`s whose shapes fit run as
+    /// warpgroup MMAs (`wgmma.mma_async`); the kernel then targets `sm_90a`.
+    pub wgmma: bool,
+    /// Prefetch the operand loads of `dot` loops this many iterations ahead
+    /// ([`ferrotile_ir::passes::pipeline`]; `num_stages - 1`, 0: off).
+    pub pipeline: u32,
+    /// With `wgmma`: ring loads from views a tensor map describes
+    /// ([`super::tma`]) become TMA bulk tensor copies (the kernel then
+    /// takes one tensor-map parameter per such view, after its own; see
+    /// [`PtxKernel::tensor_maps`]).
+    pub tma: bool,
+    /// With `tma`: kernels whose bulk copies qualify ([`super::warp_spec`])
+    /// run with a producer warpgroup whose first warp issues every copy
+    /// (`num_warps + 4` warps: [`PtxKernel::threads`]; `setmaxnreg` hands
+    /// the producer's registers to the consumers), slots handed over by
+    /// mbarriers.
+    pub warp_specialize: bool,
+    /// Programs along x launched in clusters of this many (1 or 2; the
+    /// grid's x must be a multiple). With 2, a kernel whose copy loops run
+    /// the same trips in every program and some of whose copies read the
+    /// same tile in both programs of a cluster
+    /// ([`warp_spec::WsPlan::uniform`]) multicasts those copies:
+    /// each program issues half of the tile to both (`.multicast::cluster`),
+    /// and a slot is refilled once both programs are done with it — after a
+    /// cluster barrier from one stream, or once both programs' consumers
+    /// released it with `warp_specialize` (the PTX then declares
+    /// `.reqnctapercluster 2, 1, 1`). Otherwise ignored.
+    pub cluster: u32,
+}
+
+/// How the host passes each parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamAbi {
+    /// 64-bit device address.
+    Ptr,
+    /// 32 bits (i32, u32, f32; i8/u8/bool widened).
+    B32,
+    /// 64 bits (i64).
+    B64,
+    /// 16 bits (f16, bf16).
+    B16,
+}
+
+#[derive(Clone, Debug)]
+pub struct PtxKernel {
+    pub entry: String,
+    pub text: String,
+    pub smem_bytes: u32,
+    pub threads: u32,
+    pub params: Vec<ParamAbi>,
+    /// Why `dot`s of this kernel stay on the FMA path: (source line, reason).
+    pub fma_dots: Vec<(u32, String)>,
+    /// Why tensor-core `dot`s of this kernel run on `mma.sync` rather than
+    /// Hopper's `wgmma` (sm_90 only): (source line, reason).
+    pub mma_sync_dots: Vec<(u32, String)>,
+    /// Tensor maps the kernel takes after its own parameters, in order:
+    /// the view and the box (elements per dimension, innermost first; 128-byte
+    /// swizzle, out-of-bounds elements zero). The host builds each with
+    /// [`tma::TmaView::resolve`] and `cuTensorMapEncodeTiled` and
+    /// passes its 128 bytes by value (64-byte aligned).
+    pub tensor_maps: Vec<TensorMapSpec>,
+}
+
+/// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMapSpec {
+    pub view: tma::TmaView,
+    pub box_dims: Vec<u32>,
+    /// f32 elements rounded to tf32 by the copy (a `TFLOAT32` map).
+    pub round_tf32: bool,
+}
 
 pub use crate::EmitError;

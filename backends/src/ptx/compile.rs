@@ -1,0 +1,92 @@
+//! The PTX backend's driver: checks the options, runs the IR passes of the
+//! PTX target (`ferrotile_ir::passes`: view lowering except the block loads
+//! a TMA copy serves, then software pipelining), computes the plans every
+//! emitter file reads — the layout of each tile shape (`assign`), the axis
+//! facts (`axis`), the operand rings (`async_copy`), the tensor-map views
+//! (`tma`), warp specialization (`warp_spec`) — and hands them to the
+//! printer (`emit`). Decisions are made here and in those analyses; `emit`
+//! only writes them out.
+
+use super::{assign, async_copy, axis, tma, warp_spec};
+use super::emit::{self, Plans};
+use super::{PtxKernel, PtxOptions};
+use crate::EmitError;
+use ferrotile_ir::*;
+use ferrotile_ir::passes;
+use std::collections::{HashMap, HashSet};
+
+/// Specialized IR → one PTX `.entry` (see `emit` for what the text
+/// guarantees).
+pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
+    let err = |msg: String| EmitError { kernel: k.name.clone(), line: 0, msg };
+    if !k.specialized {
+        return Err(err("the PTX backend needs a specialized kernel".into()));
+    }
+    if !(o.num_warps.is_power_of_two() && (1..=32).contains(&o.num_warps)) {
+        return Err(err(format!("num_warps must be a power of two in 1..=32, got {}", o.num_warps)));
+    }
+    if o.sm != 80 && o.sm != 90 {
+        return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
+    }
+    let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
+    let tv = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
+    // The IR passes of the PTX target: views lowered to pointer accesses
+    // except the block loads a TMA copy serves, then pipelining. (They
+    // keep every `view(..)` op and the values it reads, so `tv` stays valid.)
+    let kept = if has_views { tma_block_loads(k, o, &tv) } else { HashSet::new() };
+    let k = &*passes::run(k, &passes::PassOptions::ptx(&|r| kept.contains(&r), o.pipeline));
+    // Widest 16-byte vector of the narrowest memory element decides how many
+    // consecutive elements a thread owns along the last dimension.
+    let mut min_es = 4usize;
+    k.walk(&mut |op| {
+        if let OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } = &op.kind {
+            if let Some(e) = k.ty(*ptr).elem() {
+                min_es = min_es.min(e.dtype().size_bytes().max(1));
+            }
+        }
+    });
+    let vec = (16 / min_es.max(2)).min(8) as u32;
+    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tv));
+    let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
+    let aplan = async_copy::plan(k, &plan, &tv);
+    // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
+    // warpgroups need num_warps % 4 == 0)
+    // (a whole producer warpgroup: at most 32 warps in all)
+    // (clusters: the plan also says which copies are uniform across a
+    // cluster — kept as the stream structure only with `warp_specialize`)
+    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps % 4 == 0 && o.num_warps <= 16 { warp_spec::plan(k, &aplan) } else { None };
+    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: aplan, tma_views: tv, warp_spec: ws }, o)
+}
+
+/// The `load_block`s a TMA copy serves, which view lowering keeps: of a
+/// view a tensor map describes (`tv`), used once, by a `dot` that the
+/// layout plan puts on `wgmma`, in a slot shape the bulk copy can fill
+/// (`async_copy` decides).
+fn tma_block_loads(k: &Kernel, o: &PtxOptions, tv: &HashMap<V, tma::TmaView>) -> HashSet<V> {
+    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tv));
+    let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
+    let mut view_of: HashMap<V, V> = HashMap::new();
+    let mut uses: HashMap<V, usize> = HashMap::new();
+    let mut tma_slot: HashSet<V> = HashSet::new();
+    k.walk(&mut |op| {
+        if let OpKind::LoadBlock { view, .. } = &op.kind {
+            view_of.insert(op.results[0], *view);
+        }
+        if let OpKind::Dot { a, b, .. } = &op.kind {
+            if layouts.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma) {
+                for (x, is_b) in [(*a, false), (*b, true)] {
+                    let es = k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
+                    let Some(inner) = view_of.get(&x).and_then(|v| tv.get(v)).map(|t| t.inner) else { continue };
+                    let lay = async_copy::wgmma_slot(es, is_b, Some(inner), &shape(x));
+                    if async_copy::tma_slot(lay, &shape(x), inner) {
+                        tma_slot.insert(x);
+                    }
+                }
+            }
+        }
+        for x in op.kind.operands() {
+            *uses.entry(x).or_default() += 1;
+        }
+    });
+    view_of.iter().filter(|(r, v)| tv.contains_key(v) && uses.get(r) == Some(&1) && tma_slot.contains(r)).map(|(r, _)| *r).collect()
+}

@@ -1,0 +1,443 @@
+//! Structured control flow and the per-op dispatch: blocks, `for` loops with
+//! loop-carried values (and the ring waits at the top of pipelined bodies),
+//! uniform `if`s, and `op`, which routes every IR op to the file that
+//! lowers it.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    pub(super) fn block(&mut self, b: &Block) -> R<()> {
+        self.remat.enter();
+        self.depth += 1;
+        for (i, op) in b.ops.iter().enumerate() {
+            self.loc = op.loc;
+            if self.depth == 1 && self.last_ring_op.is_some_and(|l| i > l) {
+                self.rings_dead = true;
+            }
+            if self.role == Role::Producer && !self.ws.as_ref().is_some_and(|w| w.runs(op)) {
+                continue;
+            }
+            self.op(op)?;
+        }
+        self.depth -= 1;
+        self.remat.leave();
+        Ok(())
+    }
+
+    pub(super) fn op(&mut self, op: &Op) -> R<()> {
+        let k = self.k;
+        let res = op.results.first().copied();
+        let out: Option<Vec<String>> = match &op.kind {
+            OpKind::Param(i) => {
+                let i = *i as usize;
+                let p = &k.params[i];
+                let r = match p.kind {
+                    ParamKind::Ptr(_) => {
+                        let r = self.reg(Cls::Rd);
+                        self.l(format!("ld.param.u64 {r}, [p{i}];"));
+                        self.l(format!("cvta.to.global.u64 {r}, {r};"));
+                        r
+                    }
+                    ParamKind::Scalar(d) => {
+                        let c = cls_of(Elem::Val(d));
+                        let r = self.reg(c);
+                        match c {
+                            Cls::F => self.l(format!("ld.param.f32 {r}, [p{i}];")),
+                            Cls::H => self.l(format!("ld.param.b16 {r}, [p{i}];")),
+                            Cls::Rd => self.l(format!("ld.param.b64 {r}, [p{i}];")),
+                            Cls::R => self.l(format!("ld.param.b32 {r}, [p{i}];")),
+                            Cls::P => {
+                                let t = self.reg(Cls::R);
+                                self.l(format!("ld.param.b32 {t}, [p{i}];"));
+                                self.l(format!("setp.ne.u32 {r}, {t}, 0;"));
+                            }
+                        }
+                        r
+                    }
+                };
+                Some(vec![r])
+            }
+            OpKind::Constexpr(_) | OpKind::StaticAssert { .. } => return self.err("unspecialized op reached the PTX backend"),
+            OpKind::Const(l) => {
+                let v = res.unwrap();
+                let d = self.dtype(v);
+                let c = cls_of(Elem::Val(d));
+                let r = self.reg(c);
+                match (c, l) {
+                    (Cls::F, _) => {
+                        let f = match l {
+                            Lit::Float(f) => *f,
+                            Lit::Int(i) => *i as f64,
+                            Lit::Bool(b) => *b as i64 as f64,
+                        };
+                        self.l(format!("mov.f32 {r}, {};", f32_hex(f)));
+                    }
+                    (Cls::H, _) => {
+                        let f = match l {
+                            Lit::Float(f) => *f,
+                            Lit::Int(i) => *i as f64,
+                            Lit::Bool(b) => *b as i64 as f64,
+                        };
+                        let o = f32_round_to_odd(f);
+                        let bits = if d == DType::F16 { half::f16::from_f32(o).to_bits() } else { half::bf16::from_f32(o).to_bits() };
+                        self.l(format!("mov.b16 {r}, 0x{bits:04X};"));
+                    }
+                    (Cls::P, _) => {
+                        let b = match l {
+                            Lit::Bool(b) => *b,
+                            Lit::Int(i) => *i != 0,
+                            Lit::Float(f) => *f != 0.0,
+                        };
+                        self.l(format!("setp.eq.u32 {r}, 0, {};", if b { 0 } else { 1 }));
+                    }
+                    (Cls::R, _) => {
+                        let i = match l {
+                            Lit::Int(i) => *i,
+                            Lit::Bool(b) => *b as i64,
+                            Lit::Float(f) => *f as i64,
+                        };
+                        let i = match d {
+                            DType::I8 => i as i8 as i64,
+                            DType::U8 => i as u8 as i64,
+                            DType::U32 => i as u32 as i64,
+                            _ => i as i32 as i64,
+                        };
+                        self.l(format!("mov.b32 {r}, {};", i as i32));
+                    }
+                    (Cls::Rd, _) => {
+                        let i = match l {
+                            Lit::Int(i) => *i,
+                            Lit::Bool(b) => *b as i64,
+                            Lit::Float(f) => *f as i64,
+                        };
+                        self.l(format!("mov.b64 {r}, {i};"));
+                    }
+                }
+                Some(vec![r])
+            }
+            OpKind::ProgramId(a) | OpKind::NumPrograms(a) => {
+                let r = self.reg(Cls::R);
+                let ax = ["x", "y", "z"][*a as usize];
+                let sreg = if matches!(op.kind, OpKind::ProgramId(_)) { "ctaid" } else { "nctaid" };
+                self.l(format!("mov.u32 {r}, %{sreg}.{ax};"));
+                Some(vec![r])
+            }
+            OpKind::Arange { start, .. } => {
+                let v = res.unwrap();
+                let shape = self.shape_u32(v);
+                let s = start.known().unwrap();
+                let n = self.nregs(v);
+                let mut regs = vec![];
+                for r in 0..n {
+                    let i = self.index(&shape, r, 0);
+                    if s == 0 {
+                        regs.push(i);
+                    } else {
+                        let o = self.reg(Cls::R);
+                        self.l(format!("add.s32 {o}, {i}, {s};"));
+                        regs.push(o);
+                    }
+                }
+                Some(regs)
+            }
+            OpKind::Splat { x, .. } => {
+                let v = res.unwrap();
+                let n = self.nregs(v);
+                let s = self.get(*x)[0].clone();
+                Some(vec![s; n])
+            }
+            // index arithmetic is recomputed in place ([`crate::remat`])
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            OpKind::Broadcast { x, .. } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| idx.iter().zip(&src).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect(), v)?)
+            }
+            OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                if src.is_empty() {
+                    let n = self.nregs(v);
+                    let s = self.get(*x)[0].clone();
+                    Some(vec![s; n])
+                } else {
+                    Some(self.convert_linear(*x, &src, &dst, v)?)
+                }
+            }
+            OpKind::Trans { x, perm } => {
+                let v = res.unwrap();
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
+                let perm = perm.clone();
+                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| {
+                    let mut s = vec![0u32; idx.len()];
+                    for (a, &p) in perm.iter().enumerate() {
+                        s[p as usize] = idx[a];
+                    }
+                    s
+                }, v)?)
+            }
+            // the elementwise ops (`OpKind::is_elementwise`), listed for
+            // the exhaustive match
+            kind @ (OpKind::Binary { .. }
+            | OpKind::Cmp { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Fma { .. }
+            | OpKind::Select { .. }
+            | OpKind::Cast { .. }
+            | OpKind::AddPtr { .. }) => Some(self.elementwise(kind)?),
+            OpKind::Load { ptr, mask, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
+            OpKind::LoadBlock { view, offsets, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
+            OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
+            OpKind::Store { ptr, value, mask } => {
+                self.store(*ptr, *value, *mask, false)?;
+                None
+            }
+            OpKind::AtomicAdd { ptr, value, mask } => {
+                self.store(*ptr, *value, *mask, true)?;
+                None
+            }
+            OpKind::MakeView { base, shape, strides } => {
+                // A view is kept as [base, dims..., strides...] (64-bit).
+                let mut regs = vec![self.get(*base)[0].clone()];
+                for v in shape.iter().chain(strides) {
+                    let r = self.get(*v)[0].clone();
+                    if self.dtype(*v) == DType::I64 {
+                        regs.push(r);
+                    } else {
+                        let w = self.reg(Cls::Rd);
+                        self.l(format!("cvt.s64.s32 {w}, {r};"));
+                        regs.push(w);
+                    }
+                }
+                if let Some(v) = res {
+                    self.vals.insert(v, regs);
+                }
+                return Ok(());
+            }
+            OpKind::LoadBlock { view, offsets, .. } => {
+                let v = res.unwrap();
+                let shape = self.shape_u32(v);
+                let (ptrs, inb) = self.block_ptrs(*view, offsets, &shape)?;
+                let d = self.dtype(v);
+                Some(self.load_regs(&ptrs, Some(&inb), None, d, 1))
+            }
+            OpKind::StoreBlock { view, offsets, value } => {
+                let shape = self.shape_u32(*value);
+                let (ptrs, inb) = self.block_ptrs(*view, offsets, &shape)?;
+                let vals = self.get(*value);
+                let d = self.dtype(*value);
+                let mut preds = vec![];
+                for (r, p) in inb.iter().enumerate() {
+                    let pr = match self.owner(&shape, r) {
+                        Some(o) => {
+                            let q = self.reg(Cls::P);
+                            self.l(format!("and.pred {q}, {p}, {o};"));
+                            q
+                        }
+                        None => p.clone(),
+                    };
+                    preds.push(Some(pr));
+                }
+                self.store_regs(&ptrs, &preds, &vals, d, false, 1)?;
+                None
+            }
+            OpKind::Reduce { op: o, x, axis } => Some(self.reduce(*o, *x, *axis as usize, res.unwrap())?),
+            OpKind::Scan { x, axis, .. } => Some(self.scan(*x, *axis as usize, res.unwrap())?),
+            OpKind::Dot { a, b, acc, precision } => Some(self.dot(*a, *b, *acc, *precision, res.unwrap())?),
+            OpKind::For { lo, hi, step, inits, body } => {
+                let ivd = self.dtype(body.args[0]);
+                let iv = self.reg(cls_of(Elem::Val(ivd)));
+                let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
+                let ivc = cls_of(Elem::Val(ivd));
+                self.mov(ivc, &iv, &rlo);
+                self.vals.insert(body.args[0], vec![iv.clone()]);
+                // (the producer carries only the scalars its copies need)
+                let keep: Vec<bool> = body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
+                let mut carried = vec![];
+                for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
+                    let regs = self.fresh_like(*a);
+                    let c = self.cls_of_val(*a);
+                    let src = self.get(*init);
+                    for (d, s) in regs.iter().zip(&src) {
+                        self.mov(c, d, s);
+                    }
+                    self.vals.insert(*a, regs.clone());
+                    carried.push((c, regs));
+                }
+                let (head, end) = (self.label(), self.label());
+                let p = self.reg(Cls::P);
+                let t = ity(ivd);
+                self.cp_commit();
+                self.body.push_str(&format!("{head}:\n"));
+                self.ring_dirty = true;
+                self.l(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
+                self.l(format!("@{p} bra.uni {end};"));
+                // A wgmma `dot` of this body whose operands both arrive
+                // through rings, `d` iterations ahead: this iteration's
+                // tiles are the oldest of the `d` groups in flight. Wait for
+                // them, fence them for the async proxy and barrier here,
+                // before this iteration's prefetches are issued (the fence
+                // then has at most d − 1 groups in flight to order, and the
+                // barrier also frees the ring slots the prefetches reuse):
+                // one barrier per iteration, none at the `dot`.
+                // (warp-specialized: the producer reads no ring; consumers
+                // synchronize with it per slot, so bulk-copied operands need
+                // nothing here)
+                let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
+                    OpKind::Dot { a, b, precision, .. } => {
+                        let (da, db) = (self.aplan.carried.get(a)?.1, self.aplan.carried.get(b)?.1);
+                        Some((*a, *b, da.min(db), *precision))
+                    }
+                    _ => None,
+                });
+                let tma_only = |em: &Self, v: V| em.aplan.class_of(v).is_some_and(|c| em.aplan.tma[c].is_some());
+                let ring_dot = ring_dot.filter(|(a, b, ..)| match self.role {
+                    Role::All => true,
+                    Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
+                    Role::Producer => false,
+                });
+                if let Some((a, b, d, precision)) = ring_dot {
+                    // (TMA rings complete on their mbarriers, which the
+                    // `dot` waits on; the barrier here frees the slots the
+                    // prefetches reuse)
+                    let ap = &self.aplan;
+                    let cp = |v: V| ap.class_of(v).is_some_and(|c| ap.tma[c].is_none());
+                    // (only the tensor cores' async proxy needs the fence;
+                    // `mma.sync` operands are read with `ldmatrix`)
+                    let swizzled = |v: V| cp(v) && matches!(ap.class_of(v).map(|c| ap.layout[c]), Some(crate::ptx::async_copy::SlotLayout::Swizzled { .. }));
+                    let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
+                    if wait {
+                        self.l(format!("cp.async.wait_group {};", d - 1));
+                    }
+                    if precision == DotPrecision::Tf32 {
+                        let (ra, rb) = (self.get(a)[0].clone(), self.get(b)[0].clone());
+                        self.round_tf32_slots(&[(a, ra), (b, rb)]);
+                    }
+                    if fence {
+                        self.l("fence.proxy.async.shared::cta;");
+                    }
+                    self.ring_bar();
+                    self.ring_dirty = false;
+                    self.ring_ready.insert(a);
+                    self.ring_ready.insert(b);
+                }
+                self.block(body)?;
+                self.cp_commit();
+                let ys: Vec<V> = self.yields(body).into_iter().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
+                // parallel copy through temporaries
+                let mut tmps = vec![];
+                // (a register yielded to itself — an accumulator updated in
+                // place — is not copied: an in-flight wgmma writes it)
+                for ((c, regs), y) in carried.iter().zip(&ys) {
+                    let src = self.get(*y);
+                    let mut ts = vec![];
+                    for (s, d) in src.iter().zip(regs) {
+                        if s == d {
+                            ts.push(None);
+                            continue;
+                        }
+                        let t = self.reg(*c);
+                        self.mov(*c, &t, s);
+                        ts.push(Some(t));
+                    }
+                    tmps.push(ts);
+                }
+                for ((c, regs), ts) in carried.iter().zip(&tmps) {
+                    for (d, s) in regs.iter().zip(ts) {
+                        if let Some(s) = s {
+                            self.mov(*c, d, s);
+                        }
+                    }
+                }
+                self.l(format!("add.{t} {iv}, {iv}, {rst};"));
+                self.l(format!("bra.uni {head};"));
+                self.body.push_str(&format!("{end}:\n"));
+                // (the producer leaves all of this to the consumers: they
+                // wait for the copies still landing; `carried` holds
+                // only the kept values there)
+                if self.role != Role::Producer {
+                    // the last iteration's prefetch (of an iteration that does not
+                    // run) may still be landing in a ring slot
+                    // (ring loads are top-level ops of the body: `async_copy`)
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.get(r).is_some_and(|c| self.aplan.tma[*c].is_none()))) {
+                        self.l("cp.async.wait_all;");
+                    }
+                    // (TMA: the tiles still landing are exactly the carried
+                    // ones the loop leaves behind; the program must not exit
+                    // while a bulk copy writes its shared memory)
+                    // (warp-specialized: nothing reads them, so their slots are
+                    // released at once — a loop around this one refills them)
+                    for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
+                        if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
+                            self.tma_wait(c, &regs[0].clone());
+                            if self.role == Role::Consumer {
+                                self.ws_release(c, &regs[0].clone(), None);
+                            }
+                        }
+                    }
+                    // the last in-flight MMA must land before its accumulator
+                    // is read
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
+                        self.l("wgmma.wait_group.sync.aligned 0;");
+                        // (and the slots of the last MMAs are free)
+                        for c in 0..self.ws_prev.len() {
+                            self.ws_release_prev(c);
+                        }
+                    }
+                }
+                let results = op.results.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r);
+                for (r, (_, regs)) in results.zip(carried) {
+                    self.vals.insert(r, regs);
+                }
+                return Ok(());
+            }
+            OpKind::If { cond, then_, else_ } => {
+                let p = self.get(*cond)[0].clone();
+                let outs: Vec<(Cls, Vec<String>)> = op
+                    .results
+                    .iter()
+                    .map(|r| {
+                        let c = cls_of(self.elem(*r));
+                        (c, self.fresh_like(*r))
+                    })
+                    .collect();
+                let (lelse, lend) = (self.label(), self.label());
+                self.cp_commit();
+                let dirty = self.ring_dirty;
+                let mut dirty_after = false;
+                self.l(format!("@!{p} bra.uni {lelse};"));
+                for (blk, last) in [(then_, false), (else_, true)] {
+                    self.ring_dirty = dirty;
+                    self.block(blk)?;
+                    self.cp_commit();
+                    dirty_after |= self.ring_dirty;
+                    self.ring_dirty = dirty_after;
+                    let ys = self.yields(blk);
+                    for ((c, regs), y) in outs.iter().zip(&ys) {
+                        let src = self.get(*y);
+                        for (d, s) in regs.iter().zip(&src) {
+                            self.mov(*c, d, s);
+                        }
+                    }
+                    if !last {
+                        self.l(format!("bra.uni {lend};"));
+                        self.body.push_str(&format!("{lelse}:\n"));
+                    }
+                }
+                self.body.push_str(&format!("{lend}:\n"));
+                for (r, (_, regs)) in op.results.iter().zip(outs) {
+                    self.vals.insert(*r, regs);
+                }
+                return Ok(());
+            }
+            OpKind::Yield(_) => None,
+            // Device printing is honoured by the interpreter only.
+            OpKind::Print { .. } => None,
+        };
+        if let (Some(regs), Some(r)) = (out, res) {
+            debug_assert_eq!(regs.len(), self.nregs(r), "{:?}", op.kind);
+            self.vals.insert(r, regs);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,336 @@
+//! `dot`: the dispatch to `wgmma` (`wgmma.rs`), `mma.sync` m16n8k16 (f16/bf16,
+//! `ldmatrix` from the rings or from operands staged with padded rows) and
+//! m16n8k8 (tf32), or the FMA path (exact f32, i8): a register-blocked outer
+//! product over shared-memory copies of the operands.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    /// Store a 2-D tile (registers in the layout of `shape`) to shared
+    /// memory row-major with a row pitch of `ld` bytes, in its own 16- or
+    /// 32-bit format, each thread's runs of consecutive columns packed into
+    /// one vector store.
+    pub(super) fn stage(&mut self, regs: &[String], shape: &[u32], es: u32, ld: u32, base: &str) {
+        let lay = self.layout(shape);
+        let run = lay.bl.spt[1] as usize;
+        for r0 in (0..regs.len()).step_by(run) {
+            let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {i}, {ld}, {base};"));
+            self.l(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+            let vals = &regs[r0..r0 + run];
+            if es == 2 && run == 1 {
+                self.l(format!("st.shared.b16 [{a}], {};", vals[0]));
+                continue;
+            }
+            let words: Vec<String> = if es == 2 {
+                vals.chunks(2)
+                    .map(|p| {
+                        let w = self.reg(Cls::R);
+                        self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        w
+                    })
+                    .collect()
+            } else {
+                vals.iter()
+                    .map(|v| {
+                        let w = self.reg(Cls::R);
+                        self.l(format!("mov.b32 {w}, {v};"));
+                        w
+                    })
+                    .collect()
+            };
+            for (ci, c) in words.chunks(4).enumerate() {
+                let off = ci * 16;
+                match c.len() {
+                    1 => self.l(format!("st.shared.b32 [{a}+{off}], {};", c[0])),
+                    2 => self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1])),
+                    3 => {
+                        self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1]));
+                        self.l(format!("st.shared.b32 [{a}+{}], {};", off + 8, c[2]));
+                    }
+                    _ => self.l(format!("st.shared.v4.b32 [{a}+{off}], {{{}, {}, {}, {}}};", c[0], c[1], c[2], c[3])),
+                }
+            }
+        }
+    }
+
+    /// `dot` on tensor cores (`mma.sync`): the operands are staged in
+    /// shared memory in their own dtype, rows padded by 16 bytes (32 for
+    /// tf32 B) so that the 8 rows one fragment load touches fall in distinct
+    /// banks; fragments are read with `ldmatrix` (f16/bf16; `.trans` for B)
+    /// or `ld.shared` (tf32), and multiplied into the accumulator registers,
+    /// which the mma layout of the result shape (see `assign`) already holds
+    /// as `m16n8` fragments: the accumulator never moves.
+    pub(super) fn dot_mma(&mut self, a: V, b: V, acc: V, precision: DotPrecision, g: crate::ptx::assign::MmaGrid) -> R<Vec<String>> {
+        let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
+        let (m, kk, n) = (sa[0], sa[1], sb[1]);
+        let d = self.dtype(a);
+        let tf32 = d == DType::F32;
+        if tf32 && !precision.is_tf32() {
+            return self.err("mma path for an exact f32 dot");
+        }
+        let es = if tf32 { 4 } else { 2 };
+        // (an operand ring's padded rows are these: `async_copy`)
+        let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
+        let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
+        let (mut ra, mut rb) = (self.get(a), self.get(b));
+        if tf32 {
+            ra = ra.iter().map(|f| self.tf32_reduce(f, precision)).collect();
+            rb = rb.iter().map(|f| self.tf32_reduce(f, precision)).collect();
+        }
+        // operands in registers are staged in the scratch space; a ring
+        // operand's register is its slot's address
+        let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
+        if ca.is_none() || cb.is_none() {
+            let bytes_a = if ca.is_none() { m * lda } else { 0 };
+            self.smem_need(bytes_a + if cb.is_none() { kk * ldb } else { 0 });
+            self.bar();
+            let scratch = self.smem_base();
+            if ca.is_none() {
+                self.stage(&ra, &sa, es, lda, &scratch);
+                base = scratch.clone();
+            }
+            if cb.is_none() {
+                base_b = self.reg(Cls::R);
+                self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
+                self.stage(&rb, &sb, es, ldb, &base_b);
+            }
+        }
+        let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
+        if ready {
+            // waited for (and barriered) at the top of the loop body
+            self.cp_commit();
+        } else {
+            if ca.is_some() || cb.is_some() {
+                // as in `dot_wgmma`: the newest groups younger than the
+                // operands' prefetch distance may stay in flight
+                let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
+                let keep = [(a, ca), (b, cb)].iter().filter(|(_, c)| c.is_some()).map(|(v, _)| dist(*v)).min().unwrap_or(0);
+                self.cp_commit();
+                self.l(format!("cp.async.wait_group {keep};"));
+            }
+            self.bar();
+        }
+        if ca.is_some() || cb.is_some() {
+            // the slots this dot reads must not be refilled before every
+            // warp has read them
+            self.ring_dirty = true;
+        }
+        // per-lane fragment offsets (prologue)
+        let (lane, warp) = (self.lane.clone(), self.warp.clone());
+        let (wm, wn) = (g.wm, g.wn);
+        let (wmr, wnr, oa, ob, t) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        let mut p = String::new();
+        let _ = writeln!(p, "\tshr.u32 {wmr}, {warp}, {};\n\tand.b32 {wnr}, {warp}, {};", wn.trailing_zeros(), wn - 1);
+        if tf32 {
+            // a: row lane/4 + 8·warp_m, column lane%4; b: k lane%4, n lane/4 + 8·warp_n
+            let _ = writeln!(p, "\tshr.u32 {oa}, {lane}, 2;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tmul.lo.u32 {oa}, {oa}, {lda};");
+            let _ = writeln!(p, "\tand.b32 {t}, {lane}, 3;\n\tmad.lo.u32 {oa}, {t}, 4, {oa};");
+            let _ = writeln!(p, "\tmul.lo.u32 {ob}, {t}, {ldb};\n\tshr.u32 {t}, {lane}, 2;\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 4, {ob};");
+        } else {
+            // ldmatrix row addresses: lane l feeds row l%8 of matrix l/8
+            // a: matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15)
+            let _ = writeln!(p, "\tand.b32 {oa}, {lane}, 7;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {oa}, {t}, {}, {oa};", 8 * wm);
+            let _ = writeln!(p, "\tmul.lo.u32 {oa}, {oa}, {lda};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {oa}, {t}, 16, {oa};");
+            // b (.trans): matrices (k 0-7 | 8-15) × (n tile j | j+1)
+            let _ = writeln!(p, "\tand.b32 {ob}, {lane}, 7;\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 8, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};");
+            let _ = writeln!(p, "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};", 8 * wn);
+        }
+        self.pro.push_str(&p);
+        let (pa, pb) = (self.reg(Cls::R), self.reg(Cls::R));
+        self.l(format!("add.u32 {pa}, {base}, {oa};"));
+        self.l(format!("add.u32 {pb}, {base_b}, {ob};"));
+        let racc = self.get(acc);
+        let accs: Vec<String> = racc
+            .iter()
+            .map(|v| {
+                let t = self.reg(Cls::F);
+                self.mov(Cls::F, &t, v);
+                t
+            })
+            .collect();
+        let (tm, rn) = (m / (16 * wm), n / (8 * wn));
+        let kstep = if tf32 { 8 } else { 16 };
+        let ty = match d {
+            DType::BF16 => "bf16",
+            DType::F16 => "f16",
+            _ => "tf32",
+        };
+        for ks in 0..kk / kstep {
+            let mut af = vec![];
+            for i in 0..tm {
+                let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let off = i * 16 * wm * lda + ks * kstep * es;
+                if tf32 {
+                    let h = 8 * wm * lda;
+                    for (q, o) in [0, h, 16, h + 16].iter().enumerate() {
+                        self.l(format!("ld.shared.b32 {}, [{pa}+{}];", r[q], off + o));
+                    }
+                } else {
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{}, {}, {}, {}}}, [{pa}+{off}];", r[0], r[1], r[2], r[3]));
+                }
+                af.push(r);
+            }
+            let mut bf: Vec<Vec<String>> = vec![];
+            let mut j = 0;
+            while j < rn {
+                let off = ks * kstep * ldb + j * 8 * wn * es;
+                if tf32 {
+                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
+                    self.l(format!("ld.shared.b32 {}, [{pb}+{}];", r[1], off + 4 * ldb));
+                    bf.push(r);
+                    j += 1;
+                } else if j + 1 < rn {
+                    let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
+                    bf.push(r[..2].to_vec());
+                    bf.push(r[2..].to_vec());
+                    j += 2;
+                } else {
+                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
+                    self.l(format!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
+                    bf.push(r);
+                    j += 1;
+                }
+            }
+            for (i, a4) in af.iter().enumerate() {
+                for (j, b2) in bf.iter().enumerate() {
+                    let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn as usize + 2 * j + e].clone();
+                    let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
+                    let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
+                    self.l(format!(
+                        "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                        a4[0],
+                        a4[1],
+                        a4[2],
+                        a4[3],
+                        b2[0],
+                        b2[1],
+                        c0 = c[0],
+                        c1 = c[1],
+                        c2 = c[2],
+                        c3 = c[3]
+                    ));
+                }
+            }
+        }
+        // No trailing barrier: every shared-memory writer in this emitter
+        // (conversions, reductions, scans, both dots) starts with one, which
+        // is what orders these fragment reads before the next writes.
+        Ok(accs)
+    }
+
+    pub(super) fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
+        let out_shape = self.shape_u32(res);
+        if let Some(g) = self.plan.mma(&out_shape) {
+            if g.wgmma {
+                return self.dot_wgmma(a, b, acc, g, precision, res);
+            }
+            return self.dot_mma(a, b, acc, precision, g);
+        }
+        let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
+        let (m, kk, n) = (sa[0], sa[1], sb[1]);
+        let d = self.dtype(a);
+        let int = d == DType::I8;
+        let ac = if int { Cls::R } else { Cls::F };
+        let conv = |em: &mut Self, regs: Vec<String>| -> Vec<String> {
+            regs.iter()
+                .map(|v| {
+                    if int {
+                        return v.clone();
+                    }
+                    let f = em.to_f32(v, d);
+                    if precision.is_tf32() {
+                        em.tf32_reduce(&f, precision)
+                    } else {
+                        f
+                    }
+                })
+                .collect()
+        };
+        let ra = self.get(a);
+        let rb = self.get(b);
+        let va = conv(self, ra);
+        let vb = conv(self, rb);
+        // A's rows padded by one slot: the threads of a warp read one k of
+        // several rows at once, which would otherwise share a bank when K
+        // is a multiple of 32
+        let pitch_a = kk + 1;
+        let bytes_a = m * pitch_a * 4;
+        self.smem_need(bytes_a + kk * n * 4);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
+        let base_b = self.reg(Cls::R);
+        self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
+        self.to_smem(&vb, &sb, ac, &base_b);
+        self.bar();
+        let out_shape = self.shape_u32(res);
+        let racc = self.get(acc);
+        let accs: Vec<String> = racc
+            .iter()
+            .map(|v| {
+                let t = self.reg(ac);
+                self.mov(ac, &t, v);
+                t
+            })
+            .collect();
+        // A register-blocked outer product: a thread's outputs cover a few
+        // distinct rows and columns (the layout's per-register offsets), so
+        // each k loads one element of A per distinct row and one of B per
+        // distinct column, and every output is one FMA of those — instead
+        // of two loads per output.
+        let (rows, cols, at) = self.layout(&out_shape).bl.outer_product();
+        // a pointer per distinct row of A and column of B, from a register
+        // of that row / column
+        let mut pa = vec![String::new(); rows.len()];
+        let mut pb = vec![String::new(); cols.len()];
+        for (r, &(u, v)) in at.iter().enumerate() {
+            if pa[u].is_empty() {
+                let i = self.index(&out_shape, r, 0);
+                let x = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {x}, {i}, {}, {base};", pitch_a * 4));
+                pa[u] = x;
+            }
+            if pb[v].is_empty() {
+                let j = self.index(&out_shape, r, 1);
+                let y = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
+                pb[v] = y;
+            }
+        }
+        // k unrolled by `un` (a power of two dividing K), immediate offsets
+        let un = kk.min(8);
+        let kc = self.reg(Cls::R);
+        self.l(format!("mov.u32 {kc}, 0;"));
+        let (head, end) = (self.label(), self.label());
+        self.body.push_str(&format!("{head}:\n"));
+        let p = self.reg(Cls::P);
+        self.l(format!("setp.ge.u32 {p}, {kc}, {kk};"));
+        self.l(format!("@{p} bra.uni {end};"));
+        for q in 0..un {
+            let xs: Vec<String> = pa.iter().map(|pp| self.ld_shared_off(ac, pp, q * 4)).collect();
+            let ys: Vec<String> = pb.iter().map(|pp| self.ld_shared_off(ac, pp, q * n * 4)).collect();
+            for (r, &(u, v)) in at.iter().enumerate() {
+                if int {
+                    self.l(format!("mad.lo.s32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                } else {
+                    self.l(format!("fma.rn.f32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                }
+            }
+        }
+        for pp in &pa {
+            self.l(format!("add.u32 {pp}, {pp}, {};", un * 4));
+        }
+        for pp in &pb {
+            self.l(format!("add.u32 {pp}, {pp}, {};", un * n * 4));
+        }
+        self.l(format!("add.u32 {kc}, {kc}, {un};"));
+        self.l(format!("bra.uni {head};"));
+        self.body.push_str(&format!("{end}:\n"));
+        self.bar();
+        Ok(accs)
+    }
+}

@@ -1,0 +1,452 @@
+//! Instruction selection: specialized IR → one PTX `.entry`.
+//!
+//! Takes a specialized, verified kernel plus [`PtxOptions`] (target, warps,
+//! which integer arguments are divisible by 16 or equal to 1, whether to use
+//! tensor cores and to pipeline `dot` loops). Every tile value lives in
+//! registers distributed by the [`Blocked`] layout its shape was assigned
+//! (`super::assign`: canonical, or the mma accumulator layout);
+//! scalars are one register, computed redundantly (hence uniformly) by every
+//! thread, which makes scalar `if`/`for` conditions uniform and barriers
+//! inside them legal. Guarantees on success: PTX that ptxas accepts for the
+//! target, whose results match the interpreter (modulo the documented
+//! approximations: `exp`/`exp2`/`log`/`log2` via `ex2`/`lg2.approx`,
+//! `rsqrt.approx`, summation order of reductions and `dot`), that never
+//! touches memory outside masked-in lanes, and a shared-memory requirement
+//! in [`PtxKernel::smem_bytes`] that the runtime checks against the device.
+
+mod alu;
+mod control;
+mod dot;
+mod math;
+mod memory;
+mod reduce;
+mod rings;
+mod shared;
+mod values;
+mod wgmma;
+
+use super::axis::Info;
+use super::layout::Blocked;
+use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
+use ferrotile_ir::*;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Which instruction stream of a warp-specialized kernel is being emitted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    /// Not warp-specialized: every warp runs the whole kernel.
+    All,
+    /// The kernel's `num_warps` warps: everything but the bulk copies.
+    Consumer,
+    /// The extra warp: the copies and what their coordinates need.
+    Producer,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cls {
+    F,
+    H,
+    R,
+    Rd,
+    P,
+}
+
+fn cls_of(e: Elem) -> Cls {
+    match e {
+        Elem::Ptr(_) => Cls::Rd,
+        Elem::Val(d) => match d {
+            DType::F32 => Cls::F,
+            DType::F16 | DType::BF16 => Cls::H,
+            DType::I64 => Cls::Rd,
+            DType::Bool => Cls::P,
+            _ => Cls::R,
+        },
+    }
+}
+
+/// PTX type suffix for integer arithmetic on a dtype held in its register class.
+fn ity(d: DType) -> &'static str {
+    match d {
+        DType::I32 | DType::I8 => "s32",
+        DType::U32 | DType::U8 => "u32",
+        DType::I64 => "s64",
+        _ => "b32",
+    }
+}
+
+/// f64 → f32 rounding to odd: followed by a nearest-even rounding to a
+/// narrower format it gives the correctly rounded result (one rounding).
+fn f32_round_to_odd(x: f64) -> f32 {
+    let t = x as f32;
+    if !t.is_finite() || (t as f64) == x {
+        return t;
+    }
+    // truncate toward zero, then set the sticky bit
+    let mut b = t.to_bits();
+    if (t as f64).abs() > x.abs() {
+        b -= 1;
+    }
+    f32::from_bits(b | 1)
+}
+
+fn f32_hex(v: f64) -> String {
+    format!("0f{:08X}", (v as f32).to_bits())
+}
+
+type R<T> = Result<T, EmitError>;
+
+struct Layout {
+    bl: Blocked,
+    konst: Vec<Vec<u32>>,
+    /// Per-dim thread offset register (u32), computed in the prologue.
+    thread: Vec<String>,
+}
+
+struct Em<'k> {
+    k: &'k Kernel,
+    o: &'k PtxOptions,
+    vec: u32,
+    body: String,
+    pro: String,
+    counts: [u32; 5],
+    vals: HashMap<V, Vec<String>>,
+    layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
+    idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
+    owner_cache: HashMap<(Vec<u32>, usize), Option<String>>,
+    labels: u32,
+    smem: u32,
+    tid: String,
+    lane: String,
+    warp: String,
+    axis: HashMap<V, Info>,
+    loc: Loc,
+    /// 16-bit register → (32-bit word it was unpacked from, upper half?):
+    /// lets bf16 → f32 read the word directly (one instruction, no unpack).
+    h_from_word: HashMap<String, (String, bool)>,
+    /// 16-bit register → the f32 register it was rounded from: lets a pair
+    /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
+    h_from_f32: HashMap<String, String>,
+    /// Which values to recompute instead of converting ([`crate::remat`]).
+    remat: crate::remat::Remat<'k>,
+    zero: Option<String>,
+    /// Layouts chosen for this kernel's shapes ([`super::assign`]).
+    plan: super::assign::Plan,
+    /// Some `dot` was emitted as `wgmma` (target sm_90a).
+    uses_wgmma: bool,
+    /// Loads that become `cp.async` copies into operand rings (see
+    /// `async_copy`); the rings sit at the start of shared memory, the
+    /// scratch space of the other ops after them.
+    aplan: super::async_copy::AsyncPlan,
+    ring: u32,
+    /// Per ring: the register holding its current slot's address, and the
+    /// addresses of its first slot and one past its last.
+    slot_regs: Vec<(String, String, String)>,
+    /// `cp.async` loads issued since the last `commit_group`, in program
+    /// order. Commits happen at every loop and branch boundary, so this
+    /// static list is what is uncommitted at run time too.
+    cp_pending: Vec<V>,
+    /// A `dot` read the rings since the last barrier.
+    ring_dirty: bool,
+    /// Ring operands already waited for, fenced and barriered at the top of
+    /// the loop body (see `For`): their `dot` synchronizes no further.
+    ring_ready: std::collections::HashSet<V>,
+    /// TMA views of this kernel ([`super::tma`]).
+    tma_views: HashMap<V, super::tma::TmaView>,
+    /// Tensor-map parameters (view, box innermost first) and the registers
+    /// holding their generic addresses.
+    tmaps: Vec<(V, Vec<u32>, bool)>,
+    tmap_regs: Vec<String>,
+    /// Per ring: for a TMA ring, the shared-memory offset of its slot 0's
+    /// mbarrier (one per slot, 8 bytes each) and the register holding the
+    /// parity of the current slot's fill.
+    tma_bar: Vec<Option<(u32, String)>>,
+    /// Thread 0 (initializes the mbarriers).
+    leader: String,
+    /// Warp specialization ([`super::warp_spec`]): the producer's slice, the
+    /// stream being emitted, per TMA ring the register holding the slot a
+    /// consumer releases after its next `wgmma` wait (-1: none), and lane 0
+    /// of each warp (the consumers' arrivals).
+    ws: Option<super::warp_spec::WsPlan>,
+    role: Role,
+    ws_prev: Vec<Option<String>>,
+    lane0: String,
+    /// Clusters ([`PtxOptions::cluster`]): per ring, whether its copies are
+    /// multicast to both programs of the cluster; this program's rank in
+    /// its cluster and the other's (registers; empty when not clustered).
+    mcast: Vec<bool>,
+    /// One stream with multicast rings: a slot is reused after a cluster
+    /// barrier, not a CTA barrier.
+    cluster_bar: bool,
+    rank: String,
+    peer: String,
+    /// Index of the last top-level op of the kernel that loads into a ring
+    /// (or holds one that does), the nesting depth of the block being
+    /// emitted, and whether the rings are dead: past that op at the top
+    /// level, with every copy landed and read, so that their shared memory
+    /// may serve as scratch ([`Self::store_staged`]).
+    last_ring_op: Option<usize>,
+    depth: u32,
+    rings_dead: bool,
+}
+
+/// What the driver (`super::compile`) decided, for the printer: the kernel
+/// after the IR passes and the analyses over it.
+pub(super) struct Plans<'k> {
+    pub kernel: &'k Kernel,
+    /// Consecutive elements a thread owns along the last dimension.
+    pub vec: u32,
+    /// The layout of each tile shape ([`super::assign`]).
+    pub layouts: super::assign::Plan,
+    pub axis: HashMap<V, Info>,
+    /// Loads that become copies into shared-memory operand rings.
+    pub rings: super::async_copy::AsyncPlan,
+    pub tma_views: HashMap<V, super::tma::TmaView>,
+    pub warp_spec: Option<super::warp_spec::WsPlan>,
+}
+
+/// Print the kernel the plans describe.
+pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
+    let Plans { kernel: k, vec, layouts: plan, axis, rings: aplan, tma_views: tv, warp_spec: ws } = p;
+    let mut em = Em {
+        k,
+        o,
+        vec,
+        body: String::new(),
+        pro: String::new(),
+        counts: [0; 5],
+        vals: HashMap::new(),
+        layouts: HashMap::new(),
+        idx_cache: HashMap::new(),
+        owner_cache: HashMap::new(),
+        labels: 0,
+        smem: 0,
+        tid: String::new(),
+        lane: String::new(),
+        warp: String::new(),
+        axis,
+        loc: Loc::default(),
+        h_from_word: HashMap::new(),
+        h_from_f32: HashMap::new(),
+        remat: crate::remat::Remat::new(k),
+        zero: None,
+        uses_wgmma: false,
+        aplan,
+        ring: 0,
+        slot_regs: vec![],
+        cp_pending: vec![],
+        ring_dirty: true,
+        ring_ready: Default::default(),
+        tma_views: tv,
+        tmaps: vec![],
+        tmap_regs: vec![],
+        tma_bar: vec![],
+        leader: String::new(),
+        ws,
+        role: Role::All,
+        ws_prev: vec![],
+        lane0: String::new(),
+        mcast: vec![],
+        cluster_bar: false,
+        rank: String::new(),
+        peer: String::new(),
+        last_ring_op: None,
+        depth: 0,
+        rings_dead: false,
+        plan,
+    };
+    {
+        fn has_ring(op: &Op, ap: &super::async_copy::AsyncPlan) -> bool {
+            op.results.iter().any(|r| ap.loads.contains_key(r)) || op.kind.regions().iter().any(|b| b.ops.iter().any(|o| has_ring(o, ap)))
+        }
+        em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.aplan));
+    }
+    // multicast rings: clusters of 2 along x, a producer whose loops run
+    // the same trips in both programs, every copy of the ring reading the
+    // same tile in both, in an even number of 128-byte column atoms (each
+    // program issues every other one)
+    em.mcast = (0..em.aplan.slot_bytes.len())
+        .map(|c| {
+            let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.aplan.tma[c].is_some()) else { return false };
+            let mut loads = em.aplan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
+            let Some(&v) = loads.peek() else { return false };
+            let shape: Vec<u32> = k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
+            let lay = em.aplan.layout[c];
+            let (super::async_copy::SlotLayout::Swizzled { es, .. }, Some((_, cols))) = (lay, lay.rows_cols(&shape)) else { return false };
+            (cols * es / 128) % 2 == 0 && loads.all(|v| w.uniform.contains(&v))
+        })
+        .collect();
+    let clustered = em.mcast.iter().any(|m| *m);
+    // Multicast runs from one stream unless warp specialization is asked
+    // for: a slot is then refilled after a cluster barrier (relaxed
+    // arrive) instead of the CTA's. Measured (RESULTS, session 10): on par
+    // with no cluster, ~1 µs faster than multicast from the producer
+    // warpgroup on the decode shape.
+    if !o.warp_specialize {
+        em.ws = None;
+    }
+    em.cluster_bar = clustered && em.ws.is_none();
+    em.tid = em.reg(Cls::R);
+    em.lane = em.reg(Cls::R);
+    em.warp = em.reg(Cls::R);
+    let (t, l, w) = (em.tid.clone(), em.lane.clone(), em.warp.clone());
+    let _ = writeln!(em.pro, "\tmov.u32 {t}, %tid.x;\n\tand.b32 {l}, {t}, 31;\n\tshr.u32 {w}, {t}, 5;");
+    em.ring = em.aplan.ring_bytes();
+    em.smem = em.ring;
+    for c in 0..em.aplan.slot_bytes.len() {
+        let (cur, first, end) = (em.reg(Cls::R), em.reg(Cls::R), em.reg(Cls::R));
+        let (s0, sb, n) = (em.aplan.slot0(c), em.aplan.slot_bytes[c], em.aplan.slots[c]);
+        // start on the last slot, so that the first load takes slot 0
+        let _ = writeln!(em.pro, "\tmov.u32 {first}, ft_smem;\n\tadd.u32 {first}, {first}, {s0};\n\tadd.u32 {end}, {first}, {};\n\tadd.u32 {cur}, {first}, {};", n * sb, (n - 1) * sb);
+        em.slot_regs.push((cur, first, end));
+    }
+    // TMA rings: one mbarrier per slot after the rings; thread 0
+    // initializes them (arrival count 1: its `expect_tx`) before anything
+    // else runs
+    // (warp-specialized: each slot also has an *empty* mbarrier after the
+    // ring's full ones, on which every consumer warp arrives once per use)
+    let specialized = em.ws.is_some();
+    let mut bar_off = em.ring;
+    let mut inits = vec![];
+    for c in 0..em.aplan.slot_bytes.len() {
+        if em.aplan.tma[c].is_none() {
+            em.tma_bar.push(None);
+            em.ws_prev.push(None);
+            continue;
+        }
+        let ph = em.reg(Cls::R);
+        // (the cursor starts on the last slot: the first fill, of slot 0,
+        // flips this to parity 0)
+        let _ = writeln!(em.pro, "\tmov.u32 {ph}, 1;");
+        em.tma_bar.push(Some((bar_off, ph)));
+        let n = em.aplan.slots[c];
+        inits.extend((0..n).map(|i| (bar_off + 8 * i, 1)));
+        bar_off += 8 * n;
+        if specialized {
+            // (a multicast slot is released by the consumers of both
+            // programs of the cluster)
+            let count = if em.mcast[c] { 2 * o.num_warps } else { o.num_warps };
+            inits.extend((0..n).map(|i| (bar_off + 8 * i, count)));
+            bar_off += 8 * n;
+            let prev = em.reg(Cls::R);
+            let _ = writeln!(em.pro, "\tmov.u32 {prev}, -1;");
+            em.ws_prev.push(Some(prev));
+        } else {
+            em.ws_prev.push(None);
+        }
+    }
+    if bar_off > em.ring {
+        em.leader = em.reg(Cls::P);
+        let (lead, b) = (em.leader.clone(), em.reg(Cls::R));
+        let _ = writeln!(em.pro, "\tsetp.eq.u32 {lead}, {t}, 0;\n\tmov.u32 {b}, ft_smem;");
+        for (off, count) in inits {
+            let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], {count};");
+        }
+        // (clustered: the other program's copies and arrivals reach these
+        // mbarriers too, so both programs wait for both initializations)
+        let sync = if clustered { "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" } else { "bar.sync 0;" };
+        let _ = writeln!(em.pro, "\tfence.mbarrier_init.release.cluster;\n\t{sync}");
+        em.ring = bar_off.next_multiple_of(16);
+        em.smem = em.ring;
+    }
+    // The producer is a whole warpgroup (warps num_warps..num_warps+3):
+    // ptxas budgets registers for the block size rounded up to warpgroups
+    // anyway (a single extra warp capped 8 consumer warps at 168 registers,
+    // as 384 threads would), and `setmaxnreg` — which moves registers from
+    // the producer to the consumers — works per warpgroup. Its first warp
+    // runs the producer's stream; the other three leave at once.
+    if clustered {
+        em.rank = em.reg(Cls::R);
+        em.peer = em.reg(Cls::R);
+        let _ = writeln!(em.pro, "\tmov.u32 {}, %cluster_ctarank;\n\txor.b32 {}, {}, 1;", em.rank, em.peer, em.rank);
+    }
+    let threads = (o.num_warps + 4 * specialized as u32) * 32;
+    // registers: what ptxas can give every thread of the block, and what
+    // the consumers may take once the producer warpgroup is down to 40
+    let at_launch = (65536 / threads.next_multiple_of(128)).min(255);
+    let consumers = ((65536 - 128 * 40) / (o.num_warps * 32)).min(255) / 8 * 8;
+    if specialized {
+        // two streams: the consumers (warps 0..num_warps) run the kernel
+        // without issuing copies, the producer (warp num_warps) only the
+        // copies and what they need; each emission starts from no values
+        let (pw, plabel, end) = (em.reg(Cls::P), em.label(), em.label());
+        em.lane0 = em.reg(Cls::P);
+        let _ = writeln!(em.pro, "\tsetp.eq.u32 {}, {l}, 0;", em.lane0);
+        em.l(format!("setp.ge.u32 {pw}, {w}, {};", o.num_warps));
+        em.l(format!("@{pw} bra.uni {plabel};"));
+        // (only where one program fills an SM: two programs on one SM
+        // could each block in `setmaxnreg.inc` on registers the other
+        // holds — an SM has 228 KB of shared memory, so rings over half
+        // of it rule the second one out)
+        let regs = consumers > at_launch && em.ring > 228 * 1024 / 2;
+        if regs {
+            em.l(format!("setmaxnreg.inc.sync.aligned.u32 {consumers};"));
+        }
+        em.role = Role::Consumer;
+        em.rings_dead = false;
+        em.block(&k.body)?;
+        em.l(format!("bra.uni {end};"));
+        em.body.push_str(&format!("{plabel}:\n"));
+        if regs {
+            em.l("setmaxnreg.dec.sync.aligned.u32 40;");
+        }
+        let idle = em.reg(Cls::P);
+        em.l(format!("setp.ne.u32 {idle}, {w}, {};", o.num_warps));
+        em.l(format!("@{idle} bra.uni {end};"));
+        em.role = Role::Producer;
+        em.vals.clear();
+        em.ring_ready.clear();
+        em.ring_dirty = true;
+        em.rings_dead = false;
+        em.block(&k.body)?;
+        em.body.push_str(&format!("{end}:\n"));
+    } else {
+        em.block(&k.body)?;
+    }
+    // clustered: neither program leaves while the other may still copy
+    // into it or arrive on its mbarriers (exited threads count as arrived);
+    // not `.aligned`: warp-specialized streams reach it from different
+    // branches, and a kernel may have returned early in some threads
+    if clustered {
+        em.l("barrier.cluster.arrive.release;");
+        em.l("barrier.cluster.wait.acquire;");
+    }
+    let entry = format!("ft_{}", k.name);
+    let mut params = vec![];
+    let mut plist = vec![];
+    for (i, p) in k.params.iter().enumerate() {
+        let (abi, decl) = match p.kind {
+            ParamKind::Ptr(_) => (ParamAbi::Ptr, ".param .u64"),
+            ParamKind::Scalar(DType::I64) => (ParamAbi::B64, ".param .b64"),
+            ParamKind::Scalar(DType::F16 | DType::BF16) => (ParamAbi::B16, ".param .b16"),
+            ParamKind::Scalar(_) => (ParamAbi::B32, ".param .b32"),
+        };
+        params.push(abi);
+        plist.push(format!("\t{decl} p{i}"));
+    }
+    for i in 0..em.tmaps.len() {
+        plist.push(format!("\t.param .align 64 .b8 ft_tmap{i}[128]"));
+    }
+    let tensor_maps = em.tmaps.iter().map(|(v, b, r)| TensorMapSpec { view: em.tma_views[v].clone(), box_dims: b.clone(), round_tf32: *r }).collect();
+    let mut text = String::new();
+    let _ = writeln!(text, "//\n// Generated by ferrotile from kernel `{}` [{}]\n//", k.name, k.describe_binding());
+    // wgmma is an sm_90a ("architecture-specific") instruction; its swizzled
+    // operand tiles need 1024-byte aligned shared memory
+    let arch = if em.uses_wgmma { "a" } else { "" };
+    let _ = writeln!(text, ".version 8.0\n.target sm_{}{arch}\n.address_size 64\n", o.sm);
+    if em.smem > 0 {
+        let _ = writeln!(text, ".extern .shared .align {} .b8 ft_smem[];\n", if em.uses_wgmma { 1024 } else { 16 });
+    }
+    let cluster = if clustered { ".reqnctapercluster 2, 1, 1\n" } else { "" };
+    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{cluster}{{", plist.join(",\n"));
+    let names = [("f32", "%f"), ("b16", "%h"), ("b32", "%r"), ("b64", "%rd"), ("pred", "%p")];
+    for (i, (ty, pre)) in names.iter().enumerate() {
+        if em.counts[i] > 0 {
+            let _ = writeln!(text, "\t.reg .{ty} {pre}<{}>;", em.counts[i]);
+        }
+    }
+    text.push_str(&em.pro);
+    text.push_str(&em.body);
+    text.push_str("\tret;\n}\n");
+    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone(), tensor_maps })
+}

@@ -1,0 +1,354 @@
+//! Reductions and scans: in-thread, then across lanes with `shfl.sync.bfly`,
+//! then across warps through shared memory; `argmax`/`argmin` carry the
+//! index along; `cumsum` as a scan in the same three levels.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let lay = self.layout(&shape);
+        let regs = self.get(x);
+        let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
+        // accumulation class
+        let (ac, at) = if d.is_float() {
+            (Cls::F, "f32")
+        } else if d == DType::I64 {
+            (Cls::Rd, "s64")
+        } else if d == DType::U32 || d == DType::U8 || d == DType::Bool {
+            (Cls::R, "u32")
+        } else {
+            (Cls::R, "s32")
+        };
+        let identity = |o: ReduceOp| -> String {
+            match (o, ac) {
+                (ReduceOp::Sum, Cls::F) => "0f00000000".into(),
+                (ReduceOp::Sum, _) => "0".into(),
+                (ReduceOp::Max | ReduceOp::Argmax, Cls::F) => "0fFF800000".into(),
+                (ReduceOp::Min | ReduceOp::Argmin, Cls::F) => "0f7F800000".into(),
+                (ReduceOp::Max | ReduceOp::Argmax, Cls::Rd) => i64::MIN.to_string(),
+                (ReduceOp::Min | ReduceOp::Argmin, Cls::Rd) => i64::MAX.to_string(),
+                (ReduceOp::Max | ReduceOp::Argmax, _) => if at == "u32" { "0".into() } else { i32::MIN.to_string() },
+                (ReduceOp::Min | ReduceOp::Argmin, _) => if at == "u32" { u32::MAX.to_string() } else { i32::MAX.to_string() },
+            }
+        };
+        let mv = |c: Cls| match c {
+            Cls::F => "f32",
+            Cls::Rd => "b64",
+            _ => "b32",
+        };
+        // values in accumulation class, masked to identity where not owner along axis
+        let mut vals = vec![];
+        let mut idxs = vec![];
+        for (r, v) in regs.iter().enumerate() {
+            let a = match ac {
+                Cls::F => self.to_f32(v, d),
+                Cls::R if d == DType::Bool => {
+                    let t = self.reg(Cls::R);
+                    self.l(format!("selp.u32 {t}, 1, 0, {v};"));
+                    t
+                }
+                _ => v.clone(),
+            };
+            let a = if lay.bl.replicated(axis) {
+                // copies along the axis must not be counted twice
+                let t = self.reg(Cls::R);
+                let p = self.reg(Cls::P);
+                self.l(format!("add.u32 {t}, {}, {};", lay.thread[axis], lay.konst[r][axis]));
+                self.l(format!("setp.lt.u32 {p}, {t}, {};", shape[axis]));
+                let y = self.reg(ac);
+                self.l(format!("selp.{} {y}, {a}, {}, {p};", mv(ac), identity(o)));
+                y
+            } else {
+                a
+            };
+            vals.push(a);
+            if arg {
+                idxs.push(self.index(&shape, r, axis));
+            }
+        }
+        // group registers by their coordinates off the axis
+        let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
+        for r in 0..regs.len() {
+            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.konst[r][dd]).collect();
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some(g) => g.1.push(r),
+                None => groups.push((key, vec![r])),
+            }
+        }
+        let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
+            if let (Some(ai), Some(bi)) = (ai, bi) {
+                // (value, index): take b if better, or equal with smaller index, or a is NaN
+                let take = em.reg(Cls::P);
+                let better = if o == ReduceOp::Argmax { "gt" } else { "lt" };
+                let t = em.reg(Cls::P);
+                let eq = em.reg(Cls::P);
+                let li = em.reg(Cls::P);
+                em.l(format!("setp.{better}.{at} {take}, {b}, {a};"));
+                em.l(format!("setp.eq.{at} {eq}, {b}, {a};"));
+                em.l(format!("setp.lt.u32 {li}, {bi}, {ai};"));
+                em.l(format!("and.pred {t}, {eq}, {li};"));
+                em.l(format!("or.pred {take}, {take}, {t};"));
+                if ac == Cls::F {
+                    let (an, bn) = (em.reg(Cls::P), em.reg(Cls::P));
+                    em.l(format!("setp.nan.f32 {an}, {a}, {a};"));
+                    em.l(format!("setp.nan.f32 {bn}, {b}, {b};"));
+                    // a NaN and b not NaN → take b; both NaN → smaller index
+                    let q = em.reg(Cls::P);
+                    em.l(format!("not.pred {q}, {bn};"));
+                    em.l(format!("and.pred {q}, {q}, {an};"));
+                    em.l(format!("or.pred {take}, {take}, {q};"));
+                    em.l(format!("and.pred {q}, {an}, {bn};"));
+                    em.l(format!("and.pred {q}, {q}, {li};"));
+                    em.l(format!("or.pred {take}, {take}, {q};"));
+                    // b NaN and a not NaN → keep a
+                    em.l(format!("not.pred {q}, {an};"));
+                    em.l(format!("and.pred {q}, {q}, {bn};"));
+                    em.l(format!("not.pred {q}, {q};"));
+                    em.l(format!("and.pred {take}, {take}, {q};"));
+                }
+                let (v, i) = (em.reg(ac), em.reg(Cls::R));
+                em.l(format!("selp.{} {v}, {b}, {a}, {take};", mv(ac)));
+                em.l(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
+                return (v, Some(i));
+            }
+            let y = em.reg(ac);
+            let ins = match o {
+                ReduceOp::Sum => if ac == Cls::F { "add.rn.f32".to_string() } else { format!("add.{at}") },
+                ReduceOp::Max => format!("max.{at}"),
+                _ => format!("min.{at}"),
+            };
+            em.l(format!("{ins} {y}, {a}, {b};"));
+            (y, None)
+        };
+        // 1. in-thread
+        let mut partial: Vec<(String, Option<String>)> = vec![];
+        for (_, rs) in &groups {
+            // pairwise tree: short dependency chains, index order kept for argmax ties
+            let mut level: Vec<(String, Option<String>)> =
+                rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            while level.len() > 1 {
+                let mut next = vec![];
+                for pair in level.chunks(2) {
+                    if pair.len() == 2 {
+                        next.push(combine(self, &pair[0].0, pair[0].1.as_deref(), &pair[1].0, pair[1].1.as_deref()));
+                    } else {
+                        next.push(pair[0].clone());
+                    }
+                }
+                level = next;
+            }
+            partial.push(level.pop().unwrap());
+        }
+        // 2. across lanes along the axis
+        let lbits = lay.bl.tpw[axis].trailing_zeros();
+        for b in 0..lbits {
+            let m = 1u32 << (lay.bl.lane_shift[axis] + b);
+            for g in partial.iter_mut() {
+                let other = self.shfl(&g.0, ac, m);
+                let oi = g.1.as_ref().map(|i| self.shfl(i, Cls::R, m));
+                *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref());
+            }
+        }
+        // 3. across warps along the axis, through shared memory
+        let wpc = lay.bl.wpc[axis];
+        if wpc > 1 {
+            let sz = if ac == Cls::Rd { 8 } else { 4 };
+            let ng = groups.len() as u32;
+            // slot (warp_axis, other-warp-coords, group): index by warp id and group
+            // one slot per (thread, group): lanes off the axis hold different
+            // partials, lanes along it were already combined by the shuffles
+            let nt = self.o.num_warps * 32;
+            let per = ng * sz * if arg { 2 } else { 1 };
+            self.smem_need(nt * per);
+            self.bar();
+            let base = self.smem_base();
+            let slot = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
+            for (gi, g) in partial.iter().enumerate() {
+                let a = self.reg(Cls::R);
+                self.l(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
+                self.l(format!("st.shared.{} [{a}], {};", mv(ac), g.0));
+                if let Some(i) = &g.1 {
+                    self.l(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
+                }
+            }
+            self.bar();
+            // read the other warps along the axis: same warp id except the axis field
+            let wsh = lay.bl.warp_shift[axis];
+            let clear = self.reg(Cls::R);
+            self.l(format!("and.b32 {clear}, {}, {};", self.warp, !(((wpc - 1) as u32) << wsh)));
+            let mut acc: Vec<(String, Option<String>)> = vec![];
+            for j in 0..wpc {
+                let w = self.reg(Cls::R);
+                self.l(format!("or.b32 {w}, {clear}, {};", j << wsh));
+                let s = self.reg(Cls::R);
+                self.l(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
+                self.l(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
+                for gi in 0..partial.len() {
+                    let a = self.reg(Cls::R);
+                    self.l(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
+                    let v = self.reg(ac);
+                    self.l(format!("ld.shared.{} {v}, [{a}];", mv(ac)));
+                    let iv = if arg {
+                        let i = self.reg(Cls::R);
+                        self.l(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
+                        Some(i)
+                    } else {
+                        None
+                    };
+                    if j == 0 {
+                        acc.push((v, iv));
+                    } else {
+                        let cur = acc[gi].clone();
+                        acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref());
+                    }
+                }
+            }
+            self.bar();
+            partial = acc;
+        }
+        // 4. to the result's dtype and canonical layout
+        let rd = self.dtype(res);
+        let finals: Vec<String> = partial
+            .iter()
+            .map(|(v, i)| {
+                if arg {
+                    return i.clone().unwrap();
+                }
+                match ac {
+                    Cls::F => self.from_f32(v, rd),
+                    _ if rd == DType::Bool => {
+                        let p = self.reg(Cls::P);
+                        self.l(format!("setp.ne.u32 {p}, {v}, 0;"));
+                        p
+                    }
+                    _ => {
+                        if matches!(rd, DType::I8 | DType::U8) {
+                            self.norm8(v, rd);
+                        }
+                        v.clone()
+                    }
+                }
+            })
+            .collect();
+        let out_shape = self.shape_u32(res);
+        if out_shape.is_empty() {
+            return Ok(vec![finals[0].clone()]);
+        }
+        // slice layout → canonical: write each group's value at its output
+        // linear index, read back in the canonical layout.
+        let rc = cls_of(Elem::Val(rd));
+        let sz = if rc == Cls::Rd { 8 } else { 4 };
+        let n_out: u32 = out_shape.iter().product();
+        self.smem_need(n_out * sz);
+        self.bar();
+        let base = self.smem_base();
+        let out_strides = {
+            let mut s = vec![1u32; out_shape.len()];
+            for dd in (0..out_shape.len().saturating_sub(1)).rev() {
+                s[dd] = s[dd + 1] * out_shape[dd + 1];
+            }
+            s
+        };
+        for (gi, (_, rs)) in groups.iter().enumerate() {
+            let r = rs[0];
+            let a = self.reg(Cls::R);
+            self.l(format!("mov.u32 {a}, 0;"));
+            let mut od = 0;
+            for dd in 0..shape.len() {
+                if dd == axis {
+                    continue;
+                }
+                let i = self.index(&shape, r, dd);
+                self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", out_strides[od] * sz));
+                od += 1;
+            }
+            self.l(format!("add.u32 {a}, {a}, {base};"));
+            self.st_shared(rc, &a, &finals[gi]);
+        }
+        self.bar();
+        let m = self.layout(&out_shape).bl.regs();
+        let mut out = vec![];
+        for r in 0..m {
+            let lin = self.lin(&out_shape, r);
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            out.push(self.from_smem_addr(rc, &a));
+        }
+        self.bar();
+        Ok(out)
+    }
+
+    pub(super) fn shfl(&mut self, v: &str, c: Cls, mask: u32) -> String {
+        match c {
+            Cls::Rd => {
+                let (lo, hi) = (self.reg(Cls::R), self.reg(Cls::R));
+                self.l(format!("mov.b64 {{{lo}, {hi}}}, {v};"));
+                self.l(format!("shfl.sync.bfly.b32 {lo}, {lo}, {mask}, 31, -1;"));
+                self.l(format!("shfl.sync.bfly.b32 {hi}, {hi}, {mask}, 31, -1;"));
+                let o = self.reg(Cls::Rd);
+                self.l(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
+                o
+            }
+            _ => {
+                let o = self.reg(c);
+                self.l(format!("shfl.sync.bfly.b32 {o}, {v}, {mask}, 31, -1;"));
+                o
+            }
+        }
+    }
+
+    /// Inclusive cumulative sum along `axis` through shared memory.
+    pub(super) fn scan(&mut self, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let rd = self.dtype(res);
+        let regs = self.get(x);
+        let (ac, at) = if d.is_float() { (Cls::F, "f32") } else if rd == DType::I64 { (Cls::Rd, "s64") } else { (Cls::R, "s32") };
+        let sz = if ac == Cls::Rd { 8 } else { 4 };
+        let vals: Vec<String> = regs.iter().map(|v| if ac == Cls::F { self.to_f32(v, d) } else { v.clone() }).collect();
+        let n: u32 = shape.iter().product();
+        self.smem_need(n * sz);
+        self.bar();
+        let base = self.smem_base();
+        self.to_smem(&vals, &shape, ac, &base);
+        self.bar();
+        let strides = self.layout(&shape).bl.strides();
+        let mut out = vec![];
+        for r in 0..regs.len() {
+            let lin = self.lin(&shape, r);
+            let i = self.index(&shape, r, axis);
+            // start = lin - i*stride
+            let start = self.reg(Cls::R);
+            self.l(format!("mul.lo.u32 {start}, {i}, {};", strides[axis]));
+            self.l(format!("sub.u32 {start}, {lin}, {start};"));
+            let acc = self.reg(ac);
+            let zero = if ac == Cls::F { "0f00000000" } else { "0" };
+            self.l(format!("mov.{} {acc}, {zero};", if ac == Cls::Rd { "b64" } else if ac == Cls::F { "f32" } else { "b32" }));
+            let j = self.reg(Cls::R);
+            self.l(format!("mov.u32 {j}, 0;"));
+            let (head, end) = (self.label(), self.label());
+            self.body.push_str(&format!("{head}:\n"));
+            let p = self.reg(Cls::P);
+            self.l(format!("setp.gt.u32 {p}, {j}, {i};"));
+            self.l(format!("@{p} bra {end};"));
+            let a = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {a}, {j}, {}, {start};", strides[axis]));
+            self.l(format!("mad.lo.u32 {a}, {a}, {sz}, {base};"));
+            let v = self.from_smem_addr(ac, &a);
+            if ac == Cls::F {
+                self.l(format!("add.rn.f32 {acc}, {acc}, {v};"));
+            } else {
+                self.l(format!("add.{at} {acc}, {acc}, {v};"));
+            }
+            self.l(format!("add.u32 {j}, {j}, 1;"));
+            self.l(format!("bra {head};"));
+            self.body.push_str(&format!("{end}:\n"));
+            out.push(if ac == Cls::F { self.from_f32(&acc, rd) } else { acc });
+        }
+        self.bar();
+        Ok(out)
+    }
+}

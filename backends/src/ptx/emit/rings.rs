@@ -1,0 +1,384 @@
+//! Operand rings in shared memory: `cp.async` copies (commit groups, the
+//! waits and barriers before a slot is read or reused), TMA bulk tensor
+//! copies completing on per-slot mbarriers (parity waits), tensor-map
+//! parameters, the producer/consumer hand-over of warp-specialized kernels
+//! (empty mbarriers, releases, multicast to the cluster), and tf32
+//! rounding of landed slots.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    /// Close the current `cp.async` group (loop and branch boundaries).
+    pub(super) fn cp_commit(&mut self) {
+        if !self.cp_pending.is_empty() {
+            self.l("cp.async.commit_group;");
+            self.cp_pending.clear();
+        }
+    }
+
+    /// The barrier before ring slots are refilled: the CTA's, or with
+    /// multicast from one stream the cluster's (the copies write the other
+    /// program's slot too: both programs must be past their reads of it).
+    pub(super) fn ring_bar(&mut self) {
+        if self.cluster_bar && self.role == Role::All {
+            // (relaxed: the slots' readers are `wgmma`s this warp already
+            // waited for, and their next writer is a bulk copy)
+            self.l("barrier.cluster.arrive.relaxed.aligned;");
+            self.l("barrier.cluster.wait.aligned;");
+        } else {
+            self.bar();
+        }
+    }
+
+    /// Round the f32 tiles that `cp.async` copied into `wgmma` ring slots
+    /// (`(tile, slot address)`; other operands are skipped) to tf32 in
+    /// place, as the interpreter's `dot_tf32` rounds its inputs — the tensor
+    /// cores would otherwise truncate them to their top 19 bits, twice the
+    /// interpreter's error. Every thread waited for its own copies: a
+    /// barrier makes all of them visible, then each thread rounds 16-byte
+    /// chunks `tid, tid + T, …` of each slot (nearest-even, non-finite
+    /// values unchanged: the interpreter's rounding bit for bit). The
+    /// caller's proxy fence and barrier follow. (TMA slots skip this pass:
+    /// their bulk copies round on the way, `AsyncPlan::round_tf32`.)
+    pub(super) fn round_tf32_slots(&mut self, tiles: &[(V, String)]) {
+        let mut first = true;
+        for (v, slot) in tiles {
+            let Some(c) = self.aplan.class_of(*v) else { continue };
+            if self.aplan.tma[c].is_some() || !matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { es: 4, .. }) {
+                continue;
+            }
+            if first {
+                self.bar();
+                first = false;
+            }
+            let threads = self.o.num_warps * 32;
+            let chunks = self.aplan.slot_bytes[c] / 16;
+            let base = self.reg(Cls::R);
+            self.l(format!("mad.lo.u32 {base}, {}, 16, {slot};", self.tid));
+            for q in 0..chunks.div_ceil(threads) {
+                let guard = (q + 1) * threads > chunks;
+                let skip = self.label();
+                if guard {
+                    let p = self.reg(Cls::P);
+                    self.l(format!("setp.ge.u32 {p}, {}, {};", self.tid, chunks - q * threads));
+                    self.l(format!("@{p} bra {skip};"));
+                }
+                let w: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                self.l(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
+                for x in &w {
+                    self.tf32_round_bits(x, x);
+                }
+                self.l(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
+                if guard {
+                    self.body.push_str(&format!("{skip}:\n"));
+                }
+            }
+        }
+    }
+
+    /// A load into an operand ring (`async_copy`): the next slot of its
+    /// ring receives the tile by `cp.async` (16-byte copies where the
+    /// pointers are provably contiguous and aligned; masked-off vectors are
+    /// zero-filled), in the layout its `dot` reads (`wgmma`'s swizzle or
+    /// `mma.sync`'s padded rows). The
+    /// value is the slot's address. The copy joins the current group; the
+    /// consuming `dot` waits for it.
+    pub(super) fn load_async(&mut self, ptr: V, mask: Option<V>, res: V) -> R<Vec<String>> {
+        let c = self.aplan.class_of(res).expect("ring load");
+        let shape = self.shape_u32(ptr);
+        let es = self.dtype(res).size_bytes() as u32;
+        if shape.len() != 2 || !(es == 2 || es == 4) {
+            return self.err("cp.async ring for a tile that is not a 2-D 16- or 32-bit operand");
+        }
+        // the slot this load takes was last read by an earlier `dot` (in
+        // every warp): a barrier orders those reads before the copies,
+        // unless there was one since the last `dot`
+        if self.ring_dirty {
+            self.bar();
+            self.ring_dirty = false;
+        }
+        // a group holds at most one tile per ring (the waits count groups
+        // as prefetch stages)
+        if self.cp_pending.iter().any(|v| self.aplan.class_of(*v) == Some(c)) {
+            self.cp_commit();
+        }
+        let (cur, first, end) = self.slot_regs[c].clone();
+        let wrap = self.reg(Cls::P);
+        self.l(format!("add.u32 {cur}, {cur}, {};", self.aplan.slot_bytes[c]));
+        self.l(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
+        self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
+        let slot = self.reg(Cls::R);
+        self.l(format!("mov.u32 {slot}, {cur};"));
+        let lay = self.aplan.layout[c];
+        // (a transposed slot takes each element on its own)
+        let transposed = matches!(lay, crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. });
+        let w = if transposed { 1 } else { self.vec_width(ptr, mask).min(16 / es as usize) };
+        let bytes = w as u32 * es;
+        if bytes < 4 {
+            // cp.async copies 4, 8 or 16 bytes: scattered 16-bit elements
+            // (a strided operand) go through registers into the slot
+            let regs = self.load(ptr, mask, None, res)?;
+            match lay {
+                crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed } => self.stage_wgmma(&regs, &shape, &slot, es, transposed),
+                crate::ptx::async_copy::SlotLayout::Padded { pitch } => self.stage(&regs, &shape, 2, pitch, &slot),
+            }
+            return Ok(vec![slot]);
+        }
+        let rp = self.get(ptr);
+        let masks = mask.map(|m| self.get(m));
+        for r0 in (0..rp.len()).step_by(w) {
+            let (i, j) = (self.index(&shape, r0, 0), self.index(&shape, r0, 1));
+            let dst = match lay {
+                crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: false } => self.wgmma_addr(&i, &j, shape[0], &slot, es),
+                crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: true } => self.wgmma_addr(&j, &i, shape[1], &slot, es),
+                crate::ptx::async_copy::SlotLayout::Padded { pitch } => {
+                    let a = self.reg(Cls::R);
+                    self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
+                    self.l(format!("mad.lo.u32 {a}, {j}, 2, {a};"));
+                    a
+                }
+            };
+            let kind = if bytes == 16 { "cg" } else { "ca" };
+            match &masks {
+                Some(m) => {
+                    let sz = self.reg(Cls::R);
+                    self.l(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
+                    self.l(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes}, {sz};", rp[r0]));
+                }
+                None => self.l(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes};", rp[r0])),
+            }
+        }
+        self.cp_pending.push(res);
+        Ok(vec![slot])
+    }
+
+    /// The mbarrier of the TMA ring slot holding tile value `v` (the slot's
+    /// address with its fill's parity in bit 0: `load_tma`).
+    pub(super) fn tma_bar_addr(&mut self, c: usize, v: &str) -> String {
+        self.tma_bar_addr_of(c, v, false)
+    }
+
+    /// The full (or, `empty`, the empty: warp specialization) mbarrier of
+    /// the TMA ring slot holding tile value `v`.
+    pub(super) fn tma_bar_addr_of(&mut self, c: usize, v: &str, empty: bool) -> String {
+        let (bar0, _) = self.tma_bar[c].clone().expect("TMA ring");
+        let bar0 = if empty { bar0 + 8 * self.aplan.slots[c] } else { bar0 };
+        let first = self.slot_regs[c].1.clone();
+        let (t, b) = (self.reg(Cls::R), self.reg(Cls::R));
+        self.l(format!("and.b32 {t}, {v}, -2;"));
+        self.l(format!("sub.u32 {t}, {t}, {first};"));
+        let sb = self.aplan.slot_bytes[c];
+        if sb.is_power_of_two() {
+            self.l(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
+        } else {
+            self.l(format!("div.u32 {t}, {t}, {sb};"));
+        }
+        self.l(format!("mov.u32 {b}, ft_smem;"));
+        self.l(format!("add.u32 {b}, {b}, {bar0};"));
+        self.l(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
+        t
+    }
+
+    /// Wait (every thread) until the bulk copies of TMA tile `v` landed.
+    pub(super) fn tma_wait(&mut self, c: usize, v: &str) {
+        let bar = self.tma_bar_addr(c, v);
+        let (par, p) = (self.reg(Cls::R), self.reg(Cls::P));
+        self.l(format!("and.b32 {par}, {v}, 1;"));
+        let lbl = self.label();
+        self.body.push_str(&format!("{lbl}:\n"));
+        self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
+        self.l(format!("@!{p} bra {lbl};"));
+    }
+
+    /// Warp-specialized consumers: every warp has finished reading the slot
+    /// of TMA tile `v` (its `wgmma`s were waited for): lane 0 arrives on
+    /// the slot's empty mbarrier, which the producer waits on before
+    /// refilling it.
+    pub(super) fn ws_release(&mut self, c: usize, v: &str, valid: Option<String>) {
+        let bar = self.tma_bar_addr_of(c, v, true);
+        let p = match valid {
+            Some(q) => {
+                let p = self.reg(Cls::P);
+                self.l(format!("and.pred {p}, {q}, {};", self.lane0));
+                p
+            }
+            None => self.lane0.clone(),
+        };
+        let sink = self.reg(Cls::Rd);
+        self.l(format!("@{p} mbarrier.arrive.shared::cta.b64 {sink}, [{bar}];"));
+        // multicast: the other program's producer refills this slot in
+        // both programs too, so it waits for this release as well
+        if self.mcast[c] {
+            let remote = self.reg(Cls::R);
+            self.l(format!("mapa.shared::cluster.u32 {remote}, {bar}, {};", self.peer));
+            // (default semantics: the slot's readers are `wgmma`s this
+            // warp already waited for, and its next writer is a bulk copy
+            // ordered by this mbarrier; a cluster-scope release here — a
+            // fence over the warp's memory operations — measured 2× slower)
+            self.l(format!("@{p} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"));
+        }
+    }
+
+    /// Release the slot recorded for ring `c` (if any) and clear the record.
+    pub(super) fn ws_release_prev(&mut self, c: usize) {
+        let Some(prev) = self.ws_prev[c].clone() else { return };
+        let q = self.reg(Cls::P);
+        self.l(format!("setp.ne.u32 {q}, {prev}, -1;"));
+        self.ws_release(c, &prev, Some(q));
+        self.l(format!("mov.u32 {prev}, -1;"));
+    }
+
+    /// The generic address of the tensor-map parameter for `view` with this
+    /// box (declared on first use).
+    pub(super) fn tmap(&mut self, view: V, box_dims: Vec<u32>, round_tf32: bool) -> String {
+        let key = (view, box_dims, round_tf32);
+        if let Some(i) = self.tmaps.iter().position(|t| *t == key) {
+            return self.tmap_regs[i].clone();
+        }
+        let r = self.reg(Cls::Rd);
+        let _ = writeln!(self.pro, "\tmov.u64 {r}, ft_tmap{};\n\tcvta.param.u64 {r}, {r};", self.tmaps.len());
+        // (thread 0 brings the 128-byte descriptor close before the first
+        // copy needs it: otherwise that copy's latency includes its fetch)
+        if !self.leader.is_empty() {
+            let _ = writeln!(self.pro, "\t@{} prefetch.tensormap [{r}];", self.leader);
+        }
+        self.tmaps.push(key);
+        self.tmap_regs.push(r.clone());
+        r
+    }
+
+    /// A `load_block` into a TMA ring (`async_copy`, `tma`): the next slot
+    /// of its ring receives the tile by bulk tensor copies, issued by
+    /// thread 0 and completing on the slot's mbarrier, in `wgmma`'s
+    /// 128-byte swizzled layout (the tensor map swizzles as `stage_wgmma`
+    /// does: slots are 1024-byte aligned), in boxes of all the tile's rows,
+    /// one per 64 columns. The value is the slot's address with the
+    /// parity of this fill of the slot in bit 0 (what a consumer waits on).
+    pub(super) fn load_tma(&mut self, view: V, offsets: &[V], res: V) -> R<Vec<String>> {
+        let c = self.aplan.class_of(res).expect("ring load");
+        let shape = self.shape_u32(res);
+        let tv = self.tma_views[&view].clone();
+        let lay = self.aplan.layout[c];
+        let crate::ptx::async_copy::SlotLayout::Swizzled { es, .. } = lay else {
+            return self.err("TMA ring without the wgmma layout");
+        };
+        if !crate::ptx::async_copy::tma_slot(lay, &shape, tv.inner) {
+            return self.err("TMA ring whose slot rows do not run along the view's contiguous dimension");
+        }
+        // (warp-specialized: the slot is free when its empty mbarrier says
+        // so, which only the producer waits for)
+        if self.ring_dirty && self.role == Role::All {
+            self.ring_bar();
+            self.ring_dirty = false;
+        }
+        let (cur, first, end) = self.slot_regs[c].clone();
+        let ph = self.tma_bar[c].clone().expect("TMA ring").1;
+        let wrap = self.reg(Cls::P);
+        self.l(format!("add.u32 {cur}, {cur}, {};", self.aplan.slot_bytes[c]));
+        self.l(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
+        self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
+        self.l(format!("@{wrap} xor.b32 {ph}, {ph}, 1;"));
+        let slot = self.reg(Cls::R);
+        self.l(format!("or.b32 {slot}, {cur}, {ph};"));
+        if self.role == Role::Consumer {
+            // the consumers only follow the ring (the producer copies)
+            return Ok(vec![slot]);
+        }
+        let bar = self.tma_bar_addr(c, &slot);
+        let empty = if self.role == Role::Producer { Some(self.tma_bar_addr_of(c, &slot, true)) } else { None };
+        // coordinates, innermost (the view's unit-stride dimension) first,
+        // as s32 (clamped: anything beyond is outside every tensor-map
+        // extent, hence zeros, as it should be)
+        let mut coords = vec![];
+        for o in [offsets[tv.inner], offsets[1 - tv.inner]] {
+            let r = self.get(o)[0].clone();
+            if self.dtype(o) == DType::I64 {
+                let (t, c32) = (self.reg(Cls::Rd), self.reg(Cls::R));
+                self.l(format!("max.s64 {t}, {r}, -2147483648;"));
+                self.l(format!("min.s64 {t}, {t}, 2147483647;"));
+                self.l(format!("cvt.u32.u64 {c32}, {t};"));
+                coords.push(c32);
+            } else {
+                coords.push(r);
+            }
+        }
+        if let Some((axis, _)) = tv.batch {
+            let p = self.reg(Cls::R);
+            self.l(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][axis as usize]));
+            coords.push(p);
+        }
+        // the slot: `cols / atom` column atoms of `rows` 128-byte rows
+        // (`[cols/atom][rows][atom]`, swizzled), rows along the view's
+        // outer dimension
+        let (rows, cols) = lay.rows_cols(&shape).expect("a 2-D tile (tma_slot)");
+        let atom = 128 / es;
+        let mut box_dims = vec![atom, rows];
+        if tv.batch.is_some() {
+            box_dims.push(1);
+        }
+        let tm = self.tmap(view, box_dims, self.aplan.round_tf32[c]);
+        let base = self.reg(Cls::R);
+        self.l(format!("mov.u32 {base}, {cur};"));
+        // Issued here, where the pipeliner put the prefetch: before the wait
+        // for this iteration's tile, so that while a program waits, every
+        // slot but the one being read is being filled (the slot refilled
+        // here was freed by the previous iteration's `wgmma.wait_group` and
+        // this barrier). Deferring the issue past the iteration's `wgmma`s
+        // (sessions 5–9, when a step issued up to 20 copies) left one slot
+        // idle through every wait: decode 16×8192×8192 bf16 took 41 µs with
+        // 3 stages deferred and 36 issued here; tf32 4096³ 388 → 374 µs
+        // (RESULTS, session 10).
+        // warp 0 alone (a warp-uniform branch), one lane of it elected
+        // (`elect.sync`: ptxas then issues each copy once, without a loop
+        // over the lanes' operand values)
+        let skip = self.label();
+        let (w0, lead, lane) = (self.reg(Cls::P), self.reg(Cls::P), self.reg(Cls::R));
+        if self.role == Role::All {
+            self.l(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
+            self.l(format!("@{w0} bra.uni {skip};"));
+        }
+        self.l(format!("elect.sync {lane}|{lead}, -1;"));
+        self.l(format!("@!{lead} bra {skip};"));
+        if let Some(empty) = empty {
+            // wait until every consumer warp released this slot's previous
+            // fill (parity of the previous phase: a first fill passes)
+            let (par, p, lbl) = (self.reg(Cls::R), self.reg(Cls::P), self.label());
+            self.l(format!("and.b32 {par}, {slot}, 1;"));
+            self.l(format!("xor.b32 {par}, {par}, 1;"));
+            self.body.push_str(&format!("{lbl}:\n"));
+            // (multicast: the other program's consumers released it too)
+            self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
+            self.l(format!("@!{p} bra {lbl};"));
+        }
+        let sink = self.reg(Cls::Rd);
+        self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));
+        let dim = coords.len();
+        // multicast: this program copies every other column atom into the
+        // same slot of both programs (completing on both full mbarriers,
+        // whose `expect_tx` counts the whole tile), the other program the rest
+        let mc = if self.mcast[c] {
+            let (mask, mine) = (self.reg(Cls::H), [self.reg(Cls::P), self.reg(Cls::P)]);
+            self.l(format!("mov.b16 {mask}, 3;"));
+            for (r, p) in mine.iter().enumerate() {
+                self.l(format!("setp.eq.u32 {p}, {}, {r};", self.rank));
+            }
+            Some((mask, mine))
+        } else {
+            None
+        };
+        for ka in 0..cols / atom {
+            // destination: column atom `ka`
+            let dst = self.reg(Cls::R);
+            self.l(format!("add.u32 {dst}, {base}, {};", ka * rows * 128));
+            let c0 = self.reg(Cls::R);
+            self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * atom));
+            let cs = std::iter::once(c0).chain(coords[1..].iter().cloned()).collect::<Vec<_>>().join(", ");
+            match &mc {
+                Some((mask, mine)) => self.l(format!("@{} cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], [{tm}, {{{cs}}}], [{bar}], {mask};", mine[(ka % 2) as usize])),
+                None => self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];")),
+            }
+        }
+        self.body.push_str(&format!("{skip}:\n"));
+        Ok(vec![slot])
+    }
+}

@@ -1,0 +1,230 @@
+//! Values in registers: register allocation, labels, the layout of each tile
+//! shape, per-register element coordinates and owners (index arithmetic
+//! cached per shape), moves and fresh copies of a value's registers.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    pub(super) fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        Err(EmitError { kernel: self.k.name.clone(), line: self.loc.line, msg: msg.into() })
+    }
+
+    pub(super) fn reg(&mut self, c: Cls) -> String {
+        let (i, pre) = match c {
+            Cls::F => (0, "%f"),
+            Cls::H => (1, "%h"),
+            Cls::R => (2, "%r"),
+            Cls::Rd => (3, "%rd"),
+            Cls::P => (4, "%p"),
+        };
+        let n = self.counts[i];
+        self.counts[i] += 1;
+        format!("{pre}{n}")
+    }
+
+    pub(super) fn l(&mut self, s: impl AsRef<str>) {
+        self.body.push('\t');
+        self.body.push_str(s.as_ref());
+        self.body.push('\n');
+    }
+
+    pub(super) fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("$L{}", self.labels)
+    }
+
+    pub(super) fn shape_u32(&self, v: V) -> Vec<u32> {
+        self.k.ty(v).shape().iter().map(|d| d.known().unwrap() as u32).collect()
+    }
+
+    pub(super) fn layout(&mut self, shape: &[u32]) -> std::rc::Rc<Layout> {
+        if let Some(l) = self.layouts.get(shape) {
+            return l.clone();
+        }
+        let bl = self.plan.layout(shape, self.o.num_warps, self.vec);
+        let mut thread = vec![];
+        for d in 0..bl.rank() {
+            let t = self.reg(Cls::R);
+            let (lane, warp) = (self.lane.clone(), self.warp.clone());
+            let mut s = String::new();
+            let _ = writeln!(s, "\tbfe.u32 {t}, {lane}, {}, {};", bl.lane_shift[d], bl.tpw[d].trailing_zeros());
+            let tw = self.reg(Cls::R);
+            let _ = writeln!(s, "\tbfe.u32 {tw}, {warp}, {}, {};", bl.warp_shift[d], bl.wpc[d].trailing_zeros());
+            let _ = writeln!(s, "\tmad.lo.u32 {t}, {tw}, {}, {t};", bl.warp_mul[d]);
+            let _ = writeln!(s, "\tmul.lo.u32 {t}, {t}, {};", bl.spt[d]);
+            self.pro.push_str(&s);
+            thread.push(t);
+        }
+        let konst = bl.konst();
+        let l = std::rc::Rc::new(Layout { bl, konst, thread });
+        self.layouts.insert(shape.to_vec(), l.clone());
+        l
+    }
+
+    pub(super) fn nregs(&mut self, v: V) -> usize {
+        if self.aplan.class_of(v).is_some() {
+            return 1; // a ring slot's address
+        }
+        let s = self.shape_u32(v);
+        if s.is_empty() {
+            1
+        } else {
+            self.layout(&s).bl.regs()
+        }
+    }
+
+    /// Index along `d` of register `r` of the canonical layout of `shape`
+    /// (u32 register, computed once in the prologue).
+    pub(super) fn index(&mut self, shape: &[u32], r: usize, d: usize) -> String {
+        let key = (shape.to_vec(), r, d);
+        if let Some(s) = self.idx_cache.get(&key) {
+            return s.clone();
+        }
+        let lay = self.layout(shape);
+        let out = self.reg(Cls::R);
+        let c = lay.konst[r][d];
+        let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
+        if lay.bl.replicated(d) {
+            let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);
+        }
+        self.pro.push_str(&s);
+        self.idx_cache.insert(key, out.clone());
+        out
+    }
+
+    /// Row-major linear index of register `r` (u32 register, prologue).
+    pub(super) fn lin(&mut self, shape: &[u32], r: usize) -> String {
+        let lay = self.layout(shape);
+        let strides = lay.bl.strides();
+        let out = self.reg(Cls::R);
+        let mut s = format!("\tmov.u32 {out}, 0;\n");
+        for d in 0..shape.len() {
+            let i = self.index(shape, r, d);
+            let _ = writeln!(s, "\tmad.lo.u32 {out}, {i}, {}, {out};", strides[d]);
+        }
+        self.pro.push_str(&s);
+        out
+    }
+
+    /// Predicate true in exactly one of the threads holding register `r`'s
+    /// element (None: every holder is the only one). Scalars: thread 0.
+    pub(super) fn owner(&mut self, shape: &[u32], r: usize) -> Option<String> {
+        let key = (shape.to_vec(), r);
+        if let Some(o) = self.owner_cache.get(&key) {
+            return o.clone();
+        }
+        let res = if shape.is_empty() {
+            let p = self.reg(Cls::P);
+            let _ = writeln!(self.pro, "\tsetp.eq.u32 {p}, {}, 0;", self.tid);
+            Some(p)
+        } else {
+            let lay = self.layout(shape);
+            let mut pred: Option<String> = None;
+            for d in 0..shape.len() {
+                if !lay.bl.replicated(d) {
+                    continue;
+                }
+                let t = self.reg(Cls::R);
+                let p = self.reg(Cls::P);
+                let _ = writeln!(self.pro, "\tadd.u32 {t}, {}, {};\n\tsetp.lt.u32 {p}, {t}, {};", lay.thread[d], lay.konst[r][d], shape[d]);
+                pred = Some(match pred {
+                    None => p,
+                    Some(q) => {
+                        let _ = writeln!(self.pro, "\tand.pred {p}, {p}, {q};");
+                        p
+                    }
+                });
+            }
+            // warps replicated beyond the shape along dim 0 are covered by the
+            // wrap check above (coverage counts them).
+            pred
+        };
+        self.owner_cache.insert(key, res.clone());
+        res
+    }
+
+    pub(super) fn get(&self, v: V) -> Vec<String> {
+        self.vals.get(&v).cloned().unwrap_or_else(|| panic!("ptx: value %{} not emitted", v.0))
+    }
+
+    /// Register class of `v`'s registers (a ring slot address for values
+    /// that live in an operand ring).
+    pub(super) fn cls_of_val(&self, v: V) -> Cls {
+        if self.aplan.class_of(v).is_some() {
+            Cls::R
+        } else {
+            cls_of(self.elem(v))
+        }
+    }
+
+    pub(super) fn elem(&self, v: V) -> Elem {
+        self.k.ty(v).elem().expect("tile type")
+    }
+
+    pub(super) fn dtype(&self, v: V) -> DType {
+        self.elem(v).dtype()
+    }
+
+    pub(super) fn zero_reg(&mut self) -> String {
+        if let Some(z) = &self.zero {
+            return z.clone();
+        }
+        let z = self.reg(Cls::R);
+        let _ = writeln!(self.pro, "\tmov.u32 {z}, 0;");
+        self.zero = Some(z.clone());
+        z
+    }
+
+    pub(super) fn yields(&self, b: &Block) -> Vec<V> {
+        match b.ops.last().map(|o| &o.kind) {
+            Some(OpKind::Yield(v)) => v.clone(),
+            _ => vec![],
+        }
+    }
+
+    pub(super) fn mov(&mut self, c: Cls, dst: &str, src: &str) {
+        let t = match c {
+            Cls::F => "f32",
+            Cls::H => "b16",
+            Cls::R => "b32",
+            Cls::Rd => "b64",
+            Cls::P => "pred",
+        };
+        self.l(format!("mov.{t} {dst}, {src};"));
+    }
+
+    pub(super) fn fresh_like(&mut self, v: V) -> Vec<String> {
+        let n = self.nregs(v);
+        let c = self.cls_of_val(v);
+        (0..n).map(|_| self.reg(c)).collect()
+    }
+}
+
+impl<'k> crate::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+        &mut self.remat
+    }
+    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+        &mut self.vals
+    }
+    fn nregs_of(&mut self, v: V) -> R<usize> {
+        Ok(self.nregs(v))
+    }
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        Ok(self.index(shape, r, d))
+    }
+    fn arange_at(&mut self, i: &str, start: i64) -> String {
+        if start == 0 {
+            return i.to_string();
+        }
+        let o = self.reg(Cls::R);
+        self.l(format!("add.s32 {o}, {i}, {start};"));
+        o
+    }
+    fn zero_index(&mut self) -> String {
+        self.zero_reg()
+    }
+    fn elementwise_op(&mut self, kind: &OpKind, _v: V) -> R<Vec<String>> {
+        self.elementwise(kind)
+    }
+}

@@ -1,0 +1,276 @@
+//! Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a): shared-memory matrix
+//! descriptors over 128-byte-swizzled operand slots (from the rings, or
+//! staged from registers), the accumulator in the layout `wgmma` writes,
+//! one group kept in flight.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    /// Store a 2-D tile of `es`-byte elements to shared memory in the layout
+    /// a `wgmma` operand descriptor with 128-byte swizzling reads (see
+    /// `wgmma_addr`), or its transpose (`transposed`: the tile's column `j`
+    /// is the slot's row `j` — tf32 B, read K-major). Returns nothing; every
+    /// thread stores its own runs (at most one 16-byte chunk per store;
+    /// single elements when transposed).
+    pub(super) fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, es: u32, transposed: bool) {
+        let lay = self.layout(shape);
+        let ty = if es == 4 { "f32" } else { "b16" };
+        if transposed {
+            for (r, v) in regs.iter().enumerate() {
+                let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
+                let a = self.wgmma_addr(&j, &i, shape[1], base, es);
+                self.l(format!("st.shared.{ty} [{a}], {v};"));
+            }
+            return;
+        }
+        let run = lay.bl.spt[1] as usize;
+        let piece = run.min(16 / es as usize);
+        for r0 in (0..regs.len()).step_by(run) {
+            for p0 in (0..run).step_by(piece) {
+                let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
+                let a = self.wgmma_addr(&i, &j, shape[0], base, es);
+                let vals = &regs[r0 + p0..r0 + p0 + piece];
+                if piece == 1 {
+                    self.l(format!("st.shared.{ty} [{a}], {};", vals[0]));
+                    continue;
+                }
+                let words: Vec<String> = if es == 4 {
+                    vals.to_vec()
+                } else {
+                    vals.chunks(2)
+                        .map(|p| {
+                            let w = self.reg(Cls::R);
+                            self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                            w
+                        })
+                        .collect()
+                };
+                let wt = if es == 4 { "f32" } else { "b32" };
+                match words.len() {
+                    1 => self.l(format!("st.shared.{wt} [{a}], {};", words[0])),
+                    2 => self.l(format!("st.shared.v2.{wt} [{a}], {{{}, {}}};", words[0], words[1])),
+                    _ => self.l(format!("st.shared.v4.{wt} [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
+                }
+            }
+        }
+    }
+
+    /// Shared-memory address of element `(i, j)` of a `rows`-row tile of
+    /// `es`-byte elements in the swizzled `wgmma` operand layout: the
+    /// columns split into atoms of 128 bytes, each atom `rows × 128` bytes,
+    /// atoms one after another; inside an atom, row `i`'s 16-byte chunk `c`
+    /// lives at `i·128 + ((c ^ (i % 8))·16)`.
+    pub(super) fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, es: u32) -> String {
+        let (atom, chunk) = (128 / es, 16 / es);
+        let (a, t, u) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        // (the offset first, a function of the thread alone that ptxas can
+        // hoist out of loops; the slot base last)
+        self.l(format!("shr.u32 {t}, {j}, {};", atom.trailing_zeros()));
+        self.l(format!("mul.lo.u32 {a}, {t}, {};", rows * 128));
+        self.l(format!("mad.lo.u32 {a}, {i}, 128, {a};"));
+        self.l(format!("bfe.u32 {t}, {j}, {}, 3;", chunk.trailing_zeros()));
+        self.l(format!("and.b32 {u}, {i}, 7;"));
+        self.l(format!("xor.b32 {t}, {t}, {u};"));
+        self.l(format!("mad.lo.u32 {a}, {t}, 16, {a};"));
+        self.l(format!("and.b32 {t}, {j}, {};", chunk - 1));
+        self.l(format!("mad.lo.u32 {a}, {t}, {es}, {a};"));
+        self.l(format!("add.u32 {a}, {a}, {base};"));
+        a
+    }
+
+    /// `dot` as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a), f16/bf16
+    /// or tf32 into f32. Both operands are staged in shared memory in the
+    /// 128-byte swizzled layouts the tensor cores read through 64-bit
+    /// descriptors: A K-major (`[k/64][m][64]` for 16-bit elements) or,
+    /// from a 16-bit transposed view, M-major (`[m/64][k][64]`, the
+    /// instruction's "transposed A"), B N-major for 16-bit elements
+    /// (`[n/64][k][64]`, "transposed B") and K-major for tf32, for a
+    /// transposed view and for B narrower than 64 columns (`[k/64][n][64]`
+    /// for 16-bit elements: B's tile transposed, which its ring's copies or
+    /// the staging do) — `async_copy::wgmma_slot`. The accumulator has the layout `wgmma` writes
+    /// (`Blocked::wgmma_acc`, over `wm = num_warps` warps along M):
+    /// instruction `t` of warpgroup `g` reads A's 64-row block `t·G + g`
+    /// (G warpgroups) and gives warp `w%4` rows `16·(w%4) + lane/4 + 8·h` of
+    /// it — the registers the layout says; no data moves after the MMA.
+    pub(super) fn dot_wgmma(&mut self, a: V, b: V, acc: V, g: crate::ptx::assign::MmaGrid, precision: DotPrecision, res: V) -> R<Vec<String>> {
+        let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
+        let (m, kk, n) = (sa[0], sa[1], sb[1]);
+        // (f32 operands: the dot asked for tf32 — `assign` gives f32 dots a
+        // tensor-core grid only then; the tensor cores read the top 19 bits
+        // of each element, so a `dot_tf32`'s operands are rounded before:
+        // in registers when staged, by a pass over `cp.async` slots, by the
+        // bulk copies of TMA slots)
+        let (ty, es) = match self.dtype(a) {
+            DType::BF16 => ("bf16", 2),
+            DType::F16 => ("f16", 2),
+            DType::F32 => ("tf32", 4),
+            d => return self.err(format!("wgmma path for a {d} dot")),
+        };
+        self.uses_wgmma = true;
+        let wm = g.wm;
+        let groups = wm / 4;
+        let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
+        let (ra, rb) = (self.get(a), self.get(b));
+        // the operands' shared-memory layouts: a ring slot's
+        // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
+        // as `wgmma_slot` would place it (K-major for tf32 and below 64
+        // columns, else N-major)
+        let slot_transposed = |c: Option<usize>| c.is_some_and(|c| matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
+        let mmajor_a = slot_transposed(ca);
+        let kmajor_b = match cb {
+            Some(_) => slot_transposed(cb),
+            None => es == 4 || (n * es) % 128 != 0,
+        };
+        // operands in registers are staged in the scratch space
+        let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
+        if ca.is_none() || cb.is_none() {
+            let bytes_a = if ca.is_none() { m * kk * es } else { 0 };
+            self.smem_need(bytes_a + if cb.is_none() { kk * n * es } else { 0 });
+            self.bar();
+            let scratch = self.smem_base();
+            // (tf32 operands rounded on the way, as the interpreter does;
+            // truncated ones the tensor cores truncate themselves)
+            let tf = |em: &mut Self, r: &[String]| -> Vec<String> { if precision == DotPrecision::Tf32 { r.iter().map(|f| em.tf32_round(f)).collect() } else { r.to_vec() } };
+            if ca.is_none() {
+                let ra = tf(self, &ra);
+                self.stage_wgmma(&ra, &sa, &scratch, es, false);
+                base = scratch.clone();
+            }
+            if cb.is_none() {
+                base_b = self.reg(Cls::R);
+                self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
+                let rb = tf(self, &rb);
+                self.stage_wgmma(&rb, &sb, &base_b, es, kmajor_b);
+            }
+        }
+        let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
+        let tma = |c: Option<usize>| c.is_some_and(|c| self.aplan.tma[c].is_some());
+        let (cp_a, cp_b) = (ca.is_some() && !tma(ca), cb.is_some() && !tma(cb));
+        if ready {
+            // waited for at the top of the loop body; close this
+            // iteration's prefetch group
+            self.cp_commit();
+        } else if cp_a || cp_b {
+            // the operands' copies: loaded directly (in the open group or an
+            // older one): wait for everything; carried from `d` iterations
+            // back: every iteration since closed at least one group (the
+            // one with its ring's prefetch, closed here at the latest), so
+            // the newest `d` groups may stay in flight
+            let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
+            let keep = [(a, cp_a), (b, cp_b)].iter().filter(|(_, c)| *c).map(|(v, _)| dist(*v)).min().unwrap_or(0);
+            self.cp_commit();
+            self.l(format!("cp.async.wait_group {keep};"));
+        }
+        // generic-proxy writes (stores, cp.async) read by the async proxy
+        // (the tensor cores): fence in every writing thread, then a barrier
+        // (bulk tensor copies are async-proxy writes: their mbarrier is
+        // all the tensor cores need)
+        if !ready && (cp_a || cp_b) && precision == DotPrecision::Tf32 {
+            self.round_tf32_slots(&[(a, ra[0].clone()), (b, rb[0].clone())]);
+        }
+        if !ready && (ca.is_none() || cb.is_none() || cp_a || cp_b) {
+            self.l("fence.proxy.async.shared::cta;");
+            self.bar();
+        }
+        for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
+            if let Some(c) = c.filter(|c| self.aplan.tma[*c].is_some()) {
+                self.tma_wait(c, r);
+            }
+        }
+        self.ring_dirty = true;
+        // descriptors: start address >> 4 (bits 0-13), leading byte offset
+        // >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle 128B (62-63)
+        let desc = |em: &mut Self, addr: &str, lbo: u32, sbo: u32| -> String {
+            let (lo, d) = (em.reg(Cls::R), em.reg(Cls::Rd));
+            em.l(format!("bfe.u32 {lo}, {addr}, 4, 14;"));
+            em.l(format!("cvt.u64.u32 {d}, {lo};"));
+            let hi: u64 = ((lbo as u64 >> 4) << 16) | ((sbo as u64 >> 4) << 32) | (1u64 << 62);
+            em.l(format!("or.b64 {d}, {d}, {hi};"));
+            d
+        };
+        // A: this warpgroup's first 64-row block. K-major: rows of 128-byte
+        // atoms, LBO unused (1), SBO = between groups of 8 rows; M-major
+        // (16-bit, from a transposed view): a 64-row block is one atom
+        // column `[k][64]`, `k·128` bytes, SBO = between groups of 8
+        // k-rows (LBO, between atoms along M, is not crossed by m64)
+        let wg = self.reg(Cls::R);
+        self.l(format!("shr.u32 {wg}, {}, 2;", self.warp));
+        let addr_a = self.reg(Cls::R);
+        let block_a = if mmajor_a { kk * 128 } else { 8192 };
+        self.l(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
+        let da = if mmajor_a { desc(self, &addr_a, kk * 128, 1024) } else { desc(self, &addr_a, 16, 1024) };
+        // B, 16-bit as stored row-major: N-major; LBO = distance between
+        // 64-column atoms, SBO = between groups of 8 k-rows. tf32, 16-bit
+        // from a transposed view and B narrower than an atom: K-major like
+        // A (the slot holds B transposed: row n, one 128-byte atom row of K)
+        let db = if kmajor_b { desc(self, &base_b, 16, 1024) } else { desc(self, &base_b, kk * 128, 1024) };
+        let racc = self.get(acc);
+        // in flight across the back edge (`async_copy`): accumulate in the
+        // carried registers themselves, which nothing else reads until the
+        // loop ends (a copy would make ptxas serialize the MMAs)
+        let inflight = self.aplan.inflight.get(&res) == Some(&acc);
+        let accs: Vec<String> = if inflight {
+            racc.clone()
+        } else {
+            racc.iter()
+                .map(|v| {
+                    let t = self.reg(Cls::F);
+                    self.mov(Cls::F, &t, v);
+                    t
+                })
+                .collect()
+        };
+        let scale_d = self.reg(Cls::P);
+        // scale-d: accumulate into d (always true; a register operand)
+        self.l(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
+        self.l("wgmma.fence.sync.aligned;");
+        let ni = n.min(256);
+        let rn = (n / 8) as usize;
+        let tcount = m / (16 * wm);
+        // one instruction step takes 32 bytes of K (k16 of 16-bit, k8 of
+        // tf32); four of them make a 128-byte atom
+        let kstep = 32 / es;
+        for ks in 0..kk / kstep {
+            for t in 0..tcount {
+                let off_a = if mmajor_a { (t * groups) * block_a + ks * kstep * 128 } else { (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32 };
+                let dai = self.reg(Cls::Rd);
+                self.l(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
+                for u in 0..n / ni {
+                    let off_b = if kmajor_b { (ks / 4) * n * 128 + (ks % 4) * 32 + u * ni * 128 } else { u * (ni / 64) * kk * 128 + ks * 16 * 128 };
+                    let dbi = self.reg(Cls::Rd);
+                    self.l(format!("add.s64 {dbi}, {db}, {};", off_b >> 4));
+                    let mut d = vec![];
+                    for q in 0..(ni / 2) as usize {
+                        let (jj, h, e) = (q / 4, (q % 4) / 2, q % 2);
+                        let j = (u * ni / 8) as usize + jj;
+                        d.push(accs[(2 * t as usize + h) * 2 * rn + 2 * j + e].clone());
+                    }
+                    // (tf32 has no transpose immediates: both operands
+                    // K-major; 16-bit: "transposed" = M-major A, N-major B)
+                    let imm = if es == 4 { "1, 1".to_string() } else { format!("1, 1, {}, {}", mmajor_a as u32, !kmajor_b as u32) };
+                    self.l(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
+                }
+            }
+        }
+        self.l("wgmma.commit_group.sync.aligned;");
+        // In flight: wait for the previous iteration's group only (its ring
+        // slots are then free; the loop's exit waits for the last). No
+        // trailing barrier, as for mma.sync: the wait makes this
+        // warpgroup's shared-memory reads complete, and the next writer
+        // starts with a barrier.
+        self.l(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
+        // warp-specialized: the slots the waited-for MMAs read are free (in
+        // flight: the previous dot's, recorded; else this one's)
+        for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
+            let Some(c) = c.filter(|c| self.ws_prev.get(*c).is_some_and(|p| p.is_some())) else { continue };
+            if inflight {
+                self.ws_release_prev(c);
+                let prev = self.ws_prev[c].clone().unwrap();
+                self.l(format!("mov.u32 {prev}, {r};"));
+            } else {
+                self.ws_release(c, r, None);
+            }
+        }
+        Ok(accs)
+    }
+}
