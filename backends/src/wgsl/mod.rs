@@ -16,12 +16,103 @@
 //! One workgroup runs one program: `@builtin(workgroup_id)` is `program_id`,
 //! `@builtin(num_workgroups)` is `num_programs`. The ABI (bindings, scalar
 //! slots, packing of 8/16-bit elements) is described by
-//! [`emit::BindingAbi`]; the runtime (a later task) must follow it.
+//! [`BindingAbi`]; the runtime (a later task) must follow it.
 
-pub mod emit;
+pub mod compile;
+mod emit;
 #[cfg(feature = "wgsl")]
 pub mod validate;
 
-pub use emit::{emit, BindingAbi, BindingKind, UniformField, WgslKernel, WgslOptions};
+pub use compile::emit;
+
+use ferrotile_ir::DType;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WgslOptions {
+    /// Invocations per workgroup: a power of two, 32..=1024 (default 128).
+    pub workgroup_size: u32,
+    /// Use subgroup shuffles for the cross-lane step of reductions. Only set
+    /// it when the adapter has SUBGROUP *and* a minimum subgroup size of at
+    /// least 32 with subgroups made of consecutive invocations (NVIDIA, AMD,
+    /// Apple); no `enable subgroups;` directive is emitted.
+    pub subgroups: bool,
+    /// The device has half-precision support: f16 bits are widened with one
+    /// `unpack2x16float` (exact) instead of integer code, which needs naga's
+    /// `SHADER_FLOAT16_IN_FLOAT32` capability. Rounding to f16 always stays
+    /// in software (WGSL leaves the rounding of f32→f16 conversions
+    /// unspecified), so no `enable f16;` is emitted (naga 27 cannot bitcast
+    /// u32 → vec2<f16> anyway) and results are identical either way.
+    pub shader_f16: bool,
+    /// Bytes of `var<workgroup>` storage the device allows
+    /// (`maxComputeWorkgroupStorageSize`; WebGPU's default is 16384, lavapipe
+    /// and most GPUs 32768).
+    pub max_workgroup_storage: u32,
+    /// Per parameter: the launch's integer argument is divisible by 16
+    /// (missing entries: unknown). With [`WgslOptions::arg_one`] this feeds
+    /// the axis analysis that proves loads and stores contiguous and
+    /// 16-byte aligned, so they can move whole `vec4`s (the launch caches
+    /// one shader per combination, as the CUDA runtime does).
+    pub arg_div16: Vec<bool>,
+    /// Per parameter: the launch's integer argument is exactly 1.
+    pub arg_one: Vec<bool>,
+}
+
+impl Default for WgslOptions {
+    fn default() -> Self {
+        WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768, arg_div16: vec![], arg_one: vec![] }
+    }
+}
+
+/// One field of the uniform block: the scalar parameter `param` at byte
+/// `offset`. Fields are 4 bytes: i32/u32/f32 as themselves, i8 as a
+/// sign-extended i32, u8 and bool (0/1) as u32, f16/bf16 as their bit
+/// pattern in the low 16 bits of a u32; i64 takes 8 bytes (little-endian,
+/// 4-byte aligned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UniformField {
+    pub param: u32,
+    pub offset: u32,
+    pub dtype: DType,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindingKind {
+    /// Pointer parameter `param`: a storage buffer of `dtype` elements (32-bit
+    /// dtypes as themselves, f16/bf16/i8/u8 packed little-endian in u32
+    /// words: the buffer's byte size must be rounded up to a multiple of 4).
+    /// `read_only` buffers are `var<storage, read>`.
+    Storage { param: u32, dtype: DType, read_only: bool },
+    /// All scalar parameters in one `var<uniform>` struct of `size` bytes
+    /// (rounded up to 16).
+    Uniform { fields: Vec<UniformField>, size: u32 },
+}
+
+/// One `@group(group) @binding(binding)` resource. Every pointer parameter
+/// gets a binding whether the kernel uses it or not (so the runtime should
+/// build an explicit bind-group layout from this list rather than rely on
+/// an automatic one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingAbi {
+    pub group: u32,
+    pub binding: u32,
+    pub kind: BindingKind,
+}
+
+#[derive(Clone, Debug)]
+pub struct WgslKernel {
+    pub text: String,
+    /// Name of the `@compute` entry point.
+    pub entry: String,
+    pub workgroup_size: u32,
+    pub bindings: Vec<BindingAbi>,
+    /// Bytes of `var<workgroup>` storage the shader declares.
+    pub workgroup_storage_bytes: u32,
+    /// The text uses `unpack2x16float` (only with `shader_f16`): naga needs
+    /// `Capabilities::SHADER_FLOAT16_IN_FLOAT32` (wgpu grants it with
+    /// `DownlevelFlags::SHADER_F16_IN_F32`).
+    pub uses_f16: bool,
+    /// The text calls subgroup builtins (the device needs SUBGROUP).
+    pub uses_subgroups: bool,
+}
 
 pub use crate::EmitError;

@@ -1,0 +1,343 @@
+//! Storage buffers: element and word addressing of packed 8/16-bit
+//! dtypes, masked loads, stores as atomic read-modify-writes of their
+//! word where elements share one, `atomic_add`, `vec4` accesses where
+//! the axis analysis proves them legal, and block pointers of views.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    /// Per-buffer helper: packed store (`st`) or atomic add (`add`).
+    pub(super) fn buf_helper(&mut self, p: u32, kind: &str) -> String {
+        let name = format!("ft_{kind}_b{p}");
+        if self.helpers.contains_key(&name) {
+            return name;
+        }
+        let d = self.bufs[p as usize].unwrap().dtype;
+        let (sh, bits) = match d.size_bytes() {
+            1 => (2u32, 8u32),
+            2 => (1, 16),
+            _ => (0, 32),
+        };
+        let code = match (kind, d) {
+            ("st", _) => format!(
+                "// store the {bits}-bit element i of `b{p}` (v in the low bits): CAS on its word\nfn {name}(i: u32, v: u32) {{\n    let w = i >> {sh}u;\n    if (w >= arrayLength(&b{p})) {{ return; }}\n    let s = (i & {m}u) * {bits}u;\n    var old = atomicLoad(&b{p}[w]);\n    loop {{\n        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, v, s, {bits}u));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n",
+                m = (1u32 << sh) - 1
+            ),
+            ("add", DType::F32) => format!(
+                "fn {name}(i: u32, v: f32) {{\n    if (i >= arrayLength(&b{p})) {{ return; }}\n    var old = atomicLoad(&b{p}[i]);\n    loop {{\n        let r = atomicCompareExchangeWeak(&b{p}[i], old, bitcast<u32>(bitcast<f32>(old) + v));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n"
+            ),
+            ("add", _) => {
+                let (vty, newv) = match d {
+                    DType::F16 => {
+                        self.helper("ft_f2h");
+                        self.helper("ft_h2f");
+                        ("f32", "ft_f2h(ft_h2f(e) + v)".to_string())
+                    }
+                    DType::BF16 => {
+                        self.helper("ft_f2b");
+                        self.helper("ft_b2f");
+                        ("f32", "ft_f2b(ft_b2f(e) + v)".to_string())
+                    }
+                    DType::I8 => ("i32", "(e + bitcast<u32>(v)) & 0xffu".to_string()),
+                    _ => ("u32", "(e + v) & 0xffu".to_string()),
+                };
+                format!(
+                    "fn {name}(i: u32, v: {vty}) {{\n    let w = i >> {sh}u;\n    if (w >= arrayLength(&b{p})) {{ return; }}\n    let s = (i & {m}u) * {bits}u;\n    var old = atomicLoad(&b{p}[w]);\n    loop {{\n        let e = extractBits(old, s, {bits}u);\n        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, {newv}, s, {bits}u));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n",
+                    m = (1u32 << sh) - 1
+                )
+            }
+            _ => unreachable!(),
+        };
+        self.helpers.insert(name.clone(), code);
+        name
+    }
+
+    /// Expression loading word `wi` of buffer `p`.
+    pub(super) fn word(&self, p: u32, wi: &str) -> String {
+        let b = self.bufs[p as usize].unwrap();
+        if b.atomic {
+            format!("atomicLoad(&b{p}[{wi}])")
+        } else if b.vec4 {
+            format!("b{p}[({wi}) >> 2u][({wi}) & 3u]")
+        } else {
+            format!("b{p}[{wi}]")
+        }
+    }
+
+    /// Vector width of an access through `ptr`: 4 when every run of 4
+    /// registers along the last dimension is provably contiguous, 16-byte
+    /// aligned and uniformly masked, the tile is not replicated, and the
+    /// buffer holds plain 32-bit elements; else 1.
+    pub(super) fn vec_width(&mut self, ptr: V, mask: Option<V>) -> R<u32> {
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(ptr);
+        let plain = !matches!(self.base.get(&ptr).and_then(|&p| self.bufs[p as usize]), Some(b) if b.atomic);
+        if shape.is_empty() || d.size_bytes() != 4 || !plain {
+            return Ok(1);
+        }
+        let lay = self.layout(&shape)?;
+        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 4 != 0 {
+            return Ok(1);
+        }
+        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(1) };
+        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.konst));
+        Ok(if pi.contig >= 4 && pi.div >= 16 && mk >= 4 { 4 } else { 1 })
+    }
+
+    /// Before emission: buffers with a `vec4` access are declared as
+    /// `array<vec4<T>>` (the declaration must be known before any access).
+    pub(super) fn mark_vec4_buffers(&mut self) -> R<()> {
+        let mut acc = vec![];
+        self.k.walk(&mut |op| match &op.kind {
+            OpKind::Load { ptr, mask, .. } => acc.push((*ptr, *mask)),
+            OpKind::Store { ptr, mask, .. } => acc.push((*ptr, *mask)),
+            _ => {}
+        });
+        for (ptr, mask) in acc {
+            if self.vec_width(ptr, mask)? == 4 {
+                let p = self.base_of(ptr)?;
+                if let Some(b) = self.bufs[p as usize].as_mut() {
+                    b.vec4 = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Expression of element `i` (a u32 register) of buffer `p`.
+    pub(super) fn load_elem(&mut self, p: u32, i: &str, d: DType) -> R<String> {
+        let atomic = self.bufs[p as usize].unwrap().atomic;
+        Ok(match d {
+            DType::F32 if atomic => format!("bitcast<f32>(atomicLoad(&b{p}[{i}]))"),
+            DType::F32 | DType::I32 | DType::U32 => self.word(p, i),
+            DType::I64 if atomic => format!("vec2<u32>(atomicLoad(&b{p}[2u * {i}]), atomicLoad(&b{p}[2u * {i} + 1u]))"),
+            DType::I64 => format!("b{p}[{i}]"),
+            DType::F16 => {
+                let w = self.word(p, &format!("{i} >> 1u"));
+                format!("{}(extractBits({w}, ({i} & 1u) << 4u, 16u))", self.helper("ft_h2f"))
+            }
+            DType::BF16 => {
+                let w = self.word(p, &format!("{i} >> 1u"));
+                format!("bitcast<f32>(extractBits({w}, ({i} & 1u) << 4u, 16u) << 16u)")
+            }
+            DType::I8 => {
+                let w = self.word(p, &format!("{i} >> 2u"));
+                format!("extractBits(bitcast<i32>({w}), ({i} & 3u) << 3u, 8u)")
+            }
+            DType::U8 => {
+                let w = self.word(p, &format!("{i} >> 2u"));
+                format!("extractBits({w}, ({i} & 3u) << 3u, 8u)")
+            }
+            _ => return self.err(format!("memory of dtype {d}")),
+        })
+    }
+
+    /// Masked load: masked-off lanes read element 0 and take `other`.
+    pub(super) fn load_masked(&mut self, p: u32, i: &str, mask: Option<&String>, other: &str, d: DType) -> R<String> {
+        let w = w_dt(d);
+        match mask {
+            None => {
+                let e = self.load_elem(p, i, d)?;
+                Ok(self.let_(w, e))
+            }
+            Some(m) => {
+                let j = self.let_(W::U, format!("select(0u, {i}, {m})"));
+                let e = self.load_elem(p, &j, d)?;
+                Ok(self.let_(w, format!("select({other}, {e}, {m})")))
+            }
+        }
+    }
+
+    pub(super) fn load(&mut self, ptr: V, mask: Option<V>, other: Option<V>, res: V) -> R<Vec<String>> {
+        let d = self.dtype(res);
+        let p = self.base_of(ptr)?;
+        let rp = self.get(ptr);
+        let masks = mask.map(|m| self.get(m));
+        let others = other.map(|o| self.get(o));
+        let zero = zero_of(w_dt(d));
+        let w = self.vec_width(ptr, mask)? as usize;
+        let mut out = vec![];
+        let mut r = 0;
+        while r < rp.len() {
+            let other = |r: usize| others.as_ref().map(|o| o[r].clone()).unwrap_or_else(|| zero.to_string());
+            if w == 4 {
+                // one aligned vec4: masked-off groups read vector 0
+                let m = masks.as_ref().map(|m| m[r].clone());
+                let q = match &m {
+                    Some(m) => self.let_(W::U, format!("select(0u, {} >> 2u, {m})", rp[r])),
+                    None => self.let_(W::U, format!("{} >> 2u", rp[r])),
+                };
+                let v = self.fresh();
+                self.l(format!("let {v} = b{p}[{q}];"));
+                for j in 0..4 {
+                    out.push(match &m {
+                        Some(m) => self.let_(w_dt(d), format!("select({}, {v}[{j}], {m})", other(r + j))),
+                        None => self.let_(w_dt(d), format!("{v}[{j}]")),
+                    });
+                }
+                r += 4;
+                continue;
+            }
+            out.push(self.load_masked(p, &rp[r], masks.as_ref().map(|m| &m[r]), &other(r), d)?);
+            r += 1;
+        }
+        Ok(out)
+    }
+
+    /// Store (or atomically add) the register `v` at element `i` of `p`.
+    pub(super) fn store_elem(&mut self, p: u32, i: &str, v: &str, d: DType, atomic_add: bool) -> R<()> {
+        let b = self.bufs[p as usize].unwrap();
+        if atomic_add {
+            match d {
+                DType::I32 | DType::U32 => self.l(format!("atomicAdd(&b{p}[{i}], {v});")),
+                DType::I64 => {
+                    // low word, then the high word with the carry: the sum is
+                    // exact under contention (readers may see a torn value)
+                    let o = self.let_(W::U, format!("atomicAdd(&b{p}[2u * {i}], {v}.x)"));
+                    self.l(format!("atomicAdd(&b{p}[2u * {i} + 1u], {v}.y + select(0u, 1u, {o} + {v}.x < {o}));"));
+                }
+                DType::F32 | DType::F16 | DType::BF16 | DType::I8 | DType::U8 => {
+                    let h = self.buf_helper(p, "add");
+                    self.l(format!("{h}({i}, {v});"));
+                }
+                _ => return self.err(format!("atomic_add on {d}")),
+            }
+            return Ok(());
+        }
+        match d {
+            DType::F32 | DType::I32 | DType::U32 => {
+                if b.atomic {
+                    let val = if d == DType::F32 { format!("bitcast<u32>({v})") } else { v.to_string() };
+                    self.l(format!("atomicStore(&b{p}[{i}], {val});"));
+                } else if b.vec4 {
+                    self.l(format!("b{p}[({i}) >> 2u][({i}) & 3u] = {v};"));
+                } else {
+                    self.l(format!("b{p}[{i}] = {v};"));
+                }
+            }
+            DType::I64 if b.atomic => {
+                self.l(format!("atomicStore(&b{p}[2u * {i}], {v}.x);"));
+                self.l(format!("atomicStore(&b{p}[2u * {i} + 1u], {v}.y);"));
+            }
+            DType::I64 => self.l(format!("b{p}[{i}] = {v};")),
+            DType::F16 | DType::BF16 | DType::I8 | DType::U8 => {
+                let bits = self.bits16(v, d);
+                let h = self.buf_helper(p, "st");
+                self.l(format!("{h}({i}, {bits});"));
+            }
+            _ => return self.err(format!("memory of dtype {d}")),
+        }
+        Ok(())
+    }
+
+    pub(super) fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(value);
+        let p = self.base_of(ptr)?;
+        let rp = self.get(ptr);
+        let rv = self.get(value);
+        let rm = mask.map(|m| self.get(m));
+        let mut preds: Vec<Option<String>> = vec![];
+        for r in 0..rp.len() {
+            let own = self.owner(&shape, r)?;
+            preds.push(match (&rm, own) {
+                (Some(m), Some(o)) => Some(format!("{} && {o}", m[r])),
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o,
+            });
+        }
+        // Pairs of 16-bit elements one invocation holds consecutively: one
+        // word store when they turn out to share an aligned word.
+        let pairs = !atomic && d.size_bytes() == 2 && !shape.is_empty() && {
+            let lay = self.layout(&shape)?;
+            !lay.bl.any_replication() && lay.bl.spt[shape.len() - 1] % 2 == 0
+        };
+        let w = if atomic { 1 } else { self.vec_width(ptr, mask)? as usize };
+        let mut r = 0;
+        while r < rp.len() {
+            if w == 4 {
+                // one aligned vec4 (no replication: the mask is the predicate)
+                let v = format!("vec4<{}>({})", w_dt(d).name(), rv[r..r + 4].join(", "));
+                let st = format!("b{p}[{} >> 2u] = {v};", rp[r]);
+                match &preds[r] {
+                    Some(c) => self.l(format!("if ({c}) {{ {st} }}")),
+                    None => self.l(st),
+                }
+                r += 4;
+                continue;
+            }
+            if pairs && r + 1 < rp.len() {
+                let (p0, p1) = (&rp[r], &rp[r + 1]);
+                let both = match (&preds[r], &preds[r + 1]) {
+                    (Some(a), Some(b)) => format!("({a}) && ({b}) && "),
+                    _ => String::new(),
+                };
+                let (h0, h1) = (self.bits16(&rv[r], d), self.bits16(&rv[r + 1], d));
+                let (h0, h1) = (self.let_(W::U, h0), self.let_(W::U, h1));
+                self.l(format!("if ({both}({p0} & 1u) == 0u && {p1} == {p0} + 1u && ({p0} >> 1u) < arrayLength(&b{p})) {{"));
+                self.l(format!("    atomicStore(&b{p}[{p0} >> 1u], {h0} | ({h1} << 16u));"));
+                self.l("} else {");
+                self.ind += 1;
+                let h = self.buf_helper(p, "st");
+                for (j, hv) in [(r, &h0), (r + 1, &h1)] {
+                    match &preds[j] {
+                        Some(c) => self.l(format!("if ({c}) {{ {h}({}, {hv}); }}", rp[j])),
+                        None => self.l(format!("{h}({}, {hv});", rp[j])),
+                    }
+                }
+                self.ind -= 1;
+                self.l("}");
+                r += 2;
+                continue;
+            }
+            match &preds[r] {
+                Some(c) => {
+                    self.l(format!("if ({c}) {{"));
+                    self.ind += 1;
+                    self.store_elem(p, &rp[r], &rv[r], d, atomic)?;
+                    self.ind -= 1;
+                    self.l("}");
+                }
+                None => self.store_elem(p, &rp[r], &rv[r], d, atomic)?,
+            }
+            r += 1;
+        }
+        Ok(())
+    }
+
+    /// Element indices and in-bounds predicates of a block access.
+    pub(super) fn block_ptrs(&mut self, view: V, offsets: &[V], shape: &[u32]) -> R<(Vec<String>, Vec<String>)> {
+        let vr = self.get(view);
+        let rank = shape.len();
+        let base = vr[0].clone();
+        let dims: Vec<String> = vr[1..1 + rank].to_vec();
+        let strides: Vec<String> = vr[1 + rank..1 + 2 * rank].to_vec();
+        let mut offs = vec![];
+        for o in offsets {
+            let r = self.get(*o)[0].clone();
+            let d = self.dtype(*o);
+            if !d.is_int() {
+                return self.err("block offset of a non-integer dtype");
+            }
+            offs.push(self.cast(&r, d, DType::I64)?);
+        }
+        let n = self.layout(shape)?.regs();
+        let (add, lt) = (self.helper("ft_add64"), self.helper("ft_lt64"));
+        let mut idxs = vec![];
+        let mut preds = vec![];
+        for r in 0..n {
+            let mut addr = vec![base.clone()];
+            let mut pred = vec![];
+            for d in 0..rank {
+                let i = self.index(shape, r, d)?;
+                // coordinates and bounds in 64 bits; the index needs only the low word
+                let c = self.let_(W::L, format!("{add}({}, vec2<u32>({i}, 0u))", offs[d]));
+                pred.push(format!("bitcast<i32>({c}.y) >= 0i && {lt}({c}, {})", dims[d]));
+                addr.push(format!("{c}.x * {}.x", strides[d]));
+            }
+            idxs.push(self.let_(W::U, addr.join(" + ")));
+            preds.push(self.let_(W::B, pred.join(" && ")));
+        }
+        Ok((idxs, preds))
+    }
+}

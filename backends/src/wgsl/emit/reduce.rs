@@ -1,0 +1,399 @@
+//! Reductions and scans: pairwise in each invocation, then across
+//! invocations through subgroup shuffles (option `subgroups`) and/or
+//! workgroup memory; `argmax`/`argmin` carry the index along.
+
+use super::*;
+
+/// Up to this many positions along a reduced axis after the in-invocation
+/// and subgroup steps, the cross-invocation step reads all partials after
+/// one barrier instead of running the barrier-per-level tree loop.
+const SMALL_TREE: u32 = 32;
+/// ... as long as that is at most this many reads per invocation (the
+/// reads are unrolled: many row groups times many positions would bloat the
+/// shader — lavapipe's LLVM then compiles for minutes).
+const SMALL_TREE_READS: u32 = 64;
+
+impl<'k> Em<'k> {
+    pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let lay = self.layout(&shape)?;
+        let regs = self.get(x);
+        let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
+        let ac = match w_dt(d) {
+            W::F => W::F,
+            W::I => W::I,
+            W::L => W::L,
+            _ => W::U,
+        };
+        let identity = match (o, ac) {
+            (ReduceOp::Sum, W::L) => "vec2<u32>(0u, 0u)".to_string(),
+            (ReduceOp::Max | ReduceOp::Argmax, W::L) => "vec2<u32>(0u, 0x80000000u)".into(),
+            (ReduceOp::Min | ReduceOp::Argmin, W::L) => "vec2<u32>(0xffffffffu, 0x7fffffffu)".into(),
+            (ReduceOp::Sum, W::F) => "0.0f".to_string(),
+            (ReduceOp::Sum, W::I) => "0i".into(),
+            (ReduceOp::Sum, _) => "0u".into(),
+            (ReduceOp::Max | ReduceOp::Argmax, W::F) => "bitcast<f32>(0xff800000u)".into(),
+            (ReduceOp::Min | ReduceOp::Argmin, W::F) => "bitcast<f32>(0x7f800000u)".into(),
+            (ReduceOp::Max | ReduceOp::Argmax, W::I) => i32_lit(i32::MIN),
+            (ReduceOp::Min | ReduceOp::Argmin, W::I) => i32_lit(i32::MAX),
+            (ReduceOp::Max | ReduceOp::Argmax, _) => "0u".into(),
+            (ReduceOp::Min | ReduceOp::Argmin, _) => "4294967295u".into(),
+        };
+        // values in the accumulation type; copies along a replicated axis
+        // become the identity so they are not counted twice
+        let mut vals = vec![];
+        let mut idxs = vec![];
+        for (r, v) in regs.iter().enumerate() {
+            let a = if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() };
+            let a = if lay.bl.replicated(axis) {
+                let own = format!("{} + {}u < {}u", lay.thread[axis], lay.konst[r][axis], shape[axis]);
+                self.let_(ac, format!("select({identity}, {a}, {own})"))
+            } else if a != *v {
+                self.let_(ac, a)
+            } else {
+                a
+            };
+            vals.push(a);
+            if arg {
+                idxs.push(self.index(&shape, r, axis)?);
+            }
+        }
+        // group registers by their coordinates off the axis
+        let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
+        for r in 0..regs.len() {
+            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.konst[r][dd]).collect();
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some(g) => g.1.push(r),
+                None => groups.push((key, vec![r])),
+            }
+        }
+        type P = (String, Option<String>);
+        // 1. in-invocation, pairwise
+        let mut partial: Vec<P> = vec![];
+        for (_, rs) in &groups {
+            let level: Vec<P> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            partial.push(self.combine_pairwise(o, ac, level));
+        }
+        // 2. across invocations along the axis
+        let (tpw, wpc) = (lay.bl.tpw[axis], lay.bl.wpc[axis]);
+        let mut lanes_left = tpw;
+        if self.o.subgroups && tpw > 1 {
+            self.uses_subgroups = true;
+            for b in 0..tpw.trailing_zeros() {
+                let m = 1u32 << (lay.bl.lane_shift[axis] + b);
+                let mut next = vec![];
+                for g in &partial {
+                    let ov = self.let_(ac, format!("subgroupShuffleXor({}, {m}u)", g.0));
+                    let oi = g.1.as_ref().map(|i| self.let_(W::U, format!("subgroupShuffleXor({i}, {m}u)")));
+                    let (v, i) = self.combine(o, ac, g, &(ov, oi));
+                    let v = self.let_(ac, v);
+                    let i = i.map(|i| self.let_(W::U, i));
+                    next.push((v, i));
+                }
+                partial = next;
+            }
+            lanes_left = 1;
+        }
+        let tcount = lanes_left * wpc;
+        if tcount > 1 {
+            let ng = partial.len() as u32;
+            let slot = ac.nw() + arg as u32;
+            let per = ng * slot;
+            self.smem_need(self.nt * per);
+            self.bar();
+            for (gi, g) in partial.iter().enumerate() {
+                let s = gi as u32 * slot;
+                self.st_slot(&format!("ft_tid * {per}u + {s}u"), &g.0, ac);
+                if let Some(i) = &g.1 {
+                    self.l(format!("ft_smem[ft_tid * {per}u + {}u] = {i};", s + ac.nw()));
+                }
+            }
+            self.bar();
+            // invocation j along the axis: same id except the axis fields
+            let lmask = if lanes_left > 1 { (tpw - 1) << lay.bl.lane_shift[axis] } else { 0 };
+            let wmask = (wpc - 1) << (5 + lay.bl.warp_shift[axis]);
+            let basetid = self.let_(W::U, format!("ft_tid & {}u", !(lmask | wmask)));
+            let tid_of = |j: &str| -> String {
+                let mut t = basetid.clone();
+                if lanes_left > 1 {
+                    t = format!("{t} | (({j} & {}u) << {}u)", tpw - 1, lay.bl.lane_shift[axis]);
+                    t = format!("{t} | (({j} >> {}u) << {}u)", tpw.trailing_zeros(), 5 + lay.bl.warp_shift[axis]);
+                } else {
+                    t = format!("{t} | ({j} << {}u)", 5 + lay.bl.warp_shift[axis]);
+                }
+                t
+            };
+            if tcount <= SMALL_TREE && tcount * partial.len() as u32 <= SMALL_TREE_READS {
+                // Few positions (the warps of a workgroup, after subgroup
+                // shuffles): every invocation reads all `tcount` partials
+                // after the one barrier and combines them pairwise in
+                // registers — the same log-depth rounding as the loop below,
+                // without its log2(tcount) barriers.
+                let mut res = vec![];
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let mut level: Vec<P> = vec![];
+                    for j in 0..tcount {
+                        let tj = self.let_(W::U, tid_of(&format!("{j}u")));
+                        let v = self.let_(ac, Self::ld_slot(&format!("{tj} * {per}u + {sl}u"), ac));
+                        let i = if arg { Some(self.let_(W::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                        level.push((v, i));
+                    }
+                    res.push(self.combine_pairwise(o, ac, level));
+                }
+                self.bar();
+                partial = res;
+            } else {
+                // A tree over the `tcount` positions along the axis: at step
+                // `h`, position p < h combines its slots with position p + h's,
+                // in place; after log2(tcount) steps position 0 holds the result
+                // (log-depth rounding error, log2(tcount) barriers).
+                let pos = if lanes_left > 1 {
+                    format!(
+                        "((ft_tid >> {}u) & {}u) | (((ft_tid >> {}u) & {}u) << {}u)",
+                        lay.bl.lane_shift[axis],
+                        tpw - 1,
+                        5 + lay.bl.warp_shift[axis],
+                        wpc - 1,
+                        tpw.trailing_zeros()
+                    )
+                } else {
+                    format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
+                };
+                let p = self.let_(W::U, pos);
+                // one loop (not unrolled: shader size stays that of one step);
+                // its trip count is uniform, so the barrier inside is legal
+                let h = self.fresh();
+                self.l(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
+                self.ind += 1;
+                self.l(format!("if ({p} < {h}) {{"));
+                self.ind += 1;
+                let q = self.let_(W::U, format!("{p} + {h}"));
+                let tq = self.let_(W::U, tid_of(&q));
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let me = format!("ft_tid * {per}u + {sl}u");
+                    let other = format!("{tq} * {per}u + {sl}u");
+                    let mv = self.let_(ac, Self::ld_slot(&me, ac));
+                    let mi = if arg { Some(self.let_(W::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
+                    let ov = self.let_(ac, Self::ld_slot(&other, ac));
+                    let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
+                    let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
+                    let v = self.let_(ac, v);
+                    self.st_slot(&me, &v, ac);
+                    if let Some(i) = i {
+                        let i = self.let_(W::U, i);
+                        self.l(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
+                    }
+                }
+                self.ind -= 1;
+                self.l("}");
+                self.bar();
+                self.ind -= 1;
+                self.l("}");
+                let t0 = self.let_(W::U, tid_of("0u"));
+                let mut res = vec![];
+                for gi in 0..partial.len() {
+                    let sl = gi as u32 * slot;
+                    let v = self.let_(ac, Self::ld_slot(&format!("{t0} * {per}u + {sl}u"), ac));
+                    let i = if arg { Some(self.let_(W::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                    res.push((v, i));
+                }
+                self.bar();
+                partial = res;
+            }
+        }
+        // 3. to the result's dtype
+        let rd = self.dtype(res);
+        let mut finals = vec![];
+        for (v, i) in &partial {
+            let f = if arg {
+                let i = i.clone().unwrap();
+                match w_dt(rd) {
+                    W::U => i,
+                    _ => self.let_(W::I, format!("bitcast<i32>({i})")),
+                }
+            } else if ac == W::F {
+                let e = self.round_to(v, rd);
+                if e == *v {
+                    e
+                } else {
+                    self.let_(W::F, e)
+                }
+            } else {
+                // integer accumulations to the result dtype (wrapping)
+                let from = match ac {
+                    W::I => DType::I32,
+                    W::L => DType::I64,
+                    _ => DType::U32,
+                };
+                self.cast(v, from, rd)?
+            };
+            finals.push(f);
+        }
+        let out_shape = self.shape_u32(res);
+        if out_shape.is_empty() {
+            return Ok(vec![finals[0].clone()]);
+        }
+        // 4. slice layout -> canonical layout of the result
+        let ol = self.layout(&out_shape)?;
+        let ostr = strides(&out_shape);
+        let group_lin = |t: u32, g: usize| -> u32 {
+            let c = lay.coords_of(t, groups[g].1[0]);
+            let mut od = 0;
+            let mut lin = 0;
+            for (dd, &ci) in c.iter().enumerate() {
+                if dd == axis {
+                    continue;
+                }
+                lin += ci * ostr[od];
+                od += 1;
+            }
+            lin
+        };
+        if let Some(m) = local_map(self.nt, groups.len(), &group_lin, ol.regs(), &|t, r| ol.lin_of(t, r)) {
+            return Ok(m.iter().map(|&g| finals[g].clone()).collect());
+        }
+        let rw = w_dt(rd);
+        let n_out: u32 = out_shape.iter().product();
+        self.smem_need(n_out * rw.nw());
+        self.bar();
+        for (gi, (_, rs)) in groups.iter().enumerate() {
+            let r = rs[0];
+            let mut terms = vec![];
+            let mut od = 0;
+            for dd in 0..shape.len() {
+                if dd == axis {
+                    continue;
+                }
+                let i = self.index(&shape, r, dd)?;
+                terms.push(format!("{i} * {}u", ostr[od] * rw.nw()));
+                od += 1;
+            }
+            let a = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+            self.st_slot(&a, &finals[gi], rw);
+        }
+        self.bar();
+        let mut out = vec![];
+        for r in 0..ol.regs() {
+            let lin = self.lin(&out_shape, r)?;
+            let a = if rw.nw() == 1 { lin } else { format!("{lin} * {}u", rw.nw()) };
+            out.push(self.let_(rw, Self::ld_slot(&a, rw)));
+        }
+        self.bar();
+        Ok(out)
+    }
+
+    /// Combine two partials (value, index): expressions of the new value
+    /// and index (not yet bound).
+    /// Combine partials in a balanced tree (neighbours first): log-depth
+    /// rounding error. `level` is not empty.
+    pub(super) fn combine_pairwise(&mut self, o: ReduceOp, ac: W, mut level: Vec<(String, Option<String>)>) -> (String, Option<String>) {
+        while level.len() > 1 {
+            let mut next = vec![];
+            for pair in level.chunks(2) {
+                if pair.len() == 2 {
+                    let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
+                    let v = self.let_(ac, v);
+                    let i = i.map(|i| self.let_(W::U, i));
+                    next.push((v, i));
+                } else {
+                    next.push(pair[0].clone());
+                }
+            }
+            level = next;
+        }
+        level.pop().expect("partials to combine")
+    }
+
+    pub(super) fn combine(&mut self, o: ReduceOp, ac: W, a: &(String, Option<String>), b: &(String, Option<String>)) -> (String, Option<String>) {
+        if let (Some(ai), Some(bi)) = (&a.1, &b.1) {
+            let (av, bv) = (&a.0, &b.0);
+            let better = if o == ReduceOp::Argmax { ">" } else { "<" };
+            // take b if better, or equal with a smaller index; NaN is the worst value
+            let mut take = format!("({bv} {better} {av}) || ({bv} == {av} && {bi} < {ai})");
+            if ac == W::L {
+                let lt = self.helper("ft_lt64");
+                let b_better = if o == ReduceOp::Argmax { format!("{lt}({av}, {bv})") } else { format!("{lt}({bv}, {av})") };
+                take = format!("{b_better} || (all({bv} == {av}) && {bi} < {ai})");
+            }
+            if ac == W::F {
+                let isnan = self.helper("ft_isnan");
+                take = format!("{take} || ({isnan}({av}) && (!{isnan}({bv}) || {bi} < {ai}))");
+            }
+            let t = self.let_(W::B, take);
+            return (format!("select({av}, {bv}, {t})"), Some(format!("select({ai}, {bi}, {t})")));
+        }
+        let (x, y) = (&a.0, &b.0);
+        let e = match (o, ac) {
+            (ReduceOp::Sum, W::L) => format!("{}({x}, {y})", self.helper("ft_add64")),
+            (ReduceOp::Max, W::L) => format!("select({x}, {y}, {}({x}, {y}))", self.helper("ft_lt64")),
+            (ReduceOp::Min, W::L) => format!("select({x}, {y}, {}({y}, {x}))", self.helper("ft_lt64")),
+            (ReduceOp::Sum, _) => format!("{x} + {y}"),
+            (ReduceOp::Max, W::F) => format!("{}({x}, {y})", self.helper("ft_fmax")),
+            (ReduceOp::Min, W::F) => format!("{}({x}, {y})", self.helper("ft_fmin")),
+            (ReduceOp::Max, _) => format!("max({x}, {y})"),
+            _ => format!("min({x}, {y})"),
+        };
+        (e, None)
+    }
+
+    /// Inclusive cumulative sum along `axis` through workgroup memory.
+    pub(super) fn scan(&mut self, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let rd = self.dtype(res);
+        let regs = self.get(x);
+        let ac = match w_dt(d) {
+            W::F => W::F,
+            W::I => W::I,
+            W::L => W::L,
+            _ => W::U,
+        };
+        let vals: Vec<String> = regs.iter().map(|v| if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() }).collect();
+        let n: u32 = shape.iter().product();
+        self.smem_need(n * ac.nw());
+        self.bar();
+        self.stage(&vals, &shape, ac, 0)?;
+        self.bar();
+        let st = strides(&shape)[axis];
+        let zero = zero_of(ac);
+        let mut out = vec![];
+        for r in 0..regs.len() {
+            let lin = self.lin(&shape, r)?;
+            let i = self.index(&shape, r, axis)?;
+            let start = self.let_(W::U, format!("{lin} - {i} * {st}u"));
+            let acc = self.var_(ac, Some(zero));
+            let j = self.fresh();
+            self.l(format!("for (var {j}: u32 = 0u; {j} <= {i}; {j} = {j} + 1u) {{"));
+            let v = Self::ld_slot(&format!("({start} + {j} * {st}u) * {}u", ac.nw()), ac);
+            if ac == W::L {
+                let add = self.helper("ft_add64");
+                self.l(format!("    {acc} = {add}({acc}, {v});"));
+            } else {
+                self.l(format!("    {acc} = {acc} + {v};"));
+            }
+            self.l("}");
+            let f = if ac == W::F {
+                let e = self.round_to(&acc, rd);
+                self.let_(W::F, e)
+            } else {
+                let from = match ac {
+                    W::I => DType::I32,
+                    W::L => DType::I64,
+                    _ => DType::U32,
+                };
+                let c = self.cast(&acc, from, rd)?;
+                if c == acc {
+                    self.let_(w_dt(rd), c)
+                } else {
+                    c
+                }
+            };
+            out.push(f);
+        }
+        self.bar();
+        Ok(out)
+    }
+}

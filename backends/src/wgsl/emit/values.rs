@@ -1,0 +1,246 @@
+//! Values as WGSL `let`s: fresh names, the layout of each tile shape,
+//! per-register element coordinates and owners (cached per shape), the
+//! WGSL type of each value, 32-bit word views of registers, and
+//! uniform copies of values from invocation 0.
+
+use super::*;
+
+impl<'k> Em<'k> {
+    pub(super) fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        Err(EmitError { kernel: self.k.name.clone(), line: self.loc.line, msg: msg.into() })
+    }
+
+    pub(super) fn l(&mut self, s: impl AsRef<str>) {
+        for _ in 0..self.ind {
+            self.body.push_str("    ");
+        }
+        self.body.push_str(s.as_ref());
+        self.body.push('\n');
+    }
+
+    pub(super) fn fresh(&mut self) -> String {
+        self.tmp += 1;
+        format!("t{}", self.tmp)
+    }
+
+    /// `let tN: ty = e;` in the body.
+    pub(super) fn let_(&mut self, w: W, e: impl AsRef<str>) -> String {
+        let n = self.fresh();
+        self.l(format!("let {n}: {} = {};", w.name(), e.as_ref()));
+        n
+    }
+
+    /// `let` in the prologue (function scope, visible everywhere).
+    pub(super) fn plet(&mut self, w: W, e: impl AsRef<str>) -> String {
+        let n = self.fresh();
+        let _ = writeln!(self.pro, "    let {n}: {} = {};", w.name(), e.as_ref());
+        n
+    }
+
+    pub(super) fn var_(&mut self, w: W, init: Option<&str>) -> String {
+        let n = self.fresh();
+        match init {
+            Some(i) => self.l(format!("var {n}: {} = {i};", w.name())),
+            None => self.l(format!("var {n}: {};", w.name())),
+        }
+        n
+    }
+
+    pub(super) fn shape_u32(&self, v: V) -> Vec<u32> {
+        self.k.ty(v).shape().iter().map(|d| d.known().unwrap() as u32).collect()
+    }
+
+    pub(super) fn layout(&mut self, shape: &[u32]) -> R<Rc<Layout>> {
+        if let Some(l) = self.layouts.get(shape) {
+            return Ok(l.clone());
+        }
+        if let Some(d) = shape.iter().find(|d| !d.is_power_of_two()) {
+            return self.err(format!("tile dimension {d} is not a power of two"));
+        }
+        let bl = Blocked::canonical(shape, self.nwarps, self.vec);
+        let mut thread = vec![];
+        for d in 0..bl.rank() {
+            let mut terms = vec![];
+            if bl.tpw[d] > 1 {
+                terms.push(format!("((ft_lane >> {}u) & {}u)", bl.lane_shift[d], bl.tpw[d] - 1));
+            }
+            if bl.wpc[d] > 1 {
+                terms.push(format!("{}u * ((ft_warp >> {}u) & {}u)", bl.warp_mul[d], bl.warp_shift[d], bl.wpc[d] - 1));
+            }
+            let e = if terms.is_empty() { "0u".to_string() } else { format!("{}u * ({})", bl.spt[d], terms.join(" + ")) };
+            thread.push(self.plet(W::U, e));
+        }
+        let konst = bl.konst();
+        let l = Rc::new(Layout { bl, konst, thread });
+        self.layouts.insert(shape.to_vec(), l.clone());
+        Ok(l)
+    }
+
+    pub(super) fn nregs(&mut self, v: V) -> R<usize> {
+        let s = self.shape_u32(v);
+        if s.is_empty() {
+            Ok(1)
+        } else {
+            Ok(self.layout(&s)?.regs())
+        }
+    }
+
+    /// Index along `d` of register `r` (u32, prologue).
+    pub(super) fn index(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        let key = (shape.to_vec(), r, d);
+        if let Some(s) = self.idx_cache.get(&key) {
+            return Ok(s.clone());
+        }
+        let lay = self.layout(shape)?;
+        let c = lay.konst[r][d];
+        let e = if lay.bl.replicated(d) { format!("({} + {c}u) & {}u", lay.thread[d], shape[d] - 1) } else { format!("{} + {c}u", lay.thread[d]) };
+        let out = self.plet(W::U, e);
+        self.idx_cache.insert(key, out.clone());
+        Ok(out)
+    }
+
+    /// Row-major linear index of register `r` (u32, prologue).
+    pub(super) fn lin(&mut self, shape: &[u32], r: usize) -> R<String> {
+        if shape.is_empty() {
+            return Ok("0u".into());
+        }
+        let key = (shape.to_vec(), r);
+        if let Some(s) = self.lin_cache.get(&key) {
+            return Ok(s.clone());
+        }
+        let strides = self.layout(shape)?.bl.strides();
+        let mut terms = vec![];
+        for d in 0..shape.len() {
+            let i = self.index(shape, r, d)?;
+            if shape[d] > 1 {
+                terms.push(if strides[d] == 1 { i } else { format!("{i} * {}u", strides[d]) });
+            }
+        }
+        let e = if terms.is_empty() { "0u".into() } else { terms.join(" + ") };
+        let out = self.plet(W::U, e);
+        self.lin_cache.insert(key, out.clone());
+        Ok(out)
+    }
+
+    /// Predicate true in exactly one of the invocations holding register
+    /// `r`'s element (None: every holder is the only one). Scalars:
+    /// invocation 0.
+    pub(super) fn owner(&mut self, shape: &[u32], r: usize) -> R<Option<String>> {
+        let key = (shape.to_vec(), r);
+        if let Some(o) = self.owner_cache.get(&key) {
+            return Ok(o.clone());
+        }
+        let res = if shape.is_empty() {
+            Some(self.plet(W::B, "ft_tid == 0u"))
+        } else {
+            let lay = self.layout(shape)?;
+            let mut terms = vec![];
+            for (d, &s) in shape.iter().enumerate() {
+                if lay.bl.replicated(d) {
+                    terms.push(format!("({} + {}u < {s}u)", lay.thread[d], lay.konst[r][d]));
+                }
+            }
+            if terms.is_empty() {
+                None
+            } else {
+                Some(self.plet(W::B, terms.join(" && ")))
+            }
+        };
+        self.owner_cache.insert(key, res.clone());
+        Ok(res)
+    }
+
+    pub(super) fn get(&self, v: V) -> Vec<String> {
+        self.vals.get(&v).cloned().unwrap_or_else(|| panic!("wgsl: value %{} not emitted", v.0))
+    }
+
+    pub(super) fn elem(&self, v: V) -> Elem {
+        self.k.ty(v).elem().expect("tile type")
+    }
+
+    pub(super) fn dtype(&self, v: V) -> DType {
+        self.elem(v).dtype()
+    }
+
+    pub(super) fn wv(&self, v: V) -> W {
+        w_of(self.elem(v))
+    }
+
+    pub(super) fn to_u32(e: &str, w: W) -> String {
+        match w {
+            W::F | W::I => format!("bitcast<u32>({e})"),
+            W::U => e.to_string(),
+            W::B => format!("select(0u, 1u, {e})"),
+            W::L | W::Q => unreachable!("a multi-word value in one slot"),
+        }
+    }
+
+    pub(super) fn from_u32(e: &str, w: W) -> String {
+        match w {
+            W::F => format!("bitcast<f32>({e})"),
+            W::I => format!("bitcast<i32>({e})"),
+            W::U => e.to_string(),
+            W::B => format!("({e} != 0u)"),
+            W::L | W::Q => unreachable!("a multi-word value in one slot"),
+        }
+    }
+
+    /// Broadcast a scalar from invocation 0 through `workgroupUniformLoad`
+    /// (the result is uniform for WGSL's analysis).
+    pub(super) fn uniformize(&mut self, e: &str, w: W) -> String {
+        self.uses_uni = true;
+        self.bar();
+        self.l(format!("if (ft_tid == 0u) {{ ft_uni = {}; }}", Self::to_u32(e, w)));
+        self.barriers += 1;
+        let u = self.let_(W::U, "workgroupUniformLoad(&ft_uni)");
+        let r = Self::from_u32(&u, w);
+        self.let_(w, r)
+    }
+
+    // As in the PTX emitter: broadcasts / expand_dims of index arithmetic are
+    // recomputed per element in the consumer's layout instead of moving
+    // through workgroup memory (two barriers each).
+
+    pub(super) fn yields(b: &Block) -> Vec<V> {
+        match b.ops.last().map(|o| &o.kind) {
+            Some(OpKind::Yield(v)) => v.clone(),
+            _ => vec![],
+        }
+    }
+
+    /// WGSL types of a value's registers (views: base, dims, strides).
+    pub(super) fn reg_tys(&mut self, v: V) -> R<Vec<W>> {
+        Ok(match self.k.ty(v) {
+            Type::View { rank, .. } => std::iter::once(W::U).chain(std::iter::repeat_n(W::L, 2 * rank)).collect(),
+            Type::Tile { elem, .. } => {
+                let w = w_of(*elem);
+                let n = self.nregs(v)?;
+                vec![w; n]
+            }
+        })
+    }
+}
+
+impl<'k> crate::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+        &mut self.remat
+    }
+    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+        &mut self.vals
+    }
+    fn nregs_of(&mut self, v: V) -> R<usize> {
+        self.nregs(v)
+    }
+    fn index_of(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
+        self.index(shape, r, d)
+    }
+    fn arange_at(&mut self, i: &str, start: i64) -> String {
+        self.let_(W::I, format!("i32({i}) + {}", i32_lit(start as i32)))
+    }
+    fn zero_index(&mut self) -> String {
+        "0u".to_string()
+    }
+    fn elementwise_op(&mut self, kind: &OpKind, v: V) -> R<Vec<String>> {
+        self.elementwise(kind, v)
+    }
+}
