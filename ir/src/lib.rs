@@ -8,6 +8,8 @@
 //! - [`analysis`]: facts the macro needs (which pointers are written);
 //! - [`specialize`]: bind constexprs and dtypes, fold, re-check;
 //! - [`verify`]: invariants of specialized IR;
+//! - [`numeric`]: host-side f16/bf16/tf32 rounding with one semantics (the
+//!   interpreter's arithmetic and both emitters' literal folding);
 //! - [`passes`]: IR → IR passes (dead-code elimination, view lowering,
 //!   software pipelining), one per file, and the pass list of every target;
 //! - [`print`]: the stable text form.
@@ -18,6 +20,7 @@
 pub mod analysis;
 pub mod builder;
 pub mod ir;
+pub mod numeric;
 pub mod passes;
 pub mod print;
 pub mod specialize;

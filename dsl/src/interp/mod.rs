@@ -173,24 +173,7 @@ fn broadcast_index(src: &[usize], dst: &[usize]) -> Vec<usize> {
         .collect()
 }
 
-/// Drop the 13 low mantissa bits (non-finite values unchanged).
-fn tf32_trunc(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    f32::from_bits(x.to_bits() & !0x1fff)
-}
-
-pub(crate) fn tf32(x: f32) -> f32 {
-    // Round to a 10-bit mantissa, nearest-even, as the tensor cores do.
-    if !x.is_finite() {
-        return x;
-    }
-    let b = x.to_bits();
-    let lsb = (b >> 13) & 1;
-    let r = b.wrapping_add(0xfff + lsb) & !0x1fff;
-    f32::from_bits(r)
-}
+use ferrotile_ir::numeric::{tf32_round as tf32, tf32_trunc};
 
 impl<'a> Prog<'a> {
     fn get(&self, v: V) -> Rc<Tile> {

@@ -238,48 +238,8 @@ impl Data {
     }
 }
 
-/// f64 → f32 rounded toward zero with the last bit set when inexact
-/// (round-to-odd). Rounding that to a format of at most 22 mantissa bits
-/// (f16, bf16) to nearest-even gives the correctly rounded result.
-fn f32_round_to_odd(x: f64) -> f32 {
-    let r = x as f32;
-    if x.is_nan() || r as f64 == x {
-        return r;
-    }
-    if r.is_infinite() {
-        return f32::MAX.copysign(r);
-    }
-    let toward_zero = if (r as f64).abs() > x.abs() { f32::from_bits(r.to_bits() - 1) } else { r };
-    f32::from_bits(toward_zero.to_bits() | 1)
-}
-
-/// An i64 → f32 rounded to odd (see [`f32_round_to_odd`]).
-fn i64_to_f32_odd(x: i64) -> f32 {
-    let a = x.unsigned_abs();
-    let drop = (64 - a.leading_zeros()).saturating_sub(24);
-    let mut m = a >> drop;
-    if drop > 0 && a & ((1u64 << drop) - 1) != 0 {
-        m |= 1;
-    }
-    let r = m as f32 * f32::from_bits((127 + drop) << 23);
-    if x < 0 {
-        -r
-    } else {
-        r
-    }
-}
-
-/// f64 → f16, correctly rounded (nearest-even). `half::f16::from_f64`
-/// rounds twice (through f32 on F16C hosts, or after dropping the low 32
-/// mantissa bits), which is wrong just above a halfway point.
-pub fn f16_from_f64(x: f64) -> f16 {
-    f16::from_f32(f32_round_to_odd(x))
-}
-
-/// f64 → bf16, correctly rounded (nearest-even); see [`f16_from_f64`].
-pub fn bf16_from_f64(x: f64) -> bf16 {
-    bf16::from_f32(f32_round_to_odd(x))
-}
+pub use ferrotile_ir::numeric::{bf16_from_f64, f16_from_f64};
+use ferrotile_ir::numeric::i64_to_f32_odd;
 
 fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
     c.iter().zip(a.iter().zip(b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()

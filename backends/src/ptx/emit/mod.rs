@@ -28,6 +28,7 @@ mod wgmma;
 use super::axis::Info;
 use super::layout::Blocked;
 use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
+use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -73,21 +74,6 @@ fn ity(d: DType) -> &'static str {
         DType::I64 => "s64",
         _ => "b32",
     }
-}
-
-/// f64 → f32 rounding to odd: followed by a nearest-even rounding to a
-/// narrower format it gives the correctly rounded result (one rounding).
-fn f32_round_to_odd(x: f64) -> f32 {
-    let t = x as f32;
-    if !t.is_finite() || (t as f64) == x {
-        return t;
-    }
-    // truncate toward zero, then set the sticky bit
-    let mut b = t.to_bits();
-    if (t as f64).abs() > x.abs() {
-        b -= 1;
-    }
-    f32::from_bits(b | 1)
 }
 
 fn f32_hex(v: f64) -> String {

@@ -76,6 +76,7 @@ mod values;
 use super::{BindingAbi, BindingKind, EmitError, UniformField, WgslKernel, WgslOptions};
 use crate::ptx::axis::Info;
 use crate::ptx::layout::Blocked;
+use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
@@ -161,20 +162,6 @@ fn i32_lit(v: i32) -> String {
     } else {
         format!("{v}i")
     }
-}
-
-/// f64 → f32 rounded to odd (see the interpreter): rounding that to f16 or
-/// bf16 gives the correctly rounded result.
-fn f32_round_to_odd(x: f64) -> f32 {
-    let r = x as f32;
-    if x.is_nan() || r as f64 == x {
-        return r;
-    }
-    if r.is_infinite() {
-        return f32::MAX.copysign(r);
-    }
-    let toward_zero = if (r as f64).abs() > x.abs() { f32::from_bits(r.to_bits() - 1) } else { r };
-    f32::from_bits(toward_zero.to_bits() | 1)
 }
 
 struct Layout {
