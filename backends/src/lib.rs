@@ -1,5 +1,7 @@
 //! `ferrotile-backends`: code generation from specialized IR.
 //!
+//! - [`plan`]: target-neutral lowering decisions (layouts, axis facts,
+//!   rematerialization) that both emitters read.
 //! - [`ptx`]: PTX emission (always built; pure Rust, no CUDA needed) and a
 //!   `ptxas` driver used by tests to assemble what we emit.
 //! - `cuda` (feature `cuda`): the CUDA runtime through cudarc's driver API,
@@ -7,8 +9,8 @@
 //! - [`wgsl`]: WGSL emission (always built); `wgpu_rt` (feature `wgpu`): the
 //!   wgpu runtime that runs it on Vulkan/Metal/DX12 adapters (and lavapipe).
 
+pub mod plan;
 pub mod ptx;
-pub mod remat;
 pub mod ptxas;
 pub mod wgsl;
 #[cfg(feature = "cuda")]

@@ -34,7 +34,7 @@
 //! output pointers and masks of the epilogue) use it too, which only narrows
 //! their vector width to 2.
 
-use super::layout::Blocked;
+use crate::plan::layout::Blocked;
 use ferrotile_ir::*;
 use std::collections::{HashMap, HashSet};
 

@@ -7,7 +7,8 @@
 //! printer (`emit`). Decisions are made here and in those analyses; `emit`
 //! only writes them out.
 
-use super::{assign, async_copy, axis, tma, warp_spec};
+use super::{assign, async_copy, tma, warp_spec};
+use crate::plan::axis;
 use super::emit::{self, Plans};
 use super::{PtxKernel, PtxOptions};
 use crate::EmitError;

@@ -2,8 +2,6 @@
 //!
 //! Stages, each in its own file (after the IR-level pipelining pass,
 //! `ferrotile_ir::passes::pipeline`, which `emit` applies when asked):
-//! - [`layout`]: distributed layouts (element → thread, register): the
-//!   canonical blocked layout and the mma accumulator layout;
 //! - [`assign`]: which layout each tile shape gets in a kernel (and which
 //!   `dot`s run as Hopper warpgroup MMAs);
 //! - [`async_copy`]: which loads become `cp.async` copies into shared-memory
@@ -12,8 +10,6 @@
 //!   host evaluates per launch to encode it;
 //! - [`warp_spec`]: whether a kernel's bulk copies can move to a producer
 //!   warp of their own, and which ops that warp runs;
-//! - [`axis`]: contiguity/divisibility analysis of integer and pointer tiles,
-//!   which decides where 128-bit vector accesses are provably legal;
 //! - [`emit`]: instruction selection over the layouts: elementwise ops in
 //!   registers, index arithmetic rematerialized under broadcasts,
 //!   reductions in-thread → `shfl.sync` → shared memory, other layout
@@ -26,10 +22,8 @@
 
 pub mod assign;
 pub mod async_copy;
-pub mod axis;
 pub mod compile;
 mod emit;
-pub mod layout;
 pub mod tma;
 pub mod warp_spec;
 

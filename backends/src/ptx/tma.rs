@@ -1,7 +1,7 @@
 //! Tensor-memory-accelerator (TMA) views: which views a Hopper tensor map
 //! can describe, and the recipe the host follows to build that map.
 //!
-//! Takes a specialized kernel and its [axis facts](super::axis) (which
+//! Takes a specialized kernel and its [axis facts](crate::plan::axis) (which
 //! already include the launch's divisibility-by-16 and equal-to-1 facts of
 //! the integer arguments). A view `view(base, [d0, d1], [s0, s1])` is a
 //! *TMA view* when
@@ -35,7 +35,7 @@
 //! creation: the map is an opaque 128-byte object only the driver can
 //! build; a kernel argument built per launch costs one host call.
 
-use super::axis::Info;
+use crate::plan::axis::Info;
 use ferrotile_ir::*;
 use std::collections::HashMap;
 

@@ -1,13 +1,13 @@
 //! The WGSL backend's driver: checks the options, runs the IR passes of the
 //! WGSL target (none today: `ferrotile_ir::passes`), and computes what the
 //! printer (`emit`) reads: how many consecutive elements an invocation owns,
-//! the axis facts (`crate::ptx::axis`), which buffer every pointer points
+//! the axis facts (`crate::plan::axis`), which buffer every pointer points
 //! into (provenance), how each buffer is declared, and which scalar values
 //! are uniform in WGSL's sense.
 
 use super::emit::{self, Buf, Plans};
 use super::{WgslKernel, WgslOptions};
-use crate::ptx::axis;
+use crate::plan::axis;
 use crate::EmitError;
 use ferrotile_ir::*;
 use std::collections::{HashMap, HashSet};

@@ -3,7 +3,7 @@
 //!
 //! Stages:
 //! - [`emit`]: instruction selection over the same canonical blocked
-//!   layouts as the PTX backend ([`crate::ptx::layout::Blocked`], with
+//!   layouts as the PTX backend ([`crate::plan::layout::Blocked`], with
 //!   invocation index = warp·32 + lane and `workgroup_size / 32` warps):
 //!   elementwise ops per register, reductions in-thread → (optionally
 //!   subgroup shuffles) → workgroup memory, layout conversions through

@@ -146,8 +146,8 @@ impl<'k> Em<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
-            // index arithmetic is recomputed in place ([`crate::remat`])
-            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            // index arithmetic is recomputed in place ([`crate::plan::remat`])
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));

@@ -148,7 +148,7 @@ impl<'k> Em<'k> {
     /// (rows padded by 16 bytes), read back as 16-byte pieces — consecutive
     /// threads, consecutive pieces of a row — and stored with one 16-byte
     /// `st.global` each, the pointers and the mask recomputed at each
-    /// piece's index ([`crate::remat`]). Taken when it is provably legal
+    /// piece's index ([`crate::plan::remat`]). Taken when it is provably legal
     /// and free: the pointers run contiguously and 16-byte aligned over
     /// each piece and the mask is constant over it (the axis analysis), both
     /// are cheap to recompute, and the scratch fits in the operand rings,
@@ -231,9 +231,9 @@ impl<'k> Em<'k> {
             self.l(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
             let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
             self.l(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
-            let at = crate::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
+            let at = crate::plan::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
             let pred = match mask {
-                Some(m) => format!("@{} ", crate::remat::eval_at(self, m, vec![row, col])?),
+                Some(m) => format!("@{} ", crate::plan::remat::eval_at(self, m, vec![row, col])?),
                 None => String::new(),
             };
             self.l(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));

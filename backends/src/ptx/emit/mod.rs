@@ -25,8 +25,8 @@ mod shared;
 mod values;
 mod wgmma;
 
-use super::axis::Info;
-use super::layout::Blocked;
+use crate::plan::axis::Info;
+use crate::plan::layout::Blocked;
 use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
@@ -113,8 +113,8 @@ struct Em<'k> {
     /// 16-bit register → the f32 register it was rounded from: lets a pair
     /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
     h_from_f32: HashMap<String, String>,
-    /// Which values to recompute instead of converting ([`crate::remat`]).
-    remat: crate::remat::Remat<'k>,
+    /// Which values to recompute instead of converting ([`crate::plan::remat`]).
+    remat: crate::plan::remat::Remat<'k>,
     zero: Option<String>,
     /// Layouts chosen for this kernel's shapes ([`super::assign`]).
     plan: super::assign::Plan,
@@ -214,7 +214,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
-        remat: crate::remat::Remat::new(k),
+        remat: crate::plan::remat::Remat::new(k),
         zero: None,
         uses_wgmma: false,
         aplan,

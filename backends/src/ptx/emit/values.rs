@@ -200,11 +200,11 @@ impl<'k> Em<'k> {
     }
 }
 
-impl<'k> crate::remat::Emitter<'k> for Em<'k> {
-    fn remat_state(&mut self) -> &mut crate::remat::Remat<'k> {
+impl<'k> crate::plan::remat::Emitter<'k> for Em<'k> {
+    fn remat_state(&mut self) -> &mut crate::plan::remat::Remat<'k> {
         &mut self.remat
     }
-    fn vals_mut(&mut self) -> &mut crate::remat::Vals {
+    fn vals_mut(&mut self) -> &mut crate::plan::remat::Vals {
         &mut self.vals
     }
     fn nregs_of(&mut self, v: V) -> R<usize> {

@@ -120,7 +120,7 @@ impl<'k> Em<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
-            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let ss = strides(&src);

@@ -74,8 +74,8 @@ mod shared;
 mod values;
 
 use super::{BindingAbi, BindingKind, EmitError, UniformField, WgslKernel, WgslOptions};
-use crate::ptx::axis::Info;
-use crate::ptx::layout::Blocked;
+use crate::plan::axis::Info;
+use crate::plan::layout::Blocked;
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -233,7 +233,7 @@ struct Em<'k> {
     nt: u32,
     nwarps: u32,
     vec: u32,
-    /// Contiguity / divisibility facts ([`crate::ptx::axis`]).
+    /// Contiguity / divisibility facts ([`crate::plan::axis`]).
     axis: HashMap<V, Info>,
     body: String,
     ind: usize,
@@ -254,8 +254,8 @@ struct Em<'k> {
     uses_f16: bool,
     helpers: BTreeMap<String, String>,
     loc: Loc,
-    /// Which values to recompute instead of converting ([`crate::remat`]).
-    remat: crate::remat::Remat<'k>,
+    /// Which values to recompute instead of converting ([`crate::plan::remat`]).
+    remat: crate::plan::remat::Remat<'k>,
 }
 
 /// What the driver (`super::compile`) decided, for the printer.
@@ -302,7 +302,7 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         uses_f16: false,
         helpers: BTreeMap::new(),
         loc: Loc::default(),
-        remat: crate::remat::Remat::new(k),
+        remat: crate::plan::remat::Remat::new(k),
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
     em.mark_vec4_buffers()?;

@@ -1,0 +1,19 @@
+//! Target-neutral lowering decisions, computed from specialized IR and read
+//! by both emitters (PTX and WGSL), so the two cannot decide differently:
+//!
+//! - [`layout`]: distributed layouts — which thread holds which element of
+//!   a tile, in which register (the canonical blocked layout of a shape,
+//!   the `mma.sync` and `wgmma` accumulator layouts);
+//! - [`axis`]: contiguity / divisibility / constancy of integer and pointer
+//!   tiles along their last dimension — where 16-byte vector accesses are
+//!   provably legal;
+//! - [`remat`]: which tile values are cheap functions of their index and
+//!   are recomputed in a consumer's layout instead of converted.
+//!
+//! Today a tile's layout is a function of its shape (the PTX backend's
+//! `assign` adds the tensor-core accumulator layouts per shape); the
+//! per-value layout attribute of issue 20 will be assigned by a pass here.
+
+pub mod axis;
+pub mod layout;
+pub mod remat;
