@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, over .devbin/ built by
-# scripts/devbin.sh. Logs go to $OUT (the device tool brings back at most 8
-# files); a summary prints last.
-#   check: conformance (CUDA, wgpu/Vulkan), library and GEMM tests on every
-#          device, compute-sanitizer memcheck + racecheck
-#   bench: library and GEMM benchmarks next to PyTorch / cuBLAS, wgpu bench
-#   gemm:  GEMM tests on CUDA, wgmma SASS check, GEMM vs cuBLAS
-#   wgsl:  only the wgpu side: conformance, library/GEMM tests, benches
-#   final: the end-of-session check (see the case below)
-#   decode: GEMM tuner configurations' tests + the decode shape vs cuBLAS
-#   rows:  only the wgpu row-kernel bench (softmax / layer-norm vs copy)
-#   tma:   GEMM tests (+ the view tests with the producer warp,
-#          FERROTILE_WS=1, + memcheck of the view path), GEMM vs cuBLAS with
-#          TMA on and off and with the producer warp
-#   ws:    the producer warpgroup (FERROTILE_WS=1): view/tf32 GEMM tests,
-#          racecheck, GEMM with and without it next to cuBLAS
-#   profile: ncu side by side — the tuner's decode (16×8192×8192 bf16) and
-#          4096³ bf16 kernels against cuBLAS's (written at the end of
-#          session 7, not yet run)
+# scripts/devbin.sh, with the device tool:
+#   run  command: "bash .devbin/gpu-run.sh MODE"   carry: [".devbin", ".gl"]
+# (`bash scripts/gpu-run.sh MODE` does the same from the tree). Logs go to
+# $OUT (the device tool brings back at most 8 files); a summary prints last.
+# Modes:
+#   check:   conformance (CUDA, wgpu/Vulkan), library and GEMM tests on every
+#            device, compute-sanitizer memcheck + racecheck
+#   bench:   every row-kernel shape next to PyTorch eager / torch.compile, the
+#            GEMM suite next to cuBLAS, the wgpu row-kernel bench
+#   rows:    row kernels on 16384x4096 and 4096x16384 from CUDA graphs next to
+#            PyTorch eager / torch.compile (RESULTS: row-kernel table)
+#   gemm:    GEMM tests on CUDA, wgmma SASS check, GEMM suite vs cuBLAS,
+#            racecheck of every tuner configuration
+#   gemm-rounds: GEMM suite vs cuBLAS from graphs, then 8192³ and decode
+#            alternated with cuBLAS three times, ncu of one decode launch each,
+#            the swapped/view/graph GEMM tests (RESULTS: GEMM tables)
+#   decode:  GEMM tuner configurations' tests + the decode shape vs cuBLAS
+#   tma:     GEMM tests (+ the view tests with the producer warpgroup, memcheck
+#            of the view path), SASS of the TMA kernel, GEMM vs cuBLAS with
+#            TMA on, off, and with the producer warpgroup
+#   ws:      the producer warpgroup (FERROTILE_WS=1): view/tf32 GEMM tests,
+#            racecheck, GEMM with and without it next to cuBLAS
+#   wgsl:    only the wgpu side: conformance, library/GEMM tests, row-kernel
+#            and GEMM benches, the (unreliable on wgpu) warps sweep
+#   profile: ncu side by side: the tuner's decode (16×8192×8192 bf16) and
+#            4096³ bf16 kernels against cuBLAS's
+#   overhead: launch overhead and cold compile time, then the CUDA warps sweep
+#   final:   the end-of-session check: conformance (CUDA, Vulkan), library
+#            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
+#            and the conformance suite, the wgpu row-kernel bench
+# Experiment modes of past sessions (x11a, final11, sweep10, ...) live in
+# scripts/experiments/gpu-run-sessions.sh.
 set -uo pipefail
 D=.devbin
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -45,6 +59,18 @@ case "${1:-check}" in
     python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
     grep -E "TFLOP|GB/s|ok$|FAIL" "$L" | grep -v autotune | tail -40
     ;;
+  rows)
+    # the row kernels timed as their peers are (CUDA graphs; back to back
+    # alongside), next to PyTorch eager / torch.compile in the same call, on
+    # the two shapes of the row-kernel table's headline rows (session 11
+    # ran this as `rows11`)
+    SH=16384x4096,4096x16384
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_lib 150 $D/bench --device cuda --shapes $SH --json "$OUT/ft.json"
+    step peers_lib 200 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
+    grep -E "GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | tail -30
+    cat "$OUT/table.md"
+    ;;
   gemm)
     FERROTILE_TEST_DEVICES=cuda step gemm 300 $D/gemm --nocapture
     $D/emit-ptx gemm 128x256x64 bf16 8 90 stages=3 > "$OUT/wgmma.ptx" 2>/dev/null
@@ -54,40 +80,37 @@ case "${1:-check}" in
     FERROTILE_TEST_DEVICES=cuda step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_every
     grep -E "TFLOP|FAILED|panicked|-> |RACECHECK SUMMARY" "$L" | grep -v "autotune.*/" | tail -40
     ;;
-  wgsl)
-    step conformance_wgpu 240 $D/conformance_wgpu --nocapture
-    FERROTILE_TEST_DEVICES=cpu,wgpu step library 120 $D/library
-    FERROTILE_TEST_DEVICES=cpu,wgpu step gemm 120 $D/gemm
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
-    step bench_wgpu_gemm 60 $D/bench --device wgpu --gemm-small
-    step sweep_wgpu 240 $D/bench --device wgpu --sweep
-    grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
-    ;;
-  final)
-    # everything that changed in a session, under one machine start: the
-    # conformance suites (CUDA, Vulkan), library tests on every device, the
-    # GEMM tests on Vulkan (CUDA ran in `gemm`), memcheck/racecheck of the
-    # GEMM paths (cp.async rings, split-K) and of the conformance suite, and
-    # the Vulkan row-kernel bench
-    step conformance_cuda 150 $D/conformance_cuda --nocapture
-    step conformance_wgpu 200 $D/conformance_wgpu --nocapture
-    step library 120 $D/library
-    FERROTILE_TEST_DEVICES=wgpu step gemm_wgpu 100 $D/gemm
-    FERROTILE_TEST_DEVICES=cuda step memcheck_gemm 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_epi gemm_half
-    FERROTILE_TEST_DEVICES=cpu,cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
-    FERROTILE_TEST_DEVICES=cuda step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_half
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 100 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
-    grep -E "conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|skipped|GB/s|^(softmax|layer_norm) " "$L" | head -30
+  gemm-rounds)
+    # the GEMM suite from graphs next to cuBLAS (one pass each), then the
+    # shapes whose ratio moves with the GPU's clocks (8192³ draws the power
+    # limit; decode) alternated ours / cuBLAS three times, each process
+    # timing the same way (graphs; our tuner's choice from the first pass,
+    # on disk); then the GEMM tests of the swapped, view and graph paths
+    # (the whole GEMM test file outlives a 300 s limit). Session 11 ran this
+    # as `final11` (scripts/experiments/gpu-run-sessions.sh).
+    export FERROTILE_CACHE_DIR=/tmp/ftf
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 220 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
+    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    for r in 1 2 3; do
+      for sh in 8192x8192x8192 16x8192x8192; do
+        step "ft_${sh}_$r" 90 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16
+        step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
+      done
+    done
+    # one decode launch of each under ncu (clocks as they are)
+    NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
+    step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
+    step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
+    FERROTILE_TEST_DEVICES=cuda step tests 200 $D/gemm --nocapture gemm_swapped gemm_views_every graph_capture
+    grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
+    grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
+    grep -E "^test |test result" "$L" | tail -8
     ;;
   decode)
     FERROTILE_TEST_DEVICES=cuda step gemm_every 200 $D/gemm --nocapture gemm_every gemm_split_k
     FERROTILE_AUTOTUNE_PRINT=1 step bench_decode 120 $D/bench --device cuda --gemm-shape 16x8192x8192
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|16x8192|FAILED|panicked|test result|autotune.*->" "$L" | grep -v "autotune.*/[0-9]" | tail -20
-    ;;
-  rows)
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
-    grep -E "GB/s|autotune.*->" "$L" | tail -12
     ;;
   tma)
     # the TMA view path: GEMM tests on CUDA (memcheck on the view tests),
@@ -116,286 +139,14 @@ case "${1:-check}" in
     step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
     grep -E "TFLOP|FAILED|panicked|RACECHECK SUMMARY|test result|^(bf16|f16|tf32) " "$L" | tail -40
     ;;
-  swap)
-    # the swapped decode product (Cᵀ = Bᵀ·Aᵀ on wgmma m64n16): its tests on
-    # CUDA (every configuration, views and pointers) and racecheck, then the
-    # decode shapes tuned with every candidate's time printed, one stream
-    # and with the producer warpgroup, next to cuBLAS; ncu of the winner
-    FERROTILE_TEST_DEVICES=cuda step gemm_swap 300 $D/gemm --nocapture gemm_swapped gemm_views_every gemm_split_k gemm_half gemm_every
-    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_swap 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
-    FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_one step bench_decode 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
-    FERROTILE_WS=1 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ft_ws step bench_decode_ws 150 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
-    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    FERROTILE_CACHE_DIR=/tmp/ft_one step ncu_decode 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    grep -E "TFLOP|16x8192|FAILED|panicked|test result|RACECHECK SUMMARY|autotune|^  [A-Z].*(Throughput|Duration|Stall|Registers|Bandwidth|Warp Cycles|Grid|Block)" "$L" | tail -70
-    ;;
-  verify9)
-    # session 9's closing check: the view-path GEMM tests (swapped
-    # configurations, column-major A on M-major slots) alone, racecheck of
-    # the swapped product, conformance on CUDA, then the GEMM suite next to
-    # cuBLAS in the same call
-    FERROTILE_TEST_DEVICES=cuda step gemm_views 280 $D/gemm --nocapture gemm_views_every gemm_swapped
-    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_views 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
-    step conformance_cuda 150 $D/conformance_cuda
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
-    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    grep -E "TFLOP|FAILED|panicked|test result|RACECHECK SUMMARY|conformance on|-> " "$L" | grep -v "autotune.*/[0-9]" | tail -40
-    ;;
-  ncufull)
-    # every ncu section for one launch of the tuned decode kernel and one of
-    # cuBLAS's, side by side (reports under $OUT)
-    step tune_decode 120 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16
-    step ncu_ft 180 ncu --clock-control none --set full --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    step ncu_cublas 180 ncu --clock-control none --set full --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
-    sed -n '/=== ncu_ft/,/=== ncu_cublas/p' "$L" > "$OUT/ncu_ft.txt"
-    sed -n '/=== ncu_cublas/,$p' "$L" > "$OUT/ncu_cublas.txt"
-    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Grid Size|Block Size" "$L" | tail -12
-    ;;
-  cluster)
-    # clusters of 2 with multicast Aᵀ tiles (the swapped decode product):
-    # the swapped tests on CUDA (short limits: a protocol error hangs),
-    # racecheck, then the decode shapes tuned with every candidate printed
-    # next to cuBLAS
-    FERROTILE_TEST_DEVICES=cuda step gemm_swap 60 $D/gemm --nocapture gemm_swapped
-    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck_swap 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
-    FERROTILE_AUTOTUNE_PRINT=all step bench_decode 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
-    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    grep -E "TFLOP|16x8192|FAILED|panicked|test result|RACECHECK SUMMARY|autotune.*->|SWAP|rror" "$L" | grep -v "autotune.*/[0-9]" | tail -50
-    ;;
-  ncucluster)
-    # ncu of the clustered swapped decode kernel (forced through the tuner's
-    # disk cache: last entry wins) next to the unclustered one
-    export FERROTILE_CACHE_DIR=/tmp/ftc
-    step tune 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16
-    KEY=$(grep 'bf16>bf16' /tmp/ftc/autotune.tsv | tail -1 | cut -f1)
-    NCU="ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats --metrics sm__cycles_active.min,sm__cycles_active.max,sm__cycles_active.avg"
-    printf '%s\tBK=128,BM=64,BN=16,GROUP_M=8,SWAP=1,num_warps=4,num_stages=6\n' "$KEY" >> /tmp/ftc/autotune.tsv
-    step ncu_plain 60 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    printf '%s\tBK=128,BM=64,BN=16,CLUSTER=2,GROUP_M=8,SWAP=1,num_warps=4,num_stages=6\n' "$KEY" >> /tmp/ftc/autotune.tsv
-    step ncu_cluster 60 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    sed -n '/=== ncu_plain/,$p' "$L" > "$OUT/ncu_cluster.txt"
-    grep -E "Duration|DRAM Throughput|Cluster Size|Grid Size|Block Size|sm__cycles_active|Achieved Active Warps|Warp Cycles Per Issued|^(bf16) " "$L" | tail -24
-    ;;
-  sweep10)
-    # session 10: decode tile configurations side by side (`bench
-    # --gemm-configs`, round-robin), one stream with each refill issued
-    # after the iteration's MMAs (as in session 9) and before its wait
-    # (FERROTILE_X_EARLY=1), warp-specialized with the release after the
-    # next iteration's wait (as in session 9) and right after the
-    # iteration's own MMAs (FERROTILE_X_RELNOW=1); 4096³ with both
-    # refill placements; cuBLAS from a graph and back to back. (The
-    # FERROTILE_X_* switches were the session's A/B, removed after it: the
-    # refill is now always issued before the wait, and "late" runs the same
-    # code as "early".)
-    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x128/w4/s6/swap,64x16x128/w4/s8/swap,64x16x128/w4/s10/swap,64x16x64/w4/s6/swap,64x16x64/w4/s8/swap,64x16x64/w4/s12/swap,64x16x64/w4/s16/swap,64x16x64/w4/s20/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap"
-    C2="64x16x128/w4/s4/swap/c2,64x16x128/w4/s6/swap/c2,64x16x128/w4/s8/swap/c2,64x16x64/w4/s12/swap/c2,64x16x64/w4/s16/swap/c2,64x16x256/w4/s4/swap/c2"
-    C3="128x256x64/w8/s3,128x256x64/w8/s4,256x128x64/w8/s3,128x128x64/w8/s4"
-    step peers_decode 60 python3 $D/peers.py --gemm-decode
-    FERROTILE_X_EARLY=1 FERROTILE_X_RELNOW=1 FERROTILE_TEST_DEVICES=cuda step test_early 120 $D/gemm --nocapture gemm_swapped
-    FERROTILE_WS=1 FERROTILE_X_RELNOW=1 FERROTILE_TEST_DEVICES=cuda step test_relnow 120 $D/gemm --nocapture gemm_swapped
-    step late 150 $D/bench --device cuda --gemm-configs "$C1,$C2" --dtypes bf16
-    FERROTILE_X_EARLY=1 step early 150 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    FERROTILE_WS=1 step ws 150 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    FERROTILE_WS=1 FERROTILE_X_RELNOW=1 step ws_relnow 150 $D/bench --device cuda --gemm-configs "$C1,$C2" --dtypes bf16
-    step late_4096 100 $D/bench --device cuda --gemm-configs "$C3" --gemm-shape 4096x4096x4096 --dtypes bf16
-    FERROTILE_X_EARLY=1 step early_4096 100 $D/bench --device cuda --gemm-configs "$C3" --gemm-shape 4096x4096x4096 --dtypes bf16
-    step peers_decode2 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED" "$L" | cut -c1-110 | tail -90
-    ;;
-  graph10)
-    # session 10, second call: GEMM timed from graphs (as cuBLAS is) and
-    # back to back; the graph test; the whole GEMM suite tuned with the
-    # refill issued early (FERROTILE_X_EARLY=1) and late, next to cuBLAS;
-    # the decode configurations again (prefetched tensor maps now). (The
-    # switch is gone since: both runs now issue early.)
-    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap,64x16x128/w4/s4/swap/c2"
-    FERROTILE_X_EARLY=1 FERROTILE_TEST_DEVICES=cuda step test_graph 120 $D/gemm --nocapture graph_capture gemm_swapped
-    step peers_decode 60 python3 $D/peers.py --gemm-decode
-    FERROTILE_X_EARLY=1 step early 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    step late 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    FERROTILE_X_EARLY=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ft_e step bench_early 240 $D/bench --device cuda --gemm --json "$OUT/gemm_early.json"
-    FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ft_l step bench_late 240 $D/bench --device cuda --gemm --json "$OUT/gemm_late.json"
-    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    step peers_decode2 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "autotune.*/[0-9]" | cut -c1-120 | tail -100
-    ;;
-  pdl10)
-    # session 10, third call: programmatic dependent launch (every kernel on
-    # sm_90: griddepcontrol, launched with programmatic stream
-    # serialization) — correctness first (conformance, library, GEMM tests
-    # on CUDA but the long view sweep), then decode configurations and the
-    # GEMM suite from graphs next to cuBLAS
-    C1="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap,64x16x128/w4/s4/swap/c2"
-    step conformance_cuda 150 $D/conformance_cuda
-    FERROTILE_TEST_DEVICES=cpu,cuda step library 150 $D/library
-    FERROTILE_TEST_DEVICES=cuda step gemm 250 $D/gemm --nocapture --skip gemm_views_every
-    step peers_decode 60 python3 $D/peers.py --gemm-decode
-    step decode 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
-    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    step peers_decode2 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|^(bf16|f16|tf32|f32)|no graph|conformance on" "$L" | cut -c1-120 | tail -80
-    ;;
-  verify10)
-    # session 10, fourth call: after the capture moved to a per-thread
-    # stream (call 3's GEMM test binary crashed: a capture on the shared
-    # stream while other test threads launched on it) — every GEMM test on
-    # CUDA with dependent launches and graphs, racecheck of the swapped and
-    # graph tests, then the decode configurations from graphs
-    C1="64x16x128/w4/s3/swap,64x16x256/w4/s3/swap,64x16x256/w4/s4/swap"
-    FERROTILE_TEST_DEVICES=cuda step gemm 200 $D/gemm --nocapture --skip gemm_views_every
-    FERROTILE_TEST_DEVICES=cuda step gemm_views 280 $D/gemm --nocapture gemm_views_every
-    FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped graph_capture
-    step peers_decode 60 python3 $D/peers.py --gemm-decode
-    step decode 100 $D/bench --device cuda --gemm-configs "$C1" --dtypes bf16
-    step peers_decode2 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY|error" "$L" | cut -c1-120 | tail -60
-    ;;
-  final10|final11)
-    # session 10's headline: the GEMM suite from graphs next to cuBLAS (one
-    # pass each), then the shapes whose ratio moves with the GPU's clocks
-    # (8192³ draws the power limit; decode) alternated ours / cuBLAS three
-    # times, each process timing the same way (graphs; our tuner's choice
-    # from the first pass, on disk); final11 (session 11) then runs the
-    # GEMM tests its changes touch
-    export FERROTILE_CACHE_DIR=/tmp/ftf
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 220 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
-    step peers_gemm 90 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
-    for r in 1 2 3; do
-      for sh in 8192x8192x8192 16x8192x8192; do
-        step "ft_${sh}_$r" 90 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16
-        step "cublas_${sh}_$r" 60 python3 $D/peers.py --gemm --gemm-shape $sh --dtypes bf16,f16
-      done
-    done
-    # one decode launch of each under ncu (clocks as they are)
-    NCU="ncu --clock-control none --section SpeedOfLight --metrics gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,dram__bytes_read.sum,lts__t_sector_hit_rate.pct"
-    step ncu_ft 90 $NCU --kernel-name regex:gemm_kernel --launch-skip 5 --launch-count 1 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16 --quick
-    step ncu_cublas 90 $NCU --kernel-name regex:'gemm|gemv|sm90|nvjet' --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
-    if [ "$1" = final11 ]; then
-      # (x11d's run of the whole GEMM test file outlived its 300 s limit)
-      FERROTILE_TEST_DEVICES=cuda step tests 200 $D/gemm --nocapture gemm_swapped gemm_views_every graph_capture
-    fi
-    grep -E "^=== |cublas|^(bf16|f16|tf32|f32)|autotune.*->|no graph" "$L" | grep -v "^=== " | cut -c1-120 | tail -60
-    grep -E "gpu__time|sm__cycles_active|dram__bytes|hit_rate|DRAM Throughput|  Duration" "$L" | tail -16
-    grep -E "^test |test result" "$L" | tail -8
-    ;;
-  cluster1)
-    # session 10, last call: multicast from one stream (cluster barrier
-    # before each refill; FERROTILE_X_CLUSTER1=1) against the producer
-    # warpgroup's multicast and no cluster; correctness first. (Since the
-    # session, one stream is how clusters multicast by default; the switch
-    # is gone, and the producer warpgroup's form needs FERROTILE_WS=1.)
-    C="64x16x128/w4/s4/swap,64x16x128/w4/s4/swap/c2,64x16x128/w4/s5/swap/c2,64x16x256/w4/s3/swap,64x16x256/w4/s3/swap/c2"
-    FERROTILE_X_CLUSTER1=1 FERROTILE_TEST_DEVICES=cuda step test 60 $D/gemm --nocapture gemm_swapped
-    FERROTILE_X_CLUSTER1=1 FERROTILE_AUTOTUNE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_swapped
-    step ws_mcast 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
-    FERROTILE_X_CLUSTER1=1 step one_stream_mcast 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
-    [ -n "${QUICK:-}" ] || step peers_decode 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |^config|/w[48]/|cublas|test result|panicked|FAILED|RACECHECK SUMMARY" "$L" | cut -c1-120 | tail -40
-    ;;
-  last10)
-    # session 10's last check, after clusters went one-stream by default and
-    # the decode candidates changed: the swapped tests, the new candidates
-    # verified on sampled outputs, and the tuned decode
-    C="64x16x128/w4/s3/swap,64x16x256/w4/s3/swap,64x16x256/w4/s3/swap/c2,64x16x128/w4/s4/swap/c2"
-    FERROTILE_TEST_DEVICES=cuda step test 60 $D/gemm --nocapture gemm_swapped graph_capture
-    step configs 60 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16
-    FERROTILE_AUTOTUNE_PRINT=1 step decode 90 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
-    grep -E "^config|/w[48]/|test result|panicked|FAILED|^(bf16|f16) |autotune.*->" "$L" | cut -c1-160 | tail -20
-    ;;
-  x11a)
-    # (x11a–x11c used temporary switches, FERROTILE_X_NOMMA and
-    # FERROTILE_X_L2PROMO, now gone: L2 promotion is 128 B since)
-    # session 11, decode bf16: what limits the stream? (NOTES "Session 11"): the MMAs dropped (FERROTILE_X_NOMMA: the streaming
-    # bound of the same rings), L2 promotion of the tensor maps, rings as
-    # deep as cuBLAS's (BK = 64, 12–16 slots); then session 10's last check
-    C="64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x128/w4/s8/swap,64x16x64/w4/s8/swap,64x16x64/w4/s12/swap,64x16x64/w4/s16/swap"
-    step peers 60 python3 $D/peers.py --gemm-decode
-    step bw 60 python3 -c "
-import torch
-b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); o=torch.empty((),device='cuda',dtype=torch.bfloat16)
-for _ in range(3): torch.sum(b,out=o)
-g=torch.cuda.CUDAGraph(); s=torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-with torch.cuda.stream(s):
-  for _ in range(3): torch.sum(b,out=o)
-torch.cuda.current_stream().wait_stream(s)
-with torch.cuda.graph(g):
-  for _ in range(10): torch.sum(b,out=o)
-ts=[]
-for _ in range(20):
-  e0=torch.cuda.Event(enable_timing=True); e1=torch.cuda.Event(enable_timing=True); e0.record(); g.replay(); e1.record(); e1.synchronize(); ts.append(e0.elapsed_time(e1)/10)
-ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s', 134.2e6/(ts[len(ts)//2]*1e-3)/1e12)
-"
-    FERROTILE_CACHE_DIR=/tmp/c_base step base 90 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
-    FERROTILE_CACHE_DIR=/tmp/c_nomma FERROTILE_X_NOMMA=1 step nomma 90 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
-    for p in 0 128; do
-      FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step promo$p 90 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x64/w4/s12/swap" --dtypes bf16 --rounds 3
-    done
-    FERROTILE_CACHE_DIR=/tmp/c_base step base2 90 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x64/w4/s12/swap" --dtypes bf16 --rounds 3
-    step peers2 60 python3 $D/peers.py --gemm-decode
-    FERROTILE_TEST_DEVICES=cuda step test 90 $D/gemm --nocapture gemm_swapped graph_capture
-    grep -E "^config|/w[48]/|test result|panicked|FAILED|torch.sum|decode|graph" "$L" | cut -c1-160 | tail -60
-    ;;
-  x11b)
-    # session 11, decode bf16: does the width of a program's Bᵀ rows matter
-    # (128 B per K row at 64 columns, 256 B at 128, 512 B at 256 — the
-    # wider ones with K split to keep 128 programs)? Kernel-only times
-    # under ncu (the split ones' reduction is a separate kernel), with and
-    # without the MMAs (FERROTILE_X_NOMMA), L2 promotion off
-    N="64x16x128/w4/s4/swap 64x16x128/w4/s4/swap/c2 128x16x128/w8/s3/swap 128x16x128/w8/s3/swap/k2 256x16x64/w8/s3/swap 256x16x64/w8/s3/swap/k4 64x16x128/w4/s4/swap/k2"
-    NCU="ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_active.avg,sm__cycles_active.max,lts__t_sector_hit_rate.pct -k regex:gemm_kernel"
-    for c in $N; do
-      FERROTILE_CACHE_DIR=/tmp/c_nomma FERROTILE_X_NOMMA=1 FERROTILE_X_L2PROMO=0 step "nomma $c" 60 $NCU $D/bench --device cuda --gemm-configs $c --dtypes bf16 --rounds 0
-      FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=0 step "mma $c" 60 $NCU $D/bench --device cuda --gemm-configs $c --dtypes bf16 --rounds 0
-    done
-    step ncu_cublas 60 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__cycles_active.avg,sm__cycles_active.max,lts__t_sector_hit_rate.pct -k regex:nvjet --launch-skip 5 --launch-count 1 python3 -c "import torch; a=torch.randn(16,8192,device='cuda',dtype=torch.bfloat16); b=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16); [torch.matmul(a,b) for _ in range(10)]; torch.cuda.synchronize()"
-    FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=0 step graphs 90 $D/bench --device cuda --gemm-configs "$(echo $N | tr ' ' ',')" --dtypes bf16 --rounds 3
-    step peers 60 python3 $D/peers.py --gemm-decode
-    grep -E "^=== |gpu__time|dram__bytes|sm__cycles|hit_rate|^config|/w[48]/|cublas bf16" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-120 | tail -120
-    ;;
-  x11c)
-    # session 11: L2 promotion of the tensor maps, 256 B (until now) against
-    # 128 B (= a box row: no promotion), processes alternated with cuBLAS for
-    # decode, then the large shapes' tuned tiles
-    for r in 1 2 3; do
-      for p in 256 128; do
-        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "decode promo$p r$r" 60 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap" --dtypes bf16 --rounds 3
-      done
-      step "cublas r$r" 60 python3 $D/peers.py --gemm-decode
-    done
-    for r in 1 2; do
-      for p in 256 128; do
-        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "4096 promo$p r$r" 60 $D/bench --device cuda --gemm-configs "128x256x64/w8/s2,128x256x64/w8/s3" --gemm-shape 4096x4096x4096 --dtypes bf16 --rounds 3
-      done
-    done
-    for r in 1 2 3; do
-      for p in 256 128; do
-        FERROTILE_CACHE_DIR=/tmp/c_base FERROTILE_X_L2PROMO=$p step "8192 promo$p r$r" 90 $D/bench --device cuda --gemm-configs "128x256x64/w8/s2" --gemm-shape 8192x8192x8192 --dtypes bf16 --rounds 3
-      done
-    done
-    grep -E "^=== |/w[48]/|cublas bf16" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-100 | tail -80
-    ;;
-  x11d)
-    # session 11, after L2 promotion went to 128 B: the decode ring depths
-    # and the clustered form again, then the GEMM tests on CUDA (every tuner
-    # configuration through views and pointers, swapped, graphs)
-    C="64x16x128/w4/s3/swap,64x16x128/w4/s4/swap,64x16x128/w4/s5/swap,64x16x128/w4/s6/swap,64x16x256/w4/s2/swap,64x16x256/w4/s3/swap,64x16x64/w4/s6/swap,64x16x64/w4/s8/swap,64x16x128/w4/s4/swap/c2,64x16x256/w4/s3/swap/c2,64x32x128/w4/s4/swap"
-    step sweep 120 $D/bench --device cuda --gemm-configs "$C" --dtypes bf16 --rounds 3
-    step cublas 60 python3 $D/peers.py --gemm-decode
-    step sweep_f16 120 $D/bench --device cuda --gemm-configs "64x16x128/w4/s4/swap,64x16x256/w4/s3/swap,64x16x128/w4/s3/swap" --dtypes f16 --rounds 3
-    FERROTILE_TEST_DEVICES=cuda step tests 300 $D/gemm --nocapture
-    grep -E "^=== |/w[48]/|cublas|test result|panicked|FAILED" "$L" | sed -e 's/^=== \([^:]*\):.*/=== \1/' | cut -c1-100 | tail -40
-    ;;
-  rows11)
-    # session 11: the row kernels timed as their peers are (CUDA graphs;
-    # back to back alongside), next to PyTorch eager / torch.compile in the
-    # same call, on the two shapes of the issue-3 table's headline rows
-    SH=16384x4096,4096x16384
-    FERROTILE_AUTOTUNE_PRINT=1 step bench_lib 150 $D/bench --device cuda --shapes $SH --json "$OUT/ft.json"
-    step peers_lib 200 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
-    python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
-    grep -E "GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | tail -30
-    cat "$OUT/table.md"
+  wgsl)
+    step conformance_wgpu 240 $D/conformance_wgpu --nocapture
+    FERROTILE_TEST_DEVICES=cpu,wgpu step library 120 $D/library
+    FERROTILE_TEST_DEVICES=cpu,wgpu step gemm 120 $D/gemm
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    step bench_wgpu_gemm 60 $D/bench --device wgpu --gemm-small
+    step sweep_wgpu 240 $D/bench --device wgpu --sweep
+    grep -E "conformance on|FAILED|skipped|GB/s|TFLOP|autotune" "$L" | tail -40
     ;;
   profile)
     # tune first (the winner goes to the disk cache), then profile one
@@ -409,6 +160,29 @@ ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s'
     done
     grep -E "^  [A-Z].*(Throughput|Duration|Stall|Occupancy|Registers|Bandwidth|Warp Cycles)" "$L" | head -80
     ;;
-  *) echo "usage: gpu-run.sh check|bench|gemm|wgsl|final|decode|rows|tma|ws|swap|verify9|ncufull|cluster|ncucluster|profile"; exit 2 ;;
+  overhead)
+    # cold compile + first launch, cached launch enqueue and round trip;
+    # then warps-per-program sweeps of the row kernels on CUDA
+    step overhead 120 $D/bench --overhead
+    step sweep 240 $D/bench --sweep
+    grep -vE "^=== |autotune" "$L" | tail -60
+    ;;
+  final)
+    # everything that changed in a session, under one machine start: the
+    # conformance suites (CUDA, Vulkan), library tests on every device, the
+    # GEMM tests on Vulkan (CUDA ran in `gemm`), memcheck/racecheck of the
+    # GEMM paths (cp.async rings, split-K) and of the conformance suite, and
+    # the Vulkan row-kernel bench
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    step conformance_wgpu 200 $D/conformance_wgpu --nocapture
+    step library 120 $D/library
+    FERROTILE_TEST_DEVICES=wgpu step gemm_wgpu 100 $D/gemm
+    FERROTILE_TEST_DEVICES=cuda step memcheck_gemm 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_epi gemm_half
+    FERROTILE_TEST_DEVICES=cpu,cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step racecheck 100 compute-sanitizer --tool racecheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k gemm_half
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 100 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
+    grep -E "conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|skipped|GB/s|^(softmax|layer_norm) " "$L" | head -30
+    ;;
+  *) echo "usage: gpu-run.sh check|bench|rows|gemm|gemm-rounds|decode|tma|ws|wgsl|profile|overhead|final (experiments: scripts/experiments/gpu-run-sessions.sh)"; exit 2 ;;
 esac
 cat "$S"
