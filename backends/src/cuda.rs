@@ -104,7 +104,18 @@ impl CudaDevice {
         // legacy default stream that synchronous copies use)
         let mut stream = std::ptr::null_mut();
         unsafe { sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_DEFAULT as u32) }.result().map_err(drv)?;
-        Ok(Arc::new(CudaDevice { ordinal, dev, ctx, stream, capture: std::sync::Mutex::new(None), capture_open: false.into(), name, sm: major * 10 + minor, max_smem_optin: smem, num_sms: sms }))
+        Ok(Arc::new(CudaDevice {
+            ordinal,
+            dev,
+            ctx,
+            stream,
+            capture: std::sync::Mutex::new(None),
+            capture_open: false.into(),
+            name,
+            sm: major * 10 + minor,
+            max_smem_optin: smem,
+            num_sms: sms,
+        }))
     }
 
     /// Whether the calling thread is capturing a graph on this device.
@@ -254,11 +265,7 @@ impl CudaDevice {
             let mut set = k.smem_set.lock().unwrap_or_else(|p| p.into_inner());
             if smem > 48 * 1024 && *set < smem {
                 unsafe {
-                    result::function::set_function_attribute(
-                        k.func,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        smem as i32,
-                    )
+                    result::function::set_function_attribute(k.func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
                 }
                 .map_err(drv)?;
                 *set = smem;

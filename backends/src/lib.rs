@@ -9,14 +9,18 @@
 //! - [`wgsl`]: WGSL emission (always built); `wgpu_rt` (feature `wgpu`): the
 //!   wgpu runtime that runs it on Vulkan/Metal/DX12 adapters (and lavapipe).
 
+// Index loops over several parallel per-dimension / per-register arrays
+// read better than zipped iterators here.
+#![allow(clippy::needless_range_loop)]
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod plan;
 pub mod ptx;
 pub mod ptxas;
-pub mod wgsl;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 #[cfg(feature = "wgpu")]
 pub mod wgpu_rt;
+pub mod wgsl;
 
 /// A kernel a backend cannot (yet) compile, or a configuration that cannot
 /// fit; always names the kernel and, where known, the source line. Shared by

@@ -53,9 +53,7 @@ pub fn find_or_skip() -> Option<PathBuf> {
 }
 
 fn num_after(s: &str, key: &str) -> u32 {
-    s.find(key)
-        .and_then(|i| s[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()))
-        .unwrap_or(0)
+    s.find(key).and_then(|i| s[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok())).unwrap_or(0)
 }
 
 /// Assemble `ptx` for `sm_<sm>` (`sm_<sm>a` when the text targets the

@@ -346,16 +346,12 @@ impl WgpuDevice {
             ));
         }
         let (layout, pipeline) = self.scoped(|| {
-            let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&k.entry),
-                source: wgpu::ShaderSource::Wgsl(k.text.as_str().into()),
-            });
+            let module = self
+                .device
+                .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&k.entry), source: wgpu::ShaderSource::Wgsl(k.text.as_str().into()) });
             let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
-            let pl = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: None,
-                bind_group_layouts: &[&layout],
-                push_constant_ranges: &[],
-            });
+            let pl =
+                self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: None, bind_group_layouts: &[&layout], push_constant_ranges: &[] });
             let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(&k.entry),
                 layout: Some(&pl),
@@ -453,7 +449,7 @@ impl WgpuMem {
             return Ok(());
         }
         let mut v = data.to_vec();
-        if v.len() % 4 != 0 {
+        if !v.len().is_multiple_of(4) {
             // keep the padding bytes of the last word as they are
             if data.len() == self.bytes {
                 v.resize(data.len().div_ceil(4) * 4, 0);

@@ -169,10 +169,9 @@ impl Builder {
     /// operand says otherwise).
     pub fn const_int(&mut self, val: i64, dtype: Option<DType>) -> R<V> {
         match dtype {
-            None if i32::try_from(val).is_err() && u32::try_from(val).is_err() => Err(TypeError::new(format!(
-                "the integer literal {val} does not fit in 32 bits"
-            ))
-            .hint(format!("add a suffix to make it 64-bit: `{val}i64`"))),
+            None if i32::try_from(val).is_err() && u32::try_from(val).is_err() => {
+                Err(TypeError::new(format!("the integer literal {val} does not fit in 32 bits")).hint(format!("add a suffix to make it 64-bit: `{val}i64`")))
+            }
             None => Ok(self.constexpr(CExpr::Lit(val), DType::I32, true)),
             Some(d) if d.is_float() => Ok(self.const_float(val as f64, Some(d))),
             Some(d) => {
@@ -227,7 +226,7 @@ impl Builder {
                 check_tile_len(n, "a tile dimension")?;
             }
         }
-        if !self.ty(value).is_scalar() || self.ty(value).elem().map_or(true, |e| e.is_ptr()) {
+        if !self.ty(value).is_scalar() || self.ty(value).elem().is_none_or(|e| e.is_ptr()) {
             return Err(TypeError::new(format!("the fill value must be a scalar, found {}", fmt_ty(self.ty(value)))).at(1));
         }
         let value = self.coerce_scalar_to(value, dtype)?;
@@ -280,13 +279,7 @@ impl Builder {
                     same = false;
                     target.push(b.clone())
                 }
-                Some(false) => {
-                    return Err(TypeError::new(format!(
-                        "cannot broadcast {} to shape {}",
-                        fmt_ty(&ty),
-                        fmt_shape(shape)
-                    )))
-                }
+                Some(false) => return Err(TypeError::new(format!("cannot broadcast {} to shape {}", fmt_ty(&ty), fmt_shape(shape)))),
                 None => {
                     same = false;
                     target.push(CExpr::bin(CBin::Bcast, a.clone(), b.clone()))
@@ -316,13 +309,9 @@ impl Builder {
         let new_ty = ty.with_shape(shape.clone());
         if let (Some(a), Some(b)) = (ty.numel(), new_ty.numel()) {
             if a != b {
-                return Err(TypeError::new(format!(
-                    "cannot reshape {} ({a} elements) to {} ({b} elements)",
-                    fmt_ty(&ty),
-                    fmt_shape(&shape)
-                ))
-                .hint("a reshape keeps the number of elements; the dimensions must multiply to the same count")
-                .at(1));
+                return Err(TypeError::new(format!("cannot reshape {} ({a} elements) to {} ({b} elements)", fmt_ty(&ty), fmt_shape(&shape)))
+                    .hint("a reshape keeps the number of elements; the dimensions must multiply to the same count")
+                    .at(1));
             }
         }
         if ty.shape() == shape.as_slice() {
@@ -377,17 +366,15 @@ impl Builder {
             return Err(dtype_mismatch(cur, d));
         }
         let op = self.kernel_op_of(v);
-        match op {
-            Some(OpKind::Const(Lit::Float(x))) => {
-                if !d.is_float() {
-                    let hint = if d == DType::Bool { "compare to get a bool: `x != 0.0`" } else { "write an integer literal, or cast the other operand with `as f32`" };
-                    return Err(TypeError::new(format!("the float literal {x:?} cannot be used as {d}")).hint(hint));
-                }
-                let shape = info.ty.shape().to_vec();
-                let nv = self.const_float(x, Some(d));
-                return Ok(self.splat_to(nv, &shape));
+        if let Some(OpKind::Const(Lit::Float(x))) = op {
+            if !d.is_float() {
+                let hint =
+                    if d == DType::Bool { "compare to get a bool: `x != 0.0`" } else { "write an integer literal, or cast the other operand with `as f32`" };
+                return Err(TypeError::new(format!("the float literal {x:?} cannot be used as {d}")).hint(hint));
             }
-            _ => {}
+            let shape = info.ty.shape().to_vec();
+            let nv = self.const_float(x, Some(d));
+            return Ok(self.splat_to(nv, &shape));
         }
         if let Some(e) = &info.cval {
             if cur == DType::Bool && d != DType::Bool {
@@ -430,9 +417,7 @@ impl Builder {
         let (ia, ib) = (self.info(a).clone(), self.info(b).clone());
         let (da, db) = match (ia.ty.elem(), ib.ty.elem()) {
             (Some(Elem::Val(x)), Some(Elem::Val(y))) => (x, y),
-            (Some(Elem::Ptr(_)), _) | (None, _) => {
-                return Err(TypeError::new(format!("expected a value, found {}", fmt_ty(&ia.ty))).at(0))
-            }
+            (Some(Elem::Ptr(_)), _) | (None, _) => return Err(TypeError::new(format!("expected a value, found {}", fmt_ty(&ia.ty))).at(0)),
             _ => return Err(TypeError::new(format!("expected a value, found {}", fmt_ty(&ib.ty))).at(1)),
         };
         if da == db {
@@ -490,9 +475,9 @@ impl Builder {
                     let n = self.unary(UnOp::Neg, b)?;
                     self.add_ptr(a, n)
                 }
-                (_, true, true) => Err(TypeError::new("arithmetic between two pointers is not supported")
-                    .hint("add integer offsets to one base pointer: `ptr + offs`")
-                    .at(1)),
+                (_, true, true) => {
+                    Err(TypeError::new("arithmetic between two pointers is not supported").hint("add integer offsets to one base pointer: `ptr + offs`").at(1))
+                }
                 _ => Err(TypeError::new(format!("operator `{}` is not defined on pointers; only `ptr + int` and `ptr - int` are", binop_str(op)))
                     .at(if ea.is_ptr() { 0 } else { 1 })),
             };
@@ -566,18 +551,12 @@ impl Builder {
                 x = self.coerce_scalar_to(x, DType::F32)?;
                 d = DType::F32;
             } else {
-                return Err(TypeError::new(format!("`{}` needs a float operand, found {}", op.name(), fmt_ty(&t)))
-                    .hint("cast first: `x as f32`")
-                    .at(0));
+                return Err(TypeError::new(format!("`{}` needs a float operand, found {}", op.name(), fmt_ty(&t))).hint("cast first: `x as f32`").at(0));
             }
         }
         match op {
-            UnOp::Not if d.is_float() => {
-                return Err(TypeError::new(format!("`!` is not defined on floats ({})", fmt_ty(&t))).at(0))
-            }
-            UnOp::Neg if d == DType::Bool => {
-                return Err(TypeError::new("unary `-` is not defined on booleans").hint("use `!` for logical not").at(0))
-            }
+            UnOp::Not if d.is_float() => return Err(TypeError::new(format!("`!` is not defined on floats ({})", fmt_ty(&t))).at(0)),
+            UnOp::Neg if d == DType::Bool => return Err(TypeError::new("unary `-` is not defined on booleans").hint("use `!` for logical not").at(0)),
             _ => {}
         }
         if let Some(e) = self.info(x).cval.clone() {
@@ -611,9 +590,7 @@ impl Builder {
     pub fn select(&mut self, cond: V, a: V, b: V) -> R<V> {
         let tc = self.tile_ty(cond, 0)?;
         if tc.elem() != Some(Elem::Val(DType::Bool)) {
-            return Err(TypeError::new(format!("the condition of `select` must be bool, found {}", fmt_ty(&tc)))
-                .hint("compare to get a mask: `x > 0`")
-                .at(0));
+            return Err(TypeError::new(format!("the condition of `select` must be bool, found {}", fmt_ty(&tc))).hint("compare to get a mask: `x > 0`").at(0));
         }
         let (ta, tb) = (self.tile_ty(a, 1)?, self.tile_ty(b, 2)?);
         let (a, b, elem) = match (ta.elem().unwrap(), tb.elem().unwrap()) {
@@ -670,9 +647,7 @@ impl Builder {
     fn check_mask(&mut self, m: V, operand: usize) -> R<()> {
         let t = self.tile_ty(m, operand)?;
         if t.elem() != Some(Elem::Val(DType::Bool)) {
-            return Err(TypeError::new(format!("a mask must be bool, found {}", fmt_ty(&t)))
-                .hint("build it with a comparison: `offs < n`")
-                .at(operand));
+            return Err(TypeError::new(format!("a mask must be bool, found {}", fmt_ty(&t))).hint("build it with a comparison: `offs < n`").at(operand));
         }
         Ok(())
     }
@@ -690,7 +665,7 @@ impl Builder {
         let other = match other {
             Some(o) => {
                 let t = self.tile_ty(o, 2)?;
-                if t.elem().map_or(true, |e| e.is_ptr()) {
+                if t.elem().is_none_or(|e| e.is_ptr()) {
                     return Err(TypeError::new(format!("`other` must be a value, found {}", fmt_ty(&t))).at(2));
                 }
                 let o = self.coerce_value_to(o, d).map_err(|e| e.at(2))?;
@@ -774,9 +749,7 @@ impl Builder {
                     let v = if d != DType::I64 && d != DType::I32 { self.cast(v, DType::I32)? } else { v };
                     out.push(v)
                 }
-                _ => {
-                    return Err(TypeError::new(format!("{what} must be integer scalars; entry {i} is {}", fmt_ty(&t))).at(first_operand))
-                }
+                _ => return Err(TypeError::new(format!("{what} must be integer scalars; entry {i} is {}", fmt_ty(&t))).at(first_operand)),
             }
         }
         Ok(out)
@@ -836,9 +809,7 @@ impl Builder {
             return Err(TypeError::new(format!("storing a {} tile into a rank-{rank} view needs a rank-{rank} tile and {rank} offsets", fmt_ty(&vt))).at(2));
         }
         if vt.dtype() != Some(d) {
-            return Err(TypeError::new(format!("cannot store {} into a view of {d}", fmt_ty(&vt)))
-                .hint(format!("cast the value first: `value as {d}`"))
-                .at(2));
+            return Err(TypeError::new(format!("cannot store {} into a view of {d}", fmt_ty(&vt))).hint(format!("cast the value first: `value as {d}`")).at(2));
         }
         let offsets = self.int_scalars(&offsets, "block offsets", 1)?;
         self.emit(OpKind::StoreBlock { view, offsets, value }, vec![]);
@@ -928,15 +899,9 @@ impl Builder {
         let (m, k1) = (ta.shape()[0].clone(), ta.shape()[1].clone());
         let (k2, n) = (tb.shape()[0].clone(), tb.shape()[1].clone());
         if k1.provably_eq(&k2) == Some(false) {
-            return Err(TypeError::new(format!(
-                "dot inner dimensions differ: {} is {} and {} is {}",
-                "left",
-                fmt_ty(&ta),
-                "right",
-                fmt_ty(&tb)
-            ))
-            .hint("the left operand's columns must equal the right operand's rows")
-            .at(1));
+            return Err(TypeError::new(format!("dot inner dimensions differ: {} is {} and {} is {}", "left", fmt_ty(&ta), "right", fmt_ty(&tb)))
+                .hint("the left operand's columns must equal the right operand's rows")
+                .at(1));
         }
         for (dim, which) in [(&m, 0usize), (&k1, 0), (&n, 1)] {
             if let Some(v) = dim.known() {
@@ -961,12 +926,7 @@ impl Builder {
                 }
                 for (x, y) in tc.shape().iter().zip(&out_shape) {
                     if x.provably_eq(y) == Some(false) {
-                        return Err(TypeError::new(format!(
-                            "the accumulator is {} but the product is {}",
-                            fmt_ty(&tc),
-                            fmt_shape(&out_shape)
-                        ))
-                        .at(2));
+                        return Err(TypeError::new(format!("the accumulator is {} but the product is {}", fmt_ty(&tc), fmt_shape(&out_shape))).at(2));
                     }
                 }
                 c
@@ -1040,9 +1000,8 @@ impl Builder {
         }
         let cur = self.ty(v).clone();
         if &cur != ty {
-            let all_provable = cur.elem() == ty.elem()
-                && cur.rank() == ty.rank()
-                && cur.shape().iter().zip(ty.shape()).all(|(a, b)| a.provably_eq(b) != Some(false));
+            let all_provable =
+                cur.elem() == ty.elem() && cur.rank() == ty.rank() && cur.shape().iter().zip(ty.shape()).all(|(a, b)| a.provably_eq(b) != Some(false));
             if all_provable && cur.shape().iter().zip(ty.shape()).any(|(a, b)| a.provably_eq(b).is_none()) {
                 // Symbolically different, possibly equal: let the specializer decide.
                 return self.broadcast_to(v, ty.shape());
@@ -1084,9 +1043,7 @@ impl Builder {
                 .at(0));
         }
         if t.dtype() != Some(DType::Bool) {
-            return Err(TypeError::new(format!("the condition of `if` must be bool, found {}", fmt_ty(&t)))
-                .hint("compare explicitly: `x != 0`")
-                .at(0));
+            return Err(TypeError::new(format!("the condition of `if` must be bool, found {}", fmt_ty(&t))).hint("compare explicitly: `x != 0`").at(0));
         }
         Ok(cond)
     }

@@ -224,44 +224,140 @@ pub enum OpKind {
     ProgramId(u8),
     NumPrograms(u8),
     /// `[start, end)` as an i32 tile of length `end - start`.
-    Arange { start: CExpr, end: CExpr },
+    Arange {
+        start: CExpr,
+        end: CExpr,
+    },
     /// Scalar broadcast to a tile of the given shape.
-    Splat { x: V, shape: Vec<Dim> },
+    Splat {
+        x: V,
+        shape: Vec<Dim>,
+    },
     /// Broadcast of size-1 dims to `shape` (same rank).
-    Broadcast { x: V, shape: Vec<Dim> },
-    ExpandDims { x: V, axis: u8 },
-    Reshape { x: V, shape: Vec<Dim> },
-    Trans { x: V, perm: Vec<u8> },
-    Binary { op: BinOp, a: V, b: V },
-    Cmp { op: CmpOp, a: V, b: V },
-    Unary { op: UnOp, x: V },
-    Fma { a: V, b: V, c: V },
-    Select { cond: V, a: V, b: V },
-    Cast { x: V, to: DType },
+    Broadcast {
+        x: V,
+        shape: Vec<Dim>,
+    },
+    ExpandDims {
+        x: V,
+        axis: u8,
+    },
+    Reshape {
+        x: V,
+        shape: Vec<Dim>,
+    },
+    Trans {
+        x: V,
+        perm: Vec<u8>,
+    },
+    Binary {
+        op: BinOp,
+        a: V,
+        b: V,
+    },
+    Cmp {
+        op: CmpOp,
+        a: V,
+        b: V,
+    },
+    Unary {
+        op: UnOp,
+        x: V,
+    },
+    Fma {
+        a: V,
+        b: V,
+        c: V,
+    },
+    Select {
+        cond: V,
+        a: V,
+        b: V,
+    },
+    Cast {
+        x: V,
+        to: DType,
+    },
     /// Pointer tile plus integer offset tile (in elements).
-    AddPtr { ptr: V, offset: V },
-    Load { ptr: V, mask: Option<V>, other: Option<V> },
-    Store { ptr: V, value: V, mask: Option<V> },
-    AtomicAdd { ptr: V, value: V, mask: Option<V> },
-    MakeView { base: V, shape: Vec<V>, strides: Vec<V> },
+    AddPtr {
+        ptr: V,
+        offset: V,
+    },
+    Load {
+        ptr: V,
+        mask: Option<V>,
+        other: Option<V>,
+    },
+    Store {
+        ptr: V,
+        value: V,
+        mask: Option<V>,
+    },
+    AtomicAdd {
+        ptr: V,
+        value: V,
+        mask: Option<V>,
+    },
+    MakeView {
+        base: V,
+        shape: Vec<V>,
+        strides: Vec<V>,
+    },
     /// Load a `shape` tile at element `offsets` of a view; elements outside
     /// the view read as zero.
-    LoadBlock { view: V, offsets: Vec<V>, shape: Vec<Dim> },
+    LoadBlock {
+        view: V,
+        offsets: Vec<V>,
+        shape: Vec<Dim>,
+    },
     /// Store a tile at `offsets`; elements outside the view are not written.
-    StoreBlock { view: V, offsets: Vec<V>, value: V },
-    Reduce { op: ReduceOp, x: V, axis: u8 },
-    Scan { op: ScanOp, x: V, axis: u8 },
-    Dot { a: V, b: V, acc: V, precision: DotPrecision },
+    StoreBlock {
+        view: V,
+        offsets: Vec<V>,
+        value: V,
+    },
+    Reduce {
+        op: ReduceOp,
+        x: V,
+        axis: u8,
+    },
+    Scan {
+        op: ScanOp,
+        x: V,
+        axis: u8,
+    },
+    Dot {
+        a: V,
+        b: V,
+        acc: V,
+        precision: DotPrecision,
+    },
     /// `for iv in (lo..hi).step_by(step)` with loop-carried values:
     /// `body.args = [iv, carried...]`, initial values `inits`; the body ends in
     /// a `Yield` of the next carried values; the op's results are the final
     /// carried values.
-    For { lo: V, hi: V, step: V, inits: Vec<V>, body: Block },
+    For {
+        lo: V,
+        hi: V,
+        step: V,
+        inits: Vec<V>,
+        body: Block,
+    },
     /// Both regions end in a `Yield` of values of the result types.
-    If { cond: V, then_: Block, else_: Block },
+    If {
+        cond: V,
+        then_: Block,
+        else_: Block,
+    },
     Yield(Vec<V>),
-    StaticAssert { cond: V, msg: String },
-    Print { prefix: String, args: Vec<V> },
+    StaticAssert {
+        cond: V,
+        msg: String,
+    },
+    Print {
+        prefix: String,
+        args: Vec<V>,
+    },
 }
 
 impl OpKind {
@@ -279,17 +375,10 @@ impl OpKind {
             Select { cond, a, b } => vec![*cond, *a, *b],
             AddPtr { ptr, offset } => vec![*ptr, *offset],
             Load { ptr, mask, other } => std::iter::once(*ptr).chain(*mask).chain(*other).collect(),
-            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask } => {
-                std::iter::once(*ptr).chain(std::iter::once(*value)).chain(*mask).collect()
-            }
-            MakeView { base, shape, strides } => {
-                std::iter::once(*base).chain(shape.iter().copied()).chain(strides.iter().copied()).collect()
-            }
+            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask } => std::iter::once(*ptr).chain(std::iter::once(*value)).chain(*mask).collect(),
+            MakeView { base, shape, strides } => std::iter::once(*base).chain(shape.iter().copied()).chain(strides.iter().copied()).collect(),
             LoadBlock { view, offsets, .. } => std::iter::once(*view).chain(offsets.iter().copied()).collect(),
-            StoreBlock { view, offsets, value } => std::iter::once(*view)
-                .chain(offsets.iter().copied())
-                .chain(std::iter::once(*value))
-                .collect(),
+            StoreBlock { view, offsets, value } => std::iter::once(*view).chain(offsets.iter().copied()).chain(std::iter::once(*value)).collect(),
             Dot { a, b, acc, .. } => vec![*a, *b, *acc],
             For { lo, hi, step, inits, .. } => [*lo, *hi, *step].into_iter().chain(inits.iter().copied()).collect(),
             If { cond, .. } => vec![*cond],
@@ -304,9 +393,7 @@ impl OpKind {
         use OpKind::*;
         match self {
             Param(_) | Constexpr(_) | Const(_) | ProgramId(_) | NumPrograms(_) | Arange { .. } => {}
-            Splat { x, .. } | Broadcast { x, .. } | ExpandDims { x, .. } | Reshape { x, .. } | Trans { x, .. } => {
-                *x = f(*x)
-            }
+            Splat { x, .. } | Broadcast { x, .. } | ExpandDims { x, .. } | Reshape { x, .. } | Trans { x, .. } => *x = f(*x),
             Unary { x, .. } | Cast { x, .. } | Reduce { x, .. } | Scan { x, .. } => *x = f(*x),
             Binary { a, b, .. } | Cmp { a, b, .. } => {
                 *a = f(*a);
@@ -387,7 +474,13 @@ impl OpKind {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } | OpKind::AddPtr { .. }
+            OpKind::Binary { .. }
+                | OpKind::Cmp { .. }
+                | OpKind::Unary { .. }
+                | OpKind::Fma { .. }
+                | OpKind::Select { .. }
+                | OpKind::Cast { .. }
+                | OpKind::AddPtr { .. }
         )
     }
 

@@ -8,18 +8,32 @@ use std::fmt::Write;
 
 pub fn print(k: &Kernel) -> String {
     let mut s = String::new();
-    let generics: Vec<String> = k.dtype_params.iter().enumerate().map(|(i, n)| match k.bound_dtypes.get(i) {
-        Some(d) => format!("{n}={d}"),
-        None => format!("{n}: float"),
-    }).collect();
-    let cx: Vec<String> = k.constexprs.iter().enumerate().map(|(i, c)| match k.bound_constexprs.get(i) {
-        Some(v) => format!("{}: {} = {v}", c.name, c.dtype),
-        None => format!("{}: {}", c.name, c.dtype),
-    }).collect();
-    let params: Vec<String> = k.params.iter().map(|p| match &p.kind {
-        ParamKind::Ptr(d) => format!("{}: {}ptr<{}>", p.name, if p.written { "mut " } else { "" }, d),
-        ParamKind::Scalar(d) => format!("{}: {}", p.name, d),
-    }).collect();
+    let generics: Vec<String> = k
+        .dtype_params
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match k.bound_dtypes.get(i) {
+            Some(d) => format!("{n}={d}"),
+            None => format!("{n}: float"),
+        })
+        .collect();
+    let cx: Vec<String> = k
+        .constexprs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match k.bound_constexprs.get(i) {
+            Some(v) => format!("{}: {} = {v}", c.name, c.dtype),
+            None => format!("{}: {}", c.name, c.dtype),
+        })
+        .collect();
+    let params: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| match &p.kind {
+            ParamKind::Ptr(d) => format!("{}: {}ptr<{}>", p.name, if p.written { "mut " } else { "" }, d),
+            ParamKind::Scalar(d) => format!("{}: {}", p.name, d),
+        })
+        .collect();
     let _ = writeln!(
         s,
         "kernel @{}{}({}){} {{",
@@ -81,14 +95,20 @@ fn block(k: &Kernel, b: &Block, depth: usize, s: &mut String) {
             OpKind::AddPtr { ptr, offset } => format!("addptr {}, {}", v(k, *ptr), v(k, *offset)),
             OpKind::Load { ptr, mask, other } => {
                 let mut t = format!("load {}", v(k, *ptr));
-                if let Some(m) = mask { let _ = write!(t, ", mask={}", v(k, *m)); }
-                if let Some(o) = other { let _ = write!(t, ", other={}", v(k, *o)); }
+                if let Some(m) = mask {
+                    let _ = write!(t, ", mask={}", v(k, *m));
+                }
+                if let Some(o) = other {
+                    let _ = write!(t, ", other={}", v(k, *o));
+                }
                 t
             }
             OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask } => {
                 let name = if matches!(op.kind, OpKind::Store { .. }) { "store" } else { "atomic_add" };
                 let mut t = format!("{name} {}, {}", v(k, *ptr), v(k, *value));
-                if let Some(m) = mask { let _ = write!(t, ", mask={}", v(k, *m)); }
+                if let Some(m) = mask {
+                    let _ = write!(t, ", mask={}", v(k, *m));
+                }
                 t
             }
             OpKind::MakeView { base, shape, strides } => format!("view {}, shape=[{}], strides=[{}]", v(k, *base), vs(k, shape), vs(k, strides)),
@@ -134,5 +154,9 @@ fn block(k: &Kernel, b: &Block, depth: usize, s: &mut String) {
 }
 
 fn loc_comment(l: Loc) -> String {
-    if l.line == 0 { "    //".into() } else { format!("    // line {}", l.line) }
+    if l.line == 0 {
+        "    //".into()
+    } else {
+        format!("    // line {}", l.line)
+    }
 }

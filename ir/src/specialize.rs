@@ -28,11 +28,7 @@ pub struct SpecializeError {
 
 impl std::fmt::Display for SpecializeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "kernel `{}` ({}:{}:{}) specialized with [{}]: {}",
-            self.kernel, self.file, self.loc.line, self.loc.col, self.binding, self.msg
-        )
+        write!(f, "kernel `{}` ({}:{}:{}) specialized with [{}]: {}", self.kernel, self.file, self.loc.line, self.loc.col, self.binding, self.msg)
     }
 }
 
@@ -49,13 +45,7 @@ struct Spec<'k> {
 /// Specialize `k` with constexpr values `constexprs` (in declaration order;
 /// bools as 0/1) and dtype parameters `dtypes`.
 pub fn specialize(k: &Kernel, constexprs: &[i64], dtypes: &[DType]) -> Result<Kernel, SpecializeError> {
-    let binding_err = |msg: String| SpecializeError {
-        kernel: k.name.clone(),
-        file: k.file.clone(),
-        loc: Loc::default(),
-        binding: String::new(),
-        msg,
-    };
+    let binding_err = |msg: String| SpecializeError { kernel: k.name.clone(), file: k.file.clone(), loc: Loc::default(), binding: String::new(), msg };
     if constexprs.len() != k.constexprs.len() {
         return Err(binding_err(format!("expected {} constexpr values, got {}", k.constexprs.len(), constexprs.len())));
     }

@@ -91,17 +91,7 @@ impl DType {
             d => d,
         }
     }
-    pub const ALL: [DType; 9] = [
-        DType::Bool,
-        DType::I8,
-        DType::U8,
-        DType::I32,
-        DType::U32,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-    ];
+    pub const ALL: [DType; 9] = [DType::Bool, DType::I8, DType::U8, DType::I32, DType::U32, DType::I64, DType::F16, DType::BF16, DType::F32];
 }
 
 impl fmt::Display for DType {
@@ -175,9 +165,7 @@ impl CExpr {
         // Algebraic identities that keep symbolic shapes readable.
         match (op, a.known(), b.known()) {
             (CBin::Mul, Some(1), _) | (CBin::Add, Some(0), _) => return b,
-            (CBin::Mul, _, Some(1)) | (CBin::Add, _, Some(0)) | (CBin::Sub, _, Some(0)) | (CBin::Div, _, Some(1)) => {
-                return a
-            }
+            (CBin::Mul, _, Some(1)) | (CBin::Add, _, Some(0)) | (CBin::Sub, _, Some(0)) | (CBin::Div, _, Some(1)) => return a,
             (CBin::Bcast, Some(1), _) => return b,
             (CBin::Bcast, _, Some(1)) => return a,
             _ => {}
@@ -191,9 +179,7 @@ impl CExpr {
     pub fn eval(&self, env: &[i64]) -> Result<i64, String> {
         Ok(match self {
             CExpr::Lit(v) => *v,
-            CExpr::Param(i, name) => *env
-                .get(*i as usize)
-                .ok_or_else(|| format!("constexpr `{name}` has no value"))?,
+            CExpr::Param(i, name) => *env.get(*i as usize).ok_or_else(|| format!("constexpr `{name}` has no value"))?,
             CExpr::Neg(a) => a.eval(env)?.wrapping_neg(),
             CExpr::Not(a) => (a.eval(env)? == 0) as i64,
             CExpr::Bin(op, a, b) => eval_bin(*op, a.eval(env)?, b.eval(env)?)?,
@@ -332,10 +318,16 @@ impl fmt::Display for Elem {
 /// Type of an SSA value. A scalar is a tile of rank 0.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Type {
-    Tile { elem: Elem, shape: Vec<Dim> },
+    Tile {
+        elem: Elem,
+        shape: Vec<Dim>,
+    },
     /// A block/tensor view: base pointer, shape and strides of a global
     /// tensor of `rank` dimensions, from which tiles are loaded by offset.
-    View { dtype: DType, rank: usize },
+    View {
+        dtype: DType,
+        rank: usize,
+    },
 }
 
 impl Type {

@@ -51,7 +51,18 @@ use ferrotile::FloatElement;
 /// one split, `k_split` must then be a multiple of `BK`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_kernel<T: Float, U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const ACT: i32, const BIAS: i32, const TF32: bool, const VIEWS: bool>(
+pub fn gemm_kernel<
+    T: Float,
+    U: Float,
+    const BM: i32,
+    const BN: i32,
+    const BK: i32,
+    const GROUP_M: i32,
+    const ACT: i32,
+    const BIAS: i32,
+    const TF32: bool,
+    const VIEWS: bool,
+>(
     a: Ptr<T>,
     b: Ptr<T>,
     c: Ptr<U>,
@@ -261,11 +272,29 @@ impl GemmConfig {
         let split_k = tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32;
         let swap = tc.values.get("SWAP").copied().unwrap_or(0) != 0;
         let cluster = tc.values.get("CLUSTER").copied().unwrap_or(1) as u32;
-        Ok(GemmConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, group_m: tc.get("GROUP_M")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_k, swap, cluster })
+        Ok(GemmConfig {
+            bm: tc.get("BM")? as u32,
+            bn: tc.get("BN")? as u32,
+            bk: tc.get("BK")? as u32,
+            group_m: tc.get("GROUP_M")? as u32,
+            num_warps: tc.num_warps,
+            num_stages: tc.num_stages,
+            split_k,
+            swap,
+            cluster,
+        })
     }
 
     pub fn default_for(m: usize, n: usize) -> Self {
-        let t = |x: usize| if x >= 64 { 64 } else if x >= 32 { 32 } else { 16 };
+        let t = |x: usize| {
+            if x >= 64 {
+                64
+            } else if x >= 32 {
+                32
+            } else {
+                16
+            }
+        };
         GemmConfig { bm: t(m), bn: t(n), bk: 32, group_m: 8, num_warps: 4, num_stages: 2, split_k: 1, swap: false, cluster: 1 }
     }
 }
@@ -289,7 +318,16 @@ pub struct GemmOptions<'a, U: FloatElement> {
 
 impl<U: FloatElement> Default for GemmOptions<'_, U> {
     fn default() -> Self {
-        GemmOptions { a_layout: Layout::RowMajor, b_layout: Layout::RowMajor, bias: None, activation: Activation::None, alpha: 1.0, tf32: false, batch: 1, config: None }
+        GemmOptions {
+            a_layout: Layout::RowMajor,
+            b_layout: Layout::RowMajor,
+            bias: None,
+            activation: Activation::None,
+            alpha: 1.0,
+            tf32: false,
+            batch: 1,
+            config: None,
+        }
     }
 }
 
@@ -338,7 +376,11 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     // row-major, B column-major); operands in the other layout are
     // transposed (and rounded) once into the device's copies, so that both
     // come by bulk tensor copies, which round to tf32 on the way
-    if opts.tf32 && large(m, n, k) && dev.compute_capability().is_some_and(|sm| sm >= 90) && (opts.a_layout == Layout::ColMajor || opts.b_layout == Layout::RowMajor) {
+    if opts.tf32
+        && large(m, n, k)
+        && dev.compute_capability().is_some_and(|sm| sm >= 90)
+        && (opts.a_layout == Layout::ColMajor || opts.b_layout == Layout::RowMajor)
+    {
         return gemm_kmajor_tf32(dev, a, b, c, m, n, k, opts);
     }
     gemm_with(dev, a, b, c, m, n, k, opts, opts.tf32)
@@ -357,7 +399,16 @@ fn large(m: usize, n: usize, k: usize) -> bool {
 /// whose bulk copies round the untouched operand (rounding is idempotent on
 /// the copies).
 #[allow(clippy::too_many_arguments)]
-fn gemm_kmajor_tf32<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>) -> Result<(), LibError> {
+fn gemm_kmajor_tf32<T: FloatElement, U: FloatElement>(
+    dev: &Device,
+    a: &Buffer<T>,
+    b: &Buffer<T>,
+    c: &mut Buffer<U>,
+    m: usize,
+    n: usize,
+    k: usize,
+    opts: &GemmOptions<'_, U>,
+) -> Result<(), LibError> {
     use std::any::Any;
     fn as_f32<X: Any>(x: &X) -> Result<&Buffer<f32>, LibError> {
         (x as &dyn Any).downcast_ref::<Buffer<f32>>().ok_or_else(|| LibError::Config("gemm: tf32 applies to f32 inputs".into()))
@@ -394,7 +445,17 @@ fn gemm_kmajor_tf32<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T
 
 /// `gemm` after the checks (`tf32`: [`gemm_kernel`]'s `TF32`).
 #[allow(clippy::too_many_arguments)]
-fn gemm_with<T: FloatElement, U: FloatElement>(dev: &Device, a: &Buffer<T>, b: &Buffer<T>, c: &mut Buffer<U>, m: usize, n: usize, k: usize, opts: &GemmOptions<'_, U>, tf32: bool) -> Result<(), LibError> {
+fn gemm_with<T: FloatElement, U: FloatElement>(
+    dev: &Device,
+    a: &Buffer<T>,
+    b: &Buffer<T>,
+    c: &mut Buffer<U>,
+    m: usize,
+    n: usize,
+    k: usize,
+    opts: &GemmOptions<'_, U>,
+    tf32: bool,
+) -> Result<(), LibError> {
     let batch = opts.batch;
     if let Some(cfg) = opts.config {
         return launch_gemm(dev, a, b, c, m, n, k, opts, cfg, tf32);
@@ -598,7 +659,7 @@ fn launch_kernel<T: FloatElement, V: FloatElement>(
     let [sam, sak, sbk, sbn, sab, sbb] = args.strides;
     let tiles = (km.div_ceil(cfg.bm as usize) * kn.div_ceil(cfg.bn as usize)) as u32;
     // (clusters: a hint, taken where the tiles pair up)
-    let cluster = if cfg.cluster > 1 && tiles % cfg.cluster == 0 { cfg.cluster } else { 1 };
+    let cluster = if cfg.cluster > 1 && tiles.is_multiple_of(cfg.cluster) { cfg.cluster } else { 1 };
     let launch = LaunchConfig::new([tiles, batch as u32, splits as u32]).num_warps(cfg.num_warps).num_stages(cfg.num_stages.max(1)).cluster(cluster);
     // one tile along N: no grouped ordering (`GROUP_M = 0`)
     let group_m = if kn <= cfg.bn as usize { 0 } else { cfg.group_m.max(1) as i32 };
@@ -718,11 +779,11 @@ pub fn views_rule(es: u32, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_
         && cfg.num_stages >= 2
         // `wgmma`: whole warpgroups along M, K in whole atoms, N in steps
         // of 8 (K-major B) or whole atoms (N-major), 256 per instruction
-        && cfg.num_warps % 4 == 0
-        && cfg.bm % (16 * cfg.num_warps) == 0
+        && cfg.num_warps.is_multiple_of(4)
+        && cfg.bm.is_multiple_of(16 * cfg.num_warps)
         && (cfg.bk as i64 * es) % 128 == 0
-        && cfg.bn % 8 == 0
-        && (cfg.bn <= 256 || cfg.bn % 256 == 0)
+        && cfg.bn.is_multiple_of(8)
+        && (cfg.bn <= 256 || cfg.bn.is_multiple_of(256))
         && [a_cols, b_cols].iter().all(|c| (*c as i64 * es) % 128 == 0)
         && a_rows <= 256
         && b_rows <= 256

@@ -121,11 +121,22 @@ fn check_vec(op: &str, name: &str, len: usize, cols: usize) -> Result<(), LibErr
 /// Layer norm over rows of a row-major `rows × cols` matrix, with weight and
 /// bias of length `cols`. Autotuned on GPUs like [`crate::softmax()`].
 #[allow(clippy::too_many_arguments)]
-pub fn layer_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, b: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
+pub fn layer_norm<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &Buffer<T>,
+    b: &Buffer<T>,
+    y: &mut Buffer<T>,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+) -> Result<(), LibError> {
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("layer_norm", h);
-    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
+    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| {
+        layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps })
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -168,11 +179,22 @@ pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: 
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("rms_norm", h);
-    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps }))
+    crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| {
+        rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps })
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn rms_norm_with<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32, cfg: NormConfig) -> Result<(), LibError> {
+pub fn rms_norm_with<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &Buffer<T>,
+    y: &mut Buffer<T>,
+    rows: usize,
+    cols: usize,
+    eps: f32,
+    cfg: NormConfig,
+) -> Result<(), LibError> {
     check_rows("rms_norm", "x", x.len(), rows, cols, cols)?;
     check_rows("rms_norm", "y", y.len(), rows, cols, cols)?;
     check_vec("rms_norm", "weight", w.len(), cols)?;

@@ -108,8 +108,7 @@ pub(crate) fn tuner_for(family: &str, h: SoftmaxConfig) -> &'static ferrotile::A
     use std::sync::{Mutex, OnceLock};
     static TUNERS: OnceLock<Mutex<HashMap<(String, u32, bool), &'static ferrotile::Autotuner>>> = OnceLock::new();
     let mut m = TUNERS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    m.entry((family.to_string(), h.block, h.looped))
-        .or_insert_with(|| Box::leak(Box::new(ferrotile::Autotuner::new(family, crate::row_candidates(h)).reps(5))))
+    m.entry((family.to_string(), h.block, h.looped)).or_insert_with(|| Box::leak(Box::new(ferrotile::Autotuner::new(family, crate::row_candidates(h)).reps(5))))
 }
 
 /// Softmax with explicit row strides and configuration.

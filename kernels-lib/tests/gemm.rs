@@ -16,7 +16,6 @@ use half::{bf16, f16};
 mod common;
 use common::{cuda_devices, devices};
 
-
 fn seed() -> u64 {
     let (_, s) = Rng::from_time();
     eprintln!("seed = {s}");
@@ -40,7 +39,22 @@ fn store_as(x: &[f64], rows: usize, cols: usize, l: Layout) -> Vec<f64> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check<T: FloatElement, U: FloatElement>(dev: &Device, rng: &mut Rng, m: usize, n: usize, k: usize, la: Layout, lb: Layout, bias: bool, act: Activation, alpha: f32, tf32: bool, batch: usize, cfg: Option<GemmConfig>, tol: f64) {
+fn check<T: FloatElement, U: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    m: usize,
+    n: usize,
+    k: usize,
+    la: Layout,
+    lb: Layout,
+    bias: bool,
+    act: Activation,
+    alpha: f32,
+    tf32: bool,
+    batch: usize,
+    cfg: Option<GemmConfig>,
+    tol: f64,
+) {
     let round = |v: f64| T::from_f64(v).to_f64();
     let a: Vec<f64> = (0..batch * m * k).map(|_| round(rng.normal())).collect();
     let b: Vec<f64> = (0..batch * k * n).map(|_| round(rng.normal())).collect();
@@ -72,7 +86,8 @@ fn check<T: FloatElement, U: FloatElement>(dev: &Device, rng: &mut Rng, m: usize
         Activation::Gelu => 2,
     };
     for bi in 0..batch {
-        let want = reference::gemm(&a[bi * m * k..(bi + 1) * m * k], &b[bi * k * n..(bi + 1) * k * n], bias.then_some(&bias_v[..]), m, n, k, alpha as f64, actc);
+        let want =
+            reference::gemm(&a[bi * m * k..(bi + 1) * m * k], &b[bi * k * n..(bi + 1) * k * n], bias.then_some(&bias_v[..]), m, n, k, alpha as f64, actc);
         let g = &got[bi * m * n..(bi + 1) * m * n];
         assert!(g.iter().all(|v| !v.is_nan()), "unwritten (NaN) output on {} {m}x{n}x{k} batch {bi}", dev.name());
         let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs())).max(1e-30);
@@ -143,7 +158,8 @@ fn tf32_pre_pass_kernel() {
             let xb = dev.from_slice(&x).unwrap();
             let mut y = dev.full(x.len(), f32::NAN).unwrap();
             let tiles = (rows.div_ceil(64) * cols.div_ceil(64)) as u32;
-            round_tf32_transpose_kernel::launch(&dev, LaunchConfig::new([tiles, batch as u32, 1]).num_warps(4), &xb, &mut y, rows as i32, cols as i32, 64).unwrap();
+            round_tf32_transpose_kernel::launch(&dev, LaunchConfig::new([tiles, batch as u32, 1]).num_warps(4), &xb, &mut y, rows as i32, cols as i32, 64)
+                .unwrap();
             let got = y.to_vec().unwrap();
             for b in 0..batch {
                 for i in 0..rows {
@@ -201,12 +217,21 @@ fn gemm_bad_input_is_an_error() {
     let mut c = dev.zeros::<f32>(10).unwrap();
     let o = GemmOptions::<f32>::default();
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 4, 4, 4, &o), Err(ferrotile_kernels::LibError::Shape(_))));
-    let bad = GemmOptions::<f32> { config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 1 }), ..Default::default() };
+    let bad = GemmOptions::<f32> {
+        config: Some(GemmConfig { bm: 24, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 1 }),
+        ..Default::default()
+    };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad), Err(ferrotile_kernels::LibError::Config(_))));
-    let bad_cluster = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 3 }), ..Default::default() };
+    let bad_cluster = GemmOptions::<f32> {
+        config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 1, swap: false, cluster: 3 }),
+        ..Default::default()
+    };
     assert!(matches!(gemm(&dev, &a, &b, &mut c, 2, 2, 2, &bad_cluster), Err(ferrotile_kernels::LibError::Config(m)) if m.contains("cluster")));
     // split-K is for skinny products only (its workspace is split × M × N)
-    let split = GemmOptions::<f32> { config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2, swap: false, cluster: 1 }), ..Default::default() };
+    let split = GemmOptions::<f32> {
+        config: Some(GemmConfig { bm: 16, bn: 16, bk: 16, group_m: 1, num_warps: 1, num_stages: 2, split_k: 2, swap: false, cluster: 1 }),
+        ..Default::default()
+    };
     let (a2, b2, mut c2) = (dev.zeros::<f32>(65 * 4).unwrap(), dev.zeros::<f32>(16).unwrap(), dev.zeros::<f32>(65 * 4).unwrap());
     let e = gemm(&dev, &a2, &b2, &mut c2, 65, 4, 4, &split).unwrap_err();
     assert!(matches!(&e, ferrotile_kernels::LibError::Config(m) if m.contains("split-K")), "{e}");
@@ -314,7 +339,17 @@ fn gemm_swapped_product() {
         // (lavapipe's 32 KB of workgroup storage holds BK ≤ 64 here)
         let wgpu = dev.kind() == ferrotile::DeviceKind::Wgpu;
         for cluster in [1, 2] {
-            let cfg = |bn: u32, bk: u32, split_k: u32| GemmConfig { bm: 64, bn, bk: if wgpu { bk.min(64) } else { bk }, group_m: 8, num_warps: 4, num_stages: 4, split_k, swap: true, cluster };
+            let cfg = |bn: u32, bk: u32, split_k: u32| GemmConfig {
+                bm: 64,
+                bn,
+                bk: if wgpu { bk.min(64) } else { bk },
+                group_m: 8,
+                num_warps: 4,
+                num_stages: 4,
+                split_k,
+                swap: true,
+                cluster,
+            };
             check::<bf16, bf16>(&dev, &mut rng, 16, 200, 320, rm, rm, true, Activation::Relu, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);
             check::<f16, f32>(&dev, &mut rng, 5, 130, 64, cm, rm, true, Activation::Gelu, 0.5, false, 2, Some(cfg(16, 64, 1)), 5e-3);
             check::<bf16, f32>(&dev, &mut rng, 1, 96, 256, rm, cm, false, Activation::None, 1.0, false, 1, Some(cfg(16, 128, 1)), 1e-2);

@@ -140,8 +140,31 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
 ];
 
 const METHODS: &[&str] = &[
-    "sum", "max", "min", "argmax", "argmin", "cumsum", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sigmoid", "tanh",
-    "erf", "sin", "cos", "floor", "ceil", "expand_dims", "reshape", "broadcast_to", "trans", "to",
+    "sum",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "sigmoid",
+    "tanh",
+    "erf",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+    "expand_dims",
+    "reshape",
+    "broadcast_to",
+    "trans",
+    "to",
 ];
 
 fn unop(name: &str) -> Option<UnOp> {
@@ -179,11 +202,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn suggest(name: &str, cands: impl Iterator<Item = String>) -> Option<String> {
-    cands
-        .map(|c| (edit_distance(name, &c), c))
-        .filter(|(d, c)| *d <= 2.max(name.len() / 3) && *d < c.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    cands.map(|c| (edit_distance(name, &c), c)).filter(|(d, c)| *d <= 2.max(name.len() / 3) && *d < c.len()).min_by_key(|(d, _)| *d).map(|(_, c)| c)
 }
 
 fn loc_of(span: Span) -> Loc {
@@ -192,11 +211,7 @@ fn loc_of(span: Span) -> Loc {
 }
 
 pub fn lower(f: &syn::ItemFn, sig: &Sig) -> SR<Kernel> {
-    let params = sig
-        .params
-        .iter()
-        .map(|p| Param { name: p.ident.to_string(), kind: p.kind.clone(), written: false })
-        .collect();
+    let params = sig.params.iter().map(|p| Param { name: p.ident.to_string(), kind: p.kind.clone(), written: false }).collect();
     let cxs = sig.constexprs.iter().map(|(i, d)| ConstexprParam { name: i.to_string(), dtype: *d }).collect();
     let dts = sig.dtype_params.iter().map(|i| i.to_string()).collect();
     let b = Builder::new(&sig.name, "", params, cxs, dts);
@@ -263,8 +278,12 @@ impl<'a> Lower<'a> {
     fn stmt(&mut self, s: &Stmt, is_tail: bool) -> SR<()> {
         match s {
             Stmt::Local(local) => self.local(local),
-            Stmt::Item(item) => err(item, "items (functions, structs, `use`) cannot be declared inside a kernel", "declare them outside; kernels can only call DSL functions"),
-            Stmt::Macro(m) => err(&m.mac.path, "macros are not supported inside kernels", "use `print(\"x\", x)` to print and `static_assert(cond, \"msg\")` to check"),
+            Stmt::Item(item) => {
+                err(item, "items (functions, structs, `use`) cannot be declared inside a kernel", "declare them outside; kernels can only call DSL functions")
+            }
+            Stmt::Macro(m) => {
+                err(&m.mac.path, "macros are not supported inside kernels", "use `print(\"x\", x)` to print and `static_assert(cond, \"msg\")` to check")
+            }
             Stmt::Expr(e, semi) => {
                 let r = self.stmt_expr(e)?;
                 if let (Some(_), None, true) = (r, semi, is_tail) {
@@ -338,9 +357,17 @@ impl<'a> Lower<'a> {
             return err(id, format!("cannot assign to undeclared variable `{name}`"), format!("declare it first: `let mut {name} = ...;`"));
         };
         match var.what {
-            VarKind::Constexpr => return err(id, format!("cannot assign to the constexpr parameter `{name}`"), "constexprs are fixed per specialization; use `let mut` for a run-time variable"),
+            VarKind::Constexpr => {
+                return err(
+                    id,
+                    format!("cannot assign to the constexpr parameter `{name}`"),
+                    "constexprs are fixed per specialization; use `let mut` for a run-time variable",
+                )
+            }
             VarKind::Arg => return err(id, format!("cannot assign to the kernel argument `{name}`"), format!("copy it first: `let mut {name}2 = {name};`")),
-            VarKind::Local if !var.mutable => return err(id, format!("cannot assign twice to immutable variable `{name}`"), format!("declare it with `let mut {name}`")),
+            VarKind::Local if !var.mutable => {
+                return err(id, format!("cannot assign twice to immutable variable `{name}`"), format!("declare it with `let mut {name}`"))
+            }
             _ => {}
         }
         self.b.set_name(v, &name);
@@ -364,7 +391,11 @@ impl<'a> Lower<'a> {
             Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("range")) && (c.args.len() == 2 || c.args.len() == 3) => {
                 Ok((&c.args[0], &c.args[1], c.args.get(2), false))
             }
-            other => err(other, "a kernel `for` loop must iterate over an integer range", "write `for i in lo..hi`, `for i in (lo..hi).step_by(s)` or `for i in range(lo, hi, s)`"),
+            other => err(
+                other,
+                "a kernel `for` loop must iterate over an integer range",
+                "write `for i in lo..hi`, `for i in (lo..hi).step_by(s)` or `for i in range(lo, hi, s)`",
+            ),
         }
     }
 
@@ -532,13 +563,21 @@ impl<'a> Lower<'a> {
                 Some(v) => Ok(v),
                 None => err(m, "this call returns no value", "use it as a statement"),
             },
-            Expr::If(i) => err(i.if_token, "`if` cannot be used as a value in a kernel", "use `select(cond, a, b)` for values, or assign a `let mut` variable in each branch"),
-            Expr::While(w) => err(w.while_token, "`while` loops are not supported in kernels", "use `for i in lo..hi` with a bound; mask the work you do not need"),
+            Expr::If(i) => err(
+                i.if_token,
+                "`if` cannot be used as a value in a kernel",
+                "use `select(cond, a, b)` for values, or assign a `let mut` variable in each branch",
+            ),
+            Expr::While(w) => {
+                err(w.while_token, "`while` loops are not supported in kernels", "use `for i in lo..hi` with a bound; mask the work you do not need")
+            }
             Expr::Loop(l) => err(l.loop_token, "`loop` is not supported in kernels", "use `for i in lo..hi` with a bound"),
             Expr::Match(m) => err(m.match_token, "`match` is not supported in kernels", "use `if` on scalars and `select(cond, a, b)` on tiles"),
             Expr::Closure(c) => Err(mk_err(sp_to(sp(c.or1_token), sp(c.or2_token)), "closures are not supported in kernels", "write the computation inline")),
             Expr::Reference(r) => err(r.and_token, "references are not supported in kernels", "tiles are values; pass them directly"),
-            Expr::Unsafe(u) => err(u.unsafe_token, "`unsafe` is not allowed in kernels", "kernel code is checked; out-of-bounds accesses are errors, so no `unsafe` is needed"),
+            Expr::Unsafe(u) => {
+                err(u.unsafe_token, "`unsafe` is not allowed in kernels", "kernel code is checked; out-of-bounds accesses are errors, so no `unsafe` is needed")
+            }
             Expr::Return(r) => {
                 if r.expr.is_some() {
                     err(r.return_token, "a kernel cannot return a value", "write results through a pointer with `store`")
@@ -548,11 +587,15 @@ impl<'a> Lower<'a> {
             }
             Expr::Break(b) => err(b.break_token, "`break` is not supported in kernels", "loops run over a fixed range; mask the remaining iterations"),
             Expr::Continue(c) => err(c.continue_token, "`continue` is not supported in kernels", "put the rest of the body under `if`"),
-            Expr::Index(i) => err(i, "indexing tiles is not supported", "tiles have no addressable elements; use `load` with offsets, or `select` with an `arange` mask"),
+            Expr::Index(i) => {
+                err(i, "indexing tiles is not supported", "tiles have no addressable elements; use `load` with offsets, or `select` with an `arange` mask")
+            }
             Expr::Field(f) => err(f, "field access is not supported in kernels", ""),
             Expr::Tuple(t) => err(t, "tuples are not supported in kernels", "bind each value with its own `let`"),
             Expr::Array(a) => err(a, "an array is only allowed as a shape, offset list or permutation argument", "e.g. `zeros([BM, BN], f32)`"),
-            Expr::Macro(m) => err(&m.mac.path, "macros are not supported inside kernels", "use `print(\"x\", x)` to print and `static_assert(cond, \"msg\")` to check"),
+            Expr::Macro(m) => {
+                err(&m.mac.path, "macros are not supported inside kernels", "use `print(\"x\", x)` to print and `static_assert(cond, \"msg\")` to check")
+            }
             Expr::Range(r) => err(r, "a range is only allowed as the iterator of a `for` loop", ""),
             Expr::Block(b) => err(b, "a block cannot be used as a value", "compute the value with `let` statements"),
             Expr::Assign(a) => err(a, "an assignment is not a value", "write it on its own line"),
@@ -657,7 +700,11 @@ impl<'a> Lower<'a> {
                 return self.b.const_int(i32::MIN as i64, None).map_err(|e| self.te(e, &[], sp(p)));
             }
         }
-        err(p, "paths to items outside the kernel are not supported", "only local variables, arguments, constexprs and constants like `f32::INFINITY` can be named")
+        err(
+            p,
+            "paths to items outside the kernel are not supported",
+            "only local variables, arguments, constexprs and constants like `f32::INFINITY` can be named",
+        )
     }
 
     fn bin_expr(&mut self, op: &syn::BinOp, l: V, r: V, ls: Sp, rs: Sp, whole: Sp) -> SR<V> {
@@ -804,7 +851,9 @@ impl<'a> Lower<'a> {
             }
             let hint = match suggest(&name, FUNCS.iter().map(|f| f.0.to_string())) {
                 Some(s) => format!("did you mean `{s}`?"),
-                None => "kernels can only call DSL functions (load, store, arange, exp, sum, dot, ...); other Rust functions cannot run on the device".to_string(),
+                None => {
+                    "kernels can only call DSL functions (load, store, arange, exp, sum, dot, ...); other Rust functions cannot run on the device".to_string()
+                }
             };
             return err(id, format!("unknown DSL function `{name}`"), hint);
         };
@@ -875,7 +924,11 @@ impl<'a> Lower<'a> {
                 let shape = self.dims_arg(all[0], "the shape")?;
                 let d = self.dtype_arg(all[n - 1])?;
                 let value = if name == "zeros" {
-                    if d.is_float() { self.b.const_float(0.0, Some(d)) } else { self.b.const_int(0, None).unwrap() }
+                    if d.is_float() {
+                        self.b.const_float(0.0, Some(d))
+                    } else {
+                        self.b.const_int(0, None).unwrap()
+                    }
                 } else {
                     val!(1)
                 };

@@ -53,9 +53,7 @@ pub fn check(f: &syn::ItemFn) -> syn::Result<Sig> {
     let mut dtype_params = vec![];
     for g in &s.generics.params {
         match g {
-            GenericParam::Lifetime(l) => {
-                return err(l, "kernels take no lifetime parameters", "pointer arguments are `Ptr<T>`, not references")
-            }
+            GenericParam::Lifetime(l) => return err(l, "kernels take no lifetime parameters", "pointer arguments are `Ptr<T>`, not references"),
             GenericParam::Type(t) => {
                 let ok = t.bounds.len() == 1
                     && matches!(t.bounds.first(), Some(syn::TypeParamBound::Trait(tb)) if tb.path.segments.last().is_some_and(|s| s.ident == "Float"));
@@ -131,7 +129,9 @@ fn param_type(t: &Type, dtype_params: &[syn::Ident]) -> syn::Result<ParamKind> {
                     _ => return err(last, "`Ptr` takes one dtype", "write `Ptr<f32>`"),
                 };
                 return match dtype_of_type(inner, dtype_params) {
-                    Some(DType::Bool) | None => err(inner, "unsupported element type for `Ptr`", "supported: f32, f16, bf16, i32, u32, i64, i8, u8, or a dtype parameter"),
+                    Some(DType::Bool) | None => {
+                        err(inner, "unsupported element type for `Ptr`", "supported: f32, f16, bf16, i32, u32, i64, i8, u8, or a dtype parameter")
+                    }
                     Some(d) => Ok(ParamKind::Ptr(d)),
                 };
             }

@@ -83,7 +83,11 @@ pub fn cases() -> Vec<Case> {
         case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
         case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
         case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
-        case!("control_flow", "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv", control::control_flow),
+        case!(
+            "control_flow",
+            "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv",
+            control::control_flow
+        ),
         case!("cdiv", "cdiv on tiles", control::cdiv_tiles),
         case!("print", "print runs", control::print_runs),
         case!("generic_softmax", "<T: Float> kernel computing in f32 (f32/f16/bf16)", control::generic_softmax),
@@ -167,9 +171,10 @@ pub fn report(outcomes: &[Outcome]) -> String {
 /// `limit`: run each case on its own thread and fail it after that long
 /// (a hang becomes a failure); `None` runs cases on the calling thread.
 pub fn run_suite(dev: &Device, limit: Option<std::time::Duration>) {
-    let seed = std::env::var("FERROTILE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed)
-    });
+    let seed = std::env::var("FERROTILE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed));
     let only = std::env::var("FERROTILE_CASE").ok();
     let name = dev.name();
     println!("conformance on {name} with seed {seed} (FERROTILE_SEED={seed} reproduces it)");

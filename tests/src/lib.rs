@@ -1,4 +1,8 @@
 //! Workspace-level tests support: the op-level conformance suite, and the
 //! library GEMM on the interpreter for IR-pass equivalence tests.
+
+// Index loops over several parallel per-dimension / per-register arrays
+// read better than zipped iterators here.
+#![allow(clippy::needless_range_loop)]
 pub mod conformance;
 pub mod gemm_interp;

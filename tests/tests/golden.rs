@@ -49,7 +49,14 @@ fn check(rel: &str, text: &str) -> Result<(), String> {
     }
     let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), text.lines().collect());
     let i = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(w.len().min(g.len()));
-    Err(format!("{rel}: first difference at line {} ({} lines golden, {} now):\n  golden: {}\n  now:    {}", i + 1, w.len(), g.len(), w.get(i).unwrap_or(&"<eof>"), g.get(i).unwrap_or(&"<eof>")))
+    Err(format!(
+        "{rel}: first difference at line {} ({} lines golden, {} now):\n  golden: {}\n  now:    {}",
+        i + 1,
+        w.len(),
+        g.len(),
+        w.get(i).unwrap_or(&"<eof>"),
+        g.get(i).unwrap_or(&"<eof>")
+    ))
 }
 
 fn fnv1a(s: &str) -> u64 {
@@ -96,11 +103,25 @@ fn emit_wgsl(spec: &Kernel, o: &WgslOptions) -> String {
 }
 
 fn lavapipe(k: &Kernel) -> WgslOptions {
-    WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768, arg_div16: vec![true; k.params.len()], arg_one: vec![] }
+    WgslOptions {
+        workgroup_size: 128,
+        subgroups: false,
+        shader_f16: false,
+        max_workgroup_storage: 32768,
+        arg_div16: vec![true; k.params.len()],
+        arg_one: vec![],
+    }
 }
 
 fn nvidia(k: &Kernel, warps: u32) -> WgslOptions {
-    WgslOptions { workgroup_size: 32 * warps, subgroups: true, shader_f16: true, max_workgroup_storage: 49152, arg_div16: vec![true; k.params.len()], arg_one: vec![] }
+    WgslOptions {
+        workgroup_size: 32 * warps,
+        subgroups: true,
+        shader_f16: true,
+        max_workgroup_storage: 49152,
+        arg_div16: vec![true; k.params.len()],
+        arg_one: vec![],
+    }
 }
 
 /// GEMM constexprs: BM, BN, BK, GROUP_M, ACT, BIAS, TF32, VIEWS.
@@ -180,7 +201,11 @@ fn library_kernels_match_golden_files() {
         push(check(&format!("ptx/gemm.{}.ptx", c.name), &emit_ptx(&spec, &o)));
     }
     // the interpreter-free backends' GEMM: WGSL runs `dot` as FMA loops
-    for (name, t, u, cx) in [("f32", f32, f32, [32, 32, 16, 8, 0, 0, 0, 0]), ("bf16_bias_relu", bf, f32, [32, 64, 32, 4, 1, 1, 0, 0]), ("views_f16", f16, f16, [64, 64, 16, 8, 0, 0, 0, 1])] {
+    for (name, t, u, cx) in [
+        ("f32", f32, f32, [32, 32, 16, 8, 0, 0, 0, 0]),
+        ("bf16_bias_relu", bf, f32, [32, 64, 32, 4, 1, 1, 0, 0]),
+        ("views_f16", f16, f16, [64, 64, 16, 8, 0, 0, 0, 1]),
+    ] {
         let spec = specialize(k, &cx, &[t, u]).unwrap();
         push(check(&format!("wgsl/gemm.{name}.lavapipe.wgsl"), &emit_wgsl(&spec, &lavapipe(k))));
     }

@@ -128,7 +128,18 @@ fn view_gemm_without_tma_gets_cp_async() {
     let one = unit_strides(g, false);
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 80, num_warps: 4, arg_div16: vec![true; g.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 80,
+            num_warps: 4,
+            arg_div16: vec![true; g.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: 2,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.matches("cp.async.cg.shared.global").count(), 24, "views {views}");
         assert!(!p.text.contains("ld.global.b16") && !p.text.contains("ld.global.u16"), "views {views}: no scalar operand loads");
@@ -147,7 +158,18 @@ fn lowered_view_loads_vectorize_only_when_aligned() {
     let spec = specialize(k, &[], &[]).unwrap();
     for (ldx_div16, want) in [(true, true), (false, false)] {
         let div16: Vec<bool> = k.params.iter().map(|p| p.name != "ldx" || ldx_div16).collect();
-        let opts = PtxOptions { sm: 90, num_warps: 1, arg_div16: div16, arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 0, tma: true, warp_specialize: true, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 1,
+            arg_div16: div16,
+            arg_one: vec![false; k.params.len()],
+            mma: true,
+            wgmma: true,
+            pipeline: 0,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.contains("ld.global.v4"), want, "ldx divisible by 16: {ldx_div16}");
     }

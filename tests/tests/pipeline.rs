@@ -7,10 +7,9 @@
 //! checks would catch). Also with split-K's K ranges (loops that start at
 //! a multiple of the block other than 0 and end before K).
 
-use ferrotile::ir::{passes::pipeline::pipeline, specialize, verify::verify, DType, OpKind};
 use ferrotile::bf16;
+use ferrotile::ir::{passes::pipeline::pipeline, specialize, verify::verify, DType, OpKind};
 use ferrotile_tests::gemm_interp::run;
-
 
 /// Prefetch distances 1–3 (`num_stages` 2–4): the loop carries `depth`
 /// tiles per operand, and the GEMM is bit-for-bit the original, including
@@ -48,7 +47,11 @@ fn pipelined_gemm_matches_the_original() {
                 let want = run(&spec, m, n, kk, bm, bn, &a, &b, splits, k_split);
                 let got = run(&piped, m, n, kk, bm, bn, &a, &b, splits, k_split);
                 assert!(want.iter().all(|v| v.is_finite()), "reference left unwritten outputs");
-                assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "depth {depth} views {views} {m}x{n}x{kk} {splits} splits");
+                assert_eq!(
+                    got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "depth {depth} views {views} {m}x{n}x{kk} {splits} splits"
+                );
             }
         }
     }

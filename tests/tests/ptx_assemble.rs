@@ -10,7 +10,6 @@ use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 use ferrotile_tests::gemm_interp::unit_strides;
 
-
 #[test]
 fn library_kernels_assemble_for_sm80_and_sm90() {
     let Some(px) = ptxas::find_or_skip() else { return };
@@ -23,7 +22,18 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 let warps = ((b / 512).clamp(1, 16)) as u32;
                 for div16 in [false, true] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { sm, num_warps: warps, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
+                        let opts = PtxOptions {
+                            sm,
+                            num_warps: warps,
+                            arg_div16: vec![div16; k.params.len()],
+                            arg_one: vec![false; k.params.len()],
+                            mma: true,
+                            wgmma: true,
+                            pipeline: 1,
+                            tma: true,
+                            warp_specialize: true,
+                            cluster: 1,
+                        };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
                             Err(e) => {
@@ -50,7 +60,12 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                             Err(log) => {
                                 let path = std::env::temp_dir().join(format!("ferrotile-fail-{}-{b}-{dt}-sm{sm}.ptx", k.name));
                                 let _ = std::fs::write(&path, &ptx.text);
-                                failures.push(format!("{} {dt} BLOCK={b} sm_{sm}: ptxas failed (PTX in {}):\n{}", k.name, path.display(), log.lines().take(8).collect::<Vec<_>>().join("\n")));
+                                failures.push(format!(
+                                    "{} {dt} BLOCK={b} sm_{sm}: ptxas failed (PTX in {}):\n{}",
+                                    k.name,
+                                    path.display(),
+                                    log.lines().take(8).collect::<Vec<_>>().join("\n")
+                                ));
                             }
                         }
                     }
@@ -88,7 +103,18 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = unit_strides(k, false).into_iter().map(|u| tc && u).collect();
-            let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
+            let opts = PtxOptions {
+                sm,
+                num_warps: 4,
+                arg_div16: vec![true; k.params.len()],
+                arg_one: one,
+                mma: true,
+                wgmma: true,
+                pipeline: 1,
+                tma: true,
+                warp_specialize: true,
+                cluster: 1,
+            };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
@@ -104,7 +130,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
                 Ok(p) if sm == 80 && p.text.contains("wgmma") => failures.push(format!("gemm {t}->{u} {cx:?}: wgmma on sm_80")),
                 // FERROTILE_EXPLAIN says why a tensor-core dot is not on
                 // wgmma on sm_90, and says nothing when it is
-                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && p.text.contains("wgmma.mma_async") == !p.mma_sync_dots.is_empty() => {
+                Ok(p) if sm == 90 && (*t != DType::F32 || cx[6] == 1) && cx[0] >= 32 && p.text.contains("wgmma.mma_async") != p.mma_sync_dots.is_empty() => {
                     failures.push(format!("gemm {t}->{u} {cx:?}: wgmma reasons {:?} disagree with the text", p.mma_sync_dots))
                 }
                 // with unit strides the operand loads are 16-byte vectors,
@@ -156,13 +182,27 @@ fn every_gemm_tuner_configuration_assembles() {
                     continue;
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
+                let opts = PtxOptions {
+                    sm,
+                    num_warps: tc.num_warps,
+                    arg_div16: vec![true; k.params.len()],
+                    arg_one: one,
+                    mma: true,
+                    wgmma: true,
+                    pipeline: tc.num_stages.saturating_sub(1),
+                    tma: true,
+                    warp_specialize: true,
+                    cluster: 1,
+                };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
                     // FERROTILE_EXPLAIN's reasons: none for tensor-core
                     // inputs (every candidate fits its warps), the dtype for
                     // exact f32
-                    Ok(p) if (t == DType::F32 && tf32 == 0) != p.fma_dots.iter().any(|(_, why)| why.contains("dot_tf32")) || (t != DType::F32 && !p.fma_dots.is_empty()) => {
+                    Ok(p)
+                        if (t == DType::F32 && tf32 == 0) != p.fma_dots.iter().any(|(_, why)| why.contains("dot_tf32"))
+                            || (t != DType::F32 && !p.fma_dots.is_empty()) =>
+                    {
                         failures.push(format!("gemm {t} tf32={tf32} {tc}: unexpected FMA-path reasons {:?}", p.fma_dots))
                     }
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
@@ -203,7 +243,18 @@ fn wgmma_gemm_rings_and_waits() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 0], &[DType::BF16, DType::BF16]).unwrap();
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: true, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 8,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: stages - 1,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(t.contains(".target sm_90a") && t.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"), "stages {stages}");
@@ -213,7 +264,10 @@ fn wgmma_gemm_rings_and_waits() {
         // the loop: label, exit test, then the operand wait at the top
         let body = &t[t.find("$L1:").expect("K loop")..t.find("$L2:").expect("loop exit")];
         if stages >= 2 {
-            assert!(body.contains(&format!("cp.async.wait_group {};\n\tfence.proxy.async.shared::cta;\n\tbar.sync 0;", stages - 2)), "stages {stages}:\n{body}");
+            assert!(
+                body.contains(&format!("cp.async.wait_group {};\n\tfence.proxy.async.shared::cta;\n\tbar.sync 0;", stages - 2)),
+                "stages {stages}:\n{body}"
+            );
             assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
             assert!(body.contains("wgmma.wait_group.sync.aligned 1;"), "stages {stages}: one MMA group in flight");
             let exit = &t[t.find("$L2:").unwrap()..];
@@ -235,8 +289,22 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: 2, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
-                match emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))) {
+                let opts = PtxOptions {
+                    sm,
+                    num_warps: 2,
+                    arg_div16: vec![true; k.params.len()],
+                    arg_one: vec![false; k.params.len()],
+                    mma: true,
+                    wgmma: true,
+                    pipeline: 1,
+                    tma: true,
+                    warp_specialize: true,
+                    cluster: 1,
+                };
+                match emit(&spec, &opts)
+                    .map_err(|e| e.to_string())
+                    .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
+                {
                     Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
                     Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
                 }
@@ -262,14 +330,32 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: false, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 8,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: stages - 1,
+            tma: true,
+            warp_specialize: false,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
         assert_eq!(boxes, vec![vec![64, 128, 1], vec![64, 64, 1]], "stages {stages}");
         assert!(p.tensor_maps.iter().all(|m| m.view.batch.is_some()), "stages {stages}: the batch as a third dimension");
-        assert!(t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"), "stages {stages}");
-        assert_eq!(t.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * (1 + 4) - if stages == 1 { 5 } else { 0 }, "stages {stages}: one A box + 4 B boxes per tile load");
+        assert!(
+            t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"),
+            "stages {stages}"
+        );
+        assert_eq!(
+            t.matches("cp.async.bulk.tensor").count(),
+            stages.max(2) as usize * (1 + 4) - if stages == 1 { 5 } else { 0 },
+            "stages {stages}: one A box + 4 B boxes per tile load"
+        );
         assert!(!t.contains("cp.async.cg") && !t.contains("cp.async.wait"), "stages {stages}: no cp.async");
         assert_eq!(p.threads, 256);
         if stages >= 2 {
@@ -277,12 +363,20 @@ fn wgmma_gemm_tma_rings() {
             assert_eq!(body.matches("bar.sync").count(), 1, "stages {stages}: one barrier per K step");
             assert!(!body.contains("fence.proxy.async"), "stages {stages}: no proxy fence");
             assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}: the dot waits on both operands' slots");
-            assert!(body.find("cp.async.bulk.tensor").unwrap() < body.find("mbarrier.try_wait.parity").unwrap(), "stages {stages}: copies issued before the wait for this step's tiles");
+            assert!(
+                body.find("cp.async.bulk.tensor").unwrap() < body.find("mbarrier.try_wait.parity").unwrap(),
+                "stages {stages}: copies issued before the wait for this step's tiles"
+            );
             assert_eq!(exit.matches("mbarrier.try_wait.parity").count(), 2 * (stages - 1) as usize, "stages {stages}: the exit waits for the carried tiles");
         }
         if let Some(px) = &px {
             match ptxas::assemble(px, t, 90) {
-                Ok(r) => println!("gemm views 128x256x64 stages {stages}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                Ok(r) => println!(
+                    "gemm views 128x256x64 stages {stages}: {} regs, {} B spills, {} B smem",
+                    r.registers,
+                    r.spill_loads + r.spill_stores,
+                    p.smem_bytes
+                ),
                 Err(log) => panic!("ptxas, stages {stages}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
             }
         }
@@ -298,19 +392,32 @@ fn wgmma_gemm_tma_rings() {
         let moved = t.contains("setmaxnreg.inc.sync.aligned.u32 232;") && t.contains("setmaxnreg.dec.sync.aligned.u32 40;");
         assert_eq!(moved, p.smem_bytes > 228 * 1024 / 2, "stages {stages}: setmaxnreg with {} B of shared memory", p.smem_bytes);
         let inits = t.matches("mbarrier.init.shared::cta.b64").count();
-        assert!(inits >= 4 && t.matches("], 8;").count() * 2 == inits, "stages {stages}: per slot a full mbarrier and an empty one counting the consumer warps");
+        assert!(
+            inits >= 4 && t.matches("], 8;").count() * 2 == inits,
+            "stages {stages}: per slot a full mbarrier and an empty one counting the consumer warps"
+        );
         let split = t.find("bra.uni $L1;").expect("the producer's branch");
         let (consumer, producer) = t[split..].split_at(t[split..].find("$L1:").unwrap());
-        assert!(!consumer.contains("cp.async.bulk.tensor") && !consumer.contains("bar.sync 0;"), "stages {stages}: the consumers copy nothing and never meet the producer");
+        assert!(
+            !consumer.contains("cp.async.bulk.tensor") && !consumer.contains("bar.sync 0;"),
+            "stages {stages}: the consumers copy nothing and never meet the producer"
+        );
         assert_eq!(producer.matches("cp.async.bulk.tensor").count(), stages.max(2) as usize * 5 - if stages == 1 { 5 } else { 0 });
         assert!(!producer.contains("wgmma") && !producer.contains("st.global") && !producer.contains("bar.sync"), "stages {stages}: the producer only copies");
-        assert_eq!(producer.matches("mbarrier.try_wait.parity").count(), producer.matches("mbarrier.arrive.expect_tx").count(), "stages {stages}: each fill waits for its slot's release");
+        assert_eq!(
+            producer.matches("mbarrier.try_wait.parity").count(),
+            producer.matches("mbarrier.arrive.expect_tx").count(),
+            "stages {stages}: each fill waits for its slot's release"
+        );
         if stages >= 2 {
             let (body, _) = k_loop(consumer);
             assert!(!body.contains("bar.sync") && !body.contains("cp.async"), "stages {stages}: no barrier, no copy in the consumers' K loop");
             assert_eq!(body.matches("mbarrier.try_wait.parity").count(), 2, "stages {stages}");
             assert_eq!(body.matches("mbarrier.arrive.shared::cta.b64").count(), 2, "stages {stages}: the previous MMAs' slots released");
-            assert!(body.find("wgmma.wait_group.sync.aligned 1").unwrap() < body.find("mbarrier.arrive.shared").unwrap(), "stages {stages}: released after the wait");
+            assert!(
+                body.find("wgmma.wait_group.sync.aligned 1").unwrap() < body.find("mbarrier.arrive.shared").unwrap(),
+                "stages {stages}: released after the wait"
+            );
         }
         if let Some(px) = &px {
             match ptxas::assemble(px, t, 90) {
@@ -323,7 +430,8 @@ fn wgmma_gemm_tma_rings() {
         }
     }
     let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
-    let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
+    let opts =
+        PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
@@ -347,7 +455,18 @@ fn gemm_views_every_tuner_configuration_assembles() {
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: tc.num_warps, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: tc.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
+                let opts = PtxOptions {
+                    sm,
+                    num_warps: tc.num_warps,
+                    arg_div16: vec![true; k.params.len()],
+                    arg_one: one.clone(),
+                    mma: true,
+                    wgmma: true,
+                    pipeline: tc.num_stages.saturating_sub(1),
+                    tma: true,
+                    warp_specialize: true,
+                    cluster: 1,
+                };
                 let p = match emit(&spec, &opts) {
                     Ok(p) => p,
                     Err(e) => {
@@ -360,7 +479,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
                 // (a swapped configuration off the TMA path reads Bᵀ tiles
                 // along M, which `mma.sync`'s K-major slots take element by
                 // element: no 16-byte copies; the tuner's business)
-                if tma != !p.tensor_maps.is_empty() || (tma && copies) || (!tma && !swap && tc.num_stages >= 2 && !copies) {
+                if tma == p.tensor_maps.is_empty() || (tma && copies) || (!tma && !swap && tc.num_stages >= 2 && !copies) {
                     failures.push(format!("views gemm {t} {tc} sm_{sm}: {} tensor maps, 16-byte cp.async: {copies}", p.tensor_maps.len()));
                 }
                 if let Err(log) = ptxas::assemble(&px, &p.text, sm) {
@@ -397,7 +516,18 @@ fn wgmma_tma_kmajor_b() {
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbk").collect();
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 8,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one,
+            mma: true,
+            wgmma: true,
+            pipeline: 2,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -434,7 +564,18 @@ fn swapped_decode_takes_wgmma_m64n16() {
     let one = unit_strides(k, true);
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 4,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: 3,
+            tma: true,
+            warp_specialize: ws,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("64x{bn}x{bk} producer={ws}");
@@ -469,7 +610,18 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts = PtxOptions { sm, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 0, tma: true, warp_specialize: true, cluster: 1 };
+        let opts = PtxOptions {
+            sm,
+            num_warps: 8,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: 0,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -547,7 +699,13 @@ fn gemm_views_rule_matches_the_backend() {
                         "scn" => ka.scn,
                         "sab" | "sbb" | "scb" => 0,
                         "k_split" => k_split as i64,
-                        "scs" => if split_k > 1 { m * n } else { 0 },
+                        "scs" => {
+                            if split_k > 1 {
+                                m * n
+                            } else {
+                                0
+                            }
+                        }
                         _ => return None,
                     })
                 };
@@ -555,7 +713,18 @@ fn gemm_views_rule_matches_the_backend() {
                 let one: Vec<bool> = k.params.iter().map(|p| arg(&p.name) == Some(1)).collect();
                 let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
                 let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
-                let opts = PtxOptions { sm: 90, num_warps: cfg.num_warps, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: cfg.num_stages.saturating_sub(1), tma: true, warp_specialize: true, cluster: 1 };
+                let opts = PtxOptions {
+                    sm: 90,
+                    num_warps: cfg.num_warps,
+                    arg_div16: div16,
+                    arg_one: one,
+                    mma: true,
+                    wgmma: true,
+                    pipeline: cfg.num_stages.saturating_sub(1),
+                    tma: true,
+                    warp_specialize: true,
+                    cluster: 1,
+                };
                 let maps = match emit(&spec, &opts) {
                     Ok(p) => p.tensor_maps.len(),
                     // (a configuration the backend rejects — too much shared
@@ -565,7 +734,11 @@ fn gemm_views_rule_matches_the_backend() {
                 };
                 let policy = cfg.num_stages == 1 && !rule;
                 if rule != (maps == 2) && !policy {
-                    failures.push(format!("{tc} {dt} tf32={tf32} A {} B {} size {size}: rule says views = {rule}, the backend gives {maps} tensor maps", if a_col { "col" } else { "row" }, if b_col { "col" } else { "row" }));
+                    failures.push(format!(
+                        "{tc} {dt} tf32={tf32} A {} B {} size {size}: rule says views = {rule}, the backend gives {maps} tensor maps",
+                        if a_col { "col" } else { "row" },
+                        if b_col { "col" } else { "row" }
+                    ));
                 }
             }
         }
@@ -599,7 +772,18 @@ fn epilogue_stores_are_16_bytes() {
     for (dt, tf32, cx_bk) in [(DType::BF16, 0, 64), (DType::F32, 1, 32)] {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
         for ws in [false, true] {
-            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws, cluster: 1 };
+            let opts = PtxOptions {
+                sm: 90,
+                num_warps: 8,
+                arg_div16: vec![true; k.params.len()],
+                arg_one: one.clone(),
+                mma: true,
+                wgmma: true,
+                pipeline: 2,
+                tma: true,
+                warp_specialize: ws,
+                cluster: 1,
+            };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
             let what = format!("{dt} warp-specialized {ws}");

@@ -26,7 +26,18 @@ fn conformance_kernels_assemble() {
     for k in &specs {
         for div16 in [false, true] {
             for sm in [80, 90] {
-                let opts = PtxOptions { sm, num_warps: 4, arg_div16: vec![div16; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 };
+                let opts = PtxOptions {
+                    sm,
+                    num_warps: 4,
+                    arg_div16: vec![div16; k.params.len()],
+                    arg_one: vec![false; k.params.len()],
+                    mma: true,
+                    wgmma: true,
+                    pipeline: 1,
+                    tma: true,
+                    warp_specialize: true,
+                    cluster: 1,
+                };
                 match emit(k, &opts) {
                     Err(e) => failures.push(format!("emit {} [{}]: {e}", k.name, k.describe_binding())),
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
@@ -36,7 +47,12 @@ fn conformance_kernels_assemble() {
                                 worst_spill = (sp, format!("{} [{}] sm_{sm}: {} regs", k.name, k.describe_binding(), r.registers));
                             }
                         }
-                        Err(log) => failures.push(format!("ptxas {} [{}] sm_{sm}:\n{}", k.name, k.describe_binding(), log.lines().take(6).collect::<Vec<_>>().join("\n"))),
+                        Err(log) => failures.push(format!(
+                            "ptxas {} [{}] sm_{sm}:\n{}",
+                            k.name,
+                            k.describe_binding(),
+                            log.lines().take(6).collect::<Vec<_>>().join("\n")
+                        )),
                     },
                 }
             }

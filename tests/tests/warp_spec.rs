@@ -14,7 +14,18 @@ use ferrotile_tests::gemm_interp::unit_strides;
 /// A view GEMM; with `GATHER` its row block is read from memory (a load on
 /// the producer's path), without it a scalar function of the program id.
 #[ferrotile::kernel]
-fn ws_gemm<T: Float, const BM: i32, const BN: i32, const BK: i32, const GATHER: bool>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, blocks: Ptr<i32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32, ldc: i32) {
+fn ws_gemm<T: Float, const BM: i32, const BN: i32, const BK: i32, const GATHER: bool>(
+    a: Ptr<T>,
+    b: Ptr<T>,
+    c: Ptr<f32>,
+    blocks: Ptr<i32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+) {
     let mut pm = program_id(0) * BM;
     if GATHER {
         pm = load(blocks + program_id(0)) * BM;
@@ -37,7 +48,18 @@ fn producer_warp_only_where_its_slice_is_scalar() {
     for (gather, split) in [(0, true), (1, false)] {
         let spec = specialize(k, &[128, 128, 64, gather], &[DType::BF16]).unwrap();
         for ws in [false, true] {
-            let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: ws, cluster: 1 };
+            let opts = PtxOptions {
+                sm: 90,
+                num_warps: 8,
+                arg_div16: vec![true; k.params.len()],
+                arg_one: vec![false; k.params.len()],
+                mma: true,
+                wgmma: true,
+                pipeline: 2,
+                tma: true,
+                warp_specialize: ws,
+                cluster: 1,
+            };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
             let what = format!("gather {gather}, warp_specialize {ws}");
@@ -49,7 +71,10 @@ fn producer_warp_only_where_its_slice_is_scalar() {
             if specialized {
                 let at = t.find("bra.uni $L1;").unwrap();
                 let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
-                assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"), "{what}: copies in the producer's stream only");
+                assert!(
+                    !consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"),
+                    "{what}: copies in the producer's stream only"
+                );
                 assert!(consumers.contains("mbarrier.arrive.shared::cta.b64") && !consumers.contains("bar.sync 0;"), "{what}");
             } else {
                 assert!(!t.contains("mbarrier.arrive.shared::cta.b64"), "{what}: one stream, no empty mbarriers");
@@ -101,16 +126,34 @@ fn attention_loop_splits_and_assembles() {
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 64, 8), (128, 128, 64, 8)] {
         let spec = specialize(k, &[bm, bn, d], &[DType::BF16]).unwrap();
         for (ws, stages) in [(false, 2), (true, 2), (true, 3)] {
-            let opts = PtxOptions { sm: 90, num_warps: warps, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: stages - 1, tma: true, warp_specialize: ws, cluster: 1 };
+            let opts = PtxOptions {
+                sm: 90,
+                num_warps: warps,
+                arg_div16: vec![true; k.params.len()],
+                arg_one: vec![false; k.params.len()],
+                mma: true,
+                wgmma: true,
+                pipeline: stages - 1,
+                tma: true,
+                warp_specialize: ws,
+                cluster: 1,
+            };
             let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} ws {ws}: {e:?}"));
             let t = &p.text;
-            let what = format!("attention {bm}x{bn}x{d} {warps} warps, stages {stages}, warp_specialize {ws}: {} bulk-copy views, {} threads", p.tensor_maps.len(), p.threads);
+            let what = format!(
+                "attention {bm}x{bn}x{d} {warps} warps, stages {stages}, warp_specialize {ws}: {} bulk-copy views, {} threads",
+                p.tensor_maps.len(),
+                p.threads
+            );
             println!("{what}");
             if p.threads > warps * 32 {
                 let at = t.find("bra.uni $L1;").unwrap();
                 let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
                 assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"), "{what}");
-                assert!(!producer.contains("wgmma") && !producer.contains("ex2") && !producer.contains("st.global") && !producer.contains("bar.sync"), "{what}: the producer only copies");
+                assert!(
+                    !producer.contains("wgmma") && !producer.contains("ex2") && !producer.contains("st.global") && !producer.contains("bar.sync"),
+                    "{what}: the producer only copies"
+                );
             }
             if let Some(px) = &px {
                 match ptxas::assemble(px, t, 90) {
@@ -142,9 +185,27 @@ fn clusters_multicast_only_uniform_tiles() {
     let k = ferrotile_kernels::gemm::gemm_kernel::ir();
     // (the swapped product of row-major operands: unit strides sam, sbk, scm)
     let one = unit_strides(k, true);
-    for (group_m, cluster, bk, want, ws) in [(0, 2, 128, true, true), (0, 2, 128, true, false), (0, 2, 256, true, true), (8, 2, 128, false, true), (8, 2, 128, false, false), (0, 1, 128, false, true)] {
+    for (group_m, cluster, bk, want, ws) in [
+        (0, 2, 128, true, true),
+        (0, 2, 128, true, false),
+        (0, 2, 256, true, true),
+        (8, 2, 128, false, true),
+        (8, 2, 128, false, false),
+        (0, 1, 128, false, true),
+    ] {
         let spec = specialize(k, &[64, 16, bk, group_m, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: one.clone(), mma: true, wgmma: true, pipeline: 3, tma: true, warp_specialize: ws, cluster };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 4,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: one.clone(),
+            mma: true,
+            wgmma: true,
+            pipeline: 3,
+            tma: true,
+            warp_specialize: ws,
+            cluster,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("GROUP_M = {group_m}, cluster {cluster}, BK = {bk}, warp_specialize {ws}");
@@ -169,7 +230,10 @@ fn clusters_multicast_only_uniform_tiles() {
             assert!(!body[top..].contains("bar.sync"), "{what}: no CTA barrier in the loop");
             assert!(body[top..].find("cp.async.bulk.tensor").unwrap() < body[top..].find("mbarrier.try_wait").unwrap(), "{what}: refill before the wait");
             assert!(t.contains("%cluster_ctarank"), "{what}");
-            assert!(t.contains("barrier.cluster.arrive.release.aligned;") && t.contains("barrier.cluster.arrive.release;"), "{what}: cluster syncs after init and before leaving");
+            assert!(
+                t.contains("barrier.cluster.arrive.release.aligned;") && t.contains("barrier.cluster.arrive.release;"),
+                "{what}: cluster syncs after init and before leaving"
+            );
         } else {
             assert!(mc == 0 && !t.contains("mapa") && !t.contains("barrier.cluster") && !t.contains("], 8;"), "{what}: not clustered");
         }
@@ -195,7 +259,18 @@ fn one_stream_refills_before_waiting() {
     let k = ws_gemm::ir();
     let spec = specialize(k, &[128, 128, 64, 0], &[DType::BF16]).unwrap();
     for pipeline in [1, 2, 3, 11] {
-        let opts = PtxOptions { sm: 90, num_warps: 8, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline, tma: true, warp_specialize: false, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 8,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: vec![false; k.params.len()],
+            mma: true,
+            wgmma: true,
+            pipeline,
+            tma: true,
+            warp_specialize: false,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(p.smem_bytes >= (pipeline + 2) * 32768, "pipeline {pipeline}: {} bytes of rings", p.smem_bytes);

@@ -13,7 +13,16 @@ use ferrotile_backends::ptxas;
 /// `C[pm.., 0..BN] = Σ_k A·B` with B column-major (K-major), plus with
 /// `ROW_B2` a second product of the same shape with a row-major B2.
 #[ferrotile::kernel]
-fn narrow_dots<T: Float, const BM: i32, const BN: i32, const BK: i32, const ROW_B2: bool>(a: Ptr<T>, b: Ptr<T>, b2: Ptr<T>, c: Ptr<f32>, m: i32, n: i32, k: i32, ld: i32) {
+fn narrow_dots<T: Float, const BM: i32, const BN: i32, const BK: i32, const ROW_B2: bool>(
+    a: Ptr<T>,
+    b: Ptr<T>,
+    b2: Ptr<T>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    ld: i32,
+) {
     let pm = program_id(0) * BM;
     let va = view(a, [m, k], [ld, 1]);
     let vbt = view(b, [k, n], [1, ld]);
@@ -33,9 +42,22 @@ fn narrow_n_takes_wgmma_only_with_a_kmajor_b() {
     let px = ptxas::find_or_skip();
     let k = narrow_dots::ir();
     // (BN, second row-major product) → wgmma instruction shape, or None
-    for (bn, row_b2, want) in [(16, false, Some("m64n16k16")), (32, false, Some("m64n32k16")), (64, false, Some("m64n64k16")), (16, true, None), (64, true, Some("m64n64k16"))] {
+    for (bn, row_b2, want) in
+        [(16, false, Some("m64n16k16")), (32, false, Some("m64n32k16")), (64, false, Some("m64n64k16")), (16, true, None), (64, true, Some("m64n64k16"))]
+    {
         let spec = specialize(k, &[64, bn, 64, row_b2 as i64], &[DType::BF16]).unwrap();
-        let opts = PtxOptions { sm: 90, num_warps: 4, arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: false, cluster: 1 };
+        let opts = PtxOptions {
+            sm: 90,
+            num_warps: 4,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: vec![false; k.params.len()],
+            mma: true,
+            wgmma: true,
+            pipeline: 2,
+            tma: true,
+            warp_specialize: false,
+            cluster: 1,
+        };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("BN = {bn}, row-major B2: {row_b2}");

@@ -44,7 +44,8 @@ fn check_with(k: &Kernel, what: &str, t: &mut Tally, variants: &[WgslOptions]) {
                     }
                 }
                 Err(msg) => {
-                    let path = std::env::temp_dir().join(format!("ferrotile-fail-{}-f16{shader_f16}-sg{}-wg{}.wgsl", k.name, opts.subgroups, opts.workgroup_size));
+                    let path =
+                        std::env::temp_dir().join(format!("ferrotile-fail-{}-f16{shader_f16}-sg{}-wg{}.wgsl", k.name, opts.subgroups, opts.workgroup_size));
                     let _ = std::fs::write(&path, &w.text);
                     let msg: String = msg.lines().take(12).collect::<Vec<_>>().join("\n");
                     t.failures.push(format!("naga {what} ({opts:?}; WGSL in {}):\n{msg}", path.display()));
@@ -53,7 +54,6 @@ fn check_with(k: &Kernel, what: &str, t: &mut Tally, variants: &[WgslOptions]) {
         }
     }
 }
-
 
 #[test]
 fn library_kernels_validate() {

@@ -152,11 +152,7 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
                 let (x, y) = (get(m, *a), get(m, *b));
                 // contiguous (aligned) runs compared with a constant: the
                 // result is constant on runs aligned to both divisors.
-                let run = if y.konst >= x.contig && x.contig > 1 {
-                    gcd(gcd(x.contig, x.div), y.div)
-                } else {
-                    1
-                };
+                let run = if y.konst >= x.contig && x.contig > 1 { gcd(gcd(x.contig, x.div), y.div) } else { 1 };
                 Some(Info::new(1, 1, gcd(x.konst, y.konst).max(run)))
             }
             OpKind::For { lo, step, body, .. } => {

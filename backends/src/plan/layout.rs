@@ -68,7 +68,7 @@ impl Blocked {
             lanes /= t;
         }
         tpw[r - 1] *= lanes; // leftover lanes replicate along the last dim
-        // warps: fill from the first dimension
+                             // warps: fill from the first dimension
         let mut wpc = vec![1u32; r];
         let mut warps = num_warps;
         for d in 0..r {
@@ -123,7 +123,7 @@ impl Blocked {
     /// the two row halves of one 16×8 instruction tile. Needs
     /// `m % (16·wm) == 0` and `n % (8·wn) == 0`; warp id = `warp_m·wn + warp_n`.
     pub fn mma_acc(shape: &[u32], wm: u32, wn: u32) -> Blocked {
-        assert!(shape.len() == 2 && shape[0] % (16 * wm) == 0 && shape[1] % (8 * wn) == 0, "mma layout of {shape:?} over {wm}x{wn} warps");
+        assert!(shape.len() == 2 && shape[0].is_multiple_of(16 * wm) && shape[1].is_multiple_of(8 * wn), "mma layout of {shape:?} over {wm}x{wn} warps");
         Blocked::with_regular_reps(shape, vec![1, 2], vec![8, 4], vec![wm, wn], vec![shape[0] / (8 * wm), shape[1] / (8 * wn)], vec![2, 0], vec![log2(wn), 0])
     }
 
@@ -137,7 +137,7 @@ impl Blocked {
     /// [`Blocked::mma_acc`] (`(2t + h, j, e)`), so the `m16n8` fragment code
     /// reads both. Needs `m % (16·wm) == 0`, `n % 8 == 0`.
     pub fn wgmma_acc(shape: &[u32], wm: u32) -> Blocked {
-        assert!(shape.len() == 2 && shape[0] % (16 * wm) == 0 && shape[1] % 8 == 0, "wgmma layout of {shape:?} over {wm} warps");
+        assert!(shape.len() == 2 && shape[0].is_multiple_of(16 * wm) && shape[1].is_multiple_of(8), "wgmma layout of {shape:?} over {wm} warps");
         let mut b = Blocked::mma_acc(shape, wm, 1);
         b.warp_mul[0] = 16;
         b.rep_off[0] = (0..b.reps[0]).map(|r| 8 * (r % 2) + 16 * wm * (r / 2)).collect();
@@ -305,7 +305,20 @@ mod tests {
     #[test]
     fn layouts_cover_their_shapes() {
         for warps in [1, 2, 4, 8, 16] {
-            for shape in [vec![1], vec![4], vec![16], vec![128], vec![1024], vec![16384], vec![1, 1], vec![16, 16], vec![64, 32], vec![2, 256], vec![128, 64], vec![4, 8, 16]] {
+            for shape in [
+                vec![1],
+                vec![4],
+                vec![16],
+                vec![128],
+                vec![1024],
+                vec![16384],
+                vec![1, 1],
+                vec![16, 16],
+                vec![64, 32],
+                vec![2, 256],
+                vec![128, 64],
+                vec![4, 8, 16],
+            ] {
                 check(&shape, warps, 4);
                 check(&shape, warps, 1);
             }

@@ -98,8 +98,8 @@ pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
 pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
     let (mut wm, mut wn) = (1u32, 1u32);
     while wm * wn < num_warps {
-        let can_m = m % (16 * wm * 2) == 0;
-        let can_n = n % (8 * wn * 2) == 0;
+        let can_m = m.is_multiple_of(16 * wm * 2);
+        let can_n = n.is_multiple_of(8 * wn * 2);
         if can_m && (!can_n || m / wm >= n / wn) {
             wm *= 2;
         } else if can_n {
@@ -108,7 +108,7 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
             return None;
         }
     }
-    (m % (16 * wm) == 0 && n % (8 * wn) == 0).then_some(MmaGrid { wm, wn, wgmma: false })
+    (m.is_multiple_of(16 * wm) && n.is_multiple_of(8 * wn)).then_some(MmaGrid { wm, wn, wgmma: false })
 }
 
 /// The warpgroup grid of a Hopper `wgmma` dot, if `m × k · k × n` with
@@ -130,13 +130,13 @@ pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: b
     let kmajor_b = kmajor_b || es == 4;
     // (N-major B: whole 64-column atoms; K-major: any `n8` instruction)
     let step_n = if kmajor_b { 8 } else { 64 };
-    if num_warps % 4 != 0 {
+    if !num_warps.is_multiple_of(4) {
         Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
-    } else if m % (16 * num_warps) != 0 {
+    } else if !m.is_multiple_of(16 * num_warps) {
         Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
-    } else if k % atom != 0 {
+    } else if !k.is_multiple_of(atom) {
         Some(format!("K = {k} is not a multiple of {atom} (one 128-byte swizzle atom of A)"))
-    } else if n % step_n != 0 || (n > 256 && n % 256 != 0) {
+    } else if !n.is_multiple_of(step_n) || (n > 256 && !n.is_multiple_of(256)) {
         let hint = if kmajor_b { "" } else { " (8 for a B that arrives K-major: a transposed view)" };
         Some(format!("N = {n} is not a multiple of {step_n} up to 256, or of 256 above{hint}"))
     } else {
@@ -184,7 +184,10 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
             Some(format!("operands of different dtypes ({da:?}, {db:?})"))
         } else {
             match da.and_then(|d| mma_k(d, *precision).map(|kk| (d, kk))) {
-                None => Some(format!("{} inputs with {precision:?} precision: tensor cores take f16/bf16, or f32 through `dot_tf32`", da.map_or("?".into(), |d| d.to_string()))),
+                None => Some(format!(
+                    "{} inputs with {precision:?} precision: tensor cores take f16/bf16, or f32 through `dot_tf32`",
+                    da.map_or("?".into(), |d| d.to_string())
+                )),
                 Some((_, kk)) if sa[1] % kk != 0 => Some(format!("K = {} is not a multiple of the instruction's {kk}", sa[1])),
                 Some(_) => match warp_grid(out[0], out[1], num_warps) {
                     None => Some(format!("a {}×{} result cannot give each of {num_warps} warps whole 16×8 tiles", out[0], out[1])),
@@ -232,7 +235,8 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
         if g.is_none() {
             for &l in &lines[shape] {
                 if !fma_reasons.iter().any(|(x, _)| *x == l) {
-                    fma_reasons.push((l, format!("another dot with a {}×{} result stays on the FMA path, and dots of one shape share a layout", shape[0], shape[1])));
+                    fma_reasons
+                        .push((l, format!("another dot with a {}×{} result stays on the FMA path, and dots of one shape share a layout", shape[0], shape[1])));
                 }
             }
         }
@@ -241,7 +245,8 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
         if wgmma && g.is_some_and(|g| !g.wgmma) {
             for &l in &lines[shape] {
                 if !no_wgmma_reasons.iter().any(|(x, _)| *x == l) && !fma_reasons.iter().any(|(x, _)| *x == l) {
-                    no_wgmma_reasons.push((l, format!("another dot with a {}×{} result runs on mma.sync, and dots of one shape share a layout", shape[0], shape[1])));
+                    no_wgmma_reasons
+                        .push((l, format!("another dot with a {}×{} result runs on mma.sync, and dots of one shape share a layout", shape[0], shape[1])));
                 }
             }
         }
@@ -275,7 +280,7 @@ mod tests {
         assert_eq!(wgmma_grid(128, 128, 32, 4, 2, false), None); // K not a whole swizzle atom
         assert_eq!(wgmma_grid(64, 128, 64, 8, 2, false), None); // 8 warps need 128 rows
         assert_eq!(wgmma_grid(64, 128, 64, 2, 2, false), None); // not a warpgroup
-        // FERROTILE_EXPLAIN's words for the misfits
+                                                                // FERROTILE_EXPLAIN's words for the misfits
         assert!(wgmma_misfit(128, 128, 32, 4, 2, false).unwrap().contains("K = 32"));
         assert!(wgmma_misfit(64, 128, 64, 8, 2, false).unwrap().contains("M = 64"));
         assert!(wgmma_misfit(64, 128, 64, 2, 2, false).unwrap().contains("warpgroups"));

@@ -193,7 +193,8 @@ fn is_zero(d: &Defs, v: V) -> bool {
 ///   narrower than one 128-byte atom row of N (N-major needs whole atoms;
 ///   K-major takes any N in steps of 8).
 pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32]) -> SlotLayout {
-    let transposed = if is_b { es == 4 || view_inner == Some(0) || shape.get(1).is_some_and(|n| (n * es) % 128 != 0) } else { es == 2 && view_inner == Some(0) };
+    let transposed =
+        if is_b { es == 4 || view_inner == Some(0) || shape.get(1).is_some_and(|n| !(n * es).is_multiple_of(128)) } else { es == 2 && view_inner == Some(0) };
     SlotLayout::Swizzled { es, transposed }
 }
 
@@ -338,7 +339,11 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 };
                 let ok = loop {
                     let Some((f2, i, _, _)) = d.arg.get(&cur).copied() else { break false };
-                    if !std::ptr::eq(f2, fop) || d.uses.get(&cur) != Some(&1) || d.uses.contains_key(&fop.results[i]) || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok)) {
+                    if !std::ptr::eq(f2, fop)
+                        || d.uses.get(&cur) != Some(&1)
+                        || d.uses.contains_key(&fop.results[i])
+                        || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok))
+                    {
                         break false;
                     }
                     chain.push((cur, inits[i]));

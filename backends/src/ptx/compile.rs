@@ -7,13 +7,13 @@
 //! printer (`emit`). Decisions are made here and in those analyses; `emit`
 //! only writes them out.
 
-use super::{assign, async_copy, tma, warp_spec};
-use crate::plan::axis;
 use super::emit::{self, Plans};
+use super::{assign, async_copy, tma, warp_spec};
 use super::{PtxKernel, PtxOptions};
+use crate::plan::axis;
 use crate::EmitError;
-use ferrotile_ir::*;
 use ferrotile_ir::passes;
+use ferrotile_ir::*;
 use std::collections::{HashMap, HashSet};
 
 /// Specialized IR → one PTX `.entry` (see `emit` for what the text
@@ -55,7 +55,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // (a whole producer warpgroup: at most 32 warps in all)
     // (clusters: the plan also says which copies are uniform across a
     // cluster — kept as the stream structure only with `warp_specialize`)
-    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps % 4 == 0 && o.num_warps <= 16 { warp_spec::plan(k, &aplan) } else { None };
+    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &aplan) } else { None };
     emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: aplan, tma_views: tv, warp_spec: ws }, o)
 }
 

@@ -120,7 +120,7 @@ impl TmaView {
             // any valid stride will do, `q` may be 0)
             strides.push(if n == 1 { strides[0].checked_mul(dims[1])? } else { stride(q.eval(args))? });
         }
-        (address % 16 == 0).then_some(TensorMapArgs { address, dims, strides })
+        address.is_multiple_of(16).then_some(TensorMapArgs { address, dims, strides })
     }
 }
 
@@ -238,7 +238,7 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
         }
         let info = |x: V| axis.get(&x).copied();
         let unit = |s: V| info(s).is_some_and(|i| i.unit) || defs.hexpr(k, s) == Some(HExpr::Const(1));
-        let aligned = |x: V, bytes: u64| info(x).is_some_and(|i| (i.div * bytes) % 16 == 0);
+        let aligned = |x: V, bytes: u64| info(x).is_some_and(|i| (i.div * bytes).is_multiple_of(16));
         // (row-major first: a view with both strides 1 is one)
         let Some(inner) = [1, 0].into_iter().find(|&d| unit(strides[d])) else { continue };
         if !aligned(strides[1 - inner], es) || !aligned(*base, 1) {
@@ -267,7 +267,7 @@ mod tests {
             param: 0,
             dtype: DType::BF16,
             offset: HExpr::Const(8),
-            batch: batch.then(|| (1, HExpr::Arg(3))),
+            batch: batch.then_some((1, HExpr::Arg(3))),
             dims: [HExpr::Arg(1), HExpr::Wrap32(Box::new(HExpr::Arg(2)))],
             stride: HExpr::Arg(2),
             inner: 1,

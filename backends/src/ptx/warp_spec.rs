@@ -114,7 +114,15 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
     let mut defs: HashMap<V, Def> = HashMap::new();
     let mut fors: HashMap<V, ForInfo> = HashMap::new();
     let mut dots_ok = true;
-    fn scan<'k>(b: &'k Block, encl: &mut Vec<V>, in_if: bool, defs: &mut HashMap<V, Def<'k>>, fors: &mut HashMap<V, ForInfo<'k>>, ap: &AsyncPlan, dots_ok: &mut bool) {
+    fn scan<'k>(
+        b: &'k Block,
+        encl: &mut Vec<V>,
+        in_if: bool,
+        defs: &mut HashMap<V, Def<'k>>,
+        fors: &mut HashMap<V, ForInfo<'k>>,
+        ap: &AsyncPlan,
+        dots_ok: &mut bool,
+    ) {
         for op in &b.ops {
             for r in &op.results {
                 defs.insert(*r, Def::Op { op, encl: encl.clone(), in_if });
@@ -205,7 +213,9 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
                 }
                 match &op.kind {
                     OpKind::Param(_) | OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {}
-                    OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } => work.extend(op.kind.operands()),
+                    OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } => {
+                        work.extend(op.kind.operands())
+                    }
                     OpKind::For { body, inits, .. } => {
                         // a loop's final value of a carried scalar
                         let iv = body.args[0];
@@ -257,7 +267,8 @@ fn uniformity(out: &mut WsPlan, defs: &HashMap<V, Def>, fors: &HashMap<V, ForInf
             None => vec![],
         }
     };
-    let mut tainted: HashSet<V> = out.vals.iter().copied().filter(|v| matches!(defs.get(v), Some(Def::Op { op, .. }) if matches!(op.kind, OpKind::ProgramId(0)))).collect();
+    let mut tainted: HashSet<V> =
+        out.vals.iter().copied().filter(|v| matches!(defs.get(v), Some(Def::Op { op, .. }) if matches!(op.kind, OpKind::ProgramId(0)))).collect();
     loop {
         let before = tainted.len();
         for v in &out.vals {

@@ -69,7 +69,8 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> Result<WgslKernel, EmitError> {
                 b.written = true;
             }
         }
-    });    let k = &*ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::wgsl());
+    });
+    let k = &*ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::wgsl());
     emit::write(Plans { kernel: k, vec, axis: axis::analyze(k, &o.arg_div16, &o.arg_one), base, uniform: uniform_values(k), bufs }, o)
 }
 
@@ -78,7 +79,11 @@ fn provenance(k: &Kernel) -> Result<HashMap<V, u32>, (u32, String)> {
     fn join(m: &mut HashMap<V, u32>, v: V, p: Option<u32>, line: u32) -> Result<(), (u32, String)> {
         let Some(p) = p else { return Ok(()) };
         match m.insert(v, p) {
-            Some(q) if q != p => Err((line, "a pointer that may point into different buffers (select/if/loop over pointers to different arguments) is not supported by the WGSL backend".into())),
+            Some(q) if q != p => Err((
+                line,
+                "a pointer that may point into different buffers (select/if/loop over pointers to different arguments) is not supported by the WGSL backend"
+                    .into(),
+            )),
             _ => Ok(()),
         }
     }
@@ -161,8 +166,7 @@ fn uniform_values(k: &Kernel) -> HashSet<V> {
                 OpKind::Const(_) | OpKind::Param(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {
                     u.extend(op.results.iter().copied());
                 }
-                kind if kind.is_elementwise() && scalar_res && op.kind.operands().iter().all(|v| u.contains(v)) =>
-                {
+                kind if kind.is_elementwise() && scalar_res && op.kind.operands().iter().all(|v| u.contains(v)) => {
                     u.extend(op.results.iter().copied());
                 }
                 OpKind::For { lo, hi, step, inits, body } => {

@@ -18,10 +18,7 @@ pub fn validate_text(text: &str, f16_in_f32: bool, subgroups: bool) -> Result<()
     if subgroups {
         caps |= Capabilities::SUBGROUP;
     }
-    Validator::new(ValidationFlags::all(), caps)
-        .validate(&module)
-        .map(|_| ())
-        .map_err(|e| format!("naga validation error: {}", e.emit_to_string(text)))
+    Validator::new(ValidationFlags::all(), caps).validate(&module).map(|_| ()).map_err(|e| format!("naga validation error: {}", e.emit_to_string(text)))
 }
 
 /// Validate an emitted kernel.

@@ -39,9 +39,9 @@
 //! an error, not a fallback).
 
 use ferrotile::ir::DType;
+use ferrotile::prelude::*;
 use ferrotile::{Buffer, Device, FloatElement};
 use ferrotile_kernels::reference::{self, max_rel_err, Rng};
-use ferrotile::prelude::*;
 use half::bf16;
 
 struct Res {
@@ -62,7 +62,14 @@ fn rand_vec<T: FloatElement>(rng: &mut Rng, n: usize, scale: f64) -> Vec<T> {
     (0..n).map(|_| T::from_f64(((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale)).collect()
 }
 
-fn bench_kernel<T: FloatElement>(dev: &Device, rng: &mut Rng, kernel: &'static str, rows: usize, cols: usize, reps: usize) -> Result<Res, Box<dyn std::error::Error>> {
+fn bench_kernel<T: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    kernel: &'static str,
+    rows: usize,
+    cols: usize,
+    reps: usize,
+) -> Result<Res, Box<dyn std::error::Error>> {
     let n = rows * cols;
     let es = T::DTYPE.size_bytes();
     let copies = (ROTATE_BYTES / (2 * n * es).max(1)).clamp(1, 8);
@@ -170,7 +177,7 @@ pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, 
     }
 }
 
-/// (Measured slower than one row per program on the H200; see benches/NOTES.md.)
+// (Measured slower than one row per program on the H200; see git history of benches/NOTES.md.)
 
 /// `--sweep`: GB/s of the single-tile kernels for every num_warps.
 fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> {
@@ -257,24 +264,24 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
     }
     // looped kernels on long rows: chunk width × warps
     for &(rows, cols, blocks) in &[(1024usize, 262144usize, &[2048u32, 4096, 8192][..]), (4096, 16384, &[1024, 2048, 4096][..])] {
-    let n = rows * cols;
-    let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
-    let mut y = dev.zeros::<f32>(n)?;
-    let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
-    for &block in blocks {
-        let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
-        for warps in [4u32, 8, 16] {
-            let sm = SoftmaxConfig { block, looped: true, num_warps: warps };
-            let nm = NormConfig { block, looped: true, num_warps: warps };
-            softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
-            layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
-            let t1 = median(dev, 10, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
-            let t2 = median(dev, 10, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
-            let g = |t: f64| 2.0 * (n * 4) as f64 / (t * 1e-3) / 1e9;
-            line += &format!("  w{warps}:{:.0}/{:.0}", g(t1), g(t2));
+        let n = rows * cols;
+        let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
+        let mut y = dev.zeros::<f32>(n)?;
+        let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
+        for &block in blocks {
+            let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
+            for warps in [4u32, 8, 16] {
+                let sm = SoftmaxConfig { block, looped: true, num_warps: warps };
+                let nm = NormConfig { block, looped: true, num_warps: warps };
+                softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
+                layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
+                let t1 = median(dev, 10, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
+                let t2 = median(dev, 10, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+                let g = |t: f64| 2.0 * (n * 4) as f64 / (t * 1e-3) / 1e9;
+                line += &format!("  w{warps}:{:.0}/{:.0}", g(t1), g(t2));
+            }
+            println!("{line}");
         }
-        println!("{line}");
-    }
     }
     Ok(())
 }
@@ -355,7 +362,13 @@ fn gemm_tol(dtype: DType, tf32: bool) -> f64 {
 /// product (the four corners first), `want` the f64 dot product of the
 /// stored inputs (`a_at(i, p)`, `b_at(p, j)`); infinite if a sample is not
 /// finite (unwritten: outputs start as NaN).
-fn sampled_err<T: FloatElement>(rng: &mut Rng, out: &[T], (m, n, k): (usize, usize, usize), a_at: impl Fn(usize, usize) -> T, b_at: impl Fn(usize, usize) -> T) -> f64 {
+fn sampled_err<T: FloatElement>(
+    rng: &mut Rng,
+    out: &[T],
+    (m, n, k): (usize, usize, usize),
+    a_at: impl Fn(usize, usize) -> T,
+    b_at: impl Fn(usize, usize) -> T,
+) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);
     for s in 0..256 {
         let (i, j) = if s < 4 { [(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)][s] } else { (rng.below(m as u64) as usize, rng.below(n as u64) as usize) };
@@ -370,12 +383,14 @@ fn sampled_err<T: FloatElement>(rng: &mut Rng, out: &[T], (m, n, k): (usize, usi
 fn median(dev: &Device, reps: usize, mut f: impl FnMut() -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
     let mut ts = vec![];
     for _ in 0..reps.div_ceil(BATCH).max(3) {
-        ts.push(dev.time_ms(|| {
-            for _ in 0..BATCH {
-                f()?;
-            }
-            Ok(())
-        })? / BATCH as f64);
+        ts.push(
+            dev.time_ms(|| {
+                for _ in 0..BATCH {
+                    f()?;
+                }
+                Ok(())
+            })? / BATCH as f64,
+        );
     }
     ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
     Ok(ts[ts.len() / 2])
@@ -424,7 +439,16 @@ struct GemmRes {
 /// for f32 inputs and `T` otherwise), with its error on sampled outputs.
 /// `dtype` ending in `_bT`: B column-major (stored N×K, as a linear layer's
 /// weight in `x·Wᵀ`); in `_aT`: A column-major (stored K×M).
-fn bench_gemm<T: FloatElement>(dev: &Device, rng: &mut Rng, dtype: &'static str, m: usize, n: usize, k: usize, tf32: bool, reps: usize) -> Result<GemmRes, Box<dyn std::error::Error>> {
+fn bench_gemm<T: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    dtype: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    tf32: bool,
+    reps: usize,
+) -> Result<GemmRes, Box<dyn std::error::Error>> {
     use ferrotile_kernels::gemm::Layout;
     let a: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
     let b: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal())).collect();
@@ -469,7 +493,13 @@ fn parse_config(s: &str) -> Option<ferrotile_kernels::gemm::GemmConfig> {
 
 /// `--gemm-configs`: the listed configurations on one shape and dtype (A, B
 /// row-major), checked on sampled outputs, timed round-robin.
-fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), list: &str, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+fn gemm_config_sweep<T: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    list: &str,
+    rounds: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
     let b: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal())).collect();
     let (ab, bb) = (dev.from_slice(&a)?, dev.from_slice(&b)?);
@@ -505,12 +535,27 @@ fn gemm_config_sweep<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (u
         let b2b = median_of(ts).unwrap_or(f64::NAN);
         let g = median_of(gs);
         let tflops = 2.0 * (m * n * k) as f64 / (g.unwrap_or(b2b) * 1e-3) / 1e12;
-        println!("{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1e}  {}", name, b2b * 1e3, g.unwrap_or(f64::NAN) * 1e3, tflops, err, if err <= tol { "ok" } else { "FAIL" });
+        println!(
+            "{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1e}  {}",
+            name,
+            b2b * 1e3,
+            g.unwrap_or(f64::NAN) * 1e3,
+            tflops,
+            err,
+            if err <= tol { "ok" } else { "FAIL" }
+        );
     }
     Ok(())
 }
 
-fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Option<(usize, usize, usize)>, only: Option<&[String]>) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+fn gemm_suite(
+    dev: &Device,
+    rng: &mut Rng,
+    small: bool,
+    quick: bool,
+    shape: Option<(usize, usize, usize)>,
+    only: Option<&[String]>,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     let want = |d: &str| only.is_none_or(|o| o.iter().any(|x| x == d));
     let reps = if quick { 10 } else { 30 };
     let cube: Vec<(usize, usize, usize)> = match shape {
@@ -552,7 +597,16 @@ fn gemm_suite(dev: &Device, rng: &mut Rng, small: bool, quick: bool, shape: Opti
         let tflops = 2.0 * (r.m * r.n * r.k) as f64 / (ms * 1e-3) / 1e12;
         let ok = r.err <= r.tol;
         bad += !ok as usize;
-        println!("{:<7} {:>16} {:>10.1} {:>9.1} {:>9.1} {:>9.1e}  {}", r.dtype, format!("{}x{}x{}", r.m, r.n, r.k), ms * 1e3, tflops, r.t.b2b * 1e3, r.err, if ok { "ok" } else { "FAIL" });
+        println!(
+            "{:<7} {:>16} {:>10.1} {:>9.1} {:>9.1} {:>9.1e}  {}",
+            r.dtype,
+            format!("{}x{}x{}", r.m, r.n, r.k),
+            ms * 1e3,
+            tflops,
+            r.t.b2b * 1e3,
+            r.err,
+            if ok { "ok" } else { "FAIL" }
+        );
         lines.push(format!(
             "{{\"impl\":\"ferrotile\",\"kernel\":\"gemm\",\"dtype\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"ms\":{},\"ms_b2b\":{},\"graph\":{},\"tflops\":{},\"max_err\":{},\"ok\":{}}}",
             r.dtype, r.m, r.n, r.k, ms, r.t.b2b, r.t.graph.is_some(), tflops, r.err, ok
@@ -683,7 +737,11 @@ fn main() {
                 if !dtypes.iter().any(|d| d == dt) {
                     continue;
                 }
-                let res = if dt == "f32" { bench_kernel::<f32>(&dev, &mut rng, kernel, rows, cols, reps) } else { bench_kernel::<bf16>(&dev, &mut rng, kernel, rows, cols, reps) };
+                let res = if dt == "f32" {
+                    bench_kernel::<f32>(&dev, &mut rng, kernel, rows, cols, reps)
+                } else {
+                    bench_kernel::<bf16>(&dev, &mut rng, kernel, rows, cols, reps)
+                };
                 let r = match res {
                     Ok(x) => x,
                     Err(e) => {

@@ -43,7 +43,22 @@ fn main() {
         let b_unit = if a.iter().any(|x| x == "colb") { "sbk" } else { "sbn" };
         let units: &[&str] = if a.iter().any(|x| x == "swap") { &["sam", "sbk", "scm"] } else { &["sak", b_unit, "scn"] };
         let one: Vec<bool> = k.params.iter().map(|p| units.contains(&p.name.as_str())).collect();
-        let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: one, mma: true, wgmma: true, pipeline: stages.saturating_sub(1), tma: true, warp_specialize: a.iter().any(|x| x == "ws"), cluster: if cluster { 2 } else { 1 } }).unwrap();
+        let p = emit(
+            &spec,
+            &PtxOptions {
+                sm,
+                num_warps: a[4].parse().unwrap(),
+                arg_div16: vec![true; k.params.len()],
+                arg_one: one,
+                mma: true,
+                wgmma: true,
+                pipeline: stages.saturating_sub(1),
+                tma: true,
+                warp_specialize: a.iter().any(|x| x == "ws"),
+                cluster: if cluster { 2 } else { 1 },
+            },
+        )
+        .unwrap();
         eprintln!("shared memory: {} bytes", p.smem_bytes);
         println!("{}", p.text);
         return;
@@ -70,7 +85,14 @@ fn main() {
     if a.iter().any(|x| x == "wgsl") {
         // the shader the wgpu runtime builds on a subgroup-capable GPU
         let wg = a[4].parse::<u32>().unwrap() * 32;
-        let o = ferrotile_backends::wgsl::WgslOptions { workgroup_size: wg, subgroups: true, shader_f16: true, max_workgroup_storage: 49152, arg_div16: vec![true; k.params.len()], arg_one: vec![] };
+        let o = ferrotile_backends::wgsl::WgslOptions {
+            workgroup_size: wg,
+            subgroups: true,
+            shader_f16: true,
+            max_workgroup_storage: 49152,
+            arg_div16: vec![true; k.params.len()],
+            arg_one: vec![],
+        };
         let w = ferrotile_backends::wgsl::emit(&spec, &o).unwrap_or_else(|e| {
             eprintln!("{e}");
             std::process::exit(1)
@@ -78,6 +100,21 @@ fn main() {
         println!("{}", w.text);
         return;
     }
-    let p = emit(&spec, &PtxOptions { sm, num_warps: a[4].parse().unwrap(), arg_div16: vec![true; k.params.len()], arg_one: vec![false; k.params.len()], mma: true, wgmma: true, pipeline: 1, tma: true, warp_specialize: true, cluster: 1 }).unwrap();
+    let p = emit(
+        &spec,
+        &PtxOptions {
+            sm,
+            num_warps: a[4].parse().unwrap(),
+            arg_div16: vec![true; k.params.len()],
+            arg_one: vec![false; k.params.len()],
+            mma: true,
+            wgmma: true,
+            pipeline: 1,
+            tma: true,
+            warp_specialize: true,
+            cluster: 1,
+        },
+    )
+    .unwrap();
     println!("{}", p.text);
 }

@@ -254,9 +254,7 @@ impl<'a> Prog<'a> {
                 let ss = strides_of(&src.shape);
                 let ds = strides_of(&out_shape);
                 let n: usize = out_shape.iter().product();
-                let idx: Vec<usize> = (0..n)
-                    .map(|i| (0..out_shape.len()).map(|a| ((i / ds[a]) % out_shape[a]) * ss[perm[a] as usize]).sum())
-                    .collect();
+                let idx: Vec<usize> = (0..n).map(|i| (0..out_shape.len()).map(|a| ((i / ds[a]) % out_shape[a]) * ss[perm[a] as usize]).sum()).collect();
                 Some(t(src.data.gather(&idx)))
             }
             OpKind::Binary { op: o, a, b } => {
@@ -498,10 +496,7 @@ impl<'a> Prog<'a> {
         let b = self.buf(p)?;
         if off < 0 || off as u64 >= b.len as u64 {
             let name = &self.k.params[p as usize].name;
-            return Err(format!(
-                "out-of-bounds {what}: element {off} of `{name}`, which has {} elements (mask the access or fix the offsets)",
-                b.len
-            ));
+            return Err(format!("out-of-bounds {what}: element {off} of `{name}`, which has {} elements (mask the access or fix the offsets)", b.len));
         }
         Ok(off as usize)
     }

@@ -10,8 +10,8 @@
 //!   f32 → f16/bf16 round to nearest-even;
 //! - `maximum`/`minimum` return the non-NaN operand when one is NaN.
 
-use half::{bf16, f16};
 use ferrotile_ir::{BinOp, CmpOp, DType, UnOp};
+use half::{bf16, f16};
 use std::borrow::Cow;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +86,10 @@ impl Data {
             Data::View(_) => 1,
             d => each_vec!(d, v => v.len()),
         }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     pub fn dtype(&self) -> DType {
@@ -238,8 +242,8 @@ impl Data {
     }
 }
 
-pub use ferrotile_ir::numeric::{bf16_from_f64, f16_from_f64};
 use ferrotile_ir::numeric::i64_to_f32_odd;
+pub use ferrotile_ir::numeric::{bf16_from_f64, f16_from_f64};
 
 fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
     c.iter().zip(a.iter().zip(b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()

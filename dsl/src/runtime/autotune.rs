@@ -266,17 +266,10 @@ impl Autotuner {
             }
         }
         eprintln!();
-        let best = timings
-            .iter()
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(c, _)| c.clone())
-            .ok_or_else(|| Error::Launch {
-                kernel: self.name.clone(),
-                msg: format!(
-                    "autotuning [{key}]: every configuration failed: {}",
-                    pruned.iter().map(|(c, e)| format!("{c}: {e}")).collect::<Vec<_>>().join("; ")
-                ),
-            })?;
+        let best = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|(c, _)| c.clone()).ok_or_else(|| Error::Launch {
+            kernel: self.name.clone(),
+            msg: format!("autotuning [{key}]: every configuration failed: {}", pruned.iter().map(|(c, e)| format!("{c}: {e}")).collect::<Vec<_>>().join("; ")),
+        })?;
         Ok(TuneReport { best, timings, pruned })
     }
 }

@@ -43,7 +43,12 @@ type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, 
 /// Read once per process, so they cannot disagree with the in-memory cache.
 fn env_flag(name: &'static str, default_on: bool) -> bool {
     static FLAGS: OnceLock<Mutex<HashMap<&'static str, bool>>> = OnceLock::new();
-    *FLAGS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(name).or_insert_with(|| std::env::var(name).map_or(default_on, |v| if default_on { v != "0" } else { v == "1" }))
+    *FLAGS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(name)
+        .or_insert_with(|| std::env::var(name).map_or(default_on, |v| if default_on { v != "0" } else { v == "1" }))
 }
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
@@ -90,7 +95,8 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         })
         .collect();
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
-        let key: Key = (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, cfg.cluster, tma);
+        let key: Key =
+            (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, cfg.cluster, tma);
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
             return Ok(c);

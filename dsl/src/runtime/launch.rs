@@ -175,11 +175,11 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     if !(1..=16).contains(&cfg.num_stages) {
         return Err(lerr(format!("num_stages must be in 1..=16 (1: no software pipelining), got {}", cfg.num_stages)));
     }
-    if !(1..=2).contains(&cfg.cluster) || cfg.grid[0] % cfg.cluster != 0 {
+    if !(1..=2).contains(&cfg.cluster) || !cfg.grid[0].is_multiple_of(cfg.cluster) {
         return Err(lerr(format!("cluster must be 1 or 2 and divide the grid's x ({}), got {}", cfg.grid[0], cfg.cluster)));
     }
     let spec = specialize_cached(k, cx, dts)?;
-    if cfg.grid.iter().any(|&g| g == 0) {
+    if cfg.grid.contains(&0) {
         return Ok(());
     }
     match dev.kind() {

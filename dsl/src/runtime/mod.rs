@@ -9,10 +9,10 @@
 
 pub mod autotune;
 mod buffer;
-mod device;
-mod launch;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
+mod device;
+mod launch;
 #[cfg(feature = "wgpu")]
 mod wgpu_launch;
 

@@ -102,7 +102,8 @@ fn is_pure(kind: &OpKind) -> bool {
     if let OpKind::Binary { op: BinOp::Div | BinOp::Rem, .. } = kind {
         return false;
     }
-    kind.is_elementwise() || matches!(kind, OpKind::Const(_) | OpKind::Arange { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. })
+    kind.is_elementwise()
+        || matches!(kind, OpKind::Const(_) | OpKind::Arange { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. })
 }
 
 /// Whether a block (or a region inside it) stores: then a load of iteration

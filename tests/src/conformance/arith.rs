@@ -103,8 +103,23 @@ int_ref!(u32, false);
 int_ref!(i64, true);
 
 const INT_OPS: &[&str] = &[
-    "a + b", "a - b", "a * b", "a / d", "a % d", "a & b", "a | b", "a ^ b", "a << s", "a >> s", "maximum(a, b)", "minimum(a, b)", "-a", "!a",
-    "abs(a)", "a * 3 + 5", "compound (+= *= -= ^= /= %=)",
+    "a + b",
+    "a - b",
+    "a * b",
+    "a / d",
+    "a % d",
+    "a & b",
+    "a | b",
+    "a ^ b",
+    "a << s",
+    "a >> s",
+    "maximum(a, b)",
+    "minimum(a, b)",
+    "-a",
+    "!a",
+    "abs(a)",
+    "a * 3 + 5",
+    "compound (+= *= -= ^= /= %=)",
 ];
 const CMP_OPS: &[&str] = &["a == b", "a != b", "a < b", "a <= b", "a > b", "a >= b", "a >= 1 (weak literal)"];
 
@@ -321,7 +336,20 @@ pub fn k_logical<const B: i32>(x: Ptr<i32>, y: Ptr<i32>, out: Ptr<u8>, n: i32, s
 
 pub fn logical(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
-    let names = ["p && q", "p || q", "!p", "p ^ q", "(p & !q) | (!p & q)", "p == q", "p != q", "p < q", "select(p, q, !q)", "p && true || false", "max(p, 0) (any)", "min(p, 0) (all)"];
+    let names = [
+        "p && q",
+        "p || q",
+        "!p",
+        "p ^ q",
+        "(p & !q) | (!p & q)",
+        "p == q",
+        "p != q",
+        "p < q",
+        "select(p, q, !q)",
+        "p && true || false",
+        "max(p, 0) (any)",
+        "min(p, 0) (all)",
+    ];
     for &(n, b) in SIZES_1D {
         let c = Ctx::new("logical", seed, format!("bool n={n} B={b}"));
         let xs: Vec<i32> = (0..n).map(|_| rng.int(-3, 3) as i32).collect();
@@ -343,7 +371,13 @@ pub fn logical(dev: &Device, seed: u64) -> R {
                         5 => p == q,
                         6 => p != q,
                         7 => !p & q,
-                        8 => if p { q } else { !q },
+                        8 => {
+                            if p {
+                                q
+                            } else {
+                                !q
+                            }
+                        }
                         9 => p,
                         _ => {
                             let blk = i / b as usize;
@@ -432,8 +466,24 @@ pub fn k_float_ops<T: Float, const B: i32>(x: Ptr<T>, y: Ptr<T>, z: Ptr<T>, out:
 
 fn float_want<T: Flt>(a: f64, b: f64, c: f64) -> Vec<f64> {
     let r = |x: f64| T::round(x).to_f64();
-    let max = |a: f64, b: f64| if a.is_nan() { b } else if b.is_nan() { a } else { a.max(b) };
-    let min = |a: f64, b: f64| if a.is_nan() { b } else if b.is_nan() { a } else { a.min(b) };
+    let max = |a: f64, b: f64| {
+        if a.is_nan() {
+            b
+        } else if b.is_nan() {
+            a
+        } else {
+            a.max(b)
+        }
+    };
+    let min = |a: f64, b: f64| {
+        if a.is_nan() {
+            b
+        } else if b.is_nan() {
+            a
+        } else {
+            a.min(b)
+        }
+    };
     let mut acc = r(a + b);
     acc = r(acc * c);
     acc = r(acc - 0.5);

@@ -50,16 +50,7 @@ pub fn grid_ids(dev: &Device, seed: u64) -> R {
 /// arange with a constexpr start, zeros/full/zeros_like of a dtype parameter,
 /// and a 2-D `full` reduced back to 1-D.
 #[kernel]
-pub fn k_constructors<T: Float, const B: i32, const S: i32>(
-    x: Ptr<T>,
-    ar: Ptr<i32>,
-    zs: Ptr<T>,
-    fl: Ptr<T>,
-    zl: Ptr<T>,
-    f2: Ptr<f32>,
-    v: T,
-    n: i32,
-) {
+pub fn k_constructors<T: Float, const B: i32, const S: i32>(x: Ptr<T>, ar: Ptr<i32>, zs: Ptr<T>, fl: Ptr<T>, zl: Ptr<T>, f2: Ptr<f32>, v: T, n: i32) {
     let pid = program_id(0);
     let offs = pid * B + arange(0, B);
     let m = offs < n;
@@ -353,7 +344,22 @@ pub fn shape_ops(dev: &Device, seed: u64) -> R {
         let mut o_bt = poisoned::<i32>(dev, m * n + PAD)?;
         let mut o_r = poisoned::<i32>(dev, gm * gn * blk + PAD)?;
         let mut o_r1 = poisoned::<i32>(dev, gm * gn * blk + PAD)?;
-        c.launch(k_shape_ops::launch(dev, (gm as u32, gn as u32), &x, &cv, &rv, &mut o_t, &mut o_b, &mut o_bt, &mut o_r, &mut o_r1, m as i32, n as i32, bm, bn))?;
+        c.launch(k_shape_ops::launch(
+            dev,
+            (gm as u32, gn as u32),
+            &x,
+            &cv,
+            &rv,
+            &mut o_t,
+            &mut o_b,
+            &mut o_bt,
+            &mut o_r,
+            &mut o_r1,
+            m as i32,
+            n as i32,
+            bm,
+            bn,
+        ))?;
         let mut w_t = vec![0; m * n];
         let mut w_b = vec![0; m * n];
         let mut w_bt = vec![0; m * n];
@@ -458,17 +464,7 @@ pub fn trans3d(dev: &Device, seed: u64) -> R {
 /// and a transposed view (strides [1, ldx]) is read the same way. `shift`
 /// moves the load window up-left (negative offsets are out of bounds too).
 #[kernel]
-pub fn k_views<T: Float, const BM: i32, const BN: i32>(
-    x: Ptr<T>,
-    y: Ptr<T>,
-    dump: Ptr<T>,
-    dump_t: Ptr<T>,
-    m: i32,
-    n: i32,
-    ldx: i32,
-    ldy: i32,
-    shift: i32,
-) {
+pub fn k_views<T: Float, const BM: i32, const BN: i32>(x: Ptr<T>, y: Ptr<T>, dump: Ptr<T>, dump_t: Ptr<T>, m: i32, n: i32, ldx: i32, ldy: i32, shift: i32) {
     let vx = view(x, [m, n], [ldx, 1]);
     let vy = view(y, [m, n], [ldy as i64, 1]);
     let pm = program_id(0) * BM;

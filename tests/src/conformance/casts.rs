@@ -198,8 +198,8 @@ fn float_edges(rng: &mut Rng) -> f64 {
         4294967040.0,
         4294967296.0,
         9.2233715e18,
-        9.223372036854775807e18,
-        -9.223372036854775808e18,
+        9.223_372_036_854_776e18,
+        -9.223_372_036_854_776e18,
         1e20,
         -1e20,
         65504.0,
@@ -249,8 +249,33 @@ fn run_cast<S: El>(dev: &Device, c: &Ctx, xs: &[S], n: usize, b: i32, launch: Ca
     let mut of16 = poisoned::<f16>(dev, l)?;
     let mut obf16 = poisoned::<bf16>(dev, l)?;
     let mut of32 = poisoned::<f32>(dev, l)?;
-    c.launch(launch(dev, cdiv(n, b as usize) as u32, &x, &mut ob, &mut oi8, &mut ou8, &mut oi32, &mut ou32, &mut oi64, &mut of16, &mut obf16, &mut of32, n as i32, b))?;
-    Ok((download(&ob)?, download(&oi8)?, download(&ou8)?, download(&oi32)?, download(&ou32)?, download(&oi64)?, download(&of16)?, download(&obf16)?, download(&of32)?))
+    c.launch(launch(
+        dev,
+        cdiv(n, b as usize) as u32,
+        &x,
+        &mut ob,
+        &mut oi8,
+        &mut ou8,
+        &mut oi32,
+        &mut ou32,
+        &mut oi64,
+        &mut of16,
+        &mut obf16,
+        &mut of32,
+        n as i32,
+        b,
+    ))?;
+    Ok((
+        download(&ob)?,
+        download(&oi8)?,
+        download(&ou8)?,
+        download(&oi32)?,
+        download(&ou32)?,
+        download(&oi64)?,
+        download(&of16)?,
+        download(&obf16)?,
+        download(&of32)?,
+    ))
 }
 
 fn check_cast(c: &Ctx, src: &[Src], got: &CastOuts) -> R {
@@ -272,9 +297,7 @@ fn cast_int<S: Int>(dev: &Device, seed: u64, launch: CastLaunch<S>) -> R {
     let mut rng = Rng::new(seed);
     for &(n, b) in SIZES_1D {
         let c = Ctx::new("casts", seed, format!("{} n={n} B={b}", S::NAME));
-        let xs: Vec<S> = (0..n)
-            .map(|_| if rng.chance(0.3) { S::wrap(int_edges(&mut rng, S::BITS, S::SIGNED)) } else { rand_int(&mut rng) })
-            .collect();
+        let xs: Vec<S> = (0..n).map(|_| if rng.chance(0.3) { S::wrap(int_edges(&mut rng, S::BITS, S::SIGNED)) } else { rand_int(&mut rng) }).collect();
         let got = run_cast(dev, &c, &xs, n, b, launch)?;
         let src: Vec<Src> = xs.iter().map(|v| Src::I(v.to_i64())).collect();
         check_cast(&Ctx::new("casts", seed, S::NAME), &src, &got).map_err(|e| format!("{e} (n={n}, B={b})"))?;
@@ -287,13 +310,7 @@ fn cast_float<S: Flt>(dev: &Device, seed: u64, launch: CastLaunch<S>) -> R {
     for &(n, b) in SIZES_1D {
         let c = Ctx::new("casts", seed, format!("{} n={n} B={b}", S::NAME));
         let xs: Vec<S> = (0..n)
-            .map(|_| {
-                if rng.chance(0.3) {
-                    S::round(float_edges(&mut rng))
-                } else {
-                    S::round(rng.normal() * 10f64.powf(rng.range(-3.0, 12.0)))
-                }
-            })
+            .map(|_| if rng.chance(0.3) { S::round(float_edges(&mut rng)) } else { S::round(rng.normal() * 10f64.powf(rng.range(-3.0, 12.0))) })
             .collect();
         let got = run_cast(dev, &c, &xs, n, b, launch)?;
         let src: Vec<Src> = xs.iter().map(|v| Src::F(v.to_f64())).collect();

@@ -113,7 +113,9 @@ pub fn control_flow(dev: &Device, seed: u64) -> R {
                     wi.extend([chunks, 18, 30, chunks, 10 + 20 + 21, first, odd as i32, odd as i32]);
                 }
                 check_float_exact(&c, "out", &download(&out)?, &wf, &|i| format!("row {}, slot {} (total, max, tile sum, cdiv*B)", i / 4, i % 4))?;
-                check_eq(&c, "iout", &download(&iout)?, &wi, &|i| format!("row {}, slot {} (chunks, k2, k3, cdiv, nested, first chunk, odd chunks)", i / 8, i % 8))?;
+                check_eq(&c, "iout", &download(&iout)?, &wi, &|i| {
+                    format!("row {}, slot {} (chunks, k2, k3, cdiv, nested, first chunk, odd chunks)", i / 8, i % 8)
+                })?;
             }
         }
     }

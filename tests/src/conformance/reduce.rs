@@ -67,7 +67,20 @@ struct Red {
 }
 
 fn reduce_ref(x: &[f64], m: usize, n: usize, bm: usize) -> Red {
-    let mut r = Red { s1: vec![], mx1: vec![], mn1: vec![], am1: vec![], an1: vec![], abs1: vec![], s0: vec![], mx0: vec![], mn0: vec![], am0: vec![], an0: vec![], abs0: vec![] };
+    let mut r = Red {
+        s1: vec![],
+        mx1: vec![],
+        mn1: vec![],
+        am1: vec![],
+        an1: vec![],
+        abs1: vec![],
+        s0: vec![],
+        mx0: vec![],
+        mn0: vec![],
+        am0: vec![],
+        an0: vec![],
+        abs0: vec![],
+    };
     let red = |vals: &[f64], r_s: &mut Vec<f64>, r_mx: &mut Vec<f64>, r_mn: &mut Vec<f64>, r_am: &mut Vec<i32>, r_an: &mut Vec<i32>, r_abs: &mut Vec<f64>| {
         r_s.push(vals.iter().sum());
         r_abs.push(vals.iter().map(|v| v.abs()).sum());
@@ -105,14 +118,9 @@ fn check_sum<T: Flt>(c: &Ctx, dev: &Device, out: &str, got: &[T], want: &[f64], 
     let strict = dev.kind() == DeviceKind::Cpu;
     let slack = if strict { 1e-12 } else { 2.0 * count as f64 * 2f64.powi(-24) };
     let max_ulps = if strict && T::MANT < 23 { 0 } else { 1 };
-    check_with(
-        c,
-        out,
-        got,
-        want,
-        |i, g, &w| ulps(g, T::round(w)) <= max_ulps || (g.to_f64() - w).abs() <= slack * abs[i],
-        &|i| format!("{} (want rounds to {:?})", inp(i), T::round(want[i])),
-    )
+    check_with(c, out, got, want, |i, g, &w| ulps(g, T::round(w)) <= max_ulps || (g.to_f64() - w).abs() <= slack * abs[i], &|i| {
+        format!("{} (want rounds to {:?})", inp(i), T::round(want[i]))
+    })
 }
 
 /// Random data plus, in the first row and column, values whose exact sum
@@ -239,8 +247,25 @@ macro_rules! int_reduce {
                 let (mut s0, mut mx0, mut mn0) = (poisoned::<$st>(dev, l0)?, poisoned::<$t>(dev, l0)?, poisoned::<$t>(dev, l0)?);
                 let (mut am0, mut an0) = (poisoned::<i32>(dev, l0)?, poisoned::<i32>(dev, l0)?);
                 c.launch($k::launch(
-                    dev, g as u32, &x, &mut s1, &mut mx1, &mut mn1, &mut am1, &mut an1, &mut s0, &mut mx0, &mut mn0, &mut am0, &mut an0, m as i32, n as i32,
-                    <$t>::MIN, <$t>::MAX, bm, bn,
+                    dev,
+                    g as u32,
+                    &x,
+                    &mut s1,
+                    &mut mx1,
+                    &mut mn1,
+                    &mut am1,
+                    &mut an1,
+                    &mut s0,
+                    &mut mx0,
+                    &mut mn0,
+                    &mut am0,
+                    &mut an0,
+                    m as i32,
+                    n as i32,
+                    <$t>::MIN,
+                    <$t>::MAX,
+                    bm,
+                    bn,
                 ))?;
                 // reference: wrapping sums in the result type; first index of max/min
                 let red = |vals: Vec<$t>| -> ($st, $t, $t, i32, i32) {
@@ -555,14 +580,9 @@ fn matmul_ref(a: &[f64], b: &[f64], m: usize, n: usize, k: usize, bias: f64) -> 
 /// f32 accumulation: |got - want| ≤ 2·(k+1)·2⁻²⁴·Σ|a·b| (+ a tiny floor).
 fn check_dot(c: &Ctx, out: &str, got: &[f32], want: &[f64], mag: &[f64], k: usize, n: usize) -> R {
     let tol = 2.0 * (k + 1) as f64 * 2f64.powi(-24);
-    check_with(
-        c,
-        out,
-        got,
-        want,
-        |i, g, &w| (g as f64 - w).abs() <= tol * mag[i] + 1e-30,
-        &|i| format!("C[{}][{}] (tolerance {:e})", i / n.max(1), i % n.max(1), tol * mag[i]),
-    )
+    check_with(c, out, got, want, |i, g, &w| (g as f64 - w).abs() <= tol * mag[i] + 1e-30, &|i| {
+        format!("C[{}][{}] (tolerance {:e})", i / n.max(1), i % n.max(1), tol * mag[i])
+    })
 }
 
 fn matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
@@ -573,7 +593,8 @@ fn matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let bv: Vec<T> = (0..k * n).map(|_| T::round(rng.normal())).collect();
         let bias = rng.normal() as f32;
         let mut out = poisoned::<f32>(dev, m * n + PAD)?;
-        let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(rng.pick(&[2, 4, 8])).num_stages(rng.pick(&[1, 2, 3]));
+        let grid =
+            LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(rng.pick(&[2, 4, 8])).num_stages(rng.pick(&[1, 2, 3]));
         c.launch(k_matmul::launch(dev, grid, &upload(dev, &av)?, &upload(dev, &bv)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
         let af: Vec<f64> = av.iter().map(|v| v.to_f64()).collect();
         let bf: Vec<f64> = bv.iter().map(|v| v.to_f64()).collect();
@@ -640,22 +661,39 @@ fn tf32_split_inputs(rng: &mut Rng, len: usize) -> (Vec<f32>, Vec<f64>, Vec<f64>
 /// Hopper); `round_tf32` is exact, ties to even, specials unchanged.
 pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
-    let shapes: Vec<(usize, usize, usize, i32, i32, i32)> = DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32), (130, 200, 160, 64, 64, 32)]).collect();
+    let shapes: Vec<(usize, usize, usize, i32, i32, i32)> =
+        DOT_SHAPES.iter().copied().chain([(100, 130, 200, 64, 64, 32), (70, 128, 96, 64, 128, 32), (130, 200, 160, 64, 64, 32)]).collect();
     for &(m, n, k, bm, bn, bk) in &shapes {
         let (av, ar, at) = tf32_split_inputs(&mut rng, m * k);
         let (bv, br, bt) = tf32_split_inputs(&mut rng, k * n);
         let (ad, bd) = (upload(dev, &av)?, upload(dev, &bv)?);
         for trunc in [false, true] {
             let stages = rng.pick(&[1, 2, 3]);
-            let c = Ctx::new("tf32_modes", seed, format!("{} f32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }));
+            let c = Ctx::new(
+                "tf32_modes",
+                seed,
+                format!("{} f32 {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }),
+            );
             let mut out = poisoned::<f32>(dev, m * n + PAD)?;
             let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(4).num_stages(stages);
             c.launch(k_matmul_tf32_mode::launch(dev, grid, &ad, &bd, &mut out, m as i32, n as i32, k as i32, trunc, bm, bn, bk))?;
             let (want, mag) = if trunc { matmul_ref(&at, &bt, m, n, k, 0.0) } else { matmul_ref(&ar, &br, m, n, k, 0.0) };
-            check_dot(&c, if trunc { "dot_tf32_trunc (inputs truncated)" } else { "dot_tf32 (inputs rounded to nearest)" }, &download(&out)?, &want, &mag, k, n)?;
+            check_dot(
+                &c,
+                if trunc { "dot_tf32_trunc (inputs truncated)" } else { "dot_tf32 (inputs rounded to nearest)" },
+                &download(&out)?,
+                &want,
+                &mag,
+                k,
+                n,
+            )?;
             if k % 16 == 0 && bm % 64 == 0 && bn % 64 == 0 {
                 // the same through views, B transposed (TMA on Hopper)
-                let c = Ctx::new("tf32_modes", seed, format!("{} views f32 {m}x{k} · ({n}x{k})ᵀ BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }));
+                let c = Ctx::new(
+                    "tf32_modes",
+                    seed,
+                    format!("{} views f32 {m}x{k} · ({n}x{k})ᵀ BM={bm} BN={bn} BK={bk} stages {stages}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }),
+                );
                 let btv: Vec<f32> = (0..n * k).map(|i| bv[(i % k) * n + i / k]).collect();
                 let mut out = poisoned::<f32>(dev, m * n + PAD)?;
                 c.launch(k_matmul_tf32_views::launch(dev, grid, &ad, &upload(dev, &btv)?, &mut out, m as i32, n as i32, k as i32, trunc, bm, bn, bk))?;
@@ -670,7 +708,11 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     let x: Vec<f32> = (0..E * E)
         .map(|i| {
             let q = f32::from_bits((rng.int(0x3f00_0000, 0x4000_0000) as u32 & !0x1fff) | ((i as u32 & 2) << 30));
-            if i % 2 == 0 { f32::from_bits(q.to_bits() | 0x1000) } else { f32::from_bits(q.to_bits() | rng.int(0, 0x1fff) as u32) }
+            if i % 2 == 0 {
+                f32::from_bits(q.to_bits() | 0x1000)
+            } else {
+                f32::from_bits(q.to_bits() | rng.int(0, 0x1fff) as u32)
+            }
         })
         .collect();
     let eye: Vec<f32> = (0..E * E).map(|i| if i / E == i % E { 1.0 } else { 0.0 }).collect();
@@ -678,7 +720,11 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
     for trunc in [false, true] {
         let want: Vec<u32> = x.iter().map(|&v| if trunc { v.to_bits() & !0x1fff } else { ferrotile_kernels::reference::tf32_rne(v).to_bits() }).collect();
         for views in [false, true] {
-            let c = Ctx::new("tf32_modes", seed, format!("{} of ties: A·I {E}x{E}{}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }, if views { ", views" } else { "" }));
+            let c = Ctx::new(
+                "tf32_modes",
+                seed,
+                format!("{} of ties: A·I {E}x{E}{}", if trunc { "dot_tf32_trunc" } else { "dot_tf32" }, if views { ", views" } else { "" }),
+            );
             let mut out = poisoned::<f32>(dev, E * E + PAD)?;
             let grid = LaunchConfig::new([1, 1, 1]).num_warps(4).num_stages(2);
             let e = E as i32;
@@ -688,7 +734,9 @@ pub fn tf32_modes(dev: &Device, seed: u64) -> R {
                 c.launch(k_matmul_tf32_mode::launch(dev, grid, &xd, &eyed, &mut out, e, e, e, trunc, 64, 64, 32))?;
             }
             let got: Vec<u32> = download(&out)?[..E * E].iter().map(|v| v.to_bits()).collect();
-            check_eq(&c, if trunc { "A·I = trunc(A) (bits)" } else { "A·I = round_nearest_even(A) (bits)" }, &got, &want, &|i| format!("A[{}][{}] = {:e} ({:#010x})", i / E, i % E, x[i], x[i].to_bits()))?;
+            check_eq(&c, if trunc { "A·I = trunc(A) (bits)" } else { "A·I = round_nearest_even(A) (bits)" }, &got, &want, &|i| {
+                format!("A[{}][{}] = {:e} ({:#010x})", i / E, i % E, x[i], x[i].to_bits())
+            })?;
         }
     }
     // round_tf32: random bits of every exponent, exact ties, infinities

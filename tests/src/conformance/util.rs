@@ -245,14 +245,7 @@ impl Ctx {
 /// `got` holds `want.len()` checked elements followed by a pad that must
 /// still hold the sentinel. `ok(got, want)` decides each element; `inputs(i)`
 /// describes the inputs of element `i` for the message.
-pub fn check_with<T: El, W: Debug>(
-    c: &Ctx,
-    output: &str,
-    got: &[T],
-    want: &[W],
-    ok: impl Fn(usize, T, &W) -> bool,
-    inputs: &dyn Fn(usize) -> String,
-) -> R {
+pub fn check_with<T: El, W: Debug>(c: &Ctx, output: &str, got: &[T], want: &[W], ok: impl Fn(usize, T, &W) -> bool, inputs: &dyn Fn(usize) -> String) -> R {
     if got.len() < want.len() {
         return Err(c.err(format!("output `{output}`: read back {} elements, expected at least {}", got.len(), want.len())));
     }
@@ -271,9 +264,7 @@ pub fn check_with<T: El, W: Debug>(
 pub fn check_pad<T: El>(c: &Ctx, output: &str, got: &[T], from: usize) -> R {
     for (i, g) in got.iter().enumerate().skip(from) {
         if !g.is_sentinel() {
-            return Err(c.err(format!(
-                "output `{output}` element {i} (past the {from} valid elements: a masked-off lane) was written with {g:?}"
-            )));
+            return Err(c.err(format!("output `{output}` element {i} (past the {from} valid elements: a masked-off lane) was written with {g:?}")));
         }
     }
     Ok(())

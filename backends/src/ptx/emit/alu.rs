@@ -5,7 +5,7 @@
 use super::*;
 
 impl<'k> Em<'k> {
-    pub(super) fn to_f32(&mut self, r: &str, d: DType) -> String {
+    pub(super) fn widen_f32(&mut self, r: &str, d: DType) -> String {
         match d {
             DType::F32 => r.to_string(),
             DType::F16 => {
@@ -31,7 +31,7 @@ impl<'k> Em<'k> {
         }
     }
 
-    pub(super) fn from_f32(&mut self, f: &str, d: DType) -> String {
+    pub(super) fn narrow_f32(&mut self, f: &str, d: DType) -> String {
         match d {
             DType::F32 => f.to_string(),
             DType::F16 => {
@@ -71,10 +71,10 @@ impl<'k> Em<'k> {
                 let (ra, rb, rc) = (self.get(*a), self.get(*b), self.get(*c));
                 let mut out = vec![];
                 for i in 0..ra.len() {
-                    let (x, y, z) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d), self.to_f32(&rc[i], d));
+                    let (x, y, z) = (self.widen_f32(&ra[i], d), self.widen_f32(&rb[i], d), self.widen_f32(&rc[i], d));
                     let f = self.reg(Cls::F);
                     self.l(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
-                    out.push(self.from_f32(&f, d));
+                    out.push(self.narrow_f32(&f, d));
                 }
                 out
             }
@@ -135,7 +135,7 @@ impl<'k> Em<'k> {
         for i in 0..ra.len() {
             let (x, y) = (&ra[i], &rb[i]);
             let r = if d.is_float() {
-                let (fx, fy) = (self.to_f32(x, d), self.to_f32(y, d));
+                let (fx, fy) = (self.widen_f32(x, d), self.widen_f32(y, d));
                 let f = self.reg(Cls::F);
                 let ins = match o {
                     BinOp::Add => "add.rn.f32",
@@ -147,7 +147,7 @@ impl<'k> Em<'k> {
                     _ => return self.err(format!("{o:?} on floats")),
                 };
                 self.l(format!("{ins} {f}, {fx}, {fy};"));
-                self.from_f32(&f, d)
+                self.narrow_f32(&f, d)
             } else if d == DType::Bool {
                 let p = self.reg(Cls::P);
                 let ins = match o {
@@ -231,7 +231,7 @@ impl<'k> Em<'k> {
                 self.l(format!("selp.u32 {y}, 1, 0, {};", rb[i]));
                 self.l(format!("setp.{}.u32 {p}, {x}, {y};", cmp_s(o, false)));
             } else if d.is_float() {
-                let (x, y) = (self.to_f32(&ra[i], d), self.to_f32(&rb[i], d));
+                let (x, y) = (self.widen_f32(&ra[i], d), self.widen_f32(&rb[i], d));
                 self.l(format!("setp.{}.f32 {p}, {x}, {y};", cmp_s(o, true)));
             } else {
                 self.l(format!("setp.{}.{} {p}, {}, {};", cmp_s(o, false), ity(d), ra[i], rb[i]));
@@ -247,9 +247,9 @@ impl<'k> Em<'k> {
         let mut out = vec![];
         for r in rx {
             let o_r = if d.is_float() {
-                let f = self.to_f32(&r, d);
+                let f = self.widen_f32(&r, d);
                 let y = self.funary(o, &f)?;
-                self.from_f32(&y, d)
+                self.narrow_f32(&y, d)
             } else if d == DType::Bool {
                 let p = self.reg(Cls::P);
                 self.l(format!("not.pred {p}, {r};"));
@@ -290,7 +290,7 @@ impl<'k> Em<'k> {
                     Cls::H => {
                         let f = self.reg(Cls::F);
                         self.l(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
-                        self.from_f32(&f, to)
+                        self.narrow_f32(&f, to)
                     }
                     Cls::Rd => {
                         let y = self.reg(Cls::Rd);
@@ -306,17 +306,17 @@ impl<'k> Em<'k> {
             } else if to == DType::Bool {
                 let p = self.reg(Cls::P);
                 if from.is_float() {
-                    let f = self.to_f32(&r, from);
+                    let f = self.widen_f32(&r, from);
                     self.l(format!("setp.neu.f32 {p}, {f}, 0f00000000;"));
                 } else {
                     self.l(format!("setp.ne.{} {p}, {r}, 0;", if from == DType::I64 { "s64" } else { "s32" }));
                 }
                 p
             } else if from.is_float() && to.is_float() {
-                let f = self.to_f32(&r, from);
-                self.from_f32(&f, to)
+                let f = self.widen_f32(&r, from);
+                self.narrow_f32(&f, to)
             } else if from.is_float() {
-                let f0 = self.to_f32(&r, from);
+                let f0 = self.widen_f32(&r, from);
                 // NaN converts to 0 (cvt.rzi leaves it implementation-defined for 64-bit)
                 let f = self.reg(Cls::F);
                 let nan = self.reg(Cls::P);
@@ -349,7 +349,13 @@ impl<'k> Em<'k> {
             } else if to.is_float() {
                 // int → float (via f32 for f16/bf16)
                 let f = self.reg(Cls::F);
-                let src = if from == DType::I64 { "s64" } else if from.is_signed() { "s32" } else { "u32" };
+                let src = if from == DType::I64 {
+                    "s64"
+                } else if from.is_signed() {
+                    "s32"
+                } else {
+                    "u32"
+                };
                 if to == DType::F16 && from != DType::I64 {
                     let h = self.reg(Cls::H);
                     self.l(format!("cvt.rn.f16.{src} {h}, {r};"));
@@ -369,7 +375,7 @@ impl<'k> Em<'k> {
                     self.l(format!("mov.b32 {bits}, {f};"));
                     self.l(format!("@{inexact} or.b32 {bits}, {bits}, 1;"));
                     self.l(format!("mov.b32 {f}, {bits};"));
-                    self.from_f32(&f, to)
+                    self.narrow_f32(&f, to)
                 }
             } else {
                 // int → int

@@ -168,13 +168,19 @@ impl<'k> Em<'k> {
                 let v = res.unwrap();
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 let perm = perm.clone();
-                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| {
-                    let mut s = vec![0u32; idx.len()];
-                    for (a, &p) in perm.iter().enumerate() {
-                        s[p as usize] = idx[a];
-                    }
-                    s
-                }, v)?)
+                Some(self.convert(
+                    *x,
+                    &src,
+                    &dst,
+                    &|idx: &[u32]| {
+                        let mut s = vec![0u32; idx.len()];
+                        for (a, &p) in perm.iter().enumerate() {
+                            s[p as usize] = idx[a];
+                        }
+                        s
+                    },
+                    v,
+                )?)
             }
             // the elementwise ops (`OpKind::is_elementwise`), listed for
             // the exhaustive match
@@ -252,7 +258,8 @@ impl<'k> Em<'k> {
                 self.mov(ivc, &iv, &rlo);
                 self.vals.insert(body.args[0], vec![iv.clone()]);
                 // (the producer carries only the scalars its copies need)
-                let keep: Vec<bool> = body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
+                let keep: Vec<bool> =
+                    body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
                 let mut carried = vec![];
                 for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
                     let regs = self.fresh_like(*a);

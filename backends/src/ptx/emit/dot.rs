@@ -127,15 +127,24 @@ impl<'k> Em<'k> {
             // a: row lane/4 + 8·warp_m, column lane%4; b: k lane%4, n lane/4 + 8·warp_n
             let _ = writeln!(p, "\tshr.u32 {oa}, {lane}, 2;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tmul.lo.u32 {oa}, {oa}, {lda};");
             let _ = writeln!(p, "\tand.b32 {t}, {lane}, 3;\n\tmad.lo.u32 {oa}, {t}, 4, {oa};");
-            let _ = writeln!(p, "\tmul.lo.u32 {ob}, {t}, {ldb};\n\tshr.u32 {t}, {lane}, 2;\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 4, {ob};");
+            let _ =
+                writeln!(p, "\tmul.lo.u32 {ob}, {t}, {ldb};\n\tshr.u32 {t}, {lane}, 2;\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 4, {ob};");
         } else {
             // ldmatrix row addresses: lane l feeds row l%8 of matrix l/8
             // a: matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15)
-            let _ = writeln!(p, "\tand.b32 {oa}, {lane}, 7;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {oa}, {t}, {}, {oa};", 8 * wm);
+            let _ = writeln!(
+                p,
+                "\tand.b32 {oa}, {lane}, 7;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {oa}, {t}, {}, {oa};",
+                8 * wm
+            );
             let _ = writeln!(p, "\tmul.lo.u32 {oa}, {oa}, {lda};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {oa}, {t}, 16, {oa};");
             // b (.trans): matrices (k 0-7 | 8-15) × (n tile j | j+1)
             let _ = writeln!(p, "\tand.b32 {ob}, {lane}, 7;\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 8, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};");
-            let _ = writeln!(p, "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};", 8 * wn);
+            let _ = writeln!(
+                p,
+                "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};",
+                8 * wn
+            );
         }
         self.pro.push_str(&p);
         let (pa, pb) = (self.reg(Cls::R), self.reg(Cls::R));
@@ -241,7 +250,7 @@ impl<'k> Em<'k> {
                     if int {
                         return v.clone();
                     }
-                    let f = em.to_f32(v, d);
+                    let f = em.widen_f32(v, d);
                     if precision.is_tf32() {
                         em.tf32_reduce(&f, precision)
                     } else {
@@ -262,10 +271,10 @@ impl<'k> Em<'k> {
         self.smem_need(bytes_a + kk * n * 4);
         self.bar();
         let base = self.smem_base();
-        self.to_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
+        self.store_tile_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
         let base_b = self.reg(Cls::R);
         self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
-        self.to_smem(&vb, &sb, ac, &base_b);
+        self.store_tile_smem(&vb, &sb, ac, &base_b);
         self.bar();
         let out_shape = self.shape_u32(res);
         let racc = self.get(acc);

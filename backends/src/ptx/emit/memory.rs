@@ -174,7 +174,7 @@ impl<'k> Em<'k> {
         }
         let threads = self.o.num_warps * 32;
         let pieces = rows * cols / vw;
-        if pieces % threads != 0 || !(cols / vw).is_power_of_two() {
+        if !pieces.is_multiple_of(threads) || !(cols / vw).is_power_of_two() {
             return Ok(false);
         }
         let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };

@@ -25,9 +25,9 @@ mod shared;
 mod values;
 mod wgmma;
 
+use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 use crate::plan::axis::Info;
 use crate::plan::layout::Blocked;
-use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::HashMap;
@@ -283,7 +283,12 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         let (cur, first, end) = (em.reg(Cls::R), em.reg(Cls::R), em.reg(Cls::R));
         let (s0, sb, n) = (em.aplan.slot0(c), em.aplan.slot_bytes[c], em.aplan.slots[c]);
         // start on the last slot, so that the first load takes slot 0
-        let _ = writeln!(em.pro, "\tmov.u32 {first}, ft_smem;\n\tadd.u32 {first}, {first}, {s0};\n\tadd.u32 {end}, {first}, {};\n\tadd.u32 {cur}, {first}, {};", n * sb, (n - 1) * sb);
+        let _ = writeln!(
+            em.pro,
+            "\tmov.u32 {first}, ft_smem;\n\tadd.u32 {first}, {first}, {s0};\n\tadd.u32 {end}, {first}, {};\n\tadd.u32 {cur}, {first}, {};",
+            n * sb,
+            (n - 1) * sb
+        );
         em.slot_regs.push((cur, first, end));
     }
     // TMA rings: one mbarrier per slot after the rings; thread 0
@@ -434,5 +439,14 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
-    Ok(PtxKernel { entry, text, smem_bytes: em.smem, threads, params, fma_dots: em.plan.fma_reasons.clone(), mma_sync_dots: em.plan.no_wgmma_reasons.clone(), tensor_maps })
+    Ok(PtxKernel {
+        entry,
+        text,
+        smem_bytes: em.smem,
+        threads,
+        params,
+        fma_dots: em.plan.fma_reasons.clone(),
+        mma_sync_dots: em.plan.no_wgmma_reasons.clone(),
+        tensor_maps,
+    })
 }

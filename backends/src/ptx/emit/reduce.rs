@@ -29,8 +29,20 @@ impl<'k> Em<'k> {
                 (ReduceOp::Min | ReduceOp::Argmin, Cls::F) => "0f7F800000".into(),
                 (ReduceOp::Max | ReduceOp::Argmax, Cls::Rd) => i64::MIN.to_string(),
                 (ReduceOp::Min | ReduceOp::Argmin, Cls::Rd) => i64::MAX.to_string(),
-                (ReduceOp::Max | ReduceOp::Argmax, _) => if at == "u32" { "0".into() } else { i32::MIN.to_string() },
-                (ReduceOp::Min | ReduceOp::Argmin, _) => if at == "u32" { u32::MAX.to_string() } else { i32::MAX.to_string() },
+                (ReduceOp::Max | ReduceOp::Argmax, _) => {
+                    if at == "u32" {
+                        "0".into()
+                    } else {
+                        i32::MIN.to_string()
+                    }
+                }
+                (ReduceOp::Min | ReduceOp::Argmin, _) => {
+                    if at == "u32" {
+                        u32::MAX.to_string()
+                    } else {
+                        i32::MAX.to_string()
+                    }
+                }
             }
         };
         let mv = |c: Cls| match c {
@@ -43,7 +55,7 @@ impl<'k> Em<'k> {
         let mut idxs = vec![];
         for (r, v) in regs.iter().enumerate() {
             let a = match ac {
-                Cls::F => self.to_f32(v, d),
+                Cls::F => self.widen_f32(v, d),
                 Cls::R if d == DType::Bool => {
                     let t = self.reg(Cls::R);
                     self.l(format!("selp.u32 {t}, 1, 0, {v};"));
@@ -115,7 +127,13 @@ impl<'k> Em<'k> {
             }
             let y = em.reg(ac);
             let ins = match o {
-                ReduceOp::Sum => if ac == Cls::F { "add.rn.f32".to_string() } else { format!("add.{at}") },
+                ReduceOp::Sum => {
+                    if ac == Cls::F {
+                        "add.rn.f32".to_string()
+                    } else {
+                        format!("add.{at}")
+                    }
+                }
                 ReduceOp::Max => format!("max.{at}"),
                 _ => format!("min.{at}"),
             };
@@ -126,8 +144,7 @@ impl<'k> Em<'k> {
         let mut partial: Vec<(String, Option<String>)> = vec![];
         for (_, rs) in &groups {
             // pairwise tree: short dependency chains, index order kept for argmax ties
-            let mut level: Vec<(String, Option<String>)> =
-                rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            let mut level: Vec<(String, Option<String>)> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
             while level.len() > 1 {
                 let mut next = vec![];
                 for pair in level.chunks(2) {
@@ -178,7 +195,7 @@ impl<'k> Em<'k> {
             // read the other warps along the axis: same warp id except the axis field
             let wsh = lay.bl.warp_shift[axis];
             let clear = self.reg(Cls::R);
-            self.l(format!("and.b32 {clear}, {}, {};", self.warp, !(((wpc - 1) as u32) << wsh)));
+            self.l(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
             let mut acc: Vec<(String, Option<String>)> = vec![];
             for j in 0..wpc {
                 let w = self.reg(Cls::R);
@@ -218,7 +235,7 @@ impl<'k> Em<'k> {
                     return i.clone().unwrap();
                 }
                 match ac {
-                    Cls::F => self.from_f32(v, rd),
+                    Cls::F => self.narrow_f32(v, rd),
                     _ if rd == DType::Bool => {
                         let p = self.reg(Cls::P);
                         self.l(format!("setp.ne.u32 {p}, {v}, 0;"));
@@ -275,7 +292,7 @@ impl<'k> Em<'k> {
             let lin = self.lin(&out_shape, r);
             let a = self.reg(Cls::R);
             self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
-            out.push(self.from_smem_addr(rc, &a));
+            out.push(self.ld_shared(rc, &a));
         }
         self.bar();
         Ok(out)
@@ -306,14 +323,20 @@ impl<'k> Em<'k> {
         let d = self.dtype(x);
         let rd = self.dtype(res);
         let regs = self.get(x);
-        let (ac, at) = if d.is_float() { (Cls::F, "f32") } else if rd == DType::I64 { (Cls::Rd, "s64") } else { (Cls::R, "s32") };
+        let (ac, at) = if d.is_float() {
+            (Cls::F, "f32")
+        } else if rd == DType::I64 {
+            (Cls::Rd, "s64")
+        } else {
+            (Cls::R, "s32")
+        };
         let sz = if ac == Cls::Rd { 8 } else { 4 };
-        let vals: Vec<String> = regs.iter().map(|v| if ac == Cls::F { self.to_f32(v, d) } else { v.clone() }).collect();
+        let vals: Vec<String> = regs.iter().map(|v| if ac == Cls::F { self.widen_f32(v, d) } else { v.clone() }).collect();
         let n: u32 = shape.iter().product();
         self.smem_need(n * sz);
         self.bar();
         let base = self.smem_base();
-        self.to_smem(&vals, &shape, ac, &base);
+        self.store_tile_smem(&vals, &shape, ac, &base);
         self.bar();
         let strides = self.layout(&shape).bl.strides();
         let mut out = vec![];
@@ -326,7 +349,16 @@ impl<'k> Em<'k> {
             self.l(format!("sub.u32 {start}, {lin}, {start};"));
             let acc = self.reg(ac);
             let zero = if ac == Cls::F { "0f00000000" } else { "0" };
-            self.l(format!("mov.{} {acc}, {zero};", if ac == Cls::Rd { "b64" } else if ac == Cls::F { "f32" } else { "b32" }));
+            self.l(format!(
+                "mov.{} {acc}, {zero};",
+                if ac == Cls::Rd {
+                    "b64"
+                } else if ac == Cls::F {
+                    "f32"
+                } else {
+                    "b32"
+                }
+            ));
             let j = self.reg(Cls::R);
             self.l(format!("mov.u32 {j}, 0;"));
             let (head, end) = (self.label(), self.label());
@@ -337,7 +369,7 @@ impl<'k> Em<'k> {
             let a = self.reg(Cls::R);
             self.l(format!("mad.lo.u32 {a}, {j}, {}, {start};", strides[axis]));
             self.l(format!("mad.lo.u32 {a}, {a}, {sz}, {base};"));
-            let v = self.from_smem_addr(ac, &a);
+            let v = self.ld_shared(ac, &a);
             if ac == Cls::F {
                 self.l(format!("add.rn.f32 {acc}, {acc}, {v};"));
             } else {
@@ -346,7 +378,7 @@ impl<'k> Em<'k> {
             self.l(format!("add.u32 {j}, {j}, 1;"));
             self.l(format!("bra {head};"));
             self.body.push_str(&format!("{end}:\n"));
-            out.push(if ac == Cls::F { self.from_f32(&acc, rd) } else { acc });
+            out.push(if ac == Cls::F { self.narrow_f32(&acc, rd) } else { acc });
         }
         self.bar();
         Ok(out)

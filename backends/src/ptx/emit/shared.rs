@@ -31,7 +31,7 @@ impl<'k> Em<'k> {
 
     /// Store registers of a value (canonical layout of `shape`) to shared
     /// memory at `base + lin * es` as 32/64-bit slots.
-    pub(super) fn to_smem(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str) -> u32 {
+    pub(super) fn store_tile_smem(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str) -> u32 {
         let sz = if c == Cls::Rd { 8 } else { 4 };
         for (r, v) in regs.iter().enumerate() {
             let lin = if shape.is_empty() { "0".to_string() } else { self.lin(shape, r) };
@@ -63,7 +63,7 @@ impl<'k> Em<'k> {
         }
     }
 
-    pub(super) fn from_smem_addr(&mut self, c: Cls, a: &str) -> String {
+    pub(super) fn ld_shared(&mut self, c: Cls, a: &str) -> String {
         let v = self.reg(c);
         match c {
             Cls::F => self.l(format!("ld.shared.f32 {v}, [{a}];")),
@@ -107,7 +107,7 @@ impl<'k> Em<'k> {
         self.smem_need(n_src * sz);
         self.bar();
         let base = self.smem_base();
-        self.to_smem_strided(&regs, src, c, &base, &src_strides);
+        self.store_tile_smem_strided(&regs, src, c, &base, &src_strides);
         self.bar();
         let lay = self.layout(dst);
         // The map is affine per dimension (identity/zero/permutation): find,
@@ -131,7 +131,7 @@ impl<'k> Em<'k> {
                 }
             }
             self.l(format!("add.u32 {a}, {a}, {base};"));
-            out.push(self.from_smem_addr(c, &a));
+            out.push(self.ld_shared(c, &a));
         }
         self.bar();
         let _ = res;
@@ -151,7 +151,7 @@ impl<'k> Em<'k> {
         self.smem_need(n * sz);
         self.bar();
         let base = self.smem_base();
-        self.to_smem(&regs, src, c, &base);
+        self.store_tile_smem(&regs, src, c, &base);
         self.bar();
         let m = self.layout(dst).bl.regs();
         let mut out = vec![];
@@ -159,7 +159,7 @@ impl<'k> Em<'k> {
             let lin = self.lin(dst, r);
             let a = self.reg(Cls::R);
             self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
-            out.push(self.from_smem_addr(c, &a));
+            out.push(self.ld_shared(c, &a));
         }
         self.bar();
         Ok(out)
@@ -176,7 +176,7 @@ impl<'k> Em<'k> {
     /// Store a tile's registers to shared memory with element strides
     /// `strides` per dimension (a padded layout; [`Self::to_smem`] is the
     /// dense one).
-    pub(super) fn to_smem_strided(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str, strides: &[u32]) {
+    pub(super) fn store_tile_smem_strided(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str, strides: &[u32]) {
         let sz = if c == Cls::Rd { 8 } else { 4 };
         for (r, v) in regs.iter().enumerate() {
             let a = self.reg(Cls::R);

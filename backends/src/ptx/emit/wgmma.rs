@@ -115,7 +115,8 @@ impl<'k> Em<'k> {
         // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
         // as `wgmma_slot` would place it (K-major for tf32 and below 64
         // columns, else N-major)
-        let slot_transposed = |c: Option<usize>| c.is_some_and(|c| matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
+        let slot_transposed =
+            |c: Option<usize>| c.is_some_and(|c| matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
         let mmajor_a = slot_transposed(ca);
         let kmajor_b = match cb {
             Some(_) => slot_transposed(cb),
@@ -130,7 +131,13 @@ impl<'k> Em<'k> {
             let scratch = self.smem_base();
             // (tf32 operands rounded on the way, as the interpreter does;
             // truncated ones the tensor cores truncate themselves)
-            let tf = |em: &mut Self, r: &[String]| -> Vec<String> { if precision == DotPrecision::Tf32 { r.iter().map(|f| em.tf32_round(f)).collect() } else { r.to_vec() } };
+            let tf = |em: &mut Self, r: &[String]| -> Vec<String> {
+                if precision == DotPrecision::Tf32 {
+                    r.iter().map(|f| em.tf32_round(f)).collect()
+                } else {
+                    r.to_vec()
+                }
+            };
             if ca.is_none() {
                 let ra = tf(self, &ra);
                 self.stage_wgmma(&ra, &sa, &scratch, es, false);
