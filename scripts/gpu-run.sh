@@ -27,6 +27,11 @@
 #   profile: ncu side by side: the tuner's decode (16×8192×8192 bf16) and
 #            4096³ bf16 kernels against cuBLAS's
 #   overhead: launch overhead and cold compile time, then the CUDA warps sweep
+#   verify:  CUDA conformance, library and GEMM tests (`verify rest`: the
+#            GEMM tuner-configuration sweeps) — for changes that must not
+#            alter what runs
+#   ab:      the row-kernel and GEMM benches from a before and an after build,
+#            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -166,6 +171,37 @@ case "${1:-check}" in
     step overhead 120 $D/bench --overhead
     step sweep 240 $D/bench --sweep
     grep -vE "^=== |autotune" "$L" | tail -60
+    ;;
+  verify)
+    # a change that must not alter what runs on the GPU (a refactor): the
+    # CUDA conformance suite, the library tests and the GEMM tests on CUDA
+    # (every tuner configuration included: pass `rest` as $2 for the two
+    # sweeps, which outlive one call together with the rest)
+    if [ "${2:-}" = rest ]; then
+      FERROTILE_TEST_DEVICES=cuda step gemm_sweeps 500 $D/gemm --nocapture every_tuner_configuration
+    else
+      step conformance_cuda 150 $D/conformance_cuda --nocapture
+      FERROTILE_TEST_DEVICES=cpu,cuda step library 150 $D/library
+      FERROTILE_TEST_DEVICES=cuda step gemm 280 $D/gemm --skip every_tuner_configuration
+    fi
+    grep -E "conformance on|test result|FAILED|panicked" "$L" | head -20
+    ;;
+  ab)
+    # the same benchmarks from the build before a change (.devbin/bench-before,
+    # copied in by hand) and after it (.devbin/bench), alternated, with one
+    # tuner cache so both time the same configurations (the first pass,
+    # `before`, tunes; logs only: $OUT holds 8 files at most): row kernels on 16384x4096 and 4096x16384, GEMM bf16/f16
+    # 4096³ and the 16x8192x8192 decode shape
+    export FERROTILE_CACHE_DIR=/tmp/ftab
+    for r in 1 2; do
+      for b in bench-before bench; do
+        step "rows_${b}_$r" 150 $D/$b --device cuda --shapes 16384x4096,4096x16384
+        for sh in 4096x4096x4096 16x8192x8192; do
+          step "gemm_${sh}_${b}_$r" 120 $D/$b --device cuda --gemm-shape $sh --dtypes bf16,f16
+        done
+      done
+    done
+    grep -E "^=== |GB/s|TFLOP|FAIL" "$L" | grep -v autotune | tail -60
     ;;
   final)
     # everything that changed in a session, under one machine start: the
