@@ -7,7 +7,7 @@
 //! strided operand contiguous). Returns, per value: `contig` (length of runs
 //! of consecutive values along the last dim, a power of two), `div` (a power
 //! of two dividing the first value of every run: elements for integers,
-//! bytes for pointers), `konst` (length of runs of equal values, for masks)
+//! bytes for pointers), `reg_offsets` (length of runs of equal values, for masks)
 //! and `unit` (every element is 1, so multiplying by it keeps the other
 //! factor's facts). All facts are
 //! conservative: 1 means "nothing known". Pointer arguments are assumed
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 pub struct Info {
     pub contig: u64,
     pub div: u64,
-    pub konst: u64,
+    pub reg_offsets: u64,
     pub unit: bool,
 }
 
@@ -31,10 +31,10 @@ impl Info {
         Info::new(1, 1, 1)
     }
     fn scalar(div: u64) -> Info {
-        Info { contig: 1, div, konst: BIG, unit: false }
+        Info { contig: 1, div, reg_offsets: BIG, unit: false }
     }
-    fn new(contig: u64, div: u64, konst: u64) -> Info {
-        Info { contig, div, konst, unit: false }
+    fn new(contig: u64, div: u64, reg_offsets: u64) -> Info {
+        Info { contig, div, reg_offsets, unit: false }
     }
 }
 
@@ -128,32 +128,32 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
                     BinOp::Mul if y.unit => x,
                     BinOp::Mul if x.unit => y,
                     BinOp::Add => {
-                        let c = gcd(x.contig, y.konst).max(gcd(y.contig, x.konst));
-                        Info::new(c, sum(c), gcd(x.konst, y.konst))
+                        let c = gcd(x.contig, y.reg_offsets).max(gcd(y.contig, x.reg_offsets));
+                        Info::new(c, sum(c), gcd(x.reg_offsets, y.reg_offsets))
                     }
                     BinOp::Sub => {
-                        let c = gcd(x.contig, y.konst);
-                        Info::new(c, sum(c), gcd(x.konst, y.konst))
+                        let c = gcd(x.contig, y.reg_offsets);
+                        Info::new(c, sum(c), gcd(x.reg_offsets, y.reg_offsets))
                     }
-                    BinOp::Mul => Info::new(1, (every(x).saturating_mul(every(y))).min(BIG), gcd(x.konst, y.konst)),
+                    BinOp::Mul => Info::new(1, (every(x).saturating_mul(every(y))).min(BIG), gcd(x.reg_offsets, y.reg_offsets)),
                     // each element is one of the operands': divisible by both
                     // operands' divisors' gcd (e.g. a clamped loop bound)
-                    BinOp::Max | BinOp::Min => Info::new(1, gcd(every(x), every(y)), gcd(x.konst, y.konst)),
-                    BinOp::And | BinOp::Or | BinOp::LAnd | BinOp::LOr => Info::new(1, 1, gcd(x.konst, y.konst)),
-                    _ => Info::new(1, 1, gcd(x.konst, y.konst)),
+                    BinOp::Max | BinOp::Min => Info::new(1, gcd(every(x), every(y)), gcd(x.reg_offsets, y.reg_offsets)),
+                    BinOp::And | BinOp::Or | BinOp::LAnd | BinOp::LOr => Info::new(1, 1, gcd(x.reg_offsets, y.reg_offsets)),
+                    _ => Info::new(1, 1, gcd(x.reg_offsets, y.reg_offsets)),
                 })
             }
             OpKind::AddPtr { ptr, offset } => {
                 let (p, o) = (get(m, *ptr), get(m, *offset));
                 let es = k.ty(*ptr).elem().map(|e| e.dtype().size_bytes()).unwrap_or(1) as u64;
-                Some(Info::new(gcd(p.konst, o.contig), gcd(p.div, o.div.saturating_mul(es).min(BIG)), gcd(p.konst, o.konst)))
+                Some(Info::new(gcd(p.reg_offsets, o.contig), gcd(p.div, o.div.saturating_mul(es).min(BIG)), gcd(p.reg_offsets, o.reg_offsets)))
             }
             OpKind::Cmp { a, b, .. } => {
                 let (x, y) = (get(m, *a), get(m, *b));
                 // contiguous (aligned) runs compared with a constant: the
                 // result is constant on runs aligned to both divisors.
-                let run = if y.konst >= x.contig && x.contig > 1 { gcd(gcd(x.contig, x.div), y.div) } else { 1 };
-                Some(Info::new(1, 1, gcd(x.konst, y.konst).max(run)))
+                let run = if y.reg_offsets >= x.contig && x.contig > 1 { gcd(gcd(x.contig, x.div), y.div) } else { 1 };
+                Some(Info::new(1, 1, gcd(x.reg_offsets, y.reg_offsets).max(run)))
             }
             OpKind::For { lo, step, body, .. } => {
                 let d = gcd(get(m, *lo).div, get(m, *step).div);

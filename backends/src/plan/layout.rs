@@ -12,9 +12,9 @@
 //!
 //! The register → element map is affine in (lane_d, warp_d), so the emitter
 //! computes one per-thread offset per dimension once and adds per-register
-//! constants: `index_d(r) = (konst[r][d] + thread_d) mod S_d` with
+//! constants: `index_d(r) = (reg_offsets[r][d] + thread_d) mod S_d` with
 //! `thread_d = spt_d * lane_d + spt_d * warp_mul_d * warp_d` and the
-//! repetition offsets `rep_off[d]` in `konst`. Every layout but one has
+//! repetition offsets `rep_off[d]` in `reg_offsets`. Every layout but one has
 //! `warp_mul = tpw` and `rep_off[d][i] = i * coverage(d)`; Hopper's `wgmma`
 //! accumulator ([`Blocked::wgmma_acc`]) spaces its warps 16 rows apart with
 //! two 8-row repetitions inside, so its rows are exactly the rows `wgmma`
@@ -180,7 +180,7 @@ impl Blocked {
                 v.len() - 1
             })
         };
-        for kc in self.konst() {
+        for kc in self.reg_offsets() {
             at.push((slot(&mut rows, kc[0]), slot(&mut cols, kc[1])));
         }
         (rows, cols, at)
@@ -189,7 +189,7 @@ impl Blocked {
     /// Per-register constant offsets, registers ordered row-major over
     /// (rep_0, e_0, rep_1, e_1, ...), so the last dimension's elements of one
     /// repetition are consecutive registers.
-    pub fn konst(&self) -> Vec<Vec<u32>> {
+    pub fn reg_offsets(&self) -> Vec<Vec<u32>> {
         let r = self.rank();
         let mut out = vec![vec![]];
         for d in 0..r {
@@ -223,6 +223,65 @@ impl Blocked {
     }
 }
 
+/// A layout as an emitter holds it: the [`Blocked`] layout, each register's
+/// constant coordinate offsets ([`Blocked::reg_offsets`]) and the names the
+/// emitter gave the per-thread offset of each dimension, computed once in
+/// the kernel's prologue (a PTX register, a WGSL `let`). Element `r` of a
+/// thread sits at `(reg_offsets[r][d] + thread[d]) mod shape[d]`.
+pub struct ThreadLayout {
+    pub bl: Blocked,
+    pub reg_offsets: Vec<Vec<u32>>,
+    pub thread: Vec<String>,
+}
+
+impl ThreadLayout {
+    pub fn regs(&self) -> usize {
+        self.reg_offsets.len()
+    }
+    /// Row-major linear index of register `r` in invocation `t` (host side).
+    pub fn lin_of(&self, t: u32, r: usize) -> u32 {
+        let bl = &self.bl;
+        let (lane, warp) = (t % 32, t / 32);
+        let mut lin = 0u32;
+        for d in 0..bl.rank() {
+            let ld = (lane >> bl.lane_shift[d]) & (bl.tpw[d] - 1);
+            let wd = (warp >> bl.warp_shift[d]) & (bl.wpc[d] - 1);
+            let i = (self.reg_offsets[r][d] + bl.spt[d] * (ld + bl.warp_mul[d] * wd)) % bl.shape[d];
+            lin = lin * bl.shape[d] + i;
+        }
+        lin
+    }
+    pub fn coords_of(&self, t: u32, r: usize) -> Vec<u32> {
+        let mut lin = self.lin_of(t, r);
+        let mut c = vec![0u32; self.bl.rank()];
+        for d in (0..self.bl.rank()).rev() {
+            c[d] = lin % self.bl.shape[d];
+            lin /= self.bl.shape[d];
+        }
+        c
+    }
+}
+
+/// A layout conversion without data movement: for each destination
+/// register, a source register that holds, in every one of `nt` threads,
+/// the element that destination register needs (`src`/`dst`: linear
+/// element index of thread `t`'s register `r`); `None` when some data would
+/// have to move between threads. (The WGSL backend converts this way where
+/// it can; the PTX backend does not use it yet.)
+pub fn register_remap(nt: u32, n_src: usize, src: &dyn Fn(u32, usize) -> u32, n_dst: usize, dst: &dyn Fn(u32, usize) -> u32) -> Option<Vec<usize>> {
+    let mut at0: std::collections::HashMap<u32, Vec<usize>> = std::collections::HashMap::new();
+    for s in 0..n_src {
+        at0.entry(src(0, s)).or_default().push(s);
+    }
+    let mut out = Vec::with_capacity(n_dst);
+    for r in 0..n_dst {
+        let cands = at0.get(&dst(0, r))?;
+        let pick = cands.iter().copied().find(|&c| (1..nt).all(|t| src(t, c) == dst(t, r)))?;
+        out.push(pick);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,7 +297,7 @@ mod tests {
         let mut seen: HashMap<Vec<u32>, u32> = HashMap::new();
         for t in 0..warps * 32 {
             let (lane, warp) = (t % 32, t / 32);
-            for k in l.konst() {
+            for k in l.reg_offsets() {
                 let idx: Vec<u32> = (0..l.rank())
                     .map(|d| {
                         let ld = (lane >> l.lane_shift[d]) & (l.tpw[d] - 1);
@@ -262,7 +321,7 @@ mod tests {
             check_layout(&l, wm * wn);
             // register (2t + h, j, e) of lane `lane` in warp (0, 0) is the
             // fragment element c[2h + e] of instruction tile (t, j)
-            let k = l.konst();
+            let k = l.reg_offsets();
             let rn = l.reps[1] as usize;
             for lane in 0..32u32 {
                 for (r, kc) in k.iter().enumerate() {
@@ -281,7 +340,7 @@ mod tests {
         for (m, n, wm) in [(64, 64, 4), (128, 256, 8), (128, 128, 4), (256, 128, 8), (256, 64, 4)] {
             let l = Blocked::wgmma_acc(&[m, n], wm);
             check_layout(&l, wm);
-            let k = l.konst();
+            let k = l.reg_offsets();
             let rn = l.reps[1] as usize;
             let groups = wm / 4;
             for w in 0..wm {

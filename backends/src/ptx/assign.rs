@@ -306,7 +306,7 @@ mod tests {
             assert!(!l.any_replication(), "{l:?}");
             assert_eq!(l.regs() as u32 * 32 * w, k * n);
             for warp in 0..w {
-                for (r, kc) in l.konst().iter().enumerate() {
+                for (r, kc) in l.reg_offsets().iter().enumerate() {
                     let mut banks = std::collections::HashSet::new();
                     for lane in 0..32u32 {
                         let kk = kc[0] + (lane >> l.lane_shift[0] & (l.tpw[0] - 1)) + l.warp_mul[0] * (warp >> l.warp_shift[0] & (l.wpc[0] - 1));

@@ -30,11 +30,12 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
     }
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
-    let tv = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
+    let tma_views =
+        if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
     // The IR passes of the PTX target: views lowered to pointer accesses
     // except the block loads a TMA copy serves, then pipelining. (They
-    // keep every `view(..)` op and the values it reads, so `tv` stays valid.)
-    let kept = if has_views { tma_block_loads(k, o, &tv) } else { HashSet::new() };
+    // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
+    let kept = if has_views { tma_block_loads(k, o, &tma_views) } else { HashSet::new() };
     let k = &*passes::run(k, &passes::PassOptions::ptx(&|r| kept.contains(&r), o.pipeline));
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.
@@ -47,24 +48,24 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         }
     });
     let vec = (16 / min_es.max(2)).min(8) as u32;
-    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tv));
+    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views));
     let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
-    let aplan = async_copy::plan(k, &plan, &tv);
+    let ring_plan = async_copy::plan(k, &plan, &tma_views);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
     // (a whole producer warpgroup: at most 32 warps in all)
     // (clusters: the plan also says which copies are uniform across a
     // cluster — kept as the stream structure only with `warp_specialize`)
-    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &aplan) } else { None };
-    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: aplan, tma_views: tv, warp_spec: ws }, o)
+    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
+    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: ring_plan, tma_views: tma_views, warp_spec: ws }, o)
 }
 
 /// The `load_block`s a TMA copy serves, which view lowering keeps: of a
-/// view a tensor map describes (`tv`), used once, by a `dot` that the
+/// view a tensor map describes (`tma_views`), used once, by a `dot` that the
 /// layout plan puts on `wgmma`, in a slot shape the bulk copy can fill
 /// (`async_copy` decides).
-fn tma_block_loads(k: &Kernel, o: &PtxOptions, tv: &HashMap<V, tma::TmaView>) -> HashSet<V> {
-    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tv));
+fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaView>) -> HashSet<V> {
+    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tma_views));
     let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();
@@ -77,7 +78,7 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tv: &HashMap<V, tma::TmaView>) ->
             if layouts.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma) {
                 for (x, is_b) in [(*a, false), (*b, true)] {
                     let es = k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
-                    let Some(inner) = view_of.get(&x).and_then(|v| tv.get(v)).map(|t| t.inner) else { continue };
+                    let Some(inner) = view_of.get(&x).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { continue };
                     let lay = async_copy::wgmma_slot(es, is_b, Some(inner), &shape(x));
                     if async_copy::tma_slot(lay, &shape(x), inner) {
                         tma_slot.insert(x);
@@ -89,5 +90,5 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tv: &HashMap<V, tma::TmaView>) ->
             *uses.entry(x).or_default() += 1;
         }
     });
-    view_of.iter().filter(|(r, v)| tv.contains_key(v) && uses.get(r) == Some(&1) && tma_slot.contains(r)).map(|(r, _)| *r).collect()
+    view_of.iter().filter(|(r, v)| tma_views.contains_key(v) && uses.get(r) == Some(&1) && tma_slot.contains(r)).map(|(r, _)| *r).collect()
 }

@@ -4,25 +4,25 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn widen_f32(&mut self, r: &str, d: DType) -> String {
         match d {
             DType::F32 => r.to_string(),
             DType::F16 => {
-                let f = self.reg(Cls::F);
-                self.l(format!("cvt.f32.f16 {f}, {r};"));
+                let f = self.reg(RegClass::F);
+                self.line(format!("cvt.f32.f16 {f}, {r};"));
                 f
             }
             DType::BF16 => {
-                let f = self.reg(Cls::F);
+                let f = self.reg(RegClass::F);
                 match self.h_from_word.get(r).cloned() {
                     // bf16 is the upper half of an f32: one bit operation on the word
-                    Some((w, true)) => self.l(format!("and.b32 {f}, {w}, -65536;")),
-                    Some((w, false)) => self.l(format!("shl.b32 {f}, {w}, 16;")),
+                    Some((w, true)) => self.line(format!("and.b32 {f}, {w}, -65536;")),
+                    Some((w, false)) => self.line(format!("shl.b32 {f}, {w}, 16;")),
                     None => {
-                        let t = self.reg(Cls::R);
-                        self.l(format!("cvt.u32.u16 {t}, {r};"));
-                        self.l(format!("shl.b32 {f}, {t}, 16;"));
+                        let t = self.reg(RegClass::R);
+                        self.line(format!("cvt.u32.u16 {t}, {r};"));
+                        self.line(format!("shl.b32 {f}, {t}, 16;"));
                     }
                 }
                 f
@@ -35,14 +35,14 @@ impl<'k> Em<'k> {
         match d {
             DType::F32 => f.to_string(),
             DType::F16 => {
-                let h = self.reg(Cls::H);
-                self.l(format!("cvt.rn.f16.f32 {h}, {f};"));
+                let h = self.reg(RegClass::H);
+                self.line(format!("cvt.rn.f16.f32 {h}, {f};"));
                 self.h_from_f32.insert(h.clone(), f.to_string());
                 h
             }
             DType::BF16 => {
-                let h = self.reg(Cls::H);
-                self.l(format!("cvt.rn.bf16.f32 {h}, {f};"));
+                let h = self.reg(RegClass::H);
+                self.line(format!("cvt.rn.bf16.f32 {h}, {f};"));
                 self.h_from_f32.insert(h.clone(), f.to_string());
                 h
             }
@@ -53,8 +53,8 @@ impl<'k> Em<'k> {
     /// Re-normalize an 8-bit integer held in 32 bits after arithmetic.
     pub(super) fn norm8(&mut self, r: &str, d: DType) {
         match d {
-            DType::I8 => self.l(format!("cvt.s32.s8 {r}, {r};")),
-            DType::U8 => self.l(format!("and.b32 {r}, {r}, 255;")),
+            DType::I8 => self.line(format!("cvt.s32.s8 {r}, {r};")),
+            DType::U8 => self.line(format!("and.b32 {r}, {r}, 255;")),
             _ => {}
         }
     }
@@ -72,35 +72,35 @@ impl<'k> Em<'k> {
                 let mut out = vec![];
                 for i in 0..ra.len() {
                     let (x, y, z) = (self.widen_f32(&ra[i], d), self.widen_f32(&rb[i], d), self.widen_f32(&rc[i], d));
-                    let f = self.reg(Cls::F);
-                    self.l(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
+                    let f = self.reg(RegClass::F);
+                    self.line(format!("fma.rn.f32 {f}, {x}, {y}, {z};"));
                     out.push(self.narrow_f32(&f, d));
                 }
                 out
             }
             OpKind::Select { cond, a, b } => {
-                let c = cls_of(self.elem(*a));
+                let c = reg_class(self.elem(*a));
                 let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
                 let mut out = vec![];
                 for i in 0..ra.len() {
                     let d = self.reg(c);
                     match c {
-                        Cls::P => {
-                            let t = self.reg(Cls::P);
-                            let u = self.reg(Cls::P);
-                            self.l(format!("and.pred {t}, {}, {};", rc[i], ra[i]));
-                            self.l(format!("not.pred {u}, {};", rc[i]));
-                            self.l(format!("and.pred {u}, {u}, {};", rb[i]));
-                            self.l(format!("or.pred {d}, {t}, {u};"));
+                        RegClass::P => {
+                            let t = self.reg(RegClass::P);
+                            let u = self.reg(RegClass::P);
+                            self.line(format!("and.pred {t}, {}, {};", rc[i], ra[i]));
+                            self.line(format!("not.pred {u}, {};", rc[i]));
+                            self.line(format!("and.pred {u}, {u}, {};", rb[i]));
+                            self.line(format!("or.pred {d}, {t}, {u};"));
                         }
                         _ => {
                             let t = match c {
-                                Cls::F => "f32",
-                                Cls::H => "b16",
-                                Cls::R => "b32",
+                                RegClass::F => "f32",
+                                RegClass::H => "b16",
+                                RegClass::R => "b32",
                                 _ => "b64",
                             };
-                            self.l(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
+                            self.line(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
                         }
                     }
                     out.push(d);
@@ -114,11 +114,11 @@ impl<'k> Em<'k> {
                 let (rp, ro) = (self.get(*ptr), self.get(*offset));
                 let mut out = vec![];
                 for i in 0..rp.len() {
-                    let d = self.reg(Cls::Rd);
+                    let d = self.reg(RegClass::Rd);
                     match od {
-                        DType::I64 => self.l(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        DType::U32 | DType::U8 => self.l(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        _ => self.l(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        DType::I64 => self.line(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        DType::U32 | DType::U8 => self.line(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
+                        _ => self.line(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
                     }
                     out.push(d);
                 }
@@ -136,7 +136,7 @@ impl<'k> Em<'k> {
             let (x, y) = (&ra[i], &rb[i]);
             let r = if d.is_float() {
                 let (fx, fy) = (self.widen_f32(x, d), self.widen_f32(y, d));
-                let f = self.reg(Cls::F);
+                let f = self.reg(RegClass::F);
                 let ins = match o {
                     BinOp::Add => "add.rn.f32",
                     BinOp::Sub => "sub.rn.f32",
@@ -146,20 +146,20 @@ impl<'k> Em<'k> {
                     BinOp::Min => "min.f32",
                     _ => return self.err(format!("{o:?} on floats")),
                 };
-                self.l(format!("{ins} {f}, {fx}, {fy};"));
+                self.line(format!("{ins} {f}, {fx}, {fy};"));
                 self.narrow_f32(&f, d)
             } else if d == DType::Bool {
-                let p = self.reg(Cls::P);
+                let p = self.reg(RegClass::P);
                 let ins = match o {
                     BinOp::And | BinOp::LAnd | BinOp::Min => "and",
                     BinOp::Or | BinOp::LOr | BinOp::Max => "or",
                     BinOp::Xor => "xor",
                     _ => return self.err(format!("{o:?} on bool")),
                 };
-                self.l(format!("{ins}.pred {p}, {x}, {y};"));
+                self.line(format!("{ins}.pred {p}, {x}, {y};"));
                 p
             } else {
-                let c = cls_of(Elem::Val(d));
+                let c = reg_class(Elem::Val(d));
                 let r = self.reg(c);
                 let t = ity(d);
                 let bits = if d == DType::I64 { 64 } else { 32 };
@@ -177,11 +177,11 @@ impl<'k> Em<'k> {
                     BinOp::Shl | BinOp::Shr => {
                         // shift amount: 32-bit; amounts ≥ width saturate (PTX clamps)
                         let amt = if d == DType::I64 {
-                            let a = self.reg(Cls::R);
-                            let big = self.reg(Cls::P);
-                            self.l(format!("cvt.u32.u64 {a}, {y};"));
-                            self.l(format!("setp.gt.u64 {big}, {y}, 63;"));
-                            self.l(format!("selp.b32 {a}, 64, {a}, {big};"));
+                            let a = self.reg(RegClass::R);
+                            let big = self.reg(RegClass::P);
+                            self.line(format!("cvt.u32.u64 {a}, {y};"));
+                            self.line(format!("setp.gt.u64 {big}, {y}, 63;"));
+                            self.line(format!("selp.b32 {a}, 64, {a}, {big};"));
                             a
                         } else {
                             y.clone()
@@ -195,13 +195,13 @@ impl<'k> Em<'k> {
                         };
                         // 8-bit types: width is 8, not 32
                         if matches!(d, DType::I8 | DType::U8) {
-                            let big = self.reg(Cls::P);
-                            let a2 = self.reg(Cls::R);
-                            self.l(format!("setp.gt.u32 {big}, {amt}, 8;"));
-                            self.l(format!("selp.b32 {a2}, 8, {amt}, {big};"));
-                            self.l(format!("{st} {r}, {x}, {a2};"));
+                            let big = self.reg(RegClass::P);
+                            let a2 = self.reg(RegClass::R);
+                            self.line(format!("setp.gt.u32 {big}, {amt}, 8;"));
+                            self.line(format!("selp.b32 {a2}, 8, {amt}, {big};"));
+                            self.line(format!("{st} {r}, {x}, {a2};"));
                         } else {
-                            self.l(format!("{st} {r}, {x}, {amt};"));
+                            self.line(format!("{st} {r}, {x}, {amt};"));
                         }
                         self.norm8(&r, d);
                         out.push(r);
@@ -209,7 +209,7 @@ impl<'k> Em<'k> {
                     }
                     BinOp::LAnd | BinOp::LOr => return self.err("logical op on integers"),
                 };
-                self.l(format!("{ins} {r}, {x}, {y};"));
+                self.line(format!("{ins} {r}, {x}, {y};"));
                 self.norm8(&r, d);
                 r
             };
@@ -223,18 +223,18 @@ impl<'k> Em<'k> {
         let (ra, rb) = (self.get(a), self.get(b));
         let mut out = vec![];
         for i in 0..ra.len() {
-            let p = self.reg(Cls::P);
+            let p = self.reg(RegClass::P);
             if d == DType::Bool {
                 // compare as integers 0/1
-                let (x, y) = (self.reg(Cls::R), self.reg(Cls::R));
-                self.l(format!("selp.u32 {x}, 1, 0, {};", ra[i]));
-                self.l(format!("selp.u32 {y}, 1, 0, {};", rb[i]));
-                self.l(format!("setp.{}.u32 {p}, {x}, {y};", cmp_s(o, false)));
+                let (x, y) = (self.reg(RegClass::R), self.reg(RegClass::R));
+                self.line(format!("selp.u32 {x}, 1, 0, {};", ra[i]));
+                self.line(format!("selp.u32 {y}, 1, 0, {};", rb[i]));
+                self.line(format!("setp.{}.u32 {p}, {x}, {y};", cmp_s(o, false)));
             } else if d.is_float() {
                 let (x, y) = (self.widen_f32(&ra[i], d), self.widen_f32(&rb[i], d));
-                self.l(format!("setp.{}.f32 {p}, {x}, {y};", cmp_s(o, true)));
+                self.line(format!("setp.{}.f32 {p}, {x}, {y};", cmp_s(o, true)));
             } else {
-                self.l(format!("setp.{}.{} {p}, {}, {};", cmp_s(o, false), ity(d), ra[i], rb[i]));
+                self.line(format!("setp.{}.{} {p}, {}, {};", cmp_s(o, false), ity(d), ra[i], rb[i]));
             }
             out.push(p);
         }
@@ -251,18 +251,18 @@ impl<'k> Em<'k> {
                 let y = self.funary(o, &f)?;
                 self.narrow_f32(&y, d)
             } else if d == DType::Bool {
-                let p = self.reg(Cls::P);
-                self.l(format!("not.pred {p}, {r};"));
+                let p = self.reg(RegClass::P);
+                self.line(format!("not.pred {p}, {r};"));
                 p
             } else {
-                let c = cls_of(Elem::Val(d));
+                let c = reg_class(Elem::Val(d));
                 let y = self.reg(c);
                 let bits = if d == DType::I64 { 64 } else { 32 };
                 match o {
-                    UnOp::Neg => self.l(format!("neg.s{bits} {y}, {r};")),
-                    UnOp::Not => self.l(format!("not.b{bits} {y}, {r};")),
-                    UnOp::Abs if !d.is_signed() => self.l(format!("mov.b{bits} {y}, {r};")),
-                    UnOp::Abs => self.l(format!("abs.s{bits} {y}, {r};")),
+                    UnOp::Neg => self.line(format!("neg.s{bits} {y}, {r};")),
+                    UnOp::Not => self.line(format!("not.b{bits} {y}, {r};")),
+                    UnOp::Abs if !d.is_signed() => self.line(format!("mov.b{bits} {y}, {r};")),
+                    UnOp::Abs => self.line(format!("abs.s{bits} {y}, {r};")),
                     _ => return self.err(format!("{} on integers", o.name())),
                 }
                 self.norm8(&y, d);
@@ -281,35 +281,35 @@ impl<'k> Em<'k> {
             let o = if from == to {
                 r.clone()
             } else if from == DType::Bool {
-                match cls_of(Elem::Val(to)) {
-                    Cls::F => {
-                        let f = self.reg(Cls::F);
-                        self.l(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
+                match reg_class(Elem::Val(to)) {
+                    RegClass::F => {
+                        let f = self.reg(RegClass::F);
+                        self.line(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
                         f
                     }
-                    Cls::H => {
-                        let f = self.reg(Cls::F);
-                        self.l(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
+                    RegClass::H => {
+                        let f = self.reg(RegClass::F);
+                        self.line(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
                         self.narrow_f32(&f, to)
                     }
-                    Cls::Rd => {
-                        let y = self.reg(Cls::Rd);
-                        self.l(format!("selp.b64 {y}, 1, 0, {r};"));
+                    RegClass::Rd => {
+                        let y = self.reg(RegClass::Rd);
+                        self.line(format!("selp.b64 {y}, 1, 0, {r};"));
                         y
                     }
                     _ => {
-                        let y = self.reg(Cls::R);
-                        self.l(format!("selp.b32 {y}, 1, 0, {r};"));
+                        let y = self.reg(RegClass::R);
+                        self.line(format!("selp.b32 {y}, 1, 0, {r};"));
                         y
                     }
                 }
             } else if to == DType::Bool {
-                let p = self.reg(Cls::P);
+                let p = self.reg(RegClass::P);
                 if from.is_float() {
                     let f = self.widen_f32(&r, from);
-                    self.l(format!("setp.neu.f32 {p}, {f}, 0f00000000;"));
+                    self.line(format!("setp.neu.f32 {p}, {f}, 0f00000000;"));
                 } else {
-                    self.l(format!("setp.ne.{} {p}, {r}, 0;", if from == DType::I64 { "s64" } else { "s32" }));
+                    self.line(format!("setp.ne.{} {p}, {r}, 0;", if from == DType::I64 { "s64" } else { "s32" }));
                 }
                 p
             } else if from.is_float() && to.is_float() {
@@ -318,37 +318,37 @@ impl<'k> Em<'k> {
             } else if from.is_float() {
                 let f0 = self.widen_f32(&r, from);
                 // NaN converts to 0 (cvt.rzi leaves it implementation-defined for 64-bit)
-                let f = self.reg(Cls::F);
-                let nan = self.reg(Cls::P);
-                self.l(format!("setp.nan.f32 {nan}, {f0}, {f0};"));
-                self.l(format!("selp.f32 {f}, 0f00000000, {f0}, {nan};"));
+                let f = self.reg(RegClass::F);
+                let nan = self.reg(RegClass::P);
+                self.line(format!("setp.nan.f32 {nan}, {f0}, {f0};"));
+                self.line(format!("selp.f32 {f}, 0f00000000, {f0}, {nan};"));
                 match to {
                     DType::I64 => {
-                        let y = self.reg(Cls::Rd);
-                        self.l(format!("cvt.rzi.s64.f32 {y}, {f};"));
+                        let y = self.reg(RegClass::Rd);
+                        self.line(format!("cvt.rzi.s64.f32 {y}, {f};"));
                         y
                     }
                     DType::I32 | DType::I8 => {
-                        let y = self.reg(Cls::R);
-                        self.l(format!("cvt.rzi.s32.f32 {y}, {f};"));
+                        let y = self.reg(RegClass::R);
+                        self.line(format!("cvt.rzi.s32.f32 {y}, {f};"));
                         if to == DType::I8 {
-                            self.l(format!("max.s32 {y}, {y}, -128;"));
-                            self.l(format!("min.s32 {y}, {y}, 127;"));
+                            self.line(format!("max.s32 {y}, {y}, -128;"));
+                            self.line(format!("min.s32 {y}, {y}, 127;"));
                         }
                         y
                     }
                     _ => {
-                        let y = self.reg(Cls::R);
-                        self.l(format!("cvt.rzi.u32.f32 {y}, {f};"));
+                        let y = self.reg(RegClass::R);
+                        self.line(format!("cvt.rzi.u32.f32 {y}, {f};"));
                         if to == DType::U8 {
-                            self.l(format!("min.u32 {y}, {y}, 255;"));
+                            self.line(format!("min.u32 {y}, {y}, 255;"));
                         }
                         y
                     }
                 }
             } else if to.is_float() {
                 // int → float (via f32 for f16/bf16)
-                let f = self.reg(Cls::F);
+                let f = self.reg(RegClass::F);
                 let src = if from == DType::I64 {
                     "s64"
                 } else if from.is_signed() {
@@ -357,47 +357,47 @@ impl<'k> Em<'k> {
                     "u32"
                 };
                 if to == DType::F16 && from != DType::I64 {
-                    let h = self.reg(Cls::H);
-                    self.l(format!("cvt.rn.f16.{src} {h}, {r};"));
+                    let h = self.reg(RegClass::H);
+                    self.line(format!("cvt.rn.f16.{src} {h}, {r};"));
                     h
                 } else if to == DType::F32 {
-                    self.l(format!("cvt.rn.f32.{src} {f}, {r};"));
+                    self.line(format!("cvt.rn.f32.{src} {f}, {r};"));
                     f
                 } else {
                     // Round once: truncate to f32, make it sticky (round to
                     // odd) if inexact, then round to nearest-even in 16 bits.
-                    self.l(format!("cvt.rz.f32.{src} {f}, {r};"));
-                    let back = self.reg(if from == DType::I64 { Cls::Rd } else { Cls::R });
-                    self.l(format!("cvt.rzi.{src}.f32 {back}, {f};"));
-                    let inexact = self.reg(Cls::P);
-                    self.l(format!("setp.ne.{src} {inexact}, {back}, {r};"));
-                    let bits = self.reg(Cls::R);
-                    self.l(format!("mov.b32 {bits}, {f};"));
-                    self.l(format!("@{inexact} or.b32 {bits}, {bits}, 1;"));
-                    self.l(format!("mov.b32 {f}, {bits};"));
+                    self.line(format!("cvt.rz.f32.{src} {f}, {r};"));
+                    let back = self.reg(if from == DType::I64 { RegClass::Rd } else { RegClass::R });
+                    self.line(format!("cvt.rzi.{src}.f32 {back}, {f};"));
+                    let inexact = self.reg(RegClass::P);
+                    self.line(format!("setp.ne.{src} {inexact}, {back}, {r};"));
+                    let bits = self.reg(RegClass::R);
+                    self.line(format!("mov.b32 {bits}, {f};"));
+                    self.line(format!("@{inexact} or.b32 {bits}, {bits}, 1;"));
+                    self.line(format!("mov.b32 {f}, {bits};"));
                     self.narrow_f32(&f, to)
                 }
             } else {
                 // int → int
                 match (from, to) {
                     (DType::I64, _) => {
-                        let y = self.reg(Cls::R);
-                        self.l(format!("cvt.u32.u64 {y}, {r};"));
+                        let y = self.reg(RegClass::R);
+                        self.line(format!("cvt.u32.u64 {y}, {r};"));
                         self.norm8(&y, to);
                         y
                     }
                     (_, DType::I64) => {
-                        let y = self.reg(Cls::Rd);
+                        let y = self.reg(RegClass::Rd);
                         if from.is_signed() {
-                            self.l(format!("cvt.s64.s32 {y}, {r};"));
+                            self.line(format!("cvt.s64.s32 {y}, {r};"));
                         } else {
-                            self.l(format!("cvt.u64.u32 {y}, {r};"));
+                            self.line(format!("cvt.u64.u32 {y}, {r};"));
                         }
                         y
                     }
                     _ => {
-                        let y = self.reg(Cls::R);
-                        self.l(format!("mov.b32 {y}, {r};"));
+                        let y = self.reg(RegClass::R);
+                        self.line(format!("mov.b32 {y}, {r};"));
                         self.norm8(&y, to);
                         y
                     }

@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
         self.depth += 1;
@@ -33,23 +33,23 @@ impl<'k> Em<'k> {
                 let p = &k.params[i];
                 let r = match p.kind {
                     ParamKind::Ptr(_) => {
-                        let r = self.reg(Cls::Rd);
-                        self.l(format!("ld.param.u64 {r}, [p{i}];"));
-                        self.l(format!("cvta.to.global.u64 {r}, {r};"));
+                        let r = self.reg(RegClass::Rd);
+                        self.line(format!("ld.param.u64 {r}, [p{i}];"));
+                        self.line(format!("cvta.to.global.u64 {r}, {r};"));
                         r
                     }
                     ParamKind::Scalar(d) => {
-                        let c = cls_of(Elem::Val(d));
+                        let c = reg_class(Elem::Val(d));
                         let r = self.reg(c);
                         match c {
-                            Cls::F => self.l(format!("ld.param.f32 {r}, [p{i}];")),
-                            Cls::H => self.l(format!("ld.param.b16 {r}, [p{i}];")),
-                            Cls::Rd => self.l(format!("ld.param.b64 {r}, [p{i}];")),
-                            Cls::R => self.l(format!("ld.param.b32 {r}, [p{i}];")),
-                            Cls::P => {
-                                let t = self.reg(Cls::R);
-                                self.l(format!("ld.param.b32 {t}, [p{i}];"));
-                                self.l(format!("setp.ne.u32 {r}, {t}, 0;"));
+                            RegClass::F => self.line(format!("ld.param.f32 {r}, [p{i}];")),
+                            RegClass::H => self.line(format!("ld.param.b16 {r}, [p{i}];")),
+                            RegClass::Rd => self.line(format!("ld.param.b64 {r}, [p{i}];")),
+                            RegClass::R => self.line(format!("ld.param.b32 {r}, [p{i}];")),
+                            RegClass::P => {
+                                let t = self.reg(RegClass::R);
+                                self.line(format!("ld.param.b32 {t}, [p{i}];"));
+                                self.line(format!("setp.ne.u32 {r}, {t}, 0;"));
                             }
                         }
                         r
@@ -61,18 +61,18 @@ impl<'k> Em<'k> {
             OpKind::Const(l) => {
                 let v = res.unwrap();
                 let d = self.dtype(v);
-                let c = cls_of(Elem::Val(d));
+                let c = reg_class(Elem::Val(d));
                 let r = self.reg(c);
                 match (c, l) {
-                    (Cls::F, _) => {
+                    (RegClass::F, _) => {
                         let f = match l {
                             Lit::Float(f) => *f,
                             Lit::Int(i) => *i as f64,
                             Lit::Bool(b) => *b as i64 as f64,
                         };
-                        self.l(format!("mov.f32 {r}, {};", f32_hex(f)));
+                        self.line(format!("mov.f32 {r}, {};", f32_hex(f)));
                     }
-                    (Cls::H, _) => {
+                    (RegClass::H, _) => {
                         let f = match l {
                             Lit::Float(f) => *f,
                             Lit::Int(i) => *i as f64,
@@ -80,17 +80,17 @@ impl<'k> Em<'k> {
                         };
                         let o = f32_round_to_odd(f);
                         let bits = if d == DType::F16 { half::f16::from_f32(o).to_bits() } else { half::bf16::from_f32(o).to_bits() };
-                        self.l(format!("mov.b16 {r}, 0x{bits:04X};"));
+                        self.line(format!("mov.b16 {r}, 0x{bits:04X};"));
                     }
-                    (Cls::P, _) => {
+                    (RegClass::P, _) => {
                         let b = match l {
                             Lit::Bool(b) => *b,
                             Lit::Int(i) => *i != 0,
                             Lit::Float(f) => *f != 0.0,
                         };
-                        self.l(format!("setp.eq.u32 {r}, 0, {};", if b { 0 } else { 1 }));
+                        self.line(format!("setp.eq.u32 {r}, 0, {};", if b { 0 } else { 1 }));
                     }
-                    (Cls::R, _) => {
+                    (RegClass::R, _) => {
                         let i = match l {
                             Lit::Int(i) => *i,
                             Lit::Bool(b) => *b as i64,
@@ -102,24 +102,24 @@ impl<'k> Em<'k> {
                             DType::U32 => i as u32 as i64,
                             _ => i as i32 as i64,
                         };
-                        self.l(format!("mov.b32 {r}, {};", i as i32));
+                        self.line(format!("mov.b32 {r}, {};", i as i32));
                     }
-                    (Cls::Rd, _) => {
+                    (RegClass::Rd, _) => {
                         let i = match l {
                             Lit::Int(i) => *i,
                             Lit::Bool(b) => *b as i64,
                             Lit::Float(f) => *f as i64,
                         };
-                        self.l(format!("mov.b64 {r}, {i};"));
+                        self.line(format!("mov.b64 {r}, {i};"));
                     }
                 }
                 Some(vec![r])
             }
             OpKind::ProgramId(a) | OpKind::NumPrograms(a) => {
-                let r = self.reg(Cls::R);
+                let r = self.reg(RegClass::R);
                 let ax = ["x", "y", "z"][*a as usize];
                 let sreg = if matches!(op.kind, OpKind::ProgramId(_)) { "ctaid" } else { "nctaid" };
-                self.l(format!("mov.u32 {r}, %{sreg}.{ax};"));
+                self.line(format!("mov.u32 {r}, %{sreg}.{ax};"));
                 Some(vec![r])
             }
             OpKind::Arange { start, .. } => {
@@ -133,8 +133,8 @@ impl<'k> Em<'k> {
                     if s == 0 {
                         regs.push(i);
                     } else {
-                        let o = self.reg(Cls::R);
-                        self.l(format!("add.s32 {o}, {i}, {s};"));
+                        let o = self.reg(RegClass::R);
+                        self.line(format!("add.s32 {o}, {i}, {s};"));
                         regs.push(o);
                     }
                 }
@@ -191,8 +191,8 @@ impl<'k> Em<'k> {
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
             | OpKind::AddPtr { .. }) => Some(self.elementwise(kind)?),
-            OpKind::Load { ptr, mask, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
-            OpKind::LoadBlock { view, offsets, .. } if self.aplan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
+            OpKind::Load { ptr, mask, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
+            OpKind::LoadBlock { view, offsets, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
@@ -210,8 +210,8 @@ impl<'k> Em<'k> {
                     if self.dtype(*v) == DType::I64 {
                         regs.push(r);
                     } else {
-                        let w = self.reg(Cls::Rd);
-                        self.l(format!("cvt.s64.s32 {w}, {r};"));
+                        let w = self.reg(RegClass::Rd);
+                        self.line(format!("cvt.s64.s32 {w}, {r};"));
                         regs.push(w);
                     }
                 }
@@ -236,8 +236,8 @@ impl<'k> Em<'k> {
                 for (r, p) in inb.iter().enumerate() {
                     let pr = match self.owner(&shape, r) {
                         Some(o) => {
-                            let q = self.reg(Cls::P);
-                            self.l(format!("and.pred {q}, {p}, {o};"));
+                            let q = self.reg(RegClass::P);
+                            self.line(format!("and.pred {q}, {p}, {o};"));
                             q
                         }
                         None => p.clone(),
@@ -252,9 +252,9 @@ impl<'k> Em<'k> {
             OpKind::Dot { a, b, acc, precision } => Some(self.dot(*a, *b, *acc, *precision, res.unwrap())?),
             OpKind::For { lo, hi, step, inits, body } => {
                 let ivd = self.dtype(body.args[0]);
-                let iv = self.reg(cls_of(Elem::Val(ivd)));
+                let iv = self.reg(reg_class(Elem::Val(ivd)));
                 let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
-                let ivc = cls_of(Elem::Val(ivd));
+                let ivc = reg_class(Elem::Val(ivd));
                 self.mov(ivc, &iv, &rlo);
                 self.vals.insert(body.args[0], vec![iv.clone()]);
                 // (the producer carries only the scalars its copies need)
@@ -263,7 +263,7 @@ impl<'k> Em<'k> {
                 let mut carried = vec![];
                 for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
                     let regs = self.fresh_like(*a);
-                    let c = self.cls_of_val(*a);
+                    let c = self.reg_class_of(*a);
                     let src = self.get(*init);
                     for (d, s) in regs.iter().zip(&src) {
                         self.mov(c, d, s);
@@ -272,13 +272,13 @@ impl<'k> Em<'k> {
                     carried.push((c, regs));
                 }
                 let (head, end) = (self.label(), self.label());
-                let p = self.reg(Cls::P);
+                let p = self.reg(RegClass::P);
                 let t = ity(ivd);
                 self.cp_commit();
                 self.body.push_str(&format!("{head}:\n"));
                 self.ring_dirty = true;
-                self.l(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
-                self.l(format!("@{p} bra.uni {end};"));
+                self.line(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
+                self.line(format!("@{p} bra.uni {end};"));
                 // A wgmma `dot` of this body whose operands both arrive
                 // through rings, `d` iterations ahead: this iteration's
                 // tiles are the oldest of the `d` groups in flight. Wait for
@@ -292,12 +292,12 @@ impl<'k> Em<'k> {
                 // nothing here)
                 let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
                     OpKind::Dot { a, b, precision, .. } => {
-                        let (da, db) = (self.aplan.carried.get(a)?.1, self.aplan.carried.get(b)?.1);
+                        let (da, db) = (self.ring_plan.carried.get(a)?.1, self.ring_plan.carried.get(b)?.1);
                         Some((*a, *b, da.min(db), *precision))
                     }
                     _ => None,
                 });
-                let tma_only = |em: &Self, v: V| em.aplan.class_of(v).is_some_and(|c| em.aplan.tma[c].is_some());
+                let tma_only = |em: &Self, v: V| em.ring_plan.class_of(v).is_some_and(|c| em.ring_plan.tma[c].is_some());
                 let ring_dot = ring_dot.filter(|(a, b, ..)| match self.role {
                     Role::All => true,
                     Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
@@ -307,21 +307,21 @@ impl<'k> Em<'k> {
                     // (TMA rings complete on their mbarriers, which the
                     // `dot` waits on; the barrier here frees the slots the
                     // prefetches reuse)
-                    let ap = &self.aplan;
+                    let ap = &self.ring_plan;
                     let cp = |v: V| ap.class_of(v).is_some_and(|c| ap.tma[c].is_none());
                     // (only the tensor cores' async proxy needs the fence;
                     // `mma.sync` operands are read with `ldmatrix`)
                     let swizzled = |v: V| cp(v) && matches!(ap.class_of(v).map(|c| ap.layout[c]), Some(crate::ptx::async_copy::SlotLayout::Swizzled { .. }));
                     let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
                     if wait {
-                        self.l(format!("cp.async.wait_group {};", d - 1));
+                        self.line(format!("cp.async.wait_group {};", d - 1));
                     }
                     if precision == DotPrecision::Tf32 {
                         let (ra, rb) = (self.get(a)[0].clone(), self.get(b)[0].clone());
                         self.round_tf32_slots(&[(a, ra), (b, rb)]);
                     }
                     if fence {
-                        self.l("fence.proxy.async.shared::cta;");
+                        self.line("fence.proxy.async.shared::cta;");
                     }
                     self.ring_bar();
                     self.ring_dirty = false;
@@ -356,8 +356,8 @@ impl<'k> Em<'k> {
                         }
                     }
                 }
-                self.l(format!("add.{t} {iv}, {iv}, {rst};"));
-                self.l(format!("bra.uni {head};"));
+                self.line(format!("add.{t} {iv}, {iv}, {rst};"));
+                self.line(format!("bra.uni {head};"));
                 self.body.push_str(&format!("{end}:\n"));
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds
@@ -366,8 +366,8 @@ impl<'k> Em<'k> {
                     // the last iteration's prefetch (of an iteration that does not
                     // run) may still be landing in a ring slot
                     // (ring loads are top-level ops of the body: `async_copy`)
-                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.loads.get(r).is_some_and(|c| self.aplan.tma[*c].is_none()))) {
-                        self.l("cp.async.wait_all;");
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.ring_plan.loads.get(r).is_some_and(|c| self.ring_plan.tma[*c].is_none()))) {
+                        self.line("cp.async.wait_all;");
                     }
                     // (TMA: the tiles still landing are exactly the carried
                     // ones the loop leaves behind; the program must not exit
@@ -375,7 +375,7 @@ impl<'k> Em<'k> {
                     // (warp-specialized: nothing reads them, so their slots are
                     // released at once — a loop around this one refills them)
                     for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
-                        if let Some(c) = self.aplan.carried.get(a).map(|x| x.0).filter(|c| self.aplan.tma[*c].is_some()) {
+                        if let Some(c) = self.ring_plan.carried.get(a).map(|x| x.0).filter(|c| self.ring_plan.tma[*c].is_some()) {
                             self.tma_wait(c, &regs[0].clone());
                             if self.role == Role::Consumer {
                                 self.ws_release(c, &regs[0].clone(), None);
@@ -384,8 +384,8 @@ impl<'k> Em<'k> {
                     }
                     // the last in-flight MMA must land before its accumulator
                     // is read
-                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.aplan.inflight.contains_key(r))) {
-                        self.l("wgmma.wait_group.sync.aligned 0;");
+                    if body.ops.iter().any(|o| o.results.iter().any(|r| self.ring_plan.inflight.contains_key(r))) {
+                        self.line("wgmma.wait_group.sync.aligned 0;");
                         // (and the slots of the last MMAs are free)
                         for c in 0..self.ws_prev.len() {
                             self.ws_release_prev(c);
@@ -400,11 +400,11 @@ impl<'k> Em<'k> {
             }
             OpKind::If { cond, then_, else_ } => {
                 let p = self.get(*cond)[0].clone();
-                let outs: Vec<(Cls, Vec<String>)> = op
+                let outs: Vec<(RegClass, Vec<String>)> = op
                     .results
                     .iter()
                     .map(|r| {
-                        let c = cls_of(self.elem(*r));
+                        let c = reg_class(self.elem(*r));
                         (c, self.fresh_like(*r))
                     })
                     .collect();
@@ -412,7 +412,7 @@ impl<'k> Em<'k> {
                 self.cp_commit();
                 let dirty = self.ring_dirty;
                 let mut dirty_after = false;
-                self.l(format!("@!{p} bra.uni {lelse};"));
+                self.line(format!("@!{p} bra.uni {lelse};"));
                 for (blk, last) in [(then_, false), (else_, true)] {
                     self.ring_dirty = dirty;
                     self.block(blk)?;
@@ -427,7 +427,7 @@ impl<'k> Em<'k> {
                         }
                     }
                     if !last {
-                        self.l(format!("bra.uni {lend};"));
+                        self.line(format!("bra.uni {lend};"));
                         self.body.push_str(&format!("{lelse}:\n"));
                     }
                 }

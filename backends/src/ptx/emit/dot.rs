@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     /// Store a 2-D tile (registers in the layout of `shape`) to shared
     /// memory row-major with a row pitch of `ld` bytes, in its own 16- or
     /// 32-bit format, each thread's runs of consecutive columns packed into
@@ -15,27 +15,27 @@ impl<'k> Em<'k> {
         let run = lay.bl.spt[1] as usize;
         for r0 in (0..regs.len()).step_by(run) {
             let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {i}, {ld}, {base};"));
-            self.l(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {i}, {ld}, {base};"));
+            self.line(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
             let vals = &regs[r0..r0 + run];
             if es == 2 && run == 1 {
-                self.l(format!("st.shared.b16 [{a}], {};", vals[0]));
+                self.line(format!("st.shared.b16 [{a}], {};", vals[0]));
                 continue;
             }
             let words: Vec<String> = if es == 2 {
                 vals.chunks(2)
                     .map(|p| {
-                        let w = self.reg(Cls::R);
-                        self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        let w = self.reg(RegClass::R);
+                        self.line(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
                         w
                     })
                     .collect()
             } else {
                 vals.iter()
                     .map(|v| {
-                        let w = self.reg(Cls::R);
-                        self.l(format!("mov.b32 {w}, {v};"));
+                        let w = self.reg(RegClass::R);
+                        self.line(format!("mov.b32 {w}, {v};"));
                         w
                     })
                     .collect()
@@ -43,13 +43,13 @@ impl<'k> Em<'k> {
             for (ci, c) in words.chunks(4).enumerate() {
                 let off = ci * 16;
                 match c.len() {
-                    1 => self.l(format!("st.shared.b32 [{a}+{off}], {};", c[0])),
-                    2 => self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1])),
+                    1 => self.line(format!("st.shared.b32 [{a}+{off}], {};", c[0])),
+                    2 => self.line(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1])),
                     3 => {
-                        self.l(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1]));
-                        self.l(format!("st.shared.b32 [{a}+{}], {};", off + 8, c[2]));
+                        self.line(format!("st.shared.v2.b32 [{a}+{off}], {{{}, {}}};", c[0], c[1]));
+                        self.line(format!("st.shared.b32 [{a}+{}], {};", off + 8, c[2]));
                     }
-                    _ => self.l(format!("st.shared.v4.b32 [{a}+{off}], {{{}, {}, {}, {}}};", c[0], c[1], c[2], c[3])),
+                    _ => self.line(format!("st.shared.v4.b32 [{a}+{off}], {{{}, {}, {}, {}}};", c[0], c[1], c[2], c[3])),
                 }
             }
         }
@@ -73,7 +73,7 @@ impl<'k> Em<'k> {
         let es = if tf32 { 4 } else { 2 };
         // (an operand ring's padded rows are these: `async_copy`)
         let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
-        let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
+        let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
         let (mut ra, mut rb) = (self.get(a), self.get(b));
         if tf32 {
             ra = ra.iter().map(|f| self.tf32_reduce(f, precision)).collect();
@@ -92,8 +92,8 @@ impl<'k> Em<'k> {
                 base = scratch.clone();
             }
             if cb.is_none() {
-                base_b = self.reg(Cls::R);
-                self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
+                base_b = self.reg(RegClass::R);
+                self.line(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
                 self.stage(&rb, &sb, es, ldb, &base_b);
             }
         }
@@ -105,10 +105,10 @@ impl<'k> Em<'k> {
             if ca.is_some() || cb.is_some() {
                 // as in `dot_wgmma`: the newest groups younger than the
                 // operands' prefetch distance may stay in flight
-                let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
+                let dist = |v: V| self.ring_plan.carried.get(&v).map_or(0, |c| c.1);
                 let keep = [(a, ca), (b, cb)].iter().filter(|(_, c)| c.is_some()).map(|(v, _)| dist(*v)).min().unwrap_or(0);
                 self.cp_commit();
-                self.l(format!("cp.async.wait_group {keep};"));
+                self.line(format!("cp.async.wait_group {keep};"));
             }
             self.bar();
         }
@@ -120,7 +120,7 @@ impl<'k> Em<'k> {
         // per-lane fragment offsets (prologue)
         let (lane, warp) = (self.lane.clone(), self.warp.clone());
         let (wm, wn) = (g.wm, g.wn);
-        let (wmr, wnr, oa, ob, t) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        let (wmr, wnr, oa, ob, t) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
         let mut p = String::new();
         let _ = writeln!(p, "\tshr.u32 {wmr}, {warp}, {};\n\tand.b32 {wnr}, {warp}, {};", wn.trailing_zeros(), wn - 1);
         if tf32 {
@@ -147,15 +147,15 @@ impl<'k> Em<'k> {
             );
         }
         self.pro.push_str(&p);
-        let (pa, pb) = (self.reg(Cls::R), self.reg(Cls::R));
-        self.l(format!("add.u32 {pa}, {base}, {oa};"));
-        self.l(format!("add.u32 {pb}, {base_b}, {ob};"));
+        let (pa, pb) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("add.u32 {pa}, {base}, {oa};"));
+        self.line(format!("add.u32 {pb}, {base_b}, {ob};"));
         let racc = self.get(acc);
         let accs: Vec<String> = racc
             .iter()
             .map(|v| {
-                let t = self.reg(Cls::F);
-                self.mov(Cls::F, &t, v);
+                let t = self.reg(RegClass::F);
+                self.mov(RegClass::F, &t, v);
                 t
             })
             .collect();
@@ -169,15 +169,15 @@ impl<'k> Em<'k> {
         for ks in 0..kk / kstep {
             let mut af = vec![];
             for i in 0..tm {
-                let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let r: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 let off = i * 16 * wm * lda + ks * kstep * es;
                 if tf32 {
                     let h = 8 * wm * lda;
                     for (q, o) in [0, h, 16, h + 16].iter().enumerate() {
-                        self.l(format!("ld.shared.b32 {}, [{pa}+{}];", r[q], off + o));
+                        self.line(format!("ld.shared.b32 {}, [{pa}+{}];", r[q], off + o));
                     }
                 } else {
-                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{}, {}, {}, {}}}, [{pa}+{off}];", r[0], r[1], r[2], r[3]));
+                    self.line(format!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{}, {}, {}, {}}}, [{pa}+{off}];", r[0], r[1], r[2], r[3]));
                 }
                 af.push(r);
             }
@@ -186,20 +186,20 @@ impl<'k> Em<'k> {
             while j < rn {
                 let off = ks * kstep * ldb + j * 8 * wn * es;
                 if tf32 {
-                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
-                    self.l(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
-                    self.l(format!("ld.shared.b32 {}, [{pb}+{}];", r[1], off + 4 * ldb));
+                    let r: Vec<String> = (0..2).map(|_| self.reg(RegClass::R)).collect();
+                    self.line(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
+                    self.line(format!("ld.shared.b32 {}, [{pb}+{}];", r[1], off + 4 * ldb));
                     bf.push(r);
                     j += 1;
                 } else if j + 1 < rn {
-                    let r: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
-                    self.l(format!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
+                    let r: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
+                    self.line(format!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
                     bf.push(r[..2].to_vec());
                     bf.push(r[2..].to_vec());
                     j += 2;
                 } else {
-                    let r: Vec<String> = (0..2).map(|_| self.reg(Cls::R)).collect();
-                    self.l(format!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
+                    let r: Vec<String> = (0..2).map(|_| self.reg(RegClass::R)).collect();
+                    self.line(format!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
                     bf.push(r);
                     j += 1;
                 }
@@ -209,7 +209,7 @@ impl<'k> Em<'k> {
                     let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn as usize + 2 * j + e].clone();
                     let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
                     let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
-                    self.l(format!(
+                    self.line(format!(
                         "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
                         a4[0],
                         a4[1],
@@ -233,7 +233,7 @@ impl<'k> Em<'k> {
 
     pub(super) fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
         let out_shape = self.shape_u32(res);
-        if let Some(g) = self.plan.mma(&out_shape) {
+        if let Some(g) = self.layout_plan.mma(&out_shape) {
             if g.wgmma {
                 return self.dot_wgmma(a, b, acc, g, precision, res);
             }
@@ -243,7 +243,7 @@ impl<'k> Em<'k> {
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let d = self.dtype(a);
         let int = d == DType::I8;
-        let ac = if int { Cls::R } else { Cls::F };
+        let ac = if int { RegClass::R } else { RegClass::F };
         let conv = |em: &mut Self, regs: Vec<String>| -> Vec<String> {
             regs.iter()
                 .map(|v| {
@@ -272,8 +272,8 @@ impl<'k> Em<'k> {
         self.bar();
         let base = self.smem_base();
         self.store_tile_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
-        let base_b = self.reg(Cls::R);
-        self.l(format!("add.u32 {base_b}, {base}, {bytes_a};"));
+        let base_b = self.reg(RegClass::R);
+        self.line(format!("add.u32 {base_b}, {base}, {bytes_a};"));
         self.store_tile_smem(&vb, &sb, ac, &base_b);
         self.bar();
         let out_shape = self.shape_u32(res);
@@ -299,45 +299,45 @@ impl<'k> Em<'k> {
         for (r, &(u, v)) in at.iter().enumerate() {
             if pa[u].is_empty() {
                 let i = self.index(&out_shape, r, 0);
-                let x = self.reg(Cls::R);
-                self.l(format!("mad.lo.u32 {x}, {i}, {}, {base};", pitch_a * 4));
+                let x = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {x}, {i}, {}, {base};", pitch_a * 4));
                 pa[u] = x;
             }
             if pb[v].is_empty() {
                 let j = self.index(&out_shape, r, 1);
-                let y = self.reg(Cls::R);
-                self.l(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
+                let y = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {y}, {j}, 4, {base_b};"));
                 pb[v] = y;
             }
         }
         // k unrolled by `un` (a power of two dividing K), immediate offsets
         let un = kk.min(8);
-        let kc = self.reg(Cls::R);
-        self.l(format!("mov.u32 {kc}, 0;"));
+        let kc = self.reg(RegClass::R);
+        self.line(format!("mov.u32 {kc}, 0;"));
         let (head, end) = (self.label(), self.label());
         self.body.push_str(&format!("{head}:\n"));
-        let p = self.reg(Cls::P);
-        self.l(format!("setp.ge.u32 {p}, {kc}, {kk};"));
-        self.l(format!("@{p} bra.uni {end};"));
+        let p = self.reg(RegClass::P);
+        self.line(format!("setp.ge.u32 {p}, {kc}, {kk};"));
+        self.line(format!("@{p} bra.uni {end};"));
         for q in 0..un {
             let xs: Vec<String> = pa.iter().map(|pp| self.ld_shared_off(ac, pp, q * 4)).collect();
             let ys: Vec<String> = pb.iter().map(|pp| self.ld_shared_off(ac, pp, q * n * 4)).collect();
             for (r, &(u, v)) in at.iter().enumerate() {
                 if int {
-                    self.l(format!("mad.lo.s32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                    self.line(format!("mad.lo.s32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
                 } else {
-                    self.l(format!("fma.rn.f32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
+                    self.line(format!("fma.rn.f32 {}, {}, {}, {};", accs[r], xs[u], ys[v], accs[r]));
                 }
             }
         }
         for pp in &pa {
-            self.l(format!("add.u32 {pp}, {pp}, {};", un * 4));
+            self.line(format!("add.u32 {pp}, {pp}, {};", un * 4));
         }
         for pp in &pb {
-            self.l(format!("add.u32 {pp}, {pp}, {};", un * n * 4));
+            self.line(format!("add.u32 {pp}, {pp}, {};", un * n * 4));
         }
-        self.l(format!("add.u32 {kc}, {kc}, {un};"));
-        self.l(format!("bra.uni {head};"));
+        self.line(format!("add.u32 {kc}, {kc}, {un};"));
+        self.line(format!("bra.uni {head};"));
         self.body.push_str(&format!("{end}:\n"));
         self.bar();
         Ok(accs)

@@ -4,18 +4,18 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn fconst(&mut self, v: f64) -> String {
         f32_hex(v)
     }
 
     pub(super) fn fexp(&mut self, x: &str) -> String {
         // exp(x) = 2^(x * log2 e), ex2.approx: ~2 ulp
-        let t = self.reg(Cls::F);
-        let y = self.reg(Cls::F);
+        let t = self.reg(RegClass::F);
+        let y = self.reg(RegClass::F);
         let c = self.fconst(std::f64::consts::LOG2_E);
-        self.l(format!("mul.rn.f32 {t}, {x}, {c};"));
-        self.l(format!("ex2.approx.f32 {y}, {t};"));
+        self.line(format!("mul.rn.f32 {t}, {x}, {c};"));
+        self.line(format!("ex2.approx.f32 {y}, {t};"));
         y
     }
 
@@ -23,118 +23,118 @@ impl<'k> Em<'k> {
     /// log m = 2·atanh(s), s = (m-1)/(m+1), odd series to s^11; zero,
     /// negative, infinite and NaN inputs take `lg2.approx`'s special values.
     pub(super) fn flog(&mut self, x: &str) -> String {
-        let (xs, bits, e, mb) = (self.reg(Cls::F), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
-        let sub = self.reg(Cls::P);
+        let (xs, bits, e, mb) = (self.reg(RegClass::F), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+        let sub = self.reg(RegClass::P);
         // scale subnormals into the normal range
-        self.l(format!("setp.lt.f32 {sub}, {x}, 0f00800000;"));
-        self.l(format!("mul.rn.f32 {xs}, {x}, 0f4B000000;"));
-        self.l(format!("selp.f32 {xs}, {xs}, {x}, {sub};"));
-        self.l(format!("mov.b32 {bits}, {xs};"));
-        self.l(format!("shr.u32 {e}, {bits}, 23;"));
-        self.l(format!("and.b32 {e}, {e}, 255;"));
-        self.l(format!("sub.s32 {e}, {e}, 127;"));
-        self.l(format!("@{sub} sub.s32 {e}, {e}, 23;"));
-        self.l(format!("and.b32 {mb}, {bits}, 8388607;"));
-        self.l(format!("or.b32 {mb}, {mb}, 1065353216;"));
-        let m = self.reg(Cls::F);
-        self.l(format!("mov.b32 {m}, {mb};"));
-        let big = self.reg(Cls::P);
-        self.l(format!("setp.gt.f32 {big}, {m}, 0f3FB504F3;"));
-        self.l(format!("@{big} mul.rn.f32 {m}, {m}, 0f3F000000;"));
-        self.l(format!("@{big} add.s32 {e}, {e}, 1;"));
-        let (num, den, sv, s2) = (self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F));
-        self.l(format!("sub.rn.f32 {num}, {m}, 0f3F800000;"));
-        self.l(format!("add.rn.f32 {den}, {m}, 0f3F800000;"));
-        self.l(format!("div.rn.f32 {sv}, {num}, {den};"));
-        self.l(format!("mul.rn.f32 {s2}, {sv}, {sv};"));
-        let p = self.reg(Cls::F);
-        self.l(format!("mov.f32 {p}, {};", f32_hex(2.0 / 11.0)));
+        self.line(format!("setp.lt.f32 {sub}, {x}, 0f00800000;"));
+        self.line(format!("mul.rn.f32 {xs}, {x}, 0f4B000000;"));
+        self.line(format!("selp.f32 {xs}, {xs}, {x}, {sub};"));
+        self.line(format!("mov.b32 {bits}, {xs};"));
+        self.line(format!("shr.u32 {e}, {bits}, 23;"));
+        self.line(format!("and.b32 {e}, {e}, 255;"));
+        self.line(format!("sub.s32 {e}, {e}, 127;"));
+        self.line(format!("@{sub} sub.s32 {e}, {e}, 23;"));
+        self.line(format!("and.b32 {mb}, {bits}, 8388607;"));
+        self.line(format!("or.b32 {mb}, {mb}, 1065353216;"));
+        let m = self.reg(RegClass::F);
+        self.line(format!("mov.b32 {m}, {mb};"));
+        let big = self.reg(RegClass::P);
+        self.line(format!("setp.gt.f32 {big}, {m}, 0f3FB504F3;"));
+        self.line(format!("@{big} mul.rn.f32 {m}, {m}, 0f3F000000;"));
+        self.line(format!("@{big} add.s32 {e}, {e}, 1;"));
+        let (num, den, sv, s2) = (self.reg(RegClass::F), self.reg(RegClass::F), self.reg(RegClass::F), self.reg(RegClass::F));
+        self.line(format!("sub.rn.f32 {num}, {m}, 0f3F800000;"));
+        self.line(format!("add.rn.f32 {den}, {m}, 0f3F800000;"));
+        self.line(format!("div.rn.f32 {sv}, {num}, {den};"));
+        self.line(format!("mul.rn.f32 {s2}, {sv}, {sv};"));
+        let p = self.reg(RegClass::F);
+        self.line(format!("mov.f32 {p}, {};", f32_hex(2.0 / 11.0)));
         for c in [2.0 / 9.0, 2.0 / 7.0, 2.0 / 5.0, 2.0 / 3.0] {
-            self.l(format!("fma.rn.f32 {p}, {p}, {s2}, {};", f32_hex(c)));
+            self.line(format!("fma.rn.f32 {p}, {p}, {s2}, {};", f32_hex(c)));
         }
-        self.l(format!("mul.rn.f32 {p}, {p}, {s2};"));
+        self.line(format!("mul.rn.f32 {p}, {p}, {s2};"));
         // log m = 2s + s·p  (p carries the s^3.. terms over s)
-        let lm = self.reg(Cls::F);
-        self.l(format!("fma.rn.f32 {lm}, {sv}, {p}, {sv};"));
-        self.l(format!("add.rn.f32 {lm}, {lm}, {sv};"));
-        let ef = self.reg(Cls::F);
-        self.l(format!("cvt.rn.f32.s32 {ef}, {e};"));
+        let lm = self.reg(RegClass::F);
+        self.line(format!("fma.rn.f32 {lm}, {sv}, {p}, {sv};"));
+        self.line(format!("add.rn.f32 {lm}, {lm}, {sv};"));
+        let ef = self.reg(RegClass::F);
+        self.line(format!("cvt.rn.f32.s32 {ef}, {e};"));
         // e·ln2 in two parts
-        let r = self.reg(Cls::F);
-        self.l(format!("fma.rn.f32 {r}, {ef}, {}, {lm};", f32_hex(-2.1219444e-4)));
-        self.l(format!("fma.rn.f32 {r}, {ef}, {}, {r};", f32_hex(0.693359375)));
+        let r = self.reg(RegClass::F);
+        self.line(format!("fma.rn.f32 {r}, {ef}, {}, {lm};", f32_hex(-2.1219444e-4)));
+        self.line(format!("fma.rn.f32 {r}, {ef}, {}, {r};", f32_hex(0.693359375)));
         // specials: x <= 0, inf, nan
-        let (ok, t) = (self.reg(Cls::P), self.reg(Cls::P));
-        self.l(format!("setp.gt.f32 {ok}, {x}, 0f00000000;"));
-        self.l(format!("setp.lt.f32 {t}, {x}, 0f7F800000;"));
-        self.l(format!("and.pred {ok}, {ok}, {t};"));
-        let sp = self.reg(Cls::F);
-        self.l(format!("lg2.approx.f32 {sp}, {x};"));
-        self.l(format!("selp.f32 {r}, {r}, {sp}, {ok};"));
+        let (ok, t) = (self.reg(RegClass::P), self.reg(RegClass::P));
+        self.line(format!("setp.gt.f32 {ok}, {x}, 0f00000000;"));
+        self.line(format!("setp.lt.f32 {t}, {x}, 0f7F800000;"));
+        self.line(format!("and.pred {ok}, {ok}, {t};"));
+        let sp = self.reg(RegClass::F);
+        self.line(format!("lg2.approx.f32 {sp}, {x};"));
+        self.line(format!("selp.f32 {r}, {r}, {sp}, {ok};"));
         r
     }
 
     pub(super) fn funary(&mut self, o: UnOp, x: &str) -> R<String> {
-        let y = self.reg(Cls::F);
+        let y = self.reg(RegClass::F);
         match o {
-            UnOp::Neg => self.l(format!("neg.f32 {y}, {x};")),
-            UnOp::Abs => self.l(format!("abs.f32 {y}, {x};")),
+            UnOp::Neg => self.line(format!("neg.f32 {y}, {x};")),
+            UnOp::Abs => self.line(format!("abs.f32 {y}, {x};")),
             UnOp::Exp => return Ok(self.fexp(x)),
-            UnOp::Exp2 => self.l(format!("ex2.approx.f32 {y}, {x};")),
+            UnOp::Exp2 => self.line(format!("ex2.approx.f32 {y}, {x};")),
             UnOp::Log => {
                 let l = self.flog(x);
-                self.l(format!("mov.f32 {y}, {l};"));
+                self.line(format!("mov.f32 {y}, {l};"));
             }
             UnOp::Log2 => {
                 let l = self.flog(x);
-                self.l(format!("mul.rn.f32 {y}, {l}, {};", f32_hex(std::f64::consts::LOG2_E)));
+                self.line(format!("mul.rn.f32 {y}, {l}, {};", f32_hex(std::f64::consts::LOG2_E)));
             }
-            UnOp::Sqrt => self.l(format!("sqrt.rn.f32 {y}, {x};")),
-            UnOp::Rsqrt => self.l(format!("rsqrt.approx.f32 {y}, {x};")),
-            UnOp::Floor => self.l(format!("cvt.rmi.f32.f32 {y}, {x};")),
-            UnOp::Ceil => self.l(format!("cvt.rpi.f32.f32 {y}, {x};")),
+            UnOp::Sqrt => self.line(format!("sqrt.rn.f32 {y}, {x};")),
+            UnOp::Rsqrt => self.line(format!("rsqrt.approx.f32 {y}, {x};")),
+            UnOp::Floor => self.line(format!("cvt.rmi.f32.f32 {y}, {x};")),
+            UnOp::Ceil => self.line(format!("cvt.rpi.f32.f32 {y}, {x};")),
             UnOp::RoundTf32 => return Ok(self.tf32_round(x)),
             UnOp::Sigmoid => {
-                let n = self.reg(Cls::F);
-                self.l(format!("neg.f32 {n}, {x};"));
+                let n = self.reg(RegClass::F);
+                self.line(format!("neg.f32 {n}, {x};"));
                 let e = self.fexp(&n);
-                let d = self.reg(Cls::F);
-                self.l(format!("add.rn.f32 {d}, {e}, 0f3F800000;"));
-                self.l(format!("rcp.rn.f32 {y}, {d};"));
+                let d = self.reg(RegClass::F);
+                self.line(format!("add.rn.f32 {d}, {e}, 0f3F800000;"));
+                self.line(format!("rcp.rn.f32 {y}, {d};"));
             }
             UnOp::Tanh => {
                 // |x| < 0.25: odd Taylor polynomial; else sign(x)(1-e)/(1+e), e = exp(-2|x|)
-                let a = self.reg(Cls::F);
-                self.l(format!("abs.f32 {a}, {x};"));
-                let m2 = self.reg(Cls::F);
-                self.l(format!("mul.rn.f32 {m2}, {a}, 0fC0000000;"));
+                let a = self.reg(RegClass::F);
+                self.line(format!("abs.f32 {a}, {x};"));
+                let m2 = self.reg(RegClass::F);
+                self.line(format!("mul.rn.f32 {m2}, {a}, 0fC0000000;"));
                 let e = self.fexp(&m2);
-                let (num, den, q) = (self.reg(Cls::F), self.reg(Cls::F), self.reg(Cls::F));
-                self.l(format!("sub.rn.f32 {num}, 0f3F800000, {e};"));
-                self.l(format!("add.rn.f32 {den}, 0f3F800000, {e};"));
-                self.l(format!("div.rn.f32 {q}, {num}, {den};"));
-                self.l(format!("copysign.f32 {q}, {x}, {q};"));
+                let (num, den, q) = (self.reg(RegClass::F), self.reg(RegClass::F), self.reg(RegClass::F));
+                self.line(format!("sub.rn.f32 {num}, 0f3F800000, {e};"));
+                self.line(format!("add.rn.f32 {den}, 0f3F800000, {e};"));
+                self.line(format!("div.rn.f32 {q}, {num}, {den};"));
+                self.line(format!("copysign.f32 {q}, {x}, {q};"));
                 // polynomial
-                let x2 = self.reg(Cls::F);
-                self.l(format!("mul.rn.f32 {x2}, {x}, {x};"));
+                let x2 = self.reg(RegClass::F);
+                self.line(format!("mul.rn.f32 {x2}, {x}, {x};"));
                 let coef = [62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0, 1.0];
-                let p = self.reg(Cls::F);
-                self.l(format!("mov.f32 {p}, {};", f32_hex(coef[0])));
+                let p = self.reg(RegClass::F);
+                self.line(format!("mov.f32 {p}, {};", f32_hex(coef[0])));
                 for c in &coef[1..] {
-                    self.l(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
+                    self.line(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
                 }
-                self.l(format!("mul.rn.f32 {p}, {p}, {x};"));
-                let small = self.reg(Cls::P);
-                self.l(format!("setp.lt.f32 {small}, {a}, 0f3E800000;"));
-                self.l(format!("selp.f32 {y}, {p}, {q}, {small};"));
+                self.line(format!("mul.rn.f32 {p}, {p}, {x};"));
+                let small = self.reg(RegClass::P);
+                self.line(format!("setp.lt.f32 {small}, {a}, 0f3E800000;"));
+                self.line(format!("selp.f32 {y}, {p}, {q}, {small};"));
             }
             UnOp::Erf => {
                 // |x| < 0.5: Taylor series; else Abramowitz–Stegun 7.1.26
-                let a = self.reg(Cls::F);
-                self.l(format!("abs.f32 {a}, {x};"));
-                let x2 = self.reg(Cls::F);
-                self.l(format!("mul.rn.f32 {x2}, {x}, {x};"));
-                let p = self.reg(Cls::F);
+                let a = self.reg(RegClass::F);
+                self.line(format!("abs.f32 {a}, {x};"));
+                let x2 = self.reg(RegClass::F);
+                self.line(format!("mul.rn.f32 {x2}, {x}, {x};"));
+                let p = self.reg(RegClass::F);
                 // sum_{n} (-1)^n x^(2n+1) / (n! (2n+1)) * 2/sqrt(pi), Horner in x^2
                 let mut cs = vec![];
                 let mut fact = 1.0f64;
@@ -145,76 +145,76 @@ impl<'k> Em<'k> {
                     let s = if n % 2 == 0 { 1.0 } else { -1.0 };
                     cs.push(s / (fact * (2 * n + 1) as f64) * 2.0 / std::f64::consts::PI.sqrt());
                 }
-                self.l(format!("mov.f32 {p}, {};", f32_hex(cs[8])));
+                self.line(format!("mov.f32 {p}, {};", f32_hex(cs[8])));
                 for c in cs[..8].iter().rev() {
-                    self.l(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
+                    self.line(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
                 }
-                self.l(format!("mul.rn.f32 {p}, {p}, {x};"));
-                let t = self.reg(Cls::F);
-                self.l(format!("fma.rn.f32 {t}, {a}, {}, 0f3F800000;", f32_hex(0.3275911)));
-                self.l(format!("rcp.rn.f32 {t}, {t};"));
-                let q = self.reg(Cls::F);
+                self.line(format!("mul.rn.f32 {p}, {p}, {x};"));
+                let t = self.reg(RegClass::F);
+                self.line(format!("fma.rn.f32 {t}, {a}, {}, 0f3F800000;", f32_hex(0.3275911)));
+                self.line(format!("rcp.rn.f32 {t}, {t};"));
+                let q = self.reg(RegClass::F);
                 let ac = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
-                self.l(format!("mov.f32 {q}, {};", f32_hex(ac[0])));
+                self.line(format!("mov.f32 {q}, {};", f32_hex(ac[0])));
                 for c in &ac[1..] {
-                    self.l(format!("fma.rn.f32 {q}, {q}, {t}, {};", f32_hex(*c)));
+                    self.line(format!("fma.rn.f32 {q}, {q}, {t}, {};", f32_hex(*c)));
                 }
-                self.l(format!("mul.rn.f32 {q}, {q}, {t};"));
-                let nx2 = self.reg(Cls::F);
-                self.l(format!("neg.f32 {nx2}, {x2};"));
+                self.line(format!("mul.rn.f32 {q}, {q}, {t};"));
+                let nx2 = self.reg(RegClass::F);
+                self.line(format!("neg.f32 {nx2}, {x2};"));
                 let e = self.fexp(&nx2);
-                self.l(format!("mul.rn.f32 {q}, {q}, {e};"));
-                self.l(format!("sub.rn.f32 {q}, 0f3F800000, {q};"));
-                self.l(format!("copysign.f32 {q}, {x}, {q};"));
-                let small = self.reg(Cls::P);
-                self.l(format!("setp.lt.f32 {small}, {a}, 0f3F000000;"));
-                self.l(format!("selp.f32 {y}, {p}, {q}, {small};"));
+                self.line(format!("mul.rn.f32 {q}, {q}, {e};"));
+                self.line(format!("sub.rn.f32 {q}, 0f3F800000, {q};"));
+                self.line(format!("copysign.f32 {q}, {x}, {q};"));
+                let small = self.reg(RegClass::P);
+                self.line(format!("setp.lt.f32 {small}, {a}, 0f3F000000;"));
+                self.line(format!("selp.f32 {y}, {p}, {q}, {small};"));
             }
             UnOp::Sin | UnOp::Cos => {
                 // k = rint(x * 2/pi); r = x - k*pi/2 (3-part Cody–Waite); Taylor on |r| <= pi/4
-                let kf = self.reg(Cls::F);
-                self.l(format!("mul.rn.f32 {kf}, {x}, {};", f32_hex(std::f64::consts::FRAC_2_PI)));
-                self.l(format!("cvt.rni.f32.f32 {kf}, {kf};"));
-                let r = self.reg(Cls::F);
+                let kf = self.reg(RegClass::F);
+                self.line(format!("mul.rn.f32 {kf}, {x}, {};", f32_hex(std::f64::consts::FRAC_2_PI)));
+                self.line(format!("cvt.rni.f32.f32 {kf}, {kf};"));
+                let r = self.reg(RegClass::F);
                 let c1 = 1.5707963705062866f64; // f32(pi/2)
                 let c2 = -4.371139000186243e-8f64;
                 let c3 = -1.7151245100059164e-15f64;
-                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {x};", f32_hex(-c1)));
-                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c2)));
-                self.l(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c3)));
-                let r2 = self.reg(Cls::F);
-                self.l(format!("mul.rn.f32 {r2}, {r}, {r};"));
+                self.line(format!("fma.rn.f32 {r}, {kf}, {}, {x};", f32_hex(-c1)));
+                self.line(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c2)));
+                self.line(format!("fma.rn.f32 {r}, {kf}, {}, {r};", f32_hex(-c3)));
+                let r2 = self.reg(RegClass::F);
+                self.line(format!("mul.rn.f32 {r2}, {r}, {r};"));
                 // sin poly
-                let s = self.reg(Cls::F);
+                let s = self.reg(RegClass::F);
                 let sc = [-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0];
-                self.l(format!("mov.f32 {s}, {};", f32_hex(sc[0])));
+                self.line(format!("mov.f32 {s}, {};", f32_hex(sc[0])));
                 for c in &sc[1..] {
-                    self.l(format!("fma.rn.f32 {s}, {s}, {r2}, {};", f32_hex(*c)));
+                    self.line(format!("fma.rn.f32 {s}, {s}, {r2}, {};", f32_hex(*c)));
                 }
-                self.l(format!("mul.rn.f32 {s}, {s}, {r2};"));
-                self.l(format!("fma.rn.f32 {s}, {s}, {r}, {r};"));
-                let cpoly = self.reg(Cls::F);
+                self.line(format!("mul.rn.f32 {s}, {s}, {r2};"));
+                self.line(format!("fma.rn.f32 {s}, {s}, {r}, {r};"));
+                let cpoly = self.reg(RegClass::F);
                 let cc = [1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0];
-                self.l(format!("mov.f32 {cpoly}, {};", f32_hex(cc[0])));
+                self.line(format!("mov.f32 {cpoly}, {};", f32_hex(cc[0])));
                 for c in &cc[1..] {
-                    self.l(format!("fma.rn.f32 {cpoly}, {cpoly}, {r2}, {};", f32_hex(*c)));
+                    self.line(format!("fma.rn.f32 {cpoly}, {cpoly}, {r2}, {};", f32_hex(*c)));
                 }
-                let q = self.reg(Cls::R);
-                self.l(format!("cvt.rzi.s32.f32 {q}, {kf};"));
+                let q = self.reg(RegClass::R);
+                self.line(format!("cvt.rzi.s32.f32 {q}, {kf};"));
                 if o == UnOp::Cos {
-                    self.l(format!("add.s32 {q}, {q}, 1;"));
+                    self.line(format!("add.s32 {q}, {q}, 1;"));
                 }
                 // quadrant: q&1 → use the other polynomial; q&2 → negate
-                let (b0, b1) = (self.reg(Cls::R), self.reg(Cls::R));
-                self.l(format!("and.b32 {b0}, {q}, 1;"));
-                self.l(format!("and.b32 {b1}, {q}, 2;"));
-                let (p0, p1) = (self.reg(Cls::P), self.reg(Cls::P));
-                self.l(format!("setp.ne.u32 {p0}, {b0}, 0;"));
-                self.l(format!("setp.ne.u32 {p1}, {b1}, 0;"));
-                self.l(format!("selp.f32 {y}, {cpoly}, {s}, {p0};"));
-                let n = self.reg(Cls::F);
-                self.l(format!("neg.f32 {n}, {y};"));
-                self.l(format!("selp.f32 {y}, {n}, {y}, {p1};"));
+                let (b0, b1) = (self.reg(RegClass::R), self.reg(RegClass::R));
+                self.line(format!("and.b32 {b0}, {q}, 1;"));
+                self.line(format!("and.b32 {b1}, {q}, 2;"));
+                let (p0, p1) = (self.reg(RegClass::P), self.reg(RegClass::P));
+                self.line(format!("setp.ne.u32 {p0}, {b0}, 0;"));
+                self.line(format!("setp.ne.u32 {p1}, {b1}, 0;"));
+                self.line(format!("selp.f32 {y}, {cpoly}, {s}, {p0};"));
+                let n = self.reg(RegClass::F);
+                self.line(format!("neg.f32 {n}, {y};"));
+                self.line(format!("selp.f32 {y}, {n}, {y}, {p1};"));
             }
             UnOp::Not => return self.err("`!` on floats"),
         }
@@ -227,21 +227,21 @@ impl<'k> Em<'k> {
         if precision == DotPrecision::Tf32 {
             return self.tf32_round(f);
         }
-        let (bits, r, fin) = (self.reg(Cls::R), self.reg(Cls::F), self.reg(Cls::P));
-        self.l(format!("mov.b32 {bits}, {f};"));
-        self.l(format!("testp.finite.f32 {fin}, {f};"));
-        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
-        self.l(format!("mov.b32 {r}, {bits};"));
+        let (bits, r, fin) = (self.reg(RegClass::R), self.reg(RegClass::F), self.reg(RegClass::P));
+        self.line(format!("mov.b32 {bits}, {f};"));
+        self.line(format!("testp.finite.f32 {fin}, {f};"));
+        self.line(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+        self.line(format!("mov.b32 {r}, {bits};"));
         r
     }
 
     /// Round an f32 register to tf32 (10-bit mantissa, nearest-even; finite
     /// values), as the interpreter's `dot_tf32` does.
     pub(super) fn tf32_round(&mut self, f: &str) -> String {
-        let (bits, r) = (self.reg(Cls::R), self.reg(Cls::F));
-        self.l(format!("mov.b32 {bits}, {f};"));
+        let (bits, r) = (self.reg(RegClass::R), self.reg(RegClass::F));
+        self.line(format!("mov.b32 {bits}, {f};"));
         self.tf32_round_bits(&bits, f);
-        self.l(format!("mov.b32 {r}, {bits};"));
+        self.line(format!("mov.b32 {r}, {bits};"));
         r
     }
 
@@ -249,11 +249,11 @@ impl<'k> Em<'k> {
     /// `value` is the same f32 in whichever register holds it (tested for
     /// being finite).
     pub(super) fn tf32_round_bits(&mut self, bits: &str, value: &str) {
-        let (lsb, fin) = (self.reg(Cls::R), self.reg(Cls::P));
-        self.l(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
-        self.l(format!("add.u32 {lsb}, {lsb}, 4095;"));
-        self.l(format!("testp.finite.f32 {fin}, {value};"));
-        self.l(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
-        self.l(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
+        let (lsb, fin) = (self.reg(RegClass::R), self.reg(RegClass::P));
+        self.line(format!("bfe.u32 {lsb}, {bits}, 13, 1;"));
+        self.line(format!("add.u32 {lsb}, {lsb}, 4095;"));
+        self.line(format!("testp.finite.f32 {fin}, {value};"));
+        self.line(format!("@{fin} add.u32 {bits}, {bits}, {lsb};"));
+        self.line(format!("@{fin} and.b32 {bits}, {bits}, -8192;"));
     }
 }

@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn ld_ty(d: DType) -> &'static str {
         match d {
             DType::F32 => "f32",
@@ -42,7 +42,7 @@ impl<'k> Em<'k> {
             v = 1;
         }
         if let Some(m) = mask {
-            let k = self.axis.get(&m).map(|i| i.konst).unwrap_or(1);
+            let k = self.axis.get(&m).map(|i| i.reg_offsets).unwrap_or(1);
             v = v.min(k);
         }
         if es == 1 {
@@ -72,7 +72,7 @@ impl<'k> Em<'k> {
     }
 
     pub(super) fn load_regs(&mut self, ptrs: &[String], masks: Option<&[String]>, others: Option<&[String]>, d: DType, w: usize) -> Vec<String> {
-        let c = cls_of(Elem::Val(d));
+        let c = reg_class(Elem::Val(d));
         let t = Self::ld_ty(d);
         let mut out = vec![];
         let n = ptrs.len();
@@ -83,30 +83,30 @@ impl<'k> Em<'k> {
                 match others {
                     Some(o) => self.mov(c, g, &o[i + j]),
                     None => match c {
-                        Cls::F => self.l(format!("mov.f32 {g}, 0f00000000;")),
-                        Cls::H => self.l(format!("mov.b16 {g}, 0;")),
-                        Cls::Rd => self.l(format!("mov.b64 {g}, 0;")),
-                        _ => self.l(format!("mov.b32 {g}, 0;")),
+                        RegClass::F => self.line(format!("mov.f32 {g}, 0f00000000;")),
+                        RegClass::H => self.line(format!("mov.b16 {g}, 0;")),
+                        RegClass::Rd => self.line(format!("mov.b64 {g}, 0;")),
+                        _ => self.line(format!("mov.b32 {g}, 0;")),
                     },
                 }
             }
             let pred = masks.map(|m| format!("@{} ", m[i])).unwrap_or_default();
             if w == 1 {
-                self.l(format!("{pred}ld.global.{t} {}, [{}];", group[0], ptrs[i]));
-            } else if w == 8 && c == Cls::H {
+                self.line(format!("{pred}ld.global.{t} {}, [{}];", group[0], ptrs[i]));
+            } else if w == 8 && c == RegClass::H {
                 // 8 x 16-bit: PTX vectors stop at v4, so move 4 x 32-bit words
-                let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 for (j, wd) in words.iter().enumerate() {
-                    self.l(format!("mov.b32 {wd}, {{{}, {}}};", group[2 * j], group[2 * j + 1]));
+                    self.line(format!("mov.b32 {wd}, {{{}, {}}};", group[2 * j], group[2 * j + 1]));
                 }
-                self.l(format!("{pred}ld.global.v4.b32 {{{}}}, [{}];", words.join(", "), ptrs[i]));
+                self.line(format!("{pred}ld.global.v4.b32 {{{}}}, [{}];", words.join(", "), ptrs[i]));
                 for (j, wd) in words.iter().enumerate() {
-                    self.l(format!("mov.b32 {{{}, {}}}, {wd};", group[2 * j], group[2 * j + 1]));
+                    self.line(format!("mov.b32 {{{}, {}}}, {wd};", group[2 * j], group[2 * j + 1]));
                     self.h_from_word.insert(group[2 * j].clone(), (wd.clone(), false));
                     self.h_from_word.insert(group[2 * j + 1].clone(), (wd.clone(), true));
                 }
             } else {
-                self.l(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
+                self.line(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
             }
             out.extend(group);
             i += w;
@@ -128,8 +128,8 @@ impl<'k> Em<'k> {
             let own = self.owner(&shape, r);
             let p = match (&rm, own) {
                 (Some(m), Some(o)) => {
-                    let q = self.reg(Cls::P);
-                    self.l(format!("and.pred {q}, {}, {o};", m[r]));
+                    let q = self.reg(RegClass::P);
+                    self.line(format!("and.pred {q}, {}, {o};", m[r]));
                     Some(q)
                 }
                 (Some(m), None) => Some(m[r].clone()),
@@ -157,7 +157,7 @@ impl<'k> Em<'k> {
     /// the store of C (3.1 M single-sector L2 write requests for 32 MB).
     pub(super) fn store_staged(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
         let shape = self.shape_u32(ptr);
-        if shape.len() != 2 || !self.rings_dead || self.plan.mma(&shape).is_none() {
+        if shape.len() != 2 || !self.rings_dead || self.layout_plan.mma(&shape).is_none() {
             return Ok(false);
         }
         let d = self.dtype(value);
@@ -182,7 +182,7 @@ impl<'k> Em<'k> {
             return Ok(false);
         }
         if let Some(m) = mask {
-            if self.axis.get(&m).map_or(1, |i| i.konst) < vw as u64 {
+            if self.axis.get(&m).map_or(1, |i| i.reg_offsets) < vw as u64 {
                 return Ok(false);
             }
         }
@@ -190,53 +190,53 @@ impl<'k> Em<'k> {
             return Ok(false);
         }
         let pitch = cols * es + 16;
-        if rows * pitch > self.aplan.ring_bytes() {
+        if rows * pitch > self.ring_plan.ring_bytes() {
             return Ok(false);
         }
         // every warp is past its last ring read (the loop exits waited for
         // the copies and the MMAs)
         self.bar();
-        let base = self.reg(Cls::R);
-        self.l(format!("mov.u32 {base}, ft_smem;"));
+        let base = self.reg(RegClass::R);
+        self.line(format!("mov.u32 {base}, ft_smem;"));
         let rv = self.get(value);
-        let c = self.cls_of_val(value);
+        let c = self.reg_class_of(value);
         for r in (0..rv.len()).step_by(run as usize) {
             let (i, j) = (self.index(&shape, r, 0), self.index(&shape, r, 1));
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {base};"));
-            self.l(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {i}, {pitch}, {base};"));
+            self.line(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
             match (c, run) {
-                (Cls::H, 2) => {
-                    let w = self.reg(Cls::R);
-                    self.l(format!("mov.b32 {w}, {{{}, {}}};", rv[r], rv[r + 1]));
-                    self.l(format!("st.shared.b32 [{a}], {w};"));
+                (RegClass::H, 2) => {
+                    let w = self.reg(RegClass::R);
+                    self.line(format!("mov.b32 {w}, {{{}, {}}};", rv[r], rv[r + 1]));
+                    self.line(format!("st.shared.b32 [{a}], {w};"));
                 }
-                (Cls::H, _) => self.l(format!("st.shared.b16 [{a}], {};", rv[r])),
-                (Cls::F, 2) => self.l(format!("st.shared.v2.f32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
-                (Cls::F, _) => self.l(format!("st.shared.f32 [{a}], {};", rv[r])),
-                (Cls::R, 2) => self.l(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
-                (Cls::R, _) => self.l(format!("st.shared.b32 [{a}], {};", rv[r])),
+                (RegClass::H, _) => self.line(format!("st.shared.b16 [{a}], {};", rv[r])),
+                (RegClass::F, 2) => self.line(format!("st.shared.v2.f32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                (RegClass::F, _) => self.line(format!("st.shared.f32 [{a}], {};", rv[r])),
+                (RegClass::R, 2) => self.line(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                (RegClass::R, _) => self.line(format!("st.shared.b32 [{a}], {};", rv[r])),
                 _ => return self.err("staged store of an unsupported register class"),
             }
         }
         self.bar();
         let per_row = (cols / vw).trailing_zeros();
         for it in 0..pieces / threads {
-            let (p, row, col, a) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
-            self.l(format!("add.u32 {p}, {}, {};", self.tid, it * threads));
-            self.l(format!("shr.u32 {row}, {p}, {per_row};"));
-            self.l(format!("and.b32 {col}, {p}, {};", (cols / vw) - 1));
-            self.l(format!("shl.b32 {col}, {col}, {};", vw.trailing_zeros()));
-            self.l(format!("mad.lo.u32 {a}, {row}, {pitch}, {base};"));
-            self.l(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
-            let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
-            self.l(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
+            let (p, row, col, a) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+            self.line(format!("add.u32 {p}, {}, {};", self.tid, it * threads));
+            self.line(format!("shr.u32 {row}, {p}, {per_row};"));
+            self.line(format!("and.b32 {col}, {p}, {};", (cols / vw) - 1));
+            self.line(format!("shl.b32 {col}, {col}, {};", vw.trailing_zeros()));
+            self.line(format!("mad.lo.u32 {a}, {row}, {pitch}, {base};"));
+            self.line(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
+            let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
+            self.line(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
             let at = crate::plan::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
             let pred = match mask {
                 Some(m) => format!("@{} ", crate::plan::remat::eval_at(self, m, vec![row, col])?),
                 None => String::new(),
             };
-            self.l(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
+            self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
         }
         Ok(true)
     }
@@ -265,26 +265,26 @@ impl<'k> Em<'k> {
                     DType::BF16 => return self.err("bf16 atomic_add needs sm_90"),
                     _ => return self.err(format!("atomic_add on {d}")),
                 };
-                self.l(format!("{pred}{op} [{}], {v};", ptrs[i]));
+                self.line(format!("{pred}{op} [{}], {v};", ptrs[i]));
                 i += 1;
                 continue;
             }
             if w == 1 {
-                self.l(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
+                self.line(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
             } else if w == 8 && d.size_bytes() == 2 {
-                let words: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
+                let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 let x2 = if d == DType::BF16 { "bf16x2" } else { "f16x2" };
                 for (j, wd) in words.iter().enumerate() {
                     let (lo, hi) = (&vals[i + 2 * j], &vals[i + 2 * j + 1]);
                     match (self.h_from_f32.get(lo).cloned(), self.h_from_f32.get(hi).cloned()) {
                         // d = {hi: cvt(a), lo: cvt(b)}; the unused single cvts die in ptxas
-                        (Some(fl), Some(fh)) => self.l(format!("cvt.rn.{x2}.f32 {wd}, {fh}, {fl};")),
-                        _ => self.l(format!("mov.b32 {wd}, {{{lo}, {hi}}};")),
+                        (Some(fl), Some(fh)) => self.line(format!("cvt.rn.{x2}.f32 {wd}, {fh}, {fl};")),
+                        _ => self.line(format!("mov.b32 {wd}, {{{lo}, {hi}}};")),
                     }
                 }
-                self.l(format!("{pred}st.global.v4.b32 [{}], {{{}}};", ptrs[i], words.join(", ")));
+                self.line(format!("{pred}st.global.v4.b32 [{}], {{{}}};", ptrs[i], words.join(", ")));
             } else {
-                self.l(format!("{pred}st.global.v{w}.{t} [{}], {{{}}};", ptrs[i], vals[i..i + w].join(", ")));
+                self.line(format!("{pred}st.global.v{w}.{t} [{}], {{{}}};", ptrs[i], vals[i..i + w].join(", ")));
             }
             i += w;
         }
@@ -309,8 +309,8 @@ impl<'k> Em<'k> {
                 if self.dtype(*o) == DType::I64 {
                     r
                 } else {
-                    let w = self.reg(Cls::Rd);
-                    self.l(format!("cvt.s64.s32 {w}, {r};"));
+                    let w = self.reg(RegClass::Rd);
+                    self.line(format!("cvt.s64.s32 {w}, {r};"));
                     w
                 }
             })
@@ -319,25 +319,25 @@ impl<'k> Em<'k> {
         let mut ptrs = vec![];
         let mut preds = vec![];
         for r in 0..n {
-            let addr = self.reg(Cls::Rd);
-            self.l(format!("mov.b64 {addr}, {base};"));
+            let addr = self.reg(RegClass::Rd);
+            self.line(format!("mov.b64 {addr}, {base};"));
             let mut pred: Option<String> = None;
             for d in 0..rank {
                 let i = self.index(shape, r, d);
-                let c = self.reg(Cls::Rd);
-                self.l(format!("cvt.u64.u32 {c}, {i};"));
-                self.l(format!("add.s64 {c}, {c}, {};", offs[d]));
-                let (p1, p2) = (self.reg(Cls::P), self.reg(Cls::P));
-                self.l(format!("setp.ge.s64 {p1}, {c}, 0;"));
-                self.l(format!("setp.lt.s64 {p2}, {c}, {};", dims[d]));
-                self.l(format!("and.pred {p1}, {p1}, {p2};"));
+                let c = self.reg(RegClass::Rd);
+                self.line(format!("cvt.u64.u32 {c}, {i};"));
+                self.line(format!("add.s64 {c}, {c}, {};", offs[d]));
+                let (p1, p2) = (self.reg(RegClass::P), self.reg(RegClass::P));
+                self.line(format!("setp.ge.s64 {p1}, {c}, 0;"));
+                self.line(format!("setp.lt.s64 {p2}, {c}, {};", dims[d]));
+                self.line(format!("and.pred {p1}, {p1}, {p2};"));
                 if let Some(q) = pred {
-                    self.l(format!("and.pred {p1}, {p1}, {q};"));
+                    self.line(format!("and.pred {p1}, {p1}, {q};"));
                 }
                 pred = Some(p1);
-                let t = self.reg(Cls::Rd);
-                self.l(format!("mul.lo.s64 {t}, {c}, {};", strides[d]));
-                self.l(format!("mad.lo.s64 {addr}, {t}, {es}, {addr};"));
+                let t = self.reg(RegClass::Rd);
+                self.line(format!("mul.lo.s64 {t}, {c}, {};", strides[d]));
+                self.line(format!("mad.lo.s64 {addr}, {t}, {es}, {addr};"));
             }
             ptrs.push(addr);
             preds.push(pred.unwrap());

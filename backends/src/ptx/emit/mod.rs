@@ -27,7 +27,7 @@ mod wgmma;
 
 use super::{EmitError, ParamAbi, PtxKernel, PtxOptions, TensorMapSpec};
 use crate::plan::axis::Info;
-use crate::plan::layout::Blocked;
+use crate::plan::layout::ThreadLayout as Layout;
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::HashMap;
@@ -45,7 +45,7 @@ enum Role {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Cls {
+enum RegClass {
     F,
     H,
     R,
@@ -53,15 +53,15 @@ enum Cls {
     P,
 }
 
-fn cls_of(e: Elem) -> Cls {
+fn reg_class(e: Elem) -> RegClass {
     match e {
-        Elem::Ptr(_) => Cls::Rd,
+        Elem::Ptr(_) => RegClass::Rd,
         Elem::Val(d) => match d {
-            DType::F32 => Cls::F,
-            DType::F16 | DType::BF16 => Cls::H,
-            DType::I64 => Cls::Rd,
-            DType::Bool => Cls::P,
-            _ => Cls::R,
+            DType::F32 => RegClass::F,
+            DType::F16 | DType::BF16 => RegClass::H,
+            DType::I64 => RegClass::Rd,
+            DType::Bool => RegClass::P,
+            _ => RegClass::R,
         },
     }
 }
@@ -82,14 +82,7 @@ fn f32_hex(v: f64) -> String {
 
 type R<T> = Result<T, EmitError>;
 
-struct Layout {
-    bl: Blocked,
-    konst: Vec<Vec<u32>>,
-    /// Per-dim thread offset register (u32), computed in the prologue.
-    thread: Vec<String>,
-}
-
-struct Em<'k> {
+struct PtxWriter<'k> {
     k: &'k Kernel,
     o: &'k PtxOptions,
     vec: u32,
@@ -117,13 +110,13 @@ struct Em<'k> {
     remat: crate::plan::remat::Remat<'k>,
     zero: Option<String>,
     /// Layouts chosen for this kernel's shapes ([`super::assign`]).
-    plan: super::assign::Plan,
+    layout_plan: super::assign::Plan,
     /// Some `dot` was emitted as `wgmma` (target sm_90a).
     uses_wgmma: bool,
     /// Loads that become `cp.async` copies into operand rings (see
     /// `async_copy`); the rings sit at the start of shared memory, the
     /// scratch space of the other ops after them.
-    aplan: super::async_copy::AsyncPlan,
+    ring_plan: super::async_copy::AsyncPlan,
     ring: u32,
     /// Per ring: the register holding its current slot's address, and the
     /// addresses of its first slot and one past its last.
@@ -193,8 +186,8 @@ pub(super) struct Plans<'k> {
 
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
-    let Plans { kernel: k, vec, layouts: plan, axis, rings: aplan, tma_views: tv, warp_spec: ws } = p;
-    let mut em = Em {
+    let Plans { kernel: k, vec, layouts: layout_plan, axis, rings: ring_plan, tma_views, warp_spec: ws } = p;
+    let mut em = PtxWriter {
         k,
         o,
         vec,
@@ -217,13 +210,13 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         remat: crate::plan::remat::Remat::new(k),
         zero: None,
         uses_wgmma: false,
-        aplan,
+        ring_plan,
         ring: 0,
         slot_regs: vec![],
         cp_pending: vec![],
         ring_dirty: true,
         ring_ready: Default::default(),
-        tma_views: tv,
+        tma_views,
         tmaps: vec![],
         tmap_regs: vec![],
         tma_bar: vec![],
@@ -239,25 +232,25 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         last_ring_op: None,
         depth: 0,
         rings_dead: false,
-        plan,
+        layout_plan,
     };
     {
         fn has_ring(op: &Op, ap: &super::async_copy::AsyncPlan) -> bool {
             op.results.iter().any(|r| ap.loads.contains_key(r)) || op.kind.regions().iter().any(|b| b.ops.iter().any(|o| has_ring(o, ap)))
         }
-        em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.aplan));
+        em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.ring_plan));
     }
     // multicast rings: clusters of 2 along x, a producer whose loops run
     // the same trips in both programs, every copy of the ring reading the
     // same tile in both, in an even number of 128-byte column atoms (each
     // program issues every other one)
-    em.mcast = (0..em.aplan.slot_bytes.len())
+    em.mcast = (0..em.ring_plan.slot_bytes.len())
         .map(|c| {
-            let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.aplan.tma[c].is_some()) else { return false };
-            let mut loads = em.aplan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
+            let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.ring_plan.tma[c].is_some()) else { return false };
+            let mut loads = em.ring_plan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
             let Some(&v) = loads.peek() else { return false };
             let shape: Vec<u32> = k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
-            let lay = em.aplan.layout[c];
+            let lay = em.ring_plan.layout[c];
             let (super::async_copy::SlotLayout::Swizzled { es, .. }, Some((_, cols))) = (lay, lay.rows_cols(&shape)) else { return false };
             (cols * es / 128) % 2 == 0 && loads.all(|v| w.uniform.contains(&v))
         })
@@ -272,16 +265,16 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         em.ws = None;
     }
     em.cluster_bar = clustered && em.ws.is_none();
-    em.tid = em.reg(Cls::R);
-    em.lane = em.reg(Cls::R);
-    em.warp = em.reg(Cls::R);
+    em.tid = em.reg(RegClass::R);
+    em.lane = em.reg(RegClass::R);
+    em.warp = em.reg(RegClass::R);
     let (t, l, w) = (em.tid.clone(), em.lane.clone(), em.warp.clone());
     let _ = writeln!(em.pro, "\tmov.u32 {t}, %tid.x;\n\tand.b32 {l}, {t}, 31;\n\tshr.u32 {w}, {t}, 5;");
-    em.ring = em.aplan.ring_bytes();
+    em.ring = em.ring_plan.ring_bytes();
     em.smem = em.ring;
-    for c in 0..em.aplan.slot_bytes.len() {
-        let (cur, first, end) = (em.reg(Cls::R), em.reg(Cls::R), em.reg(Cls::R));
-        let (s0, sb, n) = (em.aplan.slot0(c), em.aplan.slot_bytes[c], em.aplan.slots[c]);
+    for c in 0..em.ring_plan.slot_bytes.len() {
+        let (cur, first, end) = (em.reg(RegClass::R), em.reg(RegClass::R), em.reg(RegClass::R));
+        let (s0, sb, n) = (em.ring_plan.slot0(c), em.ring_plan.slot_bytes[c], em.ring_plan.slots[c]);
         // start on the last slot, so that the first load takes slot 0
         let _ = writeln!(
             em.pro,
@@ -299,18 +292,18 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     let specialized = em.ws.is_some();
     let mut bar_off = em.ring;
     let mut inits = vec![];
-    for c in 0..em.aplan.slot_bytes.len() {
-        if em.aplan.tma[c].is_none() {
+    for c in 0..em.ring_plan.slot_bytes.len() {
+        if em.ring_plan.tma[c].is_none() {
             em.tma_bar.push(None);
             em.ws_prev.push(None);
             continue;
         }
-        let ph = em.reg(Cls::R);
+        let ph = em.reg(RegClass::R);
         // (the cursor starts on the last slot: the first fill, of slot 0,
         // flips this to parity 0)
         let _ = writeln!(em.pro, "\tmov.u32 {ph}, 1;");
         em.tma_bar.push(Some((bar_off, ph)));
-        let n = em.aplan.slots[c];
+        let n = em.ring_plan.slots[c];
         inits.extend((0..n).map(|i| (bar_off + 8 * i, 1)));
         bar_off += 8 * n;
         if specialized {
@@ -319,7 +312,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
             let count = if em.mcast[c] { 2 * o.num_warps } else { o.num_warps };
             inits.extend((0..n).map(|i| (bar_off + 8 * i, count)));
             bar_off += 8 * n;
-            let prev = em.reg(Cls::R);
+            let prev = em.reg(RegClass::R);
             let _ = writeln!(em.pro, "\tmov.u32 {prev}, -1;");
             em.ws_prev.push(Some(prev));
         } else {
@@ -327,8 +320,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         }
     }
     if bar_off > em.ring {
-        em.leader = em.reg(Cls::P);
-        let (lead, b) = (em.leader.clone(), em.reg(Cls::R));
+        em.leader = em.reg(RegClass::P);
+        let (lead, b) = (em.leader.clone(), em.reg(RegClass::R));
         let _ = writeln!(em.pro, "\tsetp.eq.u32 {lead}, {t}, 0;\n\tmov.u32 {b}, ft_smem;");
         for (off, count) in inits {
             let _ = writeln!(em.pro, "\t@{lead} mbarrier.init.shared::cta.b64 [{b}+{off}], {count};");
@@ -347,8 +340,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     // the producer to the consumers — works per warpgroup. Its first warp
     // runs the producer's stream; the other three leave at once.
     if clustered {
-        em.rank = em.reg(Cls::R);
-        em.peer = em.reg(Cls::R);
+        em.rank = em.reg(RegClass::R);
+        em.peer = em.reg(RegClass::R);
         let _ = writeln!(em.pro, "\tmov.u32 {}, %cluster_ctarank;\n\txor.b32 {}, {}, 1;", em.rank, em.peer, em.rank);
     }
     let threads = (o.num_warps + 4 * specialized as u32) * 32;
@@ -360,30 +353,30 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         // two streams: the consumers (warps 0..num_warps) run the kernel
         // without issuing copies, the producer (warp num_warps) only the
         // copies and what they need; each emission starts from no values
-        let (pw, plabel, end) = (em.reg(Cls::P), em.label(), em.label());
-        em.lane0 = em.reg(Cls::P);
+        let (pw, plabel, end) = (em.reg(RegClass::P), em.label(), em.label());
+        em.lane0 = em.reg(RegClass::P);
         let _ = writeln!(em.pro, "\tsetp.eq.u32 {}, {l}, 0;", em.lane0);
-        em.l(format!("setp.ge.u32 {pw}, {w}, {};", o.num_warps));
-        em.l(format!("@{pw} bra.uni {plabel};"));
+        em.line(format!("setp.ge.u32 {pw}, {w}, {};", o.num_warps));
+        em.line(format!("@{pw} bra.uni {plabel};"));
         // (only where one program fills an SM: two programs on one SM
         // could each block in `setmaxnreg.inc` on registers the other
         // holds — an SM has 228 KB of shared memory, so rings over half
         // of it rule the second one out)
         let regs = consumers > at_launch && em.ring > 228 * 1024 / 2;
         if regs {
-            em.l(format!("setmaxnreg.inc.sync.aligned.u32 {consumers};"));
+            em.line(format!("setmaxnreg.inc.sync.aligned.u32 {consumers};"));
         }
         em.role = Role::Consumer;
         em.rings_dead = false;
         em.block(&k.body)?;
-        em.l(format!("bra.uni {end};"));
+        em.line(format!("bra.uni {end};"));
         em.body.push_str(&format!("{plabel}:\n"));
         if regs {
-            em.l("setmaxnreg.dec.sync.aligned.u32 40;");
+            em.line("setmaxnreg.dec.sync.aligned.u32 40;");
         }
-        let idle = em.reg(Cls::P);
-        em.l(format!("setp.ne.u32 {idle}, {w}, {};", o.num_warps));
-        em.l(format!("@{idle} bra.uni {end};"));
+        let idle = em.reg(RegClass::P);
+        em.line(format!("setp.ne.u32 {idle}, {w}, {};", o.num_warps));
+        em.line(format!("@{idle} bra.uni {end};"));
         em.role = Role::Producer;
         em.vals.clear();
         em.ring_ready.clear();
@@ -399,8 +392,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     // not `.aligned`: warp-specialized streams reach it from different
     // branches, and a kernel may have returned early in some threads
     if clustered {
-        em.l("barrier.cluster.arrive.release;");
-        em.l("barrier.cluster.wait.acquire;");
+        em.line("barrier.cluster.arrive.release;");
+        em.line("barrier.cluster.wait.acquire;");
     }
     let entry = format!("ft_{}", k.name);
     let mut params = vec![];
@@ -445,8 +438,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         smem_bytes: em.smem,
         threads,
         params,
-        fma_dots: em.plan.fma_reasons.clone(),
-        mma_sync_dots: em.plan.no_wgmma_reasons.clone(),
+        fma_dots: em.layout_plan.fma_reasons.clone(),
+        mma_sync_dots: em.layout_plan.no_wgmma_reasons.clone(),
         tensor_maps,
     })
 }

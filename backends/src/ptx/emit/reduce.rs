@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
@@ -13,22 +13,22 @@ impl<'k> Em<'k> {
         let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
         // accumulation class
         let (ac, at) = if d.is_float() {
-            (Cls::F, "f32")
+            (RegClass::F, "f32")
         } else if d == DType::I64 {
-            (Cls::Rd, "s64")
+            (RegClass::Rd, "s64")
         } else if d == DType::U32 || d == DType::U8 || d == DType::Bool {
-            (Cls::R, "u32")
+            (RegClass::R, "u32")
         } else {
-            (Cls::R, "s32")
+            (RegClass::R, "s32")
         };
         let identity = |o: ReduceOp| -> String {
             match (o, ac) {
-                (ReduceOp::Sum, Cls::F) => "0f00000000".into(),
+                (ReduceOp::Sum, RegClass::F) => "0f00000000".into(),
                 (ReduceOp::Sum, _) => "0".into(),
-                (ReduceOp::Max | ReduceOp::Argmax, Cls::F) => "0fFF800000".into(),
-                (ReduceOp::Min | ReduceOp::Argmin, Cls::F) => "0f7F800000".into(),
-                (ReduceOp::Max | ReduceOp::Argmax, Cls::Rd) => i64::MIN.to_string(),
-                (ReduceOp::Min | ReduceOp::Argmin, Cls::Rd) => i64::MAX.to_string(),
+                (ReduceOp::Max | ReduceOp::Argmax, RegClass::F) => "0fFF800000".into(),
+                (ReduceOp::Min | ReduceOp::Argmin, RegClass::F) => "0f7F800000".into(),
+                (ReduceOp::Max | ReduceOp::Argmax, RegClass::Rd) => i64::MIN.to_string(),
+                (ReduceOp::Min | ReduceOp::Argmin, RegClass::Rd) => i64::MAX.to_string(),
                 (ReduceOp::Max | ReduceOp::Argmax, _) => {
                     if at == "u32" {
                         "0".into()
@@ -45,9 +45,9 @@ impl<'k> Em<'k> {
                 }
             }
         };
-        let mv = |c: Cls| match c {
-            Cls::F => "f32",
-            Cls::Rd => "b64",
+        let mv = |c: RegClass| match c {
+            RegClass::F => "f32",
+            RegClass::Rd => "b64",
             _ => "b32",
         };
         // values in accumulation class, masked to identity where not owner along axis
@@ -55,22 +55,22 @@ impl<'k> Em<'k> {
         let mut idxs = vec![];
         for (r, v) in regs.iter().enumerate() {
             let a = match ac {
-                Cls::F => self.widen_f32(v, d),
-                Cls::R if d == DType::Bool => {
-                    let t = self.reg(Cls::R);
-                    self.l(format!("selp.u32 {t}, 1, 0, {v};"));
+                RegClass::F => self.widen_f32(v, d),
+                RegClass::R if d == DType::Bool => {
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("selp.u32 {t}, 1, 0, {v};"));
                     t
                 }
                 _ => v.clone(),
             };
             let a = if lay.bl.replicated(axis) {
                 // copies along the axis must not be counted twice
-                let t = self.reg(Cls::R);
-                let p = self.reg(Cls::P);
-                self.l(format!("add.u32 {t}, {}, {};", lay.thread[axis], lay.konst[r][axis]));
-                self.l(format!("setp.lt.u32 {p}, {t}, {};", shape[axis]));
+                let t = self.reg(RegClass::R);
+                let p = self.reg(RegClass::P);
+                self.line(format!("add.u32 {t}, {}, {};", lay.thread[axis], lay.reg_offsets[r][axis]));
+                self.line(format!("setp.lt.u32 {p}, {t}, {};", shape[axis]));
                 let y = self.reg(ac);
-                self.l(format!("selp.{} {y}, {a}, {}, {p};", mv(ac), identity(o)));
+                self.line(format!("selp.{} {y}, {a}, {}, {p};", mv(ac), identity(o)));
                 y
             } else {
                 a
@@ -83,7 +83,7 @@ impl<'k> Em<'k> {
         // group registers by their coordinates off the axis
         let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
         for r in 0..regs.len() {
-            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.konst[r][dd]).collect();
+            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.reg_offsets[r][dd]).collect();
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some(g) => g.1.push(r),
                 None => groups.push((key, vec![r])),
@@ -92,43 +92,43 @@ impl<'k> Em<'k> {
         let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
             if let (Some(ai), Some(bi)) = (ai, bi) {
                 // (value, index): take b if better, or equal with smaller index, or a is NaN
-                let take = em.reg(Cls::P);
+                let take = em.reg(RegClass::P);
                 let better = if o == ReduceOp::Argmax { "gt" } else { "lt" };
-                let t = em.reg(Cls::P);
-                let eq = em.reg(Cls::P);
-                let li = em.reg(Cls::P);
-                em.l(format!("setp.{better}.{at} {take}, {b}, {a};"));
-                em.l(format!("setp.eq.{at} {eq}, {b}, {a};"));
-                em.l(format!("setp.lt.u32 {li}, {bi}, {ai};"));
-                em.l(format!("and.pred {t}, {eq}, {li};"));
-                em.l(format!("or.pred {take}, {take}, {t};"));
-                if ac == Cls::F {
-                    let (an, bn) = (em.reg(Cls::P), em.reg(Cls::P));
-                    em.l(format!("setp.nan.f32 {an}, {a}, {a};"));
-                    em.l(format!("setp.nan.f32 {bn}, {b}, {b};"));
+                let t = em.reg(RegClass::P);
+                let eq = em.reg(RegClass::P);
+                let li = em.reg(RegClass::P);
+                em.line(format!("setp.{better}.{at} {take}, {b}, {a};"));
+                em.line(format!("setp.eq.{at} {eq}, {b}, {a};"));
+                em.line(format!("setp.lt.u32 {li}, {bi}, {ai};"));
+                em.line(format!("and.pred {t}, {eq}, {li};"));
+                em.line(format!("or.pred {take}, {take}, {t};"));
+                if ac == RegClass::F {
+                    let (an, bn) = (em.reg(RegClass::P), em.reg(RegClass::P));
+                    em.line(format!("setp.nan.f32 {an}, {a}, {a};"));
+                    em.line(format!("setp.nan.f32 {bn}, {b}, {b};"));
                     // a NaN and b not NaN → take b; both NaN → smaller index
-                    let q = em.reg(Cls::P);
-                    em.l(format!("not.pred {q}, {bn};"));
-                    em.l(format!("and.pred {q}, {q}, {an};"));
-                    em.l(format!("or.pred {take}, {take}, {q};"));
-                    em.l(format!("and.pred {q}, {an}, {bn};"));
-                    em.l(format!("and.pred {q}, {q}, {li};"));
-                    em.l(format!("or.pred {take}, {take}, {q};"));
+                    let q = em.reg(RegClass::P);
+                    em.line(format!("not.pred {q}, {bn};"));
+                    em.line(format!("and.pred {q}, {q}, {an};"));
+                    em.line(format!("or.pred {take}, {take}, {q};"));
+                    em.line(format!("and.pred {q}, {an}, {bn};"));
+                    em.line(format!("and.pred {q}, {q}, {li};"));
+                    em.line(format!("or.pred {take}, {take}, {q};"));
                     // b NaN and a not NaN → keep a
-                    em.l(format!("not.pred {q}, {an};"));
-                    em.l(format!("and.pred {q}, {q}, {bn};"));
-                    em.l(format!("not.pred {q}, {q};"));
-                    em.l(format!("and.pred {take}, {take}, {q};"));
+                    em.line(format!("not.pred {q}, {an};"));
+                    em.line(format!("and.pred {q}, {q}, {bn};"));
+                    em.line(format!("not.pred {q}, {q};"));
+                    em.line(format!("and.pred {take}, {take}, {q};"));
                 }
-                let (v, i) = (em.reg(ac), em.reg(Cls::R));
-                em.l(format!("selp.{} {v}, {b}, {a}, {take};", mv(ac)));
-                em.l(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
+                let (v, i) = (em.reg(ac), em.reg(RegClass::R));
+                em.line(format!("selp.{} {v}, {b}, {a}, {take};", mv(ac)));
+                em.line(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
                 return (v, Some(i));
             }
             let y = em.reg(ac);
             let ins = match o {
                 ReduceOp::Sum => {
-                    if ac == Cls::F {
+                    if ac == RegClass::F {
                         "add.rn.f32".to_string()
                     } else {
                         format!("add.{at}")
@@ -137,7 +137,7 @@ impl<'k> Em<'k> {
                 ReduceOp::Max => format!("max.{at}"),
                 _ => format!("min.{at}"),
             };
-            em.l(format!("{ins} {y}, {a}, {b};"));
+            em.line(format!("{ins} {y}, {a}, {b};"));
             (y, None)
         };
         // 1. in-thread
@@ -164,14 +164,14 @@ impl<'k> Em<'k> {
             let m = 1u32 << (lay.bl.lane_shift[axis] + b);
             for g in partial.iter_mut() {
                 let other = self.shfl(&g.0, ac, m);
-                let oi = g.1.as_ref().map(|i| self.shfl(i, Cls::R, m));
+                let oi = g.1.as_ref().map(|i| self.shfl(i, RegClass::R, m));
                 *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref());
             }
         }
         // 3. across warps along the axis, through shared memory
         let wpc = lay.bl.wpc[axis];
         if wpc > 1 {
-            let sz = if ac == Cls::Rd { 8 } else { 4 };
+            let sz = if ac == RegClass::Rd { 8 } else { 4 };
             let ng = groups.len() as u32;
             // slot (warp_axis, other-warp-coords, group): index by warp id and group
             // one slot per (thread, group): lanes off the axis hold different
@@ -181,36 +181,36 @@ impl<'k> Em<'k> {
             self.smem_need(nt * per);
             self.bar();
             let base = self.smem_base();
-            let slot = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
+            let slot = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
             for (gi, g) in partial.iter().enumerate() {
-                let a = self.reg(Cls::R);
-                self.l(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
-                self.l(format!("st.shared.{} [{a}], {};", mv(ac), g.0));
+                let a = self.reg(RegClass::R);
+                self.line(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
+                self.line(format!("st.shared.{} [{a}], {};", mv(ac), g.0));
                 if let Some(i) = &g.1 {
-                    self.l(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
+                    self.line(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
                 }
             }
             self.bar();
             // read the other warps along the axis: same warp id except the axis field
             let wsh = lay.bl.warp_shift[axis];
-            let clear = self.reg(Cls::R);
-            self.l(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
+            let clear = self.reg(RegClass::R);
+            self.line(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
             let mut acc: Vec<(String, Option<String>)> = vec![];
             for j in 0..wpc {
-                let w = self.reg(Cls::R);
-                self.l(format!("or.b32 {w}, {clear}, {};", j << wsh));
-                let s = self.reg(Cls::R);
-                self.l(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
-                self.l(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
+                let w = self.reg(RegClass::R);
+                self.line(format!("or.b32 {w}, {clear}, {};", j << wsh));
+                let s = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
+                self.line(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
                 for gi in 0..partial.len() {
-                    let a = self.reg(Cls::R);
-                    self.l(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
+                    let a = self.reg(RegClass::R);
+                    self.line(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
                     let v = self.reg(ac);
-                    self.l(format!("ld.shared.{} {v}, [{a}];", mv(ac)));
+                    self.line(format!("ld.shared.{} {v}, [{a}];", mv(ac)));
                     let iv = if arg {
-                        let i = self.reg(Cls::R);
-                        self.l(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
+                        let i = self.reg(RegClass::R);
+                        self.line(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
                         Some(i)
                     } else {
                         None
@@ -235,10 +235,10 @@ impl<'k> Em<'k> {
                     return i.clone().unwrap();
                 }
                 match ac {
-                    Cls::F => self.narrow_f32(v, rd),
+                    RegClass::F => self.narrow_f32(v, rd),
                     _ if rd == DType::Bool => {
-                        let p = self.reg(Cls::P);
-                        self.l(format!("setp.ne.u32 {p}, {v}, 0;"));
+                        let p = self.reg(RegClass::P);
+                        self.line(format!("setp.ne.u32 {p}, {v}, 0;"));
                         p
                     }
                     _ => {
@@ -256,8 +256,8 @@ impl<'k> Em<'k> {
         }
         // slice layout → canonical: write each group's value at its output
         // linear index, read back in the canonical layout.
-        let rc = cls_of(Elem::Val(rd));
-        let sz = if rc == Cls::Rd { 8 } else { 4 };
+        let rc = reg_class(Elem::Val(rd));
+        let sz = if rc == RegClass::Rd { 8 } else { 4 };
         let n_out: u32 = out_shape.iter().product();
         self.smem_need(n_out * sz);
         self.bar();
@@ -271,18 +271,18 @@ impl<'k> Em<'k> {
         };
         for (gi, (_, rs)) in groups.iter().enumerate() {
             let r = rs[0];
-            let a = self.reg(Cls::R);
-            self.l(format!("mov.u32 {a}, 0;"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {a}, 0;"));
             let mut od = 0;
             for dd in 0..shape.len() {
                 if dd == axis {
                     continue;
                 }
                 let i = self.index(&shape, r, dd);
-                self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", out_strides[od] * sz));
+                self.line(format!("mad.lo.u32 {a}, {i}, {}, {a};", out_strides[od] * sz));
                 od += 1;
             }
-            self.l(format!("add.u32 {a}, {a}, {base};"));
+            self.line(format!("add.u32 {a}, {a}, {base};"));
             self.st_shared(rc, &a, &finals[gi]);
         }
         self.bar();
@@ -290,28 +290,28 @@ impl<'k> Em<'k> {
         let mut out = vec![];
         for r in 0..m {
             let lin = self.lin(&out_shape, r);
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
             out.push(self.ld_shared(rc, &a));
         }
         self.bar();
         Ok(out)
     }
 
-    pub(super) fn shfl(&mut self, v: &str, c: Cls, mask: u32) -> String {
+    pub(super) fn shfl(&mut self, v: &str, c: RegClass, mask: u32) -> String {
         match c {
-            Cls::Rd => {
-                let (lo, hi) = (self.reg(Cls::R), self.reg(Cls::R));
-                self.l(format!("mov.b64 {{{lo}, {hi}}}, {v};"));
-                self.l(format!("shfl.sync.bfly.b32 {lo}, {lo}, {mask}, 31, -1;"));
-                self.l(format!("shfl.sync.bfly.b32 {hi}, {hi}, {mask}, 31, -1;"));
-                let o = self.reg(Cls::Rd);
-                self.l(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
+            RegClass::Rd => {
+                let (lo, hi) = (self.reg(RegClass::R), self.reg(RegClass::R));
+                self.line(format!("mov.b64 {{{lo}, {hi}}}, {v};"));
+                self.line(format!("shfl.sync.bfly.b32 {lo}, {lo}, {mask}, 31, -1;"));
+                self.line(format!("shfl.sync.bfly.b32 {hi}, {hi}, {mask}, 31, -1;"));
+                let o = self.reg(RegClass::Rd);
+                self.line(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
                 o
             }
             _ => {
                 let o = self.reg(c);
-                self.l(format!("shfl.sync.bfly.b32 {o}, {v}, {mask}, 31, -1;"));
+                self.line(format!("shfl.sync.bfly.b32 {o}, {v}, {mask}, 31, -1;"));
                 o
             }
         }
@@ -324,14 +324,14 @@ impl<'k> Em<'k> {
         let rd = self.dtype(res);
         let regs = self.get(x);
         let (ac, at) = if d.is_float() {
-            (Cls::F, "f32")
+            (RegClass::F, "f32")
         } else if rd == DType::I64 {
-            (Cls::Rd, "s64")
+            (RegClass::Rd, "s64")
         } else {
-            (Cls::R, "s32")
+            (RegClass::R, "s32")
         };
-        let sz = if ac == Cls::Rd { 8 } else { 4 };
-        let vals: Vec<String> = regs.iter().map(|v| if ac == Cls::F { self.widen_f32(v, d) } else { v.clone() }).collect();
+        let sz = if ac == RegClass::Rd { 8 } else { 4 };
+        let vals: Vec<String> = regs.iter().map(|v| if ac == RegClass::F { self.widen_f32(v, d) } else { v.clone() }).collect();
         let n: u32 = shape.iter().product();
         self.smem_need(n * sz);
         self.bar();
@@ -344,41 +344,41 @@ impl<'k> Em<'k> {
             let lin = self.lin(&shape, r);
             let i = self.index(&shape, r, axis);
             // start = lin - i*stride
-            let start = self.reg(Cls::R);
-            self.l(format!("mul.lo.u32 {start}, {i}, {};", strides[axis]));
-            self.l(format!("sub.u32 {start}, {lin}, {start};"));
+            let start = self.reg(RegClass::R);
+            self.line(format!("mul.lo.u32 {start}, {i}, {};", strides[axis]));
+            self.line(format!("sub.u32 {start}, {lin}, {start};"));
             let acc = self.reg(ac);
-            let zero = if ac == Cls::F { "0f00000000" } else { "0" };
-            self.l(format!(
+            let zero = if ac == RegClass::F { "0f00000000" } else { "0" };
+            self.line(format!(
                 "mov.{} {acc}, {zero};",
-                if ac == Cls::Rd {
+                if ac == RegClass::Rd {
                     "b64"
-                } else if ac == Cls::F {
+                } else if ac == RegClass::F {
                     "f32"
                 } else {
                     "b32"
                 }
             ));
-            let j = self.reg(Cls::R);
-            self.l(format!("mov.u32 {j}, 0;"));
+            let j = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {j}, 0;"));
             let (head, end) = (self.label(), self.label());
             self.body.push_str(&format!("{head}:\n"));
-            let p = self.reg(Cls::P);
-            self.l(format!("setp.gt.u32 {p}, {j}, {i};"));
-            self.l(format!("@{p} bra {end};"));
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {j}, {}, {start};", strides[axis]));
-            self.l(format!("mad.lo.u32 {a}, {a}, {sz}, {base};"));
+            let p = self.reg(RegClass::P);
+            self.line(format!("setp.gt.u32 {p}, {j}, {i};"));
+            self.line(format!("@{p} bra {end};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {j}, {}, {start};", strides[axis]));
+            self.line(format!("mad.lo.u32 {a}, {a}, {sz}, {base};"));
             let v = self.ld_shared(ac, &a);
-            if ac == Cls::F {
-                self.l(format!("add.rn.f32 {acc}, {acc}, {v};"));
+            if ac == RegClass::F {
+                self.line(format!("add.rn.f32 {acc}, {acc}, {v};"));
             } else {
-                self.l(format!("add.{at} {acc}, {acc}, {v};"));
+                self.line(format!("add.{at} {acc}, {acc}, {v};"));
             }
-            self.l(format!("add.u32 {j}, {j}, 1;"));
-            self.l(format!("bra {head};"));
+            self.line(format!("add.u32 {j}, {j}, 1;"));
+            self.line(format!("bra {head};"));
             self.body.push_str(&format!("{end}:\n"));
-            out.push(if ac == Cls::F { self.narrow_f32(&acc, rd) } else { acc });
+            out.push(if ac == RegClass::F { self.narrow_f32(&acc, rd) } else { acc });
         }
         self.bar();
         Ok(out)

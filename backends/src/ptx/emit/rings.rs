@@ -7,11 +7,11 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     /// Close the current `cp.async` group (loop and branch boundaries).
     pub(super) fn cp_commit(&mut self) {
         if !self.cp_pending.is_empty() {
-            self.l("cp.async.commit_group;");
+            self.line("cp.async.commit_group;");
             self.cp_pending.clear();
         }
     }
@@ -23,8 +23,8 @@ impl<'k> Em<'k> {
         if self.cluster_bar && self.role == Role::All {
             // (relaxed: the slots' readers are `wgmma`s this warp already
             // waited for, and their next writer is a bulk copy)
-            self.l("barrier.cluster.arrive.relaxed.aligned;");
-            self.l("barrier.cluster.wait.aligned;");
+            self.line("barrier.cluster.arrive.relaxed.aligned;");
+            self.line("barrier.cluster.wait.aligned;");
         } else {
             self.bar();
         }
@@ -43,8 +43,8 @@ impl<'k> Em<'k> {
     pub(super) fn round_tf32_slots(&mut self, tiles: &[(V, String)]) {
         let mut first = true;
         for (v, slot) in tiles {
-            let Some(c) = self.aplan.class_of(*v) else { continue };
-            if self.aplan.tma[c].is_some() || !matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { es: 4, .. }) {
+            let Some(c) = self.ring_plan.class_of(*v) else { continue };
+            if self.ring_plan.tma[c].is_some() || !matches!(self.ring_plan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { es: 4, .. }) {
                 continue;
             }
             if first {
@@ -52,23 +52,23 @@ impl<'k> Em<'k> {
                 first = false;
             }
             let threads = self.o.num_warps * 32;
-            let chunks = self.aplan.slot_bytes[c] / 16;
-            let base = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {base}, {}, 16, {slot};", self.tid));
+            let chunks = self.ring_plan.slot_bytes[c] / 16;
+            let base = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {base}, {}, 16, {slot};", self.tid));
             for q in 0..chunks.div_ceil(threads) {
                 let guard = (q + 1) * threads > chunks;
                 let skip = self.label();
                 if guard {
-                    let p = self.reg(Cls::P);
-                    self.l(format!("setp.ge.u32 {p}, {}, {};", self.tid, chunks - q * threads));
-                    self.l(format!("@{p} bra {skip};"));
+                    let p = self.reg(RegClass::P);
+                    self.line(format!("setp.ge.u32 {p}, {}, {};", self.tid, chunks - q * threads));
+                    self.line(format!("@{p} bra {skip};"));
                 }
-                let w: Vec<String> = (0..4).map(|_| self.reg(Cls::R)).collect();
-                self.l(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
+                let w: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
+                self.line(format!("ld.shared.v4.b32 {{{}}}, [{base}+{}];", w.join(", "), q * threads * 16));
                 for x in &w {
                     self.tf32_round_bits(x, x);
                 }
-                self.l(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
+                self.line(format!("st.shared.v4.b32 [{base}+{}], {{{}}};", q * threads * 16, w.join(", ")));
                 if guard {
                     self.body.push_str(&format!("{skip}:\n"));
                 }
@@ -84,7 +84,7 @@ impl<'k> Em<'k> {
     /// value is the slot's address. The copy joins the current group; the
     /// consuming `dot` waits for it.
     pub(super) fn load_async(&mut self, ptr: V, mask: Option<V>, res: V) -> R<Vec<String>> {
-        let c = self.aplan.class_of(res).expect("ring load");
+        let c = self.ring_plan.class_of(res).expect("ring load");
         let shape = self.shape_u32(ptr);
         let es = self.dtype(res).size_bytes() as u32;
         if shape.len() != 2 || !(es == 2 || es == 4) {
@@ -99,17 +99,17 @@ impl<'k> Em<'k> {
         }
         // a group holds at most one tile per ring (the waits count groups
         // as prefetch stages)
-        if self.cp_pending.iter().any(|v| self.aplan.class_of(*v) == Some(c)) {
+        if self.cp_pending.iter().any(|v| self.ring_plan.class_of(*v) == Some(c)) {
             self.cp_commit();
         }
         let (cur, first, end) = self.slot_regs[c].clone();
-        let wrap = self.reg(Cls::P);
-        self.l(format!("add.u32 {cur}, {cur}, {};", self.aplan.slot_bytes[c]));
-        self.l(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
-        self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
-        let slot = self.reg(Cls::R);
-        self.l(format!("mov.u32 {slot}, {cur};"));
-        let lay = self.aplan.layout[c];
+        let wrap = self.reg(RegClass::P);
+        self.line(format!("add.u32 {cur}, {cur}, {};", self.ring_plan.slot_bytes[c]));
+        self.line(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
+        self.line(format!("@{wrap} mov.u32 {cur}, {first};"));
+        let slot = self.reg(RegClass::R);
+        self.line(format!("mov.u32 {slot}, {cur};"));
+        let lay = self.ring_plan.layout[c];
         // (a transposed slot takes each element on its own)
         let transposed = matches!(lay, crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. });
         let w = if transposed { 1 } else { self.vec_width(ptr, mask).min(16 / es as usize) };
@@ -132,20 +132,20 @@ impl<'k> Em<'k> {
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: false } => self.wgmma_addr(&i, &j, shape[0], &slot, es),
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: true } => self.wgmma_addr(&j, &i, shape[1], &slot, es),
                 crate::ptx::async_copy::SlotLayout::Padded { pitch } => {
-                    let a = self.reg(Cls::R);
-                    self.l(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
-                    self.l(format!("mad.lo.u32 {a}, {j}, 2, {a};"));
+                    let a = self.reg(RegClass::R);
+                    self.line(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
+                    self.line(format!("mad.lo.u32 {a}, {j}, 2, {a};"));
                     a
                 }
             };
             let kind = if bytes == 16 { "cg" } else { "ca" };
             match &masks {
                 Some(m) => {
-                    let sz = self.reg(Cls::R);
-                    self.l(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
-                    self.l(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes}, {sz};", rp[r0]));
+                    let sz = self.reg(RegClass::R);
+                    self.line(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
+                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes}, {sz};", rp[r0]));
                 }
-                None => self.l(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes};", rp[r0])),
+                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes};", rp[r0])),
             }
         }
         self.cp_pending.push(res);
@@ -162,32 +162,32 @@ impl<'k> Em<'k> {
     /// the TMA ring slot holding tile value `v`.
     pub(super) fn tma_bar_addr_of(&mut self, c: usize, v: &str, empty: bool) -> String {
         let (bar0, _) = self.tma_bar[c].clone().expect("TMA ring");
-        let bar0 = if empty { bar0 + 8 * self.aplan.slots[c] } else { bar0 };
+        let bar0 = if empty { bar0 + 8 * self.ring_plan.slots[c] } else { bar0 };
         let first = self.slot_regs[c].1.clone();
-        let (t, b) = (self.reg(Cls::R), self.reg(Cls::R));
-        self.l(format!("and.b32 {t}, {v}, -2;"));
-        self.l(format!("sub.u32 {t}, {t}, {first};"));
-        let sb = self.aplan.slot_bytes[c];
+        let (t, b) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("and.b32 {t}, {v}, -2;"));
+        self.line(format!("sub.u32 {t}, {t}, {first};"));
+        let sb = self.ring_plan.slot_bytes[c];
         if sb.is_power_of_two() {
-            self.l(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
+            self.line(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
         } else {
-            self.l(format!("div.u32 {t}, {t}, {sb};"));
+            self.line(format!("div.u32 {t}, {t}, {sb};"));
         }
-        self.l(format!("mov.u32 {b}, ft_smem;"));
-        self.l(format!("add.u32 {b}, {b}, {bar0};"));
-        self.l(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
+        self.line(format!("mov.u32 {b}, ft_smem;"));
+        self.line(format!("add.u32 {b}, {b}, {bar0};"));
+        self.line(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
         t
     }
 
     /// Wait (every thread) until the bulk copies of TMA tile `v` landed.
     pub(super) fn tma_wait(&mut self, c: usize, v: &str) {
         let bar = self.tma_bar_addr(c, v);
-        let (par, p) = (self.reg(Cls::R), self.reg(Cls::P));
-        self.l(format!("and.b32 {par}, {v}, 1;"));
+        let (par, p) = (self.reg(RegClass::R), self.reg(RegClass::P));
+        self.line(format!("and.b32 {par}, {v}, 1;"));
         let lbl = self.label();
         self.body.push_str(&format!("{lbl}:\n"));
-        self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
-        self.l(format!("@!{p} bra {lbl};"));
+        self.line(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
+        self.line(format!("@!{p} bra {lbl};"));
     }
 
     /// Warp-specialized consumers: every warp has finished reading the slot
@@ -198,34 +198,34 @@ impl<'k> Em<'k> {
         let bar = self.tma_bar_addr_of(c, v, true);
         let p = match valid {
             Some(q) => {
-                let p = self.reg(Cls::P);
-                self.l(format!("and.pred {p}, {q}, {};", self.lane0));
+                let p = self.reg(RegClass::P);
+                self.line(format!("and.pred {p}, {q}, {};", self.lane0));
                 p
             }
             None => self.lane0.clone(),
         };
-        let sink = self.reg(Cls::Rd);
-        self.l(format!("@{p} mbarrier.arrive.shared::cta.b64 {sink}, [{bar}];"));
+        let sink = self.reg(RegClass::Rd);
+        self.line(format!("@{p} mbarrier.arrive.shared::cta.b64 {sink}, [{bar}];"));
         // multicast: the other program's producer refills this slot in
         // both programs too, so it waits for this release as well
         if self.mcast[c] {
-            let remote = self.reg(Cls::R);
-            self.l(format!("mapa.shared::cluster.u32 {remote}, {bar}, {};", self.peer));
+            let remote = self.reg(RegClass::R);
+            self.line(format!("mapa.shared::cluster.u32 {remote}, {bar}, {};", self.peer));
             // (default semantics: the slot's readers are `wgmma`s this
             // warp already waited for, and its next writer is a bulk copy
             // ordered by this mbarrier; a cluster-scope release here — a
             // fence over the warp's memory operations — measured 2× slower)
-            self.l(format!("@{p} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"));
+            self.line(format!("@{p} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"));
         }
     }
 
     /// Release the slot recorded for ring `c` (if any) and clear the record.
     pub(super) fn ws_release_prev(&mut self, c: usize) {
         let Some(prev) = self.ws_prev[c].clone() else { return };
-        let q = self.reg(Cls::P);
-        self.l(format!("setp.ne.u32 {q}, {prev}, -1;"));
+        let q = self.reg(RegClass::P);
+        self.line(format!("setp.ne.u32 {q}, {prev}, -1;"));
         self.ws_release(c, &prev, Some(q));
-        self.l(format!("mov.u32 {prev}, -1;"));
+        self.line(format!("mov.u32 {prev}, -1;"));
     }
 
     /// The generic address of the tensor-map parameter for `view` with this
@@ -235,7 +235,7 @@ impl<'k> Em<'k> {
         if let Some(i) = self.tmaps.iter().position(|t| *t == key) {
             return self.tmap_regs[i].clone();
         }
-        let r = self.reg(Cls::Rd);
+        let r = self.reg(RegClass::Rd);
         let _ = writeln!(self.pro, "\tmov.u64 {r}, ft_tmap{};\n\tcvta.param.u64 {r}, {r};", self.tmaps.len());
         // (thread 0 brings the 128-byte descriptor close before the first
         // copy needs it: otherwise that copy's latency includes its fetch)
@@ -255,14 +255,14 @@ impl<'k> Em<'k> {
     /// one per 64 columns. The value is the slot's address with the
     /// parity of this fill of the slot in bit 0 (what a consumer waits on).
     pub(super) fn load_tma(&mut self, view: V, offsets: &[V], res: V) -> R<Vec<String>> {
-        let c = self.aplan.class_of(res).expect("ring load");
+        let c = self.ring_plan.class_of(res).expect("ring load");
         let shape = self.shape_u32(res);
-        let tv = self.tma_views[&view].clone();
-        let lay = self.aplan.layout[c];
+        let tma_view = self.tma_views[&view].clone();
+        let lay = self.ring_plan.layout[c];
         let crate::ptx::async_copy::SlotLayout::Swizzled { es, .. } = lay else {
             return self.err("TMA ring without the wgmma layout");
         };
-        if !crate::ptx::async_copy::tma_slot(lay, &shape, tv.inner) {
+        if !crate::ptx::async_copy::tma_slot(lay, &shape, tma_view.inner) {
             return self.err("TMA ring whose slot rows do not run along the view's contiguous dimension");
         }
         // (warp-specialized: the slot is free when its empty mbarrier says
@@ -273,13 +273,13 @@ impl<'k> Em<'k> {
         }
         let (cur, first, end) = self.slot_regs[c].clone();
         let ph = self.tma_bar[c].clone().expect("TMA ring").1;
-        let wrap = self.reg(Cls::P);
-        self.l(format!("add.u32 {cur}, {cur}, {};", self.aplan.slot_bytes[c]));
-        self.l(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
-        self.l(format!("@{wrap} mov.u32 {cur}, {first};"));
-        self.l(format!("@{wrap} xor.b32 {ph}, {ph}, 1;"));
-        let slot = self.reg(Cls::R);
-        self.l(format!("or.b32 {slot}, {cur}, {ph};"));
+        let wrap = self.reg(RegClass::P);
+        self.line(format!("add.u32 {cur}, {cur}, {};", self.ring_plan.slot_bytes[c]));
+        self.line(format!("setp.ge.u32 {wrap}, {cur}, {end};"));
+        self.line(format!("@{wrap} mov.u32 {cur}, {first};"));
+        self.line(format!("@{wrap} xor.b32 {ph}, {ph}, 1;"));
+        let slot = self.reg(RegClass::R);
+        self.line(format!("or.b32 {slot}, {cur}, {ph};"));
         if self.role == Role::Consumer {
             // the consumers only follow the ring (the producer copies)
             return Ok(vec![slot]);
@@ -290,21 +290,21 @@ impl<'k> Em<'k> {
         // as s32 (clamped: anything beyond is outside every tensor-map
         // extent, hence zeros, as it should be)
         let mut coords = vec![];
-        for o in [offsets[tv.inner], offsets[1 - tv.inner]] {
+        for o in [offsets[tma_view.inner], offsets[1 - tma_view.inner]] {
             let r = self.get(o)[0].clone();
             if self.dtype(o) == DType::I64 {
-                let (t, c32) = (self.reg(Cls::Rd), self.reg(Cls::R));
-                self.l(format!("max.s64 {t}, {r}, -2147483648;"));
-                self.l(format!("min.s64 {t}, {t}, 2147483647;"));
-                self.l(format!("cvt.u32.u64 {c32}, {t};"));
+                let (t, c32) = (self.reg(RegClass::Rd), self.reg(RegClass::R));
+                self.line(format!("max.s64 {t}, {r}, -2147483648;"));
+                self.line(format!("min.s64 {t}, {t}, 2147483647;"));
+                self.line(format!("cvt.u32.u64 {c32}, {t};"));
                 coords.push(c32);
             } else {
                 coords.push(r);
             }
         }
-        if let Some((axis, _)) = tv.batch {
-            let p = self.reg(Cls::R);
-            self.l(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][axis as usize]));
+        if let Some((axis, _)) = tma_view.batch {
+            let p = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][axis as usize]));
             coords.push(p);
         }
         // the slot: `cols / atom` column atoms of `rows` 128-byte rows
@@ -313,12 +313,12 @@ impl<'k> Em<'k> {
         let (rows, cols) = lay.rows_cols(&shape).expect("a 2-D tile (tma_slot)");
         let atom = 128 / es;
         let mut box_dims = vec![atom, rows];
-        if tv.batch.is_some() {
+        if tma_view.batch.is_some() {
             box_dims.push(1);
         }
-        let tm = self.tmap(view, box_dims, self.aplan.round_tf32[c]);
-        let base = self.reg(Cls::R);
-        self.l(format!("mov.u32 {base}, {cur};"));
+        let tm = self.tmap(view, box_dims, self.ring_plan.round_tf32[c]);
+        let base = self.reg(RegClass::R);
+        self.line(format!("mov.u32 {base}, {cur};"));
         // Issued here, where the pipeliner put the prefetch: before the wait
         // for this iteration's tile, so that while a program waits, every
         // slot but the one being read is being filled (the slot refilled
@@ -332,35 +332,35 @@ impl<'k> Em<'k> {
         // (`elect.sync`: ptxas then issues each copy once, without a loop
         // over the lanes' operand values)
         let skip = self.label();
-        let (w0, lead, lane) = (self.reg(Cls::P), self.reg(Cls::P), self.reg(Cls::R));
+        let (w0, lead, lane) = (self.reg(RegClass::P), self.reg(RegClass::P), self.reg(RegClass::R));
         if self.role == Role::All {
-            self.l(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
-            self.l(format!("@{w0} bra.uni {skip};"));
+            self.line(format!("setp.ne.u32 {w0}, {}, 0;", self.warp));
+            self.line(format!("@{w0} bra.uni {skip};"));
         }
-        self.l(format!("elect.sync {lane}|{lead}, -1;"));
-        self.l(format!("@!{lead} bra {skip};"));
+        self.line(format!("elect.sync {lane}|{lead}, -1;"));
+        self.line(format!("@!{lead} bra {skip};"));
         if let Some(empty) = empty {
             // wait until every consumer warp released this slot's previous
             // fill (parity of the previous phase: a first fill passes)
-            let (par, p, lbl) = (self.reg(Cls::R), self.reg(Cls::P), self.label());
-            self.l(format!("and.b32 {par}, {slot}, 1;"));
-            self.l(format!("xor.b32 {par}, {par}, 1;"));
+            let (par, p, lbl) = (self.reg(RegClass::R), self.reg(RegClass::P), self.label());
+            self.line(format!("and.b32 {par}, {slot}, 1;"));
+            self.line(format!("xor.b32 {par}, {par}, 1;"));
             self.body.push_str(&format!("{lbl}:\n"));
             // (multicast: the other program's consumers released it too)
-            self.l(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
-            self.l(format!("@!{p} bra {lbl};"));
+            self.line(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
+            self.line(format!("@!{p} bra {lbl};"));
         }
-        let sink = self.reg(Cls::Rd);
-        self.l(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));
+        let sink = self.reg(RegClass::Rd);
+        self.line(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));
         let dim = coords.len();
         // multicast: this program copies every other column atom into the
         // same slot of both programs (completing on both full mbarriers,
         // whose `expect_tx` counts the whole tile), the other program the rest
         let mc = if self.mcast[c] {
-            let (mask, mine) = (self.reg(Cls::H), [self.reg(Cls::P), self.reg(Cls::P)]);
-            self.l(format!("mov.b16 {mask}, 3;"));
+            let (mask, mine) = (self.reg(RegClass::H), [self.reg(RegClass::P), self.reg(RegClass::P)]);
+            self.line(format!("mov.b16 {mask}, 3;"));
             for (r, p) in mine.iter().enumerate() {
-                self.l(format!("setp.eq.u32 {p}, {}, {r};", self.rank));
+                self.line(format!("setp.eq.u32 {p}, {}, {r};", self.rank));
             }
             Some((mask, mine))
         } else {
@@ -368,14 +368,14 @@ impl<'k> Em<'k> {
         };
         for ka in 0..cols / atom {
             // destination: column atom `ka`
-            let dst = self.reg(Cls::R);
-            self.l(format!("add.u32 {dst}, {base}, {};", ka * rows * 128));
-            let c0 = self.reg(Cls::R);
-            self.l(format!("add.s32 {c0}, {}, {};", coords[0], ka * atom));
+            let dst = self.reg(RegClass::R);
+            self.line(format!("add.u32 {dst}, {base}, {};", ka * rows * 128));
+            let c0 = self.reg(RegClass::R);
+            self.line(format!("add.s32 {c0}, {}, {};", coords[0], ka * atom));
             let cs = std::iter::once(c0).chain(coords[1..].iter().cloned()).collect::<Vec<_>>().join(", ");
             match &mc {
-                Some((mask, mine)) => self.l(format!("@{} cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], [{tm}, {{{cs}}}], [{bar}], {mask};", mine[(ka % 2) as usize])),
-                None => self.l(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];")),
+                Some((mask, mine)) => self.line(format!("@{} cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], [{tm}, {{{cs}}}], [{bar}], {mask};", mine[(ka % 2) as usize])),
+                None => self.line(format!("cp.async.bulk.tensor.{dim}d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{cs}}}], [{bar}];")),
             }
         }
         self.body.push_str(&format!("{skip}:\n"));

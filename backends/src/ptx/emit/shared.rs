@@ -4,39 +4,39 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn smem_need(&mut self, bytes: u32) {
         self.smem = self.smem.max(self.ring + bytes.div_ceil(16) * 16);
     }
 
     pub(super) fn bar(&mut self) {
         match self.role {
-            Role::All => self.l("bar.sync 0;"),
+            Role::All => self.line("bar.sync 0;"),
             // (the producer warp is not there: a named barrier of the
             // consumers' threads)
-            Role::Consumer => self.l(format!("bar.sync 1, {};", self.o.num_warps * 32)),
+            Role::Consumer => self.line(format!("bar.sync 1, {};", self.o.num_warps * 32)),
             Role::Producer => unreachable!("the producer's stream has no barrier"),
         }
     }
 
     /// Base of the scratch shared memory (after the operand rings).
     pub(super) fn smem_base(&mut self) -> String {
-        let b = self.reg(Cls::R);
-        self.l(format!("mov.u32 {b}, ft_smem;"));
+        let b = self.reg(RegClass::R);
+        self.line(format!("mov.u32 {b}, ft_smem;"));
         if self.ring > 0 {
-            self.l(format!("add.u32 {b}, {b}, {};", self.ring));
+            self.line(format!("add.u32 {b}, {b}, {};", self.ring));
         }
         b
     }
 
     /// Store registers of a value (canonical layout of `shape`) to shared
     /// memory at `base + lin * es` as 32/64-bit slots.
-    pub(super) fn store_tile_smem(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str) -> u32 {
-        let sz = if c == Cls::Rd { 8 } else { 4 };
+    pub(super) fn store_tile_smem(&mut self, regs: &[String], shape: &[u32], c: RegClass, base: &str) -> u32 {
+        let sz = if c == RegClass::Rd { 8 } else { 4 };
         for (r, v) in regs.iter().enumerate() {
             let lin = if shape.is_empty() { "0".to_string() } else { self.lin(shape, r) };
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
             self.st_shared(c, &a, v);
         }
         sz
@@ -45,39 +45,39 @@ impl<'k> Em<'k> {
     /// Store one register to shared memory at address `a`: 64-bit values in
     /// 8 bytes, everything else widened to a 32-bit slot (the inverse of
     /// [`Self::from_smem_addr`]).
-    pub(super) fn st_shared(&mut self, c: Cls, a: &str, v: &str) {
+    pub(super) fn st_shared(&mut self, c: RegClass, a: &str, v: &str) {
         match c {
-            Cls::F => self.l(format!("st.shared.f32 [{a}], {v};")),
-            Cls::R => self.l(format!("st.shared.b32 [{a}], {v};")),
-            Cls::Rd => self.l(format!("st.shared.b64 [{a}], {v};")),
-            Cls::H => {
-                let t = self.reg(Cls::R);
-                self.l(format!("cvt.u32.u16 {t}, {v};"));
-                self.l(format!("st.shared.b32 [{a}], {t};"));
+            RegClass::F => self.line(format!("st.shared.f32 [{a}], {v};")),
+            RegClass::R => self.line(format!("st.shared.b32 [{a}], {v};")),
+            RegClass::Rd => self.line(format!("st.shared.b64 [{a}], {v};")),
+            RegClass::H => {
+                let t = self.reg(RegClass::R);
+                self.line(format!("cvt.u32.u16 {t}, {v};"));
+                self.line(format!("st.shared.b32 [{a}], {t};"));
             }
-            Cls::P => {
-                let t = self.reg(Cls::R);
-                self.l(format!("selp.b32 {t}, 1, 0, {v};"));
-                self.l(format!("st.shared.b32 [{a}], {t};"));
+            RegClass::P => {
+                let t = self.reg(RegClass::R);
+                self.line(format!("selp.b32 {t}, 1, 0, {v};"));
+                self.line(format!("st.shared.b32 [{a}], {t};"));
             }
         }
     }
 
-    pub(super) fn ld_shared(&mut self, c: Cls, a: &str) -> String {
+    pub(super) fn ld_shared(&mut self, c: RegClass, a: &str) -> String {
         let v = self.reg(c);
         match c {
-            Cls::F => self.l(format!("ld.shared.f32 {v}, [{a}];")),
-            Cls::R => self.l(format!("ld.shared.b32 {v}, [{a}];")),
-            Cls::Rd => self.l(format!("ld.shared.b64 {v}, [{a}];")),
-            Cls::H => {
-                let t = self.reg(Cls::R);
-                self.l(format!("ld.shared.b32 {t}, [{a}];"));
-                self.l(format!("cvt.u16.u32 {v}, {t};"));
+            RegClass::F => self.line(format!("ld.shared.f32 {v}, [{a}];")),
+            RegClass::R => self.line(format!("ld.shared.b32 {v}, [{a}];")),
+            RegClass::Rd => self.line(format!("ld.shared.b64 {v}, [{a}];")),
+            RegClass::H => {
+                let t = self.reg(RegClass::R);
+                self.line(format!("ld.shared.b32 {t}, [{a}];"));
+                self.line(format!("cvt.u16.u32 {v}, {t};"));
             }
-            Cls::P => {
-                let t = self.reg(Cls::R);
-                self.l(format!("ld.shared.b32 {t}, [{a}];"));
-                self.l(format!("setp.ne.u32 {v}, {t}, 0;"));
+            RegClass::P => {
+                let t = self.reg(RegClass::R);
+                self.line(format!("ld.shared.b32 {t}, [{a}];"));
+                self.line(format!("setp.ne.u32 {v}, {t}, 0;"));
             }
         }
         v
@@ -86,9 +86,9 @@ impl<'k> Em<'k> {
     /// General layout conversion: element `idx` of the result reads element
     /// `map(idx)` of the source, through shared memory.
     pub(super) fn convert(&mut self, x: V, src: &[u32], dst: &[u32], map: &dyn Fn(&[u32]) -> Vec<u32>, res: V) -> R<Vec<String>> {
-        let c = cls_of(self.elem(x));
+        let c = reg_class(self.elem(x));
         let regs = self.get(x);
-        let sz = if c == Cls::Rd { 8 } else { 4 };
+        let sz = if c == RegClass::Rd { 8 } else { 4 };
         // The source tile in shared memory, row-major with each innermost
         // row padded by one slot: a permutation then reads what was one
         // row as a column, and the padding puts consecutive rows of a
@@ -122,15 +122,15 @@ impl<'k> Em<'k> {
         }
         let mut out = vec![];
         for r in 0..lay.bl.regs() {
-            let a = self.reg(Cls::R);
-            self.l(format!("mov.u32 {a}, 0;"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {a}, 0;"));
             for d in 0..rank {
                 if let Some(sd) = feeds[d] {
                     let i = self.index(dst, r, d);
-                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", src_strides[sd] * sz));
+                    self.line(format!("mad.lo.u32 {a}, {i}, {}, {a};", src_strides[sd] * sz));
                 }
             }
-            self.l(format!("add.u32 {a}, {a}, {base};"));
+            self.line(format!("add.u32 {a}, {a}, {base};"));
             out.push(self.ld_shared(c, &a));
         }
         self.bar();
@@ -140,12 +140,12 @@ impl<'k> Em<'k> {
 
     /// Conversion that keeps the row-major linear index (reshape, expand_dims).
     pub(super) fn convert_linear(&mut self, x: V, src: &[u32], dst: &[u32], _res: V) -> R<Vec<String>> {
-        let c = cls_of(self.elem(x));
+        let c = reg_class(self.elem(x));
         let regs = self.get(x);
         let n: u32 = src.iter().product();
-        let sz = if c == Cls::Rd { 8 } else { 4 };
+        let sz = if c == RegClass::Rd { 8 } else { 4 };
         // same layout shape → nothing moves
-        if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && self.layout(src).konst.len() == 1 && n == 1 {
+        if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && self.layout(src).reg_offsets.len() == 1 && n == 1 {
             return Ok(regs);
         }
         self.smem_need(n * sz);
@@ -157,8 +157,8 @@ impl<'k> Em<'k> {
         let mut out = vec![];
         for r in 0..m {
             let lin = self.lin(dst, r);
-            let a = self.reg(Cls::R);
-            self.l(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
             out.push(self.ld_shared(c, &a));
         }
         self.bar();
@@ -166,25 +166,25 @@ impl<'k> Em<'k> {
     }
 
     /// One 32-bit shared-memory load at `[a + off]`.
-    pub(super) fn ld_shared_off(&mut self, c: Cls, a: &str, off: u32) -> String {
+    pub(super) fn ld_shared_off(&mut self, c: RegClass, a: &str, off: u32) -> String {
         let v = self.reg(c);
-        let ty = if c == Cls::F { "f32" } else { "b32" };
-        self.l(format!("ld.shared.{ty} {v}, [{a}+{off}];"));
+        let ty = if c == RegClass::F { "f32" } else { "b32" };
+        self.line(format!("ld.shared.{ty} {v}, [{a}+{off}];"));
         v
     }
 
     /// Store a tile's registers to shared memory with element strides
     /// `strides` per dimension (a padded layout; [`Self::to_smem`] is the
     /// dense one).
-    pub(super) fn store_tile_smem_strided(&mut self, regs: &[String], shape: &[u32], c: Cls, base: &str, strides: &[u32]) {
-        let sz = if c == Cls::Rd { 8 } else { 4 };
+    pub(super) fn store_tile_smem_strided(&mut self, regs: &[String], shape: &[u32], c: RegClass, base: &str, strides: &[u32]) {
+        let sz = if c == RegClass::Rd { 8 } else { 4 };
         for (r, v) in regs.iter().enumerate() {
-            let a = self.reg(Cls::R);
-            self.l(format!("mov.u32 {a}, {base};"));
+            let a = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {a}, {base};"));
             for (d, &st) in strides.iter().enumerate() {
                 if shape[d] > 1 {
                     let i = self.index(shape, r, d);
-                    self.l(format!("mad.lo.u32 {a}, {i}, {}, {a};", st * sz));
+                    self.line(format!("mad.lo.u32 {a}, {i}, {}, {a};", st * sz));
                 }
             }
             self.st_shared(c, &a, v);

@@ -4,25 +4,25 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     pub(super) fn err<T>(&self, msg: impl Into<String>) -> R<T> {
         Err(EmitError { kernel: self.k.name.clone(), line: self.loc.line, msg: msg.into() })
     }
 
-    pub(super) fn reg(&mut self, c: Cls) -> String {
+    pub(super) fn reg(&mut self, c: RegClass) -> String {
         let (i, pre) = match c {
-            Cls::F => (0, "%f"),
-            Cls::H => (1, "%h"),
-            Cls::R => (2, "%r"),
-            Cls::Rd => (3, "%rd"),
-            Cls::P => (4, "%p"),
+            RegClass::F => (0, "%f"),
+            RegClass::H => (1, "%h"),
+            RegClass::R => (2, "%r"),
+            RegClass::Rd => (3, "%rd"),
+            RegClass::P => (4, "%p"),
         };
         let n = self.counts[i];
         self.counts[i] += 1;
         format!("{pre}{n}")
     }
 
-    pub(super) fn l(&mut self, s: impl AsRef<str>) {
+    pub(super) fn line(&mut self, s: impl AsRef<str>) {
         self.body.push('\t');
         self.body.push_str(s.as_ref());
         self.body.push('\n');
@@ -41,28 +41,28 @@ impl<'k> Em<'k> {
         if let Some(l) = self.layouts.get(shape) {
             return l.clone();
         }
-        let bl = self.plan.layout(shape, self.o.num_warps, self.vec);
+        let bl = self.layout_plan.layout(shape, self.o.num_warps, self.vec);
         let mut thread = vec![];
         for d in 0..bl.rank() {
-            let t = self.reg(Cls::R);
+            let t = self.reg(RegClass::R);
             let (lane, warp) = (self.lane.clone(), self.warp.clone());
             let mut s = String::new();
             let _ = writeln!(s, "\tbfe.u32 {t}, {lane}, {}, {};", bl.lane_shift[d], bl.tpw[d].trailing_zeros());
-            let tw = self.reg(Cls::R);
+            let tw = self.reg(RegClass::R);
             let _ = writeln!(s, "\tbfe.u32 {tw}, {warp}, {}, {};", bl.warp_shift[d], bl.wpc[d].trailing_zeros());
             let _ = writeln!(s, "\tmad.lo.u32 {t}, {tw}, {}, {t};", bl.warp_mul[d]);
             let _ = writeln!(s, "\tmul.lo.u32 {t}, {t}, {};", bl.spt[d]);
             self.pro.push_str(&s);
             thread.push(t);
         }
-        let konst = bl.konst();
-        let l = std::rc::Rc::new(Layout { bl, konst, thread });
+        let reg_offsets = bl.reg_offsets();
+        let l = std::rc::Rc::new(Layout { bl, reg_offsets, thread });
         self.layouts.insert(shape.to_vec(), l.clone());
         l
     }
 
     pub(super) fn nregs(&mut self, v: V) -> usize {
-        if self.aplan.class_of(v).is_some() {
+        if self.ring_plan.class_of(v).is_some() {
             return 1; // a ring slot's address
         }
         let s = self.shape_u32(v);
@@ -81,8 +81,8 @@ impl<'k> Em<'k> {
             return s.clone();
         }
         let lay = self.layout(shape);
-        let out = self.reg(Cls::R);
-        let c = lay.konst[r][d];
+        let out = self.reg(RegClass::R);
+        let c = lay.reg_offsets[r][d];
         let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);
@@ -96,7 +96,7 @@ impl<'k> Em<'k> {
     pub(super) fn lin(&mut self, shape: &[u32], r: usize) -> String {
         let lay = self.layout(shape);
         let strides = lay.bl.strides();
-        let out = self.reg(Cls::R);
+        let out = self.reg(RegClass::R);
         let mut s = format!("\tmov.u32 {out}, 0;\n");
         for d in 0..shape.len() {
             let i = self.index(shape, r, d);
@@ -114,7 +114,7 @@ impl<'k> Em<'k> {
             return o.clone();
         }
         let res = if shape.is_empty() {
-            let p = self.reg(Cls::P);
+            let p = self.reg(RegClass::P);
             let _ = writeln!(self.pro, "\tsetp.eq.u32 {p}, {}, 0;", self.tid);
             Some(p)
         } else {
@@ -124,9 +124,9 @@ impl<'k> Em<'k> {
                 if !lay.bl.replicated(d) {
                     continue;
                 }
-                let t = self.reg(Cls::R);
-                let p = self.reg(Cls::P);
-                let _ = writeln!(self.pro, "\tadd.u32 {t}, {}, {};\n\tsetp.lt.u32 {p}, {t}, {};", lay.thread[d], lay.konst[r][d], shape[d]);
+                let t = self.reg(RegClass::R);
+                let p = self.reg(RegClass::P);
+                let _ = writeln!(self.pro, "\tadd.u32 {t}, {}, {};\n\tsetp.lt.u32 {p}, {t}, {};", lay.thread[d], lay.reg_offsets[r][d], shape[d]);
                 pred = Some(match pred {
                     None => p,
                     Some(q) => {
@@ -149,11 +149,11 @@ impl<'k> Em<'k> {
 
     /// Register class of `v`'s registers (a ring slot address for values
     /// that live in an operand ring).
-    pub(super) fn cls_of_val(&self, v: V) -> Cls {
-        if self.aplan.class_of(v).is_some() {
-            Cls::R
+    pub(super) fn reg_class_of(&self, v: V) -> RegClass {
+        if self.ring_plan.class_of(v).is_some() {
+            RegClass::R
         } else {
-            cls_of(self.elem(v))
+            reg_class(self.elem(v))
         }
     }
 
@@ -169,7 +169,7 @@ impl<'k> Em<'k> {
         if let Some(z) = &self.zero {
             return z.clone();
         }
-        let z = self.reg(Cls::R);
+        let z = self.reg(RegClass::R);
         let _ = writeln!(self.pro, "\tmov.u32 {z}, 0;");
         self.zero = Some(z.clone());
         z
@@ -182,25 +182,25 @@ impl<'k> Em<'k> {
         }
     }
 
-    pub(super) fn mov(&mut self, c: Cls, dst: &str, src: &str) {
+    pub(super) fn mov(&mut self, c: RegClass, dst: &str, src: &str) {
         let t = match c {
-            Cls::F => "f32",
-            Cls::H => "b16",
-            Cls::R => "b32",
-            Cls::Rd => "b64",
-            Cls::P => "pred",
+            RegClass::F => "f32",
+            RegClass::H => "b16",
+            RegClass::R => "b32",
+            RegClass::Rd => "b64",
+            RegClass::P => "pred",
         };
-        self.l(format!("mov.{t} {dst}, {src};"));
+        self.line(format!("mov.{t} {dst}, {src};"));
     }
 
     pub(super) fn fresh_like(&mut self, v: V) -> Vec<String> {
         let n = self.nregs(v);
-        let c = self.cls_of_val(v);
+        let c = self.reg_class_of(v);
         (0..n).map(|_| self.reg(c)).collect()
     }
 }
 
-impl<'k> crate::plan::remat::Emitter<'k> for Em<'k> {
+impl<'k> crate::plan::remat::Emitter<'k> for PtxWriter<'k> {
     fn remat_state(&mut self) -> &mut crate::plan::remat::Remat<'k> {
         &mut self.remat
     }
@@ -217,8 +217,8 @@ impl<'k> crate::plan::remat::Emitter<'k> for Em<'k> {
         if start == 0 {
             return i.to_string();
         }
-        let o = self.reg(Cls::R);
-        self.l(format!("add.s32 {o}, {i}, {start};"));
+        let o = self.reg(RegClass::R);
+        self.line(format!("add.s32 {o}, {i}, {start};"));
         o
     }
     fn zero_index(&mut self) -> String {

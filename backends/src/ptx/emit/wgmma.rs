@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> PtxWriter<'k> {
     /// Store a 2-D tile of `es`-byte elements to shared memory in the layout
     /// a `wgmma` operand descriptor with 128-byte swizzling reads (see
     /// `wgmma_addr`), or its transpose (`transposed`: the tile's column `j`
@@ -19,7 +19,7 @@ impl<'k> Em<'k> {
             for (r, v) in regs.iter().enumerate() {
                 let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
                 let a = self.wgmma_addr(&j, &i, shape[1], base, es);
-                self.l(format!("st.shared.{ty} [{a}], {v};"));
+                self.line(format!("st.shared.{ty} [{a}], {v};"));
             }
             return;
         }
@@ -31,7 +31,7 @@ impl<'k> Em<'k> {
                 let a = self.wgmma_addr(&i, &j, shape[0], base, es);
                 let vals = &regs[r0 + p0..r0 + p0 + piece];
                 if piece == 1 {
-                    self.l(format!("st.shared.{ty} [{a}], {};", vals[0]));
+                    self.line(format!("st.shared.{ty} [{a}], {};", vals[0]));
                     continue;
                 }
                 let words: Vec<String> = if es == 4 {
@@ -39,17 +39,17 @@ impl<'k> Em<'k> {
                 } else {
                     vals.chunks(2)
                         .map(|p| {
-                            let w = self.reg(Cls::R);
-                            self.l(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                            let w = self.reg(RegClass::R);
+                            self.line(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
                             w
                         })
                         .collect()
                 };
                 let wt = if es == 4 { "f32" } else { "b32" };
                 match words.len() {
-                    1 => self.l(format!("st.shared.{wt} [{a}], {};", words[0])),
-                    2 => self.l(format!("st.shared.v2.{wt} [{a}], {{{}, {}}};", words[0], words[1])),
-                    _ => self.l(format!("st.shared.v4.{wt} [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
+                    1 => self.line(format!("st.shared.{wt} [{a}], {};", words[0])),
+                    2 => self.line(format!("st.shared.v2.{wt} [{a}], {{{}, {}}};", words[0], words[1])),
+                    _ => self.line(format!("st.shared.v4.{wt} [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
                 }
             }
         }
@@ -62,19 +62,19 @@ impl<'k> Em<'k> {
     /// lives at `i·128 + ((c ^ (i % 8))·16)`.
     pub(super) fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, es: u32) -> String {
         let (atom, chunk) = (128 / es, 16 / es);
-        let (a, t, u) = (self.reg(Cls::R), self.reg(Cls::R), self.reg(Cls::R));
+        let (a, t, u) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
         // (the offset first, a function of the thread alone that ptxas can
         // hoist out of loops; the slot base last)
-        self.l(format!("shr.u32 {t}, {j}, {};", atom.trailing_zeros()));
-        self.l(format!("mul.lo.u32 {a}, {t}, {};", rows * 128));
-        self.l(format!("mad.lo.u32 {a}, {i}, 128, {a};"));
-        self.l(format!("bfe.u32 {t}, {j}, {}, 3;", chunk.trailing_zeros()));
-        self.l(format!("and.b32 {u}, {i}, 7;"));
-        self.l(format!("xor.b32 {t}, {t}, {u};"));
-        self.l(format!("mad.lo.u32 {a}, {t}, 16, {a};"));
-        self.l(format!("and.b32 {t}, {j}, {};", chunk - 1));
-        self.l(format!("mad.lo.u32 {a}, {t}, {es}, {a};"));
-        self.l(format!("add.u32 {a}, {a}, {base};"));
+        self.line(format!("shr.u32 {t}, {j}, {};", atom.trailing_zeros()));
+        self.line(format!("mul.lo.u32 {a}, {t}, {};", rows * 128));
+        self.line(format!("mad.lo.u32 {a}, {i}, 128, {a};"));
+        self.line(format!("bfe.u32 {t}, {j}, {}, 3;", chunk.trailing_zeros()));
+        self.line(format!("and.b32 {u}, {i}, 7;"));
+        self.line(format!("xor.b32 {t}, {t}, {u};"));
+        self.line(format!("mad.lo.u32 {a}, {t}, 16, {a};"));
+        self.line(format!("and.b32 {t}, {j}, {};", chunk - 1));
+        self.line(format!("mad.lo.u32 {a}, {t}, {es}, {a};"));
+        self.line(format!("add.u32 {a}, {a}, {base};"));
         a
     }
 
@@ -109,14 +109,14 @@ impl<'k> Em<'k> {
         self.uses_wgmma = true;
         let wm = g.wm;
         let groups = wm / 4;
-        let (ca, cb) = (self.aplan.class_of(a), self.aplan.class_of(b));
+        let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
         let (ra, rb) = (self.get(a), self.get(b));
         // the operands' shared-memory layouts: a ring slot's
         // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
         // as `wgmma_slot` would place it (K-major for tf32 and below 64
         // columns, else N-major)
         let slot_transposed =
-            |c: Option<usize>| c.is_some_and(|c| matches!(self.aplan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
+            |c: Option<usize>| c.is_some_and(|c| matches!(self.ring_plan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
         let mmajor_a = slot_transposed(ca);
         let kmajor_b = match cb {
             Some(_) => slot_transposed(cb),
@@ -144,14 +144,14 @@ impl<'k> Em<'k> {
                 base = scratch.clone();
             }
             if cb.is_none() {
-                base_b = self.reg(Cls::R);
-                self.l(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
+                base_b = self.reg(RegClass::R);
+                self.line(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
                 let rb = tf(self, &rb);
                 self.stage_wgmma(&rb, &sb, &base_b, es, kmajor_b);
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
-        let tma = |c: Option<usize>| c.is_some_and(|c| self.aplan.tma[c].is_some());
+        let tma = |c: Option<usize>| c.is_some_and(|c| self.ring_plan.tma[c].is_some());
         let (cp_a, cp_b) = (ca.is_some() && !tma(ca), cb.is_some() && !tma(cb));
         if ready {
             // waited for at the top of the loop body; close this
@@ -163,10 +163,10 @@ impl<'k> Em<'k> {
             // back: every iteration since closed at least one group (the
             // one with its ring's prefetch, closed here at the latest), so
             // the newest `d` groups may stay in flight
-            let dist = |v: V| self.aplan.carried.get(&v).map_or(0, |c| c.1);
+            let dist = |v: V| self.ring_plan.carried.get(&v).map_or(0, |c| c.1);
             let keep = [(a, cp_a), (b, cp_b)].iter().filter(|(_, c)| *c).map(|(v, _)| dist(*v)).min().unwrap_or(0);
             self.cp_commit();
-            self.l(format!("cp.async.wait_group {keep};"));
+            self.line(format!("cp.async.wait_group {keep};"));
         }
         // generic-proxy writes (stores, cp.async) read by the async proxy
         // (the tensor cores): fence in every writing thread, then a barrier
@@ -176,11 +176,11 @@ impl<'k> Em<'k> {
             self.round_tf32_slots(&[(a, ra[0].clone()), (b, rb[0].clone())]);
         }
         if !ready && (ca.is_none() || cb.is_none() || cp_a || cp_b) {
-            self.l("fence.proxy.async.shared::cta;");
+            self.line("fence.proxy.async.shared::cta;");
             self.bar();
         }
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
-            if let Some(c) = c.filter(|c| self.aplan.tma[*c].is_some()) {
+            if let Some(c) = c.filter(|c| self.ring_plan.tma[*c].is_some()) {
                 self.tma_wait(c, r);
             }
         }
@@ -188,11 +188,11 @@ impl<'k> Em<'k> {
         // descriptors: start address >> 4 (bits 0-13), leading byte offset
         // >> 4 (16-29), stride byte offset >> 4 (32-45), swizzle 128B (62-63)
         let desc = |em: &mut Self, addr: &str, lbo: u32, sbo: u32| -> String {
-            let (lo, d) = (em.reg(Cls::R), em.reg(Cls::Rd));
-            em.l(format!("bfe.u32 {lo}, {addr}, 4, 14;"));
-            em.l(format!("cvt.u64.u32 {d}, {lo};"));
+            let (lo, d) = (em.reg(RegClass::R), em.reg(RegClass::Rd));
+            em.line(format!("bfe.u32 {lo}, {addr}, 4, 14;"));
+            em.line(format!("cvt.u64.u32 {d}, {lo};"));
             let hi: u64 = ((lbo as u64 >> 4) << 16) | ((sbo as u64 >> 4) << 32) | (1u64 << 62);
-            em.l(format!("or.b64 {d}, {d}, {hi};"));
+            em.line(format!("or.b64 {d}, {d}, {hi};"));
             d
         };
         // A: this warpgroup's first 64-row block. K-major: rows of 128-byte
@@ -200,11 +200,11 @@ impl<'k> Em<'k> {
         // (16-bit, from a transposed view): a 64-row block is one atom
         // column `[k][64]`, `k·128` bytes, SBO = between groups of 8
         // k-rows (LBO, between atoms along M, is not crossed by m64)
-        let wg = self.reg(Cls::R);
-        self.l(format!("shr.u32 {wg}, {}, 2;", self.warp));
-        let addr_a = self.reg(Cls::R);
+        let wg = self.reg(RegClass::R);
+        self.line(format!("shr.u32 {wg}, {}, 2;", self.warp));
+        let addr_a = self.reg(RegClass::R);
         let block_a = if mmajor_a { kk * 128 } else { 8192 };
-        self.l(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
+        self.line(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
         let da = if mmajor_a { desc(self, &addr_a, kk * 128, 1024) } else { desc(self, &addr_a, 16, 1024) };
         // B, 16-bit as stored row-major: N-major; LBO = distance between
         // 64-column atoms, SBO = between groups of 8 k-rows. tf32, 16-bit
@@ -215,22 +215,22 @@ impl<'k> Em<'k> {
         // in flight across the back edge (`async_copy`): accumulate in the
         // carried registers themselves, which nothing else reads until the
         // loop ends (a copy would make ptxas serialize the MMAs)
-        let inflight = self.aplan.inflight.get(&res) == Some(&acc);
+        let inflight = self.ring_plan.inflight.get(&res) == Some(&acc);
         let accs: Vec<String> = if inflight {
             racc.clone()
         } else {
             racc.iter()
                 .map(|v| {
-                    let t = self.reg(Cls::F);
-                    self.mov(Cls::F, &t, v);
+                    let t = self.reg(RegClass::F);
+                    self.mov(RegClass::F, &t, v);
                     t
                 })
                 .collect()
         };
-        let scale_d = self.reg(Cls::P);
+        let scale_d = self.reg(RegClass::P);
         // scale-d: accumulate into d (always true; a register operand)
-        self.l(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
-        self.l("wgmma.fence.sync.aligned;");
+        self.line(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
+        self.line("wgmma.fence.sync.aligned;");
         let ni = n.min(256);
         let rn = (n / 8) as usize;
         let tcount = m / (16 * wm);
@@ -240,12 +240,12 @@ impl<'k> Em<'k> {
         for ks in 0..kk / kstep {
             for t in 0..tcount {
                 let off_a = if mmajor_a { (t * groups) * block_a + ks * kstep * 128 } else { (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32 };
-                let dai = self.reg(Cls::Rd);
-                self.l(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
+                let dai = self.reg(RegClass::Rd);
+                self.line(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
                 for u in 0..n / ni {
                     let off_b = if kmajor_b { (ks / 4) * n * 128 + (ks % 4) * 32 + u * ni * 128 } else { u * (ni / 64) * kk * 128 + ks * 16 * 128 };
-                    let dbi = self.reg(Cls::Rd);
-                    self.l(format!("add.s64 {dbi}, {db}, {};", off_b >> 4));
+                    let dbi = self.reg(RegClass::Rd);
+                    self.line(format!("add.s64 {dbi}, {db}, {};", off_b >> 4));
                     let mut d = vec![];
                     for q in 0..(ni / 2) as usize {
                         let (jj, h, e) = (q / 4, (q % 4) / 2, q % 2);
@@ -255,17 +255,17 @@ impl<'k> Em<'k> {
                     // (tf32 has no transpose immediates: both operands
                     // K-major; 16-bit: "transposed" = M-major A, N-major B)
                     let imm = if es == 4 { "1, 1".to_string() } else { format!("1, 1, {}, {}", mmajor_a as u32, !kmajor_b as u32) };
-                    self.l(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
+                    self.line(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
                 }
             }
         }
-        self.l("wgmma.commit_group.sync.aligned;");
+        self.line("wgmma.commit_group.sync.aligned;");
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this
         // warpgroup's shared-memory reads complete, and the next writer
         // starts with a barrier.
-        self.l(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
+        self.line(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
         // warp-specialized: the slots the waited-for MMAs read are free (in
         // flight: the previous dot's, recorded; else this one's)
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
@@ -273,7 +273,7 @@ impl<'k> Em<'k> {
             if inflight {
                 self.ws_release_prev(c);
                 let prev = self.ws_prev[c].clone().unwrap();
-                self.l(format!("mov.u32 {prev}, {r};"));
+                self.line(format!("mov.u32 {prev}, {r};"));
             } else {
                 self.ws_release(c, r, None);
             }

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     /// Round an f32 expression to the float dtype `d`.
     pub(super) fn round_to(&mut self, e: &str, d: DType) -> String {
         match d {
@@ -37,12 +37,12 @@ impl<'k> Em<'k> {
                 for i in 0..ra.len() {
                     let e = format!("fma({}, {}, {})", ra[i], rb[i], rc[i]);
                     let e = self.round_to(&e, d);
-                    out.push(self.let_(W::F, e));
+                    out.push(self.let_(WTy::F, e));
                 }
                 out
             }
             OpKind::Select { cond, a, b } => {
-                let w = self.wv(*a);
+                let w = self.wty_of_val(*a);
                 let (rc, ra, rb) = (self.get(*cond), self.get(*a), self.get(*b));
                 let mut out = vec![];
                 for i in 0..ra.len() {
@@ -65,12 +65,12 @@ impl<'k> Em<'k> {
                 let mut out = vec![];
                 for i in 0..rp.len() {
                     // indices are u32: only the low 32 bits of the offset matter
-                    let off = match w_dt(od) {
-                        W::U => ro[i].clone(),
-                        W::L => format!("{}.x", ro[i]),
+                    let off = match wty_of(od) {
+                        WTy::U => ro[i].clone(),
+                        WTy::L => format!("{}.x", ro[i]),
                         _ => format!("bitcast<u32>({})", ro[i]),
                     };
-                    out.push(self.let_(W::U, format!("{} + {off}", rp[i])));
+                    out.push(self.let_(WTy::U, format!("{} + {off}", rp[i])));
                 }
                 out
             }
@@ -80,13 +80,13 @@ impl<'k> Em<'k> {
 
     pub(super) fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
         let d = self.dtype(a);
-        let w = w_dt(d);
+        let w = wty_of(d);
         let (ra, rb) = (self.get(a), self.get(b));
         let mut out = vec![];
         for i in 0..ra.len() {
             let (x, y) = (&ra[i], &rb[i]);
             let e = match w {
-                W::F => {
+                WTy::F => {
                     let e = match o {
                         BinOp::Add => format!("{x} + {y}"),
                         BinOp::Sub => format!("{x} - {y}"),
@@ -98,13 +98,13 @@ impl<'k> Em<'k> {
                     };
                     self.round_to(&e, d)
                 }
-                W::B => match o {
+                WTy::B => match o {
                     BinOp::And | BinOp::LAnd | BinOp::Min => format!("{x} && {y}"),
                     BinOp::Or | BinOp::LOr | BinOp::Max => format!("{x} || {y}"),
                     BinOp::Xor => format!("{x} != {y}"),
                     _ => return self.err(format!("{o:?} on bool")),
                 },
-                W::L => match o {
+                WTy::L => match o {
                     BinOp::Add => format!("{}({x}, {y})", self.helper("ft_add64")),
                     BinOp::Sub => format!("{}({x}, {y})", self.helper("ft_sub64")),
                     BinOp::Mul => format!("{}({x}, {y})", self.helper("ft_mul64")),
@@ -129,7 +129,7 @@ impl<'k> Em<'k> {
                         // Signed `%` as x - (x / y)·y (0 for y == 0, like
                         // WGSL's `%`): NVIDIA's Vulkan driver returned the
                         // dividend for 81 % -9 through naga's `%` lowering.
-                        BinOp::Rem if w == W::I => format!("select({x} - ({x} / {y}) * {y}, 0i, {y} == 0i)"),
+                        BinOp::Rem if w == WTy::I => format!("select({x} - ({x} / {y}) * {y}, 0i, {y} == 0i)"),
                         BinOp::Rem => format!("{x} % {y}"),
                         BinOp::And => format!("{x} & {y}"),
                         BinOp::Or => format!("{x} | {y}"),
@@ -138,14 +138,14 @@ impl<'k> Em<'k> {
                         BinOp::Min => format!("min({x}, {y})"),
                         BinOp::Shl | BinOp::Shr => {
                             // amounts < 0 or >= the width: 0 (or the sign for signed >>)
-                            let amt = if w == W::I { format!("bitcast<u32>({y})") } else { y.clone() };
-                            let amt = self.let_(W::U, amt);
+                            let amt = if w == WTy::I { format!("bitcast<u32>({y})") } else { y.clone() };
+                            let amt = self.let_(WTy::U, amt);
                             let big = format!("{amt} >= {width}u");
                             let sh = format!("min({amt}, 31u)");
                             if o == BinOp::Shl {
-                                let z = if w == W::I { "0i" } else { "0u" };
+                                let z = if w == WTy::I { "0i" } else { "0u" };
                                 format!("select({x} << {sh}, {z}, {big})")
-                            } else if w == W::I {
+                            } else if w == WTy::I {
                                 format!("select({x} >> {sh}, {x} >> 31u, {big})")
                             } else {
                                 format!("select({x} >> {sh}, 0u, {big})")
@@ -185,7 +185,7 @@ impl<'k> Em<'k> {
                     CmpOp::Gt => format!("{lt}({y}, {x})"),
                     CmpOp::Ge => format!("!{lt}({x}, {y})"),
                 };
-                out.push(self.let_(W::B, e));
+                out.push(self.let_(WTy::B, e));
             }
             return out;
         }
@@ -206,24 +206,24 @@ impl<'k> Em<'k> {
             } else {
                 format!("{} {s} {}", ra[i], rb[i])
             };
-            out.push(self.let_(W::B, e));
+            out.push(self.let_(WTy::B, e));
         }
         out
     }
 
     pub(super) fn unary(&mut self, o: UnOp, x: V) -> R<Vec<String>> {
         let d = self.dtype(x);
-        let w = w_dt(d);
+        let w = wty_of(d);
         let rx = self.get(x);
         let mut out = vec![];
         for r in rx {
             let e = match w {
-                W::F => {
+                WTy::F => {
                     let e = self.funary(o, &r)?;
                     self.round_to(&e, d)
                 }
-                W::B => format!("!{r}"),
-                W::L => match o {
+                WTy::B => format!("!{r}"),
+                WTy::L => match o {
                     UnOp::Neg => format!("{}(vec2<u32>(0u, 0u), {r})", self.helper("ft_sub64")),
                     UnOp::Not => format!("~{r}"),
                     UnOp::Abs => format!("select({r}, {}(vec2<u32>(0u, 0u), {r}), bitcast<i32>({r}.y) < 0i)", self.helper("ft_sub64")),
@@ -231,10 +231,10 @@ impl<'k> Em<'k> {
                 },
                 _ => {
                     let e = match (o, w) {
-                        (UnOp::Neg, W::I) => format!("-{r}"),
+                        (UnOp::Neg, WTy::I) => format!("-{r}"),
                         (UnOp::Neg, _) => format!("0u - {r}"),
                         (UnOp::Not, _) => format!("~{r}"),
-                        (UnOp::Abs, W::I) => format!("abs({r})"),
+                        (UnOp::Abs, WTy::I) => format!("abs({r})"),
                         (UnOp::Abs, _) => r.clone(),
                         _ => return self.err(format!("{} on integers", o.name())),
                     };
@@ -274,28 +274,28 @@ impl<'k> Em<'k> {
         if from == to {
             return Ok(r.to_string());
         }
-        let (wf, wt) = (w_dt(from), w_dt(to));
+        let (wf, wt) = (wty_of(from), wty_of(to));
         let e = if from == DType::Bool {
             match wt {
-                W::F => format!("select(0.0f, 1.0f, {r})"),
-                W::I => format!("select(0i, 1i, {r})"),
-                W::L => format!("vec2<u32>(select(0u, 1u, {r}), 0u)"),
+                WTy::F => format!("select(0.0f, 1.0f, {r})"),
+                WTy::I => format!("select(0i, 1i, {r})"),
+                WTy::L => format!("vec2<u32>(select(0u, 1u, {r}), 0u)"),
                 _ => format!("select(0u, 1u, {r})"),
             }
         } else if to == DType::Bool {
             match wf {
-                W::F => format!("(bitcast<u32>({r}) & 0x7fffffffu) != 0u"),
-                W::I => format!("{r} != 0i"),
-                W::L => format!("any({r} != vec2<u32>(0u, 0u))"),
+                WTy::F => format!("(bitcast<u32>({r}) & 0x7fffffffu) != 0u"),
+                WTy::I => format!("{r} != 0i"),
+                WTy::L => format!("any({r} != vec2<u32>(0u, 0u))"),
                 _ => format!("{r} != 0u"),
             }
-        } else if wt == W::L {
+        } else if wt == WTy::L {
             match wf {
-                W::F => format!("{}({r})", self.helper("ft_f2l")),
-                W::I => format!("vec2<u32>(bitcast<u32>({r}), select(0u, 0xffffffffu, {r} < 0i))"),
+                WTy::F => format!("{}({r})", self.helper("ft_f2l")),
+                WTy::I => format!("vec2<u32>(bitcast<u32>({r}), select(0u, 0xffffffffu, {r} < 0i))"),
                 _ => format!("vec2<u32>({r}, 0u)"),
             }
-        } else if wf == W::L {
+        } else if wf == WTy::L {
             match to {
                 DType::F32 => format!("{}({r}, false)", self.helper("ft_l2f")),
                 DType::F16 | DType::BF16 => {
@@ -307,10 +307,10 @@ impl<'k> Em<'k> {
                 DType::I8 => format!("extractBits(bitcast<i32>({r}.x), 0u, 8u)"),
                 _ => format!("({r}.x & 0xffu)"),
             }
-        } else if wf == W::F && wt == W::F {
+        } else if wf == WTy::F && wt == WTy::F {
             // f16/bf16 values are exact in f32: one rounding to the target
             self.round_to(r, to)
-        } else if wf == W::F {
+        } else if wf == WTy::F {
             match to {
                 DType::I32 => format!("{}({r})", self.helper("ft_f2i")),
                 DType::I8 => format!("clamp({}({r}), -128i, 127i)", self.helper("ft_f2i")),
@@ -318,26 +318,26 @@ impl<'k> Em<'k> {
                 DType::U8 => format!("min({}({r}), 255u)", self.helper("ft_f2u")),
                 _ => return self.err(format!("cast {from} -> {to}")),
             }
-        } else if wt == W::F {
+        } else if wt == WTy::F {
             if matches!(from, DType::I8 | DType::U8) {
                 // exact in f32
                 let e = format!("f32({r})");
                 self.round_to(&e, to)
             } else if to == DType::F32 {
-                if wf == W::I {
+                if wf == WTy::I {
                     format!("{}({r})", self.helper("ft_i2f"))
                 } else {
                     format!("{}({r})", self.helper("ft_u2f"))
                 }
             } else {
                 // once-rounded: round to odd in f32, then nearest-even in 16 bits
-                let e = if wf == W::I { format!("{}({r})", self.helper("ft_i2f_odd")) } else { format!("{}({r})", self.helper("ft_u2f_odd")) };
+                let e = if wf == WTy::I { format!("{}({r})", self.helper("ft_i2f_odd")) } else { format!("{}({r})", self.helper("ft_u2f_odd")) };
                 self.round_to(&e, to)
             }
         } else {
             // int -> int, wrapping
-            let as_i = if wf == W::I { r.to_string() } else { format!("bitcast<i32>({r})") };
-            let as_u = if wf == W::U { r.to_string() } else { format!("bitcast<u32>({r})") };
+            let as_i = if wf == WTy::I { r.to_string() } else { format!("bitcast<i32>({r})") };
+            let as_u = if wf == WTy::U { r.to_string() } else { format!("bitcast<u32>({r})") };
             match to {
                 DType::I32 => as_i,
                 DType::U32 => as_u,

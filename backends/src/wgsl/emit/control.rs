@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
         for op in &b.ops {
@@ -47,15 +47,15 @@ impl<'k> Em<'k> {
                             DType::I64 => format!("vec2<u32>({f}, {f}h)"),
                             _ => f,
                         };
-                        Some(vec![self.let_(w_dt(d), e)])
+                        Some(vec![self.let_(wty_of(d), e)])
                     }
                 }
             }
             OpKind::Constexpr(_) | OpKind::StaticAssert { .. } => return self.err("unspecialized op reached the WGSL backend"),
             OpKind::Const(l) => {
                 let d = self.dtype(res.unwrap());
-                let e = match w_dt(d) {
-                    W::F => {
+                let e = match wty_of(d) {
+                    WTy::F => {
                         let f = match l {
                             Lit::Float(f) => *f,
                             Lit::Int(i) => *i as f64,
@@ -68,7 +68,7 @@ impl<'k> Em<'k> {
                         };
                         f32_lit(v)
                     }
-                    W::B => {
+                    WTy::B => {
                         let b = match l {
                             Lit::Bool(b) => *b,
                             Lit::Int(i) => *i != 0,
@@ -86,22 +86,22 @@ impl<'k> Em<'k> {
                             DType::I64 => format!("vec2<u32>({}u, {}u)", i as u64 as u32, (i as u64 >> 32) as u32),
                             DType::I8 => i32_lit(i as i8 as i32),
                             DType::U8 => format!("{}u", i as u8),
-                            _ if w == W::U => format!("{}u", i as u32),
+                            _ if w == WTy::U => format!("{}u", i as u32),
                             _ => i32_lit(i as i32),
                         }
                     }
                 };
-                Some(vec![self.let_(w_dt(d), e)])
+                Some(vec![self.let_(wty_of(d), e)])
             }
             OpKind::ProgramId(a) | OpKind::NumPrograms(a) => {
                 let ax = ["x", "y", "z"][*a as usize];
                 let src = if matches!(op.kind, OpKind::ProgramId(_)) { "ft_wid" } else { "ft_nwg" };
                 let d = self.dtype(res.unwrap());
-                let e = match w_dt(d) {
-                    W::U => format!("{src}.{ax}"),
+                let e = match wty_of(d) {
+                    WTy::U => format!("{src}.{ax}"),
                     _ => format!("i32({src}.{ax})"),
                 };
-                Some(vec![self.let_(w_dt(d), e)])
+                Some(vec![self.let_(wty_of(d), e)])
             }
             OpKind::Arange { start, .. } => {
                 let v = res.unwrap();
@@ -111,7 +111,7 @@ impl<'k> Em<'k> {
                 let mut regs = vec![];
                 for r in 0..n {
                     let i = self.index(&shape, r, 0)?;
-                    regs.push(self.let_(W::I, format!("i32({i}) + {}", i32_lit(s as i32))));
+                    regs.push(self.let_(WTy::I, format!("i32({i}) + {}", i32_lit(s as i32))));
                 }
                 Some(regs)
             }
@@ -177,7 +177,7 @@ impl<'k> Em<'k> {
                 let d = self.dtype(v);
                 let mut out = vec![];
                 for (i, m) in idxs.iter().zip(&inb) {
-                    out.push(self.load_masked(p, i, Some(m), zero_of(w_dt(d)), d)?);
+                    out.push(self.load_masked(p, i, Some(m), zero_of(wty_of(d)), d)?);
                 }
                 Some(out)
             }
@@ -192,11 +192,11 @@ impl<'k> Em<'k> {
                         Some(o) => format!("{} && {o}", inb[r]),
                         None => inb[r].clone(),
                     };
-                    self.l(format!("if ({pred}) {{"));
+                    self.line(format!("if ({pred}) {{"));
                     self.ind += 1;
                     self.store_elem(p, &idxs[r], &vals[r], d, false)?;
                     self.ind -= 1;
-                    self.l("}");
+                    self.line("}");
                 }
                 None
             }
@@ -232,29 +232,29 @@ impl<'k> Em<'k> {
         let ivd = self.dtype(body.args[0]);
         let (rlo, rhi, rst) = (self.get(lo)[0].clone(), self.get(hi)[0].clone(), self.get(step)[0].clone());
         // Trip count in u32: no overflow of the induction variable, step <= 0 runs nothing.
-        let n = match w_dt(ivd) {
-            W::U => {
-                let d = self.let_(W::U, format!("{rhi} - {rlo}"));
-                let s = self.let_(W::U, format!("max({rst}, 1u)"));
-                self.let_(W::U, format!("select(0u, {d} / {s} + select(0u, 1u, {d} % {s} != 0u), {rhi} > {rlo} && {rst} > 0u)"))
+        let n = match wty_of(ivd) {
+            WTy::U => {
+                let d = self.let_(WTy::U, format!("{rhi} - {rlo}"));
+                let s = self.let_(WTy::U, format!("max({rst}, 1u)"));
+                self.let_(WTy::U, format!("select(0u, {d} / {s} + select(0u, 1u, {d} % {s} != 0u), {rhi} > {rlo} && {rst} > 0u)"))
             }
-            W::I => {
-                let d = self.let_(W::U, format!("bitcast<u32>({rhi}) - bitcast<u32>({rlo})"));
-                let s = self.let_(W::U, format!("bitcast<u32>(max({rst}, 1i))"));
-                self.let_(W::U, format!("select(0u, {d} / {s} + select(0u, 1u, {d} % {s} != 0u), {rhi} > {rlo} && {rst} > 0i)"))
+            WTy::I => {
+                let d = self.let_(WTy::U, format!("bitcast<u32>({rhi}) - bitcast<u32>({rlo})"));
+                let s = self.let_(WTy::U, format!("bitcast<u32>(max({rst}, 1i))"));
+                self.let_(WTy::U, format!("select(0u, {d} / {s} + select(0u, 1u, {d} % {s} != 0u), {rhi} > {rlo} && {rst} > 0i)"))
             }
-            W::L => {
+            WTy::L => {
                 let (sub, lt, dm) = (self.helper("ft_sub64"), self.helper("ft_lt64"), self.helper("ft_udivrem64"));
-                let q = self.let_(W::Q, format!("{dm}({sub}({rhi}, {rlo}), {rst})"));
-                let c = self.let_(W::U, format!("{q}.x + select(0u, 1u, any({q}.zw != vec2<u32>(0u, 0u)))"));
+                let q = self.let_(WTy::Q, format!("{dm}({sub}({rhi}, {rlo}), {rst})"));
+                let c = self.let_(WTy::U, format!("{q}.x + select(0u, 1u, any({q}.zw != vec2<u32>(0u, 0u)))"));
                 // more than 2^32 - 1 iterations: as many as a u32 counts
-                let c = self.let_(W::U, format!("select({c}, 0xffffffffu, {q}.y != 0u || {c} < {q}.x)"));
-                self.let_(W::U, format!("select(0u, {c}, {lt}({rlo}, {rhi}) && {lt}(vec2<u32>(0u, 0u), {rst}))"))
+                let c = self.let_(WTy::U, format!("select({c}, 0xffffffffu, {q}.y != 0u || {c} < {q}.x)"));
+                self.let_(WTy::U, format!("select(0u, {c}, {lt}({rlo}, {rhi}) && {lt}(vec2<u32>(0u, 0u), {rst}))"))
             }
             _ => return self.err(format!("loop induction variable of dtype {ivd}")),
         };
         // loop-carried registers
-        let mut carried: Vec<(Vec<W>, Vec<String>)> = vec![];
+        let mut carried: Vec<(Vec<WTy>, Vec<String>)> = vec![];
         for (a, init) in body.args[1..].iter().zip(inits) {
             let tys = self.reg_tys(*a)?;
             let src = self.get(*init);
@@ -262,16 +262,16 @@ impl<'k> Em<'k> {
             carried.push((tys, vars));
         }
         let it = self.fresh();
-        let iv_w = w_dt(ivd);
+        let iv_w = wty_of(ivd);
         let ctl_uniform = self.uni.contains(&lo) && self.uni.contains(&hi) && self.uni.contains(&step);
         let (text, has_bar) = self.region(&mut |em: &mut Self| {
             let iv = match iv_w {
-                W::U => em.let_(W::U, format!("{rlo} + {it} * {rst}")),
-                W::L => {
+                WTy::U => em.let_(WTy::U, format!("{rlo} + {it} * {rst}")),
+                WTy::L => {
                     let (add, mul) = (em.helper("ft_add64"), em.helper("ft_mul64"));
-                    em.let_(W::L, format!("{add}({rlo}, {mul}(vec2<u32>({it}, 0u), {rst}))"))
+                    em.let_(WTy::L, format!("{add}({rlo}, {mul}(vec2<u32>({it}, 0u), {rst}))"))
                 }
-                _ => em.let_(W::I, format!("{rlo} + bitcast<i32>({it} * bitcast<u32>({rst}))")),
+                _ => em.let_(WTy::I, format!("{rlo} + bitcast<i32>({it} * bitcast<u32>({rst}))")),
             };
             em.vals.insert(body.args[0], vec![iv]);
             for (a, (tys, vars)) in body.args[1..].iter().zip(&carried) {
@@ -283,15 +283,15 @@ impl<'k> Em<'k> {
             for ((_, vars), y) in carried.iter().zip(&ys) {
                 let src = em.get(*y);
                 for (d, s) in vars.iter().zip(&src) {
-                    em.l(format!("{d} = {s};"));
+                    em.line(format!("{d} = {s};"));
                 }
             }
             Ok(())
         })?;
-        let n = if has_bar && !ctl_uniform { self.uniformize(&n, W::U) } else { n };
-        self.l(format!("for (var {it}: u32 = 0u; {it} < {n}; {it} = {it} + 1u) {{"));
+        let n = if has_bar && !ctl_uniform { self.uniformize(&n, WTy::U) } else { n };
+        self.line(format!("for (var {it}: u32 = 0u; {it} < {n}; {it} = {it} + 1u) {{"));
         self.body.push_str(&text);
-        self.l("}");
+        self.line("}");
         for (r, (_, vars)) in op.results.iter().zip(carried) {
             self.vals.insert(*r, vars);
         }
@@ -314,7 +314,7 @@ impl<'k> Em<'k> {
                 for (vars, y) in outs.iter().zip(&ys) {
                     let src = em.get(*y);
                     for (d, s) in vars.iter().zip(&src) {
-                        em.l(format!("{d} = {s};"));
+                        em.line(format!("{d} = {s};"));
                     }
                 }
                 Ok(())
@@ -322,15 +322,15 @@ impl<'k> Em<'k> {
             any_bar |= b;
             texts.push(t);
         }
-        let c = if any_bar && !self.uni.contains(&cond) { self.uniformize(&c, W::B) } else { c };
-        self.l(format!("if ({c}) {{"));
+        let c = if any_bar && !self.uni.contains(&cond) { self.uniformize(&c, WTy::B) } else { c };
+        self.line(format!("if ({c}) {{"));
         self.body.push_str(&texts[0]);
         if texts[1].trim().is_empty() {
-            self.l("}");
+            self.line("}");
         } else {
-            self.l("} else {");
+            self.line("} else {");
             self.body.push_str(&texts[1]);
-            self.l("}");
+            self.line("}");
         }
         for (r, vars) in op.results.iter().zip(outs) {
             self.vals.insert(*r, vars);

@@ -3,20 +3,20 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     /// `acc + a @ b` with operands staged in workgroup memory as f32 (i32
     /// for i8), one FMA chain per output element in k order.
     pub(super) fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
         let (sa, sb) = (self.shape_u32(a), self.shape_u32(b));
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let d = self.dtype(a);
-        let int = w_dt(d) != W::F;
-        let ac = if int { W::I } else { W::F };
+        let int = wty_of(d) != WTy::F;
+        let ac = if int { WTy::I } else { WTy::F };
         let conv = |em: &mut Self, regs: Vec<String>| -> Vec<String> {
             regs.iter()
                 .map(|v| {
                     if int {
-                        if w_dt(d) == W::U {
+                        if wty_of(d) == WTy::U {
                             format!("bitcast<i32>({v})")
                         } else {
                             v.clone()
@@ -60,14 +60,14 @@ impl<'k> Em<'k> {
             pb.push(format!("{j} + {}u", m * kk));
         }
         let kc = self.fresh();
-        self.l(format!("for (var {kc}: u32 = 0u; {kc} < {kk}u; {kc} = {kc} + 1u) {{"));
+        self.line(format!("for (var {kc}: u32 = 0u; {kc} < {kk}u; {kc} = {kc} + 1u) {{"));
         self.ind += 1;
         let read = |em: &mut Self, addrs: Vec<String>| -> Vec<String> {
             addrs
                 .iter()
                 .map(|a| {
                     let x = em.fresh();
-                    em.l(format!("let {x} = {};", Self::from_u32(&format!("ft_smem[{a}]"), ac)));
+                    em.line(format!("let {x} = {};", Self::from_u32(&format!("ft_smem[{a}]"), ac)));
                     x
                 })
                 .collect()
@@ -77,13 +77,13 @@ impl<'k> Em<'k> {
         for (r, &(ri, ci)) in at.iter().enumerate() {
             let (x, y) = (&xs[ri], &ys[ci]);
             if int {
-                self.l(format!("{} = {} + {x} * {y};", accs[r], accs[r]));
+                self.line(format!("{} = {} + {x} * {y};", accs[r], accs[r]));
             } else {
-                self.l(format!("{} = fma({x}, {y}, {});", accs[r], accs[r]));
+                self.line(format!("{} = fma({x}, {y}, {});", accs[r], accs[r]));
             }
         }
         self.ind -= 1;
-        self.l("}");
+        self.line("}");
         self.bar();
         Ok(accs)
     }

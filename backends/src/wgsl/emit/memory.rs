@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     /// Per-buffer helper: packed store (`st`) or atomic add (`add`).
     pub(super) fn buf_helper(&mut self, p: u32, kind: &str) -> String {
         let name = format!("ft_{kind}_b{p}");
@@ -80,7 +80,7 @@ impl<'k> Em<'k> {
             return Ok(1);
         }
         let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(1) };
-        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.konst));
+        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.reg_offsets));
         Ok(if pi.contig >= 4 && pi.div >= 16 && mk >= 4 { 4 } else { 1 })
     }
 
@@ -134,14 +134,14 @@ impl<'k> Em<'k> {
 
     /// Masked load: masked-off lanes read element 0 and take `other`.
     pub(super) fn load_masked(&mut self, p: u32, i: &str, mask: Option<&String>, other: &str, d: DType) -> R<String> {
-        let w = w_dt(d);
+        let w = wty_of(d);
         match mask {
             None => {
                 let e = self.load_elem(p, i, d)?;
                 Ok(self.let_(w, e))
             }
             Some(m) => {
-                let j = self.let_(W::U, format!("select(0u, {i}, {m})"));
+                let j = self.let_(WTy::U, format!("select(0u, {i}, {m})"));
                 let e = self.load_elem(p, &j, d)?;
                 Ok(self.let_(w, format!("select({other}, {e}, {m})")))
             }
@@ -154,7 +154,7 @@ impl<'k> Em<'k> {
         let rp = self.get(ptr);
         let masks = mask.map(|m| self.get(m));
         let others = other.map(|o| self.get(o));
-        let zero = zero_of(w_dt(d));
+        let zero = zero_of(wty_of(d));
         let w = self.vec_width(ptr, mask)? as usize;
         let mut out = vec![];
         let mut r = 0;
@@ -164,15 +164,15 @@ impl<'k> Em<'k> {
                 // one aligned vec4: masked-off groups read vector 0
                 let m = masks.as_ref().map(|m| m[r].clone());
                 let q = match &m {
-                    Some(m) => self.let_(W::U, format!("select(0u, {} >> 2u, {m})", rp[r])),
-                    None => self.let_(W::U, format!("{} >> 2u", rp[r])),
+                    Some(m) => self.let_(WTy::U, format!("select(0u, {} >> 2u, {m})", rp[r])),
+                    None => self.let_(WTy::U, format!("{} >> 2u", rp[r])),
                 };
                 let v = self.fresh();
-                self.l(format!("let {v} = b{p}[{q}];"));
+                self.line(format!("let {v} = b{p}[{q}];"));
                 for j in 0..4 {
                     out.push(match &m {
-                        Some(m) => self.let_(w_dt(d), format!("select({}, {v}[{j}], {m})", other(r + j))),
-                        None => self.let_(w_dt(d), format!("{v}[{j}]")),
+                        Some(m) => self.let_(wty_of(d), format!("select({}, {v}[{j}], {m})", other(r + j))),
+                        None => self.let_(wty_of(d), format!("{v}[{j}]")),
                     });
                 }
                 r += 4;
@@ -189,16 +189,16 @@ impl<'k> Em<'k> {
         let b = self.bufs[p as usize].unwrap();
         if atomic_add {
             match d {
-                DType::I32 | DType::U32 => self.l(format!("atomicAdd(&b{p}[{i}], {v});")),
+                DType::I32 | DType::U32 => self.line(format!("atomicAdd(&b{p}[{i}], {v});")),
                 DType::I64 => {
                     // low word, then the high word with the carry: the sum is
                     // exact under contention (readers may see a torn value)
-                    let o = self.let_(W::U, format!("atomicAdd(&b{p}[2u * {i}], {v}.x)"));
-                    self.l(format!("atomicAdd(&b{p}[2u * {i} + 1u], {v}.y + select(0u, 1u, {o} + {v}.x < {o}));"));
+                    let o = self.let_(WTy::U, format!("atomicAdd(&b{p}[2u * {i}], {v}.x)"));
+                    self.line(format!("atomicAdd(&b{p}[2u * {i} + 1u], {v}.y + select(0u, 1u, {o} + {v}.x < {o}));"));
                 }
                 DType::F32 | DType::F16 | DType::BF16 | DType::I8 | DType::U8 => {
                     let h = self.buf_helper(p, "add");
-                    self.l(format!("{h}({i}, {v});"));
+                    self.line(format!("{h}({i}, {v});"));
                 }
                 _ => return self.err(format!("atomic_add on {d}")),
             }
@@ -208,22 +208,22 @@ impl<'k> Em<'k> {
             DType::F32 | DType::I32 | DType::U32 => {
                 if b.atomic {
                     let val = if d == DType::F32 { format!("bitcast<u32>({v})") } else { v.to_string() };
-                    self.l(format!("atomicStore(&b{p}[{i}], {val});"));
+                    self.line(format!("atomicStore(&b{p}[{i}], {val});"));
                 } else if b.vec4 {
-                    self.l(format!("b{p}[({i}) >> 2u][({i}) & 3u] = {v};"));
+                    self.line(format!("b{p}[({i}) >> 2u][({i}) & 3u] = {v};"));
                 } else {
-                    self.l(format!("b{p}[{i}] = {v};"));
+                    self.line(format!("b{p}[{i}] = {v};"));
                 }
             }
             DType::I64 if b.atomic => {
-                self.l(format!("atomicStore(&b{p}[2u * {i}], {v}.x);"));
-                self.l(format!("atomicStore(&b{p}[2u * {i} + 1u], {v}.y);"));
+                self.line(format!("atomicStore(&b{p}[2u * {i}], {v}.x);"));
+                self.line(format!("atomicStore(&b{p}[2u * {i} + 1u], {v}.y);"));
             }
-            DType::I64 => self.l(format!("b{p}[{i}] = {v};")),
+            DType::I64 => self.line(format!("b{p}[{i}] = {v};")),
             DType::F16 | DType::BF16 | DType::I8 | DType::U8 => {
                 let bits = self.bits16(v, d);
                 let h = self.buf_helper(p, "st");
-                self.l(format!("{h}({i}, {bits});"));
+                self.line(format!("{h}({i}, {bits});"));
             }
             _ => return self.err(format!("memory of dtype {d}")),
         }
@@ -257,11 +257,11 @@ impl<'k> Em<'k> {
         while r < rp.len() {
             if w == 4 {
                 // one aligned vec4 (no replication: the mask is the predicate)
-                let v = format!("vec4<{}>({})", w_dt(d).name(), rv[r..r + 4].join(", "));
+                let v = format!("vec4<{}>({})", wty_of(d).name(), rv[r..r + 4].join(", "));
                 let st = format!("b{p}[{} >> 2u] = {v};", rp[r]);
                 match &preds[r] {
-                    Some(c) => self.l(format!("if ({c}) {{ {st} }}")),
-                    None => self.l(st),
+                    Some(c) => self.line(format!("if ({c}) {{ {st} }}")),
+                    None => self.line(st),
                 }
                 r += 4;
                 continue;
@@ -273,30 +273,30 @@ impl<'k> Em<'k> {
                     _ => String::new(),
                 };
                 let (h0, h1) = (self.bits16(&rv[r], d), self.bits16(&rv[r + 1], d));
-                let (h0, h1) = (self.let_(W::U, h0), self.let_(W::U, h1));
-                self.l(format!("if ({both}({p0} & 1u) == 0u && {p1} == {p0} + 1u && ({p0} >> 1u) < arrayLength(&b{p})) {{"));
-                self.l(format!("    atomicStore(&b{p}[{p0} >> 1u], {h0} | ({h1} << 16u));"));
-                self.l("} else {");
+                let (h0, h1) = (self.let_(WTy::U, h0), self.let_(WTy::U, h1));
+                self.line(format!("if ({both}({p0} & 1u) == 0u && {p1} == {p0} + 1u && ({p0} >> 1u) < arrayLength(&b{p})) {{"));
+                self.line(format!("    atomicStore(&b{p}[{p0} >> 1u], {h0} | ({h1} << 16u));"));
+                self.line("} else {");
                 self.ind += 1;
                 let h = self.buf_helper(p, "st");
                 for (j, hv) in [(r, &h0), (r + 1, &h1)] {
                     match &preds[j] {
-                        Some(c) => self.l(format!("if ({c}) {{ {h}({}, {hv}); }}", rp[j])),
-                        None => self.l(format!("{h}({}, {hv});", rp[j])),
+                        Some(c) => self.line(format!("if ({c}) {{ {h}({}, {hv}); }}", rp[j])),
+                        None => self.line(format!("{h}({}, {hv});", rp[j])),
                     }
                 }
                 self.ind -= 1;
-                self.l("}");
+                self.line("}");
                 r += 2;
                 continue;
             }
             match &preds[r] {
                 Some(c) => {
-                    self.l(format!("if ({c}) {{"));
+                    self.line(format!("if ({c}) {{"));
                     self.ind += 1;
                     self.store_elem(p, &rp[r], &rv[r], d, atomic)?;
                     self.ind -= 1;
-                    self.l("}");
+                    self.line("}");
                 }
                 None => self.store_elem(p, &rp[r], &rv[r], d, atomic)?,
             }
@@ -331,12 +331,12 @@ impl<'k> Em<'k> {
             for d in 0..rank {
                 let i = self.index(shape, r, d)?;
                 // coordinates and bounds in 64 bits; the index needs only the low word
-                let c = self.let_(W::L, format!("{add}({}, vec2<u32>({i}, 0u))", offs[d]));
+                let c = self.let_(WTy::L, format!("{add}({}, vec2<u32>({i}, 0u))", offs[d]));
                 pred.push(format!("bitcast<i32>({c}.y) >= 0i && {lt}({c}, {})", dims[d]));
                 addr.push(format!("{c}.x * {}.x", strides[d]));
             }
-            idxs.push(self.let_(W::U, addr.join(" + ")));
-            preds.push(self.let_(W::B, pred.join(" && ")));
+            idxs.push(self.let_(WTy::U, addr.join(" + ")));
+            preds.push(self.let_(WTy::B, pred.join(" && ")));
         }
         Ok((idxs, preds))
     }

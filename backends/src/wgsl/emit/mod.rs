@@ -75,7 +75,7 @@ mod values;
 
 use super::{BindingAbi, BindingKind, EmitError, UniformField, WgslKernel, WgslOptions};
 use crate::plan::axis::Info;
-use crate::plan::layout::Blocked;
+use crate::plan::layout::{register_remap as local_map, Blocked, ThreadLayout as Layout};
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -86,7 +86,7 @@ type R<T> = Result<T, EmitError>;
 
 /// WGSL type of a register.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum W {
+enum WTy {
     F,
     I,
     U,
@@ -97,20 +97,20 @@ enum W {
     Q,
 }
 
-impl W {
+impl WTy {
     fn name(self) -> &'static str {
         match self {
-            W::F => "f32",
-            W::I => "i32",
-            W::U => "u32",
-            W::B => "bool",
-            W::L => "vec2<u32>",
-            W::Q => "vec4<u32>",
+            WTy::F => "f32",
+            WTy::I => "i32",
+            WTy::U => "u32",
+            WTy::B => "bool",
+            WTy::L => "vec2<u32>",
+            WTy::Q => "vec4<u32>",
         }
     }
     /// Words of a workgroup-memory slot.
     fn nw(self) -> u32 {
-        if self == W::L {
+        if self == WTy::L {
             2
         } else {
             1
@@ -118,21 +118,21 @@ impl W {
     }
 }
 
-fn w_of(e: Elem) -> W {
+fn wty_of_elem(e: Elem) -> WTy {
     match e {
-        Elem::Ptr(_) => W::U,
-        Elem::Val(d) => w_dt(d),
+        Elem::Ptr(_) => WTy::U,
+        Elem::Val(d) => wty_of(d),
     }
 }
 
-fn w_dt(d: DType) -> W {
+fn wty_of(d: DType) -> WTy {
     match d {
-        DType::F32 | DType::F16 | DType::BF16 => W::F,
-        DType::I32 | DType::I8 => W::I,
-        DType::I64 => W::L,
-        DType::U32 | DType::U8 => W::U,
-        DType::Bool => W::B,
-        DType::Generic(_) => W::F,
+        DType::F32 | DType::F16 | DType::BF16 => WTy::F,
+        DType::I32 | DType::I8 => WTy::I,
+        DType::I64 => WTy::L,
+        DType::U32 | DType::U8 => WTy::U,
+        DType::Bool => WTy::B,
+        DType::Generic(_) => WTy::F,
     }
 }
 
@@ -164,58 +164,6 @@ fn i32_lit(v: i32) -> String {
     }
 }
 
-struct Layout {
-    bl: Blocked,
-    konst: Vec<Vec<u32>>,
-    /// Per-dim thread offset (u32 `let` in the prologue).
-    thread: Vec<String>,
-}
-
-impl Layout {
-    fn regs(&self) -> usize {
-        self.konst.len()
-    }
-    /// Row-major linear index of register `r` in invocation `t` (host side).
-    fn lin_of(&self, t: u32, r: usize) -> u32 {
-        let bl = &self.bl;
-        let (lane, warp) = (t % 32, t / 32);
-        let mut lin = 0u32;
-        for d in 0..bl.rank() {
-            let ld = (lane >> bl.lane_shift[d]) & (bl.tpw[d] - 1);
-            let wd = (warp >> bl.warp_shift[d]) & (bl.wpc[d] - 1);
-            let i = (self.konst[r][d] + bl.spt[d] * (ld + bl.warp_mul[d] * wd)) % bl.shape[d];
-            lin = lin * bl.shape[d] + i;
-        }
-        lin
-    }
-    fn coords_of(&self, t: u32, r: usize) -> Vec<u32> {
-        let mut lin = self.lin_of(t, r);
-        let mut c = vec![0u32; self.bl.rank()];
-        for d in (0..self.bl.rank()).rev() {
-            c[d] = lin % self.bl.shape[d];
-            lin /= self.bl.shape[d];
-        }
-        c
-    }
-}
-
-/// For each destination register, a source register that holds, in every
-/// invocation, the element that destination register needs; `None` when
-/// some data would have to move between invocations.
-fn local_map(nt: u32, n_src: usize, src: &dyn Fn(u32, usize) -> u32, n_dst: usize, dst: &dyn Fn(u32, usize) -> u32) -> Option<Vec<usize>> {
-    let mut at0: HashMap<u32, Vec<usize>> = HashMap::new();
-    for s in 0..n_src {
-        at0.entry(src(0, s)).or_default().push(s);
-    }
-    let mut out = Vec::with_capacity(n_dst);
-    for r in 0..n_dst {
-        let cands = at0.get(&dst(0, r))?;
-        let pick = cands.iter().copied().find(|&c| (1..nt).all(|t| src(t, c) == dst(t, r)))?;
-        out.push(pick);
-    }
-    Some(out)
-}
-
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Buf {
     pub(super) dtype: DType,
@@ -227,7 +175,7 @@ pub(super) struct Buf {
     pub(super) vec4: bool,
 }
 
-struct Em<'k> {
+struct WgslWriter<'k> {
     k: &'k Kernel,
     o: &'k WgslOptions,
     nt: u32,
@@ -276,7 +224,7 @@ pub(super) struct Plans<'k> {
 pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
     let Plans { kernel: k, vec, axis, base, uniform, bufs } = p;
     let err = |line: u32, msg: String| EmitError { kernel: k.name.clone(), line, msg };
-    let mut em = Em {
+    let mut em = WgslWriter {
         k,
         o,
         nt: o.workgroup_size,
@@ -415,14 +363,14 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
     })
 }
 
-fn zero_of(w: W) -> &'static str {
+fn zero_of(w: WTy) -> &'static str {
     match w {
-        W::F => "0.0f",
-        W::I => "0i",
-        W::U => "0u",
-        W::B => "false",
-        W::L => "vec2<u32>(0u, 0u)",
-        W::Q => "vec4<u32>(0u, 0u, 0u, 0u)",
+        WTy::F => "0.0f",
+        WTy::I => "0i",
+        WTy::U => "0u",
+        WTy::B => "false",
+        WTy::L => "vec2<u32>(0u, 0u)",
+        WTy::Q => "vec4<u32>(0u, 0u, 0u, 0u)",
     }
 }
 
@@ -450,11 +398,11 @@ mod tests {
     #[test]
     fn local_map_identity_and_transpose() {
         let bl = Blocked::canonical(&[64], 4, 1);
-        let l = Layout { konst: bl.konst(), bl, thread: vec![] };
+        let l = Layout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
         let m = local_map(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &|t, r| l.lin_of(t, r));
         assert!(m.is_some());
         let bl = Blocked::canonical(&[32, 32], 4, 1);
-        let l = Layout { konst: bl.konst(), bl, thread: vec![] };
+        let l = Layout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
         let tr = |t: u32, r: usize| {
             let c = l.coords_of(t, r);
             c[1] * 32 + c[0]

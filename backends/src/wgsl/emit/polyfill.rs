@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     pub(super) fn helper(&mut self, name: &str) -> String {
         if self.helpers.contains_key(name) {
             return name.to_string();

@@ -13,30 +13,30 @@ const SMALL_TREE: u32 = 32;
 /// shader — lavapipe's LLVM then compiles for minutes).
 const SMALL_TREE_READS: u32 = 64;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
         let lay = self.layout(&shape)?;
         let regs = self.get(x);
         let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
-        let ac = match w_dt(d) {
-            W::F => W::F,
-            W::I => W::I,
-            W::L => W::L,
-            _ => W::U,
+        let ac = match wty_of(d) {
+            WTy::F => WTy::F,
+            WTy::I => WTy::I,
+            WTy::L => WTy::L,
+            _ => WTy::U,
         };
         let identity = match (o, ac) {
-            (ReduceOp::Sum, W::L) => "vec2<u32>(0u, 0u)".to_string(),
-            (ReduceOp::Max | ReduceOp::Argmax, W::L) => "vec2<u32>(0u, 0x80000000u)".into(),
-            (ReduceOp::Min | ReduceOp::Argmin, W::L) => "vec2<u32>(0xffffffffu, 0x7fffffffu)".into(),
-            (ReduceOp::Sum, W::F) => "0.0f".to_string(),
-            (ReduceOp::Sum, W::I) => "0i".into(),
+            (ReduceOp::Sum, WTy::L) => "vec2<u32>(0u, 0u)".to_string(),
+            (ReduceOp::Max | ReduceOp::Argmax, WTy::L) => "vec2<u32>(0u, 0x80000000u)".into(),
+            (ReduceOp::Min | ReduceOp::Argmin, WTy::L) => "vec2<u32>(0xffffffffu, 0x7fffffffu)".into(),
+            (ReduceOp::Sum, WTy::F) => "0.0f".to_string(),
+            (ReduceOp::Sum, WTy::I) => "0i".into(),
             (ReduceOp::Sum, _) => "0u".into(),
-            (ReduceOp::Max | ReduceOp::Argmax, W::F) => "bitcast<f32>(0xff800000u)".into(),
-            (ReduceOp::Min | ReduceOp::Argmin, W::F) => "bitcast<f32>(0x7f800000u)".into(),
-            (ReduceOp::Max | ReduceOp::Argmax, W::I) => i32_lit(i32::MIN),
-            (ReduceOp::Min | ReduceOp::Argmin, W::I) => i32_lit(i32::MAX),
+            (ReduceOp::Max | ReduceOp::Argmax, WTy::F) => "bitcast<f32>(0xff800000u)".into(),
+            (ReduceOp::Min | ReduceOp::Argmin, WTy::F) => "bitcast<f32>(0x7f800000u)".into(),
+            (ReduceOp::Max | ReduceOp::Argmax, WTy::I) => i32_lit(i32::MIN),
+            (ReduceOp::Min | ReduceOp::Argmin, WTy::I) => i32_lit(i32::MAX),
             (ReduceOp::Max | ReduceOp::Argmax, _) => "0u".into(),
             (ReduceOp::Min | ReduceOp::Argmin, _) => "4294967295u".into(),
         };
@@ -47,7 +47,7 @@ impl<'k> Em<'k> {
         for (r, v) in regs.iter().enumerate() {
             let a = if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() };
             let a = if lay.bl.replicated(axis) {
-                let own = format!("{} + {}u < {}u", lay.thread[axis], lay.konst[r][axis], shape[axis]);
+                let own = format!("{} + {}u < {}u", lay.thread[axis], lay.reg_offsets[r][axis], shape[axis]);
                 self.let_(ac, format!("select({identity}, {a}, {own})"))
             } else if a != *v {
                 self.let_(ac, a)
@@ -62,7 +62,7 @@ impl<'k> Em<'k> {
         // group registers by their coordinates off the axis
         let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
         for r in 0..regs.len() {
-            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.konst[r][dd]).collect();
+            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.reg_offsets[r][dd]).collect();
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some(g) => g.1.push(r),
                 None => groups.push((key, vec![r])),
@@ -85,10 +85,10 @@ impl<'k> Em<'k> {
                 let mut next = vec![];
                 for g in &partial {
                     let ov = self.let_(ac, format!("subgroupShuffleXor({}, {m}u)", g.0));
-                    let oi = g.1.as_ref().map(|i| self.let_(W::U, format!("subgroupShuffleXor({i}, {m}u)")));
+                    let oi = g.1.as_ref().map(|i| self.let_(WTy::U, format!("subgroupShuffleXor({i}, {m}u)")));
                     let (v, i) = self.combine(o, ac, g, &(ov, oi));
                     let v = self.let_(ac, v);
-                    let i = i.map(|i| self.let_(W::U, i));
+                    let i = i.map(|i| self.let_(WTy::U, i));
                     next.push((v, i));
                 }
                 partial = next;
@@ -106,14 +106,14 @@ impl<'k> Em<'k> {
                 let s = gi as u32 * slot;
                 self.st_slot(&format!("ft_tid * {per}u + {s}u"), &g.0, ac);
                 if let Some(i) = &g.1 {
-                    self.l(format!("ft_smem[ft_tid * {per}u + {}u] = {i};", s + ac.nw()));
+                    self.line(format!("ft_smem[ft_tid * {per}u + {}u] = {i};", s + ac.nw()));
                 }
             }
             self.bar();
             // invocation j along the axis: same id except the axis fields
             let lmask = if lanes_left > 1 { (tpw - 1) << lay.bl.lane_shift[axis] } else { 0 };
             let wmask = (wpc - 1) << (5 + lay.bl.warp_shift[axis]);
-            let basetid = self.let_(W::U, format!("ft_tid & {}u", !(lmask | wmask)));
+            let basetid = self.let_(WTy::U, format!("ft_tid & {}u", !(lmask | wmask)));
             let tid_of = |j: &str| -> String {
                 let mut t = basetid.clone();
                 if lanes_left > 1 {
@@ -135,9 +135,9 @@ impl<'k> Em<'k> {
                     let sl = gi as u32 * slot;
                     let mut level: Vec<P> = vec![];
                     for j in 0..tcount {
-                        let tj = self.let_(W::U, tid_of(&format!("{j}u")));
+                        let tj = self.let_(WTy::U, tid_of(&format!("{j}u")));
                         let v = self.let_(ac, Self::ld_slot(&format!("{tj} * {per}u + {sl}u"), ac));
-                        let i = if arg { Some(self.let_(W::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                        let i = if arg { Some(self.let_(WTy::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
                         level.push((v, i));
                     }
                     res.push(self.combine_pairwise(o, ac, level));
@@ -161,43 +161,43 @@ impl<'k> Em<'k> {
                 } else {
                     format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
                 };
-                let p = self.let_(W::U, pos);
+                let p = self.let_(WTy::U, pos);
                 // one loop (not unrolled: shader size stays that of one step);
                 // its trip count is uniform, so the barrier inside is legal
                 let h = self.fresh();
-                self.l(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
+                self.line(format!("for (var {h}: u32 = {}u; {h} >= 1u; {h} = {h} >> 1u) {{", tcount / 2));
                 self.ind += 1;
-                self.l(format!("if ({p} < {h}) {{"));
+                self.line(format!("if ({p} < {h}) {{"));
                 self.ind += 1;
-                let q = self.let_(W::U, format!("{p} + {h}"));
-                let tq = self.let_(W::U, tid_of(&q));
+                let q = self.let_(WTy::U, format!("{p} + {h}"));
+                let tq = self.let_(WTy::U, tid_of(&q));
                 for gi in 0..partial.len() {
                     let sl = gi as u32 * slot;
                     let me = format!("ft_tid * {per}u + {sl}u");
                     let other = format!("{tq} * {per}u + {sl}u");
                     let mv = self.let_(ac, Self::ld_slot(&me, ac));
-                    let mi = if arg { Some(self.let_(W::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
+                    let mi = if arg { Some(self.let_(WTy::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
                     let ov = self.let_(ac, Self::ld_slot(&other, ac));
-                    let oi = if arg { Some(self.let_(W::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
+                    let oi = if arg { Some(self.let_(WTy::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
                     let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
                     let v = self.let_(ac, v);
                     self.st_slot(&me, &v, ac);
                     if let Some(i) = i {
-                        let i = self.let_(W::U, i);
-                        self.l(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
+                        let i = self.let_(WTy::U, i);
+                        self.line(format!("ft_smem[{me} + {}u] = {i};", ac.nw()));
                     }
                 }
                 self.ind -= 1;
-                self.l("}");
+                self.line("}");
                 self.bar();
                 self.ind -= 1;
-                self.l("}");
-                let t0 = self.let_(W::U, tid_of("0u"));
+                self.line("}");
+                let t0 = self.let_(WTy::U, tid_of("0u"));
                 let mut res = vec![];
                 for gi in 0..partial.len() {
                     let sl = gi as u32 * slot;
                     let v = self.let_(ac, Self::ld_slot(&format!("{t0} * {per}u + {sl}u"), ac));
-                    let i = if arg { Some(self.let_(W::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
+                    let i = if arg { Some(self.let_(WTy::U, format!("ft_smem[{t0} * {per}u + {}u]", sl + ac.nw()))) } else { None };
                     res.push((v, i));
                 }
                 self.bar();
@@ -210,22 +210,22 @@ impl<'k> Em<'k> {
         for (v, i) in &partial {
             let f = if arg {
                 let i = i.clone().unwrap();
-                match w_dt(rd) {
-                    W::U => i,
-                    _ => self.let_(W::I, format!("bitcast<i32>({i})")),
+                match wty_of(rd) {
+                    WTy::U => i,
+                    _ => self.let_(WTy::I, format!("bitcast<i32>({i})")),
                 }
-            } else if ac == W::F {
+            } else if ac == WTy::F {
                 let e = self.round_to(v, rd);
                 if e == *v {
                     e
                 } else {
-                    self.let_(W::F, e)
+                    self.let_(WTy::F, e)
                 }
             } else {
                 // integer accumulations to the result dtype (wrapping)
                 let from = match ac {
-                    W::I => DType::I32,
-                    W::L => DType::I64,
+                    WTy::I => DType::I32,
+                    WTy::L => DType::I64,
                     _ => DType::U32,
                 };
                 self.cast(v, from, rd)?
@@ -255,7 +255,7 @@ impl<'k> Em<'k> {
         if let Some(m) = local_map(self.nt, groups.len(), &group_lin, ol.regs(), &|t, r| ol.lin_of(t, r)) {
             return Ok(m.iter().map(|&g| finals[g].clone()).collect());
         }
-        let rw = w_dt(rd);
+        let rw = wty_of(rd);
         let n_out: u32 = out_shape.iter().product();
         self.smem_need(n_out * rw.nw());
         self.bar();
@@ -289,14 +289,14 @@ impl<'k> Em<'k> {
     /// and index (not yet bound).
     /// Combine partials in a balanced tree (neighbours first): log-depth
     /// rounding error. `level` is not empty.
-    pub(super) fn combine_pairwise(&mut self, o: ReduceOp, ac: W, mut level: Vec<(String, Option<String>)>) -> (String, Option<String>) {
+    pub(super) fn combine_pairwise(&mut self, o: ReduceOp, ac: WTy, mut level: Vec<(String, Option<String>)>) -> (String, Option<String>) {
         while level.len() > 1 {
             let mut next = vec![];
             for pair in level.chunks(2) {
                 if pair.len() == 2 {
                     let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
                     let v = self.let_(ac, v);
-                    let i = i.map(|i| self.let_(W::U, i));
+                    let i = i.map(|i| self.let_(WTy::U, i));
                     next.push((v, i));
                 } else {
                     next.push(pair[0].clone());
@@ -307,32 +307,32 @@ impl<'k> Em<'k> {
         level.pop().expect("partials to combine")
     }
 
-    pub(super) fn combine(&mut self, o: ReduceOp, ac: W, a: &(String, Option<String>), b: &(String, Option<String>)) -> (String, Option<String>) {
+    pub(super) fn combine(&mut self, o: ReduceOp, ac: WTy, a: &(String, Option<String>), b: &(String, Option<String>)) -> (String, Option<String>) {
         if let (Some(ai), Some(bi)) = (&a.1, &b.1) {
             let (av, bv) = (&a.0, &b.0);
             let better = if o == ReduceOp::Argmax { ">" } else { "<" };
             // take b if better, or equal with a smaller index; NaN is the worst value
             let mut take = format!("({bv} {better} {av}) || ({bv} == {av} && {bi} < {ai})");
-            if ac == W::L {
+            if ac == WTy::L {
                 let lt = self.helper("ft_lt64");
                 let b_better = if o == ReduceOp::Argmax { format!("{lt}({av}, {bv})") } else { format!("{lt}({bv}, {av})") };
                 take = format!("{b_better} || (all({bv} == {av}) && {bi} < {ai})");
             }
-            if ac == W::F {
+            if ac == WTy::F {
                 let isnan = self.helper("ft_isnan");
                 take = format!("{take} || ({isnan}({av}) && (!{isnan}({bv}) || {bi} < {ai}))");
             }
-            let t = self.let_(W::B, take);
+            let t = self.let_(WTy::B, take);
             return (format!("select({av}, {bv}, {t})"), Some(format!("select({ai}, {bi}, {t})")));
         }
         let (x, y) = (&a.0, &b.0);
         let e = match (o, ac) {
-            (ReduceOp::Sum, W::L) => format!("{}({x}, {y})", self.helper("ft_add64")),
-            (ReduceOp::Max, W::L) => format!("select({x}, {y}, {}({x}, {y}))", self.helper("ft_lt64")),
-            (ReduceOp::Min, W::L) => format!("select({x}, {y}, {}({y}, {x}))", self.helper("ft_lt64")),
+            (ReduceOp::Sum, WTy::L) => format!("{}({x}, {y})", self.helper("ft_add64")),
+            (ReduceOp::Max, WTy::L) => format!("select({x}, {y}, {}({x}, {y}))", self.helper("ft_lt64")),
+            (ReduceOp::Min, WTy::L) => format!("select({x}, {y}, {}({y}, {x}))", self.helper("ft_lt64")),
             (ReduceOp::Sum, _) => format!("{x} + {y}"),
-            (ReduceOp::Max, W::F) => format!("{}({x}, {y})", self.helper("ft_fmax")),
-            (ReduceOp::Min, W::F) => format!("{}({x}, {y})", self.helper("ft_fmin")),
+            (ReduceOp::Max, WTy::F) => format!("{}({x}, {y})", self.helper("ft_fmax")),
+            (ReduceOp::Min, WTy::F) => format!("{}({x}, {y})", self.helper("ft_fmin")),
             (ReduceOp::Max, _) => format!("max({x}, {y})"),
             _ => format!("min({x}, {y})"),
         };
@@ -345,11 +345,11 @@ impl<'k> Em<'k> {
         let d = self.dtype(x);
         let rd = self.dtype(res);
         let regs = self.get(x);
-        let ac = match w_dt(d) {
-            W::F => W::F,
-            W::I => W::I,
-            W::L => W::L,
-            _ => W::U,
+        let ac = match wty_of(d) {
+            WTy::F => WTy::F,
+            WTy::I => WTy::I,
+            WTy::L => WTy::L,
+            _ => WTy::U,
         };
         let vals: Vec<String> = regs.iter().map(|v| if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() }).collect();
         let n: u32 = shape.iter().product();
@@ -363,30 +363,30 @@ impl<'k> Em<'k> {
         for r in 0..regs.len() {
             let lin = self.lin(&shape, r)?;
             let i = self.index(&shape, r, axis)?;
-            let start = self.let_(W::U, format!("{lin} - {i} * {st}u"));
+            let start = self.let_(WTy::U, format!("{lin} - {i} * {st}u"));
             let acc = self.var_(ac, Some(zero));
             let j = self.fresh();
-            self.l(format!("for (var {j}: u32 = 0u; {j} <= {i}; {j} = {j} + 1u) {{"));
+            self.line(format!("for (var {j}: u32 = 0u; {j} <= {i}; {j} = {j} + 1u) {{"));
             let v = Self::ld_slot(&format!("({start} + {j} * {st}u) * {}u", ac.nw()), ac);
-            if ac == W::L {
+            if ac == WTy::L {
                 let add = self.helper("ft_add64");
-                self.l(format!("    {acc} = {add}({acc}, {v});"));
+                self.line(format!("    {acc} = {add}({acc}, {v});"));
             } else {
-                self.l(format!("    {acc} = {acc} + {v};"));
+                self.line(format!("    {acc} = {acc} + {v};"));
             }
-            self.l("}");
-            let f = if ac == W::F {
+            self.line("}");
+            let f = if ac == WTy::F {
                 let e = self.round_to(&acc, rd);
-                self.let_(W::F, e)
+                self.let_(WTy::F, e)
             } else {
                 let from = match ac {
-                    W::I => DType::I32,
-                    W::L => DType::I64,
+                    WTy::I => DType::I32,
+                    WTy::L => DType::I64,
                     _ => DType::U32,
                 };
                 let c = self.cast(&acc, from, rd)?;
                 if c == acc {
-                    self.let_(w_dt(rd), c)
+                    self.let_(wty_of(rd), c)
                 } else {
                     c
                 }

@@ -4,10 +4,10 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     pub(super) fn bar(&mut self) {
         self.barriers += 1;
-        self.l("workgroupBarrier();");
+        self.line("workgroupBarrier();");
     }
 
     pub(super) fn smem_need(&mut self, words: u32) {
@@ -15,18 +15,18 @@ impl<'k> Em<'k> {
     }
 
     /// Store register `v` in the workgroup-memory slot at word `a`.
-    pub(super) fn st_slot(&mut self, a: &str, v: &str, w: W) {
-        if w == W::L {
-            self.l(format!("ft_smem[{a}] = {v}.x;"));
-            self.l(format!("ft_smem[{a} + 1u] = {v}.y;"));
+    pub(super) fn st_slot(&mut self, a: &str, v: &str, w: WTy) {
+        if w == WTy::L {
+            self.line(format!("ft_smem[{a}] = {v}.x;"));
+            self.line(format!("ft_smem[{a} + 1u] = {v}.y;"));
         } else {
-            self.l(format!("ft_smem[{a}] = {};", Self::to_u32(v, w)));
+            self.line(format!("ft_smem[{a}] = {};", Self::to_u32(v, w)));
         }
     }
 
     /// Expression reading the slot at word `a`.
-    pub(super) fn ld_slot(a: &str, w: W) -> String {
-        if w == W::L {
+    pub(super) fn ld_slot(a: &str, w: WTy) -> String {
+        if w == WTy::L {
             format!("vec2<u32>(ft_smem[{a}], ft_smem[{a} + 1u])")
         } else {
             Self::from_u32(&format!("ft_smem[{a}]"), w)
@@ -35,7 +35,7 @@ impl<'k> Em<'k> {
 
     /// Write registers (canonical layout of `shape`) to the slots from word
     /// `base` on, in row-major order.
-    pub(super) fn stage(&mut self, regs: &[String], shape: &[u32], w: W, base: u32) -> R<()> {
+    pub(super) fn stage(&mut self, regs: &[String], shape: &[u32], w: WTy, base: u32) -> R<()> {
         for (r, v) in regs.iter().enumerate() {
             let lin = self.lin(shape, r)?;
             let mut a = if w.nw() == 1 { lin } else { format!("{lin} * {}u", w.nw()) };
@@ -70,7 +70,7 @@ impl<'k> Em<'k> {
             return Ok(m.iter().map(|&s| regs[s].clone()).collect());
         }
         let w = match self.k.ty(x) {
-            Type::Tile { elem, .. } => w_of(*elem),
+            Type::Tile { elem, .. } => wty_of_elem(*elem),
             Type::View { .. } => return self.err("layout conversion of a view"),
         };
         let n_src: u32 = src.iter().product();

@@ -5,12 +5,12 @@
 
 use super::*;
 
-impl<'k> Em<'k> {
+impl<'k> WgslWriter<'k> {
     pub(super) fn err<T>(&self, msg: impl Into<String>) -> R<T> {
         Err(EmitError { kernel: self.k.name.clone(), line: self.loc.line, msg: msg.into() })
     }
 
-    pub(super) fn l(&mut self, s: impl AsRef<str>) {
+    pub(super) fn line(&mut self, s: impl AsRef<str>) {
         for _ in 0..self.ind {
             self.body.push_str("    ");
         }
@@ -24,24 +24,24 @@ impl<'k> Em<'k> {
     }
 
     /// `let tN: ty = e;` in the body.
-    pub(super) fn let_(&mut self, w: W, e: impl AsRef<str>) -> String {
+    pub(super) fn let_(&mut self, w: WTy, e: impl AsRef<str>) -> String {
         let n = self.fresh();
-        self.l(format!("let {n}: {} = {};", w.name(), e.as_ref()));
+        self.line(format!("let {n}: {} = {};", w.name(), e.as_ref()));
         n
     }
 
     /// `let` in the prologue (function scope, visible everywhere).
-    pub(super) fn plet(&mut self, w: W, e: impl AsRef<str>) -> String {
+    pub(super) fn prologue_let(&mut self, w: WTy, e: impl AsRef<str>) -> String {
         let n = self.fresh();
         let _ = writeln!(self.pro, "    let {n}: {} = {};", w.name(), e.as_ref());
         n
     }
 
-    pub(super) fn var_(&mut self, w: W, init: Option<&str>) -> String {
+    pub(super) fn var_(&mut self, w: WTy, init: Option<&str>) -> String {
         let n = self.fresh();
         match init {
-            Some(i) => self.l(format!("var {n}: {} = {i};", w.name())),
-            None => self.l(format!("var {n}: {};", w.name())),
+            Some(i) => self.line(format!("var {n}: {} = {i};", w.name())),
+            None => self.line(format!("var {n}: {};", w.name())),
         }
         n
     }
@@ -68,10 +68,10 @@ impl<'k> Em<'k> {
                 terms.push(format!("{}u * ((ft_warp >> {}u) & {}u)", bl.warp_mul[d], bl.warp_shift[d], bl.wpc[d] - 1));
             }
             let e = if terms.is_empty() { "0u".to_string() } else { format!("{}u * ({})", bl.spt[d], terms.join(" + ")) };
-            thread.push(self.plet(W::U, e));
+            thread.push(self.prologue_let(WTy::U, e));
         }
-        let konst = bl.konst();
-        let l = Rc::new(Layout { bl, konst, thread });
+        let reg_offsets = bl.reg_offsets();
+        let l = Rc::new(Layout { bl, reg_offsets, thread });
         self.layouts.insert(shape.to_vec(), l.clone());
         Ok(l)
     }
@@ -92,9 +92,9 @@ impl<'k> Em<'k> {
             return Ok(s.clone());
         }
         let lay = self.layout(shape)?;
-        let c = lay.konst[r][d];
+        let c = lay.reg_offsets[r][d];
         let e = if lay.bl.replicated(d) { format!("({} + {c}u) & {}u", lay.thread[d], shape[d] - 1) } else { format!("{} + {c}u", lay.thread[d]) };
-        let out = self.plet(W::U, e);
+        let out = self.prologue_let(WTy::U, e);
         self.idx_cache.insert(key, out.clone());
         Ok(out)
     }
@@ -117,7 +117,7 @@ impl<'k> Em<'k> {
             }
         }
         let e = if terms.is_empty() { "0u".into() } else { terms.join(" + ") };
-        let out = self.plet(W::U, e);
+        let out = self.prologue_let(WTy::U, e);
         self.lin_cache.insert(key, out.clone());
         Ok(out)
     }
@@ -131,19 +131,19 @@ impl<'k> Em<'k> {
             return Ok(o.clone());
         }
         let res = if shape.is_empty() {
-            Some(self.plet(W::B, "ft_tid == 0u"))
+            Some(self.prologue_let(WTy::B, "ft_tid == 0u"))
         } else {
             let lay = self.layout(shape)?;
             let mut terms = vec![];
             for (d, &s) in shape.iter().enumerate() {
                 if lay.bl.replicated(d) {
-                    terms.push(format!("({} + {}u < {s}u)", lay.thread[d], lay.konst[r][d]));
+                    terms.push(format!("({} + {}u < {s}u)", lay.thread[d], lay.reg_offsets[r][d]));
                 }
             }
             if terms.is_empty() {
                 None
             } else {
-                Some(self.plet(W::B, terms.join(" && ")))
+                Some(self.prologue_let(WTy::B, terms.join(" && ")))
             }
         };
         self.owner_cache.insert(key, res.clone());
@@ -162,37 +162,37 @@ impl<'k> Em<'k> {
         self.elem(v).dtype()
     }
 
-    pub(super) fn wv(&self, v: V) -> W {
-        w_of(self.elem(v))
+    pub(super) fn wty_of_val(&self, v: V) -> WTy {
+        wty_of_elem(self.elem(v))
     }
 
-    pub(super) fn to_u32(e: &str, w: W) -> String {
+    pub(super) fn to_u32(e: &str, w: WTy) -> String {
         match w {
-            W::F | W::I => format!("bitcast<u32>({e})"),
-            W::U => e.to_string(),
-            W::B => format!("select(0u, 1u, {e})"),
-            W::L | W::Q => unreachable!("a multi-word value in one slot"),
+            WTy::F | WTy::I => format!("bitcast<u32>({e})"),
+            WTy::U => e.to_string(),
+            WTy::B => format!("select(0u, 1u, {e})"),
+            WTy::L | WTy::Q => unreachable!("a multi-word value in one slot"),
         }
     }
 
-    pub(super) fn from_u32(e: &str, w: W) -> String {
+    pub(super) fn from_u32(e: &str, w: WTy) -> String {
         match w {
-            W::F => format!("bitcast<f32>({e})"),
-            W::I => format!("bitcast<i32>({e})"),
-            W::U => e.to_string(),
-            W::B => format!("({e} != 0u)"),
-            W::L | W::Q => unreachable!("a multi-word value in one slot"),
+            WTy::F => format!("bitcast<f32>({e})"),
+            WTy::I => format!("bitcast<i32>({e})"),
+            WTy::U => e.to_string(),
+            WTy::B => format!("({e} != 0u)"),
+            WTy::L | WTy::Q => unreachable!("a multi-word value in one slot"),
         }
     }
 
     /// Broadcast a scalar from invocation 0 through `workgroupUniformLoad`
     /// (the result is uniform for WGSL's analysis).
-    pub(super) fn uniformize(&mut self, e: &str, w: W) -> String {
+    pub(super) fn uniformize(&mut self, e: &str, w: WTy) -> String {
         self.uses_uni = true;
         self.bar();
-        self.l(format!("if (ft_tid == 0u) {{ ft_uni = {}; }}", Self::to_u32(e, w)));
+        self.line(format!("if (ft_tid == 0u) {{ ft_uni = {}; }}", Self::to_u32(e, w)));
         self.barriers += 1;
-        let u = self.let_(W::U, "workgroupUniformLoad(&ft_uni)");
+        let u = self.let_(WTy::U, "workgroupUniformLoad(&ft_uni)");
         let r = Self::from_u32(&u, w);
         self.let_(w, r)
     }
@@ -209,11 +209,11 @@ impl<'k> Em<'k> {
     }
 
     /// WGSL types of a value's registers (views: base, dims, strides).
-    pub(super) fn reg_tys(&mut self, v: V) -> R<Vec<W>> {
+    pub(super) fn reg_tys(&mut self, v: V) -> R<Vec<WTy>> {
         Ok(match self.k.ty(v) {
-            Type::View { rank, .. } => std::iter::once(W::U).chain(std::iter::repeat_n(W::L, 2 * rank)).collect(),
+            Type::View { rank, .. } => std::iter::once(WTy::U).chain(std::iter::repeat_n(WTy::L, 2 * rank)).collect(),
             Type::Tile { elem, .. } => {
-                let w = w_of(*elem);
+                let w = wty_of_elem(*elem);
                 let n = self.nregs(v)?;
                 vec![w; n]
             }
@@ -221,7 +221,7 @@ impl<'k> Em<'k> {
     }
 }
 
-impl<'k> crate::plan::remat::Emitter<'k> for Em<'k> {
+impl<'k> crate::plan::remat::Emitter<'k> for WgslWriter<'k> {
     fn remat_state(&mut self) -> &mut crate::plan::remat::Remat<'k> {
         &mut self.remat
     }
@@ -235,7 +235,7 @@ impl<'k> crate::plan::remat::Emitter<'k> for Em<'k> {
         self.index(shape, r, d)
     }
     fn arange_at(&mut self, i: &str, start: i64) -> String {
-        self.let_(W::I, format!("i32({i}) + {}", i32_lit(start as i32)))
+        self.let_(WTy::I, format!("i32({i}) + {}", i32_lit(start as i32)))
     }
     fn zero_index(&mut self) -> String {
         "0u".to_string()
