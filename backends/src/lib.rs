@@ -1,25 +1,20 @@
-//! `ferrotile-backends`: code generation from specialized IR.
+//! `ferrotile-backends`: code generation from specialized IR — text only;
+//! running it is the runtime's business (`ferrotile::runtime`, which holds
+//! the CUDA and wgpu drivers next to their launch paths).
 //!
 //! - [`plan`]: target-neutral lowering decisions (layouts, axis facts,
 //!   rematerialization) that both emitters read.
-//! - [`ptx`]: PTX emission (always built; pure Rust, no CUDA needed) and a
-//!   `ptxas` driver used by tests to assemble what we emit.
-//! - `cuda` (feature `cuda`): the CUDA runtime through cudarc's driver API,
-//!   loaded dynamically so that builds and CI need no CUDA installation.
-//! - [`wgsl`]: WGSL emission (always built); `wgpu_rt` (feature `wgpu`): the
-//!   wgpu runtime that runs it on Vulkan/Metal/DX12 adapters (and lavapipe).
+//! - [`ptx`]: PTX (pure Rust, no CUDA needed); [`ptxas`] assembles what we
+//!   emit in tests and CI.
+//! - [`wgsl`]: WGSL; `wgsl::validate` (feature `wgsl`) runs naga over it.
 
 // Index loops over several parallel per-dimension / per-register arrays
 // read better than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
 
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod plan;
 pub mod ptx;
 pub mod ptxas;
-#[cfg(feature = "wgpu")]
-pub mod wgpu_rt;
 pub mod wgsl;
 
 /// A kernel a backend cannot (yet) compile, or a configuration that cannot

@@ -26,9 +26,9 @@ impl HostMem {
 pub enum Storage {
     Host(Arc<HostMem>),
     #[cfg(feature = "cuda")]
-    Cuda(Arc<ferrotile_backends::cuda::DevMem>),
+    Cuda(Arc<crate::runtime::cuda::driver::DevMem>),
     #[cfg(feature = "wgpu")]
-    Wgpu(Arc<ferrotile_backends::wgpu_rt::WgpuMem>),
+    Wgpu(Arc<crate::runtime::webgpu::driver::WgpuMem>),
 }
 
 /// A 1-D array of `T` on a [`Device`]. Kernels see it as a `Ptr<T>`; shapes

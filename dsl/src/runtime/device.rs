@@ -21,9 +21,9 @@ pub struct Device {
     kind: DeviceKind,
     threads: usize,
     #[cfg(feature = "cuda")]
-    pub(crate) cuda: Option<Arc<ferrotile_backends::cuda::CudaDevice>>,
+    pub(crate) cuda: Option<Arc<crate::runtime::cuda::driver::CudaDevice>>,
     #[cfg(feature = "wgpu")]
-    pub(crate) wgpu: Option<Arc<ferrotile_backends::wgpu_rt::WgpuDevice>>,
+    pub(crate) wgpu: Option<Arc<crate::runtime::webgpu::driver::WgpuDevice>>,
 }
 
 impl Device {
@@ -57,7 +57,7 @@ impl Device {
     pub fn cuda(ordinal: usize) -> Result<Device> {
         #[cfg(feature = "cuda")]
         {
-            let d = ferrotile_backends::cuda::CudaDevice::open(ordinal).map_err(Error::DeviceUnavailable)?;
+            let d = crate::runtime::cuda::driver::CudaDevice::open(ordinal).map_err(Error::DeviceUnavailable)?;
             Ok(Device {
                 kind: DeviceKind::Cuda,
                 threads: 1,
@@ -80,7 +80,7 @@ impl Device {
     pub fn wgpu() -> Result<Device> {
         #[cfg(feature = "wgpu")]
         {
-            use ferrotile_backends::wgpu_rt::WgpuDevice;
+            use crate::runtime::webgpu::driver::WgpuDevice;
             use std::sync::OnceLock;
             static D: OnceLock<std::result::Result<Arc<WgpuDevice>, String>> = OnceLock::new();
             let d = D.get_or_init(WgpuDevice::open).clone().map_err(Error::DeviceUnavailable)?;
@@ -229,7 +229,7 @@ impl Device {
             c.begin_capture().map_err(be)?;
             // (closed whatever `f` does — returns an error or panics — so
             // that the device stays usable)
-            struct Close<'a>(&'a Arc<ferrotile_backends::cuda::CudaDevice>, bool);
+            struct Close<'a>(&'a Arc<crate::runtime::cuda::driver::CudaDevice>, bool);
             impl Drop for Close<'_> {
                 fn drop(&mut self) {
                     if !self.1 {
@@ -362,7 +362,7 @@ impl Device {
 #[derive(Debug)]
 pub struct Graph {
     #[cfg(feature = "cuda")]
-    cuda: ferrotile_backends::cuda::Graph,
+    cuda: crate::runtime::cuda::driver::Graph,
     #[cfg(not(feature = "cuda"))]
     _none: (),
 }

@@ -191,7 +191,7 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
         DeviceKind::Cuda => {
             #[cfg(feature = "cuda")]
             {
-                super::cuda_launch::launch(k, &spec, dev, cfg, args, cx, dts)
+                super::cuda::launch::launch(k, &spec, dev, cfg, args, cx, dts)
             }
             #[cfg(not(feature = "cuda"))]
             unreachable!("no CUDA devices without the cuda feature")
@@ -199,7 +199,7 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
         DeviceKind::Wgpu => {
             #[cfg(feature = "wgpu")]
             {
-                super::wgpu_launch::launch(k, &spec, dev, cfg, args, cx, dts)
+                super::webgpu::launch::launch(k, &spec, dev, cfg, args, cx, dts)
             }
             #[cfg(not(feature = "wgpu"))]
             unreachable!("no wgpu devices without the wgpu feature")

@@ -10,11 +10,11 @@
 pub mod autotune;
 mod buffer;
 #[cfg(feature = "cuda")]
-mod cuda_launch;
+mod cuda;
 mod device;
 mod launch;
 #[cfg(feature = "wgpu")]
-mod wgpu_launch;
+mod webgpu;
 
 pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;

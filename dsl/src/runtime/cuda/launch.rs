@@ -15,8 +15,8 @@
 
 use crate::error::{Error, Result};
 use crate::interp::Scalar;
+use crate::runtime::cuda::driver::Loaded;
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
-use ferrotile_backends::cuda::Loaded;
 use ferrotile_backends::ptx::{self, ParamAbi, PtxOptions};
 use ferrotile_ir::{DType, Kernel};
 use std::collections::HashMap;
@@ -152,7 +152,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             _ => 0,
         })
         .collect();
-    let encode = |c: &Compiled| -> Option<Vec<ferrotile_backends::cuda::TensorMap>> {
+    let encode = |c: &Compiled| -> Option<Vec<crate::runtime::cuda::driver::TensorMap>> {
         c.tensor_maps
             .iter()
             .map(|t| {

@@ -1,4 +1,4 @@
-//! wgpu runtime: runs WGSL from [`crate::wgsl`] on any adapter wgpu finds
+//! wgpu runtime: runs WGSL from [`ferrotile_backends::wgsl`] on any adapter wgpu finds
 //! (Vulkan, Metal, DX12 — including lavapipe, Mesa's CPU Vulkan driver,
 //! which CI uses).
 //!
@@ -31,7 +31,7 @@
 //! operation could not be timestamped it returns `None` and callers fall
 //! back to wall-clock time.
 
-use crate::wgsl::{BindingAbi, BindingKind, WgslKernel, WgslOptions};
+use ferrotile_backends::wgsl::{BindingAbi, BindingKind, WgslKernel, WgslOptions};
 use std::sync::{Arc, Mutex};
 
 pub type WgResult<T> = Result<T, String>;

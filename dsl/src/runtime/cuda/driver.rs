@@ -1,6 +1,6 @@
 //! CUDA runtime over cudarc's driver API (loaded dynamically).
 //!
-//! Takes PTX from [`crate::ptx`] and runs it: device discovery (never
+//! Takes PTX from [`ferrotile_backends::ptx`] and runs it: device discovery (never
 //! panics: no driver library or no device is an `Err`), device memory,
 //! host↔device copies, module loading (the driver JIT-assembles our PTX),
 //! launches with dynamic shared memory (opting in above 48 KiB, checked
@@ -278,7 +278,13 @@ impl CudaDevice {
     /// bits travel unchanged unless `round_tf32`: a `TFLOAT32` map, whose
     /// copies round each element to tf32) with 128-byte swizzle, zero out-of-bounds fill and `box_dims`
     /// (innermost first), for a kernel's TMA parameter (`ptx::tma`).
-    pub fn encode_tensor_map(&self, dtype: ferrotile_ir::DType, m: &crate::ptx::tma::TensorMapArgs, box_dims: &[u32], round_tf32: bool) -> CuResult<TensorMap> {
+    pub fn encode_tensor_map(
+        &self,
+        dtype: ferrotile_ir::DType,
+        m: &ferrotile_backends::ptx::tma::TensorMapArgs,
+        box_dims: &[u32],
+        round_tf32: bool,
+    ) -> CuResult<TensorMap> {
         use sys::CUtensorMapDataType_enum as D;
         let dt = match dtype {
             ferrotile_ir::DType::F16 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,

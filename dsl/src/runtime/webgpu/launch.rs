@@ -11,8 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::interp::Scalar;
+use crate::runtime::webgpu::driver::{WgpuMem, WgpuPipeline};
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
-use ferrotile_backends::wgpu_rt::{WgpuMem, WgpuPipeline};
 use ferrotile_backends::wgsl::{self, BindingKind, WgslOptions};
 use ferrotile_ir::{DType, Kernel};
 use std::collections::HashMap;
