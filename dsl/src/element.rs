@@ -10,7 +10,7 @@ pub trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
     fn to_le_bytes_vec(v: &[Self]) -> Vec<u8>;
     fn from_le_bytes_slice(b: &[u8]) -> Vec<Self>;
     /// The value as a scalar argument.
-    fn to_scalar(self) -> crate::interp::Scalar;
+    fn to_scalar(self) -> Scalar;
 }
 
 /// The element types a dtype-generic kernel (`<T: Float>`) accepts.
@@ -29,7 +29,7 @@ macro_rules! elem {
             fn from_le_bytes_slice(b: &[u8]) -> Vec<Self> {
                 b.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect()
             }
-            fn to_scalar(self) -> crate::interp::Scalar {
+            fn to_scalar(self) -> Scalar {
                 let $v = self;
                 $sc
             }
@@ -37,7 +37,6 @@ macro_rules! elem {
     };
 }
 
-use crate::interp::Scalar;
 elem!(f32, DType::F32, 4, |v| Scalar::F(v as f64, DType::F32));
 elem!(f16, DType::F16, 2, |v| Scalar::F(v.to_f64(), DType::F16));
 elem!(bf16, DType::BF16, 2, |v| Scalar::F(v.to_f64(), DType::BF16));
@@ -71,7 +70,7 @@ impl FloatElement for f32 {
 impl FloatElement for f16 {
     /// Correctly rounded (nearest-even); `half`'s own `from_f64` rounds twice.
     fn from_f64(v: f64) -> Self {
-        crate::interp::tile::f16_from_f64(v)
+        ferrotile_ir::numeric::f16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         f16::to_f64(self)
@@ -80,9 +79,25 @@ impl FloatElement for f16 {
 impl FloatElement for bf16 {
     /// Correctly rounded (nearest-even); `half`'s own `from_f64` rounds twice.
     fn from_f64(v: f64) -> Self {
-        crate::interp::tile::bf16_from_f64(v)
+        ferrotile_ir::numeric::bf16_from_f64(v)
     }
     fn to_f64(self) -> f64 {
         bf16::to_f64(self)
+    }
+}
+
+/// A scalar kernel argument: its value (f64 holds every f32/f16/bf16, i64
+/// every integer dtype) and dtype.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F(f64, DType),
+    I(i64, DType),
+}
+
+impl Scalar {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Scalar::F(_, d) | Scalar::I(_, d) => *d,
+        }
     }
 }

@@ -48,7 +48,7 @@ pub fn run(k: &ferrotile::ir::Kernel, m: usize, n: usize, kk: usize, bm: usize, 
         Arg::scalar(k_split as i32),
         Arg::scalar(mi * ni),
     ];
-    ferrotile::interp::run(k, &dev, [tiles, 1, splits as u32], &args).unwrap();
+    ferrotile::runtime::run_interpreted(k, &dev, [tiles, 1, splits as u32], &args).unwrap();
     drop(args);
     c.to_vec().unwrap()
 }

@@ -57,7 +57,7 @@ fn interp(k: &Kernel, m: usize, n: usize, ldx: usize, shift: i32, x: &[f32]) -> 
         Arg::scalar(ldx as i32),
         Arg::scalar(shift),
     ];
-    ferrotile::interp::run(k, &dev, grid, &args).unwrap();
+    ferrotile::runtime::run_interpreted(k, &dev, grid, &args).unwrap();
     drop(args);
     vec![y.to_vec().unwrap(), z.to_vec().unwrap(), w.to_vec().unwrap()]
 }

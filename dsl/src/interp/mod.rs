@@ -14,41 +14,50 @@
 
 pub mod tile;
 
+use crate::element::Scalar;
 use crate::error::{Error, Result};
-use crate::runtime::{Arg, Device};
 use ferrotile_ir::*;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tile::{Data, Tile, ViewVal};
 
-/// A scalar kernel argument.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Scalar {
-    F(f64, DType),
-    I(i64, DType),
+/// The interpreter's value of a scalar argument.
+fn scalar_data(s: Scalar) -> Data {
+    match s {
+        Scalar::F(v, d) => match d {
+            DType::F32 => Data::F32(vec![v as f32]),
+            DType::F16 => Data::F16(vec![tile::f16_from_f64(v)]),
+            _ => Data::BF16(vec![tile::bf16_from_f64(v)]),
+        },
+        Scalar::I(v, d) => Data::from_i64(vec![v], d),
+    }
 }
 
-impl Scalar {
-    pub fn dtype(&self) -> DType {
-        match self {
-            Scalar::F(_, d) | Scalar::I(_, d) => *d,
-        }
+/// Host memory behind a CPU buffer. Kernel programs running on several
+/// threads take the lock per memory op (a whole tile), so concurrent stores
+/// from different programs are serialized, never a data race.
+#[derive(Debug)]
+pub struct HostMem {
+    pub(crate) data: RwLock<Vec<u8>>,
+    pub(crate) dtype: DType,
+}
+
+impl HostMem {
+    pub(crate) fn new(data: Vec<u8>, dtype: DType) -> Self {
+        HostMem { data: RwLock::new(data), dtype }
     }
-    fn to_data(self) -> Data {
-        match self {
-            Scalar::F(v, d) => match d {
-                DType::F32 => Data::F32(vec![v as f32]),
-                DType::F16 => Data::F16(vec![tile::f16_from_f64(v)]),
-                _ => Data::BF16(vec![tile::bf16_from_f64(v)]),
-            },
-            Scalar::I(v, d) => Data::from_i64(vec![v], d),
-        }
-    }
+}
+
+/// One argument of an interpreted launch: a buffer in host memory (`len`
+/// elements of `dtype`) or a scalar.
+pub enum InterpArg<'a> {
+    Buffer { mem: &'a HostMem, len: usize, dtype: DType },
+    Scalar(Scalar),
 }
 
 struct BufArg<'a> {
-    mem: &'a crate::runtime::HostMem,
+    mem: &'a HostMem,
     len: usize,
     dtype: DType,
 }
@@ -56,8 +65,8 @@ struct BufArg<'a> {
 type RtErr = (Loc, String);
 type RR<T> = std::result::Result<T, RtErr>;
 
-/// Run `k` over `grid` on the CPU device.
-pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
+/// Run `k` over `grid` on up to `threads` host threads.
+pub fn run(k: &Kernel, threads: usize, grid: [u32; 3], args: &[InterpArg<'_>]) -> Result<()> {
     debug_assert!(k.specialized);
     // (launches through the runtime are checked against the signature
     // already; this entry point is public, so check the shape of `args` too)
@@ -65,7 +74,7 @@ pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result
         return Err(Error::Launch { kernel: k.name.clone(), msg: format!("{} arguments for {} parameters", args.len(), k.params.len()) });
     }
     for (i, (a, p)) in args.iter().zip(&k.params).enumerate() {
-        if matches!(a, Arg::Buffer { .. }) != matches!(p.kind, ferrotile_ir::ParamKind::Ptr(_)) {
+        if matches!(a, InterpArg::Buffer { .. }) != matches!(p.kind, ferrotile_ir::ParamKind::Ptr(_)) {
             return Err(Error::Launch { kernel: k.name.clone(), msg: format!("argument {i} (`{}`): a buffer and a scalar were mixed up", p.name) });
         }
     }
@@ -73,16 +82,11 @@ pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result
     let mut scalars: Vec<Option<Scalar>> = vec![];
     for a in args {
         match a {
-            Arg::Buffer { mem, dtype, len, .. } => {
-                let mem = match mem {
-                    crate::runtime::Storage::Host(h) => &**h,
-                    #[allow(unreachable_patterns)]
-                    _ => return Err(Error::Launch { kernel: k.name.clone(), msg: "a device buffer was passed to the CPU interpreter".into() }),
-                };
+            InterpArg::Buffer { mem, dtype, len } => {
                 params.push(Some(BufArg { mem, len: *len, dtype: *dtype }));
                 scalars.push(None);
             }
-            Arg::Scalar(s) => {
+            InterpArg::Scalar(s) => {
                 params.push(None);
                 scalars.push(Some(*s));
             }
@@ -92,7 +96,7 @@ pub fn run(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let first_err: Mutex<Option<(u64, Error)>> = Mutex::new(None);
-    let threads = (dev.threads() as u64).min(total).max(1) as usize;
+    let threads = (threads as u64).min(total).max(1) as usize;
     let work = || {
         let mut prog = Prog { k, params: &params, scalars: &scalars, grid, pid: [0; 3], vals: vec![None; k.values.len()] };
         loop {
@@ -215,7 +219,7 @@ impl<'a> Prog<'a> {
                 let i = *i as usize;
                 match (&self.params[i], &self.scalars[i]) {
                     (Some(_), _) => Some(t(Data::Ptr(vec![(i as u32, 0)]))),
-                    (None, Some(s)) => Some(t(s.to_data())),
+                    (None, Some(s)) => Some(t(scalar_data(*s))),
                     _ => unreachable!(),
                 }
             }

@@ -1,24 +1,10 @@
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::runtime::Device;
-use ferrotile_ir::DType;
 use std::marker::PhantomData;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-/// Host memory behind a CPU buffer. Kernel programs running on several
-/// threads take the lock per memory op (a whole tile), so concurrent stores
-/// from different programs are serialized, never a data race.
-#[derive(Debug)]
-pub struct HostMem {
-    pub(crate) data: RwLock<Vec<u8>>,
-    pub(crate) dtype: DType,
-}
-
-impl HostMem {
-    pub(crate) fn new(data: Vec<u8>, dtype: DType) -> Self {
-        HostMem { data: RwLock::new(data), dtype }
-    }
-}
+use crate::interp::HostMem;
 
 /// Where a buffer's bytes live.
 #[doc(hidden)]

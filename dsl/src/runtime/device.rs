@@ -1,6 +1,7 @@
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::runtime::buffer::{Buffer, HostMem, Storage};
+use crate::interp::HostMem;
+use crate::runtime::buffer::{Buffer, Storage};
 use std::sync::Arc;
 
 /// Which backend a [`Device`] runs kernels on.

@@ -1,6 +1,7 @@
 use crate::element::Element;
+use crate::element::Scalar;
 use crate::error::{Error, Result};
-use crate::interp::{self, Scalar};
+use crate::interp::{self, InterpArg};
 use crate::runtime::buffer::{Buffer, Storage};
 use crate::runtime::{Device, DeviceKind};
 use ferrotile_ir::{specialize, DType, Kernel, ParamKind};
@@ -185,9 +186,9 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     match dev.kind() {
         DeviceKind::Cpu if cfg.num_stages >= 2 && interp_runs_gpu_passes() => {
             let piped = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(cfg.num_stages - 1));
-            interp::run(&piped, dev, cfg.grid, args)
+            interp::run(&piped, dev.threads(), cfg.grid, &interp_args(k, args)?)
         }
-        DeviceKind::Cpu => interp::run(&spec, dev, cfg.grid, args),
+        DeviceKind::Cpu => interp::run(&spec, dev.threads(), cfg.grid, &interp_args(k, args)?),
         DeviceKind::Cuda => {
             #[cfg(feature = "cuda")]
             {
@@ -205,4 +206,22 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
             unreachable!("no wgpu devices without the wgpu feature")
         }
     }
+}
+
+/// Run an already specialized kernel (say, one a test rewrote with an IR
+/// pass) on the CPU interpreter with launch arguments of `dev`'s buffers.
+pub fn run_interpreted(k: &Kernel, dev: &Device, grid: [u32; 3], args: &[Arg<'_>]) -> Result<()> {
+    interp::run(k, dev.threads(), grid, &interp_args(k, args)?)
+}
+
+/// The interpreter's view of a launch's arguments: host memory and scalars.
+fn interp_args<'a>(k: &Kernel, args: &'a [Arg<'_>]) -> Result<Vec<InterpArg<'a>>> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Buffer { mem: Storage::Host(h), dtype, len, .. } => Ok(InterpArg::Buffer { mem: h, len: *len, dtype: *dtype }),
+            Arg::Scalar(s) => Ok(InterpArg::Scalar(*s)),
+            #[allow(unreachable_patterns)]
+            Arg::Buffer { .. } => Err(Error::Launch { kernel: k.name.clone(), msg: "a device buffer was passed to the CPU interpreter".into() }),
+        })
+        .collect()
 }

@@ -18,7 +18,6 @@ mod webgpu;
 
 pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;
-pub(crate) use buffer::HostMem;
 pub use buffer::Storage;
 pub use device::{Device, DeviceKind, Graph};
-pub use launch::{launch, set_specialization_observer, specialize_cached, Arg, LaunchConfig};
+pub use launch::{launch, run_interpreted, set_specialization_observer, specialize_cached, Arg, LaunchConfig};

@@ -13,8 +13,8 @@
 //! back from it on a later process's cold start; the driver keeps its own
 //! cache of the assembled binaries.
 
+use crate::element::Scalar;
 use crate::error::{Error, Result};
-use crate::interp::Scalar;
 use crate::runtime::cuda::driver::Loaded;
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
 use ferrotile_backends::ptx::{self, ParamAbi, PtxOptions};

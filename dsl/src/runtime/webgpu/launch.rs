@@ -9,8 +9,8 @@
 //! `FERROTILE_DUMP_WGSL=1` (or a comma-separated list of kernel names)
 //! prints the emitted WGSL.
 
+use crate::element::Scalar;
 use crate::error::{Error, Result};
-use crate::interp::Scalar;
 use crate::runtime::webgpu::driver::{WgpuMem, WgpuPipeline};
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
 use ferrotile_backends::wgsl::{self, BindingKind, WgslOptions};
