@@ -7,6 +7,8 @@
 //! - [`axis`]: contiguity / divisibility / constancy of integer and pointer
 //!   tiles along their last dimension — where 16-byte vector accesses are
 //!   provably legal;
+//! - [`reduce`]: how a reduction is split into in-thread, across-lane and
+//!   across-warp steps;
 //! - [`remat`]: which tile values are cheap functions of their index and
 //!   are recomputed in a consumer's layout instead of converted.
 //!
@@ -16,4 +18,5 @@
 
 pub mod axis;
 pub mod layout;
+pub mod reduce;
 pub mod remat;

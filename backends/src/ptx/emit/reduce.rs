@@ -3,6 +3,7 @@
 //! index along; `cumsum` as a scan in the same three levels.
 
 use super::*;
+use crate::plan::reduce::ReducePlan;
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
@@ -11,6 +12,7 @@ impl<'k> PtxWriter<'k> {
         let lay = self.layout(&shape);
         let regs = self.get(x);
         let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
+        let plan = ReducePlan::new(&lay.bl, &lay.reg_offsets, axis);
         // accumulation class
         let (ac, at) = if d.is_float() {
             (RegClass::F, "f32")
@@ -63,7 +65,7 @@ impl<'k> PtxWriter<'k> {
                 }
                 _ => v.clone(),
             };
-            let a = if lay.bl.replicated(axis) {
+            let a = if plan.replicated {
                 // copies along the axis must not be counted twice
                 let t = self.reg(RegClass::R);
                 let p = self.reg(RegClass::P);
@@ -80,15 +82,7 @@ impl<'k> PtxWriter<'k> {
                 idxs.push(self.index(&shape, r, axis));
             }
         }
-        // group registers by their coordinates off the axis
-        let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
-        for r in 0..regs.len() {
-            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.reg_offsets[r][dd]).collect();
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some(g) => g.1.push(r),
-                None => groups.push((key, vec![r])),
-            }
-        }
+        let groups = &plan.groups;
         let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
             if let (Some(ai), Some(bi)) = (ai, bi) {
                 // (value, index): take b if better, or equal with smaller index, or a is NaN
@@ -142,7 +136,7 @@ impl<'k> PtxWriter<'k> {
         };
         // 1. in-thread
         let mut partial: Vec<(String, Option<String>)> = vec![];
-        for (_, rs) in &groups {
+        for rs in groups {
             // pairwise tree: short dependency chains, index order kept for argmax ties
             let mut level: Vec<(String, Option<String>)> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
             while level.len() > 1 {
@@ -159,9 +153,7 @@ impl<'k> PtxWriter<'k> {
             partial.push(level.pop().unwrap());
         }
         // 2. across lanes along the axis
-        let lbits = lay.bl.tpw[axis].trailing_zeros();
-        for b in 0..lbits {
-            let m = 1u32 << (lay.bl.lane_shift[axis] + b);
+        for &m in &plan.lane_xor {
             for g in partial.iter_mut() {
                 let other = self.shfl(&g.0, ac, m);
                 let oi = g.1.as_ref().map(|i| self.shfl(i, RegClass::R, m));
@@ -169,7 +161,7 @@ impl<'k> PtxWriter<'k> {
             }
         }
         // 3. across warps along the axis, through shared memory
-        let wpc = lay.bl.wpc[axis];
+        let wpc = plan.warps;
         if wpc > 1 {
             let sz = if ac == RegClass::Rd { 8 } else { 4 };
             let ng = groups.len() as u32;
@@ -193,7 +185,7 @@ impl<'k> PtxWriter<'k> {
             }
             self.bar();
             // read the other warps along the axis: same warp id except the axis field
-            let wsh = lay.bl.warp_shift[axis];
+            let wsh = plan.warp_shift;
             let clear = self.reg(RegClass::R);
             self.line(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
             let mut acc: Vec<(String, Option<String>)> = vec![];
@@ -269,7 +261,7 @@ impl<'k> PtxWriter<'k> {
             }
             s
         };
-        for (gi, (_, rs)) in groups.iter().enumerate() {
+        for (gi, rs) in groups.iter().enumerate() {
             let r = rs[0];
             let a = self.reg(RegClass::R);
             self.line(format!("mov.u32 {a}, 0;"));

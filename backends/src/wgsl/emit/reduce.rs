@@ -3,6 +3,7 @@
 //! workgroup memory; `argmax`/`argmin` carry the index along.
 
 use super::*;
+use crate::plan::reduce::ReducePlan;
 
 /// Up to this many positions along a reduced axis after the in-invocation
 /// and subgroup steps, the cross-invocation step reads all partials after
@@ -20,6 +21,7 @@ impl<'k> WgslWriter<'k> {
         let lay = self.layout(&shape)?;
         let regs = self.get(x);
         let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
+        let plan = ReducePlan::new(&lay.bl, &lay.reg_offsets, axis);
         let ac = match wty_of(d) {
             WTy::F => WTy::F,
             WTy::I => WTy::I,
@@ -46,7 +48,7 @@ impl<'k> WgslWriter<'k> {
         let mut idxs = vec![];
         for (r, v) in regs.iter().enumerate() {
             let a = if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() };
-            let a = if lay.bl.replicated(axis) {
+            let a = if plan.replicated {
                 let own = format!("{} + {}u < {}u", lay.thread[axis], lay.reg_offsets[r][axis], shape[axis]);
                 self.let_(ac, format!("select({identity}, {a}, {own})"))
             } else if a != *v {
@@ -59,29 +61,20 @@ impl<'k> WgslWriter<'k> {
                 idxs.push(self.index(&shape, r, axis)?);
             }
         }
-        // group registers by their coordinates off the axis
-        let mut groups: Vec<(Vec<u32>, Vec<usize>)> = vec![];
-        for r in 0..regs.len() {
-            let key: Vec<u32> = (0..shape.len()).filter(|&dd| dd != axis).map(|dd| lay.reg_offsets[r][dd]).collect();
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some(g) => g.1.push(r),
-                None => groups.push((key, vec![r])),
-            }
-        }
+        let groups = &plan.groups;
         type P = (String, Option<String>);
         // 1. in-invocation, pairwise
         let mut partial: Vec<P> = vec![];
-        for (_, rs) in &groups {
+        for rs in groups {
             let level: Vec<P> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
             partial.push(self.combine_pairwise(o, ac, level));
         }
         // 2. across invocations along the axis
-        let (tpw, wpc) = (lay.bl.tpw[axis], lay.bl.wpc[axis]);
+        let (tpw, wpc) = (plan.lanes, plan.warps);
         let mut lanes_left = tpw;
         if self.o.subgroups && tpw > 1 {
             self.uses_subgroups = true;
-            for b in 0..tpw.trailing_zeros() {
-                let m = 1u32 << (lay.bl.lane_shift[axis] + b);
+            for &m in &plan.lane_xor {
                 let mut next = vec![];
                 for g in &partial {
                     let ov = self.let_(ac, format!("subgroupShuffleXor({}, {m}u)", g.0));
@@ -111,16 +104,16 @@ impl<'k> WgslWriter<'k> {
             }
             self.bar();
             // invocation j along the axis: same id except the axis fields
-            let lmask = if lanes_left > 1 { (tpw - 1) << lay.bl.lane_shift[axis] } else { 0 };
-            let wmask = (wpc - 1) << (5 + lay.bl.warp_shift[axis]);
+            let lmask = if lanes_left > 1 { (tpw - 1) << plan.lane_shift } else { 0 };
+            let wmask = (wpc - 1) << (5 + plan.warp_shift);
             let basetid = self.let_(WTy::U, format!("ft_tid & {}u", !(lmask | wmask)));
             let tid_of = |j: &str| -> String {
                 let mut t = basetid.clone();
                 if lanes_left > 1 {
-                    t = format!("{t} | (({j} & {}u) << {}u)", tpw - 1, lay.bl.lane_shift[axis]);
-                    t = format!("{t} | (({j} >> {}u) << {}u)", tpw.trailing_zeros(), 5 + lay.bl.warp_shift[axis]);
+                    t = format!("{t} | (({j} & {}u) << {}u)", tpw - 1, plan.lane_shift);
+                    t = format!("{t} | (({j} >> {}u) << {}u)", tpw.trailing_zeros(), 5 + plan.warp_shift);
                 } else {
-                    t = format!("{t} | ({j} << {}u)", 5 + lay.bl.warp_shift[axis]);
+                    t = format!("{t} | ({j} << {}u)", 5 + plan.warp_shift);
                 }
                 t
             };
@@ -152,14 +145,14 @@ impl<'k> WgslWriter<'k> {
                 let pos = if lanes_left > 1 {
                     format!(
                         "((ft_tid >> {}u) & {}u) | (((ft_tid >> {}u) & {}u) << {}u)",
-                        lay.bl.lane_shift[axis],
+                        plan.lane_shift,
                         tpw - 1,
-                        5 + lay.bl.warp_shift[axis],
+                        5 + plan.warp_shift,
                         wpc - 1,
                         tpw.trailing_zeros()
                     )
                 } else {
-                    format!("(ft_tid >> {}u) & {}u", 5 + lay.bl.warp_shift[axis], wpc - 1)
+                    format!("(ft_tid >> {}u) & {}u", 5 + plan.warp_shift, wpc - 1)
                 };
                 let p = self.let_(WTy::U, pos);
                 // one loop (not unrolled: shader size stays that of one step);
@@ -240,7 +233,7 @@ impl<'k> WgslWriter<'k> {
         let ol = self.layout(&out_shape)?;
         let ostr = strides(&out_shape);
         let group_lin = |t: u32, g: usize| -> u32 {
-            let c = lay.coords_of(t, groups[g].1[0]);
+            let c = lay.coords_of(t, groups[g][0]);
             let mut od = 0;
             let mut lin = 0;
             for (dd, &ci) in c.iter().enumerate() {
@@ -259,7 +252,7 @@ impl<'k> WgslWriter<'k> {
         let n_out: u32 = out_shape.iter().product();
         self.smem_need(n_out * rw.nw());
         self.bar();
-        for (gi, (_, rs)) in groups.iter().enumerate() {
+        for (gi, rs) in groups.iter().enumerate() {
             let r = rs[0];
             let mut terms = vec![];
             let mut od = 0;
