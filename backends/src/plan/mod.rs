@@ -7,6 +7,8 @@
 //! - [`axis`]: contiguity / divisibility / constancy of integer and pointer
 //!   tiles along their last dimension — where 16-byte vector accesses are
 //!   provably legal;
+//! - [`mathfn`]: the polynomials and constants of math-function
+//!   approximations (one definition for both targets);
 //! - [`reduce`]: how a reduction is split into in-thread, across-lane and
 //!   across-warp steps;
 //! - [`remat`]: which tile values are cheap functions of their index and
@@ -18,5 +20,6 @@
 
 pub mod axis;
 pub mod layout;
+pub mod mathfn;
 pub mod reduce;
 pub mod remat;

@@ -3,6 +3,7 @@
 //! `round_tf32` need.
 
 use super::*;
+use crate::plan::mathfn;
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn fconst(&mut self, v: f64) -> String {
@@ -135,26 +136,18 @@ impl<'k> PtxWriter<'k> {
                 let x2 = self.reg(RegClass::F);
                 self.line(format!("mul.rn.f32 {x2}, {x}, {x};"));
                 let p = self.reg(RegClass::F);
-                // sum_{n} (-1)^n x^(2n+1) / (n! (2n+1)) * 2/sqrt(pi), Horner in x^2
-                let mut cs = vec![];
-                let mut fact = 1.0f64;
-                for n in 0..9 {
-                    if n > 0 {
-                        fact *= n as f64;
-                    }
-                    let s = if n % 2 == 0 { 1.0 } else { -1.0 };
-                    cs.push(s / (fact * (2 * n + 1) as f64) * 2.0 / std::f64::consts::PI.sqrt());
-                }
+                // (the polynomials: crate::plan::mathfn)
+                let cs = mathfn::erf_taylor();
                 self.line(format!("mov.f32 {p}, {};", f32_hex(cs[8])));
                 for c in cs[..8].iter().rev() {
                     self.line(format!("fma.rn.f32 {p}, {p}, {x2}, {};", f32_hex(*c)));
                 }
                 self.line(format!("mul.rn.f32 {p}, {p}, {x};"));
                 let t = self.reg(RegClass::F);
-                self.line(format!("fma.rn.f32 {t}, {a}, {}, 0f3F800000;", f32_hex(0.3275911)));
+                self.line(format!("fma.rn.f32 {t}, {a}, {}, 0f3F800000;", f32_hex(mathfn::ERF_AS_P)));
                 self.line(format!("rcp.rn.f32 {t}, {t};"));
                 let q = self.reg(RegClass::F);
-                let ac = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
+                let ac = mathfn::ERF_AS_POLY;
                 self.line(format!("mov.f32 {q}, {};", f32_hex(ac[0])));
                 for c in &ac[1..] {
                     self.line(format!("fma.rn.f32 {q}, {q}, {t}, {};", f32_hex(*c)));

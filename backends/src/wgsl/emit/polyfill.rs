@@ -4,6 +4,7 @@
 //! loose (`exp`, `log`, `tanh`, `erf`, `sin`/`cos`).
 
 use super::*;
+use crate::plan::mathfn;
 
 impl<'k> WgslWriter<'k> {
     pub(super) fn helper(&mut self, name: &str) -> String {
@@ -398,22 +399,14 @@ fn ft_erf(x: f32) -> f32 {
     let x2 = x * x;
 ",
     );
-    let mut cs = vec![];
-    let mut fact = 1.0f64;
-    for n in 0..9 {
-        if n > 0 {
-            fact *= n as f64;
-        }
-        let s = if n % 2 == 0 { 1.0 } else { -1.0 };
-        cs.push(s / (fact * (2 * n + 1) as f64) * 2.0 / std::f64::consts::PI.sqrt());
-    }
+    let cs = mathfn::erf_taylor();
     let _ = writeln!(p, "    var p = {};", fl(cs[8]));
     for c in cs[..8].iter().rev() {
         let _ = writeln!(p, "    p = fma(p, x2, {});", fl(*c));
     }
     p.push_str("    p = p * x;\n");
-    let _ = writeln!(p, "    let t = ft_div(1.0f, fma(a, {}, 1.0f));", fl(0.3275911));
-    let ac = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
+    let _ = writeln!(p, "    let t = ft_div(1.0f, fma(a, {}, 1.0f));", fl(mathfn::ERF_AS_P));
+    let ac = mathfn::ERF_AS_POLY;
     let _ = writeln!(p, "    var q = {};", fl(ac[0]));
     for c in &ac[1..] {
         let _ = writeln!(p, "    q = fma(q, t, {});", fl(*c));
