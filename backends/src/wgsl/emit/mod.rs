@@ -108,6 +108,15 @@ impl WTy {
             WTy::Q => "vec4<u32>",
         }
     }
+    /// The dtype an integer accumulation of this type holds (sums and
+    /// scans widen i8/u8 to 32 bits).
+    fn int_acc_dtype(self) -> DType {
+        match self {
+            WTy::I => DType::I32,
+            WTy::L => DType::I64,
+            _ => DType::U32,
+        }
+    }
     /// Words of a workgroup-memory slot.
     fn nw(self) -> u32 {
         if self == WTy::L {

@@ -216,12 +216,7 @@ impl<'k> WgslWriter<'k> {
                 }
             } else {
                 // integer accumulations to the result dtype (wrapping)
-                let from = match ac {
-                    WTy::I => DType::I32,
-                    WTy::L => DType::I64,
-                    _ => DType::U32,
-                };
-                self.cast(v, from, rd)?
+                self.cast(v, ac.int_acc_dtype(), rd)?
             };
             finals.push(f);
         }
@@ -372,12 +367,7 @@ impl<'k> WgslWriter<'k> {
                 let e = self.round_to(&acc, rd);
                 self.let_(WTy::F, e)
             } else {
-                let from = match ac {
-                    WTy::I => DType::I32,
-                    WTy::L => DType::I64,
-                    _ => DType::U32,
-                };
-                let c = self.cast(&acc, from, rd)?;
+                let c = self.cast(&acc, ac.int_acc_dtype(), rd)?;
                 if c == acc {
                     self.let_(wty_of(rd), c)
                 } else {
