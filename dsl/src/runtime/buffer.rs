@@ -1,3 +1,9 @@
+//! Buffers: [`Buffer<T>`] is a typed 1-D array on one device; [`Storage`]
+//! says where its bytes live (the interpreter's host memory, CUDA device
+//! memory, a wgpu buffer). Kernels see a buffer as a `Ptr<T>`; shapes and
+//! strides are the kernel's business. Reads back and writes are checked
+//! against the length: a mismatch is an error, never a short copy.
+
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::runtime::Device;

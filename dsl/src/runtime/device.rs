@@ -1,3 +1,10 @@
+//! Devices: [`Device`] is the CPU interpreter, a CUDA GPU or a wgpu adapter
+//! (`Device::best()` picks in that order of preference: CUDA, wgpu, CPU);
+//! buffer allocation and host↔device copies, `synchronize`, device timing
+//! (`time_ms`: CUDA events, GPU timestamps on wgpu, wall clock on the CPU),
+//! and CUDA graph capture ([`Device::capture`] → [`Graph`]). No driver or no
+//! GPU is an error value from the constructor, never a panic.
+
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::interp::HostMem;

@@ -1,3 +1,13 @@
+//! A launch, from the generated launcher to a backend: [`LaunchConfig`]
+//! (grid, warps, pipelining depth, clusters), [`Arg`] (what launchers pass),
+//! the checks against the kernel's signature (count, kinds, dtypes, devices,
+//! configuration ranges), the specialization cache (per kernel × constexprs ×
+//! dtypes, with `FERROTILE_DUMP_IR` and an observer for tools), and the
+//! dispatch: the CPU interpreter (after the IR passes of its target,
+//! `ferrotile_ir::passes`), `cuda::launch` or `webgpu::launch`.
+//! Guarantees: every rejected launch is an [`Error`] naming the kernel and
+//! the argument; a zero-sized grid launches nothing.
+
 use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{Error, Result};
