@@ -2,6 +2,7 @@
 //! running it is the runtime's business (`ferrotile::runtime`, which holds
 //! the CUDA and wgpu drivers next to their launch paths).
 //!
+//! - [`abi`]: what the runtime's drivers need to launch generated code;
 //! - [`plan`]: target-neutral lowering decisions (layouts, axis facts,
 //!   rematerialization) that both emitters read.
 //! - [`ptx`]: PTX (pure Rust, no CUDA needed); [`ptxas`] assembles what we
@@ -12,6 +13,7 @@
 // read better than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
 
+pub mod abi;
 pub mod plan;
 pub mod ptx;
 pub mod ptxas;

@@ -27,6 +27,7 @@ mod emit;
 pub mod tma;
 pub mod warp_spec;
 
+pub use crate::abi::ParamAbi;
 pub use compile::emit;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -68,19 +69,6 @@ pub struct PtxOptions {
     /// released it with `warp_specialize` (the PTX then declares
     /// `.reqnctapercluster 2, 1, 1`). Otherwise ignored.
     pub cluster: u32,
-}
-
-/// How the host passes each parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamAbi {
-    /// 64-bit device address.
-    Ptr,
-    /// 32 bits (i32, u32, f32; i8/u8/bool widened).
-    B32,
-    /// 64 bits (i64).
-    B64,
-    /// 16 bits (f16, bf16).
-    B16,
 }
 
 #[derive(Clone, Debug)]

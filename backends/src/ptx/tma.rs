@@ -86,14 +86,7 @@ pub struct TmaView {
     pub inner: usize,
 }
 
-/// A tensor map's encoding inputs, innermost dimension first.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorMapArgs {
-    pub address: u64,
-    pub dims: Vec<u64>,
-    /// Byte strides of dimensions 1.. (the innermost is contiguous).
-    pub strides: Vec<u64>,
-}
+pub use crate::abi::TensorMapArgs;
 
 impl TmaView {
     pub fn rank(&self) -> usize {

@@ -23,9 +23,8 @@ mod emit;
 #[cfg(feature = "wgsl")]
 pub mod validate;
 
+pub use crate::abi::{BindingAbi, BindingKind, UniformField};
 pub use compile::emit;
-
-use ferrotile_ir::DType;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WgslOptions {
@@ -61,41 +60,6 @@ impl Default for WgslOptions {
     fn default() -> Self {
         WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768, arg_div16: vec![], arg_one: vec![] }
     }
-}
-
-/// One field of the uniform block: the scalar parameter `param` at byte
-/// `offset`. Fields are 4 bytes: i32/u32/f32 as themselves, i8 as a
-/// sign-extended i32, u8 and bool (0/1) as u32, f16/bf16 as their bit
-/// pattern in the low 16 bits of a u32; i64 takes 8 bytes (little-endian,
-/// 4-byte aligned).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UniformField {
-    pub param: u32,
-    pub offset: u32,
-    pub dtype: DType,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BindingKind {
-    /// Pointer parameter `param`: a storage buffer of `dtype` elements (32-bit
-    /// dtypes as themselves, f16/bf16/i8/u8 packed little-endian in u32
-    /// words: the buffer's byte size must be rounded up to a multiple of 4).
-    /// `read_only` buffers are `var<storage, read>`.
-    Storage { param: u32, dtype: DType, read_only: bool },
-    /// All scalar parameters in one `var<uniform>` struct of `size` bytes
-    /// (rounded up to 16).
-    Uniform { fields: Vec<UniformField>, size: u32 },
-}
-
-/// One `@group(group) @binding(binding)` resource. Every pointer parameter
-/// gets a binding whether the kernel uses it or not (so the runtime should
-/// build an explicit bind-group layout from this list rather than rely on
-/// an automatic one).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BindingAbi {
-    pub group: u32,
-    pub binding: u32,
-    pub kind: BindingKind,
 }
 
 #[derive(Clone, Debug)]

@@ -281,7 +281,7 @@ impl CudaDevice {
     pub fn encode_tensor_map(
         &self,
         dtype: ferrotile_ir::DType,
-        m: &ferrotile_backends::ptx::tma::TensorMapArgs,
+        m: &ferrotile_backends::abi::TensorMapArgs,
         box_dims: &[u32],
         round_tf32: bool,
     ) -> CuResult<TensorMap> {

@@ -31,7 +31,8 @@
 //! operation could not be timestamped it returns `None` and callers fall
 //! back to wall-clock time.
 
-use ferrotile_backends::wgsl::{BindingAbi, BindingKind, WgslKernel, WgslOptions};
+use ferrotile_backends::abi::{BindingAbi, BindingKind};
+use ferrotile_backends::wgsl::{WgslKernel, WgslOptions};
 use std::sync::{Arc, Mutex};
 
 pub type WgResult<T> = Result<T, String>;

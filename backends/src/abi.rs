@@ -1,0 +1,69 @@
+//! The contract between code generation and the runtime's drivers: what a
+//! driver must know to launch a generated kernel, and nothing about how it
+//! was generated. The PTX and WGSL backends fill these in (`PtxKernel`,
+//! `WgslKernel`); `ferrotile::runtime`'s CUDA and wgpu drivers read them.
+//!
+//! - CUDA: how each kernel parameter is passed ([`ParamAbi`]) and, per TMA
+//!   parameter, the tensor map to encode ([`TensorMapArgs`], resolved per
+//!   launch from the kernel's recipe).
+//! - wgpu: the bindings ([`BindingAbi`]: one storage buffer per pointer
+//!   parameter, one uniform struct for the scalars, [`UniformField`]).
+
+use ferrotile_ir::DType;
+
+/// How the host passes each parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamAbi {
+    /// 64-bit device address.
+    Ptr,
+    /// 32 bits (i32, u32, f32; i8/u8/bool widened).
+    B32,
+    /// 64 bits (i64).
+    B64,
+    /// 16 bits (f16, bf16).
+    B16,
+}
+
+/// A tensor map's encoding inputs, innermost dimension first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorMapArgs {
+    pub address: u64,
+    pub dims: Vec<u64>,
+    /// Byte strides of dimensions 1.. (the innermost is contiguous).
+    pub strides: Vec<u64>,
+}
+
+/// One field of the uniform block: the scalar parameter `param` at byte
+/// `offset`. Fields are 4 bytes: i32/u32/f32 as themselves, i8 as a
+/// sign-extended i32, u8 and bool (0/1) as u32, f16/bf16 as their bit
+/// pattern in the low 16 bits of a u32; i64 takes 8 bytes (little-endian,
+/// 4-byte aligned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UniformField {
+    pub param: u32,
+    pub offset: u32,
+    pub dtype: DType,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindingKind {
+    /// Pointer parameter `param`: a storage buffer of `dtype` elements (32-bit
+    /// dtypes as themselves, f16/bf16/i8/u8 packed little-endian in u32
+    /// words: the buffer's byte size must be rounded up to a multiple of 4).
+    /// `read_only` buffers are `var<storage, read>`.
+    Storage { param: u32, dtype: DType, read_only: bool },
+    /// All scalar parameters in one `var<uniform>` struct of `size` bytes
+    /// (rounded up to 16).
+    Uniform { fields: Vec<UniformField>, size: u32 },
+}
+
+/// One `@group(group) @binding(binding)` resource. Every pointer parameter
+/// gets a binding whether the kernel uses it or not (so the runtime should
+/// build an explicit bind-group layout from this list rather than rely on
+/// an automatic one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingAbi {
+    pub group: u32,
+    pub binding: u32,
+    pub kind: BindingKind,
+}
