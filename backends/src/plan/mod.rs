@@ -9,6 +9,8 @@
 //!   provably legal;
 //! - [`mathfn`]: the polynomials and constants of math-function
 //!   approximations (one definition for both targets);
+//! - [`convert`]: how a tile moves through scratch memory into another
+//!   shape or layout (padding, the addresses each side uses);
 //! - [`reduce`]: how a reduction is split into in-thread, across-lane and
 //!   across-warp steps;
 //! - [`remat`]: which tile values are cheap functions of their index and
@@ -19,6 +21,7 @@
 //! per-value layout attribute of issue 20 will be assigned by a pass here.
 
 pub mod axis;
+pub mod convert;
 pub mod layout;
 pub mod mathfn;
 pub mod reduce;

@@ -4,6 +4,7 @@
 //! lowers it.
 
 use super::*;
+use crate::plan::convert::{ConvertPlan, Movement};
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
@@ -151,7 +152,8 @@ impl<'k> PtxWriter<'k> {
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
-                Some(self.convert(*x, &src, &dst, &|idx: &[u32]| idx.iter().zip(&src).map(|(&i, &s)| if s == 1 { 0 } else { i }).collect(), v)?)
+                let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, true);
+                Some(self.convert(*x, &src, &dst, &plan)?)
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
                 let v = res.unwrap();
@@ -167,20 +169,9 @@ impl<'k> PtxWriter<'k> {
             OpKind::Trans { x, perm } => {
                 let v = res.unwrap();
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
-                let perm = perm.clone();
-                Some(self.convert(
-                    *x,
-                    &src,
-                    &dst,
-                    &|idx: &[u32]| {
-                        let mut s = vec![0u32; idx.len()];
-                        for (a, &p) in perm.iter().enumerate() {
-                            s[p as usize] = idx[a];
-                        }
-                        s
-                    },
-                    v,
-                )?)
+                let perm = perm.iter().map(|&p| p as usize).collect();
+                let plan = ConvertPlan::new(&Movement::Permute(perm), &src, &dst, true);
+                Some(self.convert(*x, &src, &dst, &plan)?)
             }
             // the elementwise ops (`OpKind::is_elementwise`), listed for
             // the exhaustive match

@@ -3,6 +3,7 @@
 //! one slot, so that a transpose reads columns without bank conflicts).
 
 use super::*;
+use crate::plan::convert::ConvertPlan;
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn smem_need(&mut self, bytes: u32) {
@@ -83,58 +84,35 @@ impl<'k> PtxWriter<'k> {
         v
     }
 
-    /// General layout conversion: element `idx` of the result reads element
-    /// `map(idx)` of the source, through shared memory.
-    pub(super) fn convert(&mut self, x: V, src: &[u32], dst: &[u32], map: &dyn Fn(&[u32]) -> Vec<u32>, res: V) -> R<Vec<String>> {
+    /// A layout conversion through shared memory, as `plan` lays it out
+    /// (a broadcast or a permutation: [`crate::plan::convert`]).
+    pub(super) fn convert(&mut self, x: V, src: &[u32], dst: &[u32], plan: &ConvertPlan) -> R<Vec<String>> {
         let c = reg_class(self.elem(x));
         let regs = self.get(x);
         let sz = if c == RegClass::Rd { 8 } else { 4 };
-        // The source tile in shared memory, row-major with each innermost
-        // row padded by one slot: a permutation then reads what was one
-        // row as a column, and the padding puts consecutive rows of a
-        // column in different banks (a 64×64 f32 transpose read 16 lanes
-        // from one bank without it).
-        let rank = src.len();
-        let src_strides: Vec<u32> = {
-            let mut s = vec![1u32; rank];
-            for d in (0..rank.saturating_sub(1)).rev() {
-                let pad = (d + 2 == rank && src[d + 1] > 1) as u32;
-                s[d] = s[d + 1] * src[d + 1] + pad;
-            }
-            s
-        };
-        let n_src = src.first().map_or(1, |&d0| d0 * src_strides[0]).max(1);
-        self.smem_need(n_src * sz);
+        // the source tile in shared memory as the plan lays it out (rows
+        // padded: crate::plan::convert), read back in the destination's
+        // layout
+        self.smem_need(plan.slots * sz);
         self.bar();
         let base = self.smem_base();
-        self.store_tile_smem_strided(&regs, src, c, &base, &src_strides);
+        self.store_tile_smem_strided(&regs, src, c, &base, &plan.src_strides);
         self.bar();
         let lay = self.layout(dst);
-        // The map is affine per dimension (identity/zero/permutation): find,
-        // for each destination dim, the source dim it feeds (if any).
-        let rank = dst.len();
-        let mut feeds: Vec<Option<usize>> = vec![None; rank];
-        for d in 0..rank {
-            let mut probe = vec![0u32; rank];
-            probe[d] = 1;
-            let m = map(&probe);
-            feeds[d] = m.iter().position(|&v| v == 1);
-        }
         let mut out = vec![];
         for r in 0..lay.bl.regs() {
             let a = self.reg(RegClass::R);
             self.line(format!("mov.u32 {a}, 0;"));
-            for d in 0..rank {
-                if let Some(sd) = feeds[d] {
+            for (d, &coef) in plan.dst_coef.iter().enumerate() {
+                if coef != 0 {
                     let i = self.index(dst, r, d);
-                    self.line(format!("mad.lo.u32 {a}, {i}, {}, {a};", src_strides[sd] * sz));
+                    self.line(format!("mad.lo.u32 {a}, {i}, {}, {a};", coef * sz));
                 }
             }
             self.line(format!("add.u32 {a}, {a}, {base};"));
             out.push(self.ld_shared(c, &a));
         }
         self.bar();
-        let _ = res;
         Ok(out)
     }
 

@@ -3,6 +3,7 @@
 //! which routes every IR op to the file that lowers it.
 
 use super::*;
+use crate::plan::convert::{ConvertPlan, Movement};
 
 impl<'k> WgslWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
@@ -123,20 +124,18 @@ impl<'k> WgslWriter<'k> {
             OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
-                let ss = strides(&src);
-                let coef: Vec<u32> = (0..dst.len()).map(|d| if src[d] == 1 { 0 } else { ss[d] }).collect();
-                Some(self.convert(*x, res.unwrap(), &coef)?)
+                let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, false);
+                Some(self.convert(*x, res.unwrap(), &plan)?)
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
-                let dst = self.shape_u32(res.unwrap());
-                let coef = strides(&dst);
-                Some(self.convert(*x, res.unwrap(), &coef)?)
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
+                let plan = ConvertPlan::new(&Movement::Linear, &src, &dst, false);
+                Some(self.convert(*x, res.unwrap(), &plan)?)
             }
             OpKind::Trans { x, perm } => {
-                let src = self.shape_u32(*x);
-                let ss = strides(&src);
-                let coef: Vec<u32> = perm.iter().map(|&p| ss[p as usize]).collect();
-                Some(self.convert(*x, res.unwrap(), &coef)?)
+                let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
+                let plan = ConvertPlan::new(&Movement::Permute(perm.iter().map(|&p| p as usize).collect()), &src, &dst, false);
+                Some(self.convert(*x, res.unwrap(), &plan)?)
             }
             // the elementwise ops (`OpKind::is_elementwise`), listed for
             // the exhaustive match

@@ -3,6 +3,7 @@
 //! instead where no data crosses invocations.
 
 use super::*;
+use crate::plan::convert::ConvertPlan;
 
 impl<'k> WgslWriter<'k> {
     pub(super) fn bar(&mut self) {
@@ -48,10 +49,11 @@ impl<'k> WgslWriter<'k> {
     }
 
     /// Layout conversion: element `idx` of the result is the source element
-    /// at linear index `sum_d coef[d] * idx[d]`. Register renaming when every
-    /// invocation already holds what it needs; otherwise through workgroup
-    /// memory.
-    pub(super) fn convert(&mut self, x: V, res: V, coef: &[u32]) -> R<Vec<String>> {
+    /// at slot `Σ_d plan.dst_coef[d] · idx[d]` ([`crate::plan::convert`]).
+    /// Register renaming when every invocation already holds what it needs
+    /// (`register_remap`); otherwise through workgroup memory.
+    pub(super) fn convert(&mut self, x: V, res: V, plan: &ConvertPlan) -> R<Vec<String>> {
+        let coef = &plan.dst_coef;
         let (src, dst) = (self.shape_u32(x), self.shape_u32(res));
         let regs = self.get(x);
         if src.is_empty() {
@@ -73,8 +75,7 @@ impl<'k> WgslWriter<'k> {
             Type::Tile { elem, .. } => wty_of_elem(*elem),
             Type::View { .. } => return self.err("layout conversion of a view"),
         };
-        let n_src: u32 = src.iter().product();
-        self.smem_need(n_src * w.nw());
+        self.smem_need(plan.slots * w.nw());
         self.bar();
         self.stage(&regs, &src, w, 0)?;
         self.bar();
