@@ -20,11 +20,32 @@ impl<'k> WgslWriter<'k> {
         };
         let code = match (kind, d) {
             ("st", _) => format!(
-                "// store the {bits}-bit element i of `b{p}` (v in the low bits): CAS on its word\nfn {name}(i: u32, v: u32) {{\n    let w = i >> {sh}u;\n    if (w >= arrayLength(&b{p})) {{ return; }}\n    let s = (i & {m}u) * {bits}u;\n    var old = atomicLoad(&b{p}[w]);\n    loop {{\n        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, v, s, {bits}u));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n",
+                r#"// store the {bits}-bit element i of `b{p}` (v in the low bits): CAS on its word
+fn {name}(i: u32, v: u32) {{
+    let w = i >> {sh}u;
+    if (w >= arrayLength(&b{p})) {{ return; }}
+    let s = (i & {m}u) * {bits}u;
+    var old = atomicLoad(&b{p}[w]);
+    loop {{
+        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, v, s, {bits}u));
+        if (r.exchanged) {{ break; }}
+        old = r.old_value;
+    }}
+}}
+"#,
                 m = (1u32 << sh) - 1
             ),
             ("add", DType::F32) => format!(
-                "fn {name}(i: u32, v: f32) {{\n    if (i >= arrayLength(&b{p})) {{ return; }}\n    var old = atomicLoad(&b{p}[i]);\n    loop {{\n        let r = atomicCompareExchangeWeak(&b{p}[i], old, bitcast<u32>(bitcast<f32>(old) + v));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n"
+                r#"fn {name}(i: u32, v: f32) {{
+    if (i >= arrayLength(&b{p})) {{ return; }}
+    var old = atomicLoad(&b{p}[i]);
+    loop {{
+        let r = atomicCompareExchangeWeak(&b{p}[i], old, bitcast<u32>(bitcast<f32>(old) + v));
+        if (r.exchanged) {{ break; }}
+        old = r.old_value;
+    }}
+}}
+"#
             ),
             ("add", _) => {
                 let (vty, newv) = match d {
@@ -42,7 +63,19 @@ impl<'k> WgslWriter<'k> {
                     _ => ("u32", "(e + v) & 0xffu".to_string()),
                 };
                 format!(
-                    "fn {name}(i: u32, v: {vty}) {{\n    let w = i >> {sh}u;\n    if (w >= arrayLength(&b{p})) {{ return; }}\n    let s = (i & {m}u) * {bits}u;\n    var old = atomicLoad(&b{p}[w]);\n    loop {{\n        let e = extractBits(old, s, {bits}u);\n        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, {newv}, s, {bits}u));\n        if (r.exchanged) {{ break; }}\n        old = r.old_value;\n    }}\n}}\n",
+                    r#"fn {name}(i: u32, v: {vty}) {{
+    let w = i >> {sh}u;
+    if (w >= arrayLength(&b{p})) {{ return; }}
+    let s = (i & {m}u) * {bits}u;
+    var old = atomicLoad(&b{p}[w]);
+    loop {{
+        let e = extractBits(old, s, {bits}u);
+        let r = atomicCompareExchangeWeak(&b{p}[w], old, insertBits(old, {newv}, s, {bits}u));
+        if (r.exchanged) {{ break; }}
+        old = r.old_value;
+    }}
+}}
+"#,
                     m = (1u32 << sh) - 1
                 )
             }

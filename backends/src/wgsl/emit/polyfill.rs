@@ -16,7 +16,13 @@ impl<'k> WgslWriter<'k> {
             "ft_fmax" | "ft_fmin" => {
                 self.helper("ft_isnan");
                 let c = if name == "ft_fmax" { ">" } else { "<" };
-                format!("// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)\nfn {name}(a: f32, b: f32) -> f32 {{\n    return select(a, b, b {c} a || ft_isnan(a));\n}}\n")
+                format!(
+                    r#"// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn {name}(a: f32, b: f32) -> f32 {{
+    return select(a, b, b {c} a || ft_isnan(a));
+}}
+"#
+                )
             }
             "ft_f2h" => F2H.to_string(),
             "ft_h2f" => {
@@ -42,20 +48,44 @@ impl<'k> WgslWriter<'k> {
             "ft_div" => DIV.to_string(),
             "ft_exp" => EXP.to_string(),
             "ft_exp2" => EXP2.to_string(),
-            "ft_i2f" => "// i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)\nfn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }\n".to_string(),
+            "ft_i2f" => r#"// i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
+fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+"#
+            .to_string(),
             "ft_u2f" => "fn ft_u2f(x: u32) -> f32 { let lo = x & 0xffffu; return f32(x - lo) + f32(lo); }\n".to_string(),
             "ft_u2f_odd" => U2F_ODD.to_string(),
             "ft_i2f_odd" => {
                 self.helper("ft_u2f_odd");
-                "fn ft_i2f_odd(x: i32) -> f32 {\n    let n = x < 0;\n    let f = ft_u2f_odd(select(bitcast<u32>(x), 0u - bitcast<u32>(x), n));\n    return select(f, -f, n);\n}\n".to_string()
+                r#"fn ft_i2f_odd(x: i32) -> f32 {
+    let n = x < 0;
+    let f = ft_u2f_odd(select(bitcast<u32>(x), 0u - bitcast<u32>(x), n));
+    return select(f, -f, n);
+}
+"#
+                .to_string()
             }
             "ft_f2i" => {
                 self.helper("ft_isnan");
-                "// saturating, NaN -> 0\nfn ft_f2i(x: f32) -> i32 {\n    if (ft_isnan(x)) { return 0i; }\n    if (x >= 2147483648.0f) { return 2147483647i; }\n    if (x <= -2147483648.0f) { return bitcast<i32>(0x80000000u); }\n    return i32(x);\n}\n".to_string()
+                r#"// saturating, NaN -> 0
+fn ft_f2i(x: f32) -> i32 {
+    if (ft_isnan(x)) { return 0i; }
+    if (x >= 2147483648.0f) { return 2147483647i; }
+    if (x <= -2147483648.0f) { return bitcast<i32>(0x80000000u); }
+    return i32(x);
+}
+"#
+                .to_string()
             }
             "ft_f2u" => {
                 self.helper("ft_isnan");
-                "// saturating, NaN -> 0\nfn ft_f2u(x: f32) -> u32 {\n    if (ft_isnan(x) || x <= 0.0f) { return 0u; }\n    if (x >= 4294967296.0f) { return 4294967295u; }\n    return u32(x);\n}\n".to_string()
+                r#"// saturating, NaN -> 0
+fn ft_f2u(x: f32) -> u32 {
+    if (ft_isnan(x) || x <= 0.0f) { return 0u; }
+    if (x >= 4294967296.0f) { return 4294967295u; }
+    return u32(x);
+}
+"#
+                .to_string()
             }
             "ft_log" => {
                 self.helper("ft_div");
@@ -77,15 +107,39 @@ impl<'k> WgslWriter<'k> {
                 erf_code()
             }
             "ft_sincos" => sincos_code(),
-            "ft_tf32" => "// round to a 10-bit mantissa, nearest-even (finite values)\nfn ft_tf32(x: f32) -> f32 {\n    let b = bitcast<u32>(x);\n    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }\n    return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);\n}\n".to_string(),
-            "ft_tf32_trunc" => "// drop the 13 low mantissa bits (finite values)\nfn ft_tf32_trunc(x: f32) -> f32 {\n    let b = bitcast<u32>(x);\n    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }\n    return bitcast<f32>(b & 0xffffe000u);\n}\n".to_string(),
-            "ft_add64" => "// i64 as vec2<u32>(low, high)\nfn ft_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let lo = a.x + b.x; return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x)); }\n".to_string(),
-            "ft_sub64" => "fn ft_sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x)); }\n".to_string(),
-            "ft_lt64" => "// signed a < b\nfn ft_lt64(a: vec2<u32>, b: vec2<u32>) -> bool { return bitcast<i32>(a.y) < bitcast<i32>(b.y) || (a.y == b.y && a.x < b.x); }\n".to_string(),
+            "ft_tf32" => r#"// round to a 10-bit mantissa, nearest-even (finite values)
+fn ft_tf32(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }
+    return bitcast<f32>((b + 0xfffu + ((b >> 13u) & 1u)) & 0xffffe000u);
+}
+"#
+            .to_string(),
+            "ft_tf32_trunc" => r#"// drop the 13 low mantissa bits (finite values)
+fn ft_tf32_trunc(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7f800000u) == 0x7f800000u) { return x; }
+    return bitcast<f32>(b & 0xffffe000u);
+}
+"#
+            .to_string(),
+            "ft_add64" => r#"// i64 as vec2<u32>(low, high)
+fn ft_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let lo = a.x + b.x; return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x)); }
+"#
+            .to_string(),
+            "ft_sub64" => r#"fn ft_sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x)); }
+"#
+            .to_string(),
+            "ft_lt64" => r#"// signed a < b
+fn ft_lt64(a: vec2<u32>, b: vec2<u32>) -> bool { return bitcast<i32>(a.y) < bitcast<i32>(b.y) || (a.y == b.y && a.x < b.x); }
+"#
+            .to_string(),
             "ft_mulwide" => MULWIDE.to_string(),
             "ft_mul64" => {
                 self.helper("ft_mulwide");
-                "fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }\n".to_string()
+                r#"fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
+"#
+                .to_string()
             }
             "ft_shl64" => SHL64.to_string(),
             "ft_shr64" => SHR64.to_string(),
