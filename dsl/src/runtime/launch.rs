@@ -5,8 +5,8 @@
 //! dtypes, with `FERROTILE_DUMP_IR` and an observer for tools), and the
 //! dispatch: the CPU interpreter (after the IR passes of its target,
 //! `ferrotile_ir::passes`), `cuda::launch` or `webgpu::launch`.
-//! Guarantees: every rejected launch is an [`Error`] naming the kernel and
-//! the argument; a zero-sized grid launches nothing.
+//! Guarantees: every rejected launch is an [`Error`] naming the kernel (and
+//! the argument, where one is at fault); a zero-sized grid launches nothing.
 
 use crate::element::Element;
 use crate::element::Scalar;
