@@ -2,7 +2,10 @@
 
 use ferrotile_ir::SpecializeError;
 
-#[derive(Debug, thiserror::Error)]
+/// `Debug` prints the same readable message as `Display`, so that an error
+/// returned from `main` (which Rust prints with `Debug`) reads as a sentence,
+/// not a struct.
+#[derive(thiserror::Error)]
 pub enum Error {
     /// The constexpr/dtype binding does not type-check or fails a check that
     /// needs numeric shapes.
@@ -26,4 +29,22 @@ pub enum Error {
     Backend { kernel: String, msg: String },
 }
 
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_reads_like_display() {
+        let e = Error::Launch { kernel: "k".into(), msg: "argument `x` must be a buffer of f32, got bf16".into() };
+        assert_eq!(format!("{e:?}"), "launching kernel `k`: argument `x` must be a buffer of f32, got bf16");
+        assert_eq!(format!("{e:?}"), e.to_string());
+    }
+}
