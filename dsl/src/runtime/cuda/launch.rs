@@ -8,10 +8,11 @@
 //! arguments (`ptx::tma`); where the run-time values do not fit a tensor
 //! map, its TMA-free compilation runs instead. `num_stages >= 2`
 //! turns on software pipelining of `dot` loops.
-//! The PTX of every compiled specialization is also written to the disk
-//! cache (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`), and read
-//! back from it on a later process's cold start; the driver keeps its own
-//! cache of the assembled binaries.
+//! The PTX of every compiled specialization is also written out
+//! (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`, one file per
+//! kernel and hash of the text) for inspection and tools; it is not read
+//! back: emitting PTX takes milliseconds, and the driver keeps its own
+//! cache of the assembled binaries across processes.
 
 use crate::element::Scalar;
 use crate::error::{Error, Result};
