@@ -189,10 +189,20 @@ impl Autotuner {
         let print_var = std::env::var("FERROTILE_AUTOTUNE_PRINT").ok();
         let print = print_var.as_deref().is_some_and(|v| v != "0");
         let disabled = std::env::var("FERROTILE_AUTOTUNE").is_ok_and(|v| v == "0");
-        let (best, from) = if disabled || self.configs.len() == 1 {
-            (self.configs[0].clone(), "default")
+        let (best, from, launched) = if disabled || self.configs.len() == 1 {
+            (self.configs[0].clone(), "default".to_string(), false)
         } else if let Some(c) = disk_get(&full).filter(|c| self.configs.contains(c)) {
-            (c, "disk cache")
+            match launch(&c) {
+                Ok(()) => (c, "disk cache".to_string(), true),
+                // a remembered choice that no longer launches (the compiler,
+                // the driver or the device changed under it) is tuned again
+                // instead of failing every call from now on
+                Err(e) if !dev.capturing() => {
+                    let b = self.tune_and_remember(dev, key, &full, &mut launch, print_var.as_deref())?;
+                    (b, format!("re-tuned: the cached choice {c} failed: {e}"), false)
+                }
+                Err(e) => return Err(e),
+            }
         } else if dev.capturing() {
             // (tuning times candidates: it would capture every one of them)
             return Err(Error::Launch {
@@ -200,20 +210,34 @@ impl Autotuner {
                 msg: format!("the autotuner has no choice for [{key}] yet and cannot time candidates while a graph is being captured: run the call once before capturing it"),
             });
         } else {
-            let report = self.tune(dev, key, &mut launch)?;
-            if print_var.as_deref() == Some("all") {
-                eprintln!("{report}");
-            }
-            let b = report.best.clone();
-            disk_put(&full, &b);
-            self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(full.clone(), report);
-            (b, "tuned")
+            (self.tune_and_remember(dev, key, &full, &mut launch, print_var.as_deref())?, "tuned".to_string(), false)
         };
         if print {
             eprintln!("ferrotile autotune: {} [{key}] on {} -> {best} ({from})", self.name, dev.name());
         }
         self.chosen.lock().unwrap_or_else(|p| p.into_inner()).insert(full, best.clone());
-        launch(&best)?;
+        if !launched {
+            launch(&best)?;
+        }
+        Ok(best)
+    }
+
+    /// Tune `key`, keep the report for [`Self::report`] and the choice on disk.
+    fn tune_and_remember(
+        &self,
+        dev: &Device,
+        key: &str,
+        full: &str,
+        launch: &mut impl FnMut(&TuneConfig) -> Result<()>,
+        print: Option<&str>,
+    ) -> Result<TuneConfig> {
+        let report = self.tune(dev, key, launch)?;
+        if print == Some("all") {
+            eprintln!("{report}");
+        }
+        let best = report.best.clone();
+        disk_put(full, &best);
+        self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(full.to_string(), report);
         Ok(best)
     }
 

@@ -1,0 +1,55 @@
+//! A choice the autotuner remembered on disk that no longer launches is
+//! tuned again (and the new choice remembered), instead of failing every
+//! call. Its own test binary: it points `FERROTILE_CACHE_DIR` at a
+//! directory of its own.
+
+use ferrotile::prelude::*;
+use ferrotile::{Autotuner, TuneConfig};
+use std::cell::Cell;
+
+#[kernel]
+fn scale<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let m = offs < n;
+    store(y + offs, load(x + offs, m, 0.0) * 2.0, m);
+}
+
+#[test]
+fn a_failing_cached_choice_is_retuned() {
+    let dir = std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::env::set_var("FERROTILE_CACHE_DIR", &dir);
+    let dev = Device::cpu();
+    let n = 4096usize;
+    let x = dev.from_slice(&(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    let mut y = dev.zeros::<f32>(n).unwrap();
+    let configs = vec![TuneConfig::new(4).with("BLOCK", 64), TuneConfig::new(4).with("BLOCK", 256), TuneConfig::new(4).with("BLOCK", 1024)];
+    // `refuse`: the block size this "process" cannot launch (standing in
+    // for a configuration a newer compiler or another device rejects)
+    let launches = Cell::new(0);
+    let run = |refuse: i64, y: &mut ferrotile::Buffer<f32>| -> ferrotile::Result<i64> {
+        let t = Autotuner::new("scale_retune", configs.clone()).reps(2);
+        let c = t.run(&dev, "n=4096", |c| {
+            launches.set(launches.get() + 1);
+            let b = c.get("BLOCK")?;
+            if b == refuse {
+                return Err(ferrotile::Error::Backend { kernel: "scale".into(), msg: format!("BLOCK={b} refused") });
+            }
+            scale::launch(&dev, LaunchConfig::new([(n as u32).div_ceil(b as u32), 1, 1]), &x, y, n as i32, b as i32)
+        })?;
+        c.get("BLOCK")
+    };
+    // first process: tunes and remembers some choice
+    let first = run(0, &mut y).unwrap();
+    // second process: that choice now fails — re-tuned, not an error
+    let second = run(first, &mut y).unwrap();
+    assert_ne!(second, first);
+    assert!(y.to_vec().unwrap().iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+    // third process: the new choice was remembered — read from disk and
+    // launched once, no tuning
+    launches.set(0);
+    let third = run(first, &mut y).unwrap();
+    assert_eq!(third, second);
+    assert_eq!(launches.get(), 1, "the re-tuned choice should come from the disk cache");
+    let _ = std::fs::remove_dir_all(&dir);
+}
