@@ -81,3 +81,14 @@ fn bad_launch_options_are_errors() {
     // clusters are a hint: any backend runs a clustered launch
     scale::launch(&dev, LaunchConfig::new([2, 1, 1]).cluster(2), &x, &mut y, 64, 64).unwrap();
 }
+
+/// An autotuner without configurations is an error value, not a panic.
+#[test]
+fn an_empty_autotuner_is_an_error() {
+    let dev = Device::cpu();
+    let t = Autotuner::new("empty", vec![]);
+    match t.run(&dev, "k", |_| Ok(())) {
+        Err(ferrotile::Error::Launch { msg, .. }) => assert!(msg.contains("no configurations"), "{msg}"),
+        other => panic!("expected a launch error, got {other:?}"),
+    }
+}

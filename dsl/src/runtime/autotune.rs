@@ -151,10 +151,9 @@ fn disk_put(full_key: &str, c: &TuneConfig) {
 }
 
 impl Autotuner {
-    /// `configs` must not be empty; the first is the fallback when tuning is
-    /// disabled.
+    /// The first of `configs` is the fallback when tuning is disabled. With
+    /// no configurations, [`Self::run`] returns an error (it never panics).
     pub fn new(name: &str, configs: Vec<TuneConfig>) -> Self {
-        assert!(!configs.is_empty(), "an autotuner needs at least one configuration");
         Autotuner { name: name.to_string(), configs, reps: 10, chosen: Mutex::default(), reports: Mutex::default() }
     }
 
@@ -180,6 +179,9 @@ impl Autotuner {
     /// The configuration to use for `key`, tuning with `launch` if this is
     /// the first time; then launches it once.
     pub fn run(&self, dev: &Device, key: &str, mut launch: impl FnMut(&TuneConfig) -> Result<()>) -> Result<TuneConfig> {
+        if self.configs.is_empty() {
+            return Err(Error::Launch { kernel: self.name.clone(), msg: format!("the autotuner has no configurations to choose from for [{key}]") });
+        }
         let full = self.full_key(dev, key);
         let cached = self.chosen.lock().unwrap_or_else(|p| p.into_inner()).get(&full).cloned();
         if let Some(c) = cached {
