@@ -1,7 +1,8 @@
-//! A choice the autotuner remembered on disk that no longer launches is
-//! tuned again (and the new choice remembered), instead of failing every
-//! call. Its own test binary: it points `FERROTILE_CACHE_DIR` at a
-//! directory of its own.
+//! The autotuner's disk cache recovers: a remembered choice that no longer
+//! launches is tuned again (and the new choice remembered), and a cache
+//! file that is not UTF-8 is set aside and rebuilt. Its own test binary,
+//! one test: it points `FERROTILE_CACHE_DIR` (process-wide) at a directory
+//! of its own.
 
 use ferrotile::prelude::*;
 use ferrotile::{Autotuner, TuneConfig};
@@ -14,7 +15,6 @@ fn scale<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
     store(y + offs, load(x + offs, m, 0.0) * 2.0, m);
 }
 
-#[test]
 fn a_failing_cached_choice_is_retuned() {
     let dir = std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -52,4 +52,40 @@ fn a_failing_cached_choice_is_retuned() {
     assert_eq!(third, second);
     assert_eq!(launches.get(), 1, "the re-tuned choice should come from the disk cache");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cache file that is not UTF-8 text is set aside (reported once) and a
+/// new one is built, instead of the cache being silently off.
+fn an_unreadable_cache_file_is_replaced() {
+    let dir = std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id()));
+    std::env::set_var("FERROTILE_CACHE_DIR", &dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dev = Device::cpu();
+    let n = 1024usize;
+    let x = dev.from_slice(&vec![1.0f32; n]).unwrap();
+    let mut y = dev.zeros::<f32>(n).unwrap();
+    let configs = vec![TuneConfig::new(4).with("BLOCK", 128), TuneConfig::new(4).with("BLOCK", 512)];
+    let launches = Cell::new(0);
+    let run = |y: &mut ferrotile::Buffer<f32>| {
+        let t = Autotuner::new("scale_utf8", configs.clone()).reps(2);
+        t.run(&dev, "n=1024", |c| {
+            launches.set(launches.get() + 1);
+            let b = c.get("BLOCK")?;
+            scale::launch(&dev, LaunchConfig::new([(n as u32).div_ceil(b as u32), 1, 1]), &x, y, n as i32, b as i32)
+        })
+        .unwrap()
+    };
+    std::fs::write(dir.join("autotune.tsv"), [0xff, 0xfe, b'\n']).unwrap();
+    let best = run(&mut y);
+    assert!(std::fs::read(dir.join("autotune.tsv")).is_ok_and(|b| String::from_utf8(b).is_ok()), "a new, readable cache");
+    launches.set(0);
+    assert_eq!(run(&mut y), best);
+    assert_eq!(launches.get(), 1, "the new cache file should hold the choice");
+}
+
+#[test]
+fn the_disk_cache_recovers() {
+    a_failing_cached_choice_is_retuned();
+    an_unreadable_cache_file_is_replaced();
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id())));
 }

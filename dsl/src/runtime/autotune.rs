@@ -130,7 +130,20 @@ fn disk_lock() -> &'static Mutex<()> {
 
 fn disk_get(full_key: &str) -> Option<TuneConfig> {
     let _g = disk_lock().lock().ok()?;
-    let text = std::fs::read_to_string(disk_path()?).ok()?;
+    let path = disk_path()?;
+    let bytes = std::fs::read(&path).ok()?;
+    let Ok(text) = String::from_utf8(bytes) else {
+        // not ours (or damaged): set aside and start a new one, said once,
+        // rather than leaving the cache silently off
+        let aside = path.with_extension("tsv.unreadable");
+        let moved = std::fs::rename(&path, &aside).is_ok();
+        eprintln!(
+            "ferrotile autotune: {} is not UTF-8 text; {}",
+            path.display(),
+            if moved { format!("moved to {} and starting a new cache", aside.display()) } else { "ignoring it".to_string() }
+        );
+        return None;
+    };
     // last entry wins
     text.lines().rev().find_map(|l| {
         let (k, v) = l.split_once('\t')?;
