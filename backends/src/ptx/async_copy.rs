@@ -2,7 +2,7 @@
 //! shared memory (`cp.async`) instead of through registers.
 //!
 //! Takes a specialized (possibly software-pipelined) kernel and its layout
-//! [`Plan`](super::assign::Plan). Finds the loads whose only consumer is an
+//! [`Plan`]. Finds the loads whose only consumer is an
 //! operand of a tensor-core `dot` — warpgroup MMAs (`wgmma` reads its
 //! operands from shared memory: f16/bf16, and tf32 whose B slot holds the
 //! tile transposed) or f16/bf16 `mma.sync` (whose operands pass through

@@ -1,7 +1,8 @@
 //! PTX backend: specialized IR → PTX text, written by us (no LLVM, no NVRTC).
 //!
-//! Stages, each in its own file (after the IR-level pipelining pass,
-//! `ferrotile_ir::passes::pipeline`, which `emit` applies when asked):
+//! [`compile`] is the driver (option checks, the PTX target's IR passes,
+//! the plans, in that order — ARCHITECTURE.md lists it); the analyses it
+//! runs, each in its own file:
 //! - [`assign`]: which layout each tile shape gets in a kernel (and which
 //!   `dot`s run as Hopper warpgroup MMAs);
 //! - [`async_copy`]: which loads become `cp.async` copies into shared-memory
@@ -10,11 +11,13 @@
 //!   host evaluates per launch to encode it;
 //! - [`warp_spec`]: whether a kernel's bulk copies can move to a producer
 //!   warp of their own, and which ops that warp runs;
-//! - [`emit`]: instruction selection over the layouts: elementwise ops in
-//!   registers, index arithmetic rematerialized under broadcasts,
-//!   reductions in-thread → `shfl.sync` → shared memory, other layout
-//!   conversions through shared memory, structured control flow, `dot` on
-//!   tensor cores (`wgmma` on sm_90a, `mma.sync`) or as an FMA loop.
+//!
+//! plus the target-neutral ones in [`crate::plan`]. `emit/` is the printer:
+//! it writes those decisions out (elementwise ops in registers, index
+//! arithmetic rematerialized under broadcasts, reductions in-thread →
+//! `shfl.sync` → shared memory, other layout conversions through shared
+//! memory, structured control flow, `dot` on tensor cores — `wgmma` on
+//! sm_90a, `mma.sync` — or as an FMA loop), one file per concern.
 //!
 //! Output targets `sm_80`, `sm_90` or (kernels using `wgmma`) `sm_90a`
 //! with PTX ISA 8.0 (accepted by driver
@@ -48,11 +51,11 @@ pub struct PtxOptions {
     /// ([`ferrotile_ir::passes::pipeline`]; `num_stages - 1`, 0: off).
     pub pipeline: u32,
     /// With `wgmma`: ring loads from views a tensor map describes
-    /// ([`super::tma`]) become TMA bulk tensor copies (the kernel then
+    /// ([`tma`]) become TMA bulk tensor copies (the kernel then
     /// takes one tensor-map parameter per such view, after its own; see
     /// [`PtxKernel::tensor_maps`]).
     pub tma: bool,
-    /// With `tma`: kernels whose bulk copies qualify ([`super::warp_spec`])
+    /// With `tma`: kernels whose bulk copies qualify ([`warp_spec`])
     /// run with a producer warpgroup whose first warp issues every copy
     /// (`num_warps + 4` warps: [`PtxKernel::threads`]; `setmaxnreg` hands
     /// the producer's registers to the consumers), slots handed over by

@@ -1,22 +1,23 @@
 //! WGSL backend: specialized IR → WGSL compute-shader text (pure Rust; no
 //! naga or wgpu needed to emit).
 //!
-//! Stages:
-//! - [`emit`]: instruction selection over the same canonical blocked
-//!   layouts as the PTX backend ([`crate::plan::layout::Blocked`], with
-//!   invocation index = warp·32 + lane and `workgroup_size / 32` warps):
-//!   elementwise ops per register, reductions in-thread → (optionally
-//!   subgroup shuffles) → workgroup memory, layout conversions through
-//!   workgroup memory when data must move between invocations, `dot` as an
-//!   FMA loop over operands staged in workgroup memory, structured control
-//!   flow whose scalar conditions are uniform by construction;
-//! - `validate` (feature `wgsl`): parses and validates emitted text with
-//!   naga, as tests and CI do.
+//! [`compile`] is the driver (option checks, the WGSL target's IR passes —
+//! none today —, provenance, buffer declarations, uniformity); `emit/` the
+//! printer, one file per concern, over the same plans as the PTX backend
+//! ([`crate::plan`]: blocked layouts with invocation index = warp·32 + lane
+//! and `workgroup_size / 32` warps, the reduction and conversion plans):
+//! elementwise ops per register, reductions in-thread → (optionally
+//! subgroup shuffles) → workgroup memory, layout conversions through
+//! workgroup memory when data must move between invocations, `dot` as an
+//! FMA loop over operands staged in workgroup memory, structured control
+//! flow whose scalar conditions are uniform by construction;
+//! `validate` (feature `wgsl`) parses and validates emitted text with
+//! naga, as tests and CI do.
 //!
 //! One workgroup runs one program: `@builtin(workgroup_id)` is `program_id`,
 //! `@builtin(num_workgroups)` is `num_programs`. The ABI (bindings, scalar
 //! slots, packing of 8/16-bit elements) is described by
-//! [`BindingAbi`]; the runtime (a later task) must follow it.
+//! [`BindingAbi`] (`crate::abi`); the runtime's wgpu driver follows it.
 
 pub mod compile;
 mod emit;
@@ -40,7 +41,7 @@ pub struct WgslOptions {
     /// `SHADER_FLOAT16_IN_FLOAT32` capability. Rounding to f16 always stays
     /// in software (WGSL leaves the rounding of f32→f16 conversions
     /// unspecified), so no `enable f16;` is emitted (naga 27 cannot bitcast
-    /// u32 → vec2<f16> anyway) and results are identical either way.
+    /// u32 → `vec2<f16>` anyway) and results are identical either way.
     pub shader_f16: bool,
     /// Bytes of `var<workgroup>` storage the device allows
     /// (`maxComputeWorkgroupStorageSize`; WebGPU's default is 16384, lavapipe
