@@ -66,18 +66,7 @@ fn used_twice(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, s: Ptr<f32>, n: i32) {
 
 fn ptx(k: &ferrotile::ir::Kernel, stages: u32) -> String {
     let spec = specialize(k, &[], &[]).unwrap();
-    let opts = PtxOptions {
-        sm: 90,
-        num_warps: 4,
-        arg_div16: vec![true; k.params.len()],
-        arg_one: vec![false; k.params.len()],
-        mma: true,
-        wgmma: true,
-        pipeline: stages - 1,
-        tma: true,
-        warp_specialize: true,
-        cluster: 1,
-    };
+    let opts = PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: stages - 1, warp_specialize: true, ..PtxOptions::new(90, 4, k.params.len()) };
     emit(&spec, &opts).unwrap_or_else(|e| panic!("{}: {e}", k.name)).text
 }
 

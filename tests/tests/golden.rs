@@ -69,18 +69,7 @@ fn fnv1a(s: &str) -> u64 {
 }
 
 fn ptx_opts(k: &Kernel, sm: u32, num_warps: u32, pipeline: u32) -> PtxOptions {
-    PtxOptions {
-        sm,
-        num_warps,
-        arg_div16: vec![true; k.params.len()],
-        arg_one: vec![false; k.params.len()],
-        mma: true,
-        wgmma: true,
-        pipeline,
-        tma: true,
-        warp_specialize: false,
-        cluster: 1,
-    }
+    PtxOptions { arg_div16: vec![true; k.params.len()], pipeline, ..PtxOptions::new(sm, num_warps, k.params.len()) }
 }
 
 /// Integer parameters named in `units` are known to equal 1 (unit strides).

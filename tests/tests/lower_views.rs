@@ -129,16 +129,11 @@ fn view_gemm_without_tma_gets_cp_async() {
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            sm: 80,
-            num_warps: 4,
             arg_div16: vec![true; g.params.len()],
             arg_one: one.clone(),
-            mma: true,
-            wgmma: true,
             pipeline: 2,
-            tma: true,
             warp_specialize: true,
-            cluster: 1,
+            ..PtxOptions::new(80, 4, g.params.len())
         };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.matches("cp.async.cg.shared.global").count(), 24, "views {views}");
@@ -158,18 +153,7 @@ fn lowered_view_loads_vectorize_only_when_aligned() {
     let spec = specialize(k, &[], &[]).unwrap();
     for (ldx_div16, want) in [(true, true), (false, false)] {
         let div16: Vec<bool> = k.params.iter().map(|p| p.name != "ldx" || ldx_div16).collect();
-        let opts = PtxOptions {
-            sm: 90,
-            num_warps: 1,
-            arg_div16: div16,
-            arg_one: vec![false; k.params.len()],
-            mma: true,
-            wgmma: true,
-            pipeline: 0,
-            tma: true,
-            warp_specialize: true,
-            cluster: 1,
-        };
+        let opts = PtxOptions { arg_div16: div16, warp_specialize: true, ..PtxOptions::new(90, 1, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.contains("ld.global.v4"), want, "ldx divisible by 16: {ldx_div16}");
     }

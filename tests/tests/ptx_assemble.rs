@@ -23,16 +23,10 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 for div16 in [false, true] {
                     for sm in [80, 90] {
                         let opts = PtxOptions {
-                            sm,
-                            num_warps: warps,
                             arg_div16: vec![div16; k.params.len()],
-                            arg_one: vec![false; k.params.len()],
-                            mma: true,
-                            wgmma: true,
                             pipeline: 1,
-                            tma: true,
                             warp_specialize: true,
-                            cluster: 1,
+                            ..PtxOptions::new(sm, warps, k.params.len())
                         };
                         let ptx = match emit(&spec, &opts) {
                             Ok(p) => p,
@@ -104,16 +98,11 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = unit_strides(k, false).into_iter().map(|u| tc && u).collect();
             let opts = PtxOptions {
-                sm,
-                num_warps: 4,
                 arg_div16: vec![true; k.params.len()],
                 arg_one: one,
-                mma: true,
-                wgmma: true,
                 pipeline: 1,
-                tma: true,
                 warp_specialize: true,
-                cluster: 1,
+                ..PtxOptions::new(sm, 4, k.params.len())
             };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
@@ -183,16 +172,11 @@ fn every_gemm_tuner_configuration_assembles() {
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
                 let opts = PtxOptions {
-                    sm,
-                    num_warps: tc.num_warps,
                     arg_div16: vec![true; k.params.len()],
                     arg_one: one,
-                    mma: true,
-                    wgmma: true,
                     pipeline: tc.num_stages.saturating_sub(1),
-                    tma: true,
                     warp_specialize: true,
-                    cluster: 1,
+                    ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                 };
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("emit gemm {t} tf32={tf32} {tc}: {e}")),
@@ -244,16 +228,11 @@ fn wgmma_gemm_rings_and_waits() {
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
         let opts = PtxOptions {
-            sm: 90,
-            num_warps: 8,
             arg_div16: vec![true; k.params.len()],
             arg_one: one.clone(),
-            mma: true,
-            wgmma: true,
             pipeline: stages - 1,
-            tma: true,
             warp_specialize: true,
-            cluster: 1,
+            ..PtxOptions::new(90, 8, k.params.len())
         };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
@@ -289,18 +268,7 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions {
-                    sm,
-                    num_warps: 2,
-                    arg_div16: vec![true; k.params.len()],
-                    arg_one: vec![false; k.params.len()],
-                    mma: true,
-                    wgmma: true,
-                    pipeline: 1,
-                    tma: true,
-                    warp_specialize: true,
-                    cluster: 1,
-                };
+                let opts = PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
                 match emit(&spec, &opts)
                     .map_err(|e| e.to_string())
                     .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
@@ -330,18 +298,7 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions {
-            sm: 90,
-            num_warps: 8,
-            arg_div16: vec![true; k.params.len()],
-            arg_one: one.clone(),
-            mma: true,
-            wgmma: true,
-            pipeline: stages - 1,
-            tma: true,
-            warp_specialize: false,
-            cluster: 1,
-        };
+        let opts = PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one.clone(), pipeline: stages - 1, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
@@ -430,8 +387,7 @@ fn wgmma_gemm_tma_rings() {
         }
     }
     let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
-    let opts =
-        PtxOptions { sm: 90, num_warps: 8, arg_div16: div16, arg_one: one, mma: true, wgmma: true, pipeline: 2, tma: true, warp_specialize: true, cluster: 1 };
+    let opts = PtxOptions { arg_div16: div16, arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
@@ -456,16 +412,11 @@ fn gemm_views_every_tuner_configuration_assembles() {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
                 let opts = PtxOptions {
-                    sm,
-                    num_warps: tc.num_warps,
                     arg_div16: vec![true; k.params.len()],
                     arg_one: one.clone(),
-                    mma: true,
-                    wgmma: true,
                     pipeline: tc.num_stages.saturating_sub(1),
-                    tma: true,
                     warp_specialize: true,
-                    cluster: 1,
+                    ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                 };
                 let p = match emit(&spec, &opts) {
                     Ok(p) => p,
@@ -516,18 +467,8 @@ fn wgmma_tma_kmajor_b() {
         let one: Vec<bool> = k.params.iter().map(|p| p.name == "sak" || p.name == "sbk").collect();
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
-        let opts = PtxOptions {
-            sm: 90,
-            num_warps: 8,
-            arg_div16: vec![true; k.params.len()],
-            arg_one: one,
-            mma: true,
-            wgmma: true,
-            pipeline: 2,
-            tma: true,
-            warp_specialize: true,
-            cluster: 1,
-        };
+        let opts =
+            PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -565,16 +506,11 @@ fn swapped_decode_takes_wgmma_m64n16() {
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            sm: 90,
-            num_warps: 4,
             arg_div16: vec![true; k.params.len()],
             arg_one: one.clone(),
-            mma: true,
-            wgmma: true,
             pipeline: 3,
-            tma: true,
             warp_specialize: ws,
-            cluster: 1,
+            ..PtxOptions::new(90, 4, k.params.len())
         };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
@@ -610,18 +546,7 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts = PtxOptions {
-            sm,
-            num_warps: 8,
-            arg_div16: vec![true; k.params.len()],
-            arg_one: one.clone(),
-            mma: true,
-            wgmma: true,
-            pipeline: 0,
-            tma: true,
-            warp_specialize: true,
-            cluster: 1,
-        };
+        let opts = PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one.clone(), warp_specialize: true, ..PtxOptions::new(sm, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -714,16 +639,11 @@ fn gemm_views_rule_matches_the_backend() {
                 let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
                 let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
                 let opts = PtxOptions {
-                    sm: 90,
-                    num_warps: cfg.num_warps,
                     arg_div16: div16,
                     arg_one: one,
-                    mma: true,
-                    wgmma: true,
                     pipeline: cfg.num_stages.saturating_sub(1),
-                    tma: true,
                     warp_specialize: true,
-                    cluster: 1,
+                    ..PtxOptions::new(90, cfg.num_warps, k.params.len())
                 };
                 let maps = match emit(&spec, &opts) {
                     Ok(p) => p.tensor_maps.len(),
@@ -773,16 +693,11 @@ fn epilogue_stores_are_16_bytes() {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
         for ws in [false, true] {
             let opts = PtxOptions {
-                sm: 90,
-                num_warps: 8,
                 arg_div16: vec![true; k.params.len()],
                 arg_one: one.clone(),
-                mma: true,
-                wgmma: true,
                 pipeline: 2,
-                tma: true,
                 warp_specialize: ws,
-                cluster: 1,
+                ..PtxOptions::new(90, 8, k.params.len())
             };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;

@@ -26,18 +26,7 @@ fn conformance_kernels_assemble() {
     for k in &specs {
         for div16 in [false, true] {
             for sm in [80, 90] {
-                let opts = PtxOptions {
-                    sm,
-                    num_warps: 4,
-                    arg_div16: vec![div16; k.params.len()],
-                    arg_one: vec![false; k.params.len()],
-                    mma: true,
-                    wgmma: true,
-                    pipeline: 1,
-                    tma: true,
-                    warp_specialize: true,
-                    cluster: 1,
-                };
+                let opts = PtxOptions { arg_div16: vec![div16; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 4, k.params.len()) };
                 match emit(k, &opts) {
                     Err(e) => failures.push(format!("emit {} [{}]: {e}", k.name, k.describe_binding())),
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {

@@ -74,6 +74,28 @@ pub struct PtxOptions {
     pub cluster: u32,
 }
 
+impl PtxOptions {
+    /// Options for `sm_{sm}` with `num_warps` warps and a kernel of
+    /// `n_params` parameters: every tensor-core path on (`mma`, `wgmma`,
+    /// `tma`), no pipelining, no warp specialization, clusters of 1, and
+    /// nothing known about the integer arguments. Set the rest with struct
+    /// update syntax (`PtxOptions { pipeline: 2, ..PtxOptions::new(90, 4, n) }`).
+    pub fn new(sm: u32, num_warps: u32, n_params: usize) -> Self {
+        PtxOptions {
+            sm,
+            num_warps,
+            arg_div16: vec![false; n_params],
+            arg_one: vec![false; n_params],
+            mma: true,
+            wgmma: true,
+            pipeline: 0,
+            tma: true,
+            warp_specialize: false,
+            cluster: 1,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct PtxKernel {
     pub entry: String,

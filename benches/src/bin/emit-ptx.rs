@@ -46,16 +46,12 @@ fn main() {
         let p = emit(
             &spec,
             &PtxOptions {
-                sm,
-                num_warps: a[4].parse().unwrap(),
                 arg_div16: vec![true; k.params.len()],
                 arg_one: one,
-                mma: true,
-                wgmma: true,
                 pipeline: stages.saturating_sub(1),
-                tma: true,
                 warp_specialize: a.iter().any(|x| x == "ws"),
                 cluster: if cluster { 2 } else { 1 },
+                ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
             },
         )
         .unwrap();
@@ -102,18 +98,7 @@ fn main() {
     }
     let p = emit(
         &spec,
-        &PtxOptions {
-            sm,
-            num_warps: a[4].parse().unwrap(),
-            arg_div16: vec![true; k.params.len()],
-            arg_one: vec![false; k.params.len()],
-            mma: true,
-            wgmma: true,
-            pipeline: 1,
-            tma: true,
-            warp_specialize: true,
-            cluster: 1,
-        },
+        &PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len()) },
     )
     .unwrap();
     println!("{}", p.text);
