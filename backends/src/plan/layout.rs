@@ -383,4 +383,19 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn register_remap_identity_and_transpose() {
+        let bl = Blocked::canonical(&[64], 4, 1);
+        let l = ThreadLayout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
+        let m = register_remap(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &|t, r| l.lin_of(t, r));
+        assert!(m.is_some());
+        let bl = Blocked::canonical(&[32, 32], 4, 1);
+        let l = ThreadLayout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
+        let tr = |t: u32, r: usize| {
+            let c = l.coords_of(t, r);
+            c[1] * 32 + c[0]
+        };
+        assert!(register_remap(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &tr).is_none());
+    }
 }

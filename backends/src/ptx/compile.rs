@@ -35,7 +35,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // The IR passes of the PTX target: views lowered to pointer accesses
     // except the block loads a TMA copy serves, then pipelining. (They
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
-    let kept = if has_views { tma_block_loads(k, o, &tma_views) } else { HashSet::new() };
+    let kept = tma_block_loads(k, o, &tma_views);
     let k = &*passes::run(k, &passes::PassOptions::ptx(&|r| kept.contains(&r), o.pipeline));
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.
@@ -65,6 +65,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
 /// layout plan puts on `wgmma`, in a slot shape the bulk copy can fill
 /// (`async_copy` decides).
 fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaView>) -> HashSet<V> {
+    if tma_views.is_empty() {
+        return HashSet::new();
+    }
     let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tma_views));
     let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
     let mut view_of: HashMap<V, V> = HashMap::new();

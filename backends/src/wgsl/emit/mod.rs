@@ -75,7 +75,7 @@ mod values;
 
 use super::{BindingAbi, BindingKind, EmitError, UniformField, WgslKernel, WgslOptions};
 use crate::plan::axis::Info;
-use crate::plan::layout::{register_remap as local_map, Blocked, ThreadLayout as Layout};
+use crate::plan::layout::{register_remap, Blocked, ThreadLayout as Layout};
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -402,20 +402,5 @@ mod tests {
         assert_eq!(f32_lit(0.1), format!("bitcast<f32>(0x{:08x}u)", 0.1f32.to_bits()));
         assert_eq!(i32_lit(i32::MIN), "bitcast<i32>(0x80000000u)");
         assert_eq!(fl(1.0), "1.0f");
-    }
-
-    #[test]
-    fn local_map_identity_and_transpose() {
-        let bl = Blocked::canonical(&[64], 4, 1);
-        let l = Layout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
-        let m = local_map(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &|t, r| l.lin_of(t, r));
-        assert!(m.is_some());
-        let bl = Blocked::canonical(&[32, 32], 4, 1);
-        let l = Layout { reg_offsets: bl.reg_offsets(), bl, thread: vec![] };
-        let tr = |t: u32, r: usize| {
-            let c = l.coords_of(t, r);
-            c[1] * 32 + c[0]
-        };
-        assert!(local_map(128, l.regs(), &|t, r| l.lin_of(t, r), l.regs(), &tr).is_none());
     }
 }

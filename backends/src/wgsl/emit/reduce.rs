@@ -240,7 +240,7 @@ impl<'k> WgslWriter<'k> {
             }
             lin
         };
-        if let Some(m) = local_map(self.nt, groups.len(), &group_lin, ol.regs(), &|t, r| ol.lin_of(t, r)) {
+        if let Some(m) = register_remap(self.nt, groups.len(), &group_lin, ol.regs(), &|t, r| ol.lin_of(t, r)) {
             return Ok(m.iter().map(|&g| finals[g].clone()).collect());
         }
         let rw = wty_of(rd);

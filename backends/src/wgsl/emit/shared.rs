@@ -68,7 +68,7 @@ impl<'k> WgslWriter<'k> {
             None => 0,
             Some(l) => l.coords_of(t, r).iter().zip(coef).map(|(i, c)| i * c).sum(),
         };
-        if let Some(m) = local_map(self.nt, sl.regs(), &src_lin, n_dst, &dst_need) {
+        if let Some(m) = register_remap(self.nt, sl.regs(), &src_lin, n_dst, &dst_need) {
             return Ok(m.iter().map(|&s| regs[s].clone()).collect());
         }
         let w = match self.k.ty(x) {
