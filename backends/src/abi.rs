@@ -33,6 +33,26 @@ pub struct TensorMapArgs {
     pub strides: Vec<u64>,
 }
 
+impl TensorMapArgs {
+    /// Whether every element the map addresses (elements of `elem_bytes`
+    /// bytes) lies in the buffer at `ptr` of `len_bytes` bytes: the host's
+    /// side of the guard a TMA view does not get in the kernel.
+    pub fn fits(&self, elem_bytes: u64, ptr: u64, len_bytes: u64) -> bool {
+        if self.dims.contains(&0) {
+            return true;
+        }
+        let mut last = (self.dims[0] - 1).checked_mul(elem_bytes);
+        for (d, s) in self.dims[1..].iter().zip(&self.strides) {
+            last = last.and_then(|l| l.checked_add((d - 1).checked_mul(*s)?));
+        }
+        let end = ptr.checked_add(len_bytes);
+        match (last.and_then(|l| l.checked_add(elem_bytes)).and_then(|l| self.address.checked_add(l)), end) {
+            (Some(last_end), Some(end)) => self.address >= ptr && last_end <= end,
+            _ => false,
+        }
+    }
+}
+
 /// One field of the uniform block: the scalar parameter `param` at byte
 /// `offset`. Fields are 4 bytes: i32/u32/f32 as themselves, i8 as a
 /// sign-extended i32, u8 and bool (0/1) as u32, f16/bf16 as their bit

@@ -18,6 +18,11 @@ pub enum Error {
     /// integer division by zero, ...), at a source location.
     #[error("kernel `{kernel}` ({file}:{line}) in program {program:?}: {msg}")]
     Runtime { kernel: String, file: String, line: u32, program: [u32; 3], msg: String },
+    /// A checked launch ([`crate::LaunchConfig::checked`]) faulted: an
+    /// unmasked out-of-bounds access, a view outside its buffer, a loop
+    /// step ≤ 0 — the first in program order, at its source line.
+    #[error("kernel `{kernel}` ({file}:{line}): {msg}")]
+    Fault { kernel: String, file: String, line: u32, msg: String },
     /// Buffer creation/copy problems.
     #[error("buffer error: {0}")]
     Buffer(String),

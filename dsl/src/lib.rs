@@ -61,7 +61,7 @@ pub mod prelude {
 /// Support for generated code; not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::runtime::{launch, Arg};
+    pub use crate::runtime::{launch, launch_unchecked, Arg};
     pub fn decode_ir(json: &str, file: &str) -> crate::ir::Kernel {
         let mut k = crate::ir::Kernel::from_json(json).expect("ferrotile: IR embedded by #[kernel] fails to decode (macro/runtime version mismatch?)");
         k.file = file.to_string();

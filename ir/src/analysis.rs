@@ -1,16 +1,29 @@
-//! Analyses over generic IR that the macro needs for the typed launcher.
+//! Analyses over generic or specialized IR.
 //!
-//! `written_params` takes a kernel and returns which pointer parameters may be
-//! written (store, atomic_add, store into a view), following pointer
-//! provenance through pointer arithmetic, broadcasts, selects, views and
-//! loop-carried/if-yielded values. Guarantees a sound over-approximation: a
-//! pointer the kernel writes through is always reported, so the launcher can
-//! demand `&mut` for it.
+//! - [`provenance`]: which pointer parameters every pointer and view value
+//!   may point into, following pointer arithmetic, broadcasts, selects,
+//!   views and loop-carried/if-yielded values. A sound over-approximation:
+//!   the set of a value always contains the parameter it came from. The
+//!   `guard` pass guards accesses against these buffers; the WGSL backend
+//!   binds them.
+//! - [`written_params`]: which pointer parameters may be written (store,
+//!   atomic_add, store into a view), so that the macro's launcher can
+//!   demand `&mut` for them.
 
 use crate::ir::*;
 use std::collections::{BTreeSet, HashMap};
 
+/// The parameters each pointer or view value may point into (module doc).
+pub fn provenance(k: &Kernel) -> HashMap<V, BTreeSet<u32>> {
+    fixpoint(k).0
+}
+
+/// Which pointer parameters the kernel may write through (module doc).
 pub fn written_params(k: &Kernel) -> Vec<bool> {
+    fixpoint(k).1
+}
+
+fn fixpoint(k: &Kernel) -> (HashMap<V, BTreeSet<u32>>, Vec<bool>) {
     let mut prov: HashMap<V, BTreeSet<u32>> = HashMap::new();
     let mut written = vec![false; k.params.len()];
     // Iterate to a fixpoint: loop-carried values can bring provenance back.
@@ -22,7 +35,7 @@ pub fn written_params(k: &Kernel) -> Vec<bool> {
             break;
         }
     }
-    written
+    (prov, written)
 }
 
 fn merge(prov: &mut HashMap<V, BTreeSet<u32>>, dst: V, srcs: &[V]) {
@@ -41,7 +54,9 @@ fn visit(k: &Kernel, b: &Block, prov: &mut HashMap<V, BTreeSet<u32>>, written: &
     for op in &b.ops {
         match &op.kind {
             OpKind::Param(i) => {
-                prov.entry(op.results[0]).or_default().insert(*i);
+                if let ParamKind::Ptr(_) = k.params[*i as usize].kind {
+                    prov.entry(op.results[0]).or_default().insert(*i);
+                }
             }
             OpKind::Store { ptr, .. } | OpKind::AtomicAdd { ptr, .. } => {
                 for &p in prov.get(ptr).into_iter().flatten() {

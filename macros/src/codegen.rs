@@ -1,10 +1,12 @@
 //! Code generation: the module a `#[kernel]` function becomes.
 //!
 //! Takes the function, its signature and its generic IR. Emits
-//! `mod <name> { ir(), SIGNATURE, launch(...) }` where `launch` is typed from
-//! the signature: `&Buffer<T>` for pointers only read, `&mut Buffer<T>` for
-//! pointers written, the scalar types, then one argument per constexpr. Only
-//! paths under `::ferrotile` and `::std` are named.
+//! `mod <name> { ir(), SIGNATURE, launch(...), launch_unchecked(...) }`
+//! where `launch` is typed from the signature: `&Buffer<T>` for pointers
+//! only read, `&mut Buffer<T>` for pointers written, the scalar types, then
+//! one argument per constexpr; `launch_unchecked` is the same `unsafe fn`
+//! without the runtime's guards. Only paths under `::ferrotile` and `::std`
+//! are named.
 
 use crate::signature::Sig;
 use ferrotile_ir::{DType, Kernel, ParamKind};
@@ -97,6 +99,30 @@ pub fn generate(f: &syn::ItemFn, sig: &Sig, k: &Kernel) -> TokenStream {
                     &[#(#cx),*],
                     &[#(#dts),*],
                 )
+            }
+            /// As `launch`, without the guards that keep every access in
+            /// its buffer (and without checked-mode reports).
+            ///
+            /// # Safety
+            /// Every access must be in bounds of its buffer or masked off,
+            /// every view must lie in its buffer and every loop step must be
+            /// positive, for this grid and these arguments.
+            pub unsafe fn launch_unchecked<#(#generics),*>(
+                #dev: &::ferrotile::Device,
+                #cfg: impl ::std::convert::Into<::ferrotile::LaunchConfig>,
+                #(#fn_params),*
+            ) -> ::ferrotile::Result<()> {
+                // SAFETY: the caller's promise, passed on.
+                unsafe {
+                    ::ferrotile::__private::launch_unchecked(
+                        ir(),
+                        #dev,
+                        #cfg.into(),
+                        &mut [#(#args),*],
+                        &[#(#cx),*],
+                        &[#(#dts),*],
+                    )
+                }
             }
         }
     }

@@ -25,16 +25,18 @@
 //! sums and `dot` within an f32-accumulation bound. Backends whose
 //! language relaxes IEEE (WGSL: sqrt within 2.5 ulp, fma possibly unfused,
 //! subnormals possibly flushed) are held to that documented relaxation and
-//! no further ([`util::FloatModel`]). A few cases test
-//! behaviour only the CPU interpreter promises (bounds-checking, integer
-//! division by zero as an error, once-rounded f64 reductions) and skip or
-//! relax on other devices.
+//! no further ([`util::FloatModel`]). Run-time faults (out-of-bounds
+//! accesses, views outside their buffer, loop steps ≤ 0, integer division
+//! by zero) have one semantics on every backend (`safety.rs`). A few cases
+//! test behaviour only the CPU interpreter promises (once-rounded f64
+//! reductions) and relax on other devices.
 
 mod arith;
 mod basic;
 mod casts;
 mod control;
 pub mod reduce;
+mod safety;
 pub mod util;
 
 use ferrotile::Device;
@@ -61,14 +63,20 @@ pub fn cases() -> Vec<Case> {
         case!("constructors", "arange (constexpr start), zeros, full, zeros_like (f32/f16/bf16)", basic::constructors),
         case!("constructors_int", "zeros, full (run-time scalar and literal) of i8/u8/i32/u32/i64", basic::constructors_int),
         case!("load_store_masked", "load with mask (+ other), store with mask, all dtypes", basic::load_store_masked),
-        case!("out_of_bounds", "unmasked out-of-bounds load/store is Error::Runtime (CPU)", basic::out_of_bounds),
+        case!(
+            "out_of_bounds",
+            "unmasked out-of-bounds load/store/atomic_add (tiles, scalars, negative offsets): `other`/0 and no write; Error::Fault when checked",
+            safety::out_of_bounds
+        ),
+        case!("views_outside", "a view outside its buffer is empty (also feeding a tensor-core dot); Error::Fault when checked", safety::views_outside),
+        case!("loop_steps", "for loops run their trip count (no overflow of iv + step); step <= 0 runs zero times; Error::Fault when checked", safety::loop_steps),
         case!("shape_ops", "expand_dims, broadcast_to, implicit broadcasting, trans, reshape", basic::shape_ops),
         case!("trans3d", "trans with a permutation on 3-D tiles, 3-D reshape", basic::trans3d),
         case!("views", "view, load_block, store_block (out-of-bounds zero / not written), transposed view", basic::views),
         case!("views_1d_3d", "1-D strided and 3-D views", basic::views_1d3d),
         case!("atomic_add", "atomic_add f32/i32/u32, contended and scalar", basic::atomics),
         case!("int_ops", "+ - * / % & | ^ << >> maximum minimum - ! abs, compound assignment, comparisons; i8/u8/i32/u32/i64", arith::int_ops),
-        case!("int_div_by_zero", "integer / and % by zero is Error::Runtime (CPU)", arith::int_div_by_zero),
+        case!("int_div_by_zero", "integer x / 0 = x, x % 0 = 0, MIN / -1 = MIN (i32, i64, u8)", safety::int_div_by_zero),
         case!("const_fold", "constant folding of literal casts/arithmetic/comparisons matches run time", arith::const_fold),
         case!("logical", "&& || ! ^ & | == != < select on bool tiles", arith::logical),
         case!("float_ops", "+ - * / maximum minimum (NaN) - abs floor ceil fma select where, weak literals, comparisons; f32/f16/bf16", arith::float_ops),

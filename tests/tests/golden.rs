@@ -24,6 +24,7 @@ use ferrotile::ir::{specialize, DType, Kernel};
 use ferrotile::Device;
 use ferrotile_backends::ptx::{self, PtxOptions};
 use ferrotile_backends::wgsl::{self, WgslOptions};
+use ferrotile::ir::passes::Safety;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -69,7 +70,9 @@ fn fnv1a(s: &str) -> u64 {
 }
 
 fn ptx_opts(k: &Kernel, sm: u32, num_warps: u32, pipeline: u32) -> PtxOptions {
-    PtxOptions { arg_div16: vec![true; k.params.len()], pipeline, ..PtxOptions::new(sm, num_warps, k.params.len()) }
+    // (unguarded, as `launch_unchecked` compiles: the text the compiler's
+    // own decisions make; the guards have goldens of their own)
+    PtxOptions { arg_div16: vec![true; k.params.len()], pipeline, safety: Safety::Unchecked, ..PtxOptions::new(sm, num_warps, k.params.len()) }
 }
 
 /// Integer parameters named in `units` are known to equal 1 (unit strides).
@@ -99,6 +102,7 @@ fn lavapipe(k: &Kernel) -> WgslOptions {
         max_workgroup_storage: 32768,
         arg_div16: vec![true; k.params.len()],
         arg_one: vec![],
+        safety: Safety::Unchecked,
     }
 }
 
@@ -110,6 +114,7 @@ fn nvidia(k: &Kernel, warps: u32) -> WgslOptions {
         max_workgroup_storage: 49152,
         arg_div16: vec![true; k.params.len()],
         arg_one: vec![],
+        safety: Safety::Unchecked,
     }
 }
 

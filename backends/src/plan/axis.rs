@@ -151,8 +151,13 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
             OpKind::Cmp { a, b, .. } => {
                 let (x, y) = (get(m, *a), get(m, *b));
                 // contiguous (aligned) runs compared with a constant: the
-                // result is constant on runs aligned to both divisors.
-                let run = if y.reg_offsets >= x.contig && x.contig > 1 { gcd(gcd(x.contig, x.div), y.div) } else { 1 };
+                // result is constant on runs aligned to both divisors
+                // (pointers: divisors in bytes, runs in elements).
+                let es = match k.ty(*a).elem() {
+                    Some(Elem::Ptr(d)) => d.size_bytes().max(1) as u64,
+                    _ => 1,
+                };
+                let run = if y.reg_offsets >= x.contig && x.contig > 1 { gcd(gcd(x.contig, (x.div / es).max(1)), (y.div / es).max(1)) } else { 1 };
                 Some(Info::new(1, 1, gcd(x.reg_offsets, y.reg_offsets).max(run)))
             }
             OpKind::For { lo, step, body, .. } => {

@@ -1,6 +1,6 @@
 //! The PTX backend's driver: checks the options, runs the IR passes of the
-//! PTX target (`ferrotile_ir::passes`: view lowering except the block loads
-//! a TMA copy serves, then software pipelining), computes the plans every
+//! PTX target (`ferrotile_ir::passes`: guards, view lowering except the
+//! block loads a TMA copy serves, then software pipelining), computes the plans every
 //! emitter file reads — the layout of each tile shape (`assign`), the axis
 //! facts (`axis`), the operand rings (`async_copy`), the tensor-map views
 //! (`tma`), warp specialization (`warp_spec`) — and hands them to the
@@ -36,7 +36,17 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // except the block loads a TMA copy serves, then pipelining. (They
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
     let kept = tma_block_loads(k, o, &tma_views);
-    let k = &*passes::run(k, &passes::PassOptions::ptx(&|r| kept.contains(&r), o.pipeline));
+    // (the views those loads read are checked on the host, against the
+    // tensor maps built per launch, instead of in the kernel)
+    let mut host_checked: HashSet<V> = HashSet::new();
+    k.walk(&mut |op| {
+        if let OpKind::LoadBlock { view, .. } = &op.kind {
+            if kept.contains(&op.results[0]) {
+                host_checked.insert(*view);
+            }
+        }
+    });
+    let k = &*passes::run(k, &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline));
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.
     let mut min_es = 4usize;

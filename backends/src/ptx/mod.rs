@@ -23,6 +23,8 @@
 //! with PTX ISA 8.0 (accepted by driver
 //! 580 and by ptxas 12.x/13.x).
 
+use ferrotile_ir::passes::Safety;
+
 pub mod assign;
 pub mod async_copy;
 pub mod compile;
@@ -72,13 +74,22 @@ pub struct PtxOptions {
     /// released it with `warp_specialize` (the PTX then declares
     /// `.reqnctapercluster 2, 1, 1`). Otherwise ignored.
     pub cluster: u32,
+    /// How accesses are guarded ([`ferrotile_ir::passes::guard`]): the
+    /// kernel then takes the hidden parameters
+    /// [`ferrotile_ir::passes::guard::hidden_params`] after its own (and
+    /// before the tensor maps). Views read by TMA copies are left to the
+    /// host, which must check each tensor map's extent against its buffer
+    /// ([`crate::abi::TensorMapArgs::fits`]) and run the kernel compiled without TMA
+    /// where one does not fit.
+    pub safety: Safety,
 }
 
 impl PtxOptions {
     /// Options for `sm_{sm}` with `num_warps` warps and a kernel of
     /// `n_params` parameters: every tensor-core path on (`mma`, `wgmma`,
-    /// `tma`), no pipelining, no warp specialization, clusters of 1, and
-    /// nothing known about the integer arguments. Set the rest with struct
+    /// `tma`), no pipelining, no warp specialization, clusters of 1,
+    /// nothing known about the integer arguments, accesses guarded
+    /// ([`Safety::Safe`]). Set the rest with struct
     /// update syntax (`PtxOptions { pipeline: 2, ..PtxOptions::new(90, 4, n) }`).
     pub fn new(sm: u32, num_warps: u32, n_params: usize) -> Self {
         PtxOptions {
@@ -92,6 +103,7 @@ impl PtxOptions {
             tma: true,
             warp_specialize: false,
             cluster: 1,
+            safety: Safety::Safe,
         }
     }
 }

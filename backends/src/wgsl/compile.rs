@@ -1,5 +1,5 @@
 //! The WGSL backend's driver: checks the options, runs the IR passes of the
-//! WGSL target (none today: `ferrotile_ir::passes`), and computes what the
+//! WGSL target (`ferrotile_ir::passes`: the guards), and computes what the
 //! printer (`emit`) reads: how many consecutive elements an invocation owns,
 //! the axis facts (`crate::plan::axis`), which buffer every pointer points
 //! into (provenance), how each buffer is declared, and which scalar values
@@ -22,6 +22,7 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> Result<WgslKernel, EmitError> {
     if !(o.workgroup_size.is_power_of_two() && (32..=1024).contains(&o.workgroup_size)) {
         return Err(err(0, format!("workgroup_size must be a power of two in 32..=1024, got {}", o.workgroup_size)));
     }
+    let k = &*ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::wgsl(o.safety));
     for p in &k.params {
         if let ParamKind::Ptr(DType::Bool) = p.kind {
             return Err(err(0, format!("parameter `{}`: bool memory is not supported", p.name)));
@@ -70,81 +71,34 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> Result<WgslKernel, EmitError> {
             }
         }
     });
-    let k = &*ferrotile_ir::passes::run(k, &ferrotile_ir::passes::PassOptions::wgsl());
     emit::write(Plans { kernel: k, vec, axis: axis::analyze(k, &o.arg_div16, &o.arg_one), base, uniform: uniform_values(k), bufs }, o)
 }
 
-/// Which parameter every pointer and view value points into.
+/// Which parameter every pointer and view value points into
+/// (`ferrotile_ir::analysis::provenance`, which must name one).
 fn provenance(k: &Kernel) -> Result<HashMap<V, u32>, (u32, String)> {
-    fn join(m: &mut HashMap<V, u32>, v: V, p: Option<u32>, line: u32) -> Result<(), (u32, String)> {
-        let Some(p) = p else { return Ok(()) };
-        match m.insert(v, p) {
-            Some(q) if q != p => Err((
+    let prov = ferrotile_ir::analysis::provenance(k);
+    // (in program order, so that the error names the first such pointer)
+    let mut order: Vec<(V, u32)> = vec![];
+    k.walk(&mut |op| {
+        for r in op.kind.regions().iter().flat_map(|b| &b.args).chain(&op.results) {
+            order.push((*r, op.loc.line));
+        }
+    });
+    let mut m = HashMap::new();
+    for (v, line) in order {
+        let Some(ps) = prov.get(&v) else { continue };
+        if ps.len() > 1 {
+            return Err((
                 line,
                 "a pointer that may point into different buffers (select/if/loop over pointers to different arguments) is not supported by the WGSL backend"
                     .into(),
-            )),
-            _ => Ok(()),
+            ));
+        }
+        if let Some(&p) = ps.iter().next() {
+            m.insert(v, p);
         }
     }
-    fn block(k: &Kernel, b: &Block, m: &mut HashMap<V, u32>) -> Result<(), (u32, String)> {
-        for op in &b.ops {
-            let line = op.loc.line;
-            let r0 = op.results.first().copied();
-            match &op.kind {
-                OpKind::Param(i) => {
-                    if let ParamKind::Ptr(_) = k.params[*i as usize].kind {
-                        join(m, r0.unwrap(), Some(*i), line)?;
-                    }
-                }
-                OpKind::AddPtr { ptr: x, .. }
-                | OpKind::Splat { x, .. }
-                | OpKind::Broadcast { x, .. }
-                | OpKind::ExpandDims { x, .. }
-                | OpKind::Reshape { x, .. }
-                | OpKind::Trans { x, .. }
-                | OpKind::MakeView { base: x, .. } => {
-                    let p = m.get(x).copied();
-                    join(m, r0.unwrap(), p, line)?;
-                }
-                OpKind::Select { a, b, .. } => {
-                    let (pa, pb) = (m.get(a).copied(), m.get(b).copied());
-                    join(m, r0.unwrap(), pa, line)?;
-                    join(m, r0.unwrap(), pb, line)?;
-                }
-                OpKind::For { inits, body, .. } => {
-                    for (a, i) in body.args[1..].iter().zip(inits) {
-                        let p = m.get(i).copied();
-                        join(m, *a, p, line)?;
-                    }
-                    block(k, body, m)?;
-                    if let Some(OpKind::Yield(ys)) = body.ops.last().map(|o| &o.kind) {
-                        for ((a, y), r) in body.args[1..].iter().zip(ys).zip(&op.results) {
-                            let p = m.get(y).copied();
-                            join(m, *a, p, line)?;
-                            let pa = m.get(a).copied();
-                            join(m, *r, pa, line)?;
-                        }
-                    }
-                }
-                OpKind::If { then_, else_, .. } => {
-                    for blk in [then_, else_] {
-                        block(k, blk, m)?;
-                        if let Some(OpKind::Yield(ys)) = blk.ops.last().map(|o| &o.kind) {
-                            for (y, r) in ys.iter().zip(&op.results) {
-                                let p = m.get(y).copied();
-                                join(m, *r, p, line)?;
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-    let mut m = HashMap::new();
-    block(k, &k.body, &mut m)?;
     Ok(m)
 }
 

@@ -55,11 +55,22 @@ pub struct WgslOptions {
     pub arg_div16: Vec<bool>,
     /// Per parameter: the launch's integer argument is exactly 1.
     pub arg_one: Vec<bool>,
+    /// How accesses are guarded ([`ferrotile_ir::passes::guard`]; the
+    /// hidden parameters are bound like the kernel's own, after them).
+    pub safety: ferrotile_ir::passes::Safety,
 }
 
 impl Default for WgslOptions {
     fn default() -> Self {
-        WgslOptions { workgroup_size: 128, subgroups: false, shader_f16: false, max_workgroup_storage: 32768, arg_div16: vec![], arg_one: vec![] }
+        WgslOptions {
+            workgroup_size: 128,
+            subgroups: false,
+            shader_f16: false,
+            max_workgroup_storage: 32768,
+            arg_div16: vec![],
+            arg_one: vec![],
+            safety: ferrotile_ir::passes::Safety::Safe,
+        }
     }
 }
 

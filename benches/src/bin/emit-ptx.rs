@@ -87,7 +87,7 @@ fn main() {
             shader_f16: true,
             max_workgroup_storage: 49152,
             arg_div16: vec![true; k.params.len()],
-            arg_one: vec![],
+            ..Default::default()
         };
         let w = ferrotile_backends::wgsl::emit(&spec, &o).unwrap_or_else(|e| {
             eprintln!("{e}");

@@ -318,18 +318,12 @@ pub fn ibin(op: BinOp, a: i64, b: i64, w: u32, signed: bool) -> Result<i64, Stri
         BinOp::Add => a.wrapping_add(b),
         BinOp::Sub => a.wrapping_sub(b),
         BinOp::Mul => a.wrapping_mul(b),
-        BinOp::Div => {
-            if b == 0 {
-                return Err("integer division by zero".into());
-            }
-            a.wrapping_div(b)
-        }
-        BinOp::Rem => {
-            if b == 0 {
-                return Err("integer remainder by zero".into());
-            }
-            a.wrapping_rem(b)
-        }
+        // (one semantics on every backend, WGSL's: x / 0 = x, x % 0 = 0,
+        // MIN / -1 = MIN, MIN % -1 = 0)
+        BinOp::Div if b == 0 => a,
+        BinOp::Div => a.wrapping_div(b),
+        BinOp::Rem if b == 0 => 0,
+        BinOp::Rem => a.wrapping_rem(b),
         BinOp::And => a & b,
         BinOp::Or => a | b,
         BinOp::Xor => a ^ b,
@@ -372,6 +366,13 @@ pub fn cmp(op: CmpOp, a: &Data, b: &Data) -> Data {
             .collect()
     }
     Data::B(match (a, b) {
+        // pointers are ordered within one buffer; pointers into different
+        // buffers are unequal and unordered (every ordering is false)
+        (Data::Ptr(x), Data::Ptr(y)) => x
+            .iter()
+            .zip(y)
+            .map(|(&(bp, p), &(bq, q))| if bp == bq { go(op, &[p], &[q])[0] } else { op == CmpOp::Ne })
+            .collect(),
         (Data::F32(x), Data::F32(y)) => go(op, x, y),
         (Data::I32(x), Data::I32(y)) => go(op, x, y),
         _ if a.dtype().is_float() => go(op, &a.as_f32(), &b.as_f32()),

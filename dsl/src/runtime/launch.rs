@@ -4,9 +4,13 @@
 //! configuration ranges), the specialization cache (per kernel × constexprs ×
 //! dtypes, with `FERROTILE_DUMP_IR` and an observer for tools), and the
 //! dispatch: the CPU interpreter (after the IR passes of its target,
-//! `ferrotile_ir::passes`), `cuda::launch` or `webgpu::launch`.
+//! `ferrotile_ir::passes`), `cuda::launch` or `webgpu::launch`, with the
+//! hidden arguments of the `guard` pass (buffer lengths; the fault counters
+//! of a checked launch, read back afterwards).
 //! Guarantees: every rejected launch is an [`Error`] naming the kernel (and
-//! the argument, where one is at fault); a zero-sized grid launches nothing.
+//! the argument, where one is at fault); a zero-sized grid launches nothing;
+//! a launch through [`launch`] touches no memory outside its buffers on any
+//! backend, and a checked one reports the first fault as [`Error::Fault`].
 
 use crate::element::Element;
 use crate::element::Scalar;
@@ -14,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::interp::{self, InterpArg};
 use crate::runtime::buffer::{Buffer, Storage};
 use crate::runtime::{Device, DeviceKind};
+use ferrotile_ir::passes::guard::{self, Fault, Hidden, Safety};
 use ferrotile_ir::{specialize, DType, Kernel, ParamKind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -38,11 +43,27 @@ pub struct LaunchConfig {
     /// then copied once for both (multicast), each program issuing half of
     /// every such tile to both. Other backends ignore it.
     pub cluster: u32,
+    /// Checked launch: every run-time fault (an unmasked out-of-bounds
+    /// access, a view that does not fit its buffer, a loop step ≤ 0) is
+    /// counted by the kernel and the launch returns [`Error::Fault`] naming
+    /// the kernel, the source line and the buffer — on every backend. The
+    /// launch then waits for the kernel. `None`: the process default,
+    /// `FERROTILE_CHECK=1`/`0`, else on in debug builds and off in release
+    /// builds. Unchecked launches are memory-safe all the same (faulting
+    /// lanes read `other` and write nothing); only the report is missing.
+    /// Inside a CUDA graph capture launches are not checked (nothing can be
+    /// read back).
+    pub checked: Option<bool>,
 }
 
 impl LaunchConfig {
     pub fn new(grid: [u32; 3]) -> Self {
-        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1 }
+        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None }
+    }
+    /// Force a checked (`true`) or unchecked launch (see [`LaunchConfig::checked`]).
+    pub fn checked(mut self, on: bool) -> Self {
+        self.checked = Some(on);
+        self
     }
     pub fn cluster(mut self, c: u32) -> Self {
         self.cluster = c;
@@ -80,6 +101,7 @@ impl From<[u32; 3]> for LaunchConfig {
 }
 
 /// One launch argument, as generated launchers build them.
+#[derive(Clone)]
 pub enum Arg<'a> {
     Buffer { mem: Storage, dtype: DType, len: usize, device: &'a Device, writable: bool },
     Scalar(Scalar),
@@ -155,8 +177,86 @@ pub fn specialize_cached(k: &'static Kernel, cx: &[i64], dts: &[DType]) -> Resul
     Ok(spec)
 }
 
-/// Entry point of generated launchers: check, specialize, run.
+/// Whether launches without [`LaunchConfig::checked`] are checked:
+/// `FERROTILE_CHECK=1` / `0`, else in debug builds. Read once per process.
+pub fn checked_by_default() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| match std::env::var("FERROTILE_CHECK") {
+        Ok(v) if v == "1" => true,
+        Ok(v) if v == "0" => false,
+        _ => cfg!(debug_assertions),
+    })
+}
+
+/// Entry point of generated launchers: check, specialize, run, with every
+/// access guarded (and checked, [`LaunchConfig::checked`]).
 pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+    let checked = cfg.checked.unwrap_or_else(checked_by_default) && !dev.capturing();
+    launch_with(k, dev, cfg, args, cx, dts, if checked { Safety::Checked } else { Safety::Safe })
+}
+
+/// Entry point of generated `launch_unchecked`: as [`launch`] without
+/// guards.
+///
+/// # Safety
+/// Every access the kernel makes must be in bounds of its buffer (or
+/// masked off), every view it makes must lie in its buffer, and every loop
+/// step must be positive, for this grid and these arguments; otherwise the
+/// kernel may read or write memory outside its buffers (on a GPU: other
+/// allocations) or never finish.
+pub unsafe fn launch_unchecked(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+    launch_with(k, dev, cfg, args, cx, dts, Safety::Unchecked)
+}
+
+/// The hidden arguments the `guard` pass asks for (buffer lengths, the
+/// fault counters), appended to `args`; returns the counters of a checked
+/// launch.
+fn append_hidden<'a>(spec: &Kernel, dev: &'a Device, safety: Safety, args: &mut Vec<Arg<'a>>) -> Result<Option<Buffer<u32>>> {
+    let mut report = None;
+    for h in guard::hidden_params(spec, safety) {
+        match h {
+            Hidden::Len(p) => {
+                let len = match args.get(p as usize) {
+                    Some(Arg::Buffer { len, .. }) => *len,
+                    _ => return Err(Error::Launch { kernel: spec.name.clone(), msg: format!("parameter {p} is not a buffer") }),
+                };
+                args.push(Arg::Scalar(Scalar::I(len as i64, DType::I64)));
+            }
+            Hidden::Report => {
+                let n = guard::sites(spec).len().max(1);
+                let b = dev.zeros::<u32>(n)?;
+                args.push(Arg::Buffer { mem: b.mem.clone(), dtype: DType::U32, len: n, device: dev, writable: true });
+                report = Some(b);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The first fault a checked launch counted (in program order), as an
+/// error.
+fn read_report(k: &Kernel, spec: &Kernel, report: &Buffer<u32>, args: &[Arg<'_>]) -> Result<()> {
+    let counts = report.to_vec()?;
+    let sites = guard::sites(spec);
+    let Some((site, &n)) = sites.iter().zip(&counts).find(|(_, &n)| n > 0) else { return Ok(()) };
+    let msg = match site.fault {
+        Fault::View | Fault::LoopStep => format!("{} (in {n} program(s))", site.describe(spec)),
+        _ => {
+            let lens: Vec<String> = site
+                .params
+                .iter()
+                .filter_map(|&p| match args.get(p as usize) {
+                    Some(Arg::Buffer { len, .. }) => Some(format!("`{}` has {len} elements", spec.params[p as usize].name)),
+                    _ => None,
+                })
+                .collect();
+            format!("{} in {n} lane(s) ({}); mask the access or fix the offsets", site.describe(spec), lens.join(", "))
+        }
+    };
+    Err(Error::Fault { kernel: k.name.clone(), file: k.file.clone(), line: site.loc.line, msg })
+}
+
+fn launch_with(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType], safety: Safety) -> Result<()> {
     let lerr = |msg: String| Error::Launch { kernel: k.name.clone(), msg };
     if args.len() != k.params.len() {
         return Err(lerr(format!("expected {} arguments, got {}", k.params.len(), args.len())));
@@ -193,28 +293,34 @@ pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [A
     if cfg.grid.contains(&0) {
         return Ok(());
     }
+    let mut all: Vec<Arg<'_>> = args.to_vec();
+    let report = append_hidden(&spec, dev, safety, &mut all)?;
     match dev.kind() {
-        DeviceKind::Cpu if cfg.num_stages >= 2 && interp_runs_gpu_passes() => {
-            let piped = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(cfg.num_stages - 1));
-            interp::run(&piped, dev.threads(), cfg.grid, &interp_args(k, args)?)
+        DeviceKind::Cpu => {
+            let depth = if cfg.num_stages >= 2 && interp_runs_gpu_passes() { cfg.num_stages - 1 } else { 0 };
+            let k2 = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(safety, depth));
+            interp::run(&k2, dev.threads(), cfg.grid, &interp_args(k, &all)?)?
         }
-        DeviceKind::Cpu => interp::run(&spec, dev.threads(), cfg.grid, &interp_args(k, args)?),
         DeviceKind::Cuda => {
             #[cfg(feature = "cuda")]
             {
-                super::cuda::launch::launch(k, &spec, dev, cfg, args, cx, dts)
+                super::cuda::launch::launch(k, &spec, dev, cfg, &all, cx, dts, safety)?
             }
             #[cfg(not(feature = "cuda"))]
-            unreachable!("no CUDA devices without the cuda feature")
+            return Err(lerr("no CUDA devices without the cuda feature".into()));
         }
         DeviceKind::Wgpu => {
             #[cfg(feature = "wgpu")]
             {
-                super::webgpu::launch::launch(k, &spec, dev, cfg, args, cx, dts)
+                super::webgpu::launch::launch(k, &spec, dev, cfg, &all, cx, dts, safety)?
             }
             #[cfg(not(feature = "wgpu"))]
-            unreachable!("no wgpu devices without the wgpu feature")
+            return Err(lerr("no wgpu devices without the wgpu feature".into()));
         }
+    }
+    match report {
+        Some(r) => read_report(k, &spec, &r, args),
+        None => Ok(()),
     }
 }
 

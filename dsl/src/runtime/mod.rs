@@ -20,4 +20,4 @@ pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;
 pub use buffer::Storage;
 pub use device::{Device, DeviceKind, Graph};
-pub use launch::{launch, run_interpreted, set_specialization_observer, specialize_cached, Arg, LaunchConfig};
+pub use launch::{checked_by_default, launch, launch_unchecked, run_interpreted, set_specialization_observer, specialize_cached, Arg, LaunchConfig};

@@ -6,6 +6,9 @@
 //!
 //! - [`dce`]: removes ops whose results are never used (run by the
 //!   specializer after constexpr folding, for every target);
+//! - [`guard`]: memory safety — the buffers' lengths become hidden
+//!   parameters and every access is guarded by them; in checked launches,
+//!   faults are counted for the host to report;
 //! - [`lower_views`]: `load_block` / `store_block` of views as masked
 //!   pointer `load` / `store`, except the block loads the caller keeps;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
@@ -18,22 +21,31 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | nothing (with `FERROTILE_INTERP_PIPELINE=1`: [`pipeline`] at `num_stages − 1`, to check the rewrite the GPU runs) |
-//! | PTX | [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` |
-//! | WGSL | nothing (the emitter lowers block accesses itself; no pipelining) |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`pipeline`] at `num_stages − 1`, to check the rewrite the GPU runs) |
+//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` |
+//! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining) |
+//!
+//! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
 //!
 //! [`PassOptions::ptx`], [`PassOptions::interpreter`] and
 //! [`PassOptions::wgsl`] build each row.
 
 pub mod dce;
+pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
 
+pub use guard::Safety;
 use crate::{Kernel, Type, V};
 use std::borrow::Cow;
 
 /// Which passes [`run`] applies, and their parameters.
 pub struct PassOptions<'a> {
+    /// How accesses are guarded ([`guard`]).
+    pub safety: Safety,
+    /// The views whose fit the caller checks on the host before each
+    /// launch (the PTX backend's TMA views); `None`: none.
+    pub host_checked_views: Option<&'a dyn Fn(V) -> bool>,
     /// Lower block accesses of views to pointer accesses, keeping the
     /// `load_block`s whose result this predicate accepts; `None`: keep
     /// every block access.
@@ -43,18 +55,20 @@ pub struct PassOptions<'a> {
 }
 
 impl<'a> PassOptions<'a> {
-    /// The PTX backend: views lowered except `keep`, loops pipelined.
-    pub fn ptx(keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
-        PassOptions { lower_views: Some(keep), pipeline_depth }
+    /// The PTX backend: accesses guarded except the views in
+    /// `host_checked`, views lowered except the block loads in `keep`,
+    /// loops pipelined.
+    pub fn ptx(safety: Safety, host_checked: &'a dyn Fn(V) -> bool, keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
+        PassOptions { safety, host_checked_views: Some(host_checked), lower_views: Some(keep), pipeline_depth }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
     /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
-    pub fn interpreter(gpu_pipeline_depth: u32) -> Self {
-        PassOptions { lower_views: None, pipeline_depth: gpu_pipeline_depth }
+    pub fn interpreter(safety: Safety, gpu_pipeline_depth: u32) -> Self {
+        PassOptions { safety, host_checked_views: None, lower_views: None, pipeline_depth: gpu_pipeline_depth }
     }
-    /// The WGSL backend: no passes.
-    pub fn wgsl() -> Self {
-        PassOptions { lower_views: None, pipeline_depth: 0 }
+    /// The WGSL backend: accesses guarded.
+    pub fn wgsl(safety: Safety) -> Self {
+        PassOptions { safety, host_checked_views: None, lower_views: None, pipeline_depth: 0 }
     }
 }
 
@@ -62,6 +76,9 @@ impl<'a> PassOptions<'a> {
 /// table above; borrows `k` unchanged when none applies.
 pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     let mut k = Cow::Borrowed(k);
+    if o.safety != Safety::Unchecked {
+        guard::guard(k.to_mut(), o.safety, o.host_checked_views.unwrap_or(&|_| false));
+    }
     if let Some(keep) = o.lower_views {
         if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
             lower_views::lower_views(k.to_mut(), keep);

@@ -266,49 +266,6 @@ pub fn int_ops(dev: &Device, seed: u64) -> R {
     int_ops_t::<i64>(dev, seed ^ 4, k_int_ops_i64::launch)
 }
 
-/// Integer division and remainder by zero are run-time errors (values, not
-/// panics) on the CPU interpreter; skipped on other devices.
-#[kernel]
-pub fn k_div<const B: i32>(x: Ptr<i32>, y: Ptr<i32>, out: Ptr<i32>, n: i32) {
-    let offs = program_id(0) * B + arange(0, B);
-    let m = offs < n;
-    store(out + offs, load(x + offs, m) / load(y + offs, m, 1), m);
-}
-
-#[kernel]
-pub fn k_rem_u8<const B: i32>(x: Ptr<u8>, y: Ptr<u8>, out: Ptr<u8>, n: i32) {
-    let offs = program_id(0) * B + arange(0, B);
-    let m = offs < n;
-    store(out + offs, load(x + offs, m) % load(y + offs, m, 1), m);
-}
-
-pub fn int_div_by_zero(dev: &Device, seed: u64) -> R {
-    if dev.kind() != ferrotile::DeviceKind::Cpu {
-        return Ok(());
-    }
-    let mut rng = Rng::new(seed);
-    let n = 1 + rng.below(300) as usize;
-    let zero_at = rng.below(n as u64) as usize;
-    let c = Ctx::new("int_div_by_zero", seed, format!("n={n}, zero at {zero_at}"));
-    let xs: Vec<i32> = (0..n).map(|_| rand_int(&mut rng)).collect();
-    let mut ys: Vec<i32> = (0..n).map(|_| 1 + rng.below(100) as i32).collect();
-    ys[zero_at] = 0;
-    let mut out = poisoned::<i32>(dev, n)?;
-    let r = k_div::launch(dev, cdiv(n, 64) as u32, &upload(dev, &xs)?, &upload(dev, &ys)?, &mut out, n as i32, 64);
-    expect_runtime_error(&c, r, "k_div", "division by zero")?;
-    let xu: Vec<u8> = (0..n).map(|_| rand_int(&mut rng)).collect();
-    let mut yu: Vec<u8> = (0..n).map(|_| 1 + rng.below(200) as u8).collect();
-    yu[zero_at] = 0;
-    let mut out = poisoned::<u8>(dev, n)?;
-    let r = k_rem_u8::launch(dev, cdiv(n, 128) as u32, &upload(dev, &xu)?, &upload(dev, &yu)?, &mut out, n as i32, 128);
-    expect_runtime_error(&c, r, "k_rem_u8", "by zero")?;
-    // Without the zero the same launch succeeds and divides correctly.
-    ys[zero_at] = 3;
-    let mut out = poisoned::<i32>(dev, n + PAD)?;
-    c.launch(k_div::launch(dev, cdiv(n, 64) as u32, &upload(dev, &xs)?, &upload(dev, &ys)?, &mut out, n as i32, 64))?;
-    let want: Vec<i32> = xs.iter().zip(&ys).map(|(a, b)| a.wrapping_div(*b)).collect();
-    check_eq(&c, "x / y", &download(&out)?, &want, &no_inputs)
-}
 
 /// Bool tiles: && || ! ^ & | == != < and select on bools.
 #[kernel]

@@ -239,48 +239,6 @@ pub fn load_store_masked(dev: &Device, seed: u64) -> R {
     masked_i64(dev, seed ^ 7)
 }
 
-/// An unmasked load past the end of `x` must be a run-time error value.
-#[kernel]
-pub fn k_oob_load<const B: i32>(x: Ptr<f32>, y: Ptr<f32>) {
-    let offs = program_id(0) * B + arange(0, B);
-    store(y + offs, load(x + offs) * 2.0);
-}
-
-/// An unmasked store past the end of `y` must be a run-time error value.
-#[kernel]
-pub fn k_oob_store<const B: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
-    let offs = program_id(0) * B + arange(0, B);
-    store(y + offs, load(x + offs, offs < n));
-}
-
-/// Out-of-bounds accesses are errors on the CPU interpreter (other backends
-/// may not bounds-check; the case is then skipped).
-pub fn out_of_bounds(dev: &Device, seed: u64) -> R {
-    if dev.kind() != ferrotile::DeviceKind::Cpu {
-        return Ok(());
-    }
-    let c = Ctx::new("out_of_bounds", seed, "f32 n=100 B=64");
-    let x = upload(dev, &vec![1.0f32; 100])?;
-    let mut y = poisoned::<f32>(dev, 128)?;
-    expect_runtime_error(&c, k_oob_load::launch(dev, 2, &x, &mut y, 64), "k_oob_load", "out-of-bounds")?;
-    let mut y2 = poisoned::<f32>(dev, 100)?;
-    expect_runtime_error(&c, k_oob_store::launch(dev, 2, &x, &mut y2, 100, 64), "k_oob_store", "out-of-bounds")?;
-    // A negative offset is out of bounds too.
-    let mut y3 = poisoned::<f32>(dev, 128)?;
-    expect_runtime_error(&c, k_oob_neg::launch(dev, 1, &x, &mut y3, 64), "k_oob_neg", "out-of-bounds")?;
-    // After the failures the device still runs kernels correctly.
-    let mut y4 = poisoned::<f32>(dev, 128 + PAD)?;
-    let x4 = upload(dev, &vec![1.5f32; 128])?;
-    c.launch(k_oob_load::launch(dev, 2, &x4, &mut y4, 64))?;
-    check_float_exact(&c, "y after errors", &download(&y4)?, &vec![3.0; 128], &no_inputs)
-}
-
-#[kernel]
-pub fn k_oob_neg<const B: i32>(x: Ptr<f32>, y: Ptr<f32>) {
-    let offs = arange(0, B) - 1;
-    store(y + arange(0, B), load(x + offs));
-}
-
 // ------------------------------------------------------------ shape ops
 
 /// One [BM, BN] tile of an m×n i32 matrix per program. Checks implicit

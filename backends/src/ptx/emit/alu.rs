@@ -220,11 +220,15 @@ impl<'k> PtxWriter<'k> {
 
     pub(super) fn cmp(&mut self, o: CmpOp, a: V, b: V) -> Vec<String> {
         let d = self.dtype(a);
+        let ptr = self.elem(a).is_ptr();
         let (ra, rb) = (self.get(a), self.get(b));
         let mut out = vec![];
         for i in 0..ra.len() {
             let p = self.reg(RegClass::P);
-            if d == DType::Bool {
+            if ptr {
+                // addresses (the `guard` pass's bounds checks)
+                self.line(format!("setp.{}.u64 {p}, {}, {};", cmp_s(o, false), ra[i], rb[i]));
+            } else if d == DType::Bool {
                 // compare as integers 0/1
                 let (x, y) = (self.reg(RegClass::R), self.reg(RegClass::R));
                 self.line(format!("selp.u32 {x}, 1, 0, {};", ra[i]));

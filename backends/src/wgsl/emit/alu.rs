@@ -173,6 +173,13 @@ impl<'k> WgslWriter<'k> {
             CmpOp::Ge => ">=",
         };
         let mut out = vec![];
+        if self.elem(a).is_ptr() {
+            // element indices into one binding (the `guard` pass's bounds checks)
+            for i in 0..ra.len() {
+                out.push(self.let_(WTy::B, format!("{} {s} {}", ra[i], rb[i])));
+            }
+            return out;
+        }
         if d == DType::I64 {
             let lt = self.helper("ft_lt64");
             for i in 0..ra.len() {

@@ -2,11 +2,13 @@
 //! marshalling, launch.
 //!
 //! Cache key: (kernel, constexprs, dtypes, divisibility-by-16 of each
-//! integer argument, which integer arguments equal 1, num_warps,
-//! num_stages, target, TMA on/off) — the same key decides the PTX. A kernel
-//! with TMA view loads gets its tensor maps built per launch from the
-//! arguments (`ptx::tma`); where the run-time values do not fit a tensor
-//! map, its TMA-free compilation runs instead. `num_stages >= 2`
+//! integer argument — buffer lengths included —, which integer arguments
+//! equal 1, num_warps, num_stages, target, TMA on/off, safety) — the same
+//! key decides the PTX. A kernel with TMA view loads gets its tensor maps
+//! built per launch from the arguments (`ptx::tma`); where the run-time
+//! values do not fit a tensor map, or (guarded launches) a map addresses
+//! memory outside its buffer, its TMA-free compilation, which guards every
+//! view in the kernel, runs instead. `num_stages >= 2`
 //! turns on software pipelining of `dot` loops.
 //! The PTX of every compiled specialization is also written out
 //! (`$FERROTILE_CACHE_DIR`, default `$HOME/.cache/ferrotile`, one file per
@@ -20,6 +22,7 @@ use crate::runtime::cuda::driver::Loaded;
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
 use ferrotile_backends::abi::ParamAbi;
 use ferrotile_backends::ptx::{self, PtxOptions};
+use ferrotile_ir::passes::Safety;
 use ferrotile_ir::{DType, Kernel};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -33,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, bool);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, bool, Safety);
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
@@ -79,7 +82,8 @@ pub fn ptx_for(spec: &Kernel, opts: &PtxOptions) -> Result<ptx::PtxKernel> {
     ptx::emit(spec, opts).map_err(|e| Error::Backend { kernel: spec.name.clone(), msg: e.to_string() })
 }
 
-pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &[Arg<'_>], cx: &[i64], dts: &[DType], safety: Safety) -> Result<()> {
     let cuda = dev.cuda.as_ref().expect("cuda device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
     let div16: Vec<bool> = args
@@ -98,7 +102,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         .collect();
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key =
-            (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, cfg.cluster, tma);
+            (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, cfg.cluster, tma, safety);
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
             return Ok(c);
@@ -114,6 +118,7 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
             tma,
             warp_specialize: env_flag("FERROTILE_WS", false),
             cluster: cfg.cluster,
+            safety,
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
@@ -158,11 +163,17 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         c.tensor_maps
             .iter()
             .map(|t| {
-                let ptr = match args.get(t.view.param as usize) {
-                    Some(Arg::Buffer { mem: Storage::Cuda(m), .. }) => m.ptr,
+                let (ptr, len) = match args.get(t.view.param as usize) {
+                    Some(Arg::Buffer { mem: Storage::Cuda(m), len, .. }) => (m.ptr, *len as u64),
                     _ => return None,
                 };
                 let m = t.view.resolve(&ints, ptr, cfg.grid)?;
+                // (the kernel does not guard a TMA view: the map must lie
+                // in its buffer, or the guarded compilation runs)
+                let es = t.view.dtype.size_bytes() as u64;
+                if safety != Safety::Unchecked && !m.fits(es, ptr, len.checked_mul(es)?) {
+                    return None;
+                }
                 cuda.encode_tensor_map(t.view.dtype, &m, &t.box_dims, t.round_tf32).ok()
             })
             .collect()

@@ -160,8 +160,7 @@ impl WgpuDevice {
             subgroups,
             shader_f16,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
-            arg_div16: vec![],
-            arg_one: vec![],
+            ..WgslOptions::default()
         };
         Ok(Arc::new(WgpuDevice {
             device,

@@ -2,7 +2,8 @@
 //! scalar marshalling into the uniform block, dispatch.
 //!
 //! Cache key: (kernel, device, constexprs, dtypes, workgroup size, which
-//! integer arguments are divisible by 16 / equal to 1) — the same key
+//! integer arguments — buffer lengths included — are divisible by 16 /
+//! equal to 1, safety) — the same key
 //! decides the WGSL. The workgroup size is the launch's
 //! `num_warps · 32`, capped by the adapter's invocation limits; one
 //! workgroup runs one program, so the grid is the workgroup count.
@@ -15,6 +16,7 @@ use crate::runtime::webgpu::driver::{WgpuMem, WgpuPipeline};
 use crate::runtime::{Arg, Device, LaunchConfig, Storage};
 use ferrotile_backends::abi::BindingKind;
 use ferrotile_backends::wgsl::{self, WgslOptions};
+use ferrotile_ir::passes::Safety;
 use ferrotile_ir::{DType, Kernel};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -24,7 +26,7 @@ struct Compiled {
     fields: Vec<wgsl::UniformField>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, u32, Vec<bool>, Vec<bool>);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, u32, Vec<bool>, Vec<bool>, Safety);
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
     static C: OnceLock<Mutex<HashMap<Key, Arc<Compiled>>>> = OnceLock::new();
@@ -44,7 +46,8 @@ fn put(u: &mut Vec<u8>, off: u32, bytes: &[u8]) {
     u[off..off + bytes.len()].copy_from_slice(bytes);
 }
 
-pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &[Arg<'_>], cx: &[i64], dts: &[DType], safety: Safety) -> Result<()> {
     let w = dev.wgpu.as_ref().expect("wgpu device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
     let lim = &w.limits;
@@ -57,13 +60,13 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
     // prove accesses contiguous and aligned (vec4), as on CUDA
     let int_fact = |f: fn(i64) -> bool| -> Vec<bool> { args.iter().map(|a| matches!(a, Arg::Scalar(Scalar::I(v, d)) if d.is_int() && f(*v))).collect() };
     let (div16, one) = (int_fact(|v| v % 16 == 0), int_fact(|v| v == 1));
-    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div16.clone(), one.clone());
+    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div16.clone(), one.clone(), safety);
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(c) => c,
             None => {
-                let opts = WgslOptions { workgroup_size: wg, arg_div16: div16, arg_one: one, ..w.base_options.clone() };
+                let opts = WgslOptions { workgroup_size: wg, arg_div16: div16, arg_one: one, safety, ..w.base_options.clone() };
                 let wk = wgsl_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_WGSL").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", wk.text);
