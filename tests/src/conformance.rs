@@ -69,7 +69,11 @@ pub fn cases() -> Vec<Case> {
             safety::out_of_bounds
         ),
         case!("views_outside", "a view outside its buffer is empty (also feeding a tensor-core dot); Error::Fault when checked", safety::views_outside),
-        case!("loop_steps", "for loops run their trip count (no overflow of iv + step); step <= 0 runs zero times; Error::Fault when checked", safety::loop_steps),
+        case!(
+            "loop_steps",
+            "for loops run their trip count (no overflow of iv + step); step <= 0 runs zero times; Error::Fault when checked",
+            safety::loop_steps
+        ),
         case!("shape_ops", "expand_dims, broadcast_to, implicit broadcasting, trans, reshape", basic::shape_ops),
         case!("trans3d", "trans with a permutation on 3-D tiles, 3-D reshape", basic::trans3d),
         case!("views", "view, load_block, store_block (out-of-bounds zero / not written), transposed view", basic::views),

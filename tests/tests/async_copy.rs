@@ -6,6 +6,7 @@
 //! for sm_90 at 1–3 stages (no GPU needed; the GEMM tests run the ring path
 //! on the H200).
 
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::specialize;
 use ferrotile::kernel;
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -66,7 +67,7 @@ fn used_twice(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, s: Ptr<f32>, n: i32) {
 
 fn ptx(k: &ferrotile::ir::Kernel, stages: u32) -> String {
     let spec = specialize(k, &[], &[]).unwrap();
-    let opts = PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: stages - 1, warp_specialize: true, ..PtxOptions::new(90, 4, k.params.len()) };
+    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, warp_specialize: true, ..PtxOptions::new(90, 4, k.params.len()) };
     emit(&spec, &opts).unwrap_or_else(|e| panic!("{}: {e}", k.name)).text
 }
 

@@ -20,11 +20,12 @@
 //! them on purpose says why, and re-blesses with
 //! `FERROTILE_BLESS=1 cargo test -p ferrotile-tests --test golden`.
 
+use ferrotile::ir::passes::guard::guarded_params;
+use ferrotile::ir::passes::Safety;
 use ferrotile::ir::{specialize, DType, Kernel};
 use ferrotile::Device;
 use ferrotile_backends::ptx::{self, PtxOptions};
 use ferrotile_backends::wgsl::{self, WgslOptions};
-use ferrotile::ir::passes::Safety;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -202,6 +203,23 @@ fn library_kernels_match_golden_files() {
     ] {
         let spec = specialize(k, &cx, &[t, u]).unwrap();
         push(check(&format!("wgsl/gemm.{name}.lavapipe.wgsl"), &emit_wgsl(&spec, &lavapipe(k))));
+    }
+    // Guarded, as `launch` compiles them (every buffer length a multiple
+    // of 16): a row kernel single-tile and looped (checked too), GEMM on
+    // TMA (views checked on the host), on cp.async rings and on FMA.
+    let guarded = |k: &Kernel, sm, warps, stages, safety| PtxOptions { arg_div16: vec![true; guarded_params(k)], safety, ..ptx_opts(k, sm, warps, stages) };
+    for (k, block, dt, warps) in [(softmax_row::ir(), 4096, DType::F32, 8), (layer_norm_looped::ir(), 2048, DType::F16, 4)] {
+        let spec = specialize(k, &[block], &[dt]).unwrap();
+        let base = format!("{}.{block}.{dt}", k.name);
+        push(check(&format!("ptx/{base}.sm90.safe.ptx"), &emit_ptx(&spec, &guarded(k, 90, warps, 1, Safety::Safe))));
+        push(check(&format!("ptx/{base}.sm90.checked.ptx"), &emit_ptx(&spec, &guarded(k, 90, warps, 1, Safety::Checked))));
+        let wo = WgslOptions { arg_div16: vec![true; guarded_params(k)], safety: Safety::Safe, ..lavapipe(k) };
+        push(check(&format!("wgsl/{base}.lavapipe.safe.wgsl"), &emit_wgsl(&spec, &wo)));
+    }
+    for c in gemms.iter().filter(|c| ["wgmma_tma_bf16", "mma_sync_cp_async_bf16", "fma_f32"].contains(&c.name)) {
+        let spec = specialize(k, &c.cx, &[c.t, c.u]).unwrap();
+        let o = PtxOptions { arg_one: units(k, c.units), ..guarded(k, c.sm, c.warps, c.stages - 1, Safety::Safe) };
+        push(check(&format!("ptx/gemm.{}.safe.ptx", c.name), &emit_ptx(&spec, &o)));
     }
     let r = gemm_splitk_reduce::ir();
     let spec = specialize(r, &[1024, 2, 1], &[bf]).unwrap();

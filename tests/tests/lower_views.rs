@@ -9,6 +9,7 @@
 //! GEMM gets the same `cp.async` operand copies as the pointer GEMM.
 
 use ferrotile::__private::Arg;
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{passes::lower_views::lower_views, passes::pipeline::pipeline_depth, specialize, verify::verify, DType, Kernel, OpKind};
 use ferrotile::{bf16, Device};
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -129,7 +130,7 @@ fn view_gemm_without_tma_gets_cp_async() {
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            arg_div16: vec![true; g.params.len()],
+            arg_div16: vec![true; guarded_params(g)],
             arg_one: one.clone(),
             pipeline: 2,
             warp_specialize: true,

@@ -4,6 +4,7 @@
 //! Without ptxas (see scripts/install-ptxas.sh) it reports
 //! "skipped: no ptxas" — loudly, never silently passing.
 
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::assign::wgmma_grid;
 use ferrotile_backends::ptx::{emit, PtxOptions};
@@ -23,7 +24,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 for div16 in [false, true] {
                     for sm in [80, 90] {
                         let opts = PtxOptions {
-                            arg_div16: vec![div16; k.params.len()],
+                            arg_div16: vec![div16; guarded_params(k)],
                             pipeline: 1,
                             warp_specialize: true,
                             ..PtxOptions::new(sm, warps, k.params.len())
@@ -98,7 +99,7 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = unit_strides(k, false).into_iter().map(|u| tc && u).collect();
             let opts = PtxOptions {
-                arg_div16: vec![true; k.params.len()],
+                arg_div16: vec![true; guarded_params(k)],
                 arg_one: one,
                 pipeline: 1,
                 warp_specialize: true,
@@ -172,7 +173,7 @@ fn every_gemm_tuner_configuration_assembles() {
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
                 let opts = PtxOptions {
-                    arg_div16: vec![true; k.params.len()],
+                    arg_div16: vec![true; guarded_params(k)],
                     arg_one: one,
                     pipeline: tc.num_stages.saturating_sub(1),
                     warp_specialize: true,
@@ -228,7 +229,7 @@ fn wgmma_gemm_rings_and_waits() {
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
         let opts = PtxOptions {
-            arg_div16: vec![true; k.params.len()],
+            arg_div16: vec![true; guarded_params(k)],
             arg_one: one.clone(),
             pipeline: stages - 1,
             warp_specialize: true,
@@ -268,7 +269,8 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
+                let opts =
+                    PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
                 match emit(&spec, &opts)
                     .map_err(|e| e.to_string())
                     .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
@@ -298,7 +300,8 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts = PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one.clone(), pipeline: stages - 1, ..PtxOptions::new(90, 8, k.params.len()) };
+        let opts =
+            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one.clone(), pipeline: stages - 1, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
@@ -412,7 +415,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
                 let opts = PtxOptions {
-                    arg_div16: vec![true; k.params.len()],
+                    arg_div16: vec![true; guarded_params(k)],
                     arg_one: one.clone(),
                     pipeline: tc.num_stages.saturating_sub(1),
                     warp_specialize: true,
@@ -468,7 +471,7 @@ fn wgmma_tma_kmajor_b() {
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
         let opts =
-            PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
+            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -506,7 +509,7 @@ fn swapped_decode_takes_wgmma_m64n16() {
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            arg_div16: vec![true; k.params.len()],
+            arg_div16: vec![true; guarded_params(k)],
             arg_one: one.clone(),
             pipeline: 3,
             warp_specialize: ws,
@@ -546,7 +549,8 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts = PtxOptions { arg_div16: vec![true; k.params.len()], arg_one: one.clone(), warp_specialize: true, ..PtxOptions::new(sm, 8, k.params.len()) };
+        let opts =
+            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one.clone(), warp_specialize: true, ..PtxOptions::new(sm, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -667,16 +671,15 @@ fn gemm_views_rule_matches_the_backend() {
 }
 
 /// The K loop of a GEMM's PTX: from the head its back edge (the
-/// unconditional branch after the last MMA) jumps to, to the exit its test
-/// branches to; and everything after the exit.
+/// conditional branch after the last MMA) jumps to, to the exit that
+/// follows the back edge; and everything after the exit.
 fn k_loop(t: &str) -> (&str, &str) {
     let mma = t.rfind("wgmma.mma_async").unwrap();
-    let back = mma + t[mma..].find("\n\tbra.uni $L").unwrap() + "\n\tbra.uni ".len();
+    let back = mma + t[mma..].find(" bra.uni $L").unwrap() + " bra.uni ".len();
     let head = &t[back..back + t[back..].find(';').unwrap()];
     let h = t.find(&format!("{head}:")).unwrap();
-    let ex = h + t[h..].find("bra.uni $L").unwrap() + "bra.uni ".len();
-    let exit_label = &t[ex..ex + t[ex..].find(';').unwrap()];
-    let e = t.find(&format!("{exit_label}:")).unwrap();
+    // (the exit label follows the conditional back edge)
+    let e = back + t[back..].find('\n').unwrap() + 1;
     (&t[h..e], &t[e..])
 }
 
@@ -693,7 +696,7 @@ fn epilogue_stores_are_16_bytes() {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
         for ws in [false, true] {
             let opts = PtxOptions {
-                arg_div16: vec![true; k.params.len()],
+                arg_div16: vec![true; guarded_params(k)],
                 arg_one: one.clone(),
                 pipeline: 2,
                 warp_specialize: ws,

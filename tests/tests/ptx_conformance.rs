@@ -3,6 +3,7 @@
 //! sm_90, with integer arguments both divisible and not divisible by 16.
 //! Reports "skipped: no ptxas" when ptxas is missing.
 
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::Device;
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
@@ -26,7 +27,8 @@ fn conformance_kernels_assemble() {
     for k in &specs {
         for div16 in [false, true] {
             for sm in [80, 90] {
-                let opts = PtxOptions { arg_div16: vec![div16; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 4, k.params.len()) };
+                let opts =
+                    PtxOptions { arg_div16: vec![div16; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 4, k.params.len()) };
                 match emit(k, &opts) {
                     Err(e) => failures.push(format!("emit {} [{}]: {e}", k.name, k.describe_binding())),
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {

@@ -7,6 +7,7 @@
 //! a kernel it still rejects for i64 would be reported as "unsupported:
 //! i64" and counted, not failed.
 
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{specialize, DType, Kernel};
 use ferrotile::Device;
 use ferrotile_backends::wgsl::{emit, validate::validate, WgslOptions};
@@ -22,7 +23,7 @@ struct Tally {
 
 fn check(k: &Kernel, what: &str, t: &mut Tally) {
     // the last variant: every integer argument divisible by 16 (vec4 accesses where provable)
-    let aligned = WgslOptions { arg_div16: vec![true; k.params.len()], ..WgslOptions::default() };
+    let aligned = WgslOptions { arg_div16: vec![true; guarded_params(k)], ..WgslOptions::default() };
     check_with(k, what, t, &[WgslOptions::default(), WgslOptions { shader_f16: true, ..WgslOptions::default() }, aligned]);
 }
 
@@ -71,7 +72,7 @@ fn library_kernels_validate() {
                     WgslOptions { subgroups: true, ..d.clone() },
                     WgslOptions { workgroup_size: 64, ..d.clone() },
                     WgslOptions { workgroup_size: 256, subgroups: true, ..d.clone() },
-                    WgslOptions { subgroups: true, arg_div16: vec![true; spec.params.len()], ..d.clone() },
+                    WgslOptions { subgroups: true, arg_div16: vec![true; guarded_params(&spec)], ..d.clone() },
                 ];
                 check_with(&spec, &format!("{} [{}]", k.name, spec.describe_binding()), &mut t, &variants);
             }

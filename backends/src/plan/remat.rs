@@ -26,8 +26,9 @@ pub struct Remat<'k> {
 }
 
 impl<'k> Remat<'k> {
-    /// Most ops recomputed per element for one value.
-    pub const BUDGET: u32 = 16;
+    /// Most ops recomputed per element for one value (24: a guarded
+    /// store's mask — bounds of two dims and of the buffer — fits).
+    pub const BUDGET: u32 = 24;
 
     pub fn new(k: &'k Kernel) -> Self {
         let mut defs = HashMap::new();
@@ -49,8 +50,10 @@ impl<'k> Remat<'k> {
         self.k
     }
 
-    /// Ops needed to recompute tile `v` from its element index and scalars,
-    /// or `None` when it reads memory, reduces, or is carried by a loop.
+    /// Ops needed to recompute tile `v` from its element index and scalars
+    /// (each distinct op once: the per-index cache computes a shared
+    /// operand once), or `None` when it reads memory, reduces, or is
+    /// carried by a loop.
     pub fn cost(&mut self, v: V) -> Option<u32> {
         if self.k.ty(v).shape().is_empty() {
             return Some(0);
@@ -58,15 +61,32 @@ impl<'k> Remat<'k> {
         if let Some(c) = self.costs.get(&v) {
             return *c;
         }
-        let c = match self.defs.get(&v).map(|op| &op.kind) {
-            Some(OpKind::Arange { .. }) => Some(1),
-            Some(OpKind::Splat { .. }) => Some(0),
-            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.cost(*x),
-            Some(kind) if kind.is_elementwise() => kind.operands().iter().try_fold(1u32, |acc, u| Some(acc + self.cost(*u)?)),
-            _ => None,
-        };
+        let mut seen = std::collections::HashSet::new();
+        let mut n = 0;
+        let c = self.dag(v, &mut seen, &mut n).then_some(n);
         self.costs.insert(v, c);
         c
+    }
+
+    /// Count the distinct ops of `v`'s expression into `n`; false when one
+    /// cannot be recomputed.
+    fn dag(&self, v: V, seen: &mut std::collections::HashSet<V>, n: &mut u32) -> bool {
+        if self.k.ty(v).shape().is_empty() || !seen.insert(v) {
+            return true;
+        }
+        match self.defs.get(&v).map(|op| &op.kind) {
+            Some(OpKind::Arange { .. }) => {
+                *n += 1;
+                true
+            }
+            Some(OpKind::Splat { .. }) => true,
+            Some(OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. }) => self.dag(*x, seen, n),
+            Some(kind) if kind.is_elementwise() => {
+                *n += 1;
+                kind.operands().iter().all(|u| self.dag(*u, seen, n))
+            }
+            _ => false,
+        }
     }
 
     /// Whether `v` should be recomputed rather than converted.

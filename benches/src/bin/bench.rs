@@ -633,6 +633,15 @@ fn main() {
             }
         },
     };
+    // `--unchecked`: every launch without guards, to measure what they cost
+    // (the library checks its shapes on the host, so its kernels stay in
+    // bounds)
+    let unchecked = args.iter().any(|a| a == "--unchecked");
+    if unchecked {
+        // SAFETY: the benchmarks launch library kernels after the library's
+        // own shape checks, and the conformance-tested kernels index in bounds.
+        unsafe { ferrotile::runtime::set_unguarded_for_measurement(true) };
+    }
     let (mut rng, seed) = Rng::from_time();
     let reps = if quick { 10 } else { 50 };
     // 1 GiB, or 64 MiB on adapters with small buffer limits (lavapipe)
@@ -643,7 +652,12 @@ fn main() {
             std::process::exit(1)
         }
     };
-    println!("device: {}  seed: {seed}  device copy: {copy:.0} GB/s  timing: {}", dev.name(), dev.timing_method());
+    println!(
+        "device: {}  seed: {seed}  device copy: {copy:.0} GB/s  timing: {}  launches: {}",
+        dev.name(),
+        dev.timing_method(),
+        if unchecked { "unguarded (--unchecked)" } else { "guarded" }
+    );
     if args.iter().any(|a| a == "--gemm" || a == "--gemm-small" || a == "--gemm-shape" || a == "--gemm-configs") {
         let small = args.iter().any(|a| a == "--gemm-small");
         let shape = args.iter().position(|a| a == "--gemm-shape").and_then(|i| args.get(i + 1)).and_then(|v| {

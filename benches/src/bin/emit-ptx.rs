@@ -8,6 +8,7 @@
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
 
+use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 
@@ -46,7 +47,7 @@ fn main() {
         let p = emit(
             &spec,
             &PtxOptions {
-                arg_div16: vec![true; k.params.len()],
+                arg_div16: vec![true; guarded_params(k)],
                 arg_one: one,
                 pipeline: stages.saturating_sub(1),
                 warp_specialize: a.iter().any(|x| x == "ws"),
@@ -86,7 +87,7 @@ fn main() {
             subgroups: true,
             shader_f16: true,
             max_workgroup_storage: 49152,
-            arg_div16: vec![true; k.params.len()],
+            arg_div16: vec![true; guarded_params(k)],
             ..Default::default()
         };
         let w = ferrotile_backends::wgsl::emit(&spec, &o).unwrap_or_else(|e| {
@@ -98,7 +99,12 @@ fn main() {
     }
     let p = emit(
         &spec,
-        &PtxOptions { arg_div16: vec![true; k.params.len()], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len()) },
+        &PtxOptions {
+            arg_div16: vec![true; guarded_params(k)],
+            pipeline: 1,
+            warp_specialize: true,
+            ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
+        },
     )
     .unwrap();
     println!("{}", p.text);

@@ -368,11 +368,7 @@ pub fn cmp(op: CmpOp, a: &Data, b: &Data) -> Data {
     Data::B(match (a, b) {
         // pointers are ordered within one buffer; pointers into different
         // buffers are unequal and unordered (every ordering is false)
-        (Data::Ptr(x), Data::Ptr(y)) => x
-            .iter()
-            .zip(y)
-            .map(|(&(bp, p), &(bq, q))| if bp == bq { go(op, &[p], &[q])[0] } else { op == CmpOp::Ne })
-            .collect(),
+        (Data::Ptr(x), Data::Ptr(y)) => x.iter().zip(y).map(|(&(bp, p), &(bq, q))| if bp == bq { go(op, &[p], &[q])[0] } else { op == CmpOp::Ne }).collect(),
         (Data::F32(x), Data::F32(y)) => go(op, x, y),
         (Data::I32(x), Data::I32(y)) => go(op, x, y),
         _ if a.dtype().is_float() => go(op, &a.as_f32(), &b.as_f32()),

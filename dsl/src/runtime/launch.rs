@@ -188,11 +188,30 @@ pub fn checked_by_default() -> bool {
     })
 }
 
+static UNGUARDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make every launch of this process unguarded, as `launch_unchecked` —
+/// to measure what the guards cost (`bench --unchecked`).
+///
+/// # Safety
+/// From this call on, every kernel the process launches must keep its
+/// accesses in bounds, as `launch_unchecked` requires.
+pub unsafe fn set_unguarded_for_measurement(on: bool) {
+    UNGUARDED.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Entry point of generated launchers: check, specialize, run, with every
 /// access guarded (and checked, [`LaunchConfig::checked`]).
 pub fn launch(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [Arg<'_>], cx: &[i64], dts: &[DType]) -> Result<()> {
     let checked = cfg.checked.unwrap_or_else(checked_by_default) && !dev.capturing();
-    launch_with(k, dev, cfg, args, cx, dts, if checked { Safety::Checked } else { Safety::Safe })
+    let safety = if UNGUARDED.load(std::sync::atomic::Ordering::Relaxed) {
+        Safety::Unchecked
+    } else if checked {
+        Safety::Checked
+    } else {
+        Safety::Safe
+    };
+    launch_with(k, dev, cfg, args, cx, dts, safety)
 }
 
 /// Entry point of generated `launch_unchecked`: as [`launch`] without

@@ -20,4 +20,7 @@ pub use autotune::{Autotuner, TuneConfig, TuneReport};
 pub use buffer::Buffer;
 pub use buffer::Storage;
 pub use device::{Device, DeviceKind, Graph};
-pub use launch::{checked_by_default, launch, launch_unchecked, run_interpreted, set_specialization_observer, specialize_cached, Arg, LaunchConfig};
+pub use launch::{
+    checked_by_default, launch, launch_unchecked, run_interpreted, set_specialization_observer, set_unguarded_for_measurement, specialize_cached, Arg,
+    LaunchConfig,
+};

@@ -35,8 +35,8 @@ pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
 
-pub use guard::Safety;
 use crate::{Kernel, Type, V};
+pub use guard::Safety;
 use std::borrow::Cow;
 
 /// Which passes [`run`] applies, and their parameters.

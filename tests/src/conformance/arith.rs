@@ -266,7 +266,6 @@ pub fn int_ops(dev: &Device, seed: u64) -> R {
     int_ops_t::<i64>(dev, seed ^ 4, k_int_ops_i64::launch)
 }
 
-
 /// Bool tiles: && || ! ^ & | == != < and select on bools.
 #[kernel]
 pub fn k_logical<const B: i32>(x: Ptr<i32>, y: Ptr<i32>, out: Ptr<u8>, n: i32, st: i32) {

@@ -209,7 +209,27 @@ impl<'k> PtxWriter<'k> {
                     }
                     BinOp::LAnd | BinOp::LOr => return self.err("logical op on integers"),
                 };
-                self.line(format!("{ins} {r}, {x}, {y};"));
+                if matches!(o, BinOp::Div | BinOp::Rem) {
+                    // one semantics on every backend (docs/semantics.md):
+                    // x / 0 = x, x % 0 = 0, MIN / -1 = MIN, MIN % -1 = 0 —
+                    // divide by 1 instead of 0 (and of -1: x % 1 = 0; the
+                    // quotient is then negated, wrapping)
+                    let (odd, y1) = (self.reg(RegClass::P), self.reg(c));
+                    self.line(format!("setp.eq.{t} {odd}, {y}, 0;"));
+                    if d.is_signed() {
+                        self.line(format!("setp.eq.or.{t} {odd}, {y}, -1, {odd};"));
+                    }
+                    self.line(format!("selp.b{bits} {y1}, 1, {y}, {odd};"));
+                    self.line(format!("{ins} {r}, {x}, {y1};"));
+                    if d.is_signed() && o == BinOp::Div {
+                        let (m1, neg) = (self.reg(RegClass::P), self.reg(c));
+                        self.line(format!("setp.eq.{t} {m1}, {y}, -1;"));
+                        self.line(format!("neg.{t} {neg}, {x};"));
+                        self.line(format!("selp.b{bits} {r}, {neg}, {r}, {m1};"));
+                    }
+                } else {
+                    self.line(format!("{ins} {r}, {x}, {y};"));
+                }
                 self.norm8(&r, d);
                 r
             };

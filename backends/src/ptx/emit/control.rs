@@ -265,11 +265,17 @@ impl<'k> PtxWriter<'k> {
                 let (head, end) = (self.label(), self.label());
                 let p = self.reg(RegClass::P);
                 let t = ity(ivd);
+                // The trip count of `(lo..hi).step_by(step)`, whatever the
+                // values (docs/semantics.md): no iteration unless lo < hi
+                // and step > 0; then another one while hi − iv > step, an
+                // unsigned comparison that cannot overflow (iv < hi holds
+                // inside the loop), where `iv + step < hi` could wrap.
                 self.cp_commit();
+                self.line(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
+                self.line(format!("setp.le.or.{t} {p}, {rst}, 0, {p};"));
+                self.line(format!("@{p} bra.uni {end};"));
                 self.body.push_str(&format!("{head}:\n"));
                 self.ring_dirty = true;
-                self.line(format!("setp.ge.{t} {p}, {iv}, {rhi};"));
-                self.line(format!("@{p} bra.uni {end};"));
                 // A wgmma `dot` of this body whose operands both arrive
                 // through rings, `d` iterations ahead: this iteration's
                 // tiles are the oldest of the `d` groups in flight. Wait for
@@ -347,8 +353,12 @@ impl<'k> PtxWriter<'k> {
                         }
                     }
                 }
+                let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
+                let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
+                self.line(format!("sub.{t} {rem}, {rhi}, {iv};"));
+                self.line(format!("setp.gt.{ut} {more}, {rem}, {rst};"));
                 self.line(format!("add.{t} {iv}, {iv}, {rst};"));
-                self.line(format!("bra.uni {head};"));
+                self.line(format!("@{more} bra.uni {head};"));
                 self.body.push_str(&format!("{end}:\n"));
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds

@@ -278,6 +278,8 @@ fn ft_udivrem64(n: vec2<u32>, d: vec2<u32>) -> vec4<u32> {
 const DIVREM64: &str = "// signed 64-bit (quotient.xy, remainder.zw), truncating, wrapping
 fn ft_divrem64(a: vec2<u32>, b: vec2<u32>) -> vec4<u32> {
     let z = vec2<u32>(0u, 0u);
+    // x / 0 = x, x % 0 = 0 (as WGSL's own integer division)
+    if (all(b == z)) { return vec4<u32>(a, z); }
     let na = bitcast<i32>(a.y) < 0i;
     let nb = bitcast<i32>(b.y) < 0i;
     let qr = ft_udivrem64(select(a, ft_sub64(z, a), na), select(b, ft_sub64(z, b), nb));

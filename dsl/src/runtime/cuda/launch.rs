@@ -83,7 +83,16 @@ pub fn ptx_for(spec: &Kernel, opts: &PtxOptions) -> Result<ptx::PtxKernel> {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &[Arg<'_>], cx: &[i64], dts: &[DType], safety: Safety) -> Result<()> {
+pub(crate) fn launch(
+    k: &'static Kernel,
+    spec: &Kernel,
+    dev: &Device,
+    cfg: LaunchConfig,
+    args: &[Arg<'_>],
+    cx: &[i64],
+    dts: &[DType],
+    safety: Safety,
+) -> Result<()> {
     let cuda = dev.cuda.as_ref().expect("cuda device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
     let div16: Vec<bool> = args
@@ -101,8 +110,19 @@ pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: Launc
         })
         .collect();
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
-        let key: Key =
-            (k as *const Kernel as usize, cuda.ordinal, cx.to_vec(), dts.to_vec(), div16.clone(), one.clone(), cfg.num_warps, cfg.num_stages, cfg.cluster, tma, safety);
+        let key: Key = (
+            k as *const Kernel as usize,
+            cuda.ordinal,
+            cx.to_vec(),
+            dts.to_vec(),
+            div16.clone(),
+            one.clone(),
+            cfg.num_warps,
+            cfg.num_stages,
+            cfg.cluster,
+            tma,
+            safety,
+        );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
             return Ok(c);

@@ -47,7 +47,16 @@ fn put(u: &mut Vec<u8>, off: u32, bytes: &[u8]) {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(k: &'static Kernel, spec: &Kernel, dev: &Device, cfg: LaunchConfig, args: &[Arg<'_>], cx: &[i64], dts: &[DType], safety: Safety) -> Result<()> {
+pub(crate) fn launch(
+    k: &'static Kernel,
+    spec: &Kernel,
+    dev: &Device,
+    cfg: LaunchConfig,
+    args: &[Arg<'_>],
+    cx: &[i64],
+    dts: &[DType],
+    safety: Safety,
+) -> Result<()> {
     let w = dev.wgpu.as_ref().expect("wgpu device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
     let lim = &w.limits;
