@@ -30,6 +30,10 @@
 #   verify:  CUDA conformance, library and GEMM tests (`verify rest`: the
 #            GEMM tuner-configuration sweeps) — for changes that must not
 #            alter what runs
+#   safety:  conformance (CUDA) and library tests, memcheck and racecheck of
+#            the conformance suite (the guarded out-of-bounds cases included)
+#   guards:  the row-kernel and GEMM benches guarded and `--unchecked`,
+#            alternated twice (RESULTS: "Guards")
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -185,6 +189,33 @@ case "${1:-check}" in
       FERROTILE_TEST_DEVICES=cuda step gemm 280 $D/gemm --skip every_tuner_configuration
     fi
     grep -E "conformance on|test result|FAILED|panicked" "$L" | head -20
+    ;;
+  safety)
+    # memory safety (issue 19): the conformance suite on CUDA (out-of-bounds
+    # accesses, views outside their buffers, loop steps, checked launches),
+    # the library tests, and compute-sanitizer memcheck over the suite —
+    # the guarded out-of-bounds cases must touch nothing outside their buffers
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cpu,cuda step library 150 $D/library
+    FERROTILE_TEST_DEVICES=cuda step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    grep -E "conformance on|test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|case .* failed" "$L" | head -30
+    ;;
+  guards)
+    # what the guards cost: the row-kernel and GEMM benches guarded (as
+    # `launch` runs) and unguarded (`--unchecked`), alternated twice with one
+    # tuner cache (the first pass tunes)
+    export FERROTILE_CACHE_DIR=/tmp/ftguards
+    for r in 1 2; do
+      for flag in "" --unchecked; do
+        n=${flag:+unchecked}; n=${n:-guarded}
+        step "rows_${n}_$r" 150 $D/bench --device cuda --shapes 16384x4096,4096x16384 $flag
+        for sh in 4096x4096x4096 16x8192x8192; do
+          step "gemm_${sh}_${n}_$r" 120 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16 $flag
+        done
+      done
+    done
+    grep -E "^=== |launches:|GB/s|TFLOP|FAIL" "$L" | grep -v autotune | tail -80
     ;;
   ab)
     # the same benchmarks from the build before a change (.devbin/bench-before,
