@@ -33,7 +33,7 @@
 #   safety:  conformance (CUDA) and library tests, memcheck and racecheck of
 #            the conformance suite (the guarded out-of-bounds cases included)
 #   guards:  the row-kernel and GEMM benches guarded and `--unchecked`,
-#            alternated twice (RESULTS: "Guards")
+#            alternated twice, each tuned for itself (RESULTS: "Guards")
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -203,12 +203,13 @@ case "${1:-check}" in
     ;;
   guards)
     # what the guards cost: the row-kernel and GEMM benches guarded (as
-    # `launch` runs) and unguarded (`--unchecked`), alternated twice with one
-    # tuner cache (the first pass tunes)
-    export FERROTILE_CACHE_DIR=/tmp/ftguards
+    # `launch` runs) and unguarded (`--unchecked`), alternated twice; each
+    # mode with a tuner cache of its own (its first pass tunes), so each
+    # runs the configurations best for its code
     for r in 1 2; do
       for flag in "" --unchecked; do
         n=${flag:+unchecked}; n=${n:-guarded}
+        export FERROTILE_CACHE_DIR=/tmp/ftguards_$n
         step "rows_${n}_$r" 150 $D/bench --device cuda --shapes 16384x4096,4096x16384 $flag
         for sh in 4096x4096x4096 16x8192x8192; do
           step "gemm_${sh}_${n}_$r" 120 $D/bench --device cuda --gemm-shape $sh --dtypes bf16,f16 $flag

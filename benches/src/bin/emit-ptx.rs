@@ -6,9 +6,11 @@
 //! 2 with one N tile; `ws`: a producer warpgroup, as `FERROTILE_WS=1` asks —
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
-//! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on).
+//! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
+//! `unchecked`: a row kernel without the guards (as `launch_unchecked`).
 
 use ferrotile::ir::passes::guard::guarded_params;
+use ferrotile::ir::passes::Safety;
 use ferrotile::ir::{specialize, DType};
 use ferrotile_backends::ptx::{emit, PtxOptions};
 
@@ -103,6 +105,7 @@ fn main() {
             arg_div16: vec![true; guarded_params(k)],
             pipeline: 1,
             warp_specialize: true,
+            safety: if a.iter().any(|x| x == "unchecked") { Safety::Unchecked } else { Safety::Safe },
             ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
         },
     )

@@ -300,7 +300,7 @@ impl Guard<'_> {
             match &mut op.kind {
                 OpKind::Load { ptr, mask, .. } | OpKind::Store { ptr, mask, .. } | OpKind::AtomicAdd { ptr, mask, .. } => {
                     let inb = self.in_bounds(&mut e, *ptr, *ptr);
-                    if let Some(site) = site {
+                    if let (Some(site), Some(_)) = (site, self.report) {
                         let bad = e.not(inb);
                         let bad = e.and(*mask, bad);
                         self.count(&mut e, site, bad);
@@ -309,7 +309,7 @@ impl Guard<'_> {
                 }
                 OpKind::MakeView { base, shape, strides } if !(self.host_checked)(op.results[0]) => {
                     let fits = self.view_fits(&mut e, *base, shape, strides);
-                    if let Some(site) = site {
+                    if let (Some(site), Some(_)) = (site, self.report) {
                         let bad = e.not(fits);
                         self.count(&mut e, site, bad);
                     }
@@ -320,7 +320,7 @@ impl Guard<'_> {
                     }
                 }
                 OpKind::For { step, .. } => {
-                    if let Some(site) = site {
+                    if let (Some(site), Some(_)) = (site, self.report) {
                         let dt = e.k.ty(*step).dtype().expect("an integer step");
                         let zero = e.konst(Lit::Int(0), dt);
                         let bad = e.cmp(CmpOp::Le, *step, zero);
