@@ -3,9 +3,17 @@
 use ferrotile_ir::DType;
 pub use half::{bf16, f16};
 
+mod sealed {
+    /// Only the element types below: a kernel reads a buffer by the
+    /// dtype its element type claims, so that claim must be ours.
+    pub trait Sealed {}
+}
+
 /// A Rust type that can live in a ferrotile [`crate::Buffer`] or be passed as
-/// a scalar kernel argument.
-pub trait Element: Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
+/// a scalar kernel argument: `f32`, `f16`, `bf16`, `i32`, `u32`, `i64`,
+/// `i8`, `u8`, `bool` (sealed: the runtime trusts `DTYPE` and the byte
+/// conversions).
+pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
     const DTYPE: DType;
     fn to_le_bytes_vec(v: &[Self]) -> Vec<u8>;
     fn from_le_bytes_slice(b: &[u8]) -> Vec<Self>;
@@ -21,13 +29,20 @@ pub trait FloatElement: Element {
 
 macro_rules! elem {
     ($t:ty, $d:expr, $n:expr, |$v:ident| $sc:expr) => {
+        impl sealed::Sealed for $t {}
         impl Element for $t {
             const DTYPE: DType = $d;
             fn to_le_bytes_vec(v: &[Self]) -> Vec<u8> {
                 v.iter().flat_map(|x| x.to_le_bytes()).collect()
             }
             fn from_le_bytes_slice(b: &[u8]) -> Vec<Self> {
-                b.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect()
+                b.chunks_exact($n)
+                    .map(|c| {
+                        let mut a = [0u8; $n];
+                        a.copy_from_slice(c);
+                        <$t>::from_le_bytes(a)
+                    })
+                    .collect()
             }
             fn to_scalar(self) -> Scalar {
                 let $v = self;
@@ -46,6 +61,7 @@ elem!(i64, DType::I64, 8, |v| Scalar::I(v, DType::I64));
 elem!(i8, DType::I8, 1, |v| Scalar::I(v as i64, DType::I8));
 elem!(u8, DType::U8, 1, |v| Scalar::I(v as i64, DType::U8));
 
+impl sealed::Sealed for bool {}
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
     fn to_le_bytes_vec(v: &[Self]) -> Vec<u8> {

@@ -42,6 +42,10 @@ struct Spec<'k> {
     dt: Vec<DType>,
 }
 
+/// The most elements one tile may hold after specialization (as Triton's
+/// `TRITON_MAX_TENSOR_NUMEL`).
+pub const MAX_TILE_ELEMENTS: i64 = 1 << 20;
+
 /// Specialize `k` with constexpr values `constexprs` (in declaration order;
 /// bools as 0/1) and dtype parameters `dtypes`.
 pub fn specialize(k: &Kernel, constexprs: &[i64], dtypes: &[DType]) -> Result<Kernel, SpecializeError> {
@@ -95,6 +99,21 @@ pub fn specialize(k: &Kernel, constexprs: &[i64], dtypes: &[DType]) -> Result<Ke
     out.bound_constexprs = constexprs.to_vec();
     out.bound_dtypes = dtypes.to_vec();
     crate::passes::dce::dce(&mut out);
+    // (a dimension is at most 2^20, checked by the builder; the product too:
+    // a program's tile lives in registers, and the backends unroll it)
+    let mut too_big = None;
+    out.walk(&mut |op| {
+        for r in &op.results {
+            let shape = out.ty(*r).shape();
+            let n = shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(d.known().unwrap_or(1)));
+            if too_big.is_none() && n.is_none_or(|n| n > MAX_TILE_ELEMENTS) {
+                too_big = Some((op.loc, shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")));
+            }
+        }
+    });
+    if let Some((loc, shape)) = too_big {
+        return Err(err(loc, format!("a tile of shape [{shape}] holds more than the 2^20 elements a tile may hold; use smaller blocks")));
+    }
     crate::verify::verify(&out).map_err(|e| err(e.loc, format!("internal error: specialized IR fails verification: {}", e.msg)))?;
     Ok(out)
 }

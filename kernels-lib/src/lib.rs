@@ -160,6 +160,16 @@ pub(crate) fn check_rows(op: &str, name: &str, len: usize, rows: usize, cols: us
     Ok(())
 }
 
+/// A row kernel walks columns `start + arange(0, block)` in i32: the last
+/// chunk must not overflow (so that the unguarded launches behind the host
+/// checks stay in bounds).
+pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<(), LibError> {
+    if cols.checked_add(block).is_none_or(|e| e > i32::MAX as usize) {
+        return Err(LibError::Shape(format!("{op}: rows of {cols} elements (blocks of {block}) exceed the 32-bit column index")));
+    }
+    Ok(())
+}
+
 /// Device buffers the library keeps between calls, per device
 /// ([`ferrotile::Device::id`]): a placeholder for pointer parameters that a
 /// constexpr flag leaves unused (e.g. GEMM without bias), the split-K

@@ -164,10 +164,18 @@ pub fn layer_norm_with<T: FloatElement>(
     }
     let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
     let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
-    if cfg.looped {
-        layer_norm_looped::launch(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
-    } else {
-        layer_norm_row::launch(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
+    crate::check_row_blocks("layer_norm", cols, cfg.block as usize)?;
+    // SAFETY: the checks above keep every access in its buffer: program
+    // `row < rows` reads and writes `row · cols + c` for `0 ≤ c < cols`
+    // (masked; `c` cannot overflow, `check_row_blocks`), inside `x` and `y`
+    // (`check_rows`), and `w`/`b` at `c < cols` (`check_vec`). The guards
+    // would cost up to 11 % on bf16 norms (benches/RESULTS.md, "Guards").
+    unsafe {
+        if cfg.looped {
+            layer_norm_looped::launch_unchecked(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
+        } else {
+            layer_norm_row::launch_unchecked(dev, launch, x, y, w, b, n, s, s, eps, bl)?;
+        }
     }
     Ok(())
 }
@@ -207,10 +215,18 @@ pub fn rms_norm_with<T: FloatElement>(
     }
     let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
     let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
-    if cfg.looped {
-        rms_norm_looped::launch(dev, launch, x, y, w, n, s, s, eps, bl)?;
-    } else {
-        rms_norm_row::launch(dev, launch, x, y, w, n, s, s, eps, bl)?;
+    crate::check_row_blocks("rms_norm", cols, cfg.block as usize)?;
+    // SAFETY: the checks above keep every access in its buffer: program
+    // `row < rows` reads and writes `row · cols + c` for `0 ≤ c < cols`
+    // (masked; `c` cannot overflow, `check_row_blocks`), inside `x` and `y`
+    // (`check_rows`), and `w`/`b` at `c < cols` (`check_vec`). The guards
+    // would cost up to 11 % on bf16 norms (benches/RESULTS.md, "Guards").
+    unsafe {
+        if cfg.looped {
+            rms_norm_looped::launch_unchecked(dev, launch, x, y, w, n, s, s, eps, bl)?;
+        } else {
+            rms_norm_row::launch_unchecked(dev, launch, x, y, w, n, s, s, eps, bl)?;
+        }
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ pub fn softmax_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let v = load(x + row * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
-    let m = max(v, 0);
+    let m = max(v, axis = 0);
     let e = exp(v - m);
     // one reciprocal per row instead of a division per element
     let inv = 1.0 / sum(e, 0);
@@ -44,7 +44,7 @@ pub fn softmax_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: 
         l = l * exp(m - shift) + exp(v - shift);
         m = m_new;
     }
-    let gmax = max(m, 0);
+    let gmax = max(m, axis = 0);
     let total = sum(l * exp(m - gmax), 0);
     let inv = 1.0 / total;
     for start in (0..n_cols).step_by(BLOCK) {
@@ -134,10 +134,17 @@ pub fn softmax_with<T: FloatElement>(
     if !cfg.looped && (cfg.block as usize) < cols {
         return Err(LibError::Config(format!("softmax: block {} is narrower than the row ({cols}); use the looped kernel", cfg.block)));
     }
-    if cfg.looped {
-        softmax_looped::launch(dev, launch, x, y, n, xs, ys, block)?;
-    } else {
-        softmax_row::launch(dev, launch, x, y, n, xs, ys, block)?;
+    crate::check_row_blocks("softmax", cols, cfg.block as usize)?;
+    // SAFETY: the checks above keep every access in its buffer: program
+    // `row < rows` reads `row · x_stride + c` and writes `row · y_stride + c`
+    // for `0 ≤ c < cols` (masked; `c` cannot overflow, `check_row_blocks`),
+    // inside `x` and `y` (`check_rows`).
+    unsafe {
+        if cfg.looped {
+            softmax_looped::launch_unchecked(dev, launch, x, y, n, xs, ys, block)?;
+        } else {
+            softmax_row::launch_unchecked(dev, launch, x, y, n, xs, ys, block)?;
+        }
     }
     Ok(())
 }

@@ -25,6 +25,9 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
             .to_compile_error()
             .into();
     }
+    if let Some(e) = where_call(item.clone().into()) {
+        return e.to_compile_error().into();
+    }
     let func = match syn::parse::<syn::ItemFn>(item) {
         Ok(f) => f,
         Err(e) => return e.to_compile_error().into(),
@@ -39,4 +42,32 @@ fn expand(func: syn::ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let sig = signature::check(&func)?;
     let kernel = lower::lower(&func, &sig)?;
     Ok(codegen::generate(&func, &sig, &kernel))
+}
+
+/// Triton's `where(cond, a, b)`: `where` is a Rust keyword, so the body
+/// does not even parse. Name the DSL's spelling before the parser fails.
+fn where_call(ts: proc_macro2::TokenStream) -> Option<syn::Error> {
+    use proc_macro2::{Delimiter, TokenTree};
+    let toks: Vec<TokenTree> = ts.into_iter().collect();
+    for (i, t) in toks.iter().enumerate() {
+        match t {
+            TokenTree::Ident(id) if id == "where" => {
+                if let Some(TokenTree::Group(g)) = toks.get(i + 1) {
+                    if g.delimiter() == Delimiter::Parenthesis {
+                        return Some(syn::Error::new(
+                            id.span(),
+                            "`where` is a Rust keyword and cannot be called\n  = help: write `select(cond, a, b)` (Triton's `tl.where`)",
+                        ));
+                    }
+                }
+            }
+            TokenTree::Group(g) => {
+                if let Some(e) = where_call(g.stream()) {
+                    return Some(e);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }

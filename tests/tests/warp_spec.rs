@@ -93,7 +93,7 @@ fn ws_attention<T: Float, const BM: i32, const BN: i32, const D: i32>(q: Ptr<T>,
     let mut acc = zeros([BM, D], f32);
     for j in (0..n).step_by(BN) {
         let s = dot(qt, load_block(vkt, [0, j], [D, BN]), zeros([BM, BN], f32));
-        let m_new = maximum(m_i, max(s, 1));
+        let m_new = maximum(m_i, max(s, axis = 1));
         let p = exp(s - expand_dims(m_new, 1));
         let alpha = exp(m_i - m_new);
         l_i = l_i * alpha + sum(p, 1);

@@ -171,7 +171,7 @@ pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, 
     for row in range(program_id(0), n_rows, num_programs(0)) {
         let r = row as i64;
         let v = load(x + r * (x_stride as i64) + cols, mask, T::NEG_INFINITY) as f32;
-        let e = exp(v - max(v, 0));
+        let e = exp(v - max(v, axis = 0));
         let inv = 1.0 / sum(e, 0);
         store(y + r * (y_stride as i64) + cols, (e * inv) as T, mask);
     }
@@ -623,7 +623,13 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
     let dev = match args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1)).map(String::as_str) {
-        None => Device::best(),
+        None => match Device::best() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1)
+            }
+        },
         Some("cpu") => Device::cpu(),
         Some(want) => match if want == "wgpu" { Device::wgpu() } else { Device::cuda(0) } {
             Ok(d) => d,

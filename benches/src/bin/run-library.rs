@@ -66,7 +66,13 @@ fn run<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, o
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let dev = Device::best();
+    let dev = match Device::best() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+    };
     let (mut rng, seed) = Rng::from_time();
     println!("ferrotile kernel library on {} (seed {seed})", dev.name());
     let shapes: &[(usize, usize)] = if quick { &[(64, 1000), (8, 20000)] } else { &[(1024, 1000), (512, 4096), (64, 20000), (4096, 777)] };

@@ -67,15 +67,30 @@ type RR<T> = std::result::Result<T, RtErr>;
 
 /// Run `k` over `grid` on up to `threads` host threads.
 pub fn run(k: &Kernel, threads: usize, grid: [u32; 3], args: &[InterpArg<'_>]) -> Result<()> {
-    debug_assert!(k.specialized);
     // (launches through the runtime are checked against the signature
-    // already; this entry point is public, so check the shape of `args` too)
+    // already; this entry point is public, so check the kernel and `args`
+    // too: the interpreter then meets only what it can run)
+    let lerr = |msg: String| Error::Launch { kernel: k.name.clone(), msg };
+    if !k.specialized {
+        return Err(lerr("the interpreter runs specialized kernels (`ferrotile_ir::specialize`)".into()));
+    }
+    ferrotile_ir::verify::verify(k).map_err(|e| lerr(format!("the kernel fails verification at line {}: {}", e.loc.line, e.msg)))?;
     if args.len() != k.params.len() {
-        return Err(Error::Launch { kernel: k.name.clone(), msg: format!("{} arguments for {} parameters", args.len(), k.params.len()) });
+        return Err(lerr(format!("{} arguments for {} parameters", args.len(), k.params.len())));
     }
     for (i, (a, p)) in args.iter().zip(&k.params).enumerate() {
-        if matches!(a, InterpArg::Buffer { .. }) != matches!(p.kind, ferrotile_ir::ParamKind::Ptr(_)) {
-            return Err(Error::Launch { kernel: k.name.clone(), msg: format!("argument {i} (`{}`): a buffer and a scalar were mixed up", p.name) });
+        match (a, &p.kind) {
+            (InterpArg::Buffer { mem, len, dtype }, ferrotile_ir::ParamKind::Ptr(d)) => {
+                if dtype != d || mem.dtype != *d {
+                    return Err(lerr(format!("argument {i} (`{}`): a buffer of {dtype} (memory of {}) for a pointer to {d}", p.name, mem.dtype)));
+                }
+                let bytes = mem.data.read().map(|g| g.len()).unwrap_or_else(|g| g.into_inner().len());
+                if len.checked_mul(d.size_bytes()).is_none_or(|b| b > bytes) {
+                    return Err(lerr(format!("argument {i} (`{}`): {len} elements of {d} do not fit its {bytes} bytes", p.name)));
+                }
+            }
+            (InterpArg::Scalar(s), ferrotile_ir::ParamKind::Scalar(d)) if s.dtype() == *d => {}
+            _ => return Err(lerr(format!("argument {i} (`{}`) does not match the parameter's kind or dtype", p.name))),
         }
     }
     let mut params: Vec<Option<BufArg>> = vec![];
@@ -92,7 +107,9 @@ pub fn run(k: &Kernel, threads: usize, grid: [u32; 3], args: &[InterpArg<'_>]) -
             }
         }
     }
-    let total = grid.iter().map(|&g| g as u64).product::<u64>();
+    let Some(total) = grid.iter().try_fold(1u64, |acc, &g| acc.checked_mul(g as u64)) else {
+        return Err(lerr(format!("a grid of {grid:?} programs is more than 2^64")));
+    };
     let next = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let first_err: Mutex<Option<(u64, Error)>> = Mutex::new(None);

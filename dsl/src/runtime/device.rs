@@ -108,16 +108,17 @@ impl Device {
 
     /// The best device available: CUDA device 0 if present, else a wgpu
     /// adapter (builds with the `wgpu` feature), else the CPU interpreter.
-    /// `FERROTILE_DEVICE=cpu|cuda|wgpu` forces a choice (falling back to
-    /// the CPU when the forced device is unavailable).
-    pub fn best() -> Device {
+    /// `FERROTILE_DEVICE=cpu|cuda|wgpu` forces a choice: a forced device
+    /// that is unavailable (or another value) is an error, not a silent
+    /// fallback. Without it this never fails.
+    pub fn best() -> Result<Device> {
         match std::env::var("FERROTILE_DEVICE").as_deref() {
-            Ok("cpu") => return Device::cpu(),
-            Ok("cuda") => return Device::cuda(0).unwrap_or_else(|_| Device::cpu()),
-            Ok("wgpu") => return Device::wgpu().unwrap_or_else(|_| Device::cpu()),
-            _ => {}
+            Ok("cpu") => Ok(Device::cpu()),
+            Ok("cuda") => Device::cuda(0).map_err(|e| Error::DeviceUnavailable(format!("FERROTILE_DEVICE=cuda: {e}"))),
+            Ok("wgpu") => Device::wgpu().map_err(|e| Error::DeviceUnavailable(format!("FERROTILE_DEVICE=wgpu: {e}"))),
+            Ok(other) if !other.is_empty() => Err(Error::DeviceUnavailable(format!("FERROTILE_DEVICE={other}: expected cpu, cuda or wgpu"))),
+            _ => Ok(Device::cuda(0).or_else(|_| Device::wgpu()).unwrap_or_else(|_| Device::cpu())),
         }
-        Device::cuda(0).or_else(|_| Device::wgpu()).unwrap_or_else(|_| Device::cpu())
     }
 
     pub fn kind(&self) -> DeviceKind {

@@ -74,6 +74,23 @@ pub struct Builder {
     blocks: Vec<Block>,
     frames: Vec<Frame>,
     pub loc: Loc,
+    /// Facts that turn silent mistakes into type errors (`emit`).
+    facts: Facts,
+}
+
+/// What the builder remembers about values to catch mistakes that would
+/// type-check and compute something else than meant:
+/// - `zero_filled`: read by a masked `load` without `other` (masked-off
+///   lanes hold 0), or computed elementwise from one — a `max`/`min`/
+///   `argmax`/`argmin` over it would count those zeros;
+/// - `reduced`: the result of a reduction along axis `a > 0` of a tile of
+///   rank ≥ 2 (or computed elementwise from one, same rank) — implicit
+///   broadcasting prepends the missing axis, so against the original tile
+///   it lines up with the wrong axis (silently, when the two sizes agree).
+#[derive(Default)]
+struct Facts {
+    zero_filled: std::collections::HashSet<V>,
+    reduced: std::collections::HashMap<V, u8>,
 }
 
 fn fmt_ty(t: &Type) -> String {

@@ -23,6 +23,19 @@ impl Builder {
         let name = format!("{op:?}").to_lowercase();
         let a = self.axis_of(&t, axis, &name)?;
         let d = t.dtype().ok_or_else(|| TypeError::new(format!("cannot reduce pointers with {name}")).at(0))?;
+        if op != ReduceOp::Sum && self.facts.zero_filled.contains(&x) {
+            let identity = match (op, d.is_float()) {
+                (ReduceOp::Max | ReduceOp::Argmax, true) => "f32::NEG_INFINITY",
+                (ReduceOp::Min | ReduceOp::Argmin, true) => "f32::INFINITY",
+                (ReduceOp::Max | ReduceOp::Argmax, false) => "the dtype's MIN",
+                _ => "the dtype's MAX",
+            };
+            return Err(TypeError::new(format!(
+                "`{name}` over a masked `load` without `other`: masked-off lanes read 0, and `{name}` would count those zeros"
+            ))
+            .hint(format!("give the load the identity of `{name}`: `load(ptrs, mask, {identity})` (or pass `other = 0` explicitly if zeros are meant)"))
+            .at(0));
+        }
         if d == DType::Bool && op == ReduceOp::Sum {
             return Err(TypeError::new("sum of a bool tile").hint("cast first: `mask as i32`").at(0));
         }

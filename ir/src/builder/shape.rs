@@ -34,6 +34,15 @@ impl Builder {
         if ty.rank() > shape.len() {
             return Err(TypeError::new(format!("cannot broadcast {} to the lower-rank shape {}", fmt_ty(&ty), fmt_shape(shape))));
         }
+        if let Some(&a) = self.facts.reduced.get(&x) {
+            if ty.rank() < shape.len() {
+                return Err(TypeError::new(format!(
+                    "this tile was reduced along axis {a}; broadcasting it to {} puts it back as axis 0, which lines its values up with the wrong axis",
+                    fmt_shape(shape)
+                ))
+                .hint(format!("put the reduced axis back where it was: `expand_dims(s, {a})` (a `[.., 1]` column broadcasts along axis {a})")));
+            }
+        }
         let mut x = x;
         while self.ty(x).rank() < shape.len() {
             x = self.expand_dims(x, 0)?;

@@ -18,7 +18,7 @@ impl Builder {
             bound_constexprs: vec![],
             bound_dtypes: vec![],
         };
-        Builder { kernel, blocks: vec![Block::default()], frames: vec![], loc: Loc::default() }
+        Builder { kernel, blocks: vec![Block::default()], frames: vec![], loc: Loc::default(), facts: Default::default() }
     }
 
     /// Finish: the top-level block becomes the kernel body.
@@ -51,7 +51,35 @@ impl Builder {
 
     pub(super) fn emit(&mut self, kind: OpKind, results: Vec<V>) {
         let loc = self.loc;
+        if let Some(&r) = results.first() {
+            self.note_facts(&kind, r);
+        }
         self.blocks.last_mut().unwrap().ops.push(Op { kind, results, loc });
+    }
+
+    /// Track `Facts` through the op that defines `r`.
+    fn note_facts(&mut self, kind: &OpKind, r: V) {
+        let f = &mut self.facts;
+        match kind {
+            OpKind::Load { mask: Some(_), other: None, .. } => {
+                f.zero_filled.insert(r);
+            }
+            OpKind::Reduce { x, axis, .. } if *axis > 0 && self.kernel.values[x.idx()].ty.rank() >= 2 => {
+                f.reduced.insert(r, *axis);
+            }
+            OpKind::Select { .. } | OpKind::Cmp { .. } => {}
+            k if k.is_elementwise() || matches!(k, OpKind::Broadcast { .. } | OpKind::Splat { .. }) => {
+                let rank = self.kernel.values[r.idx()].ty.rank();
+                let ops = k.operands();
+                if ops.iter().any(|o| f.zero_filled.contains(o)) {
+                    f.zero_filled.insert(r);
+                }
+                if let Some(a) = ops.iter().find(|o| self.kernel.values[o.idx()].ty.rank() == rank).and_then(|o| f.reduced.get(o)) {
+                    f.reduced.insert(r, *a);
+                }
+            }
+            _ => {}
+        }
     }
 
     pub(super) fn emit1(&mut self, kind: OpKind, ty: Type) -> V {

@@ -65,6 +65,36 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// The axis of a reduction: `axis = N` or a constant. `max(x, 0)` /
+    /// `min(x, 0)` with a bare literal is refused: it reads as the
+    /// elementwise maximum with 0 (Triton's `tl.maximum`), which is
+    /// `maximum(x, 0.0)` here.
+    pub(super) fn axis_arg(&mut self, name: &str, e: &Expr) -> SR<i64> {
+        if let Expr::Assign(a) = e {
+            if matches!(&*a.left, Expr::Path(p) if p.path.is_ident("axis")) {
+                return self.const_int_arg(&a.right, "the reduction axis");
+            }
+            return err(&a.left, "the only named argument of a reduction is `axis`", format!("write `{name}(x, axis = 0)`"));
+        }
+        let ambiguous = name == "max" || name == "min";
+        match e {
+            Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(l), .. }) if ambiguous => err(
+                e,
+                format!("`{name}(x, {l})` is ambiguous: it would reduce `x` along axis {l}, not take the elementwise {name}imum with {l}"),
+                format!(
+                    "for the elementwise {name}imum write `{name}imum(x, {}.0)`; to reduce along axis {l} write `{name}(x, axis = {l})`",
+                    l.base10_digits()
+                ),
+            ),
+            Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(l), .. }) if ambiguous => err(
+                e,
+                format!("the second argument of `{name}` is the axis to reduce along, not a value"),
+                format!("for the elementwise {name}imum write `{name}imum(x, {})`; to reduce along axis 0 write `{name}(x, axis = 0)`", l.base10_digits()),
+            ),
+            _ => self.const_int_arg(e, "the reduction axis"),
+        }
+    }
+
     pub(super) fn dims_arg(&mut self, e: &Expr, what: &str) -> SR<Vec<Dim>> {
         let Expr::Array(a) = e else {
             return err(e, format!("{what} must be written as an array `[d0, d1, ...]`"), "e.g. `[BLOCK_M, BLOCK_N]`");
@@ -276,7 +306,7 @@ impl<'a> Lower<'a> {
             }
             "sum" | "max" | "min" | "argmax" | "argmin" | "cumsum" => {
                 let x = val!(0);
-                let axis = self.const_int_arg(all[1], "the reduction axis")?;
+                let axis = self.axis_arg(&name, all[1])?;
                 let op = match name.as_str() {
                     "sum" => ReduceOp::Sum,
                     "max" => ReduceOp::Max,

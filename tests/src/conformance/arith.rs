@@ -286,8 +286,8 @@ pub fn k_logical<const B: i32>(x: Ptr<i32>, y: Ptr<i32>, out: Ptr<u8>, n: i32, s
     // any / all of the program's lanes (masked lanes count as false / true)
     let pm = p & m;
     let pa = p | !m;
-    store(out + 10 * st + offs, max(pm, 0) as u8, m);
-    store(out + 11 * st + offs, min(pa, 0).to(u8), m);
+    store(out + 10 * st + offs, max(pm, axis = 0) as u8, m);
+    store(out + 11 * st + offs, min(pa, axis = 0).to(u8), m);
 }
 
 pub fn logical(dev: &Device, seed: u64) -> R {
@@ -303,8 +303,8 @@ pub fn logical(dev: &Device, seed: u64) -> R {
         "p < q",
         "select(p, q, !q)",
         "p && true || false",
-        "max(p, 0) (any)",
-        "min(p, 0) (all)",
+        "max(p, axis = 0) (any)",
+        "min(p, axis = 0) (all)",
     ];
     for &(n, b) in SIZES_1D {
         let c = Ctx::new("logical", seed, format!("bool n={n} B={b}"));

@@ -65,7 +65,7 @@ pub fn k_control<const B: i32, const DOUBLE: bool>(x: Ptr<f32>, out: Ptr<f32>, i
         total = total - 1000.0;
     }
     store(out + row * 4, total);
-    store(out + row * 4 + 1, max(mx, 0));
+    store(out + row * 4 + 1, max(mx, axis = 0));
     store(out + row * 4 + 2, sum(tile, 0));
     store(out + row * 4 + 3, (cdiv(ncols, B) * B) as f32);
     let i4 = arange(0, 8);
@@ -170,7 +170,7 @@ pub fn k_generic_norm<T: Float, const B: i32>(x: Ptr<T>, y: Ptr<T>, ncols: i32) 
     let cols = arange(0, B);
     let mask = cols < ncols;
     let v = load(x + row * (ncols as i64) + cols, mask, T::NEG_INFINITY) as f32;
-    let mxv = max(v, 0);
+    let mxv = max(v, axis = 0);
     let e = exp(v - mxv);
     let s = sum(e, 0);
     store(y + row * (ncols as i64) + cols, (e / s) as T, mask);

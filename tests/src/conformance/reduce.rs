@@ -37,15 +37,15 @@ pub fn k_reduce<T: Float, const BM: i32, const BN: i32>(
     let xlo = load(x + offs, mask, T::INFINITY);
     let rm = rows < m;
     store(s1 + rows, sum(xs, 1), rm);
-    store(mx1 + rows, max(xhi, 1), rm);
-    store(mn1 + rows, xlo.min(1), rm);
+    store(mx1 + rows, max(xhi, axis = 1), rm);
+    store(mn1 + rows, xlo.min(axis = 1), rm);
     store(am1 + rows, argmax(xhi, 1), rm);
     store(an1 + rows, xlo.argmin(1), rm);
     let o = pid * n + cols;
     let cm = cols < n;
     store(s0 + o, xs.sum(0), cm);
-    store(mx0 + o, xhi.max(0), cm);
-    store(mn0 + o, min(xlo, 0), cm);
+    store(mx0 + o, xhi.max(axis = 0), cm);
+    store(mn0 + o, min(xlo, axis = 0), cm);
     store(am0 + o, xhi.argmax(0), cm);
     store(an0 + o, argmin(xlo, 0), cm);
 }
@@ -170,13 +170,13 @@ fn reduce_t<T: Flt>(dev: &Device, seed: u64) -> R {
         let row = |i: usize| format!("row {i}: {:?}", &xs[i * n..((i * n) + n.min(8))]);
         let col = |i: usize| format!("row block {}, column {}", i / n, i % n);
         check_sum(&c, dev, "sum(x, 1)", &download(&s1)?, &r.s1, &r.abs1, n, &row)?;
-        check_float_exact(&c, "max(x, 1)", &download(&mx1)?, &r.mx1, &row)?;
-        check_float_exact(&c, "min(x, 1)", &download(&mn1)?, &r.mn1, &row)?;
+        check_float_exact(&c, "max(x, axis = 1)", &download(&mx1)?, &r.mx1, &row)?;
+        check_float_exact(&c, "min(x, axis = 1)", &download(&mn1)?, &r.mn1, &row)?;
         check_eq(&c, "argmax(x, 1)", &download(&am1)?, &r.am1, &row)?;
         check_eq(&c, "argmin(x, 1)", &download(&an1)?, &r.an1, &row)?;
         check_sum(&c, dev, "sum(x, 0)", &download(&s0)?, &r.s0, &r.abs0, bm as usize, &col)?;
-        check_float_exact(&c, "max(x, 0)", &download(&mx0)?, &r.mx0, &col)?;
-        check_float_exact(&c, "min(x, 0)", &download(&mn0)?, &r.mn0, &col)?;
+        check_float_exact(&c, "max(x, axis = 0)", &download(&mx0)?, &r.mx0, &col)?;
+        check_float_exact(&c, "min(x, axis = 0)", &download(&mn0)?, &r.mn0, &col)?;
         check_eq(&c, "argmax(x, 0)", &download(&am0)?, &r.am0, &col)?;
         check_eq(&c, "argmin(x, 0)", &download(&an0)?, &r.an0, &col)?;
     }
@@ -220,15 +220,15 @@ macro_rules! int_reduce {
             let xlo = load(x + offs, mask, hi);
             let rm = rows < m;
             store(s1 + rows, sum(xs, 1), rm);
-            store(mx1 + rows, max(xhi, 1), rm);
-            store(mn1 + rows, min(xlo, 1), rm);
+            store(mx1 + rows, max(xhi, axis = 1), rm);
+            store(mn1 + rows, min(xlo, axis = 1), rm);
             store(am1 + rows, argmax(xhi, 1), rm);
             store(an1 + rows, argmin(xlo, 1), rm);
             let o = pid * n + cols;
             let cm = cols < n;
             store(s0 + o, sum(xs, 0), cm);
-            store(mx0 + o, max(xhi, 0), cm);
-            store(mn0 + o, min(xlo, 0), cm);
+            store(mx0 + o, max(xhi, axis = 0), cm);
+            store(mn0 + o, min(xlo, axis = 0), cm);
             store(am0 + o, argmax(xhi, 0), cm);
             store(an0 + o, argmin(xlo, 0), cm);
         }
@@ -291,13 +291,13 @@ macro_rules! int_reduce {
                 let rin = |i: usize| format!("row {i}: {:?}", &xs[i * n..i * n + n.min(8)]);
                 let cin = |i: usize| format!("row block {}, column {}", i / n, i % n);
                 check_eq(&c, "sum(x, 1)", &download(&s1)?, &rows.iter().map(|r| r.0).collect::<Vec<_>>(), &rin)?;
-                check_eq(&c, "max(x, 1)", &download(&mx1)?, &rows.iter().map(|r| r.1).collect::<Vec<_>>(), &rin)?;
-                check_eq(&c, "min(x, 1)", &download(&mn1)?, &rows.iter().map(|r| r.2).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "max(x, axis = 1)", &download(&mx1)?, &rows.iter().map(|r| r.1).collect::<Vec<_>>(), &rin)?;
+                check_eq(&c, "min(x, axis = 1)", &download(&mn1)?, &rows.iter().map(|r| r.2).collect::<Vec<_>>(), &rin)?;
                 check_eq(&c, "argmax(x, 1)", &download(&am1)?, &rows.iter().map(|r| r.3).collect::<Vec<_>>(), &rin)?;
                 check_eq(&c, "argmin(x, 1)", &download(&an1)?, &rows.iter().map(|r| r.4).collect::<Vec<_>>(), &rin)?;
                 check_eq(&c, "sum(x, 0)", &download(&s0)?, &cols.iter().map(|r| r.0).collect::<Vec<_>>(), &cin)?;
-                check_eq(&c, "max(x, 0)", &download(&mx0)?, &cols.iter().map(|r| r.1).collect::<Vec<_>>(), &cin)?;
-                check_eq(&c, "min(x, 0)", &download(&mn0)?, &cols.iter().map(|r| r.2).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "max(x, axis = 0)", &download(&mx0)?, &cols.iter().map(|r| r.1).collect::<Vec<_>>(), &cin)?;
+                check_eq(&c, "min(x, axis = 0)", &download(&mn0)?, &cols.iter().map(|r| r.2).collect::<Vec<_>>(), &cin)?;
                 check_eq(&c, "argmax(x, 0)", &download(&am0)?, &cols.iter().map(|r| r.3).collect::<Vec<_>>(), &cin)?;
                 check_eq(&c, "argmin(x, 0)", &download(&an0)?, &cols.iter().map(|r| r.4).collect::<Vec<_>>(), &cin)?;
             }

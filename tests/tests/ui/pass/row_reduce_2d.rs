@@ -8,7 +8,7 @@ fn row_stats<const BR: i32, const BC: i32>(x: Ptr<f32>, sums: Ptr<f32>, maxes: P
     let mask = (expand_dims(r, 1) < rows) & (expand_dims(c, 0) < cols);
     let t = load(x + expand_dims(r, 1) * cols + expand_dims(c, 0), mask, f32::NEG_INFINITY);
     let s = sum(select(mask, t, 0.0), 1);
-    let m = t.max(1);
+    let m = t.max(axis = 1);
     store(sums + r, s, r < rows);
     store(maxes + r, m, r < rows);
 }

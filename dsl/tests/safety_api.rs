@@ -1,0 +1,64 @@
+//! The public API refuses what it cannot run, as error values: an
+//! unavailable forced device, unspecialized IR or mismatched buffers handed
+//! to the interpreter, a grid of more than 2^64 programs, a tile of more
+//! than 2^20 elements.
+
+use ferrotile::interp::{self, InterpArg};
+use ferrotile::ir::{specialize, DType};
+use ferrotile::prelude::*;
+use ferrotile::runtime::{Arg, Storage};
+
+#[kernel]
+fn scale<const B: i32>(x: Ptr<f32>, y: Ptr<f32>) {
+    let offs = arange(0, B);
+    store(y + offs, load(x + offs) * 2.0);
+}
+
+#[kernel]
+fn huge<const B: i32>(y: Ptr<f32>) {
+    store(y, sum(sum(zeros([B, B], f32), axis = 0), axis = 0));
+}
+
+#[test]
+fn interp_run_checks_its_inputs() {
+    let dev = Device::cpu();
+    let x = dev.from_slice(&[1.0f32; 8]).unwrap();
+    let y = dev.zeros::<f32>(8).unwrap();
+    let (ax, ay) = (Arg::buffer(&x), Arg::buffer(&y));
+    let (Arg::Buffer { mem: Storage::Host(xm), .. }, Arg::Buffer { mem: Storage::Host(ym), .. }) = (&ax, &ay) else { panic!("host buffers") };
+    let args = |n| vec![InterpArg::Buffer { mem: xm, len: n, dtype: DType::F32 }, InterpArg::Buffer { mem: ym, len: 8, dtype: DType::F32 }];
+    // unspecialized IR
+    let e = interp::run(scale::ir(), 1, [1, 1, 1], &args(8)).unwrap_err().to_string();
+    assert!(e.contains("specialized"), "{e}");
+    let spec = specialize(scale::ir(), &[8], &[]).unwrap();
+    // a length longer than the memory
+    let e = interp::run(&spec, 1, [1, 1, 1], &args(9)).unwrap_err().to_string();
+    assert!(e.contains("do not fit"), "{e}");
+    // a buffer of the wrong dtype
+    let bad = vec![InterpArg::Buffer { mem: xm, len: 8, dtype: DType::I32 }, InterpArg::Buffer { mem: ym, len: 8, dtype: DType::F32 }];
+    assert!(interp::run(&spec, 1, [1, 1, 1], &bad).is_err());
+    // a grid of 2^96 programs
+    let e = interp::run(&spec, 1, [u32::MAX; 3], &args(8)).unwrap_err().to_string();
+    assert!(e.contains("grid"), "{e}");
+    interp::run(&spec, 1, [1, 1, 1], &args(8)).unwrap();
+}
+
+#[test]
+fn tiles_hold_at_most_2_to_the_20_elements() {
+    let dev = Device::cpu();
+    let mut y = dev.zeros::<f32>(1).unwrap();
+    let e = huge::launch(&dev, 1, &mut y, 1 << 11).unwrap_err().to_string();
+    assert!(e.contains("2^20"), "{e}");
+    huge::launch(&dev, 1, &mut y, 1 << 10).unwrap();
+}
+
+#[test]
+fn a_forced_device_that_is_missing_is_an_error() {
+    // (one test sets the variable: tests in this file run in one process)
+    std::env::set_var("FERROTILE_DEVICE", "nonsense");
+    assert!(Device::best().is_err());
+    std::env::set_var("FERROTILE_DEVICE", "cpu");
+    assert_eq!(Device::best().unwrap().kind(), ferrotile::DeviceKind::Cpu);
+    std::env::remove_var("FERROTILE_DEVICE");
+    assert!(Device::best().is_ok());
+}

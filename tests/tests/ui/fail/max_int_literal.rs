@@ -1,0 +1,11 @@
+use ferrotile::prelude::*;
+
+// ReLU written as Rust's `max`: in the DSL `max(v, 0)` reads as a reduction.
+#[kernel]
+fn relu(x: Ptr<f32>, y: Ptr<f32>) {
+    let offs = arange(0, 128);
+    let v = load(x + offs);
+    store(y + offs, max(v, 0));
+}
+
+fn main() {}
