@@ -1,7 +1,10 @@
 //! Layer normalization (with weight and bias) and RMSNorm, forward, over the
 //! last axis of a row-major matrix. Statistics are computed in f32 with a
 //! two-pass (mean, then centered variance) scheme; the looped kernels walk
-//! rows longer than one tile in chunks.
+//! rows longer than one tile in chunks. A row whose squares overflow f32
+//! (magnitudes beyond ~2^64) takes a branch that scales before squaring
+//! (BLAS nrm2's remedy), so rows up to ~1e30 normalize correctly; other
+//! rows never enter it (one scalar comparison).
 
 use crate::{check_rows, LibError};
 use ferrotile::prelude::*;
@@ -18,7 +21,14 @@ pub fn layer_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T
     let mean = sum(v, 0) / n;
     let d = select(mask, v - mean, 0.0);
     let var = sum(d * d, 0) / n;
-    let rstd = rsqrt(var + eps);
+    let mut rstd = rsqrt(var + eps);
+    if !(var < f32::INFINITY) {
+        // |x - mean| ≥ 2^64 somewhere: d² overflowed. Scale before
+        // squaring (as BLAS's nrm2 does): 1/√(var + eps) = 1/(s·√(var/s² + eps/s²)).
+        let s = maximum(max(abs(d), axis = 0), 1.0);
+        let ds = d / s;
+        rstd = rsqrt(sum(ds * ds, axis = 0) / n + eps / (s * s)) / s;
+    }
     let wv = load(w + cols, mask, 0.0) as f32;
     let bv = load(b + cols, mask, 0.0) as f32;
     store(y + row * (y_stride as i64) + cols, (d * rstd * wv + bv) as T, mask);
@@ -47,9 +57,30 @@ pub fn layer_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Pt
         s2 = s2 + d * d;
     }
     let m1 = sum(s1, 0) / n;
-    let var = maximum(sum(s2, 0) / n - m1 * m1, 0.0);
+    // (m1² ≤ q: q finite means the variance is)
+    let q = sum(s2, 0) / n;
+    let var = maximum(q - m1 * m1, 0.0);
     let mean = shift + m1;
-    let rstd = rsqrt(var + eps);
+    let mut rstd = rsqrt(var + eps);
+    if !(q < f32::INFINITY) {
+        // (x - K)² overflowed: two more passes for this row only, the
+        // largest |x - mean|, then the variance scaled by it
+        let mut big = zeros([BLOCK], f32);
+        for start in (0..n_cols).step_by(BLOCK) {
+            let c = start + cols;
+            let mask = c < n_cols;
+            big = maximum(big, select(mask, abs(load(xrow + c, mask, 0.0) as f32 - mean), 0.0));
+        }
+        let sc = maximum(max(big, axis = 0), 1.0);
+        let mut ss = zeros([BLOCK], f32);
+        for start in (0..n_cols).step_by(BLOCK) {
+            let c = start + cols;
+            let mask = c < n_cols;
+            let d = select(mask, (load(xrow + c, mask, 0.0) as f32 - mean) / sc, 0.0);
+            ss = ss + d * d;
+        }
+        rstd = rsqrt(sum(ss, axis = 0) / n + eps / (sc * sc)) / sc;
+    }
     for start in (0..n_cols).step_by(BLOCK) {
         let c = start + cols;
         let mask = c < n_cols;
@@ -67,7 +98,14 @@ pub fn rms_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>,
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
     let v = load(x + row * (x_stride as i64) + cols, mask, 0.0) as f32;
-    let rstd = rsqrt(sum(v * v, 0) / (n_cols as f32) + eps);
+    let ms = sum(v * v, 0) / (n_cols as f32);
+    let mut rstd = rsqrt(ms + eps);
+    if !(ms < f32::INFINITY) {
+        // x² overflowed: scale before squaring
+        let s = maximum(max(abs(v), axis = 0), 1.0);
+        let vs = v / s;
+        rstd = rsqrt(sum(vs * vs, axis = 0) / (n_cols as f32) + eps / (s * s)) / s;
+    }
     let wv = load(w + cols, mask, 0.0) as f32;
     store(y + row * (y_stride as i64) + cols, (v * rstd * wv) as T, mask);
 }
@@ -85,7 +123,24 @@ pub fn rms_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<
         let v = load(xrow + c, c < n_cols, 0.0) as f32;
         acc = acc + v * v;
     }
-    let rstd = rsqrt(sum(acc, 0) / (n_cols as f32) + eps);
+    let ms = sum(acc, 0) / (n_cols as f32);
+    let mut rstd = rsqrt(ms + eps);
+    if !(ms < f32::INFINITY) {
+        // x² overflowed: two more passes for this row only
+        let mut big = zeros([BLOCK], f32);
+        for start in (0..n_cols).step_by(BLOCK) {
+            let c = start + cols;
+            big = maximum(big, abs(load(xrow + c, c < n_cols, 0.0) as f32));
+        }
+        let sc = maximum(max(big, axis = 0), 1.0);
+        let mut ss = zeros([BLOCK], f32);
+        for start in (0..n_cols).step_by(BLOCK) {
+            let c = start + cols;
+            let v = load(xrow + c, c < n_cols, 0.0) as f32 / sc;
+            ss = ss + v * v;
+        }
+        rstd = rsqrt(sum(ss, axis = 0) / (n_cols as f32) + eps / (sc * sc)) / sc;
+    }
     for start in (0..n_cols).step_by(BLOCK) {
         let c = start + cols;
         let mask = c < n_cols;

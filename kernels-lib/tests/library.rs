@@ -170,6 +170,40 @@ fn softmax_extreme_on(dev: &Device) {
     }
 }
 
+/// Rows of magnitude 1e20–1e30 (squares overflow f32) normalize like the f64
+/// reference, single-tile and looped, layer-norm and RMSNorm.
+#[test]
+fn norms_handle_huge_rows() {
+    for dev in devices() {
+        let mut rng = Rng::new(seed());
+        for (scale, cols) in [(1e20, 37), (1e30, 37), (1e30, 1000), (-3e29, 300)] {
+            let rows = 3;
+            let xf: Vec<f64> = (0..rows * cols).map(|i| (rng.normal() + if i % 7 == 0 { 3.0 } else { 0.0 }) * scale).collect();
+            let xv: Vec<f32> = xf.iter().map(|&v| v as f32).collect();
+            let xf: Vec<f64> = xv.iter().map(|&v| v as f64).collect();
+            let (wv, wf) = rand_vec::<f32>(&mut rng, cols, 1.0);
+            let (bv, bf) = rand_vec::<f32>(&mut rng, cols, 1.0);
+            let (x, w, b) = (dev.from_slice(&xv).unwrap(), dev.from_slice(&wv).unwrap(), dev.from_slice(&bv).unwrap());
+            for (block, looped) in [(64, false), (1024, false), (32, true)] {
+                if !looped && (block as usize) < cols {
+                    continue;
+                }
+                let cfg = NormConfig { block, looped, num_warps: 4 };
+                let mut y = dev.full(rows * cols, f32::NAN).unwrap();
+                layer_norm_with(&dev, &x, &w, &b, &mut y, rows, cols, 1e-5, cfg).unwrap();
+                let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+                let e = max_rel_err(&got, &reference::layer_norm(&xf, &wf, &bf, rows, cols, 1e-5), 1.0);
+                assert!(e <= 1e-5, "layer_norm on {} scale {scale:e} {rows}x{cols} {cfg:?}: err {e:e}", dev.name());
+                let mut y = dev.full(rows * cols, f32::NAN).unwrap();
+                rms_norm_with(&dev, &x, &w, &mut y, rows, cols, 1e-6, cfg).unwrap();
+                let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
+                let e = max_rel_err(&got, &reference::rms_norm(&xf, &wf, rows, cols, 1e-6), 1.0);
+                assert!(e <= 1e-5, "rms_norm on {} scale {scale:e} {rows}x{cols} {cfg:?}: err {e:e}", dev.name());
+            }
+        }
+    }
+}
+
 #[test]
 fn strided_rows_leave_gaps_untouched() {
     for dev in devices() {
