@@ -168,7 +168,11 @@ fn fault_of(kind: &OpKind, positive: &HashSet<V>) -> Option<(Fault, Option<V>)> 
 
 /// Guard `k` in mode `s` (module doc). `host_checked(view)`: the views the
 /// caller checks on the host before every launch (left unguarded).
-pub fn guard(k: &mut Kernel, s: Safety, host_checked: &dyn Fn(V) -> bool) {
+///
+/// `lower_bound: false` leaves out `ptr ≥ base` (exact for a backend whose
+/// pointers are unsigned element indices into their buffer, where an offset
+/// before the start wraps to a huge index: WGSL).
+pub fn guard(k: &mut Kernel, s: Safety, host_checked: &dyn Fn(V) -> bool, lower_bound: bool) {
     if s == Safety::Unchecked {
         return;
     }
@@ -197,7 +201,7 @@ pub fn guard(k: &mut Kernel, s: Safety, host_checked: &dyn Fn(V) -> bool) {
             }
         }
     }
-    let mut g = Guard { prov, positive, bounds, report, host_checked, site: 0 };
+    let mut g = Guard { prov, positive, bounds, report, host_checked, lower_bound, site: 0 };
     let mut body = std::mem::take(&mut k.body);
     g.block(k, &mut body);
     pro.append(&mut body.ops);
@@ -212,6 +216,8 @@ struct Guard<'a> {
     bounds: HashMap<u32, (V, V)>,
     report: Option<V>,
     host_checked: &'a dyn Fn(V) -> bool,
+    /// Compare against the start of the buffer too (not on WGSL).
+    lower_bound: bool,
     /// The next site's number (walk order, as [`sites`]).
     site: u32,
 }
@@ -340,10 +346,15 @@ impl Guard<'_> {
         let mut any = None;
         for p in self.prov.get(&from).into_iter().flatten() {
             let Some(&(base, end)) = self.bounds.get(p) else { continue };
-            let (lo, hi) = (e.splat(base, &shape), e.splat(end, &shape));
-            let ge = e.cmp(CmpOp::Ge, ptr, lo);
+            let hi = e.splat(end, &shape);
             let lt = e.cmp(CmpOp::Lt, ptr, hi);
-            let inside = e.bin(BinOp::And, ge, lt);
+            let inside = if self.lower_bound {
+                let lo = e.splat(base, &shape);
+                let ge = e.cmp(CmpOp::Ge, ptr, lo);
+                e.bin(BinOp::And, ge, lt)
+            } else {
+                lt
+            };
             any = Some(e.or(any, inside));
         }
         match any {

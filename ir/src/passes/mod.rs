@@ -46,6 +46,9 @@ pub struct PassOptions<'a> {
     /// The views whose fit the caller checks on the host before each
     /// launch (the PTX backend's TMA views); `None`: none.
     pub host_checked_views: Option<&'a dyn Fn(V) -> bool>,
+    /// Pointers are unsigned element indices from their buffer's start
+    /// (WGSL): the guard compares against the end only.
+    pub index_pointers: bool,
     /// Lower block accesses of views to pointer accesses, keeping the
     /// `load_block`s whose result this predicate accepts; `None`: keep
     /// every block access.
@@ -59,16 +62,17 @@ impl<'a> PassOptions<'a> {
     /// `host_checked`, views lowered except the block loads in `keep`,
     /// loops pipelined.
     pub fn ptx(safety: Safety, host_checked: &'a dyn Fn(V) -> bool, keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: Some(host_checked), lower_views: Some(keep), pipeline_depth }
+        PassOptions { safety, host_checked_views: Some(host_checked), index_pointers: false, lower_views: Some(keep), pipeline_depth }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
     /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
     pub fn interpreter(safety: Safety, gpu_pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: None, lower_views: None, pipeline_depth: gpu_pipeline_depth }
+        PassOptions { safety, host_checked_views: None, index_pointers: false, lower_views: None, pipeline_depth: gpu_pipeline_depth }
     }
-    /// The WGSL backend: accesses guarded.
+    /// The WGSL backend: accesses guarded (against their buffer's end:
+    /// pointers are u32 indices).
     pub fn wgsl(safety: Safety) -> Self {
-        PassOptions { safety, host_checked_views: None, lower_views: None, pipeline_depth: 0 }
+        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, pipeline_depth: 0 }
     }
 }
 
@@ -77,7 +81,7 @@ impl<'a> PassOptions<'a> {
 pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     let mut k = Cow::Borrowed(k);
     if o.safety != Safety::Unchecked {
-        guard::guard(k.to_mut(), o.safety, o.host_checked_views.unwrap_or(&|_| false));
+        guard::guard(k.to_mut(), o.safety, o.host_checked_views.unwrap_or(&|_| false), !o.index_pointers);
     }
     if let Some(keep) = o.lower_views {
         if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {

@@ -16,6 +16,7 @@ struct FtArgs {
 }
 @group(0) @binding(4) var<uniform> ft_args: FtArgs;
 var<workgroup> ft_smem: array<u32, 128>;
+var<workgroup> ft_uni: u32;
 
 // correctly rounded a / b with integer arithmetic (WGSL's division may be
 // 2.5 ulp off, and fma-based corrections fail where fma is not fused):
@@ -47,8 +48,15 @@ fn ft_div(a: f32, b: f32) -> f32 {
     return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (m & 0x7fffffu));
 }
 
+// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn ft_fmax(a: f32, b: f32) -> f32 {
+    return select(a, b, b > a || ft_isnan(a));
+}
+
 // i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
 fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+
+fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
 
@@ -206,83 +214,180 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t117: f32 = ft_div(t116, t56);
     let t118: f32 = t117 + t5;
     let t119: f32 = inverseSqrt(t118);
-    let t120: u32 = 0u + bitcast<u32>(t9);
-    let t121: u32 = 0u + bitcast<u32>(t11);
-    let t122: u32 = 0u + bitcast<u32>(t13);
-    let t123: u32 = 0u + bitcast<u32>(t15);
-    let t124: u32 = 0u + bitcast<u32>(t17);
-    let t125: u32 = 0u + bitcast<u32>(t19);
-    let t126: u32 = 0u + bitcast<u32>(t21);
-    let t127: u32 = 0u + bitcast<u32>(t23);
-    let t128: f32 = 0.0f;
-    let t129: u32 = select(0u, t120 >> 2u, t24);
-    let t130 = b2[t129];
-    let t131: f32 = select(t128, t130[0], t24);
-    let t132: f32 = select(t128, t130[1], t24);
-    let t133: f32 = select(t128, t130[2], t24);
-    let t134: f32 = select(t128, t130[3], t24);
-    let t135: u32 = select(0u, t124 >> 2u, t28);
-    let t136 = b2[t135];
-    let t137: f32 = select(t128, t136[0], t28);
-    let t138: f32 = select(t128, t136[1], t28);
-    let t139: f32 = select(t128, t136[2], t28);
-    let t140: f32 = select(t128, t136[3], t28);
-    let t141: u32 = 0u + bitcast<u32>(t9);
-    let t142: u32 = 0u + bitcast<u32>(t11);
-    let t143: u32 = 0u + bitcast<u32>(t13);
-    let t144: u32 = 0u + bitcast<u32>(t15);
-    let t145: u32 = 0u + bitcast<u32>(t17);
-    let t146: u32 = 0u + bitcast<u32>(t19);
-    let t147: u32 = 0u + bitcast<u32>(t21);
-    let t148: u32 = 0u + bitcast<u32>(t23);
-    let t149: f32 = 0.0f;
-    let t150: u32 = select(0u, t141 >> 2u, t24);
-    let t151 = b3[t150];
-    let t152: f32 = select(t149, t151[0], t24);
-    let t153: f32 = select(t149, t151[1], t24);
-    let t154: f32 = select(t149, t151[2], t24);
-    let t155: f32 = select(t149, t151[3], t24);
-    let t156: u32 = select(0u, t145 >> 2u, t28);
-    let t157 = b3[t156];
-    let t158: f32 = select(t149, t157[0], t28);
-    let t159: f32 = select(t149, t157[1], t28);
-    let t160: f32 = select(t149, t157[2], t28);
-    let t161: f32 = select(t149, t157[3], t28);
-    let t162: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
-    let t163: vec2<u32> = ft_mul64(t7, t162);
-    let t164: u32 = 0u + t163.x;
-    let t165: u32 = t164 + bitcast<u32>(t9);
-    let t166: u32 = t164 + bitcast<u32>(t11);
-    let t167: u32 = t164 + bitcast<u32>(t13);
-    let t168: u32 = t164 + bitcast<u32>(t15);
-    let t169: u32 = t164 + bitcast<u32>(t17);
-    let t170: u32 = t164 + bitcast<u32>(t19);
-    let t171: u32 = t164 + bitcast<u32>(t21);
-    let t172: u32 = t164 + bitcast<u32>(t23);
-    let t173: f32 = t84 * t119;
-    let t174: f32 = t85 * t119;
-    let t175: f32 = t86 * t119;
-    let t176: f32 = t87 * t119;
-    let t177: f32 = t88 * t119;
-    let t178: f32 = t89 * t119;
-    let t179: f32 = t90 * t119;
-    let t180: f32 = t91 * t119;
-    let t181: f32 = t173 * t131;
-    let t182: f32 = t174 * t132;
-    let t183: f32 = t175 * t133;
-    let t184: f32 = t176 * t134;
-    let t185: f32 = t177 * t137;
-    let t186: f32 = t178 * t138;
-    let t187: f32 = t179 * t139;
-    let t188: f32 = t180 * t140;
-    let t189: f32 = t181 + t152;
-    let t190: f32 = t182 + t153;
-    let t191: f32 = t183 + t154;
-    let t192: f32 = t184 + t155;
-    let t193: f32 = t185 + t158;
-    let t194: f32 = t186 + t159;
-    let t195: f32 = t187 + t160;
-    let t196: f32 = t188 + t161;
-    if (t24) { b1[t165 >> 2u] = vec4<f32>(t189, t190, t191, t192); }
-    if (t28) { b1[t169 >> 2u] = vec4<f32>(t193, t194, t195, t196); }
+    let t120: f32 = bitcast<f32>(0x7f800000u);
+    let t121: bool = ((t117 < t120) && !ft_isnan(t117) && !ft_isnan(t120));
+    let t122: bool = !t121;
+    var t123: f32;
+    workgroupBarrier();
+    if (ft_tid == 0u) { ft_uni = select(0u, 1u, t122); }
+    let t190: u32 = workgroupUniformLoad(&ft_uni);
+    let t191: bool = (t190 != 0u);
+    if (t191) {
+        let t124: f32 = abs(t84);
+        let t125: f32 = abs(t85);
+        let t126: f32 = abs(t86);
+        let t127: f32 = abs(t87);
+        let t128: f32 = abs(t88);
+        let t129: f32 = abs(t89);
+        let t130: f32 = abs(t90);
+        let t131: f32 = abs(t91);
+        let t132: f32 = ft_fmax(t124, t125);
+        let t133: f32 = ft_fmax(t126, t127);
+        let t134: f32 = ft_fmax(t128, t129);
+        let t135: f32 = ft_fmax(t130, t131);
+        let t136: f32 = ft_fmax(t132, t133);
+        let t137: f32 = ft_fmax(t134, t135);
+        let t138: f32 = ft_fmax(t136, t137);
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t138);
+        workgroupBarrier();
+        let t139: u32 = ft_tid & 4294967168u;
+        let t140: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t141: u32 = 64u; t141 >= 1u; t141 = t141 >> 1u) {
+            if (t140 < t141) {
+                let t142: u32 = t140 + t141;
+                let t143: u32 = t139 | ((t142 & 31u) << 0u) | ((t142 >> 5u) << 5u);
+                let t144: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t145: f32 = bitcast<f32>(ft_smem[t143 * 1u + 0u]);
+                let t146: f32 = ft_fmax(t144, t145);
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t146);
+            }
+            workgroupBarrier();
+        }
+        let t147: u32 = t139 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t148: f32 = bitcast<f32>(ft_smem[t147 * 1u + 0u]);
+        workgroupBarrier();
+        let t149: f32 = 1.0f;
+        let t150: f32 = ft_fmax(t148, t149);
+        let t151: f32 = ft_div(t84, t150);
+        let t152: f32 = ft_div(t85, t150);
+        let t153: f32 = ft_div(t86, t150);
+        let t154: f32 = ft_div(t87, t150);
+        let t155: f32 = ft_div(t88, t150);
+        let t156: f32 = ft_div(t89, t150);
+        let t157: f32 = ft_div(t90, t150);
+        let t158: f32 = ft_div(t91, t150);
+        let t159: f32 = t151 * t151;
+        let t160: f32 = t152 * t152;
+        let t161: f32 = t153 * t153;
+        let t162: f32 = t154 * t154;
+        let t163: f32 = t155 * t155;
+        let t164: f32 = t156 * t156;
+        let t165: f32 = t157 * t157;
+        let t166: f32 = t158 * t158;
+        let t167: f32 = t159 + t160;
+        let t168: f32 = t161 + t162;
+        let t169: f32 = t163 + t164;
+        let t170: f32 = t165 + t166;
+        let t171: f32 = t167 + t168;
+        let t172: f32 = t169 + t170;
+        let t173: f32 = t171 + t172;
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t173);
+        workgroupBarrier();
+        let t174: u32 = ft_tid & 4294967168u;
+        let t175: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t176: u32 = 64u; t176 >= 1u; t176 = t176 >> 1u) {
+            if (t175 < t176) {
+                let t177: u32 = t175 + t176;
+                let t178: u32 = t174 | ((t177 & 31u) << 0u) | ((t177 >> 5u) << 5u);
+                let t179: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t180: f32 = bitcast<f32>(ft_smem[t178 * 1u + 0u]);
+                let t181: f32 = t179 + t180;
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t181);
+            }
+            workgroupBarrier();
+        }
+        let t182: u32 = t174 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t183: f32 = bitcast<f32>(ft_smem[t182 * 1u + 0u]);
+        workgroupBarrier();
+        let t184: f32 = ft_div(t183, t56);
+        let t185: f32 = t150 * t150;
+        let t186: f32 = ft_div(t5, t185);
+        let t187: f32 = t184 + t186;
+        let t188: f32 = inverseSqrt(t187);
+        let t189: f32 = ft_div(t188, t150);
+        t123 = t189;
+    } else {
+        t123 = t119;
+    }
+    let t192: u32 = 0u + bitcast<u32>(t9);
+    let t193: u32 = 0u + bitcast<u32>(t11);
+    let t194: u32 = 0u + bitcast<u32>(t13);
+    let t195: u32 = 0u + bitcast<u32>(t15);
+    let t196: u32 = 0u + bitcast<u32>(t17);
+    let t197: u32 = 0u + bitcast<u32>(t19);
+    let t198: u32 = 0u + bitcast<u32>(t21);
+    let t199: u32 = 0u + bitcast<u32>(t23);
+    let t200: f32 = 0.0f;
+    let t201: u32 = select(0u, t192 >> 2u, t24);
+    let t202 = b2[t201];
+    let t203: f32 = select(t200, t202[0], t24);
+    let t204: f32 = select(t200, t202[1], t24);
+    let t205: f32 = select(t200, t202[2], t24);
+    let t206: f32 = select(t200, t202[3], t24);
+    let t207: u32 = select(0u, t196 >> 2u, t28);
+    let t208 = b2[t207];
+    let t209: f32 = select(t200, t208[0], t28);
+    let t210: f32 = select(t200, t208[1], t28);
+    let t211: f32 = select(t200, t208[2], t28);
+    let t212: f32 = select(t200, t208[3], t28);
+    let t213: u32 = 0u + bitcast<u32>(t9);
+    let t214: u32 = 0u + bitcast<u32>(t11);
+    let t215: u32 = 0u + bitcast<u32>(t13);
+    let t216: u32 = 0u + bitcast<u32>(t15);
+    let t217: u32 = 0u + bitcast<u32>(t17);
+    let t218: u32 = 0u + bitcast<u32>(t19);
+    let t219: u32 = 0u + bitcast<u32>(t21);
+    let t220: u32 = 0u + bitcast<u32>(t23);
+    let t221: f32 = 0.0f;
+    let t222: u32 = select(0u, t213 >> 2u, t24);
+    let t223 = b3[t222];
+    let t224: f32 = select(t221, t223[0], t24);
+    let t225: f32 = select(t221, t223[1], t24);
+    let t226: f32 = select(t221, t223[2], t24);
+    let t227: f32 = select(t221, t223[3], t24);
+    let t228: u32 = select(0u, t217 >> 2u, t28);
+    let t229 = b3[t228];
+    let t230: f32 = select(t221, t229[0], t28);
+    let t231: f32 = select(t221, t229[1], t28);
+    let t232: f32 = select(t221, t229[2], t28);
+    let t233: f32 = select(t221, t229[3], t28);
+    let t234: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t235: vec2<u32> = ft_mul64(t7, t234);
+    let t236: u32 = 0u + t235.x;
+    let t237: u32 = t236 + bitcast<u32>(t9);
+    let t238: u32 = t236 + bitcast<u32>(t11);
+    let t239: u32 = t236 + bitcast<u32>(t13);
+    let t240: u32 = t236 + bitcast<u32>(t15);
+    let t241: u32 = t236 + bitcast<u32>(t17);
+    let t242: u32 = t236 + bitcast<u32>(t19);
+    let t243: u32 = t236 + bitcast<u32>(t21);
+    let t244: u32 = t236 + bitcast<u32>(t23);
+    let t245: f32 = t84 * t123;
+    let t246: f32 = t85 * t123;
+    let t247: f32 = t86 * t123;
+    let t248: f32 = t87 * t123;
+    let t249: f32 = t88 * t123;
+    let t250: f32 = t89 * t123;
+    let t251: f32 = t90 * t123;
+    let t252: f32 = t91 * t123;
+    let t253: f32 = t245 * t203;
+    let t254: f32 = t246 * t204;
+    let t255: f32 = t247 * t205;
+    let t256: f32 = t248 * t206;
+    let t257: f32 = t249 * t209;
+    let t258: f32 = t250 * t210;
+    let t259: f32 = t251 * t211;
+    let t260: f32 = t252 * t212;
+    let t261: f32 = t253 + t224;
+    let t262: f32 = t254 + t225;
+    let t263: f32 = t255 + t226;
+    let t264: f32 = t256 + t227;
+    let t265: f32 = t257 + t230;
+    let t266: f32 = t258 + t231;
+    let t267: f32 = t259 + t232;
+    let t268: f32 = t260 + t233;
+    if (t24) { b1[t237 >> 2u] = vec4<f32>(t261, t262, t263, t264); }
+    if (t28) { b1[t241 >> 2u] = vec4<f32>(t265, t266, t267, t268); }
 }

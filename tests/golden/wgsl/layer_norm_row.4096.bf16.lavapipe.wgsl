@@ -16,6 +16,7 @@ struct FtArgs {
 }
 @group(0) @binding(4) var<uniform> ft_args: FtArgs;
 var<workgroup> ft_smem: array<u32, 128>;
+var<workgroup> ft_uni: u32;
 
 fn ft_b2f(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
@@ -57,8 +58,15 @@ fn ft_f2b(x: f32) -> u32 {
     return b >> 16u;
 }
 
+// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn ft_fmax(a: f32, b: f32) -> f32 {
+    return select(a, b, b > a || ft_isnan(a));
+}
+
 // i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
 fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+
+fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
 
@@ -532,553 +540,770 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t417: f32 = ft_div(t416, t236);
     let t418: f32 = t417 + t4;
     let t419: f32 = inverseSqrt(t418);
-    let t420: u32 = 0u + bitcast<u32>(t9);
-    let t421: u32 = 0u + bitcast<u32>(t11);
-    let t422: u32 = 0u + bitcast<u32>(t13);
-    let t423: u32 = 0u + bitcast<u32>(t15);
-    let t424: u32 = 0u + bitcast<u32>(t17);
-    let t425: u32 = 0u + bitcast<u32>(t19);
-    let t426: u32 = 0u + bitcast<u32>(t21);
-    let t427: u32 = 0u + bitcast<u32>(t23);
-    let t428: u32 = 0u + bitcast<u32>(t25);
-    let t429: u32 = 0u + bitcast<u32>(t27);
-    let t430: u32 = 0u + bitcast<u32>(t29);
-    let t431: u32 = 0u + bitcast<u32>(t31);
-    let t432: u32 = 0u + bitcast<u32>(t33);
-    let t433: u32 = 0u + bitcast<u32>(t35);
-    let t434: u32 = 0u + bitcast<u32>(t37);
-    let t435: u32 = 0u + bitcast<u32>(t39);
-    let t436: u32 = 0u + bitcast<u32>(t41);
-    let t437: u32 = 0u + bitcast<u32>(t43);
-    let t438: u32 = 0u + bitcast<u32>(t45);
-    let t439: u32 = 0u + bitcast<u32>(t47);
-    let t440: u32 = 0u + bitcast<u32>(t49);
-    let t441: u32 = 0u + bitcast<u32>(t51);
-    let t442: u32 = 0u + bitcast<u32>(t53);
-    let t443: u32 = 0u + bitcast<u32>(t55);
-    let t444: u32 = 0u + bitcast<u32>(t57);
-    let t445: u32 = 0u + bitcast<u32>(t59);
-    let t446: u32 = 0u + bitcast<u32>(t61);
-    let t447: u32 = 0u + bitcast<u32>(t63);
-    let t448: u32 = 0u + bitcast<u32>(t65);
-    let t449: u32 = 0u + bitcast<u32>(t67);
-    let t450: u32 = 0u + bitcast<u32>(t69);
-    let t451: u32 = 0u + bitcast<u32>(t71);
-    let t452: f32 = 0.0f;
-    let t453: u32 = select(0u, t420, t72);
-    let t454: f32 = select(t452, bitcast<f32>(extractBits(b2[t453 >> 1u], (t453 & 1u) << 4u, 16u) << 16u), t72);
-    let t455: u32 = select(0u, t421, t73);
-    let t456: f32 = select(t452, bitcast<f32>(extractBits(b2[t455 >> 1u], (t455 & 1u) << 4u, 16u) << 16u), t73);
-    let t457: u32 = select(0u, t422, t74);
-    let t458: f32 = select(t452, bitcast<f32>(extractBits(b2[t457 >> 1u], (t457 & 1u) << 4u, 16u) << 16u), t74);
-    let t459: u32 = select(0u, t423, t75);
-    let t460: f32 = select(t452, bitcast<f32>(extractBits(b2[t459 >> 1u], (t459 & 1u) << 4u, 16u) << 16u), t75);
-    let t461: u32 = select(0u, t424, t76);
-    let t462: f32 = select(t452, bitcast<f32>(extractBits(b2[t461 >> 1u], (t461 & 1u) << 4u, 16u) << 16u), t76);
-    let t463: u32 = select(0u, t425, t77);
-    let t464: f32 = select(t452, bitcast<f32>(extractBits(b2[t463 >> 1u], (t463 & 1u) << 4u, 16u) << 16u), t77);
-    let t465: u32 = select(0u, t426, t78);
-    let t466: f32 = select(t452, bitcast<f32>(extractBits(b2[t465 >> 1u], (t465 & 1u) << 4u, 16u) << 16u), t78);
-    let t467: u32 = select(0u, t427, t79);
-    let t468: f32 = select(t452, bitcast<f32>(extractBits(b2[t467 >> 1u], (t467 & 1u) << 4u, 16u) << 16u), t79);
-    let t469: u32 = select(0u, t428, t80);
-    let t470: f32 = select(t452, bitcast<f32>(extractBits(b2[t469 >> 1u], (t469 & 1u) << 4u, 16u) << 16u), t80);
-    let t471: u32 = select(0u, t429, t81);
-    let t472: f32 = select(t452, bitcast<f32>(extractBits(b2[t471 >> 1u], (t471 & 1u) << 4u, 16u) << 16u), t81);
-    let t473: u32 = select(0u, t430, t82);
-    let t474: f32 = select(t452, bitcast<f32>(extractBits(b2[t473 >> 1u], (t473 & 1u) << 4u, 16u) << 16u), t82);
-    let t475: u32 = select(0u, t431, t83);
-    let t476: f32 = select(t452, bitcast<f32>(extractBits(b2[t475 >> 1u], (t475 & 1u) << 4u, 16u) << 16u), t83);
-    let t477: u32 = select(0u, t432, t84);
-    let t478: f32 = select(t452, bitcast<f32>(extractBits(b2[t477 >> 1u], (t477 & 1u) << 4u, 16u) << 16u), t84);
-    let t479: u32 = select(0u, t433, t85);
-    let t480: f32 = select(t452, bitcast<f32>(extractBits(b2[t479 >> 1u], (t479 & 1u) << 4u, 16u) << 16u), t85);
-    let t481: u32 = select(0u, t434, t86);
-    let t482: f32 = select(t452, bitcast<f32>(extractBits(b2[t481 >> 1u], (t481 & 1u) << 4u, 16u) << 16u), t86);
-    let t483: u32 = select(0u, t435, t87);
-    let t484: f32 = select(t452, bitcast<f32>(extractBits(b2[t483 >> 1u], (t483 & 1u) << 4u, 16u) << 16u), t87);
-    let t485: u32 = select(0u, t436, t88);
-    let t486: f32 = select(t452, bitcast<f32>(extractBits(b2[t485 >> 1u], (t485 & 1u) << 4u, 16u) << 16u), t88);
-    let t487: u32 = select(0u, t437, t89);
-    let t488: f32 = select(t452, bitcast<f32>(extractBits(b2[t487 >> 1u], (t487 & 1u) << 4u, 16u) << 16u), t89);
-    let t489: u32 = select(0u, t438, t90);
-    let t490: f32 = select(t452, bitcast<f32>(extractBits(b2[t489 >> 1u], (t489 & 1u) << 4u, 16u) << 16u), t90);
-    let t491: u32 = select(0u, t439, t91);
-    let t492: f32 = select(t452, bitcast<f32>(extractBits(b2[t491 >> 1u], (t491 & 1u) << 4u, 16u) << 16u), t91);
-    let t493: u32 = select(0u, t440, t92);
-    let t494: f32 = select(t452, bitcast<f32>(extractBits(b2[t493 >> 1u], (t493 & 1u) << 4u, 16u) << 16u), t92);
-    let t495: u32 = select(0u, t441, t93);
-    let t496: f32 = select(t452, bitcast<f32>(extractBits(b2[t495 >> 1u], (t495 & 1u) << 4u, 16u) << 16u), t93);
-    let t497: u32 = select(0u, t442, t94);
-    let t498: f32 = select(t452, bitcast<f32>(extractBits(b2[t497 >> 1u], (t497 & 1u) << 4u, 16u) << 16u), t94);
-    let t499: u32 = select(0u, t443, t95);
-    let t500: f32 = select(t452, bitcast<f32>(extractBits(b2[t499 >> 1u], (t499 & 1u) << 4u, 16u) << 16u), t95);
-    let t501: u32 = select(0u, t444, t96);
-    let t502: f32 = select(t452, bitcast<f32>(extractBits(b2[t501 >> 1u], (t501 & 1u) << 4u, 16u) << 16u), t96);
-    let t503: u32 = select(0u, t445, t97);
-    let t504: f32 = select(t452, bitcast<f32>(extractBits(b2[t503 >> 1u], (t503 & 1u) << 4u, 16u) << 16u), t97);
-    let t505: u32 = select(0u, t446, t98);
-    let t506: f32 = select(t452, bitcast<f32>(extractBits(b2[t505 >> 1u], (t505 & 1u) << 4u, 16u) << 16u), t98);
-    let t507: u32 = select(0u, t447, t99);
-    let t508: f32 = select(t452, bitcast<f32>(extractBits(b2[t507 >> 1u], (t507 & 1u) << 4u, 16u) << 16u), t99);
-    let t509: u32 = select(0u, t448, t100);
-    let t510: f32 = select(t452, bitcast<f32>(extractBits(b2[t509 >> 1u], (t509 & 1u) << 4u, 16u) << 16u), t100);
-    let t511: u32 = select(0u, t449, t101);
-    let t512: f32 = select(t452, bitcast<f32>(extractBits(b2[t511 >> 1u], (t511 & 1u) << 4u, 16u) << 16u), t101);
-    let t513: u32 = select(0u, t450, t102);
-    let t514: f32 = select(t452, bitcast<f32>(extractBits(b2[t513 >> 1u], (t513 & 1u) << 4u, 16u) << 16u), t102);
-    let t515: u32 = select(0u, t451, t103);
-    let t516: f32 = select(t452, bitcast<f32>(extractBits(b2[t515 >> 1u], (t515 & 1u) << 4u, 16u) << 16u), t103);
-    let t517: f32 = t454;
-    let t518: f32 = t456;
-    let t519: f32 = t458;
-    let t520: f32 = t460;
-    let t521: f32 = t462;
-    let t522: f32 = t464;
-    let t523: f32 = t466;
-    let t524: f32 = t468;
-    let t525: f32 = t470;
-    let t526: f32 = t472;
-    let t527: f32 = t474;
-    let t528: f32 = t476;
-    let t529: f32 = t478;
-    let t530: f32 = t480;
-    let t531: f32 = t482;
-    let t532: f32 = t484;
-    let t533: f32 = t486;
-    let t534: f32 = t488;
-    let t535: f32 = t490;
-    let t536: f32 = t492;
-    let t537: f32 = t494;
-    let t538: f32 = t496;
-    let t539: f32 = t498;
-    let t540: f32 = t500;
-    let t541: f32 = t502;
-    let t542: f32 = t504;
-    let t543: f32 = t506;
-    let t544: f32 = t508;
-    let t545: f32 = t510;
-    let t546: f32 = t512;
-    let t547: f32 = t514;
-    let t548: f32 = t516;
-    let t549: u32 = 0u + bitcast<u32>(t9);
-    let t550: u32 = 0u + bitcast<u32>(t11);
-    let t551: u32 = 0u + bitcast<u32>(t13);
-    let t552: u32 = 0u + bitcast<u32>(t15);
-    let t553: u32 = 0u + bitcast<u32>(t17);
-    let t554: u32 = 0u + bitcast<u32>(t19);
-    let t555: u32 = 0u + bitcast<u32>(t21);
-    let t556: u32 = 0u + bitcast<u32>(t23);
-    let t557: u32 = 0u + bitcast<u32>(t25);
-    let t558: u32 = 0u + bitcast<u32>(t27);
-    let t559: u32 = 0u + bitcast<u32>(t29);
-    let t560: u32 = 0u + bitcast<u32>(t31);
-    let t561: u32 = 0u + bitcast<u32>(t33);
-    let t562: u32 = 0u + bitcast<u32>(t35);
-    let t563: u32 = 0u + bitcast<u32>(t37);
-    let t564: u32 = 0u + bitcast<u32>(t39);
-    let t565: u32 = 0u + bitcast<u32>(t41);
-    let t566: u32 = 0u + bitcast<u32>(t43);
-    let t567: u32 = 0u + bitcast<u32>(t45);
-    let t568: u32 = 0u + bitcast<u32>(t47);
-    let t569: u32 = 0u + bitcast<u32>(t49);
-    let t570: u32 = 0u + bitcast<u32>(t51);
-    let t571: u32 = 0u + bitcast<u32>(t53);
-    let t572: u32 = 0u + bitcast<u32>(t55);
-    let t573: u32 = 0u + bitcast<u32>(t57);
-    let t574: u32 = 0u + bitcast<u32>(t59);
-    let t575: u32 = 0u + bitcast<u32>(t61);
-    let t576: u32 = 0u + bitcast<u32>(t63);
-    let t577: u32 = 0u + bitcast<u32>(t65);
-    let t578: u32 = 0u + bitcast<u32>(t67);
-    let t579: u32 = 0u + bitcast<u32>(t69);
-    let t580: u32 = 0u + bitcast<u32>(t71);
-    let t581: f32 = 0.0f;
-    let t582: u32 = select(0u, t549, t72);
-    let t583: f32 = select(t581, bitcast<f32>(extractBits(b3[t582 >> 1u], (t582 & 1u) << 4u, 16u) << 16u), t72);
-    let t584: u32 = select(0u, t550, t73);
-    let t585: f32 = select(t581, bitcast<f32>(extractBits(b3[t584 >> 1u], (t584 & 1u) << 4u, 16u) << 16u), t73);
-    let t586: u32 = select(0u, t551, t74);
-    let t587: f32 = select(t581, bitcast<f32>(extractBits(b3[t586 >> 1u], (t586 & 1u) << 4u, 16u) << 16u), t74);
-    let t588: u32 = select(0u, t552, t75);
-    let t589: f32 = select(t581, bitcast<f32>(extractBits(b3[t588 >> 1u], (t588 & 1u) << 4u, 16u) << 16u), t75);
-    let t590: u32 = select(0u, t553, t76);
-    let t591: f32 = select(t581, bitcast<f32>(extractBits(b3[t590 >> 1u], (t590 & 1u) << 4u, 16u) << 16u), t76);
-    let t592: u32 = select(0u, t554, t77);
-    let t593: f32 = select(t581, bitcast<f32>(extractBits(b3[t592 >> 1u], (t592 & 1u) << 4u, 16u) << 16u), t77);
-    let t594: u32 = select(0u, t555, t78);
-    let t595: f32 = select(t581, bitcast<f32>(extractBits(b3[t594 >> 1u], (t594 & 1u) << 4u, 16u) << 16u), t78);
-    let t596: u32 = select(0u, t556, t79);
-    let t597: f32 = select(t581, bitcast<f32>(extractBits(b3[t596 >> 1u], (t596 & 1u) << 4u, 16u) << 16u), t79);
-    let t598: u32 = select(0u, t557, t80);
-    let t599: f32 = select(t581, bitcast<f32>(extractBits(b3[t598 >> 1u], (t598 & 1u) << 4u, 16u) << 16u), t80);
-    let t600: u32 = select(0u, t558, t81);
-    let t601: f32 = select(t581, bitcast<f32>(extractBits(b3[t600 >> 1u], (t600 & 1u) << 4u, 16u) << 16u), t81);
-    let t602: u32 = select(0u, t559, t82);
-    let t603: f32 = select(t581, bitcast<f32>(extractBits(b3[t602 >> 1u], (t602 & 1u) << 4u, 16u) << 16u), t82);
-    let t604: u32 = select(0u, t560, t83);
-    let t605: f32 = select(t581, bitcast<f32>(extractBits(b3[t604 >> 1u], (t604 & 1u) << 4u, 16u) << 16u), t83);
-    let t606: u32 = select(0u, t561, t84);
-    let t607: f32 = select(t581, bitcast<f32>(extractBits(b3[t606 >> 1u], (t606 & 1u) << 4u, 16u) << 16u), t84);
-    let t608: u32 = select(0u, t562, t85);
-    let t609: f32 = select(t581, bitcast<f32>(extractBits(b3[t608 >> 1u], (t608 & 1u) << 4u, 16u) << 16u), t85);
-    let t610: u32 = select(0u, t563, t86);
-    let t611: f32 = select(t581, bitcast<f32>(extractBits(b3[t610 >> 1u], (t610 & 1u) << 4u, 16u) << 16u), t86);
-    let t612: u32 = select(0u, t564, t87);
-    let t613: f32 = select(t581, bitcast<f32>(extractBits(b3[t612 >> 1u], (t612 & 1u) << 4u, 16u) << 16u), t87);
-    let t614: u32 = select(0u, t565, t88);
-    let t615: f32 = select(t581, bitcast<f32>(extractBits(b3[t614 >> 1u], (t614 & 1u) << 4u, 16u) << 16u), t88);
-    let t616: u32 = select(0u, t566, t89);
-    let t617: f32 = select(t581, bitcast<f32>(extractBits(b3[t616 >> 1u], (t616 & 1u) << 4u, 16u) << 16u), t89);
-    let t618: u32 = select(0u, t567, t90);
-    let t619: f32 = select(t581, bitcast<f32>(extractBits(b3[t618 >> 1u], (t618 & 1u) << 4u, 16u) << 16u), t90);
-    let t620: u32 = select(0u, t568, t91);
-    let t621: f32 = select(t581, bitcast<f32>(extractBits(b3[t620 >> 1u], (t620 & 1u) << 4u, 16u) << 16u), t91);
-    let t622: u32 = select(0u, t569, t92);
-    let t623: f32 = select(t581, bitcast<f32>(extractBits(b3[t622 >> 1u], (t622 & 1u) << 4u, 16u) << 16u), t92);
-    let t624: u32 = select(0u, t570, t93);
-    let t625: f32 = select(t581, bitcast<f32>(extractBits(b3[t624 >> 1u], (t624 & 1u) << 4u, 16u) << 16u), t93);
-    let t626: u32 = select(0u, t571, t94);
-    let t627: f32 = select(t581, bitcast<f32>(extractBits(b3[t626 >> 1u], (t626 & 1u) << 4u, 16u) << 16u), t94);
-    let t628: u32 = select(0u, t572, t95);
-    let t629: f32 = select(t581, bitcast<f32>(extractBits(b3[t628 >> 1u], (t628 & 1u) << 4u, 16u) << 16u), t95);
-    let t630: u32 = select(0u, t573, t96);
-    let t631: f32 = select(t581, bitcast<f32>(extractBits(b3[t630 >> 1u], (t630 & 1u) << 4u, 16u) << 16u), t96);
-    let t632: u32 = select(0u, t574, t97);
-    let t633: f32 = select(t581, bitcast<f32>(extractBits(b3[t632 >> 1u], (t632 & 1u) << 4u, 16u) << 16u), t97);
-    let t634: u32 = select(0u, t575, t98);
-    let t635: f32 = select(t581, bitcast<f32>(extractBits(b3[t634 >> 1u], (t634 & 1u) << 4u, 16u) << 16u), t98);
-    let t636: u32 = select(0u, t576, t99);
-    let t637: f32 = select(t581, bitcast<f32>(extractBits(b3[t636 >> 1u], (t636 & 1u) << 4u, 16u) << 16u), t99);
-    let t638: u32 = select(0u, t577, t100);
-    let t639: f32 = select(t581, bitcast<f32>(extractBits(b3[t638 >> 1u], (t638 & 1u) << 4u, 16u) << 16u), t100);
-    let t640: u32 = select(0u, t578, t101);
-    let t641: f32 = select(t581, bitcast<f32>(extractBits(b3[t640 >> 1u], (t640 & 1u) << 4u, 16u) << 16u), t101);
-    let t642: u32 = select(0u, t579, t102);
-    let t643: f32 = select(t581, bitcast<f32>(extractBits(b3[t642 >> 1u], (t642 & 1u) << 4u, 16u) << 16u), t102);
-    let t644: u32 = select(0u, t580, t103);
-    let t645: f32 = select(t581, bitcast<f32>(extractBits(b3[t644 >> 1u], (t644 & 1u) << 4u, 16u) << 16u), t103);
-    let t646: f32 = t583;
-    let t647: f32 = t585;
-    let t648: f32 = t587;
-    let t649: f32 = t589;
-    let t650: f32 = t591;
-    let t651: f32 = t593;
-    let t652: f32 = t595;
-    let t653: f32 = t597;
-    let t654: f32 = t599;
-    let t655: f32 = t601;
-    let t656: f32 = t603;
-    let t657: f32 = t605;
-    let t658: f32 = t607;
-    let t659: f32 = t609;
-    let t660: f32 = t611;
-    let t661: f32 = t613;
-    let t662: f32 = t615;
-    let t663: f32 = t617;
-    let t664: f32 = t619;
-    let t665: f32 = t621;
-    let t666: f32 = t623;
-    let t667: f32 = t625;
-    let t668: f32 = t627;
-    let t669: f32 = t629;
-    let t670: f32 = t631;
-    let t671: f32 = t633;
-    let t672: f32 = t635;
-    let t673: f32 = t637;
-    let t674: f32 = t639;
-    let t675: f32 = t641;
-    let t676: f32 = t643;
-    let t677: f32 = t645;
-    let t678: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t679: vec2<u32> = ft_mul64(t6, t678);
-    let t680: u32 = 0u + t679.x;
-    let t681: u32 = t680 + bitcast<u32>(t9);
-    let t682: u32 = t680 + bitcast<u32>(t11);
-    let t683: u32 = t680 + bitcast<u32>(t13);
-    let t684: u32 = t680 + bitcast<u32>(t15);
-    let t685: u32 = t680 + bitcast<u32>(t17);
-    let t686: u32 = t680 + bitcast<u32>(t19);
-    let t687: u32 = t680 + bitcast<u32>(t21);
-    let t688: u32 = t680 + bitcast<u32>(t23);
-    let t689: u32 = t680 + bitcast<u32>(t25);
-    let t690: u32 = t680 + bitcast<u32>(t27);
-    let t691: u32 = t680 + bitcast<u32>(t29);
-    let t692: u32 = t680 + bitcast<u32>(t31);
-    let t693: u32 = t680 + bitcast<u32>(t33);
-    let t694: u32 = t680 + bitcast<u32>(t35);
-    let t695: u32 = t680 + bitcast<u32>(t37);
-    let t696: u32 = t680 + bitcast<u32>(t39);
-    let t697: u32 = t680 + bitcast<u32>(t41);
-    let t698: u32 = t680 + bitcast<u32>(t43);
-    let t699: u32 = t680 + bitcast<u32>(t45);
-    let t700: u32 = t680 + bitcast<u32>(t47);
-    let t701: u32 = t680 + bitcast<u32>(t49);
-    let t702: u32 = t680 + bitcast<u32>(t51);
-    let t703: u32 = t680 + bitcast<u32>(t53);
-    let t704: u32 = t680 + bitcast<u32>(t55);
-    let t705: u32 = t680 + bitcast<u32>(t57);
-    let t706: u32 = t680 + bitcast<u32>(t59);
-    let t707: u32 = t680 + bitcast<u32>(t61);
-    let t708: u32 = t680 + bitcast<u32>(t63);
-    let t709: u32 = t680 + bitcast<u32>(t65);
-    let t710: u32 = t680 + bitcast<u32>(t67);
-    let t711: u32 = t680 + bitcast<u32>(t69);
-    let t712: u32 = t680 + bitcast<u32>(t71);
-    let t713: f32 = t312 * t419;
-    let t714: f32 = t313 * t419;
-    let t715: f32 = t314 * t419;
-    let t716: f32 = t315 * t419;
-    let t717: f32 = t316 * t419;
-    let t718: f32 = t317 * t419;
-    let t719: f32 = t318 * t419;
-    let t720: f32 = t319 * t419;
-    let t721: f32 = t320 * t419;
-    let t722: f32 = t321 * t419;
-    let t723: f32 = t322 * t419;
-    let t724: f32 = t323 * t419;
-    let t725: f32 = t324 * t419;
-    let t726: f32 = t325 * t419;
-    let t727: f32 = t326 * t419;
-    let t728: f32 = t327 * t419;
-    let t729: f32 = t328 * t419;
-    let t730: f32 = t329 * t419;
-    let t731: f32 = t330 * t419;
-    let t732: f32 = t331 * t419;
-    let t733: f32 = t332 * t419;
-    let t734: f32 = t333 * t419;
-    let t735: f32 = t334 * t419;
-    let t736: f32 = t335 * t419;
-    let t737: f32 = t336 * t419;
-    let t738: f32 = t337 * t419;
-    let t739: f32 = t338 * t419;
-    let t740: f32 = t339 * t419;
-    let t741: f32 = t340 * t419;
-    let t742: f32 = t341 * t419;
-    let t743: f32 = t342 * t419;
-    let t744: f32 = t343 * t419;
-    let t745: f32 = t713 * t517;
-    let t746: f32 = t714 * t518;
-    let t747: f32 = t715 * t519;
-    let t748: f32 = t716 * t520;
-    let t749: f32 = t717 * t521;
-    let t750: f32 = t718 * t522;
-    let t751: f32 = t719 * t523;
-    let t752: f32 = t720 * t524;
-    let t753: f32 = t721 * t525;
-    let t754: f32 = t722 * t526;
-    let t755: f32 = t723 * t527;
-    let t756: f32 = t724 * t528;
-    let t757: f32 = t725 * t529;
-    let t758: f32 = t726 * t530;
-    let t759: f32 = t727 * t531;
-    let t760: f32 = t728 * t532;
-    let t761: f32 = t729 * t533;
-    let t762: f32 = t730 * t534;
-    let t763: f32 = t731 * t535;
-    let t764: f32 = t732 * t536;
-    let t765: f32 = t733 * t537;
-    let t766: f32 = t734 * t538;
-    let t767: f32 = t735 * t539;
-    let t768: f32 = t736 * t540;
-    let t769: f32 = t737 * t541;
-    let t770: f32 = t738 * t542;
-    let t771: f32 = t739 * t543;
-    let t772: f32 = t740 * t544;
-    let t773: f32 = t741 * t545;
-    let t774: f32 = t742 * t546;
-    let t775: f32 = t743 * t547;
-    let t776: f32 = t744 * t548;
-    let t777: f32 = t745 + t646;
-    let t778: f32 = t746 + t647;
-    let t779: f32 = t747 + t648;
-    let t780: f32 = t748 + t649;
-    let t781: f32 = t749 + t650;
-    let t782: f32 = t750 + t651;
-    let t783: f32 = t751 + t652;
-    let t784: f32 = t752 + t653;
-    let t785: f32 = t753 + t654;
-    let t786: f32 = t754 + t655;
-    let t787: f32 = t755 + t656;
-    let t788: f32 = t756 + t657;
-    let t789: f32 = t757 + t658;
-    let t790: f32 = t758 + t659;
-    let t791: f32 = t759 + t660;
-    let t792: f32 = t760 + t661;
-    let t793: f32 = t761 + t662;
-    let t794: f32 = t762 + t663;
-    let t795: f32 = t763 + t664;
-    let t796: f32 = t764 + t665;
-    let t797: f32 = t765 + t666;
-    let t798: f32 = t766 + t667;
-    let t799: f32 = t767 + t668;
-    let t800: f32 = t768 + t669;
-    let t801: f32 = t769 + t670;
-    let t802: f32 = t770 + t671;
-    let t803: f32 = t771 + t672;
-    let t804: f32 = t772 + t673;
-    let t805: f32 = t773 + t674;
-    let t806: f32 = t774 + t675;
-    let t807: f32 = t775 + t676;
-    let t808: f32 = t776 + t677;
-    let t809: f32 = ft_rb(t777);
-    let t810: f32 = ft_rb(t778);
-    let t811: f32 = ft_rb(t779);
-    let t812: f32 = ft_rb(t780);
-    let t813: f32 = ft_rb(t781);
-    let t814: f32 = ft_rb(t782);
-    let t815: f32 = ft_rb(t783);
-    let t816: f32 = ft_rb(t784);
-    let t817: f32 = ft_rb(t785);
-    let t818: f32 = ft_rb(t786);
-    let t819: f32 = ft_rb(t787);
-    let t820: f32 = ft_rb(t788);
-    let t821: f32 = ft_rb(t789);
-    let t822: f32 = ft_rb(t790);
-    let t823: f32 = ft_rb(t791);
-    let t824: f32 = ft_rb(t792);
-    let t825: f32 = ft_rb(t793);
-    let t826: f32 = ft_rb(t794);
-    let t827: f32 = ft_rb(t795);
-    let t828: f32 = ft_rb(t796);
-    let t829: f32 = ft_rb(t797);
-    let t830: f32 = ft_rb(t798);
-    let t831: f32 = ft_rb(t799);
-    let t832: f32 = ft_rb(t800);
-    let t833: f32 = ft_rb(t801);
-    let t834: f32 = ft_rb(t802);
-    let t835: f32 = ft_rb(t803);
-    let t836: f32 = ft_rb(t804);
-    let t837: f32 = ft_rb(t805);
-    let t838: f32 = ft_rb(t806);
-    let t839: f32 = ft_rb(t807);
-    let t840: f32 = ft_rb(t808);
-    let t841: u32 = (bitcast<u32>(t809) >> 16u);
-    let t842: u32 = (bitcast<u32>(t810) >> 16u);
-    if ((t72) && (t73) && (t681 & 1u) == 0u && t682 == t681 + 1u && (t681 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t681 >> 1u], t841 | (t842 << 16u));
+    let t420: f32 = bitcast<f32>(0x7f800000u);
+    let t421: bool = ((t417 < t420) && !ft_isnan(t417) && !ft_isnan(t420));
+    let t422: bool = !t421;
+    var t423: f32;
+    workgroupBarrier();
+    if (ft_tid == 0u) { ft_uni = select(0u, 1u, t422); }
+    let t610: u32 = workgroupUniformLoad(&ft_uni);
+    let t611: bool = (t610 != 0u);
+    if (t611) {
+        let t424: f32 = abs(t312);
+        let t425: f32 = abs(t313);
+        let t426: f32 = abs(t314);
+        let t427: f32 = abs(t315);
+        let t428: f32 = abs(t316);
+        let t429: f32 = abs(t317);
+        let t430: f32 = abs(t318);
+        let t431: f32 = abs(t319);
+        let t432: f32 = abs(t320);
+        let t433: f32 = abs(t321);
+        let t434: f32 = abs(t322);
+        let t435: f32 = abs(t323);
+        let t436: f32 = abs(t324);
+        let t437: f32 = abs(t325);
+        let t438: f32 = abs(t326);
+        let t439: f32 = abs(t327);
+        let t440: f32 = abs(t328);
+        let t441: f32 = abs(t329);
+        let t442: f32 = abs(t330);
+        let t443: f32 = abs(t331);
+        let t444: f32 = abs(t332);
+        let t445: f32 = abs(t333);
+        let t446: f32 = abs(t334);
+        let t447: f32 = abs(t335);
+        let t448: f32 = abs(t336);
+        let t449: f32 = abs(t337);
+        let t450: f32 = abs(t338);
+        let t451: f32 = abs(t339);
+        let t452: f32 = abs(t340);
+        let t453: f32 = abs(t341);
+        let t454: f32 = abs(t342);
+        let t455: f32 = abs(t343);
+        let t456: f32 = ft_fmax(t424, t425);
+        let t457: f32 = ft_fmax(t426, t427);
+        let t458: f32 = ft_fmax(t428, t429);
+        let t459: f32 = ft_fmax(t430, t431);
+        let t460: f32 = ft_fmax(t432, t433);
+        let t461: f32 = ft_fmax(t434, t435);
+        let t462: f32 = ft_fmax(t436, t437);
+        let t463: f32 = ft_fmax(t438, t439);
+        let t464: f32 = ft_fmax(t440, t441);
+        let t465: f32 = ft_fmax(t442, t443);
+        let t466: f32 = ft_fmax(t444, t445);
+        let t467: f32 = ft_fmax(t446, t447);
+        let t468: f32 = ft_fmax(t448, t449);
+        let t469: f32 = ft_fmax(t450, t451);
+        let t470: f32 = ft_fmax(t452, t453);
+        let t471: f32 = ft_fmax(t454, t455);
+        let t472: f32 = ft_fmax(t456, t457);
+        let t473: f32 = ft_fmax(t458, t459);
+        let t474: f32 = ft_fmax(t460, t461);
+        let t475: f32 = ft_fmax(t462, t463);
+        let t476: f32 = ft_fmax(t464, t465);
+        let t477: f32 = ft_fmax(t466, t467);
+        let t478: f32 = ft_fmax(t468, t469);
+        let t479: f32 = ft_fmax(t470, t471);
+        let t480: f32 = ft_fmax(t472, t473);
+        let t481: f32 = ft_fmax(t474, t475);
+        let t482: f32 = ft_fmax(t476, t477);
+        let t483: f32 = ft_fmax(t478, t479);
+        let t484: f32 = ft_fmax(t480, t481);
+        let t485: f32 = ft_fmax(t482, t483);
+        let t486: f32 = ft_fmax(t484, t485);
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t486);
+        workgroupBarrier();
+        let t487: u32 = ft_tid & 4294967168u;
+        let t488: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t489: u32 = 64u; t489 >= 1u; t489 = t489 >> 1u) {
+            if (t488 < t489) {
+                let t490: u32 = t488 + t489;
+                let t491: u32 = t487 | ((t490 & 31u) << 0u) | ((t490 >> 5u) << 5u);
+                let t492: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t493: f32 = bitcast<f32>(ft_smem[t491 * 1u + 0u]);
+                let t494: f32 = ft_fmax(t492, t493);
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t494);
+            }
+            workgroupBarrier();
+        }
+        let t495: u32 = t487 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t496: f32 = bitcast<f32>(ft_smem[t495 * 1u + 0u]);
+        workgroupBarrier();
+        let t497: f32 = 1.0f;
+        let t498: f32 = ft_fmax(t496, t497);
+        let t499: f32 = ft_div(t312, t498);
+        let t500: f32 = ft_div(t313, t498);
+        let t501: f32 = ft_div(t314, t498);
+        let t502: f32 = ft_div(t315, t498);
+        let t503: f32 = ft_div(t316, t498);
+        let t504: f32 = ft_div(t317, t498);
+        let t505: f32 = ft_div(t318, t498);
+        let t506: f32 = ft_div(t319, t498);
+        let t507: f32 = ft_div(t320, t498);
+        let t508: f32 = ft_div(t321, t498);
+        let t509: f32 = ft_div(t322, t498);
+        let t510: f32 = ft_div(t323, t498);
+        let t511: f32 = ft_div(t324, t498);
+        let t512: f32 = ft_div(t325, t498);
+        let t513: f32 = ft_div(t326, t498);
+        let t514: f32 = ft_div(t327, t498);
+        let t515: f32 = ft_div(t328, t498);
+        let t516: f32 = ft_div(t329, t498);
+        let t517: f32 = ft_div(t330, t498);
+        let t518: f32 = ft_div(t331, t498);
+        let t519: f32 = ft_div(t332, t498);
+        let t520: f32 = ft_div(t333, t498);
+        let t521: f32 = ft_div(t334, t498);
+        let t522: f32 = ft_div(t335, t498);
+        let t523: f32 = ft_div(t336, t498);
+        let t524: f32 = ft_div(t337, t498);
+        let t525: f32 = ft_div(t338, t498);
+        let t526: f32 = ft_div(t339, t498);
+        let t527: f32 = ft_div(t340, t498);
+        let t528: f32 = ft_div(t341, t498);
+        let t529: f32 = ft_div(t342, t498);
+        let t530: f32 = ft_div(t343, t498);
+        let t531: f32 = t499 * t499;
+        let t532: f32 = t500 * t500;
+        let t533: f32 = t501 * t501;
+        let t534: f32 = t502 * t502;
+        let t535: f32 = t503 * t503;
+        let t536: f32 = t504 * t504;
+        let t537: f32 = t505 * t505;
+        let t538: f32 = t506 * t506;
+        let t539: f32 = t507 * t507;
+        let t540: f32 = t508 * t508;
+        let t541: f32 = t509 * t509;
+        let t542: f32 = t510 * t510;
+        let t543: f32 = t511 * t511;
+        let t544: f32 = t512 * t512;
+        let t545: f32 = t513 * t513;
+        let t546: f32 = t514 * t514;
+        let t547: f32 = t515 * t515;
+        let t548: f32 = t516 * t516;
+        let t549: f32 = t517 * t517;
+        let t550: f32 = t518 * t518;
+        let t551: f32 = t519 * t519;
+        let t552: f32 = t520 * t520;
+        let t553: f32 = t521 * t521;
+        let t554: f32 = t522 * t522;
+        let t555: f32 = t523 * t523;
+        let t556: f32 = t524 * t524;
+        let t557: f32 = t525 * t525;
+        let t558: f32 = t526 * t526;
+        let t559: f32 = t527 * t527;
+        let t560: f32 = t528 * t528;
+        let t561: f32 = t529 * t529;
+        let t562: f32 = t530 * t530;
+        let t563: f32 = t531 + t532;
+        let t564: f32 = t533 + t534;
+        let t565: f32 = t535 + t536;
+        let t566: f32 = t537 + t538;
+        let t567: f32 = t539 + t540;
+        let t568: f32 = t541 + t542;
+        let t569: f32 = t543 + t544;
+        let t570: f32 = t545 + t546;
+        let t571: f32 = t547 + t548;
+        let t572: f32 = t549 + t550;
+        let t573: f32 = t551 + t552;
+        let t574: f32 = t553 + t554;
+        let t575: f32 = t555 + t556;
+        let t576: f32 = t557 + t558;
+        let t577: f32 = t559 + t560;
+        let t578: f32 = t561 + t562;
+        let t579: f32 = t563 + t564;
+        let t580: f32 = t565 + t566;
+        let t581: f32 = t567 + t568;
+        let t582: f32 = t569 + t570;
+        let t583: f32 = t571 + t572;
+        let t584: f32 = t573 + t574;
+        let t585: f32 = t575 + t576;
+        let t586: f32 = t577 + t578;
+        let t587: f32 = t579 + t580;
+        let t588: f32 = t581 + t582;
+        let t589: f32 = t583 + t584;
+        let t590: f32 = t585 + t586;
+        let t591: f32 = t587 + t588;
+        let t592: f32 = t589 + t590;
+        let t593: f32 = t591 + t592;
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t593);
+        workgroupBarrier();
+        let t594: u32 = ft_tid & 4294967168u;
+        let t595: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t596: u32 = 64u; t596 >= 1u; t596 = t596 >> 1u) {
+            if (t595 < t596) {
+                let t597: u32 = t595 + t596;
+                let t598: u32 = t594 | ((t597 & 31u) << 0u) | ((t597 >> 5u) << 5u);
+                let t599: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t600: f32 = bitcast<f32>(ft_smem[t598 * 1u + 0u]);
+                let t601: f32 = t599 + t600;
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t601);
+            }
+            workgroupBarrier();
+        }
+        let t602: u32 = t594 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t603: f32 = bitcast<f32>(ft_smem[t602 * 1u + 0u]);
+        workgroupBarrier();
+        let t604: f32 = ft_div(t603, t236);
+        let t605: f32 = t498 * t498;
+        let t606: f32 = ft_div(t4, t605);
+        let t607: f32 = t604 + t606;
+        let t608: f32 = inverseSqrt(t607);
+        let t609: f32 = ft_div(t608, t498);
+        t423 = t609;
     } else {
-        if (t72) { ft_st_b1(t681, t841); }
-        if (t73) { ft_st_b1(t682, t842); }
+        t423 = t419;
     }
-    let t843: u32 = (bitcast<u32>(t811) >> 16u);
-    let t844: u32 = (bitcast<u32>(t812) >> 16u);
-    if ((t74) && (t75) && (t683 & 1u) == 0u && t684 == t683 + 1u && (t683 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t683 >> 1u], t843 | (t844 << 16u));
+    let t612: u32 = 0u + bitcast<u32>(t9);
+    let t613: u32 = 0u + bitcast<u32>(t11);
+    let t614: u32 = 0u + bitcast<u32>(t13);
+    let t615: u32 = 0u + bitcast<u32>(t15);
+    let t616: u32 = 0u + bitcast<u32>(t17);
+    let t617: u32 = 0u + bitcast<u32>(t19);
+    let t618: u32 = 0u + bitcast<u32>(t21);
+    let t619: u32 = 0u + bitcast<u32>(t23);
+    let t620: u32 = 0u + bitcast<u32>(t25);
+    let t621: u32 = 0u + bitcast<u32>(t27);
+    let t622: u32 = 0u + bitcast<u32>(t29);
+    let t623: u32 = 0u + bitcast<u32>(t31);
+    let t624: u32 = 0u + bitcast<u32>(t33);
+    let t625: u32 = 0u + bitcast<u32>(t35);
+    let t626: u32 = 0u + bitcast<u32>(t37);
+    let t627: u32 = 0u + bitcast<u32>(t39);
+    let t628: u32 = 0u + bitcast<u32>(t41);
+    let t629: u32 = 0u + bitcast<u32>(t43);
+    let t630: u32 = 0u + bitcast<u32>(t45);
+    let t631: u32 = 0u + bitcast<u32>(t47);
+    let t632: u32 = 0u + bitcast<u32>(t49);
+    let t633: u32 = 0u + bitcast<u32>(t51);
+    let t634: u32 = 0u + bitcast<u32>(t53);
+    let t635: u32 = 0u + bitcast<u32>(t55);
+    let t636: u32 = 0u + bitcast<u32>(t57);
+    let t637: u32 = 0u + bitcast<u32>(t59);
+    let t638: u32 = 0u + bitcast<u32>(t61);
+    let t639: u32 = 0u + bitcast<u32>(t63);
+    let t640: u32 = 0u + bitcast<u32>(t65);
+    let t641: u32 = 0u + bitcast<u32>(t67);
+    let t642: u32 = 0u + bitcast<u32>(t69);
+    let t643: u32 = 0u + bitcast<u32>(t71);
+    let t644: f32 = 0.0f;
+    let t645: u32 = select(0u, t612, t72);
+    let t646: f32 = select(t644, bitcast<f32>(extractBits(b2[t645 >> 1u], (t645 & 1u) << 4u, 16u) << 16u), t72);
+    let t647: u32 = select(0u, t613, t73);
+    let t648: f32 = select(t644, bitcast<f32>(extractBits(b2[t647 >> 1u], (t647 & 1u) << 4u, 16u) << 16u), t73);
+    let t649: u32 = select(0u, t614, t74);
+    let t650: f32 = select(t644, bitcast<f32>(extractBits(b2[t649 >> 1u], (t649 & 1u) << 4u, 16u) << 16u), t74);
+    let t651: u32 = select(0u, t615, t75);
+    let t652: f32 = select(t644, bitcast<f32>(extractBits(b2[t651 >> 1u], (t651 & 1u) << 4u, 16u) << 16u), t75);
+    let t653: u32 = select(0u, t616, t76);
+    let t654: f32 = select(t644, bitcast<f32>(extractBits(b2[t653 >> 1u], (t653 & 1u) << 4u, 16u) << 16u), t76);
+    let t655: u32 = select(0u, t617, t77);
+    let t656: f32 = select(t644, bitcast<f32>(extractBits(b2[t655 >> 1u], (t655 & 1u) << 4u, 16u) << 16u), t77);
+    let t657: u32 = select(0u, t618, t78);
+    let t658: f32 = select(t644, bitcast<f32>(extractBits(b2[t657 >> 1u], (t657 & 1u) << 4u, 16u) << 16u), t78);
+    let t659: u32 = select(0u, t619, t79);
+    let t660: f32 = select(t644, bitcast<f32>(extractBits(b2[t659 >> 1u], (t659 & 1u) << 4u, 16u) << 16u), t79);
+    let t661: u32 = select(0u, t620, t80);
+    let t662: f32 = select(t644, bitcast<f32>(extractBits(b2[t661 >> 1u], (t661 & 1u) << 4u, 16u) << 16u), t80);
+    let t663: u32 = select(0u, t621, t81);
+    let t664: f32 = select(t644, bitcast<f32>(extractBits(b2[t663 >> 1u], (t663 & 1u) << 4u, 16u) << 16u), t81);
+    let t665: u32 = select(0u, t622, t82);
+    let t666: f32 = select(t644, bitcast<f32>(extractBits(b2[t665 >> 1u], (t665 & 1u) << 4u, 16u) << 16u), t82);
+    let t667: u32 = select(0u, t623, t83);
+    let t668: f32 = select(t644, bitcast<f32>(extractBits(b2[t667 >> 1u], (t667 & 1u) << 4u, 16u) << 16u), t83);
+    let t669: u32 = select(0u, t624, t84);
+    let t670: f32 = select(t644, bitcast<f32>(extractBits(b2[t669 >> 1u], (t669 & 1u) << 4u, 16u) << 16u), t84);
+    let t671: u32 = select(0u, t625, t85);
+    let t672: f32 = select(t644, bitcast<f32>(extractBits(b2[t671 >> 1u], (t671 & 1u) << 4u, 16u) << 16u), t85);
+    let t673: u32 = select(0u, t626, t86);
+    let t674: f32 = select(t644, bitcast<f32>(extractBits(b2[t673 >> 1u], (t673 & 1u) << 4u, 16u) << 16u), t86);
+    let t675: u32 = select(0u, t627, t87);
+    let t676: f32 = select(t644, bitcast<f32>(extractBits(b2[t675 >> 1u], (t675 & 1u) << 4u, 16u) << 16u), t87);
+    let t677: u32 = select(0u, t628, t88);
+    let t678: f32 = select(t644, bitcast<f32>(extractBits(b2[t677 >> 1u], (t677 & 1u) << 4u, 16u) << 16u), t88);
+    let t679: u32 = select(0u, t629, t89);
+    let t680: f32 = select(t644, bitcast<f32>(extractBits(b2[t679 >> 1u], (t679 & 1u) << 4u, 16u) << 16u), t89);
+    let t681: u32 = select(0u, t630, t90);
+    let t682: f32 = select(t644, bitcast<f32>(extractBits(b2[t681 >> 1u], (t681 & 1u) << 4u, 16u) << 16u), t90);
+    let t683: u32 = select(0u, t631, t91);
+    let t684: f32 = select(t644, bitcast<f32>(extractBits(b2[t683 >> 1u], (t683 & 1u) << 4u, 16u) << 16u), t91);
+    let t685: u32 = select(0u, t632, t92);
+    let t686: f32 = select(t644, bitcast<f32>(extractBits(b2[t685 >> 1u], (t685 & 1u) << 4u, 16u) << 16u), t92);
+    let t687: u32 = select(0u, t633, t93);
+    let t688: f32 = select(t644, bitcast<f32>(extractBits(b2[t687 >> 1u], (t687 & 1u) << 4u, 16u) << 16u), t93);
+    let t689: u32 = select(0u, t634, t94);
+    let t690: f32 = select(t644, bitcast<f32>(extractBits(b2[t689 >> 1u], (t689 & 1u) << 4u, 16u) << 16u), t94);
+    let t691: u32 = select(0u, t635, t95);
+    let t692: f32 = select(t644, bitcast<f32>(extractBits(b2[t691 >> 1u], (t691 & 1u) << 4u, 16u) << 16u), t95);
+    let t693: u32 = select(0u, t636, t96);
+    let t694: f32 = select(t644, bitcast<f32>(extractBits(b2[t693 >> 1u], (t693 & 1u) << 4u, 16u) << 16u), t96);
+    let t695: u32 = select(0u, t637, t97);
+    let t696: f32 = select(t644, bitcast<f32>(extractBits(b2[t695 >> 1u], (t695 & 1u) << 4u, 16u) << 16u), t97);
+    let t697: u32 = select(0u, t638, t98);
+    let t698: f32 = select(t644, bitcast<f32>(extractBits(b2[t697 >> 1u], (t697 & 1u) << 4u, 16u) << 16u), t98);
+    let t699: u32 = select(0u, t639, t99);
+    let t700: f32 = select(t644, bitcast<f32>(extractBits(b2[t699 >> 1u], (t699 & 1u) << 4u, 16u) << 16u), t99);
+    let t701: u32 = select(0u, t640, t100);
+    let t702: f32 = select(t644, bitcast<f32>(extractBits(b2[t701 >> 1u], (t701 & 1u) << 4u, 16u) << 16u), t100);
+    let t703: u32 = select(0u, t641, t101);
+    let t704: f32 = select(t644, bitcast<f32>(extractBits(b2[t703 >> 1u], (t703 & 1u) << 4u, 16u) << 16u), t101);
+    let t705: u32 = select(0u, t642, t102);
+    let t706: f32 = select(t644, bitcast<f32>(extractBits(b2[t705 >> 1u], (t705 & 1u) << 4u, 16u) << 16u), t102);
+    let t707: u32 = select(0u, t643, t103);
+    let t708: f32 = select(t644, bitcast<f32>(extractBits(b2[t707 >> 1u], (t707 & 1u) << 4u, 16u) << 16u), t103);
+    let t709: f32 = t646;
+    let t710: f32 = t648;
+    let t711: f32 = t650;
+    let t712: f32 = t652;
+    let t713: f32 = t654;
+    let t714: f32 = t656;
+    let t715: f32 = t658;
+    let t716: f32 = t660;
+    let t717: f32 = t662;
+    let t718: f32 = t664;
+    let t719: f32 = t666;
+    let t720: f32 = t668;
+    let t721: f32 = t670;
+    let t722: f32 = t672;
+    let t723: f32 = t674;
+    let t724: f32 = t676;
+    let t725: f32 = t678;
+    let t726: f32 = t680;
+    let t727: f32 = t682;
+    let t728: f32 = t684;
+    let t729: f32 = t686;
+    let t730: f32 = t688;
+    let t731: f32 = t690;
+    let t732: f32 = t692;
+    let t733: f32 = t694;
+    let t734: f32 = t696;
+    let t735: f32 = t698;
+    let t736: f32 = t700;
+    let t737: f32 = t702;
+    let t738: f32 = t704;
+    let t739: f32 = t706;
+    let t740: f32 = t708;
+    let t741: u32 = 0u + bitcast<u32>(t9);
+    let t742: u32 = 0u + bitcast<u32>(t11);
+    let t743: u32 = 0u + bitcast<u32>(t13);
+    let t744: u32 = 0u + bitcast<u32>(t15);
+    let t745: u32 = 0u + bitcast<u32>(t17);
+    let t746: u32 = 0u + bitcast<u32>(t19);
+    let t747: u32 = 0u + bitcast<u32>(t21);
+    let t748: u32 = 0u + bitcast<u32>(t23);
+    let t749: u32 = 0u + bitcast<u32>(t25);
+    let t750: u32 = 0u + bitcast<u32>(t27);
+    let t751: u32 = 0u + bitcast<u32>(t29);
+    let t752: u32 = 0u + bitcast<u32>(t31);
+    let t753: u32 = 0u + bitcast<u32>(t33);
+    let t754: u32 = 0u + bitcast<u32>(t35);
+    let t755: u32 = 0u + bitcast<u32>(t37);
+    let t756: u32 = 0u + bitcast<u32>(t39);
+    let t757: u32 = 0u + bitcast<u32>(t41);
+    let t758: u32 = 0u + bitcast<u32>(t43);
+    let t759: u32 = 0u + bitcast<u32>(t45);
+    let t760: u32 = 0u + bitcast<u32>(t47);
+    let t761: u32 = 0u + bitcast<u32>(t49);
+    let t762: u32 = 0u + bitcast<u32>(t51);
+    let t763: u32 = 0u + bitcast<u32>(t53);
+    let t764: u32 = 0u + bitcast<u32>(t55);
+    let t765: u32 = 0u + bitcast<u32>(t57);
+    let t766: u32 = 0u + bitcast<u32>(t59);
+    let t767: u32 = 0u + bitcast<u32>(t61);
+    let t768: u32 = 0u + bitcast<u32>(t63);
+    let t769: u32 = 0u + bitcast<u32>(t65);
+    let t770: u32 = 0u + bitcast<u32>(t67);
+    let t771: u32 = 0u + bitcast<u32>(t69);
+    let t772: u32 = 0u + bitcast<u32>(t71);
+    let t773: f32 = 0.0f;
+    let t774: u32 = select(0u, t741, t72);
+    let t775: f32 = select(t773, bitcast<f32>(extractBits(b3[t774 >> 1u], (t774 & 1u) << 4u, 16u) << 16u), t72);
+    let t776: u32 = select(0u, t742, t73);
+    let t777: f32 = select(t773, bitcast<f32>(extractBits(b3[t776 >> 1u], (t776 & 1u) << 4u, 16u) << 16u), t73);
+    let t778: u32 = select(0u, t743, t74);
+    let t779: f32 = select(t773, bitcast<f32>(extractBits(b3[t778 >> 1u], (t778 & 1u) << 4u, 16u) << 16u), t74);
+    let t780: u32 = select(0u, t744, t75);
+    let t781: f32 = select(t773, bitcast<f32>(extractBits(b3[t780 >> 1u], (t780 & 1u) << 4u, 16u) << 16u), t75);
+    let t782: u32 = select(0u, t745, t76);
+    let t783: f32 = select(t773, bitcast<f32>(extractBits(b3[t782 >> 1u], (t782 & 1u) << 4u, 16u) << 16u), t76);
+    let t784: u32 = select(0u, t746, t77);
+    let t785: f32 = select(t773, bitcast<f32>(extractBits(b3[t784 >> 1u], (t784 & 1u) << 4u, 16u) << 16u), t77);
+    let t786: u32 = select(0u, t747, t78);
+    let t787: f32 = select(t773, bitcast<f32>(extractBits(b3[t786 >> 1u], (t786 & 1u) << 4u, 16u) << 16u), t78);
+    let t788: u32 = select(0u, t748, t79);
+    let t789: f32 = select(t773, bitcast<f32>(extractBits(b3[t788 >> 1u], (t788 & 1u) << 4u, 16u) << 16u), t79);
+    let t790: u32 = select(0u, t749, t80);
+    let t791: f32 = select(t773, bitcast<f32>(extractBits(b3[t790 >> 1u], (t790 & 1u) << 4u, 16u) << 16u), t80);
+    let t792: u32 = select(0u, t750, t81);
+    let t793: f32 = select(t773, bitcast<f32>(extractBits(b3[t792 >> 1u], (t792 & 1u) << 4u, 16u) << 16u), t81);
+    let t794: u32 = select(0u, t751, t82);
+    let t795: f32 = select(t773, bitcast<f32>(extractBits(b3[t794 >> 1u], (t794 & 1u) << 4u, 16u) << 16u), t82);
+    let t796: u32 = select(0u, t752, t83);
+    let t797: f32 = select(t773, bitcast<f32>(extractBits(b3[t796 >> 1u], (t796 & 1u) << 4u, 16u) << 16u), t83);
+    let t798: u32 = select(0u, t753, t84);
+    let t799: f32 = select(t773, bitcast<f32>(extractBits(b3[t798 >> 1u], (t798 & 1u) << 4u, 16u) << 16u), t84);
+    let t800: u32 = select(0u, t754, t85);
+    let t801: f32 = select(t773, bitcast<f32>(extractBits(b3[t800 >> 1u], (t800 & 1u) << 4u, 16u) << 16u), t85);
+    let t802: u32 = select(0u, t755, t86);
+    let t803: f32 = select(t773, bitcast<f32>(extractBits(b3[t802 >> 1u], (t802 & 1u) << 4u, 16u) << 16u), t86);
+    let t804: u32 = select(0u, t756, t87);
+    let t805: f32 = select(t773, bitcast<f32>(extractBits(b3[t804 >> 1u], (t804 & 1u) << 4u, 16u) << 16u), t87);
+    let t806: u32 = select(0u, t757, t88);
+    let t807: f32 = select(t773, bitcast<f32>(extractBits(b3[t806 >> 1u], (t806 & 1u) << 4u, 16u) << 16u), t88);
+    let t808: u32 = select(0u, t758, t89);
+    let t809: f32 = select(t773, bitcast<f32>(extractBits(b3[t808 >> 1u], (t808 & 1u) << 4u, 16u) << 16u), t89);
+    let t810: u32 = select(0u, t759, t90);
+    let t811: f32 = select(t773, bitcast<f32>(extractBits(b3[t810 >> 1u], (t810 & 1u) << 4u, 16u) << 16u), t90);
+    let t812: u32 = select(0u, t760, t91);
+    let t813: f32 = select(t773, bitcast<f32>(extractBits(b3[t812 >> 1u], (t812 & 1u) << 4u, 16u) << 16u), t91);
+    let t814: u32 = select(0u, t761, t92);
+    let t815: f32 = select(t773, bitcast<f32>(extractBits(b3[t814 >> 1u], (t814 & 1u) << 4u, 16u) << 16u), t92);
+    let t816: u32 = select(0u, t762, t93);
+    let t817: f32 = select(t773, bitcast<f32>(extractBits(b3[t816 >> 1u], (t816 & 1u) << 4u, 16u) << 16u), t93);
+    let t818: u32 = select(0u, t763, t94);
+    let t819: f32 = select(t773, bitcast<f32>(extractBits(b3[t818 >> 1u], (t818 & 1u) << 4u, 16u) << 16u), t94);
+    let t820: u32 = select(0u, t764, t95);
+    let t821: f32 = select(t773, bitcast<f32>(extractBits(b3[t820 >> 1u], (t820 & 1u) << 4u, 16u) << 16u), t95);
+    let t822: u32 = select(0u, t765, t96);
+    let t823: f32 = select(t773, bitcast<f32>(extractBits(b3[t822 >> 1u], (t822 & 1u) << 4u, 16u) << 16u), t96);
+    let t824: u32 = select(0u, t766, t97);
+    let t825: f32 = select(t773, bitcast<f32>(extractBits(b3[t824 >> 1u], (t824 & 1u) << 4u, 16u) << 16u), t97);
+    let t826: u32 = select(0u, t767, t98);
+    let t827: f32 = select(t773, bitcast<f32>(extractBits(b3[t826 >> 1u], (t826 & 1u) << 4u, 16u) << 16u), t98);
+    let t828: u32 = select(0u, t768, t99);
+    let t829: f32 = select(t773, bitcast<f32>(extractBits(b3[t828 >> 1u], (t828 & 1u) << 4u, 16u) << 16u), t99);
+    let t830: u32 = select(0u, t769, t100);
+    let t831: f32 = select(t773, bitcast<f32>(extractBits(b3[t830 >> 1u], (t830 & 1u) << 4u, 16u) << 16u), t100);
+    let t832: u32 = select(0u, t770, t101);
+    let t833: f32 = select(t773, bitcast<f32>(extractBits(b3[t832 >> 1u], (t832 & 1u) << 4u, 16u) << 16u), t101);
+    let t834: u32 = select(0u, t771, t102);
+    let t835: f32 = select(t773, bitcast<f32>(extractBits(b3[t834 >> 1u], (t834 & 1u) << 4u, 16u) << 16u), t102);
+    let t836: u32 = select(0u, t772, t103);
+    let t837: f32 = select(t773, bitcast<f32>(extractBits(b3[t836 >> 1u], (t836 & 1u) << 4u, 16u) << 16u), t103);
+    let t838: f32 = t775;
+    let t839: f32 = t777;
+    let t840: f32 = t779;
+    let t841: f32 = t781;
+    let t842: f32 = t783;
+    let t843: f32 = t785;
+    let t844: f32 = t787;
+    let t845: f32 = t789;
+    let t846: f32 = t791;
+    let t847: f32 = t793;
+    let t848: f32 = t795;
+    let t849: f32 = t797;
+    let t850: f32 = t799;
+    let t851: f32 = t801;
+    let t852: f32 = t803;
+    let t853: f32 = t805;
+    let t854: f32 = t807;
+    let t855: f32 = t809;
+    let t856: f32 = t811;
+    let t857: f32 = t813;
+    let t858: f32 = t815;
+    let t859: f32 = t817;
+    let t860: f32 = t819;
+    let t861: f32 = t821;
+    let t862: f32 = t823;
+    let t863: f32 = t825;
+    let t864: f32 = t827;
+    let t865: f32 = t829;
+    let t866: f32 = t831;
+    let t867: f32 = t833;
+    let t868: f32 = t835;
+    let t869: f32 = t837;
+    let t870: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t871: vec2<u32> = ft_mul64(t6, t870);
+    let t872: u32 = 0u + t871.x;
+    let t873: u32 = t872 + bitcast<u32>(t9);
+    let t874: u32 = t872 + bitcast<u32>(t11);
+    let t875: u32 = t872 + bitcast<u32>(t13);
+    let t876: u32 = t872 + bitcast<u32>(t15);
+    let t877: u32 = t872 + bitcast<u32>(t17);
+    let t878: u32 = t872 + bitcast<u32>(t19);
+    let t879: u32 = t872 + bitcast<u32>(t21);
+    let t880: u32 = t872 + bitcast<u32>(t23);
+    let t881: u32 = t872 + bitcast<u32>(t25);
+    let t882: u32 = t872 + bitcast<u32>(t27);
+    let t883: u32 = t872 + bitcast<u32>(t29);
+    let t884: u32 = t872 + bitcast<u32>(t31);
+    let t885: u32 = t872 + bitcast<u32>(t33);
+    let t886: u32 = t872 + bitcast<u32>(t35);
+    let t887: u32 = t872 + bitcast<u32>(t37);
+    let t888: u32 = t872 + bitcast<u32>(t39);
+    let t889: u32 = t872 + bitcast<u32>(t41);
+    let t890: u32 = t872 + bitcast<u32>(t43);
+    let t891: u32 = t872 + bitcast<u32>(t45);
+    let t892: u32 = t872 + bitcast<u32>(t47);
+    let t893: u32 = t872 + bitcast<u32>(t49);
+    let t894: u32 = t872 + bitcast<u32>(t51);
+    let t895: u32 = t872 + bitcast<u32>(t53);
+    let t896: u32 = t872 + bitcast<u32>(t55);
+    let t897: u32 = t872 + bitcast<u32>(t57);
+    let t898: u32 = t872 + bitcast<u32>(t59);
+    let t899: u32 = t872 + bitcast<u32>(t61);
+    let t900: u32 = t872 + bitcast<u32>(t63);
+    let t901: u32 = t872 + bitcast<u32>(t65);
+    let t902: u32 = t872 + bitcast<u32>(t67);
+    let t903: u32 = t872 + bitcast<u32>(t69);
+    let t904: u32 = t872 + bitcast<u32>(t71);
+    let t905: f32 = t312 * t423;
+    let t906: f32 = t313 * t423;
+    let t907: f32 = t314 * t423;
+    let t908: f32 = t315 * t423;
+    let t909: f32 = t316 * t423;
+    let t910: f32 = t317 * t423;
+    let t911: f32 = t318 * t423;
+    let t912: f32 = t319 * t423;
+    let t913: f32 = t320 * t423;
+    let t914: f32 = t321 * t423;
+    let t915: f32 = t322 * t423;
+    let t916: f32 = t323 * t423;
+    let t917: f32 = t324 * t423;
+    let t918: f32 = t325 * t423;
+    let t919: f32 = t326 * t423;
+    let t920: f32 = t327 * t423;
+    let t921: f32 = t328 * t423;
+    let t922: f32 = t329 * t423;
+    let t923: f32 = t330 * t423;
+    let t924: f32 = t331 * t423;
+    let t925: f32 = t332 * t423;
+    let t926: f32 = t333 * t423;
+    let t927: f32 = t334 * t423;
+    let t928: f32 = t335 * t423;
+    let t929: f32 = t336 * t423;
+    let t930: f32 = t337 * t423;
+    let t931: f32 = t338 * t423;
+    let t932: f32 = t339 * t423;
+    let t933: f32 = t340 * t423;
+    let t934: f32 = t341 * t423;
+    let t935: f32 = t342 * t423;
+    let t936: f32 = t343 * t423;
+    let t937: f32 = t905 * t709;
+    let t938: f32 = t906 * t710;
+    let t939: f32 = t907 * t711;
+    let t940: f32 = t908 * t712;
+    let t941: f32 = t909 * t713;
+    let t942: f32 = t910 * t714;
+    let t943: f32 = t911 * t715;
+    let t944: f32 = t912 * t716;
+    let t945: f32 = t913 * t717;
+    let t946: f32 = t914 * t718;
+    let t947: f32 = t915 * t719;
+    let t948: f32 = t916 * t720;
+    let t949: f32 = t917 * t721;
+    let t950: f32 = t918 * t722;
+    let t951: f32 = t919 * t723;
+    let t952: f32 = t920 * t724;
+    let t953: f32 = t921 * t725;
+    let t954: f32 = t922 * t726;
+    let t955: f32 = t923 * t727;
+    let t956: f32 = t924 * t728;
+    let t957: f32 = t925 * t729;
+    let t958: f32 = t926 * t730;
+    let t959: f32 = t927 * t731;
+    let t960: f32 = t928 * t732;
+    let t961: f32 = t929 * t733;
+    let t962: f32 = t930 * t734;
+    let t963: f32 = t931 * t735;
+    let t964: f32 = t932 * t736;
+    let t965: f32 = t933 * t737;
+    let t966: f32 = t934 * t738;
+    let t967: f32 = t935 * t739;
+    let t968: f32 = t936 * t740;
+    let t969: f32 = t937 + t838;
+    let t970: f32 = t938 + t839;
+    let t971: f32 = t939 + t840;
+    let t972: f32 = t940 + t841;
+    let t973: f32 = t941 + t842;
+    let t974: f32 = t942 + t843;
+    let t975: f32 = t943 + t844;
+    let t976: f32 = t944 + t845;
+    let t977: f32 = t945 + t846;
+    let t978: f32 = t946 + t847;
+    let t979: f32 = t947 + t848;
+    let t980: f32 = t948 + t849;
+    let t981: f32 = t949 + t850;
+    let t982: f32 = t950 + t851;
+    let t983: f32 = t951 + t852;
+    let t984: f32 = t952 + t853;
+    let t985: f32 = t953 + t854;
+    let t986: f32 = t954 + t855;
+    let t987: f32 = t955 + t856;
+    let t988: f32 = t956 + t857;
+    let t989: f32 = t957 + t858;
+    let t990: f32 = t958 + t859;
+    let t991: f32 = t959 + t860;
+    let t992: f32 = t960 + t861;
+    let t993: f32 = t961 + t862;
+    let t994: f32 = t962 + t863;
+    let t995: f32 = t963 + t864;
+    let t996: f32 = t964 + t865;
+    let t997: f32 = t965 + t866;
+    let t998: f32 = t966 + t867;
+    let t999: f32 = t967 + t868;
+    let t1000: f32 = t968 + t869;
+    let t1001: f32 = ft_rb(t969);
+    let t1002: f32 = ft_rb(t970);
+    let t1003: f32 = ft_rb(t971);
+    let t1004: f32 = ft_rb(t972);
+    let t1005: f32 = ft_rb(t973);
+    let t1006: f32 = ft_rb(t974);
+    let t1007: f32 = ft_rb(t975);
+    let t1008: f32 = ft_rb(t976);
+    let t1009: f32 = ft_rb(t977);
+    let t1010: f32 = ft_rb(t978);
+    let t1011: f32 = ft_rb(t979);
+    let t1012: f32 = ft_rb(t980);
+    let t1013: f32 = ft_rb(t981);
+    let t1014: f32 = ft_rb(t982);
+    let t1015: f32 = ft_rb(t983);
+    let t1016: f32 = ft_rb(t984);
+    let t1017: f32 = ft_rb(t985);
+    let t1018: f32 = ft_rb(t986);
+    let t1019: f32 = ft_rb(t987);
+    let t1020: f32 = ft_rb(t988);
+    let t1021: f32 = ft_rb(t989);
+    let t1022: f32 = ft_rb(t990);
+    let t1023: f32 = ft_rb(t991);
+    let t1024: f32 = ft_rb(t992);
+    let t1025: f32 = ft_rb(t993);
+    let t1026: f32 = ft_rb(t994);
+    let t1027: f32 = ft_rb(t995);
+    let t1028: f32 = ft_rb(t996);
+    let t1029: f32 = ft_rb(t997);
+    let t1030: f32 = ft_rb(t998);
+    let t1031: f32 = ft_rb(t999);
+    let t1032: f32 = ft_rb(t1000);
+    let t1033: u32 = (bitcast<u32>(t1001) >> 16u);
+    let t1034: u32 = (bitcast<u32>(t1002) >> 16u);
+    if ((t72) && (t73) && (t873 & 1u) == 0u && t874 == t873 + 1u && (t873 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t873 >> 1u], t1033 | (t1034 << 16u));
     } else {
-        if (t74) { ft_st_b1(t683, t843); }
-        if (t75) { ft_st_b1(t684, t844); }
+        if (t72) { ft_st_b1(t873, t1033); }
+        if (t73) { ft_st_b1(t874, t1034); }
     }
-    let t845: u32 = (bitcast<u32>(t813) >> 16u);
-    let t846: u32 = (bitcast<u32>(t814) >> 16u);
-    if ((t76) && (t77) && (t685 & 1u) == 0u && t686 == t685 + 1u && (t685 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t685 >> 1u], t845 | (t846 << 16u));
+    let t1035: u32 = (bitcast<u32>(t1003) >> 16u);
+    let t1036: u32 = (bitcast<u32>(t1004) >> 16u);
+    if ((t74) && (t75) && (t875 & 1u) == 0u && t876 == t875 + 1u && (t875 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t875 >> 1u], t1035 | (t1036 << 16u));
     } else {
-        if (t76) { ft_st_b1(t685, t845); }
-        if (t77) { ft_st_b1(t686, t846); }
+        if (t74) { ft_st_b1(t875, t1035); }
+        if (t75) { ft_st_b1(t876, t1036); }
     }
-    let t847: u32 = (bitcast<u32>(t815) >> 16u);
-    let t848: u32 = (bitcast<u32>(t816) >> 16u);
-    if ((t78) && (t79) && (t687 & 1u) == 0u && t688 == t687 + 1u && (t687 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t687 >> 1u], t847 | (t848 << 16u));
+    let t1037: u32 = (bitcast<u32>(t1005) >> 16u);
+    let t1038: u32 = (bitcast<u32>(t1006) >> 16u);
+    if ((t76) && (t77) && (t877 & 1u) == 0u && t878 == t877 + 1u && (t877 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t877 >> 1u], t1037 | (t1038 << 16u));
     } else {
-        if (t78) { ft_st_b1(t687, t847); }
-        if (t79) { ft_st_b1(t688, t848); }
+        if (t76) { ft_st_b1(t877, t1037); }
+        if (t77) { ft_st_b1(t878, t1038); }
     }
-    let t849: u32 = (bitcast<u32>(t817) >> 16u);
-    let t850: u32 = (bitcast<u32>(t818) >> 16u);
-    if ((t80) && (t81) && (t689 & 1u) == 0u && t690 == t689 + 1u && (t689 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t689 >> 1u], t849 | (t850 << 16u));
+    let t1039: u32 = (bitcast<u32>(t1007) >> 16u);
+    let t1040: u32 = (bitcast<u32>(t1008) >> 16u);
+    if ((t78) && (t79) && (t879 & 1u) == 0u && t880 == t879 + 1u && (t879 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t879 >> 1u], t1039 | (t1040 << 16u));
     } else {
-        if (t80) { ft_st_b1(t689, t849); }
-        if (t81) { ft_st_b1(t690, t850); }
+        if (t78) { ft_st_b1(t879, t1039); }
+        if (t79) { ft_st_b1(t880, t1040); }
     }
-    let t851: u32 = (bitcast<u32>(t819) >> 16u);
-    let t852: u32 = (bitcast<u32>(t820) >> 16u);
-    if ((t82) && (t83) && (t691 & 1u) == 0u && t692 == t691 + 1u && (t691 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t691 >> 1u], t851 | (t852 << 16u));
+    let t1041: u32 = (bitcast<u32>(t1009) >> 16u);
+    let t1042: u32 = (bitcast<u32>(t1010) >> 16u);
+    if ((t80) && (t81) && (t881 & 1u) == 0u && t882 == t881 + 1u && (t881 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t881 >> 1u], t1041 | (t1042 << 16u));
     } else {
-        if (t82) { ft_st_b1(t691, t851); }
-        if (t83) { ft_st_b1(t692, t852); }
+        if (t80) { ft_st_b1(t881, t1041); }
+        if (t81) { ft_st_b1(t882, t1042); }
     }
-    let t853: u32 = (bitcast<u32>(t821) >> 16u);
-    let t854: u32 = (bitcast<u32>(t822) >> 16u);
-    if ((t84) && (t85) && (t693 & 1u) == 0u && t694 == t693 + 1u && (t693 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t693 >> 1u], t853 | (t854 << 16u));
+    let t1043: u32 = (bitcast<u32>(t1011) >> 16u);
+    let t1044: u32 = (bitcast<u32>(t1012) >> 16u);
+    if ((t82) && (t83) && (t883 & 1u) == 0u && t884 == t883 + 1u && (t883 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t883 >> 1u], t1043 | (t1044 << 16u));
     } else {
-        if (t84) { ft_st_b1(t693, t853); }
-        if (t85) { ft_st_b1(t694, t854); }
+        if (t82) { ft_st_b1(t883, t1043); }
+        if (t83) { ft_st_b1(t884, t1044); }
     }
-    let t855: u32 = (bitcast<u32>(t823) >> 16u);
-    let t856: u32 = (bitcast<u32>(t824) >> 16u);
-    if ((t86) && (t87) && (t695 & 1u) == 0u && t696 == t695 + 1u && (t695 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t695 >> 1u], t855 | (t856 << 16u));
+    let t1045: u32 = (bitcast<u32>(t1013) >> 16u);
+    let t1046: u32 = (bitcast<u32>(t1014) >> 16u);
+    if ((t84) && (t85) && (t885 & 1u) == 0u && t886 == t885 + 1u && (t885 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t885 >> 1u], t1045 | (t1046 << 16u));
     } else {
-        if (t86) { ft_st_b1(t695, t855); }
-        if (t87) { ft_st_b1(t696, t856); }
+        if (t84) { ft_st_b1(t885, t1045); }
+        if (t85) { ft_st_b1(t886, t1046); }
     }
-    let t857: u32 = (bitcast<u32>(t825) >> 16u);
-    let t858: u32 = (bitcast<u32>(t826) >> 16u);
-    if ((t88) && (t89) && (t697 & 1u) == 0u && t698 == t697 + 1u && (t697 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t697 >> 1u], t857 | (t858 << 16u));
+    let t1047: u32 = (bitcast<u32>(t1015) >> 16u);
+    let t1048: u32 = (bitcast<u32>(t1016) >> 16u);
+    if ((t86) && (t87) && (t887 & 1u) == 0u && t888 == t887 + 1u && (t887 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t887 >> 1u], t1047 | (t1048 << 16u));
     } else {
-        if (t88) { ft_st_b1(t697, t857); }
-        if (t89) { ft_st_b1(t698, t858); }
+        if (t86) { ft_st_b1(t887, t1047); }
+        if (t87) { ft_st_b1(t888, t1048); }
     }
-    let t859: u32 = (bitcast<u32>(t827) >> 16u);
-    let t860: u32 = (bitcast<u32>(t828) >> 16u);
-    if ((t90) && (t91) && (t699 & 1u) == 0u && t700 == t699 + 1u && (t699 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t699 >> 1u], t859 | (t860 << 16u));
+    let t1049: u32 = (bitcast<u32>(t1017) >> 16u);
+    let t1050: u32 = (bitcast<u32>(t1018) >> 16u);
+    if ((t88) && (t89) && (t889 & 1u) == 0u && t890 == t889 + 1u && (t889 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t889 >> 1u], t1049 | (t1050 << 16u));
     } else {
-        if (t90) { ft_st_b1(t699, t859); }
-        if (t91) { ft_st_b1(t700, t860); }
+        if (t88) { ft_st_b1(t889, t1049); }
+        if (t89) { ft_st_b1(t890, t1050); }
     }
-    let t861: u32 = (bitcast<u32>(t829) >> 16u);
-    let t862: u32 = (bitcast<u32>(t830) >> 16u);
-    if ((t92) && (t93) && (t701 & 1u) == 0u && t702 == t701 + 1u && (t701 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t701 >> 1u], t861 | (t862 << 16u));
+    let t1051: u32 = (bitcast<u32>(t1019) >> 16u);
+    let t1052: u32 = (bitcast<u32>(t1020) >> 16u);
+    if ((t90) && (t91) && (t891 & 1u) == 0u && t892 == t891 + 1u && (t891 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t891 >> 1u], t1051 | (t1052 << 16u));
     } else {
-        if (t92) { ft_st_b1(t701, t861); }
-        if (t93) { ft_st_b1(t702, t862); }
+        if (t90) { ft_st_b1(t891, t1051); }
+        if (t91) { ft_st_b1(t892, t1052); }
     }
-    let t863: u32 = (bitcast<u32>(t831) >> 16u);
-    let t864: u32 = (bitcast<u32>(t832) >> 16u);
-    if ((t94) && (t95) && (t703 & 1u) == 0u && t704 == t703 + 1u && (t703 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t703 >> 1u], t863 | (t864 << 16u));
+    let t1053: u32 = (bitcast<u32>(t1021) >> 16u);
+    let t1054: u32 = (bitcast<u32>(t1022) >> 16u);
+    if ((t92) && (t93) && (t893 & 1u) == 0u && t894 == t893 + 1u && (t893 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t893 >> 1u], t1053 | (t1054 << 16u));
     } else {
-        if (t94) { ft_st_b1(t703, t863); }
-        if (t95) { ft_st_b1(t704, t864); }
+        if (t92) { ft_st_b1(t893, t1053); }
+        if (t93) { ft_st_b1(t894, t1054); }
     }
-    let t865: u32 = (bitcast<u32>(t833) >> 16u);
-    let t866: u32 = (bitcast<u32>(t834) >> 16u);
-    if ((t96) && (t97) && (t705 & 1u) == 0u && t706 == t705 + 1u && (t705 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t705 >> 1u], t865 | (t866 << 16u));
+    let t1055: u32 = (bitcast<u32>(t1023) >> 16u);
+    let t1056: u32 = (bitcast<u32>(t1024) >> 16u);
+    if ((t94) && (t95) && (t895 & 1u) == 0u && t896 == t895 + 1u && (t895 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t895 >> 1u], t1055 | (t1056 << 16u));
     } else {
-        if (t96) { ft_st_b1(t705, t865); }
-        if (t97) { ft_st_b1(t706, t866); }
+        if (t94) { ft_st_b1(t895, t1055); }
+        if (t95) { ft_st_b1(t896, t1056); }
     }
-    let t867: u32 = (bitcast<u32>(t835) >> 16u);
-    let t868: u32 = (bitcast<u32>(t836) >> 16u);
-    if ((t98) && (t99) && (t707 & 1u) == 0u && t708 == t707 + 1u && (t707 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t707 >> 1u], t867 | (t868 << 16u));
+    let t1057: u32 = (bitcast<u32>(t1025) >> 16u);
+    let t1058: u32 = (bitcast<u32>(t1026) >> 16u);
+    if ((t96) && (t97) && (t897 & 1u) == 0u && t898 == t897 + 1u && (t897 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t897 >> 1u], t1057 | (t1058 << 16u));
     } else {
-        if (t98) { ft_st_b1(t707, t867); }
-        if (t99) { ft_st_b1(t708, t868); }
+        if (t96) { ft_st_b1(t897, t1057); }
+        if (t97) { ft_st_b1(t898, t1058); }
     }
-    let t869: u32 = (bitcast<u32>(t837) >> 16u);
-    let t870: u32 = (bitcast<u32>(t838) >> 16u);
-    if ((t100) && (t101) && (t709 & 1u) == 0u && t710 == t709 + 1u && (t709 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t709 >> 1u], t869 | (t870 << 16u));
+    let t1059: u32 = (bitcast<u32>(t1027) >> 16u);
+    let t1060: u32 = (bitcast<u32>(t1028) >> 16u);
+    if ((t98) && (t99) && (t899 & 1u) == 0u && t900 == t899 + 1u && (t899 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t899 >> 1u], t1059 | (t1060 << 16u));
     } else {
-        if (t100) { ft_st_b1(t709, t869); }
-        if (t101) { ft_st_b1(t710, t870); }
+        if (t98) { ft_st_b1(t899, t1059); }
+        if (t99) { ft_st_b1(t900, t1060); }
     }
-    let t871: u32 = (bitcast<u32>(t839) >> 16u);
-    let t872: u32 = (bitcast<u32>(t840) >> 16u);
-    if ((t102) && (t103) && (t711 & 1u) == 0u && t712 == t711 + 1u && (t711 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t711 >> 1u], t871 | (t872 << 16u));
+    let t1061: u32 = (bitcast<u32>(t1029) >> 16u);
+    let t1062: u32 = (bitcast<u32>(t1030) >> 16u);
+    if ((t100) && (t101) && (t901 & 1u) == 0u && t902 == t901 + 1u && (t901 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t901 >> 1u], t1061 | (t1062 << 16u));
     } else {
-        if (t102) { ft_st_b1(t711, t871); }
-        if (t103) { ft_st_b1(t712, t872); }
+        if (t100) { ft_st_b1(t901, t1061); }
+        if (t101) { ft_st_b1(t902, t1062); }
+    }
+    let t1063: u32 = (bitcast<u32>(t1031) >> 16u);
+    let t1064: u32 = (bitcast<u32>(t1032) >> 16u);
+    if ((t102) && (t103) && (t903 & 1u) == 0u && t904 == t903 + 1u && (t903 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t903 >> 1u], t1063 | (t1064 << 16u));
+    } else {
+        if (t102) { ft_st_b1(t903, t1063); }
+        if (t103) { ft_st_b1(t904, t1064); }
     }
 }

@@ -16,6 +16,7 @@ struct FtArgs {
 }
 @group(0) @binding(4) var<uniform> ft_args: FtArgs;
 var<workgroup> ft_smem: array<u32, 256>;
+var<workgroup> ft_uni: u32;
 
 fn ft_b2f(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
@@ -57,8 +58,15 @@ fn ft_f2b(x: f32) -> u32 {
     return b >> 16u;
 }
 
+// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn ft_fmax(a: f32, b: f32) -> f32 {
+    return select(a, b, b > a || ft_isnan(a));
+}
+
 // i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
 fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+
+fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
 
@@ -378,281 +386,456 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t273: f32 = ft_div(t272, t124);
     let t274: f32 = t273 + t4;
     let t275: f32 = inverseSqrt(t274);
-    let t276: u32 = 0u + bitcast<u32>(t9);
-    let t277: u32 = 0u + bitcast<u32>(t11);
-    let t278: u32 = 0u + bitcast<u32>(t13);
-    let t279: u32 = 0u + bitcast<u32>(t15);
-    let t280: u32 = 0u + bitcast<u32>(t17);
-    let t281: u32 = 0u + bitcast<u32>(t19);
-    let t282: u32 = 0u + bitcast<u32>(t21);
-    let t283: u32 = 0u + bitcast<u32>(t23);
-    let t284: u32 = 0u + bitcast<u32>(t25);
-    let t285: u32 = 0u + bitcast<u32>(t27);
-    let t286: u32 = 0u + bitcast<u32>(t29);
-    let t287: u32 = 0u + bitcast<u32>(t31);
-    let t288: u32 = 0u + bitcast<u32>(t33);
-    let t289: u32 = 0u + bitcast<u32>(t35);
-    let t290: u32 = 0u + bitcast<u32>(t37);
-    let t291: u32 = 0u + bitcast<u32>(t39);
-    let t292: f32 = 0.0f;
-    let t293: u32 = select(0u, t276, t40);
-    let t294: f32 = select(t292, bitcast<f32>(extractBits(b2[t293 >> 1u], (t293 & 1u) << 4u, 16u) << 16u), t40);
-    let t295: u32 = select(0u, t277, t41);
-    let t296: f32 = select(t292, bitcast<f32>(extractBits(b2[t295 >> 1u], (t295 & 1u) << 4u, 16u) << 16u), t41);
-    let t297: u32 = select(0u, t278, t42);
-    let t298: f32 = select(t292, bitcast<f32>(extractBits(b2[t297 >> 1u], (t297 & 1u) << 4u, 16u) << 16u), t42);
-    let t299: u32 = select(0u, t279, t43);
-    let t300: f32 = select(t292, bitcast<f32>(extractBits(b2[t299 >> 1u], (t299 & 1u) << 4u, 16u) << 16u), t43);
-    let t301: u32 = select(0u, t280, t44);
-    let t302: f32 = select(t292, bitcast<f32>(extractBits(b2[t301 >> 1u], (t301 & 1u) << 4u, 16u) << 16u), t44);
-    let t303: u32 = select(0u, t281, t45);
-    let t304: f32 = select(t292, bitcast<f32>(extractBits(b2[t303 >> 1u], (t303 & 1u) << 4u, 16u) << 16u), t45);
-    let t305: u32 = select(0u, t282, t46);
-    let t306: f32 = select(t292, bitcast<f32>(extractBits(b2[t305 >> 1u], (t305 & 1u) << 4u, 16u) << 16u), t46);
-    let t307: u32 = select(0u, t283, t47);
-    let t308: f32 = select(t292, bitcast<f32>(extractBits(b2[t307 >> 1u], (t307 & 1u) << 4u, 16u) << 16u), t47);
-    let t309: u32 = select(0u, t284, t48);
-    let t310: f32 = select(t292, bitcast<f32>(extractBits(b2[t309 >> 1u], (t309 & 1u) << 4u, 16u) << 16u), t48);
-    let t311: u32 = select(0u, t285, t49);
-    let t312: f32 = select(t292, bitcast<f32>(extractBits(b2[t311 >> 1u], (t311 & 1u) << 4u, 16u) << 16u), t49);
-    let t313: u32 = select(0u, t286, t50);
-    let t314: f32 = select(t292, bitcast<f32>(extractBits(b2[t313 >> 1u], (t313 & 1u) << 4u, 16u) << 16u), t50);
-    let t315: u32 = select(0u, t287, t51);
-    let t316: f32 = select(t292, bitcast<f32>(extractBits(b2[t315 >> 1u], (t315 & 1u) << 4u, 16u) << 16u), t51);
-    let t317: u32 = select(0u, t288, t52);
-    let t318: f32 = select(t292, bitcast<f32>(extractBits(b2[t317 >> 1u], (t317 & 1u) << 4u, 16u) << 16u), t52);
-    let t319: u32 = select(0u, t289, t53);
-    let t320: f32 = select(t292, bitcast<f32>(extractBits(b2[t319 >> 1u], (t319 & 1u) << 4u, 16u) << 16u), t53);
-    let t321: u32 = select(0u, t290, t54);
-    let t322: f32 = select(t292, bitcast<f32>(extractBits(b2[t321 >> 1u], (t321 & 1u) << 4u, 16u) << 16u), t54);
-    let t323: u32 = select(0u, t291, t55);
-    let t324: f32 = select(t292, bitcast<f32>(extractBits(b2[t323 >> 1u], (t323 & 1u) << 4u, 16u) << 16u), t55);
-    let t325: f32 = t294;
-    let t326: f32 = t296;
-    let t327: f32 = t298;
-    let t328: f32 = t300;
-    let t329: f32 = t302;
-    let t330: f32 = t304;
-    let t331: f32 = t306;
-    let t332: f32 = t308;
-    let t333: f32 = t310;
-    let t334: f32 = t312;
-    let t335: f32 = t314;
-    let t336: f32 = t316;
-    let t337: f32 = t318;
-    let t338: f32 = t320;
-    let t339: f32 = t322;
-    let t340: f32 = t324;
-    let t341: u32 = 0u + bitcast<u32>(t9);
-    let t342: u32 = 0u + bitcast<u32>(t11);
-    let t343: u32 = 0u + bitcast<u32>(t13);
-    let t344: u32 = 0u + bitcast<u32>(t15);
-    let t345: u32 = 0u + bitcast<u32>(t17);
-    let t346: u32 = 0u + bitcast<u32>(t19);
-    let t347: u32 = 0u + bitcast<u32>(t21);
-    let t348: u32 = 0u + bitcast<u32>(t23);
-    let t349: u32 = 0u + bitcast<u32>(t25);
-    let t350: u32 = 0u + bitcast<u32>(t27);
-    let t351: u32 = 0u + bitcast<u32>(t29);
-    let t352: u32 = 0u + bitcast<u32>(t31);
-    let t353: u32 = 0u + bitcast<u32>(t33);
-    let t354: u32 = 0u + bitcast<u32>(t35);
-    let t355: u32 = 0u + bitcast<u32>(t37);
-    let t356: u32 = 0u + bitcast<u32>(t39);
-    let t357: f32 = 0.0f;
-    let t358: u32 = select(0u, t341, t40);
-    let t359: f32 = select(t357, bitcast<f32>(extractBits(b3[t358 >> 1u], (t358 & 1u) << 4u, 16u) << 16u), t40);
-    let t360: u32 = select(0u, t342, t41);
-    let t361: f32 = select(t357, bitcast<f32>(extractBits(b3[t360 >> 1u], (t360 & 1u) << 4u, 16u) << 16u), t41);
-    let t362: u32 = select(0u, t343, t42);
-    let t363: f32 = select(t357, bitcast<f32>(extractBits(b3[t362 >> 1u], (t362 & 1u) << 4u, 16u) << 16u), t42);
-    let t364: u32 = select(0u, t344, t43);
-    let t365: f32 = select(t357, bitcast<f32>(extractBits(b3[t364 >> 1u], (t364 & 1u) << 4u, 16u) << 16u), t43);
-    let t366: u32 = select(0u, t345, t44);
-    let t367: f32 = select(t357, bitcast<f32>(extractBits(b3[t366 >> 1u], (t366 & 1u) << 4u, 16u) << 16u), t44);
-    let t368: u32 = select(0u, t346, t45);
-    let t369: f32 = select(t357, bitcast<f32>(extractBits(b3[t368 >> 1u], (t368 & 1u) << 4u, 16u) << 16u), t45);
-    let t370: u32 = select(0u, t347, t46);
-    let t371: f32 = select(t357, bitcast<f32>(extractBits(b3[t370 >> 1u], (t370 & 1u) << 4u, 16u) << 16u), t46);
-    let t372: u32 = select(0u, t348, t47);
-    let t373: f32 = select(t357, bitcast<f32>(extractBits(b3[t372 >> 1u], (t372 & 1u) << 4u, 16u) << 16u), t47);
-    let t374: u32 = select(0u, t349, t48);
-    let t375: f32 = select(t357, bitcast<f32>(extractBits(b3[t374 >> 1u], (t374 & 1u) << 4u, 16u) << 16u), t48);
-    let t376: u32 = select(0u, t350, t49);
-    let t377: f32 = select(t357, bitcast<f32>(extractBits(b3[t376 >> 1u], (t376 & 1u) << 4u, 16u) << 16u), t49);
-    let t378: u32 = select(0u, t351, t50);
-    let t379: f32 = select(t357, bitcast<f32>(extractBits(b3[t378 >> 1u], (t378 & 1u) << 4u, 16u) << 16u), t50);
-    let t380: u32 = select(0u, t352, t51);
-    let t381: f32 = select(t357, bitcast<f32>(extractBits(b3[t380 >> 1u], (t380 & 1u) << 4u, 16u) << 16u), t51);
-    let t382: u32 = select(0u, t353, t52);
-    let t383: f32 = select(t357, bitcast<f32>(extractBits(b3[t382 >> 1u], (t382 & 1u) << 4u, 16u) << 16u), t52);
-    let t384: u32 = select(0u, t354, t53);
-    let t385: f32 = select(t357, bitcast<f32>(extractBits(b3[t384 >> 1u], (t384 & 1u) << 4u, 16u) << 16u), t53);
-    let t386: u32 = select(0u, t355, t54);
-    let t387: f32 = select(t357, bitcast<f32>(extractBits(b3[t386 >> 1u], (t386 & 1u) << 4u, 16u) << 16u), t54);
-    let t388: u32 = select(0u, t356, t55);
-    let t389: f32 = select(t357, bitcast<f32>(extractBits(b3[t388 >> 1u], (t388 & 1u) << 4u, 16u) << 16u), t55);
-    let t390: f32 = t359;
-    let t391: f32 = t361;
-    let t392: f32 = t363;
-    let t393: f32 = t365;
-    let t394: f32 = t367;
-    let t395: f32 = t369;
-    let t396: f32 = t371;
-    let t397: f32 = t373;
-    let t398: f32 = t375;
-    let t399: f32 = t377;
-    let t400: f32 = t379;
-    let t401: f32 = t381;
-    let t402: f32 = t383;
-    let t403: f32 = t385;
-    let t404: f32 = t387;
-    let t405: f32 = t389;
-    let t406: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t407: vec2<u32> = ft_mul64(t6, t406);
-    let t408: u32 = 0u + t407.x;
-    let t409: u32 = t408 + bitcast<u32>(t9);
-    let t410: u32 = t408 + bitcast<u32>(t11);
-    let t411: u32 = t408 + bitcast<u32>(t13);
-    let t412: u32 = t408 + bitcast<u32>(t15);
-    let t413: u32 = t408 + bitcast<u32>(t17);
-    let t414: u32 = t408 + bitcast<u32>(t19);
-    let t415: u32 = t408 + bitcast<u32>(t21);
-    let t416: u32 = t408 + bitcast<u32>(t23);
-    let t417: u32 = t408 + bitcast<u32>(t25);
-    let t418: u32 = t408 + bitcast<u32>(t27);
-    let t419: u32 = t408 + bitcast<u32>(t29);
-    let t420: u32 = t408 + bitcast<u32>(t31);
-    let t421: u32 = t408 + bitcast<u32>(t33);
-    let t422: u32 = t408 + bitcast<u32>(t35);
-    let t423: u32 = t408 + bitcast<u32>(t37);
-    let t424: u32 = t408 + bitcast<u32>(t39);
-    let t425: f32 = t192 * t275;
-    let t426: f32 = t193 * t275;
-    let t427: f32 = t194 * t275;
-    let t428: f32 = t195 * t275;
-    let t429: f32 = t196 * t275;
-    let t430: f32 = t197 * t275;
-    let t431: f32 = t198 * t275;
-    let t432: f32 = t199 * t275;
-    let t433: f32 = t200 * t275;
-    let t434: f32 = t201 * t275;
-    let t435: f32 = t202 * t275;
-    let t436: f32 = t203 * t275;
-    let t437: f32 = t204 * t275;
-    let t438: f32 = t205 * t275;
-    let t439: f32 = t206 * t275;
-    let t440: f32 = t207 * t275;
-    let t441: f32 = t425 * t325;
-    let t442: f32 = t426 * t326;
-    let t443: f32 = t427 * t327;
-    let t444: f32 = t428 * t328;
-    let t445: f32 = t429 * t329;
-    let t446: f32 = t430 * t330;
-    let t447: f32 = t431 * t331;
-    let t448: f32 = t432 * t332;
-    let t449: f32 = t433 * t333;
-    let t450: f32 = t434 * t334;
-    let t451: f32 = t435 * t335;
-    let t452: f32 = t436 * t336;
-    let t453: f32 = t437 * t337;
-    let t454: f32 = t438 * t338;
-    let t455: f32 = t439 * t339;
-    let t456: f32 = t440 * t340;
-    let t457: f32 = t441 + t390;
-    let t458: f32 = t442 + t391;
-    let t459: f32 = t443 + t392;
-    let t460: f32 = t444 + t393;
-    let t461: f32 = t445 + t394;
-    let t462: f32 = t446 + t395;
-    let t463: f32 = t447 + t396;
-    let t464: f32 = t448 + t397;
-    let t465: f32 = t449 + t398;
-    let t466: f32 = t450 + t399;
-    let t467: f32 = t451 + t400;
-    let t468: f32 = t452 + t401;
-    let t469: f32 = t453 + t402;
-    let t470: f32 = t454 + t403;
-    let t471: f32 = t455 + t404;
-    let t472: f32 = t456 + t405;
-    let t473: f32 = ft_rb(t457);
-    let t474: f32 = ft_rb(t458);
-    let t475: f32 = ft_rb(t459);
-    let t476: f32 = ft_rb(t460);
-    let t477: f32 = ft_rb(t461);
-    let t478: f32 = ft_rb(t462);
-    let t479: f32 = ft_rb(t463);
-    let t480: f32 = ft_rb(t464);
-    let t481: f32 = ft_rb(t465);
-    let t482: f32 = ft_rb(t466);
-    let t483: f32 = ft_rb(t467);
-    let t484: f32 = ft_rb(t468);
-    let t485: f32 = ft_rb(t469);
-    let t486: f32 = ft_rb(t470);
-    let t487: f32 = ft_rb(t471);
-    let t488: f32 = ft_rb(t472);
-    let t489: u32 = (bitcast<u32>(t473) >> 16u);
-    let t490: u32 = (bitcast<u32>(t474) >> 16u);
-    if ((t40) && (t41) && (t409 & 1u) == 0u && t410 == t409 + 1u && (t409 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t409 >> 1u], t489 | (t490 << 16u));
+    let t276: f32 = bitcast<f32>(0x7f800000u);
+    let t277: bool = ((t273 < t276) && !ft_isnan(t273) && !ft_isnan(t276));
+    let t278: bool = !t277;
+    var t279: f32;
+    workgroupBarrier();
+    if (ft_tid == 0u) { ft_uni = select(0u, 1u, t278); }
+    let t434: u32 = workgroupUniformLoad(&ft_uni);
+    let t435: bool = (t434 != 0u);
+    if (t435) {
+        let t280: f32 = abs(t192);
+        let t281: f32 = abs(t193);
+        let t282: f32 = abs(t194);
+        let t283: f32 = abs(t195);
+        let t284: f32 = abs(t196);
+        let t285: f32 = abs(t197);
+        let t286: f32 = abs(t198);
+        let t287: f32 = abs(t199);
+        let t288: f32 = abs(t200);
+        let t289: f32 = abs(t201);
+        let t290: f32 = abs(t202);
+        let t291: f32 = abs(t203);
+        let t292: f32 = abs(t204);
+        let t293: f32 = abs(t205);
+        let t294: f32 = abs(t206);
+        let t295: f32 = abs(t207);
+        let t296: f32 = ft_fmax(t280, t281);
+        let t297: f32 = ft_fmax(t282, t283);
+        let t298: f32 = ft_fmax(t284, t285);
+        let t299: f32 = ft_fmax(t286, t287);
+        let t300: f32 = ft_fmax(t288, t289);
+        let t301: f32 = ft_fmax(t290, t291);
+        let t302: f32 = ft_fmax(t292, t293);
+        let t303: f32 = ft_fmax(t294, t295);
+        let t304: f32 = ft_fmax(t296, t297);
+        let t305: f32 = ft_fmax(t298, t299);
+        let t306: f32 = ft_fmax(t300, t301);
+        let t307: f32 = ft_fmax(t302, t303);
+        let t308: f32 = ft_fmax(t304, t305);
+        let t309: f32 = ft_fmax(t306, t307);
+        let t310: f32 = ft_fmax(t308, t309);
+        let t311: f32 = subgroupShuffleXor(t310, 1u);
+        let t312: f32 = ft_fmax(t310, t311);
+        let t313: f32 = subgroupShuffleXor(t312, 2u);
+        let t314: f32 = ft_fmax(t312, t313);
+        let t315: f32 = subgroupShuffleXor(t314, 4u);
+        let t316: f32 = ft_fmax(t314, t315);
+        let t317: f32 = subgroupShuffleXor(t316, 8u);
+        let t318: f32 = ft_fmax(t316, t317);
+        let t319: f32 = subgroupShuffleXor(t318, 16u);
+        let t320: f32 = ft_fmax(t318, t319);
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t320);
+        workgroupBarrier();
+        let t321: u32 = ft_tid & 4294967071u;
+        let t322: u32 = t321 | (0u << 5u);
+        let t323: f32 = bitcast<f32>(ft_smem[t322 * 1u + 0u]);
+        let t324: u32 = t321 | (1u << 5u);
+        let t325: f32 = bitcast<f32>(ft_smem[t324 * 1u + 0u]);
+        let t326: u32 = t321 | (2u << 5u);
+        let t327: f32 = bitcast<f32>(ft_smem[t326 * 1u + 0u]);
+        let t328: u32 = t321 | (3u << 5u);
+        let t329: f32 = bitcast<f32>(ft_smem[t328 * 1u + 0u]);
+        let t330: u32 = t321 | (4u << 5u);
+        let t331: f32 = bitcast<f32>(ft_smem[t330 * 1u + 0u]);
+        let t332: u32 = t321 | (5u << 5u);
+        let t333: f32 = bitcast<f32>(ft_smem[t332 * 1u + 0u]);
+        let t334: u32 = t321 | (6u << 5u);
+        let t335: f32 = bitcast<f32>(ft_smem[t334 * 1u + 0u]);
+        let t336: u32 = t321 | (7u << 5u);
+        let t337: f32 = bitcast<f32>(ft_smem[t336 * 1u + 0u]);
+        let t338: f32 = ft_fmax(t323, t325);
+        let t339: f32 = ft_fmax(t327, t329);
+        let t340: f32 = ft_fmax(t331, t333);
+        let t341: f32 = ft_fmax(t335, t337);
+        let t342: f32 = ft_fmax(t338, t339);
+        let t343: f32 = ft_fmax(t340, t341);
+        let t344: f32 = ft_fmax(t342, t343);
+        workgroupBarrier();
+        let t345: f32 = 1.0f;
+        let t346: f32 = ft_fmax(t344, t345);
+        let t347: f32 = ft_div(t192, t346);
+        let t348: f32 = ft_div(t193, t346);
+        let t349: f32 = ft_div(t194, t346);
+        let t350: f32 = ft_div(t195, t346);
+        let t351: f32 = ft_div(t196, t346);
+        let t352: f32 = ft_div(t197, t346);
+        let t353: f32 = ft_div(t198, t346);
+        let t354: f32 = ft_div(t199, t346);
+        let t355: f32 = ft_div(t200, t346);
+        let t356: f32 = ft_div(t201, t346);
+        let t357: f32 = ft_div(t202, t346);
+        let t358: f32 = ft_div(t203, t346);
+        let t359: f32 = ft_div(t204, t346);
+        let t360: f32 = ft_div(t205, t346);
+        let t361: f32 = ft_div(t206, t346);
+        let t362: f32 = ft_div(t207, t346);
+        let t363: f32 = t347 * t347;
+        let t364: f32 = t348 * t348;
+        let t365: f32 = t349 * t349;
+        let t366: f32 = t350 * t350;
+        let t367: f32 = t351 * t351;
+        let t368: f32 = t352 * t352;
+        let t369: f32 = t353 * t353;
+        let t370: f32 = t354 * t354;
+        let t371: f32 = t355 * t355;
+        let t372: f32 = t356 * t356;
+        let t373: f32 = t357 * t357;
+        let t374: f32 = t358 * t358;
+        let t375: f32 = t359 * t359;
+        let t376: f32 = t360 * t360;
+        let t377: f32 = t361 * t361;
+        let t378: f32 = t362 * t362;
+        let t379: f32 = t363 + t364;
+        let t380: f32 = t365 + t366;
+        let t381: f32 = t367 + t368;
+        let t382: f32 = t369 + t370;
+        let t383: f32 = t371 + t372;
+        let t384: f32 = t373 + t374;
+        let t385: f32 = t375 + t376;
+        let t386: f32 = t377 + t378;
+        let t387: f32 = t379 + t380;
+        let t388: f32 = t381 + t382;
+        let t389: f32 = t383 + t384;
+        let t390: f32 = t385 + t386;
+        let t391: f32 = t387 + t388;
+        let t392: f32 = t389 + t390;
+        let t393: f32 = t391 + t392;
+        let t394: f32 = subgroupShuffleXor(t393, 1u);
+        let t395: f32 = t393 + t394;
+        let t396: f32 = subgroupShuffleXor(t395, 2u);
+        let t397: f32 = t395 + t396;
+        let t398: f32 = subgroupShuffleXor(t397, 4u);
+        let t399: f32 = t397 + t398;
+        let t400: f32 = subgroupShuffleXor(t399, 8u);
+        let t401: f32 = t399 + t400;
+        let t402: f32 = subgroupShuffleXor(t401, 16u);
+        let t403: f32 = t401 + t402;
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t403);
+        workgroupBarrier();
+        let t404: u32 = ft_tid & 4294967071u;
+        let t405: u32 = t404 | (0u << 5u);
+        let t406: f32 = bitcast<f32>(ft_smem[t405 * 1u + 0u]);
+        let t407: u32 = t404 | (1u << 5u);
+        let t408: f32 = bitcast<f32>(ft_smem[t407 * 1u + 0u]);
+        let t409: u32 = t404 | (2u << 5u);
+        let t410: f32 = bitcast<f32>(ft_smem[t409 * 1u + 0u]);
+        let t411: u32 = t404 | (3u << 5u);
+        let t412: f32 = bitcast<f32>(ft_smem[t411 * 1u + 0u]);
+        let t413: u32 = t404 | (4u << 5u);
+        let t414: f32 = bitcast<f32>(ft_smem[t413 * 1u + 0u]);
+        let t415: u32 = t404 | (5u << 5u);
+        let t416: f32 = bitcast<f32>(ft_smem[t415 * 1u + 0u]);
+        let t417: u32 = t404 | (6u << 5u);
+        let t418: f32 = bitcast<f32>(ft_smem[t417 * 1u + 0u]);
+        let t419: u32 = t404 | (7u << 5u);
+        let t420: f32 = bitcast<f32>(ft_smem[t419 * 1u + 0u]);
+        let t421: f32 = t406 + t408;
+        let t422: f32 = t410 + t412;
+        let t423: f32 = t414 + t416;
+        let t424: f32 = t418 + t420;
+        let t425: f32 = t421 + t422;
+        let t426: f32 = t423 + t424;
+        let t427: f32 = t425 + t426;
+        workgroupBarrier();
+        let t428: f32 = ft_div(t427, t124);
+        let t429: f32 = t346 * t346;
+        let t430: f32 = ft_div(t4, t429);
+        let t431: f32 = t428 + t430;
+        let t432: f32 = inverseSqrt(t431);
+        let t433: f32 = ft_div(t432, t346);
+        t279 = t433;
     } else {
-        if (t40) { ft_st_b1(t409, t489); }
-        if (t41) { ft_st_b1(t410, t490); }
+        t279 = t275;
     }
-    let t491: u32 = (bitcast<u32>(t475) >> 16u);
-    let t492: u32 = (bitcast<u32>(t476) >> 16u);
-    if ((t42) && (t43) && (t411 & 1u) == 0u && t412 == t411 + 1u && (t411 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t411 >> 1u], t491 | (t492 << 16u));
+    let t436: u32 = 0u + bitcast<u32>(t9);
+    let t437: u32 = 0u + bitcast<u32>(t11);
+    let t438: u32 = 0u + bitcast<u32>(t13);
+    let t439: u32 = 0u + bitcast<u32>(t15);
+    let t440: u32 = 0u + bitcast<u32>(t17);
+    let t441: u32 = 0u + bitcast<u32>(t19);
+    let t442: u32 = 0u + bitcast<u32>(t21);
+    let t443: u32 = 0u + bitcast<u32>(t23);
+    let t444: u32 = 0u + bitcast<u32>(t25);
+    let t445: u32 = 0u + bitcast<u32>(t27);
+    let t446: u32 = 0u + bitcast<u32>(t29);
+    let t447: u32 = 0u + bitcast<u32>(t31);
+    let t448: u32 = 0u + bitcast<u32>(t33);
+    let t449: u32 = 0u + bitcast<u32>(t35);
+    let t450: u32 = 0u + bitcast<u32>(t37);
+    let t451: u32 = 0u + bitcast<u32>(t39);
+    let t452: f32 = 0.0f;
+    let t453: u32 = select(0u, t436, t40);
+    let t454: f32 = select(t452, bitcast<f32>(extractBits(b2[t453 >> 1u], (t453 & 1u) << 4u, 16u) << 16u), t40);
+    let t455: u32 = select(0u, t437, t41);
+    let t456: f32 = select(t452, bitcast<f32>(extractBits(b2[t455 >> 1u], (t455 & 1u) << 4u, 16u) << 16u), t41);
+    let t457: u32 = select(0u, t438, t42);
+    let t458: f32 = select(t452, bitcast<f32>(extractBits(b2[t457 >> 1u], (t457 & 1u) << 4u, 16u) << 16u), t42);
+    let t459: u32 = select(0u, t439, t43);
+    let t460: f32 = select(t452, bitcast<f32>(extractBits(b2[t459 >> 1u], (t459 & 1u) << 4u, 16u) << 16u), t43);
+    let t461: u32 = select(0u, t440, t44);
+    let t462: f32 = select(t452, bitcast<f32>(extractBits(b2[t461 >> 1u], (t461 & 1u) << 4u, 16u) << 16u), t44);
+    let t463: u32 = select(0u, t441, t45);
+    let t464: f32 = select(t452, bitcast<f32>(extractBits(b2[t463 >> 1u], (t463 & 1u) << 4u, 16u) << 16u), t45);
+    let t465: u32 = select(0u, t442, t46);
+    let t466: f32 = select(t452, bitcast<f32>(extractBits(b2[t465 >> 1u], (t465 & 1u) << 4u, 16u) << 16u), t46);
+    let t467: u32 = select(0u, t443, t47);
+    let t468: f32 = select(t452, bitcast<f32>(extractBits(b2[t467 >> 1u], (t467 & 1u) << 4u, 16u) << 16u), t47);
+    let t469: u32 = select(0u, t444, t48);
+    let t470: f32 = select(t452, bitcast<f32>(extractBits(b2[t469 >> 1u], (t469 & 1u) << 4u, 16u) << 16u), t48);
+    let t471: u32 = select(0u, t445, t49);
+    let t472: f32 = select(t452, bitcast<f32>(extractBits(b2[t471 >> 1u], (t471 & 1u) << 4u, 16u) << 16u), t49);
+    let t473: u32 = select(0u, t446, t50);
+    let t474: f32 = select(t452, bitcast<f32>(extractBits(b2[t473 >> 1u], (t473 & 1u) << 4u, 16u) << 16u), t50);
+    let t475: u32 = select(0u, t447, t51);
+    let t476: f32 = select(t452, bitcast<f32>(extractBits(b2[t475 >> 1u], (t475 & 1u) << 4u, 16u) << 16u), t51);
+    let t477: u32 = select(0u, t448, t52);
+    let t478: f32 = select(t452, bitcast<f32>(extractBits(b2[t477 >> 1u], (t477 & 1u) << 4u, 16u) << 16u), t52);
+    let t479: u32 = select(0u, t449, t53);
+    let t480: f32 = select(t452, bitcast<f32>(extractBits(b2[t479 >> 1u], (t479 & 1u) << 4u, 16u) << 16u), t53);
+    let t481: u32 = select(0u, t450, t54);
+    let t482: f32 = select(t452, bitcast<f32>(extractBits(b2[t481 >> 1u], (t481 & 1u) << 4u, 16u) << 16u), t54);
+    let t483: u32 = select(0u, t451, t55);
+    let t484: f32 = select(t452, bitcast<f32>(extractBits(b2[t483 >> 1u], (t483 & 1u) << 4u, 16u) << 16u), t55);
+    let t485: f32 = t454;
+    let t486: f32 = t456;
+    let t487: f32 = t458;
+    let t488: f32 = t460;
+    let t489: f32 = t462;
+    let t490: f32 = t464;
+    let t491: f32 = t466;
+    let t492: f32 = t468;
+    let t493: f32 = t470;
+    let t494: f32 = t472;
+    let t495: f32 = t474;
+    let t496: f32 = t476;
+    let t497: f32 = t478;
+    let t498: f32 = t480;
+    let t499: f32 = t482;
+    let t500: f32 = t484;
+    let t501: u32 = 0u + bitcast<u32>(t9);
+    let t502: u32 = 0u + bitcast<u32>(t11);
+    let t503: u32 = 0u + bitcast<u32>(t13);
+    let t504: u32 = 0u + bitcast<u32>(t15);
+    let t505: u32 = 0u + bitcast<u32>(t17);
+    let t506: u32 = 0u + bitcast<u32>(t19);
+    let t507: u32 = 0u + bitcast<u32>(t21);
+    let t508: u32 = 0u + bitcast<u32>(t23);
+    let t509: u32 = 0u + bitcast<u32>(t25);
+    let t510: u32 = 0u + bitcast<u32>(t27);
+    let t511: u32 = 0u + bitcast<u32>(t29);
+    let t512: u32 = 0u + bitcast<u32>(t31);
+    let t513: u32 = 0u + bitcast<u32>(t33);
+    let t514: u32 = 0u + bitcast<u32>(t35);
+    let t515: u32 = 0u + bitcast<u32>(t37);
+    let t516: u32 = 0u + bitcast<u32>(t39);
+    let t517: f32 = 0.0f;
+    let t518: u32 = select(0u, t501, t40);
+    let t519: f32 = select(t517, bitcast<f32>(extractBits(b3[t518 >> 1u], (t518 & 1u) << 4u, 16u) << 16u), t40);
+    let t520: u32 = select(0u, t502, t41);
+    let t521: f32 = select(t517, bitcast<f32>(extractBits(b3[t520 >> 1u], (t520 & 1u) << 4u, 16u) << 16u), t41);
+    let t522: u32 = select(0u, t503, t42);
+    let t523: f32 = select(t517, bitcast<f32>(extractBits(b3[t522 >> 1u], (t522 & 1u) << 4u, 16u) << 16u), t42);
+    let t524: u32 = select(0u, t504, t43);
+    let t525: f32 = select(t517, bitcast<f32>(extractBits(b3[t524 >> 1u], (t524 & 1u) << 4u, 16u) << 16u), t43);
+    let t526: u32 = select(0u, t505, t44);
+    let t527: f32 = select(t517, bitcast<f32>(extractBits(b3[t526 >> 1u], (t526 & 1u) << 4u, 16u) << 16u), t44);
+    let t528: u32 = select(0u, t506, t45);
+    let t529: f32 = select(t517, bitcast<f32>(extractBits(b3[t528 >> 1u], (t528 & 1u) << 4u, 16u) << 16u), t45);
+    let t530: u32 = select(0u, t507, t46);
+    let t531: f32 = select(t517, bitcast<f32>(extractBits(b3[t530 >> 1u], (t530 & 1u) << 4u, 16u) << 16u), t46);
+    let t532: u32 = select(0u, t508, t47);
+    let t533: f32 = select(t517, bitcast<f32>(extractBits(b3[t532 >> 1u], (t532 & 1u) << 4u, 16u) << 16u), t47);
+    let t534: u32 = select(0u, t509, t48);
+    let t535: f32 = select(t517, bitcast<f32>(extractBits(b3[t534 >> 1u], (t534 & 1u) << 4u, 16u) << 16u), t48);
+    let t536: u32 = select(0u, t510, t49);
+    let t537: f32 = select(t517, bitcast<f32>(extractBits(b3[t536 >> 1u], (t536 & 1u) << 4u, 16u) << 16u), t49);
+    let t538: u32 = select(0u, t511, t50);
+    let t539: f32 = select(t517, bitcast<f32>(extractBits(b3[t538 >> 1u], (t538 & 1u) << 4u, 16u) << 16u), t50);
+    let t540: u32 = select(0u, t512, t51);
+    let t541: f32 = select(t517, bitcast<f32>(extractBits(b3[t540 >> 1u], (t540 & 1u) << 4u, 16u) << 16u), t51);
+    let t542: u32 = select(0u, t513, t52);
+    let t543: f32 = select(t517, bitcast<f32>(extractBits(b3[t542 >> 1u], (t542 & 1u) << 4u, 16u) << 16u), t52);
+    let t544: u32 = select(0u, t514, t53);
+    let t545: f32 = select(t517, bitcast<f32>(extractBits(b3[t544 >> 1u], (t544 & 1u) << 4u, 16u) << 16u), t53);
+    let t546: u32 = select(0u, t515, t54);
+    let t547: f32 = select(t517, bitcast<f32>(extractBits(b3[t546 >> 1u], (t546 & 1u) << 4u, 16u) << 16u), t54);
+    let t548: u32 = select(0u, t516, t55);
+    let t549: f32 = select(t517, bitcast<f32>(extractBits(b3[t548 >> 1u], (t548 & 1u) << 4u, 16u) << 16u), t55);
+    let t550: f32 = t519;
+    let t551: f32 = t521;
+    let t552: f32 = t523;
+    let t553: f32 = t525;
+    let t554: f32 = t527;
+    let t555: f32 = t529;
+    let t556: f32 = t531;
+    let t557: f32 = t533;
+    let t558: f32 = t535;
+    let t559: f32 = t537;
+    let t560: f32 = t539;
+    let t561: f32 = t541;
+    let t562: f32 = t543;
+    let t563: f32 = t545;
+    let t564: f32 = t547;
+    let t565: f32 = t549;
+    let t566: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t567: vec2<u32> = ft_mul64(t6, t566);
+    let t568: u32 = 0u + t567.x;
+    let t569: u32 = t568 + bitcast<u32>(t9);
+    let t570: u32 = t568 + bitcast<u32>(t11);
+    let t571: u32 = t568 + bitcast<u32>(t13);
+    let t572: u32 = t568 + bitcast<u32>(t15);
+    let t573: u32 = t568 + bitcast<u32>(t17);
+    let t574: u32 = t568 + bitcast<u32>(t19);
+    let t575: u32 = t568 + bitcast<u32>(t21);
+    let t576: u32 = t568 + bitcast<u32>(t23);
+    let t577: u32 = t568 + bitcast<u32>(t25);
+    let t578: u32 = t568 + bitcast<u32>(t27);
+    let t579: u32 = t568 + bitcast<u32>(t29);
+    let t580: u32 = t568 + bitcast<u32>(t31);
+    let t581: u32 = t568 + bitcast<u32>(t33);
+    let t582: u32 = t568 + bitcast<u32>(t35);
+    let t583: u32 = t568 + bitcast<u32>(t37);
+    let t584: u32 = t568 + bitcast<u32>(t39);
+    let t585: f32 = t192 * t279;
+    let t586: f32 = t193 * t279;
+    let t587: f32 = t194 * t279;
+    let t588: f32 = t195 * t279;
+    let t589: f32 = t196 * t279;
+    let t590: f32 = t197 * t279;
+    let t591: f32 = t198 * t279;
+    let t592: f32 = t199 * t279;
+    let t593: f32 = t200 * t279;
+    let t594: f32 = t201 * t279;
+    let t595: f32 = t202 * t279;
+    let t596: f32 = t203 * t279;
+    let t597: f32 = t204 * t279;
+    let t598: f32 = t205 * t279;
+    let t599: f32 = t206 * t279;
+    let t600: f32 = t207 * t279;
+    let t601: f32 = t585 * t485;
+    let t602: f32 = t586 * t486;
+    let t603: f32 = t587 * t487;
+    let t604: f32 = t588 * t488;
+    let t605: f32 = t589 * t489;
+    let t606: f32 = t590 * t490;
+    let t607: f32 = t591 * t491;
+    let t608: f32 = t592 * t492;
+    let t609: f32 = t593 * t493;
+    let t610: f32 = t594 * t494;
+    let t611: f32 = t595 * t495;
+    let t612: f32 = t596 * t496;
+    let t613: f32 = t597 * t497;
+    let t614: f32 = t598 * t498;
+    let t615: f32 = t599 * t499;
+    let t616: f32 = t600 * t500;
+    let t617: f32 = t601 + t550;
+    let t618: f32 = t602 + t551;
+    let t619: f32 = t603 + t552;
+    let t620: f32 = t604 + t553;
+    let t621: f32 = t605 + t554;
+    let t622: f32 = t606 + t555;
+    let t623: f32 = t607 + t556;
+    let t624: f32 = t608 + t557;
+    let t625: f32 = t609 + t558;
+    let t626: f32 = t610 + t559;
+    let t627: f32 = t611 + t560;
+    let t628: f32 = t612 + t561;
+    let t629: f32 = t613 + t562;
+    let t630: f32 = t614 + t563;
+    let t631: f32 = t615 + t564;
+    let t632: f32 = t616 + t565;
+    let t633: f32 = ft_rb(t617);
+    let t634: f32 = ft_rb(t618);
+    let t635: f32 = ft_rb(t619);
+    let t636: f32 = ft_rb(t620);
+    let t637: f32 = ft_rb(t621);
+    let t638: f32 = ft_rb(t622);
+    let t639: f32 = ft_rb(t623);
+    let t640: f32 = ft_rb(t624);
+    let t641: f32 = ft_rb(t625);
+    let t642: f32 = ft_rb(t626);
+    let t643: f32 = ft_rb(t627);
+    let t644: f32 = ft_rb(t628);
+    let t645: f32 = ft_rb(t629);
+    let t646: f32 = ft_rb(t630);
+    let t647: f32 = ft_rb(t631);
+    let t648: f32 = ft_rb(t632);
+    let t649: u32 = (bitcast<u32>(t633) >> 16u);
+    let t650: u32 = (bitcast<u32>(t634) >> 16u);
+    if ((t40) && (t41) && (t569 & 1u) == 0u && t570 == t569 + 1u && (t569 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t569 >> 1u], t649 | (t650 << 16u));
     } else {
-        if (t42) { ft_st_b1(t411, t491); }
-        if (t43) { ft_st_b1(t412, t492); }
+        if (t40) { ft_st_b1(t569, t649); }
+        if (t41) { ft_st_b1(t570, t650); }
     }
-    let t493: u32 = (bitcast<u32>(t477) >> 16u);
-    let t494: u32 = (bitcast<u32>(t478) >> 16u);
-    if ((t44) && (t45) && (t413 & 1u) == 0u && t414 == t413 + 1u && (t413 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t413 >> 1u], t493 | (t494 << 16u));
+    let t651: u32 = (bitcast<u32>(t635) >> 16u);
+    let t652: u32 = (bitcast<u32>(t636) >> 16u);
+    if ((t42) && (t43) && (t571 & 1u) == 0u && t572 == t571 + 1u && (t571 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t571 >> 1u], t651 | (t652 << 16u));
     } else {
-        if (t44) { ft_st_b1(t413, t493); }
-        if (t45) { ft_st_b1(t414, t494); }
+        if (t42) { ft_st_b1(t571, t651); }
+        if (t43) { ft_st_b1(t572, t652); }
     }
-    let t495: u32 = (bitcast<u32>(t479) >> 16u);
-    let t496: u32 = (bitcast<u32>(t480) >> 16u);
-    if ((t46) && (t47) && (t415 & 1u) == 0u && t416 == t415 + 1u && (t415 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t415 >> 1u], t495 | (t496 << 16u));
+    let t653: u32 = (bitcast<u32>(t637) >> 16u);
+    let t654: u32 = (bitcast<u32>(t638) >> 16u);
+    if ((t44) && (t45) && (t573 & 1u) == 0u && t574 == t573 + 1u && (t573 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t573 >> 1u], t653 | (t654 << 16u));
     } else {
-        if (t46) { ft_st_b1(t415, t495); }
-        if (t47) { ft_st_b1(t416, t496); }
+        if (t44) { ft_st_b1(t573, t653); }
+        if (t45) { ft_st_b1(t574, t654); }
     }
-    let t497: u32 = (bitcast<u32>(t481) >> 16u);
-    let t498: u32 = (bitcast<u32>(t482) >> 16u);
-    if ((t48) && (t49) && (t417 & 1u) == 0u && t418 == t417 + 1u && (t417 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t417 >> 1u], t497 | (t498 << 16u));
+    let t655: u32 = (bitcast<u32>(t639) >> 16u);
+    let t656: u32 = (bitcast<u32>(t640) >> 16u);
+    if ((t46) && (t47) && (t575 & 1u) == 0u && t576 == t575 + 1u && (t575 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t575 >> 1u], t655 | (t656 << 16u));
     } else {
-        if (t48) { ft_st_b1(t417, t497); }
-        if (t49) { ft_st_b1(t418, t498); }
+        if (t46) { ft_st_b1(t575, t655); }
+        if (t47) { ft_st_b1(t576, t656); }
     }
-    let t499: u32 = (bitcast<u32>(t483) >> 16u);
-    let t500: u32 = (bitcast<u32>(t484) >> 16u);
-    if ((t50) && (t51) && (t419 & 1u) == 0u && t420 == t419 + 1u && (t419 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t419 >> 1u], t499 | (t500 << 16u));
+    let t657: u32 = (bitcast<u32>(t641) >> 16u);
+    let t658: u32 = (bitcast<u32>(t642) >> 16u);
+    if ((t48) && (t49) && (t577 & 1u) == 0u && t578 == t577 + 1u && (t577 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t577 >> 1u], t657 | (t658 << 16u));
     } else {
-        if (t50) { ft_st_b1(t419, t499); }
-        if (t51) { ft_st_b1(t420, t500); }
+        if (t48) { ft_st_b1(t577, t657); }
+        if (t49) { ft_st_b1(t578, t658); }
     }
-    let t501: u32 = (bitcast<u32>(t485) >> 16u);
-    let t502: u32 = (bitcast<u32>(t486) >> 16u);
-    if ((t52) && (t53) && (t421 & 1u) == 0u && t422 == t421 + 1u && (t421 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t421 >> 1u], t501 | (t502 << 16u));
+    let t659: u32 = (bitcast<u32>(t643) >> 16u);
+    let t660: u32 = (bitcast<u32>(t644) >> 16u);
+    if ((t50) && (t51) && (t579 & 1u) == 0u && t580 == t579 + 1u && (t579 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t579 >> 1u], t659 | (t660 << 16u));
     } else {
-        if (t52) { ft_st_b1(t421, t501); }
-        if (t53) { ft_st_b1(t422, t502); }
+        if (t50) { ft_st_b1(t579, t659); }
+        if (t51) { ft_st_b1(t580, t660); }
     }
-    let t503: u32 = (bitcast<u32>(t487) >> 16u);
-    let t504: u32 = (bitcast<u32>(t488) >> 16u);
-    if ((t54) && (t55) && (t423 & 1u) == 0u && t424 == t423 + 1u && (t423 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t423 >> 1u], t503 | (t504 << 16u));
+    let t661: u32 = (bitcast<u32>(t645) >> 16u);
+    let t662: u32 = (bitcast<u32>(t646) >> 16u);
+    if ((t52) && (t53) && (t581 & 1u) == 0u && t582 == t581 + 1u && (t581 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t581 >> 1u], t661 | (t662 << 16u));
     } else {
-        if (t54) { ft_st_b1(t423, t503); }
-        if (t55) { ft_st_b1(t424, t504); }
+        if (t52) { ft_st_b1(t581, t661); }
+        if (t53) { ft_st_b1(t582, t662); }
+    }
+    let t663: u32 = (bitcast<u32>(t647) >> 16u);
+    let t664: u32 = (bitcast<u32>(t648) >> 16u);
+    if ((t54) && (t55) && (t583 & 1u) == 0u && t584 == t583 + 1u && (t583 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t583 >> 1u], t663 | (t664 << 16u));
+    } else {
+        if (t54) { ft_st_b1(t583, t663); }
+        if (t55) { ft_st_b1(t584, t664); }
     }
 }

@@ -14,6 +14,7 @@ struct FtArgs {
 }
 @group(0) @binding(3) var<uniform> ft_args: FtArgs;
 var<workgroup> ft_smem: array<u32, 128>;
+var<workgroup> ft_uni: u32;
 
 fn ft_b2f(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
@@ -55,8 +56,15 @@ fn ft_f2b(x: f32) -> u32 {
     return b >> 16u;
 }
 
+// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn ft_fmax(a: f32, b: f32) -> f32 {
+    return select(a, b, b > a || ft_isnan(a));
+}
+
 // i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
 fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+
+fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
 
@@ -702,776 +710,1154 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t598: f32 = ft_div(t596, t597);
     let t599: f32 = t598 + t4;
     let t600: f32 = inverseSqrt(t599);
-    let t601: u32 = 0u + bitcast<u32>(t9);
-    let t602: u32 = 0u + bitcast<u32>(t11);
-    let t603: u32 = 0u + bitcast<u32>(t13);
-    let t604: u32 = 0u + bitcast<u32>(t15);
-    let t605: u32 = 0u + bitcast<u32>(t17);
-    let t606: u32 = 0u + bitcast<u32>(t19);
-    let t607: u32 = 0u + bitcast<u32>(t21);
-    let t608: u32 = 0u + bitcast<u32>(t23);
-    let t609: u32 = 0u + bitcast<u32>(t25);
-    let t610: u32 = 0u + bitcast<u32>(t27);
-    let t611: u32 = 0u + bitcast<u32>(t29);
-    let t612: u32 = 0u + bitcast<u32>(t31);
-    let t613: u32 = 0u + bitcast<u32>(t33);
-    let t614: u32 = 0u + bitcast<u32>(t35);
-    let t615: u32 = 0u + bitcast<u32>(t37);
-    let t616: u32 = 0u + bitcast<u32>(t39);
-    let t617: u32 = 0u + bitcast<u32>(t41);
-    let t618: u32 = 0u + bitcast<u32>(t43);
-    let t619: u32 = 0u + bitcast<u32>(t45);
-    let t620: u32 = 0u + bitcast<u32>(t47);
-    let t621: u32 = 0u + bitcast<u32>(t49);
-    let t622: u32 = 0u + bitcast<u32>(t51);
-    let t623: u32 = 0u + bitcast<u32>(t53);
-    let t624: u32 = 0u + bitcast<u32>(t55);
-    let t625: u32 = 0u + bitcast<u32>(t57);
-    let t626: u32 = 0u + bitcast<u32>(t59);
-    let t627: u32 = 0u + bitcast<u32>(t61);
-    let t628: u32 = 0u + bitcast<u32>(t63);
-    let t629: u32 = 0u + bitcast<u32>(t65);
-    let t630: u32 = 0u + bitcast<u32>(t67);
-    let t631: u32 = 0u + bitcast<u32>(t69);
-    let t632: u32 = 0u + bitcast<u32>(t71);
-    let t633: u32 = 0u + bitcast<u32>(t73);
-    let t634: u32 = 0u + bitcast<u32>(t75);
-    let t635: u32 = 0u + bitcast<u32>(t77);
-    let t636: u32 = 0u + bitcast<u32>(t79);
-    let t637: u32 = 0u + bitcast<u32>(t81);
-    let t638: u32 = 0u + bitcast<u32>(t83);
-    let t639: u32 = 0u + bitcast<u32>(t85);
-    let t640: u32 = 0u + bitcast<u32>(t87);
-    let t641: u32 = 0u + bitcast<u32>(t89);
-    let t642: u32 = 0u + bitcast<u32>(t91);
-    let t643: u32 = 0u + bitcast<u32>(t93);
-    let t644: u32 = 0u + bitcast<u32>(t95);
-    let t645: u32 = 0u + bitcast<u32>(t97);
-    let t646: u32 = 0u + bitcast<u32>(t99);
-    let t647: u32 = 0u + bitcast<u32>(t101);
-    let t648: u32 = 0u + bitcast<u32>(t103);
-    let t649: u32 = 0u + bitcast<u32>(t105);
-    let t650: u32 = 0u + bitcast<u32>(t107);
-    let t651: u32 = 0u + bitcast<u32>(t109);
-    let t652: u32 = 0u + bitcast<u32>(t111);
-    let t653: u32 = 0u + bitcast<u32>(t113);
-    let t654: u32 = 0u + bitcast<u32>(t115);
-    let t655: u32 = 0u + bitcast<u32>(t117);
-    let t656: u32 = 0u + bitcast<u32>(t119);
-    let t657: u32 = 0u + bitcast<u32>(t121);
-    let t658: u32 = 0u + bitcast<u32>(t123);
-    let t659: u32 = 0u + bitcast<u32>(t125);
-    let t660: u32 = 0u + bitcast<u32>(t127);
-    let t661: u32 = 0u + bitcast<u32>(t129);
-    let t662: u32 = 0u + bitcast<u32>(t131);
-    let t663: u32 = 0u + bitcast<u32>(t133);
-    let t664: u32 = 0u + bitcast<u32>(t135);
-    let t665: f32 = 0.0f;
-    let t666: u32 = select(0u, t601, t136);
-    let t667: f32 = select(t665, bitcast<f32>(extractBits(b2[t666 >> 1u], (t666 & 1u) << 4u, 16u) << 16u), t136);
-    let t668: u32 = select(0u, t602, t137);
-    let t669: f32 = select(t665, bitcast<f32>(extractBits(b2[t668 >> 1u], (t668 & 1u) << 4u, 16u) << 16u), t137);
-    let t670: u32 = select(0u, t603, t138);
-    let t671: f32 = select(t665, bitcast<f32>(extractBits(b2[t670 >> 1u], (t670 & 1u) << 4u, 16u) << 16u), t138);
-    let t672: u32 = select(0u, t604, t139);
-    let t673: f32 = select(t665, bitcast<f32>(extractBits(b2[t672 >> 1u], (t672 & 1u) << 4u, 16u) << 16u), t139);
-    let t674: u32 = select(0u, t605, t140);
-    let t675: f32 = select(t665, bitcast<f32>(extractBits(b2[t674 >> 1u], (t674 & 1u) << 4u, 16u) << 16u), t140);
-    let t676: u32 = select(0u, t606, t141);
-    let t677: f32 = select(t665, bitcast<f32>(extractBits(b2[t676 >> 1u], (t676 & 1u) << 4u, 16u) << 16u), t141);
-    let t678: u32 = select(0u, t607, t142);
-    let t679: f32 = select(t665, bitcast<f32>(extractBits(b2[t678 >> 1u], (t678 & 1u) << 4u, 16u) << 16u), t142);
-    let t680: u32 = select(0u, t608, t143);
-    let t681: f32 = select(t665, bitcast<f32>(extractBits(b2[t680 >> 1u], (t680 & 1u) << 4u, 16u) << 16u), t143);
-    let t682: u32 = select(0u, t609, t144);
-    let t683: f32 = select(t665, bitcast<f32>(extractBits(b2[t682 >> 1u], (t682 & 1u) << 4u, 16u) << 16u), t144);
-    let t684: u32 = select(0u, t610, t145);
-    let t685: f32 = select(t665, bitcast<f32>(extractBits(b2[t684 >> 1u], (t684 & 1u) << 4u, 16u) << 16u), t145);
-    let t686: u32 = select(0u, t611, t146);
-    let t687: f32 = select(t665, bitcast<f32>(extractBits(b2[t686 >> 1u], (t686 & 1u) << 4u, 16u) << 16u), t146);
-    let t688: u32 = select(0u, t612, t147);
-    let t689: f32 = select(t665, bitcast<f32>(extractBits(b2[t688 >> 1u], (t688 & 1u) << 4u, 16u) << 16u), t147);
-    let t690: u32 = select(0u, t613, t148);
-    let t691: f32 = select(t665, bitcast<f32>(extractBits(b2[t690 >> 1u], (t690 & 1u) << 4u, 16u) << 16u), t148);
-    let t692: u32 = select(0u, t614, t149);
-    let t693: f32 = select(t665, bitcast<f32>(extractBits(b2[t692 >> 1u], (t692 & 1u) << 4u, 16u) << 16u), t149);
-    let t694: u32 = select(0u, t615, t150);
-    let t695: f32 = select(t665, bitcast<f32>(extractBits(b2[t694 >> 1u], (t694 & 1u) << 4u, 16u) << 16u), t150);
-    let t696: u32 = select(0u, t616, t151);
-    let t697: f32 = select(t665, bitcast<f32>(extractBits(b2[t696 >> 1u], (t696 & 1u) << 4u, 16u) << 16u), t151);
-    let t698: u32 = select(0u, t617, t152);
-    let t699: f32 = select(t665, bitcast<f32>(extractBits(b2[t698 >> 1u], (t698 & 1u) << 4u, 16u) << 16u), t152);
-    let t700: u32 = select(0u, t618, t153);
-    let t701: f32 = select(t665, bitcast<f32>(extractBits(b2[t700 >> 1u], (t700 & 1u) << 4u, 16u) << 16u), t153);
-    let t702: u32 = select(0u, t619, t154);
-    let t703: f32 = select(t665, bitcast<f32>(extractBits(b2[t702 >> 1u], (t702 & 1u) << 4u, 16u) << 16u), t154);
-    let t704: u32 = select(0u, t620, t155);
-    let t705: f32 = select(t665, bitcast<f32>(extractBits(b2[t704 >> 1u], (t704 & 1u) << 4u, 16u) << 16u), t155);
-    let t706: u32 = select(0u, t621, t156);
-    let t707: f32 = select(t665, bitcast<f32>(extractBits(b2[t706 >> 1u], (t706 & 1u) << 4u, 16u) << 16u), t156);
-    let t708: u32 = select(0u, t622, t157);
-    let t709: f32 = select(t665, bitcast<f32>(extractBits(b2[t708 >> 1u], (t708 & 1u) << 4u, 16u) << 16u), t157);
-    let t710: u32 = select(0u, t623, t158);
-    let t711: f32 = select(t665, bitcast<f32>(extractBits(b2[t710 >> 1u], (t710 & 1u) << 4u, 16u) << 16u), t158);
-    let t712: u32 = select(0u, t624, t159);
-    let t713: f32 = select(t665, bitcast<f32>(extractBits(b2[t712 >> 1u], (t712 & 1u) << 4u, 16u) << 16u), t159);
-    let t714: u32 = select(0u, t625, t160);
-    let t715: f32 = select(t665, bitcast<f32>(extractBits(b2[t714 >> 1u], (t714 & 1u) << 4u, 16u) << 16u), t160);
-    let t716: u32 = select(0u, t626, t161);
-    let t717: f32 = select(t665, bitcast<f32>(extractBits(b2[t716 >> 1u], (t716 & 1u) << 4u, 16u) << 16u), t161);
-    let t718: u32 = select(0u, t627, t162);
-    let t719: f32 = select(t665, bitcast<f32>(extractBits(b2[t718 >> 1u], (t718 & 1u) << 4u, 16u) << 16u), t162);
-    let t720: u32 = select(0u, t628, t163);
-    let t721: f32 = select(t665, bitcast<f32>(extractBits(b2[t720 >> 1u], (t720 & 1u) << 4u, 16u) << 16u), t163);
-    let t722: u32 = select(0u, t629, t164);
-    let t723: f32 = select(t665, bitcast<f32>(extractBits(b2[t722 >> 1u], (t722 & 1u) << 4u, 16u) << 16u), t164);
-    let t724: u32 = select(0u, t630, t165);
-    let t725: f32 = select(t665, bitcast<f32>(extractBits(b2[t724 >> 1u], (t724 & 1u) << 4u, 16u) << 16u), t165);
-    let t726: u32 = select(0u, t631, t166);
-    let t727: f32 = select(t665, bitcast<f32>(extractBits(b2[t726 >> 1u], (t726 & 1u) << 4u, 16u) << 16u), t166);
-    let t728: u32 = select(0u, t632, t167);
-    let t729: f32 = select(t665, bitcast<f32>(extractBits(b2[t728 >> 1u], (t728 & 1u) << 4u, 16u) << 16u), t167);
-    let t730: u32 = select(0u, t633, t168);
-    let t731: f32 = select(t665, bitcast<f32>(extractBits(b2[t730 >> 1u], (t730 & 1u) << 4u, 16u) << 16u), t168);
-    let t732: u32 = select(0u, t634, t169);
-    let t733: f32 = select(t665, bitcast<f32>(extractBits(b2[t732 >> 1u], (t732 & 1u) << 4u, 16u) << 16u), t169);
-    let t734: u32 = select(0u, t635, t170);
-    let t735: f32 = select(t665, bitcast<f32>(extractBits(b2[t734 >> 1u], (t734 & 1u) << 4u, 16u) << 16u), t170);
-    let t736: u32 = select(0u, t636, t171);
-    let t737: f32 = select(t665, bitcast<f32>(extractBits(b2[t736 >> 1u], (t736 & 1u) << 4u, 16u) << 16u), t171);
-    let t738: u32 = select(0u, t637, t172);
-    let t739: f32 = select(t665, bitcast<f32>(extractBits(b2[t738 >> 1u], (t738 & 1u) << 4u, 16u) << 16u), t172);
-    let t740: u32 = select(0u, t638, t173);
-    let t741: f32 = select(t665, bitcast<f32>(extractBits(b2[t740 >> 1u], (t740 & 1u) << 4u, 16u) << 16u), t173);
-    let t742: u32 = select(0u, t639, t174);
-    let t743: f32 = select(t665, bitcast<f32>(extractBits(b2[t742 >> 1u], (t742 & 1u) << 4u, 16u) << 16u), t174);
-    let t744: u32 = select(0u, t640, t175);
-    let t745: f32 = select(t665, bitcast<f32>(extractBits(b2[t744 >> 1u], (t744 & 1u) << 4u, 16u) << 16u), t175);
-    let t746: u32 = select(0u, t641, t176);
-    let t747: f32 = select(t665, bitcast<f32>(extractBits(b2[t746 >> 1u], (t746 & 1u) << 4u, 16u) << 16u), t176);
-    let t748: u32 = select(0u, t642, t177);
-    let t749: f32 = select(t665, bitcast<f32>(extractBits(b2[t748 >> 1u], (t748 & 1u) << 4u, 16u) << 16u), t177);
-    let t750: u32 = select(0u, t643, t178);
-    let t751: f32 = select(t665, bitcast<f32>(extractBits(b2[t750 >> 1u], (t750 & 1u) << 4u, 16u) << 16u), t178);
-    let t752: u32 = select(0u, t644, t179);
-    let t753: f32 = select(t665, bitcast<f32>(extractBits(b2[t752 >> 1u], (t752 & 1u) << 4u, 16u) << 16u), t179);
-    let t754: u32 = select(0u, t645, t180);
-    let t755: f32 = select(t665, bitcast<f32>(extractBits(b2[t754 >> 1u], (t754 & 1u) << 4u, 16u) << 16u), t180);
-    let t756: u32 = select(0u, t646, t181);
-    let t757: f32 = select(t665, bitcast<f32>(extractBits(b2[t756 >> 1u], (t756 & 1u) << 4u, 16u) << 16u), t181);
-    let t758: u32 = select(0u, t647, t182);
-    let t759: f32 = select(t665, bitcast<f32>(extractBits(b2[t758 >> 1u], (t758 & 1u) << 4u, 16u) << 16u), t182);
-    let t760: u32 = select(0u, t648, t183);
-    let t761: f32 = select(t665, bitcast<f32>(extractBits(b2[t760 >> 1u], (t760 & 1u) << 4u, 16u) << 16u), t183);
-    let t762: u32 = select(0u, t649, t184);
-    let t763: f32 = select(t665, bitcast<f32>(extractBits(b2[t762 >> 1u], (t762 & 1u) << 4u, 16u) << 16u), t184);
-    let t764: u32 = select(0u, t650, t185);
-    let t765: f32 = select(t665, bitcast<f32>(extractBits(b2[t764 >> 1u], (t764 & 1u) << 4u, 16u) << 16u), t185);
-    let t766: u32 = select(0u, t651, t186);
-    let t767: f32 = select(t665, bitcast<f32>(extractBits(b2[t766 >> 1u], (t766 & 1u) << 4u, 16u) << 16u), t186);
-    let t768: u32 = select(0u, t652, t187);
-    let t769: f32 = select(t665, bitcast<f32>(extractBits(b2[t768 >> 1u], (t768 & 1u) << 4u, 16u) << 16u), t187);
-    let t770: u32 = select(0u, t653, t188);
-    let t771: f32 = select(t665, bitcast<f32>(extractBits(b2[t770 >> 1u], (t770 & 1u) << 4u, 16u) << 16u), t188);
-    let t772: u32 = select(0u, t654, t189);
-    let t773: f32 = select(t665, bitcast<f32>(extractBits(b2[t772 >> 1u], (t772 & 1u) << 4u, 16u) << 16u), t189);
-    let t774: u32 = select(0u, t655, t190);
-    let t775: f32 = select(t665, bitcast<f32>(extractBits(b2[t774 >> 1u], (t774 & 1u) << 4u, 16u) << 16u), t190);
-    let t776: u32 = select(0u, t656, t191);
-    let t777: f32 = select(t665, bitcast<f32>(extractBits(b2[t776 >> 1u], (t776 & 1u) << 4u, 16u) << 16u), t191);
-    let t778: u32 = select(0u, t657, t192);
-    let t779: f32 = select(t665, bitcast<f32>(extractBits(b2[t778 >> 1u], (t778 & 1u) << 4u, 16u) << 16u), t192);
-    let t780: u32 = select(0u, t658, t193);
-    let t781: f32 = select(t665, bitcast<f32>(extractBits(b2[t780 >> 1u], (t780 & 1u) << 4u, 16u) << 16u), t193);
-    let t782: u32 = select(0u, t659, t194);
-    let t783: f32 = select(t665, bitcast<f32>(extractBits(b2[t782 >> 1u], (t782 & 1u) << 4u, 16u) << 16u), t194);
-    let t784: u32 = select(0u, t660, t195);
-    let t785: f32 = select(t665, bitcast<f32>(extractBits(b2[t784 >> 1u], (t784 & 1u) << 4u, 16u) << 16u), t195);
-    let t786: u32 = select(0u, t661, t196);
-    let t787: f32 = select(t665, bitcast<f32>(extractBits(b2[t786 >> 1u], (t786 & 1u) << 4u, 16u) << 16u), t196);
-    let t788: u32 = select(0u, t662, t197);
-    let t789: f32 = select(t665, bitcast<f32>(extractBits(b2[t788 >> 1u], (t788 & 1u) << 4u, 16u) << 16u), t197);
-    let t790: u32 = select(0u, t663, t198);
-    let t791: f32 = select(t665, bitcast<f32>(extractBits(b2[t790 >> 1u], (t790 & 1u) << 4u, 16u) << 16u), t198);
-    let t792: u32 = select(0u, t664, t199);
-    let t793: f32 = select(t665, bitcast<f32>(extractBits(b2[t792 >> 1u], (t792 & 1u) << 4u, 16u) << 16u), t199);
-    let t794: f32 = t667;
-    let t795: f32 = t669;
-    let t796: f32 = t671;
-    let t797: f32 = t673;
-    let t798: f32 = t675;
-    let t799: f32 = t677;
-    let t800: f32 = t679;
-    let t801: f32 = t681;
-    let t802: f32 = t683;
-    let t803: f32 = t685;
-    let t804: f32 = t687;
-    let t805: f32 = t689;
-    let t806: f32 = t691;
-    let t807: f32 = t693;
-    let t808: f32 = t695;
-    let t809: f32 = t697;
-    let t810: f32 = t699;
-    let t811: f32 = t701;
-    let t812: f32 = t703;
-    let t813: f32 = t705;
-    let t814: f32 = t707;
-    let t815: f32 = t709;
-    let t816: f32 = t711;
-    let t817: f32 = t713;
-    let t818: f32 = t715;
-    let t819: f32 = t717;
-    let t820: f32 = t719;
-    let t821: f32 = t721;
-    let t822: f32 = t723;
-    let t823: f32 = t725;
-    let t824: f32 = t727;
-    let t825: f32 = t729;
-    let t826: f32 = t731;
-    let t827: f32 = t733;
-    let t828: f32 = t735;
-    let t829: f32 = t737;
-    let t830: f32 = t739;
-    let t831: f32 = t741;
-    let t832: f32 = t743;
-    let t833: f32 = t745;
-    let t834: f32 = t747;
-    let t835: f32 = t749;
-    let t836: f32 = t751;
-    let t837: f32 = t753;
-    let t838: f32 = t755;
-    let t839: f32 = t757;
-    let t840: f32 = t759;
-    let t841: f32 = t761;
-    let t842: f32 = t763;
-    let t843: f32 = t765;
-    let t844: f32 = t767;
-    let t845: f32 = t769;
-    let t846: f32 = t771;
-    let t847: f32 = t773;
-    let t848: f32 = t775;
-    let t849: f32 = t777;
-    let t850: f32 = t779;
-    let t851: f32 = t781;
-    let t852: f32 = t783;
-    let t853: f32 = t785;
-    let t854: f32 = t787;
-    let t855: f32 = t789;
-    let t856: f32 = t791;
-    let t857: f32 = t793;
-    let t858: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t859: vec2<u32> = ft_mul64(t6, t858);
-    let t860: u32 = 0u + t859.x;
-    let t861: u32 = t860 + bitcast<u32>(t9);
-    let t862: u32 = t860 + bitcast<u32>(t11);
-    let t863: u32 = t860 + bitcast<u32>(t13);
-    let t864: u32 = t860 + bitcast<u32>(t15);
-    let t865: u32 = t860 + bitcast<u32>(t17);
-    let t866: u32 = t860 + bitcast<u32>(t19);
-    let t867: u32 = t860 + bitcast<u32>(t21);
-    let t868: u32 = t860 + bitcast<u32>(t23);
-    let t869: u32 = t860 + bitcast<u32>(t25);
-    let t870: u32 = t860 + bitcast<u32>(t27);
-    let t871: u32 = t860 + bitcast<u32>(t29);
-    let t872: u32 = t860 + bitcast<u32>(t31);
-    let t873: u32 = t860 + bitcast<u32>(t33);
-    let t874: u32 = t860 + bitcast<u32>(t35);
-    let t875: u32 = t860 + bitcast<u32>(t37);
-    let t876: u32 = t860 + bitcast<u32>(t39);
-    let t877: u32 = t860 + bitcast<u32>(t41);
-    let t878: u32 = t860 + bitcast<u32>(t43);
-    let t879: u32 = t860 + bitcast<u32>(t45);
-    let t880: u32 = t860 + bitcast<u32>(t47);
-    let t881: u32 = t860 + bitcast<u32>(t49);
-    let t882: u32 = t860 + bitcast<u32>(t51);
-    let t883: u32 = t860 + bitcast<u32>(t53);
-    let t884: u32 = t860 + bitcast<u32>(t55);
-    let t885: u32 = t860 + bitcast<u32>(t57);
-    let t886: u32 = t860 + bitcast<u32>(t59);
-    let t887: u32 = t860 + bitcast<u32>(t61);
-    let t888: u32 = t860 + bitcast<u32>(t63);
-    let t889: u32 = t860 + bitcast<u32>(t65);
-    let t890: u32 = t860 + bitcast<u32>(t67);
-    let t891: u32 = t860 + bitcast<u32>(t69);
-    let t892: u32 = t860 + bitcast<u32>(t71);
-    let t893: u32 = t860 + bitcast<u32>(t73);
-    let t894: u32 = t860 + bitcast<u32>(t75);
-    let t895: u32 = t860 + bitcast<u32>(t77);
-    let t896: u32 = t860 + bitcast<u32>(t79);
-    let t897: u32 = t860 + bitcast<u32>(t81);
-    let t898: u32 = t860 + bitcast<u32>(t83);
-    let t899: u32 = t860 + bitcast<u32>(t85);
-    let t900: u32 = t860 + bitcast<u32>(t87);
-    let t901: u32 = t860 + bitcast<u32>(t89);
-    let t902: u32 = t860 + bitcast<u32>(t91);
-    let t903: u32 = t860 + bitcast<u32>(t93);
-    let t904: u32 = t860 + bitcast<u32>(t95);
-    let t905: u32 = t860 + bitcast<u32>(t97);
-    let t906: u32 = t860 + bitcast<u32>(t99);
-    let t907: u32 = t860 + bitcast<u32>(t101);
-    let t908: u32 = t860 + bitcast<u32>(t103);
-    let t909: u32 = t860 + bitcast<u32>(t105);
-    let t910: u32 = t860 + bitcast<u32>(t107);
-    let t911: u32 = t860 + bitcast<u32>(t109);
-    let t912: u32 = t860 + bitcast<u32>(t111);
-    let t913: u32 = t860 + bitcast<u32>(t113);
-    let t914: u32 = t860 + bitcast<u32>(t115);
-    let t915: u32 = t860 + bitcast<u32>(t117);
-    let t916: u32 = t860 + bitcast<u32>(t119);
-    let t917: u32 = t860 + bitcast<u32>(t121);
-    let t918: u32 = t860 + bitcast<u32>(t123);
-    let t919: u32 = t860 + bitcast<u32>(t125);
-    let t920: u32 = t860 + bitcast<u32>(t127);
-    let t921: u32 = t860 + bitcast<u32>(t129);
-    let t922: u32 = t860 + bitcast<u32>(t131);
-    let t923: u32 = t860 + bitcast<u32>(t133);
-    let t924: u32 = t860 + bitcast<u32>(t135);
-    let t925: f32 = t396 * t600;
-    let t926: f32 = t397 * t600;
-    let t927: f32 = t398 * t600;
-    let t928: f32 = t399 * t600;
-    let t929: f32 = t400 * t600;
-    let t930: f32 = t401 * t600;
-    let t931: f32 = t402 * t600;
-    let t932: f32 = t403 * t600;
-    let t933: f32 = t404 * t600;
-    let t934: f32 = t405 * t600;
-    let t935: f32 = t406 * t600;
-    let t936: f32 = t407 * t600;
-    let t937: f32 = t408 * t600;
-    let t938: f32 = t409 * t600;
-    let t939: f32 = t410 * t600;
-    let t940: f32 = t411 * t600;
-    let t941: f32 = t412 * t600;
-    let t942: f32 = t413 * t600;
-    let t943: f32 = t414 * t600;
-    let t944: f32 = t415 * t600;
-    let t945: f32 = t416 * t600;
-    let t946: f32 = t417 * t600;
-    let t947: f32 = t418 * t600;
-    let t948: f32 = t419 * t600;
-    let t949: f32 = t420 * t600;
-    let t950: f32 = t421 * t600;
-    let t951: f32 = t422 * t600;
-    let t952: f32 = t423 * t600;
-    let t953: f32 = t424 * t600;
-    let t954: f32 = t425 * t600;
-    let t955: f32 = t426 * t600;
-    let t956: f32 = t427 * t600;
-    let t957: f32 = t428 * t600;
-    let t958: f32 = t429 * t600;
-    let t959: f32 = t430 * t600;
-    let t960: f32 = t431 * t600;
-    let t961: f32 = t432 * t600;
-    let t962: f32 = t433 * t600;
-    let t963: f32 = t434 * t600;
-    let t964: f32 = t435 * t600;
-    let t965: f32 = t436 * t600;
-    let t966: f32 = t437 * t600;
-    let t967: f32 = t438 * t600;
-    let t968: f32 = t439 * t600;
-    let t969: f32 = t440 * t600;
-    let t970: f32 = t441 * t600;
-    let t971: f32 = t442 * t600;
-    let t972: f32 = t443 * t600;
-    let t973: f32 = t444 * t600;
-    let t974: f32 = t445 * t600;
-    let t975: f32 = t446 * t600;
-    let t976: f32 = t447 * t600;
-    let t977: f32 = t448 * t600;
-    let t978: f32 = t449 * t600;
-    let t979: f32 = t450 * t600;
-    let t980: f32 = t451 * t600;
-    let t981: f32 = t452 * t600;
-    let t982: f32 = t453 * t600;
-    let t983: f32 = t454 * t600;
-    let t984: f32 = t455 * t600;
-    let t985: f32 = t456 * t600;
-    let t986: f32 = t457 * t600;
-    let t987: f32 = t458 * t600;
-    let t988: f32 = t459 * t600;
-    let t989: f32 = t925 * t794;
-    let t990: f32 = t926 * t795;
-    let t991: f32 = t927 * t796;
-    let t992: f32 = t928 * t797;
-    let t993: f32 = t929 * t798;
-    let t994: f32 = t930 * t799;
-    let t995: f32 = t931 * t800;
-    let t996: f32 = t932 * t801;
-    let t997: f32 = t933 * t802;
-    let t998: f32 = t934 * t803;
-    let t999: f32 = t935 * t804;
-    let t1000: f32 = t936 * t805;
-    let t1001: f32 = t937 * t806;
-    let t1002: f32 = t938 * t807;
-    let t1003: f32 = t939 * t808;
-    let t1004: f32 = t940 * t809;
-    let t1005: f32 = t941 * t810;
-    let t1006: f32 = t942 * t811;
-    let t1007: f32 = t943 * t812;
-    let t1008: f32 = t944 * t813;
-    let t1009: f32 = t945 * t814;
-    let t1010: f32 = t946 * t815;
-    let t1011: f32 = t947 * t816;
-    let t1012: f32 = t948 * t817;
-    let t1013: f32 = t949 * t818;
-    let t1014: f32 = t950 * t819;
-    let t1015: f32 = t951 * t820;
-    let t1016: f32 = t952 * t821;
-    let t1017: f32 = t953 * t822;
-    let t1018: f32 = t954 * t823;
-    let t1019: f32 = t955 * t824;
-    let t1020: f32 = t956 * t825;
-    let t1021: f32 = t957 * t826;
-    let t1022: f32 = t958 * t827;
-    let t1023: f32 = t959 * t828;
-    let t1024: f32 = t960 * t829;
-    let t1025: f32 = t961 * t830;
-    let t1026: f32 = t962 * t831;
-    let t1027: f32 = t963 * t832;
-    let t1028: f32 = t964 * t833;
-    let t1029: f32 = t965 * t834;
-    let t1030: f32 = t966 * t835;
-    let t1031: f32 = t967 * t836;
-    let t1032: f32 = t968 * t837;
-    let t1033: f32 = t969 * t838;
-    let t1034: f32 = t970 * t839;
-    let t1035: f32 = t971 * t840;
-    let t1036: f32 = t972 * t841;
-    let t1037: f32 = t973 * t842;
-    let t1038: f32 = t974 * t843;
-    let t1039: f32 = t975 * t844;
-    let t1040: f32 = t976 * t845;
-    let t1041: f32 = t977 * t846;
-    let t1042: f32 = t978 * t847;
-    let t1043: f32 = t979 * t848;
-    let t1044: f32 = t980 * t849;
-    let t1045: f32 = t981 * t850;
-    let t1046: f32 = t982 * t851;
-    let t1047: f32 = t983 * t852;
-    let t1048: f32 = t984 * t853;
-    let t1049: f32 = t985 * t854;
-    let t1050: f32 = t986 * t855;
-    let t1051: f32 = t987 * t856;
-    let t1052: f32 = t988 * t857;
-    let t1053: f32 = ft_rb(t989);
-    let t1054: f32 = ft_rb(t990);
-    let t1055: f32 = ft_rb(t991);
-    let t1056: f32 = ft_rb(t992);
-    let t1057: f32 = ft_rb(t993);
-    let t1058: f32 = ft_rb(t994);
-    let t1059: f32 = ft_rb(t995);
-    let t1060: f32 = ft_rb(t996);
-    let t1061: f32 = ft_rb(t997);
-    let t1062: f32 = ft_rb(t998);
-    let t1063: f32 = ft_rb(t999);
-    let t1064: f32 = ft_rb(t1000);
-    let t1065: f32 = ft_rb(t1001);
-    let t1066: f32 = ft_rb(t1002);
-    let t1067: f32 = ft_rb(t1003);
-    let t1068: f32 = ft_rb(t1004);
-    let t1069: f32 = ft_rb(t1005);
-    let t1070: f32 = ft_rb(t1006);
-    let t1071: f32 = ft_rb(t1007);
-    let t1072: f32 = ft_rb(t1008);
-    let t1073: f32 = ft_rb(t1009);
-    let t1074: f32 = ft_rb(t1010);
-    let t1075: f32 = ft_rb(t1011);
-    let t1076: f32 = ft_rb(t1012);
-    let t1077: f32 = ft_rb(t1013);
-    let t1078: f32 = ft_rb(t1014);
-    let t1079: f32 = ft_rb(t1015);
-    let t1080: f32 = ft_rb(t1016);
-    let t1081: f32 = ft_rb(t1017);
-    let t1082: f32 = ft_rb(t1018);
-    let t1083: f32 = ft_rb(t1019);
-    let t1084: f32 = ft_rb(t1020);
-    let t1085: f32 = ft_rb(t1021);
-    let t1086: f32 = ft_rb(t1022);
-    let t1087: f32 = ft_rb(t1023);
-    let t1088: f32 = ft_rb(t1024);
-    let t1089: f32 = ft_rb(t1025);
-    let t1090: f32 = ft_rb(t1026);
-    let t1091: f32 = ft_rb(t1027);
-    let t1092: f32 = ft_rb(t1028);
-    let t1093: f32 = ft_rb(t1029);
-    let t1094: f32 = ft_rb(t1030);
-    let t1095: f32 = ft_rb(t1031);
-    let t1096: f32 = ft_rb(t1032);
-    let t1097: f32 = ft_rb(t1033);
-    let t1098: f32 = ft_rb(t1034);
-    let t1099: f32 = ft_rb(t1035);
-    let t1100: f32 = ft_rb(t1036);
-    let t1101: f32 = ft_rb(t1037);
-    let t1102: f32 = ft_rb(t1038);
-    let t1103: f32 = ft_rb(t1039);
-    let t1104: f32 = ft_rb(t1040);
-    let t1105: f32 = ft_rb(t1041);
-    let t1106: f32 = ft_rb(t1042);
-    let t1107: f32 = ft_rb(t1043);
-    let t1108: f32 = ft_rb(t1044);
-    let t1109: f32 = ft_rb(t1045);
-    let t1110: f32 = ft_rb(t1046);
-    let t1111: f32 = ft_rb(t1047);
-    let t1112: f32 = ft_rb(t1048);
-    let t1113: f32 = ft_rb(t1049);
-    let t1114: f32 = ft_rb(t1050);
-    let t1115: f32 = ft_rb(t1051);
-    let t1116: f32 = ft_rb(t1052);
-    let t1117: u32 = (bitcast<u32>(t1053) >> 16u);
-    let t1118: u32 = (bitcast<u32>(t1054) >> 16u);
-    if ((t136) && (t137) && (t861 & 1u) == 0u && t862 == t861 + 1u && (t861 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t861 >> 1u], t1117 | (t1118 << 16u));
+    let t601: f32 = bitcast<f32>(0x7f800000u);
+    let t602: bool = ((t598 < t601) && !ft_isnan(t598) && !ft_isnan(t601));
+    let t603: bool = !t602;
+    var t604: f32;
+    workgroupBarrier();
+    if (ft_tid == 0u) { ft_uni = select(0u, 1u, t603); }
+    let t952: u32 = workgroupUniformLoad(&ft_uni);
+    let t953: bool = (t952 != 0u);
+    if (t953) {
+        let t605: f32 = abs(t396);
+        let t606: f32 = abs(t397);
+        let t607: f32 = abs(t398);
+        let t608: f32 = abs(t399);
+        let t609: f32 = abs(t400);
+        let t610: f32 = abs(t401);
+        let t611: f32 = abs(t402);
+        let t612: f32 = abs(t403);
+        let t613: f32 = abs(t404);
+        let t614: f32 = abs(t405);
+        let t615: f32 = abs(t406);
+        let t616: f32 = abs(t407);
+        let t617: f32 = abs(t408);
+        let t618: f32 = abs(t409);
+        let t619: f32 = abs(t410);
+        let t620: f32 = abs(t411);
+        let t621: f32 = abs(t412);
+        let t622: f32 = abs(t413);
+        let t623: f32 = abs(t414);
+        let t624: f32 = abs(t415);
+        let t625: f32 = abs(t416);
+        let t626: f32 = abs(t417);
+        let t627: f32 = abs(t418);
+        let t628: f32 = abs(t419);
+        let t629: f32 = abs(t420);
+        let t630: f32 = abs(t421);
+        let t631: f32 = abs(t422);
+        let t632: f32 = abs(t423);
+        let t633: f32 = abs(t424);
+        let t634: f32 = abs(t425);
+        let t635: f32 = abs(t426);
+        let t636: f32 = abs(t427);
+        let t637: f32 = abs(t428);
+        let t638: f32 = abs(t429);
+        let t639: f32 = abs(t430);
+        let t640: f32 = abs(t431);
+        let t641: f32 = abs(t432);
+        let t642: f32 = abs(t433);
+        let t643: f32 = abs(t434);
+        let t644: f32 = abs(t435);
+        let t645: f32 = abs(t436);
+        let t646: f32 = abs(t437);
+        let t647: f32 = abs(t438);
+        let t648: f32 = abs(t439);
+        let t649: f32 = abs(t440);
+        let t650: f32 = abs(t441);
+        let t651: f32 = abs(t442);
+        let t652: f32 = abs(t443);
+        let t653: f32 = abs(t444);
+        let t654: f32 = abs(t445);
+        let t655: f32 = abs(t446);
+        let t656: f32 = abs(t447);
+        let t657: f32 = abs(t448);
+        let t658: f32 = abs(t449);
+        let t659: f32 = abs(t450);
+        let t660: f32 = abs(t451);
+        let t661: f32 = abs(t452);
+        let t662: f32 = abs(t453);
+        let t663: f32 = abs(t454);
+        let t664: f32 = abs(t455);
+        let t665: f32 = abs(t456);
+        let t666: f32 = abs(t457);
+        let t667: f32 = abs(t458);
+        let t668: f32 = abs(t459);
+        let t669: f32 = ft_fmax(t605, t606);
+        let t670: f32 = ft_fmax(t607, t608);
+        let t671: f32 = ft_fmax(t609, t610);
+        let t672: f32 = ft_fmax(t611, t612);
+        let t673: f32 = ft_fmax(t613, t614);
+        let t674: f32 = ft_fmax(t615, t616);
+        let t675: f32 = ft_fmax(t617, t618);
+        let t676: f32 = ft_fmax(t619, t620);
+        let t677: f32 = ft_fmax(t621, t622);
+        let t678: f32 = ft_fmax(t623, t624);
+        let t679: f32 = ft_fmax(t625, t626);
+        let t680: f32 = ft_fmax(t627, t628);
+        let t681: f32 = ft_fmax(t629, t630);
+        let t682: f32 = ft_fmax(t631, t632);
+        let t683: f32 = ft_fmax(t633, t634);
+        let t684: f32 = ft_fmax(t635, t636);
+        let t685: f32 = ft_fmax(t637, t638);
+        let t686: f32 = ft_fmax(t639, t640);
+        let t687: f32 = ft_fmax(t641, t642);
+        let t688: f32 = ft_fmax(t643, t644);
+        let t689: f32 = ft_fmax(t645, t646);
+        let t690: f32 = ft_fmax(t647, t648);
+        let t691: f32 = ft_fmax(t649, t650);
+        let t692: f32 = ft_fmax(t651, t652);
+        let t693: f32 = ft_fmax(t653, t654);
+        let t694: f32 = ft_fmax(t655, t656);
+        let t695: f32 = ft_fmax(t657, t658);
+        let t696: f32 = ft_fmax(t659, t660);
+        let t697: f32 = ft_fmax(t661, t662);
+        let t698: f32 = ft_fmax(t663, t664);
+        let t699: f32 = ft_fmax(t665, t666);
+        let t700: f32 = ft_fmax(t667, t668);
+        let t701: f32 = ft_fmax(t669, t670);
+        let t702: f32 = ft_fmax(t671, t672);
+        let t703: f32 = ft_fmax(t673, t674);
+        let t704: f32 = ft_fmax(t675, t676);
+        let t705: f32 = ft_fmax(t677, t678);
+        let t706: f32 = ft_fmax(t679, t680);
+        let t707: f32 = ft_fmax(t681, t682);
+        let t708: f32 = ft_fmax(t683, t684);
+        let t709: f32 = ft_fmax(t685, t686);
+        let t710: f32 = ft_fmax(t687, t688);
+        let t711: f32 = ft_fmax(t689, t690);
+        let t712: f32 = ft_fmax(t691, t692);
+        let t713: f32 = ft_fmax(t693, t694);
+        let t714: f32 = ft_fmax(t695, t696);
+        let t715: f32 = ft_fmax(t697, t698);
+        let t716: f32 = ft_fmax(t699, t700);
+        let t717: f32 = ft_fmax(t701, t702);
+        let t718: f32 = ft_fmax(t703, t704);
+        let t719: f32 = ft_fmax(t705, t706);
+        let t720: f32 = ft_fmax(t707, t708);
+        let t721: f32 = ft_fmax(t709, t710);
+        let t722: f32 = ft_fmax(t711, t712);
+        let t723: f32 = ft_fmax(t713, t714);
+        let t724: f32 = ft_fmax(t715, t716);
+        let t725: f32 = ft_fmax(t717, t718);
+        let t726: f32 = ft_fmax(t719, t720);
+        let t727: f32 = ft_fmax(t721, t722);
+        let t728: f32 = ft_fmax(t723, t724);
+        let t729: f32 = ft_fmax(t725, t726);
+        let t730: f32 = ft_fmax(t727, t728);
+        let t731: f32 = ft_fmax(t729, t730);
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t731);
+        workgroupBarrier();
+        let t732: u32 = ft_tid & 4294967168u;
+        let t733: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t734: u32 = 64u; t734 >= 1u; t734 = t734 >> 1u) {
+            if (t733 < t734) {
+                let t735: u32 = t733 + t734;
+                let t736: u32 = t732 | ((t735 & 31u) << 0u) | ((t735 >> 5u) << 5u);
+                let t737: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t738: f32 = bitcast<f32>(ft_smem[t736 * 1u + 0u]);
+                let t739: f32 = ft_fmax(t737, t738);
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t739);
+            }
+            workgroupBarrier();
+        }
+        let t740: u32 = t732 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t741: f32 = bitcast<f32>(ft_smem[t740 * 1u + 0u]);
+        workgroupBarrier();
+        let t742: f32 = 1.0f;
+        let t743: f32 = ft_fmax(t741, t742);
+        let t744: f32 = ft_div(t396, t743);
+        let t745: f32 = ft_div(t397, t743);
+        let t746: f32 = ft_div(t398, t743);
+        let t747: f32 = ft_div(t399, t743);
+        let t748: f32 = ft_div(t400, t743);
+        let t749: f32 = ft_div(t401, t743);
+        let t750: f32 = ft_div(t402, t743);
+        let t751: f32 = ft_div(t403, t743);
+        let t752: f32 = ft_div(t404, t743);
+        let t753: f32 = ft_div(t405, t743);
+        let t754: f32 = ft_div(t406, t743);
+        let t755: f32 = ft_div(t407, t743);
+        let t756: f32 = ft_div(t408, t743);
+        let t757: f32 = ft_div(t409, t743);
+        let t758: f32 = ft_div(t410, t743);
+        let t759: f32 = ft_div(t411, t743);
+        let t760: f32 = ft_div(t412, t743);
+        let t761: f32 = ft_div(t413, t743);
+        let t762: f32 = ft_div(t414, t743);
+        let t763: f32 = ft_div(t415, t743);
+        let t764: f32 = ft_div(t416, t743);
+        let t765: f32 = ft_div(t417, t743);
+        let t766: f32 = ft_div(t418, t743);
+        let t767: f32 = ft_div(t419, t743);
+        let t768: f32 = ft_div(t420, t743);
+        let t769: f32 = ft_div(t421, t743);
+        let t770: f32 = ft_div(t422, t743);
+        let t771: f32 = ft_div(t423, t743);
+        let t772: f32 = ft_div(t424, t743);
+        let t773: f32 = ft_div(t425, t743);
+        let t774: f32 = ft_div(t426, t743);
+        let t775: f32 = ft_div(t427, t743);
+        let t776: f32 = ft_div(t428, t743);
+        let t777: f32 = ft_div(t429, t743);
+        let t778: f32 = ft_div(t430, t743);
+        let t779: f32 = ft_div(t431, t743);
+        let t780: f32 = ft_div(t432, t743);
+        let t781: f32 = ft_div(t433, t743);
+        let t782: f32 = ft_div(t434, t743);
+        let t783: f32 = ft_div(t435, t743);
+        let t784: f32 = ft_div(t436, t743);
+        let t785: f32 = ft_div(t437, t743);
+        let t786: f32 = ft_div(t438, t743);
+        let t787: f32 = ft_div(t439, t743);
+        let t788: f32 = ft_div(t440, t743);
+        let t789: f32 = ft_div(t441, t743);
+        let t790: f32 = ft_div(t442, t743);
+        let t791: f32 = ft_div(t443, t743);
+        let t792: f32 = ft_div(t444, t743);
+        let t793: f32 = ft_div(t445, t743);
+        let t794: f32 = ft_div(t446, t743);
+        let t795: f32 = ft_div(t447, t743);
+        let t796: f32 = ft_div(t448, t743);
+        let t797: f32 = ft_div(t449, t743);
+        let t798: f32 = ft_div(t450, t743);
+        let t799: f32 = ft_div(t451, t743);
+        let t800: f32 = ft_div(t452, t743);
+        let t801: f32 = ft_div(t453, t743);
+        let t802: f32 = ft_div(t454, t743);
+        let t803: f32 = ft_div(t455, t743);
+        let t804: f32 = ft_div(t456, t743);
+        let t805: f32 = ft_div(t457, t743);
+        let t806: f32 = ft_div(t458, t743);
+        let t807: f32 = ft_div(t459, t743);
+        let t808: f32 = t744 * t744;
+        let t809: f32 = t745 * t745;
+        let t810: f32 = t746 * t746;
+        let t811: f32 = t747 * t747;
+        let t812: f32 = t748 * t748;
+        let t813: f32 = t749 * t749;
+        let t814: f32 = t750 * t750;
+        let t815: f32 = t751 * t751;
+        let t816: f32 = t752 * t752;
+        let t817: f32 = t753 * t753;
+        let t818: f32 = t754 * t754;
+        let t819: f32 = t755 * t755;
+        let t820: f32 = t756 * t756;
+        let t821: f32 = t757 * t757;
+        let t822: f32 = t758 * t758;
+        let t823: f32 = t759 * t759;
+        let t824: f32 = t760 * t760;
+        let t825: f32 = t761 * t761;
+        let t826: f32 = t762 * t762;
+        let t827: f32 = t763 * t763;
+        let t828: f32 = t764 * t764;
+        let t829: f32 = t765 * t765;
+        let t830: f32 = t766 * t766;
+        let t831: f32 = t767 * t767;
+        let t832: f32 = t768 * t768;
+        let t833: f32 = t769 * t769;
+        let t834: f32 = t770 * t770;
+        let t835: f32 = t771 * t771;
+        let t836: f32 = t772 * t772;
+        let t837: f32 = t773 * t773;
+        let t838: f32 = t774 * t774;
+        let t839: f32 = t775 * t775;
+        let t840: f32 = t776 * t776;
+        let t841: f32 = t777 * t777;
+        let t842: f32 = t778 * t778;
+        let t843: f32 = t779 * t779;
+        let t844: f32 = t780 * t780;
+        let t845: f32 = t781 * t781;
+        let t846: f32 = t782 * t782;
+        let t847: f32 = t783 * t783;
+        let t848: f32 = t784 * t784;
+        let t849: f32 = t785 * t785;
+        let t850: f32 = t786 * t786;
+        let t851: f32 = t787 * t787;
+        let t852: f32 = t788 * t788;
+        let t853: f32 = t789 * t789;
+        let t854: f32 = t790 * t790;
+        let t855: f32 = t791 * t791;
+        let t856: f32 = t792 * t792;
+        let t857: f32 = t793 * t793;
+        let t858: f32 = t794 * t794;
+        let t859: f32 = t795 * t795;
+        let t860: f32 = t796 * t796;
+        let t861: f32 = t797 * t797;
+        let t862: f32 = t798 * t798;
+        let t863: f32 = t799 * t799;
+        let t864: f32 = t800 * t800;
+        let t865: f32 = t801 * t801;
+        let t866: f32 = t802 * t802;
+        let t867: f32 = t803 * t803;
+        let t868: f32 = t804 * t804;
+        let t869: f32 = t805 * t805;
+        let t870: f32 = t806 * t806;
+        let t871: f32 = t807 * t807;
+        let t872: f32 = t808 + t809;
+        let t873: f32 = t810 + t811;
+        let t874: f32 = t812 + t813;
+        let t875: f32 = t814 + t815;
+        let t876: f32 = t816 + t817;
+        let t877: f32 = t818 + t819;
+        let t878: f32 = t820 + t821;
+        let t879: f32 = t822 + t823;
+        let t880: f32 = t824 + t825;
+        let t881: f32 = t826 + t827;
+        let t882: f32 = t828 + t829;
+        let t883: f32 = t830 + t831;
+        let t884: f32 = t832 + t833;
+        let t885: f32 = t834 + t835;
+        let t886: f32 = t836 + t837;
+        let t887: f32 = t838 + t839;
+        let t888: f32 = t840 + t841;
+        let t889: f32 = t842 + t843;
+        let t890: f32 = t844 + t845;
+        let t891: f32 = t846 + t847;
+        let t892: f32 = t848 + t849;
+        let t893: f32 = t850 + t851;
+        let t894: f32 = t852 + t853;
+        let t895: f32 = t854 + t855;
+        let t896: f32 = t856 + t857;
+        let t897: f32 = t858 + t859;
+        let t898: f32 = t860 + t861;
+        let t899: f32 = t862 + t863;
+        let t900: f32 = t864 + t865;
+        let t901: f32 = t866 + t867;
+        let t902: f32 = t868 + t869;
+        let t903: f32 = t870 + t871;
+        let t904: f32 = t872 + t873;
+        let t905: f32 = t874 + t875;
+        let t906: f32 = t876 + t877;
+        let t907: f32 = t878 + t879;
+        let t908: f32 = t880 + t881;
+        let t909: f32 = t882 + t883;
+        let t910: f32 = t884 + t885;
+        let t911: f32 = t886 + t887;
+        let t912: f32 = t888 + t889;
+        let t913: f32 = t890 + t891;
+        let t914: f32 = t892 + t893;
+        let t915: f32 = t894 + t895;
+        let t916: f32 = t896 + t897;
+        let t917: f32 = t898 + t899;
+        let t918: f32 = t900 + t901;
+        let t919: f32 = t902 + t903;
+        let t920: f32 = t904 + t905;
+        let t921: f32 = t906 + t907;
+        let t922: f32 = t908 + t909;
+        let t923: f32 = t910 + t911;
+        let t924: f32 = t912 + t913;
+        let t925: f32 = t914 + t915;
+        let t926: f32 = t916 + t917;
+        let t927: f32 = t918 + t919;
+        let t928: f32 = t920 + t921;
+        let t929: f32 = t922 + t923;
+        let t930: f32 = t924 + t925;
+        let t931: f32 = t926 + t927;
+        let t932: f32 = t928 + t929;
+        let t933: f32 = t930 + t931;
+        let t934: f32 = t932 + t933;
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t934);
+        workgroupBarrier();
+        let t935: u32 = ft_tid & 4294967168u;
+        let t936: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 3u) << 5u);
+        for (var t937: u32 = 64u; t937 >= 1u; t937 = t937 >> 1u) {
+            if (t936 < t937) {
+                let t938: u32 = t936 + t937;
+                let t939: u32 = t935 | ((t938 & 31u) << 0u) | ((t938 >> 5u) << 5u);
+                let t940: f32 = bitcast<f32>(ft_smem[ft_tid * 1u + 0u]);
+                let t941: f32 = bitcast<f32>(ft_smem[t939 * 1u + 0u]);
+                let t942: f32 = t940 + t941;
+                ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t942);
+            }
+            workgroupBarrier();
+        }
+        let t943: u32 = t935 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+        let t944: f32 = bitcast<f32>(ft_smem[t943 * 1u + 0u]);
+        workgroupBarrier();
+        let t945: f32 = ft_i2f(t1);
+        let t946: f32 = ft_div(t944, t945);
+        let t947: f32 = t743 * t743;
+        let t948: f32 = ft_div(t4, t947);
+        let t949: f32 = t946 + t948;
+        let t950: f32 = inverseSqrt(t949);
+        let t951: f32 = ft_div(t950, t743);
+        t604 = t951;
     } else {
-        if (t136) { ft_st_b1(t861, t1117); }
-        if (t137) { ft_st_b1(t862, t1118); }
+        t604 = t600;
     }
-    let t1119: u32 = (bitcast<u32>(t1055) >> 16u);
-    let t1120: u32 = (bitcast<u32>(t1056) >> 16u);
-    if ((t138) && (t139) && (t863 & 1u) == 0u && t864 == t863 + 1u && (t863 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t863 >> 1u], t1119 | (t1120 << 16u));
+    let t954: u32 = 0u + bitcast<u32>(t9);
+    let t955: u32 = 0u + bitcast<u32>(t11);
+    let t956: u32 = 0u + bitcast<u32>(t13);
+    let t957: u32 = 0u + bitcast<u32>(t15);
+    let t958: u32 = 0u + bitcast<u32>(t17);
+    let t959: u32 = 0u + bitcast<u32>(t19);
+    let t960: u32 = 0u + bitcast<u32>(t21);
+    let t961: u32 = 0u + bitcast<u32>(t23);
+    let t962: u32 = 0u + bitcast<u32>(t25);
+    let t963: u32 = 0u + bitcast<u32>(t27);
+    let t964: u32 = 0u + bitcast<u32>(t29);
+    let t965: u32 = 0u + bitcast<u32>(t31);
+    let t966: u32 = 0u + bitcast<u32>(t33);
+    let t967: u32 = 0u + bitcast<u32>(t35);
+    let t968: u32 = 0u + bitcast<u32>(t37);
+    let t969: u32 = 0u + bitcast<u32>(t39);
+    let t970: u32 = 0u + bitcast<u32>(t41);
+    let t971: u32 = 0u + bitcast<u32>(t43);
+    let t972: u32 = 0u + bitcast<u32>(t45);
+    let t973: u32 = 0u + bitcast<u32>(t47);
+    let t974: u32 = 0u + bitcast<u32>(t49);
+    let t975: u32 = 0u + bitcast<u32>(t51);
+    let t976: u32 = 0u + bitcast<u32>(t53);
+    let t977: u32 = 0u + bitcast<u32>(t55);
+    let t978: u32 = 0u + bitcast<u32>(t57);
+    let t979: u32 = 0u + bitcast<u32>(t59);
+    let t980: u32 = 0u + bitcast<u32>(t61);
+    let t981: u32 = 0u + bitcast<u32>(t63);
+    let t982: u32 = 0u + bitcast<u32>(t65);
+    let t983: u32 = 0u + bitcast<u32>(t67);
+    let t984: u32 = 0u + bitcast<u32>(t69);
+    let t985: u32 = 0u + bitcast<u32>(t71);
+    let t986: u32 = 0u + bitcast<u32>(t73);
+    let t987: u32 = 0u + bitcast<u32>(t75);
+    let t988: u32 = 0u + bitcast<u32>(t77);
+    let t989: u32 = 0u + bitcast<u32>(t79);
+    let t990: u32 = 0u + bitcast<u32>(t81);
+    let t991: u32 = 0u + bitcast<u32>(t83);
+    let t992: u32 = 0u + bitcast<u32>(t85);
+    let t993: u32 = 0u + bitcast<u32>(t87);
+    let t994: u32 = 0u + bitcast<u32>(t89);
+    let t995: u32 = 0u + bitcast<u32>(t91);
+    let t996: u32 = 0u + bitcast<u32>(t93);
+    let t997: u32 = 0u + bitcast<u32>(t95);
+    let t998: u32 = 0u + bitcast<u32>(t97);
+    let t999: u32 = 0u + bitcast<u32>(t99);
+    let t1000: u32 = 0u + bitcast<u32>(t101);
+    let t1001: u32 = 0u + bitcast<u32>(t103);
+    let t1002: u32 = 0u + bitcast<u32>(t105);
+    let t1003: u32 = 0u + bitcast<u32>(t107);
+    let t1004: u32 = 0u + bitcast<u32>(t109);
+    let t1005: u32 = 0u + bitcast<u32>(t111);
+    let t1006: u32 = 0u + bitcast<u32>(t113);
+    let t1007: u32 = 0u + bitcast<u32>(t115);
+    let t1008: u32 = 0u + bitcast<u32>(t117);
+    let t1009: u32 = 0u + bitcast<u32>(t119);
+    let t1010: u32 = 0u + bitcast<u32>(t121);
+    let t1011: u32 = 0u + bitcast<u32>(t123);
+    let t1012: u32 = 0u + bitcast<u32>(t125);
+    let t1013: u32 = 0u + bitcast<u32>(t127);
+    let t1014: u32 = 0u + bitcast<u32>(t129);
+    let t1015: u32 = 0u + bitcast<u32>(t131);
+    let t1016: u32 = 0u + bitcast<u32>(t133);
+    let t1017: u32 = 0u + bitcast<u32>(t135);
+    let t1018: f32 = 0.0f;
+    let t1019: u32 = select(0u, t954, t136);
+    let t1020: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1019 >> 1u], (t1019 & 1u) << 4u, 16u) << 16u), t136);
+    let t1021: u32 = select(0u, t955, t137);
+    let t1022: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1021 >> 1u], (t1021 & 1u) << 4u, 16u) << 16u), t137);
+    let t1023: u32 = select(0u, t956, t138);
+    let t1024: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1023 >> 1u], (t1023 & 1u) << 4u, 16u) << 16u), t138);
+    let t1025: u32 = select(0u, t957, t139);
+    let t1026: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1025 >> 1u], (t1025 & 1u) << 4u, 16u) << 16u), t139);
+    let t1027: u32 = select(0u, t958, t140);
+    let t1028: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1027 >> 1u], (t1027 & 1u) << 4u, 16u) << 16u), t140);
+    let t1029: u32 = select(0u, t959, t141);
+    let t1030: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1029 >> 1u], (t1029 & 1u) << 4u, 16u) << 16u), t141);
+    let t1031: u32 = select(0u, t960, t142);
+    let t1032: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1031 >> 1u], (t1031 & 1u) << 4u, 16u) << 16u), t142);
+    let t1033: u32 = select(0u, t961, t143);
+    let t1034: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1033 >> 1u], (t1033 & 1u) << 4u, 16u) << 16u), t143);
+    let t1035: u32 = select(0u, t962, t144);
+    let t1036: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1035 >> 1u], (t1035 & 1u) << 4u, 16u) << 16u), t144);
+    let t1037: u32 = select(0u, t963, t145);
+    let t1038: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1037 >> 1u], (t1037 & 1u) << 4u, 16u) << 16u), t145);
+    let t1039: u32 = select(0u, t964, t146);
+    let t1040: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1039 >> 1u], (t1039 & 1u) << 4u, 16u) << 16u), t146);
+    let t1041: u32 = select(0u, t965, t147);
+    let t1042: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1041 >> 1u], (t1041 & 1u) << 4u, 16u) << 16u), t147);
+    let t1043: u32 = select(0u, t966, t148);
+    let t1044: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1043 >> 1u], (t1043 & 1u) << 4u, 16u) << 16u), t148);
+    let t1045: u32 = select(0u, t967, t149);
+    let t1046: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1045 >> 1u], (t1045 & 1u) << 4u, 16u) << 16u), t149);
+    let t1047: u32 = select(0u, t968, t150);
+    let t1048: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1047 >> 1u], (t1047 & 1u) << 4u, 16u) << 16u), t150);
+    let t1049: u32 = select(0u, t969, t151);
+    let t1050: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1049 >> 1u], (t1049 & 1u) << 4u, 16u) << 16u), t151);
+    let t1051: u32 = select(0u, t970, t152);
+    let t1052: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1051 >> 1u], (t1051 & 1u) << 4u, 16u) << 16u), t152);
+    let t1053: u32 = select(0u, t971, t153);
+    let t1054: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1053 >> 1u], (t1053 & 1u) << 4u, 16u) << 16u), t153);
+    let t1055: u32 = select(0u, t972, t154);
+    let t1056: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1055 >> 1u], (t1055 & 1u) << 4u, 16u) << 16u), t154);
+    let t1057: u32 = select(0u, t973, t155);
+    let t1058: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1057 >> 1u], (t1057 & 1u) << 4u, 16u) << 16u), t155);
+    let t1059: u32 = select(0u, t974, t156);
+    let t1060: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1059 >> 1u], (t1059 & 1u) << 4u, 16u) << 16u), t156);
+    let t1061: u32 = select(0u, t975, t157);
+    let t1062: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1061 >> 1u], (t1061 & 1u) << 4u, 16u) << 16u), t157);
+    let t1063: u32 = select(0u, t976, t158);
+    let t1064: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1063 >> 1u], (t1063 & 1u) << 4u, 16u) << 16u), t158);
+    let t1065: u32 = select(0u, t977, t159);
+    let t1066: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1065 >> 1u], (t1065 & 1u) << 4u, 16u) << 16u), t159);
+    let t1067: u32 = select(0u, t978, t160);
+    let t1068: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1067 >> 1u], (t1067 & 1u) << 4u, 16u) << 16u), t160);
+    let t1069: u32 = select(0u, t979, t161);
+    let t1070: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1069 >> 1u], (t1069 & 1u) << 4u, 16u) << 16u), t161);
+    let t1071: u32 = select(0u, t980, t162);
+    let t1072: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1071 >> 1u], (t1071 & 1u) << 4u, 16u) << 16u), t162);
+    let t1073: u32 = select(0u, t981, t163);
+    let t1074: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1073 >> 1u], (t1073 & 1u) << 4u, 16u) << 16u), t163);
+    let t1075: u32 = select(0u, t982, t164);
+    let t1076: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1075 >> 1u], (t1075 & 1u) << 4u, 16u) << 16u), t164);
+    let t1077: u32 = select(0u, t983, t165);
+    let t1078: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1077 >> 1u], (t1077 & 1u) << 4u, 16u) << 16u), t165);
+    let t1079: u32 = select(0u, t984, t166);
+    let t1080: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1079 >> 1u], (t1079 & 1u) << 4u, 16u) << 16u), t166);
+    let t1081: u32 = select(0u, t985, t167);
+    let t1082: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1081 >> 1u], (t1081 & 1u) << 4u, 16u) << 16u), t167);
+    let t1083: u32 = select(0u, t986, t168);
+    let t1084: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1083 >> 1u], (t1083 & 1u) << 4u, 16u) << 16u), t168);
+    let t1085: u32 = select(0u, t987, t169);
+    let t1086: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1085 >> 1u], (t1085 & 1u) << 4u, 16u) << 16u), t169);
+    let t1087: u32 = select(0u, t988, t170);
+    let t1088: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1087 >> 1u], (t1087 & 1u) << 4u, 16u) << 16u), t170);
+    let t1089: u32 = select(0u, t989, t171);
+    let t1090: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1089 >> 1u], (t1089 & 1u) << 4u, 16u) << 16u), t171);
+    let t1091: u32 = select(0u, t990, t172);
+    let t1092: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1091 >> 1u], (t1091 & 1u) << 4u, 16u) << 16u), t172);
+    let t1093: u32 = select(0u, t991, t173);
+    let t1094: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1093 >> 1u], (t1093 & 1u) << 4u, 16u) << 16u), t173);
+    let t1095: u32 = select(0u, t992, t174);
+    let t1096: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1095 >> 1u], (t1095 & 1u) << 4u, 16u) << 16u), t174);
+    let t1097: u32 = select(0u, t993, t175);
+    let t1098: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1097 >> 1u], (t1097 & 1u) << 4u, 16u) << 16u), t175);
+    let t1099: u32 = select(0u, t994, t176);
+    let t1100: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1099 >> 1u], (t1099 & 1u) << 4u, 16u) << 16u), t176);
+    let t1101: u32 = select(0u, t995, t177);
+    let t1102: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1101 >> 1u], (t1101 & 1u) << 4u, 16u) << 16u), t177);
+    let t1103: u32 = select(0u, t996, t178);
+    let t1104: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1103 >> 1u], (t1103 & 1u) << 4u, 16u) << 16u), t178);
+    let t1105: u32 = select(0u, t997, t179);
+    let t1106: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1105 >> 1u], (t1105 & 1u) << 4u, 16u) << 16u), t179);
+    let t1107: u32 = select(0u, t998, t180);
+    let t1108: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1107 >> 1u], (t1107 & 1u) << 4u, 16u) << 16u), t180);
+    let t1109: u32 = select(0u, t999, t181);
+    let t1110: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1109 >> 1u], (t1109 & 1u) << 4u, 16u) << 16u), t181);
+    let t1111: u32 = select(0u, t1000, t182);
+    let t1112: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1111 >> 1u], (t1111 & 1u) << 4u, 16u) << 16u), t182);
+    let t1113: u32 = select(0u, t1001, t183);
+    let t1114: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1113 >> 1u], (t1113 & 1u) << 4u, 16u) << 16u), t183);
+    let t1115: u32 = select(0u, t1002, t184);
+    let t1116: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1115 >> 1u], (t1115 & 1u) << 4u, 16u) << 16u), t184);
+    let t1117: u32 = select(0u, t1003, t185);
+    let t1118: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1117 >> 1u], (t1117 & 1u) << 4u, 16u) << 16u), t185);
+    let t1119: u32 = select(0u, t1004, t186);
+    let t1120: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1119 >> 1u], (t1119 & 1u) << 4u, 16u) << 16u), t186);
+    let t1121: u32 = select(0u, t1005, t187);
+    let t1122: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1121 >> 1u], (t1121 & 1u) << 4u, 16u) << 16u), t187);
+    let t1123: u32 = select(0u, t1006, t188);
+    let t1124: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1123 >> 1u], (t1123 & 1u) << 4u, 16u) << 16u), t188);
+    let t1125: u32 = select(0u, t1007, t189);
+    let t1126: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1125 >> 1u], (t1125 & 1u) << 4u, 16u) << 16u), t189);
+    let t1127: u32 = select(0u, t1008, t190);
+    let t1128: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1127 >> 1u], (t1127 & 1u) << 4u, 16u) << 16u), t190);
+    let t1129: u32 = select(0u, t1009, t191);
+    let t1130: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1129 >> 1u], (t1129 & 1u) << 4u, 16u) << 16u), t191);
+    let t1131: u32 = select(0u, t1010, t192);
+    let t1132: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1131 >> 1u], (t1131 & 1u) << 4u, 16u) << 16u), t192);
+    let t1133: u32 = select(0u, t1011, t193);
+    let t1134: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1133 >> 1u], (t1133 & 1u) << 4u, 16u) << 16u), t193);
+    let t1135: u32 = select(0u, t1012, t194);
+    let t1136: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1135 >> 1u], (t1135 & 1u) << 4u, 16u) << 16u), t194);
+    let t1137: u32 = select(0u, t1013, t195);
+    let t1138: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1137 >> 1u], (t1137 & 1u) << 4u, 16u) << 16u), t195);
+    let t1139: u32 = select(0u, t1014, t196);
+    let t1140: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1139 >> 1u], (t1139 & 1u) << 4u, 16u) << 16u), t196);
+    let t1141: u32 = select(0u, t1015, t197);
+    let t1142: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1141 >> 1u], (t1141 & 1u) << 4u, 16u) << 16u), t197);
+    let t1143: u32 = select(0u, t1016, t198);
+    let t1144: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1143 >> 1u], (t1143 & 1u) << 4u, 16u) << 16u), t198);
+    let t1145: u32 = select(0u, t1017, t199);
+    let t1146: f32 = select(t1018, bitcast<f32>(extractBits(b2[t1145 >> 1u], (t1145 & 1u) << 4u, 16u) << 16u), t199);
+    let t1147: f32 = t1020;
+    let t1148: f32 = t1022;
+    let t1149: f32 = t1024;
+    let t1150: f32 = t1026;
+    let t1151: f32 = t1028;
+    let t1152: f32 = t1030;
+    let t1153: f32 = t1032;
+    let t1154: f32 = t1034;
+    let t1155: f32 = t1036;
+    let t1156: f32 = t1038;
+    let t1157: f32 = t1040;
+    let t1158: f32 = t1042;
+    let t1159: f32 = t1044;
+    let t1160: f32 = t1046;
+    let t1161: f32 = t1048;
+    let t1162: f32 = t1050;
+    let t1163: f32 = t1052;
+    let t1164: f32 = t1054;
+    let t1165: f32 = t1056;
+    let t1166: f32 = t1058;
+    let t1167: f32 = t1060;
+    let t1168: f32 = t1062;
+    let t1169: f32 = t1064;
+    let t1170: f32 = t1066;
+    let t1171: f32 = t1068;
+    let t1172: f32 = t1070;
+    let t1173: f32 = t1072;
+    let t1174: f32 = t1074;
+    let t1175: f32 = t1076;
+    let t1176: f32 = t1078;
+    let t1177: f32 = t1080;
+    let t1178: f32 = t1082;
+    let t1179: f32 = t1084;
+    let t1180: f32 = t1086;
+    let t1181: f32 = t1088;
+    let t1182: f32 = t1090;
+    let t1183: f32 = t1092;
+    let t1184: f32 = t1094;
+    let t1185: f32 = t1096;
+    let t1186: f32 = t1098;
+    let t1187: f32 = t1100;
+    let t1188: f32 = t1102;
+    let t1189: f32 = t1104;
+    let t1190: f32 = t1106;
+    let t1191: f32 = t1108;
+    let t1192: f32 = t1110;
+    let t1193: f32 = t1112;
+    let t1194: f32 = t1114;
+    let t1195: f32 = t1116;
+    let t1196: f32 = t1118;
+    let t1197: f32 = t1120;
+    let t1198: f32 = t1122;
+    let t1199: f32 = t1124;
+    let t1200: f32 = t1126;
+    let t1201: f32 = t1128;
+    let t1202: f32 = t1130;
+    let t1203: f32 = t1132;
+    let t1204: f32 = t1134;
+    let t1205: f32 = t1136;
+    let t1206: f32 = t1138;
+    let t1207: f32 = t1140;
+    let t1208: f32 = t1142;
+    let t1209: f32 = t1144;
+    let t1210: f32 = t1146;
+    let t1211: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t1212: vec2<u32> = ft_mul64(t6, t1211);
+    let t1213: u32 = 0u + t1212.x;
+    let t1214: u32 = t1213 + bitcast<u32>(t9);
+    let t1215: u32 = t1213 + bitcast<u32>(t11);
+    let t1216: u32 = t1213 + bitcast<u32>(t13);
+    let t1217: u32 = t1213 + bitcast<u32>(t15);
+    let t1218: u32 = t1213 + bitcast<u32>(t17);
+    let t1219: u32 = t1213 + bitcast<u32>(t19);
+    let t1220: u32 = t1213 + bitcast<u32>(t21);
+    let t1221: u32 = t1213 + bitcast<u32>(t23);
+    let t1222: u32 = t1213 + bitcast<u32>(t25);
+    let t1223: u32 = t1213 + bitcast<u32>(t27);
+    let t1224: u32 = t1213 + bitcast<u32>(t29);
+    let t1225: u32 = t1213 + bitcast<u32>(t31);
+    let t1226: u32 = t1213 + bitcast<u32>(t33);
+    let t1227: u32 = t1213 + bitcast<u32>(t35);
+    let t1228: u32 = t1213 + bitcast<u32>(t37);
+    let t1229: u32 = t1213 + bitcast<u32>(t39);
+    let t1230: u32 = t1213 + bitcast<u32>(t41);
+    let t1231: u32 = t1213 + bitcast<u32>(t43);
+    let t1232: u32 = t1213 + bitcast<u32>(t45);
+    let t1233: u32 = t1213 + bitcast<u32>(t47);
+    let t1234: u32 = t1213 + bitcast<u32>(t49);
+    let t1235: u32 = t1213 + bitcast<u32>(t51);
+    let t1236: u32 = t1213 + bitcast<u32>(t53);
+    let t1237: u32 = t1213 + bitcast<u32>(t55);
+    let t1238: u32 = t1213 + bitcast<u32>(t57);
+    let t1239: u32 = t1213 + bitcast<u32>(t59);
+    let t1240: u32 = t1213 + bitcast<u32>(t61);
+    let t1241: u32 = t1213 + bitcast<u32>(t63);
+    let t1242: u32 = t1213 + bitcast<u32>(t65);
+    let t1243: u32 = t1213 + bitcast<u32>(t67);
+    let t1244: u32 = t1213 + bitcast<u32>(t69);
+    let t1245: u32 = t1213 + bitcast<u32>(t71);
+    let t1246: u32 = t1213 + bitcast<u32>(t73);
+    let t1247: u32 = t1213 + bitcast<u32>(t75);
+    let t1248: u32 = t1213 + bitcast<u32>(t77);
+    let t1249: u32 = t1213 + bitcast<u32>(t79);
+    let t1250: u32 = t1213 + bitcast<u32>(t81);
+    let t1251: u32 = t1213 + bitcast<u32>(t83);
+    let t1252: u32 = t1213 + bitcast<u32>(t85);
+    let t1253: u32 = t1213 + bitcast<u32>(t87);
+    let t1254: u32 = t1213 + bitcast<u32>(t89);
+    let t1255: u32 = t1213 + bitcast<u32>(t91);
+    let t1256: u32 = t1213 + bitcast<u32>(t93);
+    let t1257: u32 = t1213 + bitcast<u32>(t95);
+    let t1258: u32 = t1213 + bitcast<u32>(t97);
+    let t1259: u32 = t1213 + bitcast<u32>(t99);
+    let t1260: u32 = t1213 + bitcast<u32>(t101);
+    let t1261: u32 = t1213 + bitcast<u32>(t103);
+    let t1262: u32 = t1213 + bitcast<u32>(t105);
+    let t1263: u32 = t1213 + bitcast<u32>(t107);
+    let t1264: u32 = t1213 + bitcast<u32>(t109);
+    let t1265: u32 = t1213 + bitcast<u32>(t111);
+    let t1266: u32 = t1213 + bitcast<u32>(t113);
+    let t1267: u32 = t1213 + bitcast<u32>(t115);
+    let t1268: u32 = t1213 + bitcast<u32>(t117);
+    let t1269: u32 = t1213 + bitcast<u32>(t119);
+    let t1270: u32 = t1213 + bitcast<u32>(t121);
+    let t1271: u32 = t1213 + bitcast<u32>(t123);
+    let t1272: u32 = t1213 + bitcast<u32>(t125);
+    let t1273: u32 = t1213 + bitcast<u32>(t127);
+    let t1274: u32 = t1213 + bitcast<u32>(t129);
+    let t1275: u32 = t1213 + bitcast<u32>(t131);
+    let t1276: u32 = t1213 + bitcast<u32>(t133);
+    let t1277: u32 = t1213 + bitcast<u32>(t135);
+    let t1278: f32 = t396 * t604;
+    let t1279: f32 = t397 * t604;
+    let t1280: f32 = t398 * t604;
+    let t1281: f32 = t399 * t604;
+    let t1282: f32 = t400 * t604;
+    let t1283: f32 = t401 * t604;
+    let t1284: f32 = t402 * t604;
+    let t1285: f32 = t403 * t604;
+    let t1286: f32 = t404 * t604;
+    let t1287: f32 = t405 * t604;
+    let t1288: f32 = t406 * t604;
+    let t1289: f32 = t407 * t604;
+    let t1290: f32 = t408 * t604;
+    let t1291: f32 = t409 * t604;
+    let t1292: f32 = t410 * t604;
+    let t1293: f32 = t411 * t604;
+    let t1294: f32 = t412 * t604;
+    let t1295: f32 = t413 * t604;
+    let t1296: f32 = t414 * t604;
+    let t1297: f32 = t415 * t604;
+    let t1298: f32 = t416 * t604;
+    let t1299: f32 = t417 * t604;
+    let t1300: f32 = t418 * t604;
+    let t1301: f32 = t419 * t604;
+    let t1302: f32 = t420 * t604;
+    let t1303: f32 = t421 * t604;
+    let t1304: f32 = t422 * t604;
+    let t1305: f32 = t423 * t604;
+    let t1306: f32 = t424 * t604;
+    let t1307: f32 = t425 * t604;
+    let t1308: f32 = t426 * t604;
+    let t1309: f32 = t427 * t604;
+    let t1310: f32 = t428 * t604;
+    let t1311: f32 = t429 * t604;
+    let t1312: f32 = t430 * t604;
+    let t1313: f32 = t431 * t604;
+    let t1314: f32 = t432 * t604;
+    let t1315: f32 = t433 * t604;
+    let t1316: f32 = t434 * t604;
+    let t1317: f32 = t435 * t604;
+    let t1318: f32 = t436 * t604;
+    let t1319: f32 = t437 * t604;
+    let t1320: f32 = t438 * t604;
+    let t1321: f32 = t439 * t604;
+    let t1322: f32 = t440 * t604;
+    let t1323: f32 = t441 * t604;
+    let t1324: f32 = t442 * t604;
+    let t1325: f32 = t443 * t604;
+    let t1326: f32 = t444 * t604;
+    let t1327: f32 = t445 * t604;
+    let t1328: f32 = t446 * t604;
+    let t1329: f32 = t447 * t604;
+    let t1330: f32 = t448 * t604;
+    let t1331: f32 = t449 * t604;
+    let t1332: f32 = t450 * t604;
+    let t1333: f32 = t451 * t604;
+    let t1334: f32 = t452 * t604;
+    let t1335: f32 = t453 * t604;
+    let t1336: f32 = t454 * t604;
+    let t1337: f32 = t455 * t604;
+    let t1338: f32 = t456 * t604;
+    let t1339: f32 = t457 * t604;
+    let t1340: f32 = t458 * t604;
+    let t1341: f32 = t459 * t604;
+    let t1342: f32 = t1278 * t1147;
+    let t1343: f32 = t1279 * t1148;
+    let t1344: f32 = t1280 * t1149;
+    let t1345: f32 = t1281 * t1150;
+    let t1346: f32 = t1282 * t1151;
+    let t1347: f32 = t1283 * t1152;
+    let t1348: f32 = t1284 * t1153;
+    let t1349: f32 = t1285 * t1154;
+    let t1350: f32 = t1286 * t1155;
+    let t1351: f32 = t1287 * t1156;
+    let t1352: f32 = t1288 * t1157;
+    let t1353: f32 = t1289 * t1158;
+    let t1354: f32 = t1290 * t1159;
+    let t1355: f32 = t1291 * t1160;
+    let t1356: f32 = t1292 * t1161;
+    let t1357: f32 = t1293 * t1162;
+    let t1358: f32 = t1294 * t1163;
+    let t1359: f32 = t1295 * t1164;
+    let t1360: f32 = t1296 * t1165;
+    let t1361: f32 = t1297 * t1166;
+    let t1362: f32 = t1298 * t1167;
+    let t1363: f32 = t1299 * t1168;
+    let t1364: f32 = t1300 * t1169;
+    let t1365: f32 = t1301 * t1170;
+    let t1366: f32 = t1302 * t1171;
+    let t1367: f32 = t1303 * t1172;
+    let t1368: f32 = t1304 * t1173;
+    let t1369: f32 = t1305 * t1174;
+    let t1370: f32 = t1306 * t1175;
+    let t1371: f32 = t1307 * t1176;
+    let t1372: f32 = t1308 * t1177;
+    let t1373: f32 = t1309 * t1178;
+    let t1374: f32 = t1310 * t1179;
+    let t1375: f32 = t1311 * t1180;
+    let t1376: f32 = t1312 * t1181;
+    let t1377: f32 = t1313 * t1182;
+    let t1378: f32 = t1314 * t1183;
+    let t1379: f32 = t1315 * t1184;
+    let t1380: f32 = t1316 * t1185;
+    let t1381: f32 = t1317 * t1186;
+    let t1382: f32 = t1318 * t1187;
+    let t1383: f32 = t1319 * t1188;
+    let t1384: f32 = t1320 * t1189;
+    let t1385: f32 = t1321 * t1190;
+    let t1386: f32 = t1322 * t1191;
+    let t1387: f32 = t1323 * t1192;
+    let t1388: f32 = t1324 * t1193;
+    let t1389: f32 = t1325 * t1194;
+    let t1390: f32 = t1326 * t1195;
+    let t1391: f32 = t1327 * t1196;
+    let t1392: f32 = t1328 * t1197;
+    let t1393: f32 = t1329 * t1198;
+    let t1394: f32 = t1330 * t1199;
+    let t1395: f32 = t1331 * t1200;
+    let t1396: f32 = t1332 * t1201;
+    let t1397: f32 = t1333 * t1202;
+    let t1398: f32 = t1334 * t1203;
+    let t1399: f32 = t1335 * t1204;
+    let t1400: f32 = t1336 * t1205;
+    let t1401: f32 = t1337 * t1206;
+    let t1402: f32 = t1338 * t1207;
+    let t1403: f32 = t1339 * t1208;
+    let t1404: f32 = t1340 * t1209;
+    let t1405: f32 = t1341 * t1210;
+    let t1406: f32 = ft_rb(t1342);
+    let t1407: f32 = ft_rb(t1343);
+    let t1408: f32 = ft_rb(t1344);
+    let t1409: f32 = ft_rb(t1345);
+    let t1410: f32 = ft_rb(t1346);
+    let t1411: f32 = ft_rb(t1347);
+    let t1412: f32 = ft_rb(t1348);
+    let t1413: f32 = ft_rb(t1349);
+    let t1414: f32 = ft_rb(t1350);
+    let t1415: f32 = ft_rb(t1351);
+    let t1416: f32 = ft_rb(t1352);
+    let t1417: f32 = ft_rb(t1353);
+    let t1418: f32 = ft_rb(t1354);
+    let t1419: f32 = ft_rb(t1355);
+    let t1420: f32 = ft_rb(t1356);
+    let t1421: f32 = ft_rb(t1357);
+    let t1422: f32 = ft_rb(t1358);
+    let t1423: f32 = ft_rb(t1359);
+    let t1424: f32 = ft_rb(t1360);
+    let t1425: f32 = ft_rb(t1361);
+    let t1426: f32 = ft_rb(t1362);
+    let t1427: f32 = ft_rb(t1363);
+    let t1428: f32 = ft_rb(t1364);
+    let t1429: f32 = ft_rb(t1365);
+    let t1430: f32 = ft_rb(t1366);
+    let t1431: f32 = ft_rb(t1367);
+    let t1432: f32 = ft_rb(t1368);
+    let t1433: f32 = ft_rb(t1369);
+    let t1434: f32 = ft_rb(t1370);
+    let t1435: f32 = ft_rb(t1371);
+    let t1436: f32 = ft_rb(t1372);
+    let t1437: f32 = ft_rb(t1373);
+    let t1438: f32 = ft_rb(t1374);
+    let t1439: f32 = ft_rb(t1375);
+    let t1440: f32 = ft_rb(t1376);
+    let t1441: f32 = ft_rb(t1377);
+    let t1442: f32 = ft_rb(t1378);
+    let t1443: f32 = ft_rb(t1379);
+    let t1444: f32 = ft_rb(t1380);
+    let t1445: f32 = ft_rb(t1381);
+    let t1446: f32 = ft_rb(t1382);
+    let t1447: f32 = ft_rb(t1383);
+    let t1448: f32 = ft_rb(t1384);
+    let t1449: f32 = ft_rb(t1385);
+    let t1450: f32 = ft_rb(t1386);
+    let t1451: f32 = ft_rb(t1387);
+    let t1452: f32 = ft_rb(t1388);
+    let t1453: f32 = ft_rb(t1389);
+    let t1454: f32 = ft_rb(t1390);
+    let t1455: f32 = ft_rb(t1391);
+    let t1456: f32 = ft_rb(t1392);
+    let t1457: f32 = ft_rb(t1393);
+    let t1458: f32 = ft_rb(t1394);
+    let t1459: f32 = ft_rb(t1395);
+    let t1460: f32 = ft_rb(t1396);
+    let t1461: f32 = ft_rb(t1397);
+    let t1462: f32 = ft_rb(t1398);
+    let t1463: f32 = ft_rb(t1399);
+    let t1464: f32 = ft_rb(t1400);
+    let t1465: f32 = ft_rb(t1401);
+    let t1466: f32 = ft_rb(t1402);
+    let t1467: f32 = ft_rb(t1403);
+    let t1468: f32 = ft_rb(t1404);
+    let t1469: f32 = ft_rb(t1405);
+    let t1470: u32 = (bitcast<u32>(t1406) >> 16u);
+    let t1471: u32 = (bitcast<u32>(t1407) >> 16u);
+    if ((t136) && (t137) && (t1214 & 1u) == 0u && t1215 == t1214 + 1u && (t1214 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1214 >> 1u], t1470 | (t1471 << 16u));
     } else {
-        if (t138) { ft_st_b1(t863, t1119); }
-        if (t139) { ft_st_b1(t864, t1120); }
+        if (t136) { ft_st_b1(t1214, t1470); }
+        if (t137) { ft_st_b1(t1215, t1471); }
     }
-    let t1121: u32 = (bitcast<u32>(t1057) >> 16u);
-    let t1122: u32 = (bitcast<u32>(t1058) >> 16u);
-    if ((t140) && (t141) && (t865 & 1u) == 0u && t866 == t865 + 1u && (t865 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t865 >> 1u], t1121 | (t1122 << 16u));
+    let t1472: u32 = (bitcast<u32>(t1408) >> 16u);
+    let t1473: u32 = (bitcast<u32>(t1409) >> 16u);
+    if ((t138) && (t139) && (t1216 & 1u) == 0u && t1217 == t1216 + 1u && (t1216 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1216 >> 1u], t1472 | (t1473 << 16u));
     } else {
-        if (t140) { ft_st_b1(t865, t1121); }
-        if (t141) { ft_st_b1(t866, t1122); }
+        if (t138) { ft_st_b1(t1216, t1472); }
+        if (t139) { ft_st_b1(t1217, t1473); }
     }
-    let t1123: u32 = (bitcast<u32>(t1059) >> 16u);
-    let t1124: u32 = (bitcast<u32>(t1060) >> 16u);
-    if ((t142) && (t143) && (t867 & 1u) == 0u && t868 == t867 + 1u && (t867 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t867 >> 1u], t1123 | (t1124 << 16u));
+    let t1474: u32 = (bitcast<u32>(t1410) >> 16u);
+    let t1475: u32 = (bitcast<u32>(t1411) >> 16u);
+    if ((t140) && (t141) && (t1218 & 1u) == 0u && t1219 == t1218 + 1u && (t1218 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1218 >> 1u], t1474 | (t1475 << 16u));
     } else {
-        if (t142) { ft_st_b1(t867, t1123); }
-        if (t143) { ft_st_b1(t868, t1124); }
+        if (t140) { ft_st_b1(t1218, t1474); }
+        if (t141) { ft_st_b1(t1219, t1475); }
     }
-    let t1125: u32 = (bitcast<u32>(t1061) >> 16u);
-    let t1126: u32 = (bitcast<u32>(t1062) >> 16u);
-    if ((t144) && (t145) && (t869 & 1u) == 0u && t870 == t869 + 1u && (t869 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t869 >> 1u], t1125 | (t1126 << 16u));
+    let t1476: u32 = (bitcast<u32>(t1412) >> 16u);
+    let t1477: u32 = (bitcast<u32>(t1413) >> 16u);
+    if ((t142) && (t143) && (t1220 & 1u) == 0u && t1221 == t1220 + 1u && (t1220 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1220 >> 1u], t1476 | (t1477 << 16u));
     } else {
-        if (t144) { ft_st_b1(t869, t1125); }
-        if (t145) { ft_st_b1(t870, t1126); }
+        if (t142) { ft_st_b1(t1220, t1476); }
+        if (t143) { ft_st_b1(t1221, t1477); }
     }
-    let t1127: u32 = (bitcast<u32>(t1063) >> 16u);
-    let t1128: u32 = (bitcast<u32>(t1064) >> 16u);
-    if ((t146) && (t147) && (t871 & 1u) == 0u && t872 == t871 + 1u && (t871 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t871 >> 1u], t1127 | (t1128 << 16u));
+    let t1478: u32 = (bitcast<u32>(t1414) >> 16u);
+    let t1479: u32 = (bitcast<u32>(t1415) >> 16u);
+    if ((t144) && (t145) && (t1222 & 1u) == 0u && t1223 == t1222 + 1u && (t1222 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1222 >> 1u], t1478 | (t1479 << 16u));
     } else {
-        if (t146) { ft_st_b1(t871, t1127); }
-        if (t147) { ft_st_b1(t872, t1128); }
+        if (t144) { ft_st_b1(t1222, t1478); }
+        if (t145) { ft_st_b1(t1223, t1479); }
     }
-    let t1129: u32 = (bitcast<u32>(t1065) >> 16u);
-    let t1130: u32 = (bitcast<u32>(t1066) >> 16u);
-    if ((t148) && (t149) && (t873 & 1u) == 0u && t874 == t873 + 1u && (t873 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t873 >> 1u], t1129 | (t1130 << 16u));
+    let t1480: u32 = (bitcast<u32>(t1416) >> 16u);
+    let t1481: u32 = (bitcast<u32>(t1417) >> 16u);
+    if ((t146) && (t147) && (t1224 & 1u) == 0u && t1225 == t1224 + 1u && (t1224 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1224 >> 1u], t1480 | (t1481 << 16u));
     } else {
-        if (t148) { ft_st_b1(t873, t1129); }
-        if (t149) { ft_st_b1(t874, t1130); }
+        if (t146) { ft_st_b1(t1224, t1480); }
+        if (t147) { ft_st_b1(t1225, t1481); }
     }
-    let t1131: u32 = (bitcast<u32>(t1067) >> 16u);
-    let t1132: u32 = (bitcast<u32>(t1068) >> 16u);
-    if ((t150) && (t151) && (t875 & 1u) == 0u && t876 == t875 + 1u && (t875 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t875 >> 1u], t1131 | (t1132 << 16u));
+    let t1482: u32 = (bitcast<u32>(t1418) >> 16u);
+    let t1483: u32 = (bitcast<u32>(t1419) >> 16u);
+    if ((t148) && (t149) && (t1226 & 1u) == 0u && t1227 == t1226 + 1u && (t1226 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1226 >> 1u], t1482 | (t1483 << 16u));
     } else {
-        if (t150) { ft_st_b1(t875, t1131); }
-        if (t151) { ft_st_b1(t876, t1132); }
+        if (t148) { ft_st_b1(t1226, t1482); }
+        if (t149) { ft_st_b1(t1227, t1483); }
     }
-    let t1133: u32 = (bitcast<u32>(t1069) >> 16u);
-    let t1134: u32 = (bitcast<u32>(t1070) >> 16u);
-    if ((t152) && (t153) && (t877 & 1u) == 0u && t878 == t877 + 1u && (t877 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t877 >> 1u], t1133 | (t1134 << 16u));
+    let t1484: u32 = (bitcast<u32>(t1420) >> 16u);
+    let t1485: u32 = (bitcast<u32>(t1421) >> 16u);
+    if ((t150) && (t151) && (t1228 & 1u) == 0u && t1229 == t1228 + 1u && (t1228 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1228 >> 1u], t1484 | (t1485 << 16u));
     } else {
-        if (t152) { ft_st_b1(t877, t1133); }
-        if (t153) { ft_st_b1(t878, t1134); }
+        if (t150) { ft_st_b1(t1228, t1484); }
+        if (t151) { ft_st_b1(t1229, t1485); }
     }
-    let t1135: u32 = (bitcast<u32>(t1071) >> 16u);
-    let t1136: u32 = (bitcast<u32>(t1072) >> 16u);
-    if ((t154) && (t155) && (t879 & 1u) == 0u && t880 == t879 + 1u && (t879 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t879 >> 1u], t1135 | (t1136 << 16u));
+    let t1486: u32 = (bitcast<u32>(t1422) >> 16u);
+    let t1487: u32 = (bitcast<u32>(t1423) >> 16u);
+    if ((t152) && (t153) && (t1230 & 1u) == 0u && t1231 == t1230 + 1u && (t1230 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1230 >> 1u], t1486 | (t1487 << 16u));
     } else {
-        if (t154) { ft_st_b1(t879, t1135); }
-        if (t155) { ft_st_b1(t880, t1136); }
+        if (t152) { ft_st_b1(t1230, t1486); }
+        if (t153) { ft_st_b1(t1231, t1487); }
     }
-    let t1137: u32 = (bitcast<u32>(t1073) >> 16u);
-    let t1138: u32 = (bitcast<u32>(t1074) >> 16u);
-    if ((t156) && (t157) && (t881 & 1u) == 0u && t882 == t881 + 1u && (t881 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t881 >> 1u], t1137 | (t1138 << 16u));
+    let t1488: u32 = (bitcast<u32>(t1424) >> 16u);
+    let t1489: u32 = (bitcast<u32>(t1425) >> 16u);
+    if ((t154) && (t155) && (t1232 & 1u) == 0u && t1233 == t1232 + 1u && (t1232 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1232 >> 1u], t1488 | (t1489 << 16u));
     } else {
-        if (t156) { ft_st_b1(t881, t1137); }
-        if (t157) { ft_st_b1(t882, t1138); }
+        if (t154) { ft_st_b1(t1232, t1488); }
+        if (t155) { ft_st_b1(t1233, t1489); }
     }
-    let t1139: u32 = (bitcast<u32>(t1075) >> 16u);
-    let t1140: u32 = (bitcast<u32>(t1076) >> 16u);
-    if ((t158) && (t159) && (t883 & 1u) == 0u && t884 == t883 + 1u && (t883 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t883 >> 1u], t1139 | (t1140 << 16u));
+    let t1490: u32 = (bitcast<u32>(t1426) >> 16u);
+    let t1491: u32 = (bitcast<u32>(t1427) >> 16u);
+    if ((t156) && (t157) && (t1234 & 1u) == 0u && t1235 == t1234 + 1u && (t1234 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1234 >> 1u], t1490 | (t1491 << 16u));
     } else {
-        if (t158) { ft_st_b1(t883, t1139); }
-        if (t159) { ft_st_b1(t884, t1140); }
+        if (t156) { ft_st_b1(t1234, t1490); }
+        if (t157) { ft_st_b1(t1235, t1491); }
     }
-    let t1141: u32 = (bitcast<u32>(t1077) >> 16u);
-    let t1142: u32 = (bitcast<u32>(t1078) >> 16u);
-    if ((t160) && (t161) && (t885 & 1u) == 0u && t886 == t885 + 1u && (t885 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t885 >> 1u], t1141 | (t1142 << 16u));
+    let t1492: u32 = (bitcast<u32>(t1428) >> 16u);
+    let t1493: u32 = (bitcast<u32>(t1429) >> 16u);
+    if ((t158) && (t159) && (t1236 & 1u) == 0u && t1237 == t1236 + 1u && (t1236 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1236 >> 1u], t1492 | (t1493 << 16u));
     } else {
-        if (t160) { ft_st_b1(t885, t1141); }
-        if (t161) { ft_st_b1(t886, t1142); }
+        if (t158) { ft_st_b1(t1236, t1492); }
+        if (t159) { ft_st_b1(t1237, t1493); }
     }
-    let t1143: u32 = (bitcast<u32>(t1079) >> 16u);
-    let t1144: u32 = (bitcast<u32>(t1080) >> 16u);
-    if ((t162) && (t163) && (t887 & 1u) == 0u && t888 == t887 + 1u && (t887 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t887 >> 1u], t1143 | (t1144 << 16u));
+    let t1494: u32 = (bitcast<u32>(t1430) >> 16u);
+    let t1495: u32 = (bitcast<u32>(t1431) >> 16u);
+    if ((t160) && (t161) && (t1238 & 1u) == 0u && t1239 == t1238 + 1u && (t1238 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1238 >> 1u], t1494 | (t1495 << 16u));
     } else {
-        if (t162) { ft_st_b1(t887, t1143); }
-        if (t163) { ft_st_b1(t888, t1144); }
+        if (t160) { ft_st_b1(t1238, t1494); }
+        if (t161) { ft_st_b1(t1239, t1495); }
     }
-    let t1145: u32 = (bitcast<u32>(t1081) >> 16u);
-    let t1146: u32 = (bitcast<u32>(t1082) >> 16u);
-    if ((t164) && (t165) && (t889 & 1u) == 0u && t890 == t889 + 1u && (t889 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t889 >> 1u], t1145 | (t1146 << 16u));
+    let t1496: u32 = (bitcast<u32>(t1432) >> 16u);
+    let t1497: u32 = (bitcast<u32>(t1433) >> 16u);
+    if ((t162) && (t163) && (t1240 & 1u) == 0u && t1241 == t1240 + 1u && (t1240 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1240 >> 1u], t1496 | (t1497 << 16u));
     } else {
-        if (t164) { ft_st_b1(t889, t1145); }
-        if (t165) { ft_st_b1(t890, t1146); }
+        if (t162) { ft_st_b1(t1240, t1496); }
+        if (t163) { ft_st_b1(t1241, t1497); }
     }
-    let t1147: u32 = (bitcast<u32>(t1083) >> 16u);
-    let t1148: u32 = (bitcast<u32>(t1084) >> 16u);
-    if ((t166) && (t167) && (t891 & 1u) == 0u && t892 == t891 + 1u && (t891 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t891 >> 1u], t1147 | (t1148 << 16u));
+    let t1498: u32 = (bitcast<u32>(t1434) >> 16u);
+    let t1499: u32 = (bitcast<u32>(t1435) >> 16u);
+    if ((t164) && (t165) && (t1242 & 1u) == 0u && t1243 == t1242 + 1u && (t1242 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1242 >> 1u], t1498 | (t1499 << 16u));
     } else {
-        if (t166) { ft_st_b1(t891, t1147); }
-        if (t167) { ft_st_b1(t892, t1148); }
+        if (t164) { ft_st_b1(t1242, t1498); }
+        if (t165) { ft_st_b1(t1243, t1499); }
     }
-    let t1149: u32 = (bitcast<u32>(t1085) >> 16u);
-    let t1150: u32 = (bitcast<u32>(t1086) >> 16u);
-    if ((t168) && (t169) && (t893 & 1u) == 0u && t894 == t893 + 1u && (t893 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t893 >> 1u], t1149 | (t1150 << 16u));
+    let t1500: u32 = (bitcast<u32>(t1436) >> 16u);
+    let t1501: u32 = (bitcast<u32>(t1437) >> 16u);
+    if ((t166) && (t167) && (t1244 & 1u) == 0u && t1245 == t1244 + 1u && (t1244 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1244 >> 1u], t1500 | (t1501 << 16u));
     } else {
-        if (t168) { ft_st_b1(t893, t1149); }
-        if (t169) { ft_st_b1(t894, t1150); }
+        if (t166) { ft_st_b1(t1244, t1500); }
+        if (t167) { ft_st_b1(t1245, t1501); }
     }
-    let t1151: u32 = (bitcast<u32>(t1087) >> 16u);
-    let t1152: u32 = (bitcast<u32>(t1088) >> 16u);
-    if ((t170) && (t171) && (t895 & 1u) == 0u && t896 == t895 + 1u && (t895 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t895 >> 1u], t1151 | (t1152 << 16u));
+    let t1502: u32 = (bitcast<u32>(t1438) >> 16u);
+    let t1503: u32 = (bitcast<u32>(t1439) >> 16u);
+    if ((t168) && (t169) && (t1246 & 1u) == 0u && t1247 == t1246 + 1u && (t1246 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1246 >> 1u], t1502 | (t1503 << 16u));
     } else {
-        if (t170) { ft_st_b1(t895, t1151); }
-        if (t171) { ft_st_b1(t896, t1152); }
+        if (t168) { ft_st_b1(t1246, t1502); }
+        if (t169) { ft_st_b1(t1247, t1503); }
     }
-    let t1153: u32 = (bitcast<u32>(t1089) >> 16u);
-    let t1154: u32 = (bitcast<u32>(t1090) >> 16u);
-    if ((t172) && (t173) && (t897 & 1u) == 0u && t898 == t897 + 1u && (t897 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t897 >> 1u], t1153 | (t1154 << 16u));
+    let t1504: u32 = (bitcast<u32>(t1440) >> 16u);
+    let t1505: u32 = (bitcast<u32>(t1441) >> 16u);
+    if ((t170) && (t171) && (t1248 & 1u) == 0u && t1249 == t1248 + 1u && (t1248 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1248 >> 1u], t1504 | (t1505 << 16u));
     } else {
-        if (t172) { ft_st_b1(t897, t1153); }
-        if (t173) { ft_st_b1(t898, t1154); }
+        if (t170) { ft_st_b1(t1248, t1504); }
+        if (t171) { ft_st_b1(t1249, t1505); }
     }
-    let t1155: u32 = (bitcast<u32>(t1091) >> 16u);
-    let t1156: u32 = (bitcast<u32>(t1092) >> 16u);
-    if ((t174) && (t175) && (t899 & 1u) == 0u && t900 == t899 + 1u && (t899 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t899 >> 1u], t1155 | (t1156 << 16u));
+    let t1506: u32 = (bitcast<u32>(t1442) >> 16u);
+    let t1507: u32 = (bitcast<u32>(t1443) >> 16u);
+    if ((t172) && (t173) && (t1250 & 1u) == 0u && t1251 == t1250 + 1u && (t1250 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1250 >> 1u], t1506 | (t1507 << 16u));
     } else {
-        if (t174) { ft_st_b1(t899, t1155); }
-        if (t175) { ft_st_b1(t900, t1156); }
+        if (t172) { ft_st_b1(t1250, t1506); }
+        if (t173) { ft_st_b1(t1251, t1507); }
     }
-    let t1157: u32 = (bitcast<u32>(t1093) >> 16u);
-    let t1158: u32 = (bitcast<u32>(t1094) >> 16u);
-    if ((t176) && (t177) && (t901 & 1u) == 0u && t902 == t901 + 1u && (t901 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t901 >> 1u], t1157 | (t1158 << 16u));
+    let t1508: u32 = (bitcast<u32>(t1444) >> 16u);
+    let t1509: u32 = (bitcast<u32>(t1445) >> 16u);
+    if ((t174) && (t175) && (t1252 & 1u) == 0u && t1253 == t1252 + 1u && (t1252 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1252 >> 1u], t1508 | (t1509 << 16u));
     } else {
-        if (t176) { ft_st_b1(t901, t1157); }
-        if (t177) { ft_st_b1(t902, t1158); }
+        if (t174) { ft_st_b1(t1252, t1508); }
+        if (t175) { ft_st_b1(t1253, t1509); }
     }
-    let t1159: u32 = (bitcast<u32>(t1095) >> 16u);
-    let t1160: u32 = (bitcast<u32>(t1096) >> 16u);
-    if ((t178) && (t179) && (t903 & 1u) == 0u && t904 == t903 + 1u && (t903 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t903 >> 1u], t1159 | (t1160 << 16u));
+    let t1510: u32 = (bitcast<u32>(t1446) >> 16u);
+    let t1511: u32 = (bitcast<u32>(t1447) >> 16u);
+    if ((t176) && (t177) && (t1254 & 1u) == 0u && t1255 == t1254 + 1u && (t1254 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1254 >> 1u], t1510 | (t1511 << 16u));
     } else {
-        if (t178) { ft_st_b1(t903, t1159); }
-        if (t179) { ft_st_b1(t904, t1160); }
+        if (t176) { ft_st_b1(t1254, t1510); }
+        if (t177) { ft_st_b1(t1255, t1511); }
     }
-    let t1161: u32 = (bitcast<u32>(t1097) >> 16u);
-    let t1162: u32 = (bitcast<u32>(t1098) >> 16u);
-    if ((t180) && (t181) && (t905 & 1u) == 0u && t906 == t905 + 1u && (t905 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t905 >> 1u], t1161 | (t1162 << 16u));
+    let t1512: u32 = (bitcast<u32>(t1448) >> 16u);
+    let t1513: u32 = (bitcast<u32>(t1449) >> 16u);
+    if ((t178) && (t179) && (t1256 & 1u) == 0u && t1257 == t1256 + 1u && (t1256 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1256 >> 1u], t1512 | (t1513 << 16u));
     } else {
-        if (t180) { ft_st_b1(t905, t1161); }
-        if (t181) { ft_st_b1(t906, t1162); }
+        if (t178) { ft_st_b1(t1256, t1512); }
+        if (t179) { ft_st_b1(t1257, t1513); }
     }
-    let t1163: u32 = (bitcast<u32>(t1099) >> 16u);
-    let t1164: u32 = (bitcast<u32>(t1100) >> 16u);
-    if ((t182) && (t183) && (t907 & 1u) == 0u && t908 == t907 + 1u && (t907 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t907 >> 1u], t1163 | (t1164 << 16u));
+    let t1514: u32 = (bitcast<u32>(t1450) >> 16u);
+    let t1515: u32 = (bitcast<u32>(t1451) >> 16u);
+    if ((t180) && (t181) && (t1258 & 1u) == 0u && t1259 == t1258 + 1u && (t1258 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1258 >> 1u], t1514 | (t1515 << 16u));
     } else {
-        if (t182) { ft_st_b1(t907, t1163); }
-        if (t183) { ft_st_b1(t908, t1164); }
+        if (t180) { ft_st_b1(t1258, t1514); }
+        if (t181) { ft_st_b1(t1259, t1515); }
     }
-    let t1165: u32 = (bitcast<u32>(t1101) >> 16u);
-    let t1166: u32 = (bitcast<u32>(t1102) >> 16u);
-    if ((t184) && (t185) && (t909 & 1u) == 0u && t910 == t909 + 1u && (t909 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t909 >> 1u], t1165 | (t1166 << 16u));
+    let t1516: u32 = (bitcast<u32>(t1452) >> 16u);
+    let t1517: u32 = (bitcast<u32>(t1453) >> 16u);
+    if ((t182) && (t183) && (t1260 & 1u) == 0u && t1261 == t1260 + 1u && (t1260 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1260 >> 1u], t1516 | (t1517 << 16u));
     } else {
-        if (t184) { ft_st_b1(t909, t1165); }
-        if (t185) { ft_st_b1(t910, t1166); }
+        if (t182) { ft_st_b1(t1260, t1516); }
+        if (t183) { ft_st_b1(t1261, t1517); }
     }
-    let t1167: u32 = (bitcast<u32>(t1103) >> 16u);
-    let t1168: u32 = (bitcast<u32>(t1104) >> 16u);
-    if ((t186) && (t187) && (t911 & 1u) == 0u && t912 == t911 + 1u && (t911 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t911 >> 1u], t1167 | (t1168 << 16u));
+    let t1518: u32 = (bitcast<u32>(t1454) >> 16u);
+    let t1519: u32 = (bitcast<u32>(t1455) >> 16u);
+    if ((t184) && (t185) && (t1262 & 1u) == 0u && t1263 == t1262 + 1u && (t1262 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1262 >> 1u], t1518 | (t1519 << 16u));
     } else {
-        if (t186) { ft_st_b1(t911, t1167); }
-        if (t187) { ft_st_b1(t912, t1168); }
+        if (t184) { ft_st_b1(t1262, t1518); }
+        if (t185) { ft_st_b1(t1263, t1519); }
     }
-    let t1169: u32 = (bitcast<u32>(t1105) >> 16u);
-    let t1170: u32 = (bitcast<u32>(t1106) >> 16u);
-    if ((t188) && (t189) && (t913 & 1u) == 0u && t914 == t913 + 1u && (t913 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t913 >> 1u], t1169 | (t1170 << 16u));
+    let t1520: u32 = (bitcast<u32>(t1456) >> 16u);
+    let t1521: u32 = (bitcast<u32>(t1457) >> 16u);
+    if ((t186) && (t187) && (t1264 & 1u) == 0u && t1265 == t1264 + 1u && (t1264 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1264 >> 1u], t1520 | (t1521 << 16u));
     } else {
-        if (t188) { ft_st_b1(t913, t1169); }
-        if (t189) { ft_st_b1(t914, t1170); }
+        if (t186) { ft_st_b1(t1264, t1520); }
+        if (t187) { ft_st_b1(t1265, t1521); }
     }
-    let t1171: u32 = (bitcast<u32>(t1107) >> 16u);
-    let t1172: u32 = (bitcast<u32>(t1108) >> 16u);
-    if ((t190) && (t191) && (t915 & 1u) == 0u && t916 == t915 + 1u && (t915 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t915 >> 1u], t1171 | (t1172 << 16u));
+    let t1522: u32 = (bitcast<u32>(t1458) >> 16u);
+    let t1523: u32 = (bitcast<u32>(t1459) >> 16u);
+    if ((t188) && (t189) && (t1266 & 1u) == 0u && t1267 == t1266 + 1u && (t1266 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1266 >> 1u], t1522 | (t1523 << 16u));
     } else {
-        if (t190) { ft_st_b1(t915, t1171); }
-        if (t191) { ft_st_b1(t916, t1172); }
+        if (t188) { ft_st_b1(t1266, t1522); }
+        if (t189) { ft_st_b1(t1267, t1523); }
     }
-    let t1173: u32 = (bitcast<u32>(t1109) >> 16u);
-    let t1174: u32 = (bitcast<u32>(t1110) >> 16u);
-    if ((t192) && (t193) && (t917 & 1u) == 0u && t918 == t917 + 1u && (t917 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t917 >> 1u], t1173 | (t1174 << 16u));
+    let t1524: u32 = (bitcast<u32>(t1460) >> 16u);
+    let t1525: u32 = (bitcast<u32>(t1461) >> 16u);
+    if ((t190) && (t191) && (t1268 & 1u) == 0u && t1269 == t1268 + 1u && (t1268 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1268 >> 1u], t1524 | (t1525 << 16u));
     } else {
-        if (t192) { ft_st_b1(t917, t1173); }
-        if (t193) { ft_st_b1(t918, t1174); }
+        if (t190) { ft_st_b1(t1268, t1524); }
+        if (t191) { ft_st_b1(t1269, t1525); }
     }
-    let t1175: u32 = (bitcast<u32>(t1111) >> 16u);
-    let t1176: u32 = (bitcast<u32>(t1112) >> 16u);
-    if ((t194) && (t195) && (t919 & 1u) == 0u && t920 == t919 + 1u && (t919 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t919 >> 1u], t1175 | (t1176 << 16u));
+    let t1526: u32 = (bitcast<u32>(t1462) >> 16u);
+    let t1527: u32 = (bitcast<u32>(t1463) >> 16u);
+    if ((t192) && (t193) && (t1270 & 1u) == 0u && t1271 == t1270 + 1u && (t1270 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1270 >> 1u], t1526 | (t1527 << 16u));
     } else {
-        if (t194) { ft_st_b1(t919, t1175); }
-        if (t195) { ft_st_b1(t920, t1176); }
+        if (t192) { ft_st_b1(t1270, t1526); }
+        if (t193) { ft_st_b1(t1271, t1527); }
     }
-    let t1177: u32 = (bitcast<u32>(t1113) >> 16u);
-    let t1178: u32 = (bitcast<u32>(t1114) >> 16u);
-    if ((t196) && (t197) && (t921 & 1u) == 0u && t922 == t921 + 1u && (t921 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t921 >> 1u], t1177 | (t1178 << 16u));
+    let t1528: u32 = (bitcast<u32>(t1464) >> 16u);
+    let t1529: u32 = (bitcast<u32>(t1465) >> 16u);
+    if ((t194) && (t195) && (t1272 & 1u) == 0u && t1273 == t1272 + 1u && (t1272 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1272 >> 1u], t1528 | (t1529 << 16u));
     } else {
-        if (t196) { ft_st_b1(t921, t1177); }
-        if (t197) { ft_st_b1(t922, t1178); }
+        if (t194) { ft_st_b1(t1272, t1528); }
+        if (t195) { ft_st_b1(t1273, t1529); }
     }
-    let t1179: u32 = (bitcast<u32>(t1115) >> 16u);
-    let t1180: u32 = (bitcast<u32>(t1116) >> 16u);
-    if ((t198) && (t199) && (t923 & 1u) == 0u && t924 == t923 + 1u && (t923 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t923 >> 1u], t1179 | (t1180 << 16u));
+    let t1530: u32 = (bitcast<u32>(t1466) >> 16u);
+    let t1531: u32 = (bitcast<u32>(t1467) >> 16u);
+    if ((t196) && (t197) && (t1274 & 1u) == 0u && t1275 == t1274 + 1u && (t1274 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1274 >> 1u], t1530 | (t1531 << 16u));
     } else {
-        if (t198) { ft_st_b1(t923, t1179); }
-        if (t199) { ft_st_b1(t924, t1180); }
+        if (t196) { ft_st_b1(t1274, t1530); }
+        if (t197) { ft_st_b1(t1275, t1531); }
+    }
+    let t1532: u32 = (bitcast<u32>(t1468) >> 16u);
+    let t1533: u32 = (bitcast<u32>(t1469) >> 16u);
+    if ((t198) && (t199) && (t1276 & 1u) == 0u && t1277 == t1276 + 1u && (t1276 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t1276 >> 1u], t1532 | (t1533 << 16u));
+    } else {
+        if (t198) { ft_st_b1(t1276, t1532); }
+        if (t199) { ft_st_b1(t1277, t1533); }
     }
 }

@@ -14,6 +14,7 @@ struct FtArgs {
 }
 @group(0) @binding(3) var<uniform> ft_args: FtArgs;
 var<workgroup> ft_smem: array<u32, 512>;
+var<workgroup> ft_uni: u32;
 
 fn ft_b2f(h: u32) -> f32 { return bitcast<f32>(h << 16u); }
 
@@ -55,8 +56,15 @@ fn ft_f2b(x: f32) -> u32 {
     return b >> 16u;
 }
 
+// the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)
+fn ft_fmax(a: f32, b: f32) -> f32 {
+    return select(a, b, b > a || ft_isnan(a));
+}
+
 // i32 -> f32 rounded to nearest-even (both parts exact, one rounding in +)
 fn ft_i2f(x: i32) -> f32 { let lo = x & 0xffff; return f32(x - lo) + f32(lo); }
+
+fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 fn ft_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { let p = ft_mulwide(a.x, b.x); return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x); }
 
@@ -313,200 +321,424 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t214: f32 = ft_div(t212, t213);
     let t215: f32 = t214 + t4;
     let t216: f32 = inverseSqrt(t215);
-    let t217: u32 = 0u + bitcast<u32>(t9);
-    let t218: u32 = 0u + bitcast<u32>(t11);
-    let t219: u32 = 0u + bitcast<u32>(t13);
-    let t220: u32 = 0u + bitcast<u32>(t15);
-    let t221: u32 = 0u + bitcast<u32>(t17);
-    let t222: u32 = 0u + bitcast<u32>(t19);
-    let t223: u32 = 0u + bitcast<u32>(t21);
-    let t224: u32 = 0u + bitcast<u32>(t23);
-    let t225: u32 = 0u + bitcast<u32>(t25);
-    let t226: u32 = 0u + bitcast<u32>(t27);
-    let t227: u32 = 0u + bitcast<u32>(t29);
-    let t228: u32 = 0u + bitcast<u32>(t31);
-    let t229: u32 = 0u + bitcast<u32>(t33);
-    let t230: u32 = 0u + bitcast<u32>(t35);
-    let t231: u32 = 0u + bitcast<u32>(t37);
-    let t232: u32 = 0u + bitcast<u32>(t39);
-    let t233: f32 = 0.0f;
-    let t234: u32 = select(0u, t217, t40);
-    let t235: f32 = select(t233, bitcast<f32>(extractBits(b2[t234 >> 1u], (t234 & 1u) << 4u, 16u) << 16u), t40);
-    let t236: u32 = select(0u, t218, t41);
-    let t237: f32 = select(t233, bitcast<f32>(extractBits(b2[t236 >> 1u], (t236 & 1u) << 4u, 16u) << 16u), t41);
-    let t238: u32 = select(0u, t219, t42);
-    let t239: f32 = select(t233, bitcast<f32>(extractBits(b2[t238 >> 1u], (t238 & 1u) << 4u, 16u) << 16u), t42);
-    let t240: u32 = select(0u, t220, t43);
-    let t241: f32 = select(t233, bitcast<f32>(extractBits(b2[t240 >> 1u], (t240 & 1u) << 4u, 16u) << 16u), t43);
-    let t242: u32 = select(0u, t221, t44);
-    let t243: f32 = select(t233, bitcast<f32>(extractBits(b2[t242 >> 1u], (t242 & 1u) << 4u, 16u) << 16u), t44);
-    let t244: u32 = select(0u, t222, t45);
-    let t245: f32 = select(t233, bitcast<f32>(extractBits(b2[t244 >> 1u], (t244 & 1u) << 4u, 16u) << 16u), t45);
-    let t246: u32 = select(0u, t223, t46);
-    let t247: f32 = select(t233, bitcast<f32>(extractBits(b2[t246 >> 1u], (t246 & 1u) << 4u, 16u) << 16u), t46);
-    let t248: u32 = select(0u, t224, t47);
-    let t249: f32 = select(t233, bitcast<f32>(extractBits(b2[t248 >> 1u], (t248 & 1u) << 4u, 16u) << 16u), t47);
-    let t250: u32 = select(0u, t225, t48);
-    let t251: f32 = select(t233, bitcast<f32>(extractBits(b2[t250 >> 1u], (t250 & 1u) << 4u, 16u) << 16u), t48);
-    let t252: u32 = select(0u, t226, t49);
-    let t253: f32 = select(t233, bitcast<f32>(extractBits(b2[t252 >> 1u], (t252 & 1u) << 4u, 16u) << 16u), t49);
-    let t254: u32 = select(0u, t227, t50);
-    let t255: f32 = select(t233, bitcast<f32>(extractBits(b2[t254 >> 1u], (t254 & 1u) << 4u, 16u) << 16u), t50);
-    let t256: u32 = select(0u, t228, t51);
-    let t257: f32 = select(t233, bitcast<f32>(extractBits(b2[t256 >> 1u], (t256 & 1u) << 4u, 16u) << 16u), t51);
-    let t258: u32 = select(0u, t229, t52);
-    let t259: f32 = select(t233, bitcast<f32>(extractBits(b2[t258 >> 1u], (t258 & 1u) << 4u, 16u) << 16u), t52);
-    let t260: u32 = select(0u, t230, t53);
-    let t261: f32 = select(t233, bitcast<f32>(extractBits(b2[t260 >> 1u], (t260 & 1u) << 4u, 16u) << 16u), t53);
-    let t262: u32 = select(0u, t231, t54);
-    let t263: f32 = select(t233, bitcast<f32>(extractBits(b2[t262 >> 1u], (t262 & 1u) << 4u, 16u) << 16u), t54);
-    let t264: u32 = select(0u, t232, t55);
-    let t265: f32 = select(t233, bitcast<f32>(extractBits(b2[t264 >> 1u], (t264 & 1u) << 4u, 16u) << 16u), t55);
-    let t266: f32 = t235;
-    let t267: f32 = t237;
-    let t268: f32 = t239;
-    let t269: f32 = t241;
-    let t270: f32 = t243;
-    let t271: f32 = t245;
-    let t272: f32 = t247;
-    let t273: f32 = t249;
-    let t274: f32 = t251;
-    let t275: f32 = t253;
-    let t276: f32 = t255;
-    let t277: f32 = t257;
-    let t278: f32 = t259;
-    let t279: f32 = t261;
-    let t280: f32 = t263;
-    let t281: f32 = t265;
-    let t282: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t283: vec2<u32> = ft_mul64(t6, t282);
-    let t284: u32 = 0u + t283.x;
-    let t285: u32 = t284 + bitcast<u32>(t9);
-    let t286: u32 = t284 + bitcast<u32>(t11);
-    let t287: u32 = t284 + bitcast<u32>(t13);
-    let t288: u32 = t284 + bitcast<u32>(t15);
-    let t289: u32 = t284 + bitcast<u32>(t17);
-    let t290: u32 = t284 + bitcast<u32>(t19);
-    let t291: u32 = t284 + bitcast<u32>(t21);
-    let t292: u32 = t284 + bitcast<u32>(t23);
-    let t293: u32 = t284 + bitcast<u32>(t25);
-    let t294: u32 = t284 + bitcast<u32>(t27);
-    let t295: u32 = t284 + bitcast<u32>(t29);
-    let t296: u32 = t284 + bitcast<u32>(t31);
-    let t297: u32 = t284 + bitcast<u32>(t33);
-    let t298: u32 = t284 + bitcast<u32>(t35);
-    let t299: u32 = t284 + bitcast<u32>(t37);
-    let t300: u32 = t284 + bitcast<u32>(t39);
-    let t301: f32 = t108 * t216;
-    let t302: f32 = t109 * t216;
-    let t303: f32 = t110 * t216;
-    let t304: f32 = t111 * t216;
-    let t305: f32 = t112 * t216;
-    let t306: f32 = t113 * t216;
-    let t307: f32 = t114 * t216;
-    let t308: f32 = t115 * t216;
-    let t309: f32 = t116 * t216;
-    let t310: f32 = t117 * t216;
-    let t311: f32 = t118 * t216;
-    let t312: f32 = t119 * t216;
-    let t313: f32 = t120 * t216;
-    let t314: f32 = t121 * t216;
-    let t315: f32 = t122 * t216;
-    let t316: f32 = t123 * t216;
-    let t317: f32 = t301 * t266;
-    let t318: f32 = t302 * t267;
-    let t319: f32 = t303 * t268;
-    let t320: f32 = t304 * t269;
-    let t321: f32 = t305 * t270;
-    let t322: f32 = t306 * t271;
-    let t323: f32 = t307 * t272;
-    let t324: f32 = t308 * t273;
-    let t325: f32 = t309 * t274;
-    let t326: f32 = t310 * t275;
-    let t327: f32 = t311 * t276;
-    let t328: f32 = t312 * t277;
-    let t329: f32 = t313 * t278;
-    let t330: f32 = t314 * t279;
-    let t331: f32 = t315 * t280;
-    let t332: f32 = t316 * t281;
-    let t333: f32 = ft_rb(t317);
-    let t334: f32 = ft_rb(t318);
-    let t335: f32 = ft_rb(t319);
-    let t336: f32 = ft_rb(t320);
-    let t337: f32 = ft_rb(t321);
-    let t338: f32 = ft_rb(t322);
-    let t339: f32 = ft_rb(t323);
-    let t340: f32 = ft_rb(t324);
-    let t341: f32 = ft_rb(t325);
-    let t342: f32 = ft_rb(t326);
-    let t343: f32 = ft_rb(t327);
-    let t344: f32 = ft_rb(t328);
-    let t345: f32 = ft_rb(t329);
-    let t346: f32 = ft_rb(t330);
-    let t347: f32 = ft_rb(t331);
-    let t348: f32 = ft_rb(t332);
-    let t349: u32 = (bitcast<u32>(t333) >> 16u);
-    let t350: u32 = (bitcast<u32>(t334) >> 16u);
-    if ((t40) && (t41) && (t285 & 1u) == 0u && t286 == t285 + 1u && (t285 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t285 >> 1u], t349 | (t350 << 16u));
+    let t217: f32 = bitcast<f32>(0x7f800000u);
+    let t218: bool = ((t214 < t217) && !ft_isnan(t214) && !ft_isnan(t217));
+    let t219: bool = !t218;
+    var t220: f32;
+    workgroupBarrier();
+    if (ft_tid == 0u) { ft_uni = select(0u, 1u, t219); }
+    let t424: u32 = workgroupUniformLoad(&ft_uni);
+    let t425: bool = (t424 != 0u);
+    if (t425) {
+        let t221: f32 = abs(t108);
+        let t222: f32 = abs(t109);
+        let t223: f32 = abs(t110);
+        let t224: f32 = abs(t111);
+        let t225: f32 = abs(t112);
+        let t226: f32 = abs(t113);
+        let t227: f32 = abs(t114);
+        let t228: f32 = abs(t115);
+        let t229: f32 = abs(t116);
+        let t230: f32 = abs(t117);
+        let t231: f32 = abs(t118);
+        let t232: f32 = abs(t119);
+        let t233: f32 = abs(t120);
+        let t234: f32 = abs(t121);
+        let t235: f32 = abs(t122);
+        let t236: f32 = abs(t123);
+        let t237: f32 = ft_fmax(t221, t222);
+        let t238: f32 = ft_fmax(t223, t224);
+        let t239: f32 = ft_fmax(t225, t226);
+        let t240: f32 = ft_fmax(t227, t228);
+        let t241: f32 = ft_fmax(t229, t230);
+        let t242: f32 = ft_fmax(t231, t232);
+        let t243: f32 = ft_fmax(t233, t234);
+        let t244: f32 = ft_fmax(t235, t236);
+        let t245: f32 = ft_fmax(t237, t238);
+        let t246: f32 = ft_fmax(t239, t240);
+        let t247: f32 = ft_fmax(t241, t242);
+        let t248: f32 = ft_fmax(t243, t244);
+        let t249: f32 = ft_fmax(t245, t246);
+        let t250: f32 = ft_fmax(t247, t248);
+        let t251: f32 = ft_fmax(t249, t250);
+        let t252: f32 = subgroupShuffleXor(t251, 1u);
+        let t253: f32 = ft_fmax(t251, t252);
+        let t254: f32 = subgroupShuffleXor(t253, 2u);
+        let t255: f32 = ft_fmax(t253, t254);
+        let t256: f32 = subgroupShuffleXor(t255, 4u);
+        let t257: f32 = ft_fmax(t255, t256);
+        let t258: f32 = subgroupShuffleXor(t257, 8u);
+        let t259: f32 = ft_fmax(t257, t258);
+        let t260: f32 = subgroupShuffleXor(t259, 16u);
+        let t261: f32 = ft_fmax(t259, t260);
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t261);
+        workgroupBarrier();
+        let t262: u32 = ft_tid & 4294966815u;
+        let t263: u32 = t262 | (0u << 5u);
+        let t264: f32 = bitcast<f32>(ft_smem[t263 * 1u + 0u]);
+        let t265: u32 = t262 | (1u << 5u);
+        let t266: f32 = bitcast<f32>(ft_smem[t265 * 1u + 0u]);
+        let t267: u32 = t262 | (2u << 5u);
+        let t268: f32 = bitcast<f32>(ft_smem[t267 * 1u + 0u]);
+        let t269: u32 = t262 | (3u << 5u);
+        let t270: f32 = bitcast<f32>(ft_smem[t269 * 1u + 0u]);
+        let t271: u32 = t262 | (4u << 5u);
+        let t272: f32 = bitcast<f32>(ft_smem[t271 * 1u + 0u]);
+        let t273: u32 = t262 | (5u << 5u);
+        let t274: f32 = bitcast<f32>(ft_smem[t273 * 1u + 0u]);
+        let t275: u32 = t262 | (6u << 5u);
+        let t276: f32 = bitcast<f32>(ft_smem[t275 * 1u + 0u]);
+        let t277: u32 = t262 | (7u << 5u);
+        let t278: f32 = bitcast<f32>(ft_smem[t277 * 1u + 0u]);
+        let t279: u32 = t262 | (8u << 5u);
+        let t280: f32 = bitcast<f32>(ft_smem[t279 * 1u + 0u]);
+        let t281: u32 = t262 | (9u << 5u);
+        let t282: f32 = bitcast<f32>(ft_smem[t281 * 1u + 0u]);
+        let t283: u32 = t262 | (10u << 5u);
+        let t284: f32 = bitcast<f32>(ft_smem[t283 * 1u + 0u]);
+        let t285: u32 = t262 | (11u << 5u);
+        let t286: f32 = bitcast<f32>(ft_smem[t285 * 1u + 0u]);
+        let t287: u32 = t262 | (12u << 5u);
+        let t288: f32 = bitcast<f32>(ft_smem[t287 * 1u + 0u]);
+        let t289: u32 = t262 | (13u << 5u);
+        let t290: f32 = bitcast<f32>(ft_smem[t289 * 1u + 0u]);
+        let t291: u32 = t262 | (14u << 5u);
+        let t292: f32 = bitcast<f32>(ft_smem[t291 * 1u + 0u]);
+        let t293: u32 = t262 | (15u << 5u);
+        let t294: f32 = bitcast<f32>(ft_smem[t293 * 1u + 0u]);
+        let t295: f32 = ft_fmax(t264, t266);
+        let t296: f32 = ft_fmax(t268, t270);
+        let t297: f32 = ft_fmax(t272, t274);
+        let t298: f32 = ft_fmax(t276, t278);
+        let t299: f32 = ft_fmax(t280, t282);
+        let t300: f32 = ft_fmax(t284, t286);
+        let t301: f32 = ft_fmax(t288, t290);
+        let t302: f32 = ft_fmax(t292, t294);
+        let t303: f32 = ft_fmax(t295, t296);
+        let t304: f32 = ft_fmax(t297, t298);
+        let t305: f32 = ft_fmax(t299, t300);
+        let t306: f32 = ft_fmax(t301, t302);
+        let t307: f32 = ft_fmax(t303, t304);
+        let t308: f32 = ft_fmax(t305, t306);
+        let t309: f32 = ft_fmax(t307, t308);
+        workgroupBarrier();
+        let t310: f32 = 1.0f;
+        let t311: f32 = ft_fmax(t309, t310);
+        let t312: f32 = ft_div(t108, t311);
+        let t313: f32 = ft_div(t109, t311);
+        let t314: f32 = ft_div(t110, t311);
+        let t315: f32 = ft_div(t111, t311);
+        let t316: f32 = ft_div(t112, t311);
+        let t317: f32 = ft_div(t113, t311);
+        let t318: f32 = ft_div(t114, t311);
+        let t319: f32 = ft_div(t115, t311);
+        let t320: f32 = ft_div(t116, t311);
+        let t321: f32 = ft_div(t117, t311);
+        let t322: f32 = ft_div(t118, t311);
+        let t323: f32 = ft_div(t119, t311);
+        let t324: f32 = ft_div(t120, t311);
+        let t325: f32 = ft_div(t121, t311);
+        let t326: f32 = ft_div(t122, t311);
+        let t327: f32 = ft_div(t123, t311);
+        let t328: f32 = t312 * t312;
+        let t329: f32 = t313 * t313;
+        let t330: f32 = t314 * t314;
+        let t331: f32 = t315 * t315;
+        let t332: f32 = t316 * t316;
+        let t333: f32 = t317 * t317;
+        let t334: f32 = t318 * t318;
+        let t335: f32 = t319 * t319;
+        let t336: f32 = t320 * t320;
+        let t337: f32 = t321 * t321;
+        let t338: f32 = t322 * t322;
+        let t339: f32 = t323 * t323;
+        let t340: f32 = t324 * t324;
+        let t341: f32 = t325 * t325;
+        let t342: f32 = t326 * t326;
+        let t343: f32 = t327 * t327;
+        let t344: f32 = t328 + t329;
+        let t345: f32 = t330 + t331;
+        let t346: f32 = t332 + t333;
+        let t347: f32 = t334 + t335;
+        let t348: f32 = t336 + t337;
+        let t349: f32 = t338 + t339;
+        let t350: f32 = t340 + t341;
+        let t351: f32 = t342 + t343;
+        let t352: f32 = t344 + t345;
+        let t353: f32 = t346 + t347;
+        let t354: f32 = t348 + t349;
+        let t355: f32 = t350 + t351;
+        let t356: f32 = t352 + t353;
+        let t357: f32 = t354 + t355;
+        let t358: f32 = t356 + t357;
+        let t359: f32 = subgroupShuffleXor(t358, 1u);
+        let t360: f32 = t358 + t359;
+        let t361: f32 = subgroupShuffleXor(t360, 2u);
+        let t362: f32 = t360 + t361;
+        let t363: f32 = subgroupShuffleXor(t362, 4u);
+        let t364: f32 = t362 + t363;
+        let t365: f32 = subgroupShuffleXor(t364, 8u);
+        let t366: f32 = t364 + t365;
+        let t367: f32 = subgroupShuffleXor(t366, 16u);
+        let t368: f32 = t366 + t367;
+        workgroupBarrier();
+        ft_smem[ft_tid * 1u + 0u] = bitcast<u32>(t368);
+        workgroupBarrier();
+        let t369: u32 = ft_tid & 4294966815u;
+        let t370: u32 = t369 | (0u << 5u);
+        let t371: f32 = bitcast<f32>(ft_smem[t370 * 1u + 0u]);
+        let t372: u32 = t369 | (1u << 5u);
+        let t373: f32 = bitcast<f32>(ft_smem[t372 * 1u + 0u]);
+        let t374: u32 = t369 | (2u << 5u);
+        let t375: f32 = bitcast<f32>(ft_smem[t374 * 1u + 0u]);
+        let t376: u32 = t369 | (3u << 5u);
+        let t377: f32 = bitcast<f32>(ft_smem[t376 * 1u + 0u]);
+        let t378: u32 = t369 | (4u << 5u);
+        let t379: f32 = bitcast<f32>(ft_smem[t378 * 1u + 0u]);
+        let t380: u32 = t369 | (5u << 5u);
+        let t381: f32 = bitcast<f32>(ft_smem[t380 * 1u + 0u]);
+        let t382: u32 = t369 | (6u << 5u);
+        let t383: f32 = bitcast<f32>(ft_smem[t382 * 1u + 0u]);
+        let t384: u32 = t369 | (7u << 5u);
+        let t385: f32 = bitcast<f32>(ft_smem[t384 * 1u + 0u]);
+        let t386: u32 = t369 | (8u << 5u);
+        let t387: f32 = bitcast<f32>(ft_smem[t386 * 1u + 0u]);
+        let t388: u32 = t369 | (9u << 5u);
+        let t389: f32 = bitcast<f32>(ft_smem[t388 * 1u + 0u]);
+        let t390: u32 = t369 | (10u << 5u);
+        let t391: f32 = bitcast<f32>(ft_smem[t390 * 1u + 0u]);
+        let t392: u32 = t369 | (11u << 5u);
+        let t393: f32 = bitcast<f32>(ft_smem[t392 * 1u + 0u]);
+        let t394: u32 = t369 | (12u << 5u);
+        let t395: f32 = bitcast<f32>(ft_smem[t394 * 1u + 0u]);
+        let t396: u32 = t369 | (13u << 5u);
+        let t397: f32 = bitcast<f32>(ft_smem[t396 * 1u + 0u]);
+        let t398: u32 = t369 | (14u << 5u);
+        let t399: f32 = bitcast<f32>(ft_smem[t398 * 1u + 0u]);
+        let t400: u32 = t369 | (15u << 5u);
+        let t401: f32 = bitcast<f32>(ft_smem[t400 * 1u + 0u]);
+        let t402: f32 = t371 + t373;
+        let t403: f32 = t375 + t377;
+        let t404: f32 = t379 + t381;
+        let t405: f32 = t383 + t385;
+        let t406: f32 = t387 + t389;
+        let t407: f32 = t391 + t393;
+        let t408: f32 = t395 + t397;
+        let t409: f32 = t399 + t401;
+        let t410: f32 = t402 + t403;
+        let t411: f32 = t404 + t405;
+        let t412: f32 = t406 + t407;
+        let t413: f32 = t408 + t409;
+        let t414: f32 = t410 + t411;
+        let t415: f32 = t412 + t413;
+        let t416: f32 = t414 + t415;
+        workgroupBarrier();
+        let t417: f32 = ft_i2f(t1);
+        let t418: f32 = ft_div(t416, t417);
+        let t419: f32 = t311 * t311;
+        let t420: f32 = ft_div(t4, t419);
+        let t421: f32 = t418 + t420;
+        let t422: f32 = inverseSqrt(t421);
+        let t423: f32 = ft_div(t422, t311);
+        t220 = t423;
     } else {
-        if (t40) { ft_st_b1(t285, t349); }
-        if (t41) { ft_st_b1(t286, t350); }
+        t220 = t216;
     }
-    let t351: u32 = (bitcast<u32>(t335) >> 16u);
-    let t352: u32 = (bitcast<u32>(t336) >> 16u);
-    if ((t42) && (t43) && (t287 & 1u) == 0u && t288 == t287 + 1u && (t287 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t287 >> 1u], t351 | (t352 << 16u));
+    let t426: u32 = 0u + bitcast<u32>(t9);
+    let t427: u32 = 0u + bitcast<u32>(t11);
+    let t428: u32 = 0u + bitcast<u32>(t13);
+    let t429: u32 = 0u + bitcast<u32>(t15);
+    let t430: u32 = 0u + bitcast<u32>(t17);
+    let t431: u32 = 0u + bitcast<u32>(t19);
+    let t432: u32 = 0u + bitcast<u32>(t21);
+    let t433: u32 = 0u + bitcast<u32>(t23);
+    let t434: u32 = 0u + bitcast<u32>(t25);
+    let t435: u32 = 0u + bitcast<u32>(t27);
+    let t436: u32 = 0u + bitcast<u32>(t29);
+    let t437: u32 = 0u + bitcast<u32>(t31);
+    let t438: u32 = 0u + bitcast<u32>(t33);
+    let t439: u32 = 0u + bitcast<u32>(t35);
+    let t440: u32 = 0u + bitcast<u32>(t37);
+    let t441: u32 = 0u + bitcast<u32>(t39);
+    let t442: f32 = 0.0f;
+    let t443: u32 = select(0u, t426, t40);
+    let t444: f32 = select(t442, bitcast<f32>(extractBits(b2[t443 >> 1u], (t443 & 1u) << 4u, 16u) << 16u), t40);
+    let t445: u32 = select(0u, t427, t41);
+    let t446: f32 = select(t442, bitcast<f32>(extractBits(b2[t445 >> 1u], (t445 & 1u) << 4u, 16u) << 16u), t41);
+    let t447: u32 = select(0u, t428, t42);
+    let t448: f32 = select(t442, bitcast<f32>(extractBits(b2[t447 >> 1u], (t447 & 1u) << 4u, 16u) << 16u), t42);
+    let t449: u32 = select(0u, t429, t43);
+    let t450: f32 = select(t442, bitcast<f32>(extractBits(b2[t449 >> 1u], (t449 & 1u) << 4u, 16u) << 16u), t43);
+    let t451: u32 = select(0u, t430, t44);
+    let t452: f32 = select(t442, bitcast<f32>(extractBits(b2[t451 >> 1u], (t451 & 1u) << 4u, 16u) << 16u), t44);
+    let t453: u32 = select(0u, t431, t45);
+    let t454: f32 = select(t442, bitcast<f32>(extractBits(b2[t453 >> 1u], (t453 & 1u) << 4u, 16u) << 16u), t45);
+    let t455: u32 = select(0u, t432, t46);
+    let t456: f32 = select(t442, bitcast<f32>(extractBits(b2[t455 >> 1u], (t455 & 1u) << 4u, 16u) << 16u), t46);
+    let t457: u32 = select(0u, t433, t47);
+    let t458: f32 = select(t442, bitcast<f32>(extractBits(b2[t457 >> 1u], (t457 & 1u) << 4u, 16u) << 16u), t47);
+    let t459: u32 = select(0u, t434, t48);
+    let t460: f32 = select(t442, bitcast<f32>(extractBits(b2[t459 >> 1u], (t459 & 1u) << 4u, 16u) << 16u), t48);
+    let t461: u32 = select(0u, t435, t49);
+    let t462: f32 = select(t442, bitcast<f32>(extractBits(b2[t461 >> 1u], (t461 & 1u) << 4u, 16u) << 16u), t49);
+    let t463: u32 = select(0u, t436, t50);
+    let t464: f32 = select(t442, bitcast<f32>(extractBits(b2[t463 >> 1u], (t463 & 1u) << 4u, 16u) << 16u), t50);
+    let t465: u32 = select(0u, t437, t51);
+    let t466: f32 = select(t442, bitcast<f32>(extractBits(b2[t465 >> 1u], (t465 & 1u) << 4u, 16u) << 16u), t51);
+    let t467: u32 = select(0u, t438, t52);
+    let t468: f32 = select(t442, bitcast<f32>(extractBits(b2[t467 >> 1u], (t467 & 1u) << 4u, 16u) << 16u), t52);
+    let t469: u32 = select(0u, t439, t53);
+    let t470: f32 = select(t442, bitcast<f32>(extractBits(b2[t469 >> 1u], (t469 & 1u) << 4u, 16u) << 16u), t53);
+    let t471: u32 = select(0u, t440, t54);
+    let t472: f32 = select(t442, bitcast<f32>(extractBits(b2[t471 >> 1u], (t471 & 1u) << 4u, 16u) << 16u), t54);
+    let t473: u32 = select(0u, t441, t55);
+    let t474: f32 = select(t442, bitcast<f32>(extractBits(b2[t473 >> 1u], (t473 & 1u) << 4u, 16u) << 16u), t55);
+    let t475: f32 = t444;
+    let t476: f32 = t446;
+    let t477: f32 = t448;
+    let t478: f32 = t450;
+    let t479: f32 = t452;
+    let t480: f32 = t454;
+    let t481: f32 = t456;
+    let t482: f32 = t458;
+    let t483: f32 = t460;
+    let t484: f32 = t462;
+    let t485: f32 = t464;
+    let t486: f32 = t466;
+    let t487: f32 = t468;
+    let t488: f32 = t470;
+    let t489: f32 = t472;
+    let t490: f32 = t474;
+    let t491: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t492: vec2<u32> = ft_mul64(t6, t491);
+    let t493: u32 = 0u + t492.x;
+    let t494: u32 = t493 + bitcast<u32>(t9);
+    let t495: u32 = t493 + bitcast<u32>(t11);
+    let t496: u32 = t493 + bitcast<u32>(t13);
+    let t497: u32 = t493 + bitcast<u32>(t15);
+    let t498: u32 = t493 + bitcast<u32>(t17);
+    let t499: u32 = t493 + bitcast<u32>(t19);
+    let t500: u32 = t493 + bitcast<u32>(t21);
+    let t501: u32 = t493 + bitcast<u32>(t23);
+    let t502: u32 = t493 + bitcast<u32>(t25);
+    let t503: u32 = t493 + bitcast<u32>(t27);
+    let t504: u32 = t493 + bitcast<u32>(t29);
+    let t505: u32 = t493 + bitcast<u32>(t31);
+    let t506: u32 = t493 + bitcast<u32>(t33);
+    let t507: u32 = t493 + bitcast<u32>(t35);
+    let t508: u32 = t493 + bitcast<u32>(t37);
+    let t509: u32 = t493 + bitcast<u32>(t39);
+    let t510: f32 = t108 * t220;
+    let t511: f32 = t109 * t220;
+    let t512: f32 = t110 * t220;
+    let t513: f32 = t111 * t220;
+    let t514: f32 = t112 * t220;
+    let t515: f32 = t113 * t220;
+    let t516: f32 = t114 * t220;
+    let t517: f32 = t115 * t220;
+    let t518: f32 = t116 * t220;
+    let t519: f32 = t117 * t220;
+    let t520: f32 = t118 * t220;
+    let t521: f32 = t119 * t220;
+    let t522: f32 = t120 * t220;
+    let t523: f32 = t121 * t220;
+    let t524: f32 = t122 * t220;
+    let t525: f32 = t123 * t220;
+    let t526: f32 = t510 * t475;
+    let t527: f32 = t511 * t476;
+    let t528: f32 = t512 * t477;
+    let t529: f32 = t513 * t478;
+    let t530: f32 = t514 * t479;
+    let t531: f32 = t515 * t480;
+    let t532: f32 = t516 * t481;
+    let t533: f32 = t517 * t482;
+    let t534: f32 = t518 * t483;
+    let t535: f32 = t519 * t484;
+    let t536: f32 = t520 * t485;
+    let t537: f32 = t521 * t486;
+    let t538: f32 = t522 * t487;
+    let t539: f32 = t523 * t488;
+    let t540: f32 = t524 * t489;
+    let t541: f32 = t525 * t490;
+    let t542: f32 = ft_rb(t526);
+    let t543: f32 = ft_rb(t527);
+    let t544: f32 = ft_rb(t528);
+    let t545: f32 = ft_rb(t529);
+    let t546: f32 = ft_rb(t530);
+    let t547: f32 = ft_rb(t531);
+    let t548: f32 = ft_rb(t532);
+    let t549: f32 = ft_rb(t533);
+    let t550: f32 = ft_rb(t534);
+    let t551: f32 = ft_rb(t535);
+    let t552: f32 = ft_rb(t536);
+    let t553: f32 = ft_rb(t537);
+    let t554: f32 = ft_rb(t538);
+    let t555: f32 = ft_rb(t539);
+    let t556: f32 = ft_rb(t540);
+    let t557: f32 = ft_rb(t541);
+    let t558: u32 = (bitcast<u32>(t542) >> 16u);
+    let t559: u32 = (bitcast<u32>(t543) >> 16u);
+    if ((t40) && (t41) && (t494 & 1u) == 0u && t495 == t494 + 1u && (t494 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t494 >> 1u], t558 | (t559 << 16u));
     } else {
-        if (t42) { ft_st_b1(t287, t351); }
-        if (t43) { ft_st_b1(t288, t352); }
+        if (t40) { ft_st_b1(t494, t558); }
+        if (t41) { ft_st_b1(t495, t559); }
     }
-    let t353: u32 = (bitcast<u32>(t337) >> 16u);
-    let t354: u32 = (bitcast<u32>(t338) >> 16u);
-    if ((t44) && (t45) && (t289 & 1u) == 0u && t290 == t289 + 1u && (t289 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t289 >> 1u], t353 | (t354 << 16u));
+    let t560: u32 = (bitcast<u32>(t544) >> 16u);
+    let t561: u32 = (bitcast<u32>(t545) >> 16u);
+    if ((t42) && (t43) && (t496 & 1u) == 0u && t497 == t496 + 1u && (t496 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t496 >> 1u], t560 | (t561 << 16u));
     } else {
-        if (t44) { ft_st_b1(t289, t353); }
-        if (t45) { ft_st_b1(t290, t354); }
+        if (t42) { ft_st_b1(t496, t560); }
+        if (t43) { ft_st_b1(t497, t561); }
     }
-    let t355: u32 = (bitcast<u32>(t339) >> 16u);
-    let t356: u32 = (bitcast<u32>(t340) >> 16u);
-    if ((t46) && (t47) && (t291 & 1u) == 0u && t292 == t291 + 1u && (t291 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t291 >> 1u], t355 | (t356 << 16u));
+    let t562: u32 = (bitcast<u32>(t546) >> 16u);
+    let t563: u32 = (bitcast<u32>(t547) >> 16u);
+    if ((t44) && (t45) && (t498 & 1u) == 0u && t499 == t498 + 1u && (t498 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t498 >> 1u], t562 | (t563 << 16u));
     } else {
-        if (t46) { ft_st_b1(t291, t355); }
-        if (t47) { ft_st_b1(t292, t356); }
+        if (t44) { ft_st_b1(t498, t562); }
+        if (t45) { ft_st_b1(t499, t563); }
     }
-    let t357: u32 = (bitcast<u32>(t341) >> 16u);
-    let t358: u32 = (bitcast<u32>(t342) >> 16u);
-    if ((t48) && (t49) && (t293 & 1u) == 0u && t294 == t293 + 1u && (t293 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t293 >> 1u], t357 | (t358 << 16u));
+    let t564: u32 = (bitcast<u32>(t548) >> 16u);
+    let t565: u32 = (bitcast<u32>(t549) >> 16u);
+    if ((t46) && (t47) && (t500 & 1u) == 0u && t501 == t500 + 1u && (t500 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t500 >> 1u], t564 | (t565 << 16u));
     } else {
-        if (t48) { ft_st_b1(t293, t357); }
-        if (t49) { ft_st_b1(t294, t358); }
+        if (t46) { ft_st_b1(t500, t564); }
+        if (t47) { ft_st_b1(t501, t565); }
     }
-    let t359: u32 = (bitcast<u32>(t343) >> 16u);
-    let t360: u32 = (bitcast<u32>(t344) >> 16u);
-    if ((t50) && (t51) && (t295 & 1u) == 0u && t296 == t295 + 1u && (t295 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t295 >> 1u], t359 | (t360 << 16u));
+    let t566: u32 = (bitcast<u32>(t550) >> 16u);
+    let t567: u32 = (bitcast<u32>(t551) >> 16u);
+    if ((t48) && (t49) && (t502 & 1u) == 0u && t503 == t502 + 1u && (t502 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t502 >> 1u], t566 | (t567 << 16u));
     } else {
-        if (t50) { ft_st_b1(t295, t359); }
-        if (t51) { ft_st_b1(t296, t360); }
+        if (t48) { ft_st_b1(t502, t566); }
+        if (t49) { ft_st_b1(t503, t567); }
     }
-    let t361: u32 = (bitcast<u32>(t345) >> 16u);
-    let t362: u32 = (bitcast<u32>(t346) >> 16u);
-    if ((t52) && (t53) && (t297 & 1u) == 0u && t298 == t297 + 1u && (t297 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t297 >> 1u], t361 | (t362 << 16u));
+    let t568: u32 = (bitcast<u32>(t552) >> 16u);
+    let t569: u32 = (bitcast<u32>(t553) >> 16u);
+    if ((t50) && (t51) && (t504 & 1u) == 0u && t505 == t504 + 1u && (t504 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t504 >> 1u], t568 | (t569 << 16u));
     } else {
-        if (t52) { ft_st_b1(t297, t361); }
-        if (t53) { ft_st_b1(t298, t362); }
+        if (t50) { ft_st_b1(t504, t568); }
+        if (t51) { ft_st_b1(t505, t569); }
     }
-    let t363: u32 = (bitcast<u32>(t347) >> 16u);
-    let t364: u32 = (bitcast<u32>(t348) >> 16u);
-    if ((t54) && (t55) && (t299 & 1u) == 0u && t300 == t299 + 1u && (t299 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t299 >> 1u], t363 | (t364 << 16u));
+    let t570: u32 = (bitcast<u32>(t554) >> 16u);
+    let t571: u32 = (bitcast<u32>(t555) >> 16u);
+    if ((t52) && (t53) && (t506 & 1u) == 0u && t507 == t506 + 1u && (t506 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t506 >> 1u], t570 | (t571 << 16u));
     } else {
-        if (t54) { ft_st_b1(t299, t363); }
-        if (t55) { ft_st_b1(t300, t364); }
+        if (t52) { ft_st_b1(t506, t570); }
+        if (t53) { ft_st_b1(t507, t571); }
+    }
+    let t572: u32 = (bitcast<u32>(t556) >> 16u);
+    let t573: u32 = (bitcast<u32>(t557) >> 16u);
+    if ((t54) && (t55) && (t508 & 1u) == 0u && t509 == t508 + 1u && (t508 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t508 >> 1u], t572 | (t573 << 16u));
+    } else {
+        if (t54) { ft_st_b1(t508, t572); }
+        if (t55) { ft_st_b1(t509, t573); }
     }
 }

@@ -285,6 +285,16 @@ fn {name}(i: u32, v: u32) {{
             let lay = self.layout(&shape)?;
             !lay.bl.any_replication() && lay.bl.spt[shape.len() - 1] % 2 == 0
         };
+        if atomic && matches!(d, DType::I32 | DType::U32) && rp.len() > 1 && rp.iter().all(|x| *x == rp[0]) && rv.iter().all(|x| *x == rv[0]) {
+            // the same value added by every lane at one address (a tile
+            // counted into a scalar: the guard's fault counters): one
+            // atomic per invocation, of the lanes' count
+            let terms: Vec<String> = preds.iter().map(|c| c.as_ref().map_or("1u".to_string(), |c| format!("select(0u, 1u, {c})"))).collect();
+            let n = self.let_(WTy::U, terms.join(" + "));
+            let v = if d == DType::U32 { format!("{n} * {}", rv[0]) } else { format!("i32({n}) * {}", rv[0]) };
+            self.line(format!("if ({n} > 0u) {{ atomicAdd(&b{p}[{}], {v}); }}", rp[0]));
+            return Ok(());
+        }
         let w = if atomic { 1 } else { self.vec_width(ptr, mask)? as usize };
         let mut r = 0;
         while r < rp.len() {
