@@ -71,3 +71,134 @@ fn where_call(ts: proc_macro2::TokenStream) -> Option<syn::Error> {
     }
     None
 }
+
+/// Fuzzing the front end: kernels mutated token by token (deleted,
+/// duplicated, swapped, replaced by DSL-looking tokens) must be either
+/// accepted or refused with an error — never a panic of the macro.
+/// `FERROTILE_FUZZ_SEED` / `FERROTILE_FUZZ_N` (default 600) as for the
+/// emitter fuzzer.
+#[cfg(test)]
+mod fuzz {
+    const KERNELS: &[&str] = &[
+        "fn softmax<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32) {
+            let row = program_id(0) as i64;
+            let cols = arange(0, BLOCK);
+            let mask = cols < n_cols;
+            let v = load(x + row * (n_cols as i64) + cols, mask, T::NEG_INFINITY) as f32;
+            let e = exp(v - max(v, axis = 0));
+            store(y + row * (n_cols as i64) + cols, (e / sum(e, 0)) as T, mask);
+        }",
+        "fn mm<const BM: i32, const BN: i32, const BK: i32>(a: Ptr<f16>, b: Ptr<f16>, c: Ptr<f32>, m: i32, n: i32, k: i32) {
+            let rm = program_id(0) * BM + arange(0, BM);
+            let rn = program_id(1) * BN + arange(0, BN);
+            let mut acc = zeros([BM, BN], f32);
+            for k0 in (0..k).step_by(BK) {
+                let rk = k0 + arange(0, BK);
+                let at = load(a + expand_dims(rm, 1) * k + expand_dims(rk, 0), expand_dims(rm < m, 1) & expand_dims(rk < k, 0), 0.0);
+                let bt = load(b + expand_dims(rk, 1) * n + expand_dims(rn, 0), expand_dims(rk < k, 1) & expand_dims(rn < n, 0), 0.0);
+                acc = dot(at, bt, acc);
+            }
+            if m > 0 { acc = maximum(acc, 0.0); }
+            store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+        }",
+        "fn views<const B: i32>(x: Ptr<bf16>, y: Ptr<bf16>, m: i32, n: i32) {
+            let vx = view(x, [m, n], [n, 1]);
+            let t = load_block(vx, [program_id(0) * B, 0], [B, B]);
+            let s = sum(t as f32, axis = 1);
+            store_block(view(y, [m, n], [n, 1]), [program_id(0) * B, 0], (t as f32 - expand_dims(s, 1)) as bf16);
+        }",
+    ];
+    const VOCAB: &[&str] = &[
+        "+", "-", "*", "/", "%", ",", ";", "=", "<", "&", "!", ".", "..", "as", "let", "mut", "for", "in", "if", "else", "0", "1", "2.5", "-1", "x", "y", "n",
+        "v", "max", "sum", "axis", "load", "store", "arange", "dot", "view", "f32", "i64", "bf16", "BLOCK", "T", "where", "select", "return", "loop", "while",
+        "match", "&&", "::", "'a", "\"s\"", "1u8", "1e40",
+    ];
+
+    #[test]
+    fn mutated_kernels_never_panic_the_macro() {
+        use proc_macro2::TokenStream;
+        let seed: u64 = std::env::var("FERROTILE_FUZZ_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
+        let count: usize = std::env::var("FERROTILE_FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+        let mut state = seed | 1;
+        let mut next = move |n: usize| {
+            // xorshift64*
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+        };
+        let text_of = |toks: &[String]| toks.join(" ").replace("\u{1} ", "").replace('\u{1}', "");
+        for src in KERNELS {
+            let toks = flatten(src.parse::<TokenStream>().expect("tokens"));
+            let func = syn::parse_str::<syn::ItemFn>(&text_of(&toks)).unwrap_or_else(|e| panic!("unmutated kernel: {e}\n{}", text_of(&toks)));
+            assert!(super::expand(func).is_ok(), "an unmutated kernel is refused");
+        }
+        let (mut parsed, mut failures) = (0, vec![]);
+        for i in 0..count {
+            let src = KERNELS[next(KERNELS.len())];
+            // tokens as text (a flat list: mutations may unbalance groups,
+            // which the parser then refuses)
+            let toks: Vec<String> = src.parse::<TokenStream>().map(flatten).unwrap_or_default();
+            let mut toks = toks;
+            for _ in 0..1 + next(3) {
+                // (brackets stay: a mutant that does not parse tests nothing)
+                let at = next(toks.len());
+                if matches!(toks[at].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
+                    continue;
+                }
+                match next(4) {
+                    0 if toks.len() > 1 => {
+                        toks.remove(at);
+                    }
+                    1 => {
+                        let t = toks[at].clone();
+                        toks.insert(at, t);
+                    }
+                    2 => {
+                        let j = next(toks.len());
+                        if !matches!(toks[j].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
+                            toks.swap(at, j);
+                        }
+                    }
+                    _ => toks[at] = VOCAB[next(VOCAB.len())].to_string(),
+                }
+            }
+            let text = text_of(&toks);
+            let Ok(func) = syn::parse_str::<syn::ItemFn>(&text) else { continue };
+            parsed += 1;
+            if let Err(p) = std::panic::catch_unwind(|| super::expand(func)) {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                failures.push(format!("mutant {i}: PANIC {msg}\n{text}"));
+            }
+        }
+        eprintln!("fuzz seed {seed}: {count} mutants, {parsed} parsed as functions, {} panics", failures.len());
+        assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n\n"));
+    }
+
+    fn flatten(ts: proc_macro2::TokenStream) -> Vec<String> {
+        use proc_macro2::{Delimiter, TokenTree};
+        let mut out = vec![];
+        for t in ts {
+            match t {
+                TokenTree::Group(g) => {
+                    let (o, c) = match g.delimiter() {
+                        Delimiter::Parenthesis => ("(", ")"),
+                        Delimiter::Bracket => ("[", "]"),
+                        Delimiter::Brace => ("{", "}"),
+                        Delimiter::None => ("", ""),
+                    };
+                    out.push(o.to_string());
+                    out.extend(flatten(g.stream()));
+                    out.push(c.to_string());
+                }
+                // (a joint punct glues to the next token: `::`, `..`, `&&`)
+                TokenTree::Punct(p) if p.spacing() == proc_macro2::Spacing::Joint => out.push(format!("{}\u{1}", p.as_char())),
+                t => out.push(t.to_string()),
+            }
+        }
+        out
+    }
+}
