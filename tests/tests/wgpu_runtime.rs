@@ -38,3 +38,47 @@ fn wgpu_timing() {
     assert!(bw.is_finite() && bw > 0.0);
     println!("softmax {rows}x{cols}: {t:.4} ms; copy 4 MiB: {c:.4} ms; copy bandwidth {bw:.1} GB/s");
 }
+
+/// Timing is per calling thread: while one thread times its own launches,
+/// others launch on the same device; every launch succeeds and every
+/// timing is a positive finite number (a device-wide timing slot lost
+/// launches to "buffer still mapped" and counted other threads' kernels).
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_timing_is_per_thread() {
+    use ferrotile::Device;
+    use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
+    let dev = match Device::wgpu() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("skipped: no wgpu adapter ({e})");
+            return;
+        }
+    };
+    let (rows, cols) = (16, 256);
+    let cfg = SoftmaxConfig::for_cols(cols, 4);
+    std::thread::scope(|s| {
+        let mut hs = vec![];
+        for t in 0..3 {
+            let dev = dev.clone();
+            hs.push(s.spawn(move || {
+                let x = dev.from_slice(&(0..rows * cols).map(|i| (i % 13) as f32 * 0.5).collect::<Vec<f32>>()).unwrap();
+                let mut y = dev.zeros::<f32>(rows * cols).unwrap();
+                for _ in 0..40 {
+                    if t == 0 {
+                        let ms = dev
+                            .time_ms(|| softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).map_err(|e| ferrotile::Error::Buffer(e.to_string())))
+                            .unwrap();
+                        assert!(ms.is_finite() && ms > 0.0, "thread {t}: {ms} ms");
+                    } else {
+                        softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
+                    }
+                }
+                dev.synchronize().unwrap();
+            }));
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}

@@ -25,8 +25,9 @@
 //!
 //! Timing: between [`WgpuDevice::begin_timing`] and
 //! [`WgpuDevice::end_timing`] every dispatch (and, where the adapter has
-//! TIMESTAMP_QUERY_INSIDE_ENCODERS, every buffer copy) is bracketed by GPU
-//! timestamps; `end_timing` returns the sum of those intervals — device time
+//! TIMESTAMP_QUERY_INSIDE_ENCODERS, every buffer copy) *of the calling
+//! thread* is bracketed by GPU timestamps (other threads' work is neither
+//! counted nor touched); `end_timing` returns the sum of those intervals — device time
 //! of the work itself, without the host's submission gaps. Where some
 //! operation could not be timestamped it returns `None` and callers fall
 //! back to wall-clock time.
@@ -54,7 +55,8 @@ pub struct WgpuDevice {
     /// (copies) were granted.
     timestamps: bool,
     encoder_timestamps: bool,
-    timing: Mutex<Option<Timing>>,
+    /// Per thread that called `begin_timing`.
+    timing: Mutex<std::collections::HashMap<std::thread::ThreadId, Timing>>,
 }
 
 /// Timestamp read-backs of the operations queued since `begin_timing`.
@@ -172,7 +174,7 @@ impl WgpuDevice {
             scope_lock: Mutex::new(()),
             timestamps,
             encoder_timestamps,
-            timing: Mutex::new(None),
+            timing: Mutex::new(Default::default()),
         }))
     }
 
@@ -225,7 +227,7 @@ impl WgpuDevice {
     /// (and times nothing) when the adapter has no timestamp queries.
     pub fn begin_timing(&self) -> bool {
         if self.timestamps {
-            *self.timing.lock().unwrap_or_else(|x| x.into_inner()) = Some(Timing::default());
+            self.timing.lock().unwrap_or_else(|x| x.into_inner()).insert(std::thread::current().id(), Timing::default());
         }
         self.timestamps
     }
@@ -234,7 +236,7 @@ impl WgpuDevice {
     /// `begin_timing` (waits for them), or `None` when timing was not
     /// started or some operation could not be timestamped.
     pub fn end_timing(&self) -> WgResult<Option<f64>> {
-        let Some(t) = self.timing.lock().unwrap_or_else(|x| x.into_inner()).take() else {
+        let Some(t) = self.timing.lock().unwrap_or_else(|x| x.into_inner()).remove(&std::thread::current().id()) else {
             return Ok(None);
         };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -267,7 +269,7 @@ impl WgpuDevice {
     /// values are read back from (the caller resolves and copies).
     fn timing_slot(&self, can_time: bool) -> Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)> {
         let mut g = self.timing.lock().unwrap_or_else(|x| x.into_inner());
-        let t = g.as_mut()?;
+        let t = g.get_mut(&std::thread::current().id())?;
         if !can_time {
             t.untimed += 1;
             return None;
