@@ -87,3 +87,27 @@ pub struct BindingAbi {
     pub binding: u32,
     pub kind: BindingKind,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TensorMapArgs;
+
+    /// A 2-D map of 4-byte elements: 10 rows of 8, row stride 64 bytes,
+    /// so the last element ends at byte 9·64 + 8·4 = 608 past the start.
+    #[test]
+    fn a_tensor_map_fits_only_inside_its_buffer() {
+        let m = |address| TensorMapArgs { address, dims: vec![8, 10], strides: vec![64] };
+        assert!(m(0x1000).fits(4, 0x1000, 608));
+        assert!(!m(0x1000).fits(4, 0x1000, 607), "one byte short");
+        assert!(!m(0x0ff0).fits(4, 0x1000, 4096), "starts before the buffer");
+        assert!(m(0x1010).fits(4, 0x1000, 624));
+        assert!(!m(0x1010).fits(4, 0x1000, 623));
+        let batched = TensorMapArgs { address: 0x1000, dims: vec![8, 10, 3], strides: vec![64, 1024] };
+        assert!(batched.fits(4, 0x1000, 2 * 1024 + 608));
+        assert!(!batched.fits(4, 0x1000, 2 * 1024 + 607));
+        let empty = TensorMapArgs { address: 0, dims: vec![0, 10], strides: vec![64] };
+        assert!(empty.fits(4, 0x1000, 0), "an empty map touches nothing");
+        let huge = TensorMapArgs { address: 0x1000, dims: vec![8, u64::MAX], strides: vec![64] };
+        assert!(!huge.fits(4, 0x1000, u64::MAX - 0x1000), "overflow is a misfit");
+    }
+}
