@@ -62,3 +62,18 @@ fn a_forced_device_that_is_missing_is_an_error() {
     std::env::remove_var("FERROTILE_DEVICE");
     assert!(Device::best().is_ok());
 }
+
+/// `Arg`'s fields are public: a length larger than the memory behind a
+/// buffer is refused (interpreter) or clamped to that memory (the guards'
+/// lengths on GPUs), never trusted.
+#[test]
+fn a_claimed_length_beyond_the_memory_is_not_trusted() {
+    let dev = Device::cpu();
+    let x = dev.from_slice(&[1.0f32; 8]).unwrap();
+    let mut y = dev.zeros::<f32>(8).unwrap();
+    let Arg::Buffer { mem, .. } = Arg::buffer(&x) else { panic!("a buffer") };
+    let fake = Arg::Buffer { mem, dtype: DType::F32, len: 1 << 20, device: &dev, writable: false };
+    let mut args = [fake, Arg::buffer_mut(&mut y)];
+    let r = ferrotile::runtime::launch(scale::ir(), &dev, LaunchConfig::from(1u32), &mut args, &[8], &[]);
+    assert!(r.unwrap_err().to_string().contains("do not fit"));
+}

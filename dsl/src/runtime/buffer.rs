@@ -23,6 +23,20 @@ pub enum Storage {
     Wgpu(Arc<crate::runtime::webgpu::driver::WgpuMem>),
 }
 
+impl Storage {
+    /// Bytes of memory behind this storage: what bounds every access, whatever
+    /// length an argument claims.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Storage::Host(h) => h.data.read().map(|g| g.len()).unwrap_or_else(|g| g.into_inner().len()),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(m) => m.bytes,
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(m) => m.bytes,
+        }
+    }
+}
+
 /// A 1-D array of `T` on a [`Device`]. Kernels see it as a `Ptr<T>`; shapes
 /// and strides are the kernel's business (passed as scalars or via views).
 #[derive(Debug)]

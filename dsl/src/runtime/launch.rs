@@ -235,8 +235,10 @@ fn append_hidden<'a>(spec: &Kernel, dev: &'a Device, safety: Safety, args: &mut 
     for h in guard::hidden_params(spec, safety) {
         match h {
             Hidden::Len(p) => {
+                // (never more than the memory behind the argument holds:
+                // `Arg`'s fields are public)
                 let len = match args.get(p as usize) {
-                    Some(Arg::Buffer { len, .. }) => *len,
+                    Some(Arg::Buffer { len, mem, dtype, .. }) => (*len).min(mem.bytes() / dtype.size_bytes().max(1)),
                     _ => return Err(Error::Launch { kernel: spec.name.clone(), msg: format!("parameter {p} is not a buffer") }),
                 };
                 args.push(Arg::Scalar(Scalar::I(len as i64, DType::I64)));

@@ -184,7 +184,7 @@ pub(crate) fn launch(
             .iter()
             .map(|t| {
                 let (ptr, len) = match args.get(t.view.param as usize) {
-                    Some(Arg::Buffer { mem: Storage::Cuda(m), len, .. }) => (m.ptr, *len as u64),
+                    Some(Arg::Buffer { mem: Storage::Cuda(m), len, .. }) => (m.ptr, (*len).min(m.bytes / t.view.dtype.size_bytes().max(1)) as u64),
                     _ => return None,
                 };
                 let m = t.view.resolve(&ints, ptr, cfg.grid)?;
