@@ -14,8 +14,9 @@ pub enum Error {
     /// Arguments do not match the kernel's declaration.
     #[error("launching kernel `{kernel}`: {msg}")]
     Launch { kernel: String, msg: String },
-    /// The kernel did something invalid while running (out-of-bounds access,
-    /// integer division by zero, ...), at a source location.
+    /// The CPU interpreter met something invalid while running (an
+    /// out-of-bounds access of an unguarded launch, ...), at a source
+    /// location. Guarded launches report faults as [`Error::Fault`].
     #[error("kernel `{kernel}` ({file}:{line}) in program {program:?}: {msg}")]
     Runtime { kernel: String, file: String, line: u32, program: [u32; 3], msg: String },
     /// A checked launch ([`crate::LaunchConfig::checked`]) faulted: an

@@ -4,9 +4,12 @@
 //! Runs every program of the grid (in parallel over host threads; programs
 //! are independent except through atomics and memory they race on, exactly
 //! as on a GPU) executing each op on whole tiles. Guarantees: every memory
-//! access is bounds-checked against its buffer (an unmasked out-of-bounds
-//! load or store is an [`Error::Runtime`] naming the kernel, line, program
-//! and offset — never UB); masked-off lanes are neither read nor written;
+//! access is bounds-checked against its buffer — launches normally arrive
+//! guarded (`ferrotile_ir::passes::guard`: out-of-bounds lanes are masked
+//! off, or counted in a checked launch), and an access that still falls
+//! outside (an unguarded launch) is an [`Error::Runtime`] naming the
+//! kernel, line, program and offset — never UB; masked-off lanes are
+//! neither read nor written; a loop whose step is ≤ 0 runs zero times;
 //! `load` without `other` yields 0 in masked lanes; reductions of f32/f16/
 //! bf16 accumulate in f64 and round once; `dot` accumulates in f32 (i32 for
 //! i8) with optional tf32 rounding of the inputs. Elementwise semantics are

@@ -4,8 +4,9 @@
 //! - f16/bf16 arithmetic is done in f32 and rounded to nearest-even after
 //!   every op (for +, -, *, /, sqrt this equals correctly rounded f16/bf16);
 //! - integer arithmetic wraps; `/` and `%` truncate toward zero (C/Rust);
-//!   division by zero is an error; shifts by ≥ the bit width give 0 (or the
-//!   sign for arithmetic right shifts of signed types);
+//!   `x / 0 = x`, `x % 0 = 0`, `MIN / -1 = MIN` (docs/semantics.md); shifts
+//!   by ≥ the bit width give 0 (or the sign for arithmetic right shifts of
+//!   signed types);
 //! - float → int casts truncate and saturate, NaN → 0; int → float and
 //!   f32 → f16/bf16 round to nearest-even;
 //! - `maximum`/`minimum` return the non-NaN operand when one is NaN.
