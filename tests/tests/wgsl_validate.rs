@@ -164,14 +164,15 @@ fn vec4_access_where_provable() {
     let k = ferrotile_kernels::softmax::softmax_row::ir();
     // params: x, y, n_cols, x_stride, y_stride
     let spec = specialize(k, &[4096], &[DType::F32]).unwrap();
-    let all = WgslOptions { workgroup_size: 256, arg_div16: vec![true; 5], ..WgslOptions::default() };
+    // (5 parameters, then the guard's two buffer lengths, divisible by 16)
+    let all = WgslOptions { workgroup_size: 256, arg_div16: vec![true; 7], ..WgslOptions::default() };
     let w = emit(&spec, &all).unwrap();
     validate(&w).unwrap();
     assert!(w.text.contains("b0: array<vec4<f32>>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);
     // 4096 elements over 256 invocations: 4 vec4 loads and 4 vec4 stores each
     assert_eq!(w.text.matches("= b0[").count(), 4, "{}", w.text);
     assert_eq!(w.text.matches(" >> 2u] = vec4<f32>(").count(), 4, "{}", w.text);
-    let odd_x = WgslOptions { arg_div16: vec![true, true, true, false, true], ..all.clone() };
+    let odd_x = WgslOptions { arg_div16: vec![true, true, true, false, true, true, true], ..all.clone() };
     let w = emit(&spec, &odd_x).unwrap();
     validate(&w).unwrap();
     assert!(w.text.contains("b0: array<f32>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);
