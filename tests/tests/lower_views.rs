@@ -134,10 +134,6 @@ fn view_gemm_without_tma_gets_cp_async() {
             arg_one: one.clone(),
             pipeline: 2,
             warp_specialize: true,
-            // (unguarded: a guarded view's dims pass through a `select`
-            // that the axis analysis does not see through yet — the guarded
-            // non-TMA view GEMM loses its 16-byte copies; open, see NOTES)
-            safety: ferrotile::ir::passes::Safety::Unchecked,
             ..PtxOptions::new(80, 4, g.params.len())
         };
         let p = emit(&spec, &opts).unwrap();
@@ -158,8 +154,7 @@ fn lowered_view_loads_vectorize_only_when_aligned() {
     let spec = specialize(k, &[], &[]).unwrap();
     for (ldx_div16, want) in [(true, true), (false, false)] {
         let div16: Vec<bool> = k.params.iter().map(|p| p.name != "ldx" || ldx_div16).collect();
-        let opts =
-            PtxOptions { arg_div16: div16, warp_specialize: true, safety: ferrotile::ir::passes::Safety::Unchecked, ..PtxOptions::new(90, 1, k.params.len()) };
+        let opts = PtxOptions { arg_div16: div16, warp_specialize: true, ..PtxOptions::new(90, 1, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.contains("ld.global.v4"), want, "ldx divisible by 16: {ldx_div16}");
     }

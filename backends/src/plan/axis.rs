@@ -143,6 +143,16 @@ fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, In
                     _ => Info::new(1, 1, gcd(x.reg_offsets, y.reg_offsets)),
                 })
             }
+            OpKind::Select { cond, a, b } => {
+                // each element is one of the two operands' elements: runs
+                // survive where both operands have them and the condition
+                // is constant along them (a guard's `select(fits, dim, 0)`
+                // keeps the dim's divisor: 0 is divisible by everything)
+                let (c, x, y) = (get(m, *cond), get(m, *a), get(m, *b));
+                let contig = gcd(gcd(x.contig, y.contig), c.reg_offsets);
+                let div = if contig > 1 { gcd(x.div, y.div) } else { gcd(every(x), every(y)) };
+                Some(Info::new(contig, div, gcd(gcd(x.reg_offsets, y.reg_offsets), c.reg_offsets)))
+            }
             OpKind::AddPtr { ptr, offset } => {
                 let (p, o) = (get(m, *ptr), get(m, *offset));
                 let es = k.ty(*ptr).elem().map(|e| e.dtype().size_bytes()).unwrap_or(1) as u64;
