@@ -34,6 +34,10 @@
 #            the conformance suite (the guarded out-of-bounds cases included)
 #   guards:  the row-kernel and GEMM benches guarded and `--unchecked`,
 #            alternated twice, each tuned for itself (RESULTS: "Guards")
+#   slices:  slice layouts: CUDA conformance, memcheck / racecheck of the
+#            multi-row and reduction cases (`slices-bench [SHAPES]`: the
+#            multi-row softmax with slice layouts off and on, the library
+#            softmax and PyTorch on the same shapes)
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -217,6 +221,30 @@ case "${1:-check}" in
       done
     done
     grep -E "^=== |launches:|GB/s|TFLOP|FAIL" "$L" | grep -v autotune | tail -80
+    ;;
+  slices)
+    # slice layouts (issue 20), part 1: the CUDA conformance suite (the
+    # multi-row case `row_stats` included), memcheck of `row_stats`,
+    # racecheck of `row_stats` and `reduce` (the conversions that remain)
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    FERROTILE_CASE=row_stats step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    for c in row_stats reduce; do
+      FERROTILE_CASE=$c step racecheck_$c 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    done
+    grep -E "conformance on|test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|case .* failed" "$L" | head -30
+    ;;
+  slices-bench)
+    # slice layouts, part 2: the multi-row softmax written as a user would
+    # (`rows-multi`) with slice layouts off and on, alternated twice, next
+    # to the library softmax in each process, then PyTorch eager /
+    # torch.compile on the same shapes (RESULTS: "Slice layouts")
+    SH=${2:-16384x1024,16384x512,65536x256}
+    for r in 1 2; do
+      FERROTILE_SLICE_LAYOUTS=0 step rows_off_$r 120 $D/rows-multi --device cuda --shapes $SH
+      step rows_on_$r 120 $D/rows-multi --device cuda --shapes $SH
+    done
+    step peers 240 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    grep -E "^=== |rows-multi|GB/s|FAIL|error" "$L" | tail -150
     ;;
   ab)
     # the same benchmarks from the build before a change (.devbin/bench-before,

@@ -144,6 +144,43 @@ impl Blocked {
         b
     }
 
+    /// The *slice* of this layout along `axis`: the layout of a reduction's
+    /// result (rank − 1) in the registers the reduction leaves it in. Each
+    /// thread holds the reduced value of every element group it held, so
+    /// the lanes and warps that were along `axis` hold copies (their bits
+    /// of the lane / warp id address nothing any more). Registers keep the
+    /// source's order with `axis`'s registers collapsed — the order of
+    /// [`crate::plan::reduce::ReducePlan::groups`].
+    pub fn slice(&self, axis: usize) -> Blocked {
+        let drop = |v: &Vec<u32>| -> Vec<u32> { v.iter().enumerate().filter(|(d, _)| *d != axis).map(|(_, x)| *x).collect() };
+        Blocked {
+            shape: drop(&self.shape),
+            spt: drop(&self.spt),
+            tpw: drop(&self.tpw),
+            wpc: drop(&self.wpc),
+            reps: drop(&self.reps),
+            lane_shift: drop(&self.lane_shift),
+            warp_shift: drop(&self.warp_shift),
+            warp_mul: drop(&self.warp_mul),
+            rep_off: self.rep_off.iter().enumerate().filter(|(d, _)| *d != axis).map(|(_, x)| x.clone()).collect(),
+        }
+    }
+
+    /// This layout with a dimension of size 1 inserted at `axis` (held by
+    /// every thread, no lane or warp bits): `expand_dims` of a slice, whose
+    /// registers and their order stay as they are.
+    pub fn expand(&self, axis: usize) -> Blocked {
+        let mut b = self.clone();
+        b.shape.insert(axis, 1);
+        for v in [&mut b.spt, &mut b.tpw, &mut b.wpc, &mut b.reps, &mut b.warp_mul] {
+            v.insert(axis, 1);
+        }
+        b.lane_shift.insert(axis, 0);
+        b.warp_shift.insert(axis, 0);
+        b.rep_off.insert(axis, vec![0]);
+        b
+    }
+
     pub fn rank(&self) -> usize {
         self.shape.len()
     }

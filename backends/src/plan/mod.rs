@@ -14,11 +14,15 @@
 //! - [`reduce`]: how a reduction is split into in-thread, across-lane and
 //!   across-warp steps;
 //! - [`remat`]: which tile values are cheap functions of their index and
-//!   are recomputed in a consumer's layout instead of converted.
+//!   are recomputed in a consumer's layout instead of converted;
+//! - [`slices`]: which values keep the slice layout a reduction leaves
+//!   them in (and `expand_dims` / elementwise ops over them), instead of
+//!   their shape's default layout — so a row statistic broadcasts back into
+//!   its rows without shared memory (PTX; WGSL keeps defaults for now).
 //!
-//! Today a tile's layout is a function of its shape (the PTX backend's
-//! `assign` adds the tensor-core accumulator layouts per shape); the
-//! per-value layout attribute of issue 20 will be assigned by a pass here.
+//! A tile's *default* layout is a function of its shape (the PTX backend's
+//! `assign` adds the tensor-core accumulator layouts per shape); `slices`
+//! is the first per-value layout assignment of issue 20.
 
 pub mod axis;
 pub mod convert;
@@ -26,3 +30,4 @@ pub mod layout;
 pub mod mathfn;
 pub mod reduce;
 pub mod remat;
+pub mod slices;

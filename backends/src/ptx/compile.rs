@@ -67,7 +67,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // (clusters: the plan also says which copies are uniform across a
     // cluster — kept as the stream structure only with `warp_specialize`)
     let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
-    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: ring_plan, tma_views, warp_spec: ws }, o)
+    let values = if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec)) } else { Default::default() };
+    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: ring_plan, tma_views, warp_spec: ws, values }, o)
 }
 
 /// The `load_block`s a TMA copy serves, which view lowering keeps: of a

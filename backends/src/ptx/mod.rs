@@ -82,6 +82,12 @@ pub struct PtxOptions {
     /// ([`crate::abi::TensorMapArgs::fits`]) and run the kernel compiled without TMA
     /// where one does not fit.
     pub safety: Safety,
+    /// Reduction results (and `expand_dims` / elementwise ops over them)
+    /// stay in the slice layout the reduction leaves them in
+    /// ([`crate::plan::slices`]); false: every value in its shape's default
+    /// layout (the code before slice layouts, kept for A/B measurements:
+    /// the CUDA runtime reads `FERROTILE_SLICE_LAYOUTS=0`).
+    pub slice_layouts: bool,
 }
 
 impl PtxOptions {
@@ -89,7 +95,7 @@ impl PtxOptions {
     /// `n_params` parameters: every tensor-core path on (`mma`, `wgmma`,
     /// `tma`), no pipelining, no warp specialization, clusters of 1,
     /// nothing known about the integer arguments, accesses guarded
-    /// ([`Safety::Safe`]). Set the rest with struct
+    /// ([`Safety::Safe`]), slice layouts on. Set the rest with struct
     /// update syntax (`PtxOptions { pipeline: 2, ..PtxOptions::new(90, 4, n) }`).
     pub fn new(sm: u32, num_warps: u32, n_params: usize) -> Self {
         PtxOptions {
@@ -104,6 +110,7 @@ impl PtxOptions {
             warp_specialize: false,
             cluster: 1,
             safety: Safety::Safe,
+            slice_layouts: true,
         }
     }
 }

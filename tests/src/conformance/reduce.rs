@@ -815,3 +815,80 @@ pub fn sum_order(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+// ------------------------------------------------------ multi-row programs
+
+/// `R` rows per program: per-row statistics (reductions along axis 1)
+/// broadcast back into their rows — a layer-norm and a softmax of the same
+/// rows — and an online log-sum-exp whose running max and sum are carried
+/// through a loop over `C`-column chunks, mixing row statistics with
+/// loop-carried row vectors.
+#[kernel]
+pub fn k_row_stats<const R: i32, const B: i32, const C: i32>(x: Ptr<f32>, ln: Ptr<f32>, sm: Ptr<f32>, lse: Ptr<f32>, mean_out: Ptr<f32>, m: i32, n: i32) {
+    let rows = program_id(0) * R + arange(0, R);
+    let cols = arange(0, B);
+    let rm = rows < m;
+    let mask = expand_dims(rm, 1) & expand_dims(cols < n, 0);
+    let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+    let v = load(x + offs, mask, 0.0);
+    let nf = n as f32;
+    let mean = sum(v, 1) / nf;
+    let d = select(mask, v - expand_dims(mean, 1), 0.0);
+    let rstd = rsqrt(sum(d * d, 1) / nf + 1e-5);
+    store(ln + offs, d * expand_dims(rstd, 1), mask);
+    store(mean_out + rows, mean, rm);
+    let w = load(x + offs, mask, f32::NEG_INFINITY);
+    let mx = max(w, axis = 1);
+    let e = exp(w - expand_dims(mx, 1));
+    let inv = 1.0 / sum(e, 1);
+    store(sm + offs, e * expand_dims(inv, 1), mask);
+    let mut mi = full([R], f32::NEG_INFINITY, f32);
+    let mut li = zeros([R], f32);
+    for start in (0..n).step_by(C) {
+        let c = start + arange(0, C);
+        let cm = expand_dims(rm, 1) & expand_dims(c < n, 0);
+        let t = load(x + expand_dims(rows, 1) * n + expand_dims(c, 0), cm, f32::NEG_INFINITY);
+        let mn = maximum(mi, max(t, axis = 1));
+        let safe = select(mn == f32::NEG_INFINITY, 0.0, mn);
+        li = li * exp(mi - safe) + sum(exp(t - expand_dims(safe, 1)), 1);
+        mi = mn;
+    }
+    store(lse + rows, mi + log(li), rm);
+}
+
+/// Multi-row programs (`k_row_stats`) against f64, for row blocks that do
+/// and do not divide the rows, tiles wider than the rows, every warp count.
+pub fn row_stats(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, n, R, B, C, warps)
+    let shapes: &[(usize, usize, i32, i32, i32, u32)] =
+        &[(5, 3, 2, 4, 2, 1), (37, 100, 4, 128, 32, 4), (64, 64, 8, 64, 16, 4), (19, 250, 16, 256, 64, 8), (9, 33, 32, 64, 64, 2), (33, 17, 8, 32, 8, 16)];
+    for &(m, n, r, b, cc, warps) in shapes {
+        let c = Ctx::new("row_stats", seed, format!("{m}x{n} R={r} B={b} C={cc} warps={warps}"));
+        let xs: Vec<f32> = (0..m * n).map(|_| (rng.normal() * rng.pick(&[0.1, 1.0, 10.0])) as f32).collect();
+        let x = upload(dev, &xs)?;
+        let (mut ln, mut sm) = (poisoned::<f32>(dev, m * n + PAD)?, poisoned::<f32>(dev, m * n + PAD)?);
+        let (mut lse, mut mean) = (poisoned::<f32>(dev, m + PAD)?, poisoned::<f32>(dev, m + PAD)?);
+        let cfg = LaunchConfig::new([cdiv(m, r as usize) as u32, 1, 1]).num_warps(warps);
+        c.launch(k_row_stats::launch(dev, cfg, &x, &mut ln, &mut sm, &mut lse, &mut mean, m as i32, n as i32, r, b, cc))?;
+        let (mut w_ln, mut w_sm, mut w_lse, mut w_mean) = (vec![], vec![], vec![], vec![]);
+        for i in 0..m {
+            let row: Vec<f64> = xs[i * n..(i + 1) * n].iter().map(|&v| v as f64).collect();
+            let mu = row.iter().sum::<f64>() / n as f64;
+            let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n as f64;
+            w_ln.extend(row.iter().map(|v| (v - mu) / (var + 1e-5).sqrt()));
+            let mx = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let s: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+            w_sm.extend(row.iter().map(|v| (v - mx).exp() / s));
+            w_lse.push(mx + s.ln());
+            w_mean.push(mu);
+        }
+        let at = |i: usize| format!("row {}: {:?}", i / n, &xs[(i / n) * n..((i / n) * n + n.min(6))]);
+        let row_of = |i: usize| format!("row {i}: {:?}", &xs[i * n..(i * n + n.min(6))]);
+        check_float(&c, "layer_norm rows", &download(&ln)?, &w_ln, 8, 1e-4, 1e-4, &at)?;
+        check_float(&c, "softmax rows", &download(&sm)?, &w_sm, 8, 1e-4, 1e-7, &at)?;
+        check_float(&c, "mean", &download(&mean)?, &w_mean, 8, 1e-5, 1e-5, &row_of)?;
+        check_float(&c, "online log-sum-exp", &download(&lse)?, &w_lse, 8, 1e-5, 1e-5, &row_of)?;
+    }
+    Ok(())
+}

@@ -9,6 +9,7 @@ use crate::plan::convert::{ConvertPlan, Movement};
 impl<'k> PtxWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
+        self.conv.push(HashMap::new());
         self.depth += 1;
         for (i, op) in b.ops.iter().enumerate() {
             self.loc = op.loc;
@@ -21,6 +22,7 @@ impl<'k> PtxWriter<'k> {
             self.op(op)?;
         }
         self.depth -= 1;
+        self.conv.pop();
         self.remat.leave();
         Ok(())
     }
@@ -147,10 +149,18 @@ impl<'k> PtxWriter<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
+            // an expanded slice keeps its registers ([`crate::plan::slices`])
+            OpKind::ExpandDims { x, .. } if self.vlay.contains_key(&res.unwrap()) => Some(self.get_raw(*x)),
             // index arithmetic is recomputed in place ([`crate::plan::remat`])
             OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
+                // a slice broadcast back into the layout it was reduced
+                // from moves nothing
+                if let Some(regs) = self.vlay.get(x).cloned().and_then(|have| self.broadcast_remap(*x, &have, v)) {
+                    self.vals.insert(v, regs);
+                    return Ok(());
+                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, true);
                 Some(self.convert(*x, &src, &dst, &plan)?)
@@ -181,7 +191,13 @@ impl<'k> PtxWriter<'k> {
             | OpKind::Fma { .. }
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
-            | OpKind::AddPtr { .. }) => Some(self.elementwise(kind)?),
+            | OpKind::AddPtr { .. }) => {
+                // computed in the layout the plan gives the result
+                let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));
+                let out = self.elementwise(kind);
+                self.want = prev;
+                Some(out?)
+            }
             OpKind::Load { ptr, mask, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
             OpKind::LoadBlock { view, offsets, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),

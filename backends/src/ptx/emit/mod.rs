@@ -92,6 +92,18 @@ struct PtxWriter<'k> {
     vals: HashMap<V, Vec<String>>,
     layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
     idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
+    /// Values not in their shape's default layout ([`crate::plan::slices`]),
+    /// the thread layouts of those layouts, and their index registers.
+    vlay: crate::plan::slices::ValueLayouts,
+    olayouts: HashMap<crate::plan::layout::Blocked, std::rc::Rc<Layout>>,
+    oidx_cache: HashMap<(crate::plan::layout::Blocked, usize, usize), String>,
+    /// The layout the op being emitted computes in, when it is not its
+    /// shape's default: `get` hands its operands over in it.
+    want: Option<crate::plan::layout::Blocked>,
+    /// Values converted to their default layout, per open block (a
+    /// conversion emitted inside a branch or a loop body is not visible
+    /// after it).
+    conv: Vec<HashMap<V, Vec<String>>>,
     owner_cache: HashMap<(Vec<u32>, usize), Option<String>>,
     labels: u32,
     smem: u32,
@@ -182,11 +194,13 @@ pub(super) struct Plans<'k> {
     pub rings: super::async_copy::AsyncPlan,
     pub tma_views: HashMap<V, super::tma::TmaView>,
     pub warp_spec: Option<super::warp_spec::WsPlan>,
+    /// Values in a layout other than their shape's ([`crate::plan::slices`]).
+    pub values: crate::plan::slices::ValueLayouts,
 }
 
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
-    let Plans { kernel: k, vec, layouts: layout_plan, axis, rings: ring_plan, tma_views, warp_spec: ws } = p;
+    let Plans { kernel: k, vec, layouts: layout_plan, axis, rings: ring_plan, tma_views, warp_spec: ws, values: vlay } = p;
     let mut em = PtxWriter {
         k,
         o,
@@ -197,6 +211,11 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         vals: HashMap::new(),
         layouts: HashMap::new(),
         idx_cache: HashMap::new(),
+        vlay,
+        olayouts: HashMap::new(),
+        oidx_cache: HashMap::new(),
+        want: None,
+        conv: vec![],
         owner_cache: HashMap::new(),
         labels: 0,
         smem: 0,

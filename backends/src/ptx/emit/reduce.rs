@@ -246,6 +246,11 @@ impl<'k> PtxWriter<'k> {
         if out_shape.is_empty() {
             return Ok(vec![finals[0].clone()]);
         }
+        // kept in the slice layout: one register per group, in group order
+        // ([`crate::plan::slices`])
+        if self.vlay.contains_key(&res) {
+            return Ok(finals);
+        }
         // slice layout → canonical: write each group's value at its output
         // linear index, read back in the canonical layout.
         let rc = reg_class(Elem::Val(rd));

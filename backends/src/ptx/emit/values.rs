@@ -42,6 +42,25 @@ impl<'k> PtxWriter<'k> {
             return l.clone();
         }
         let bl = self.layout_plan.layout(shape, self.o.num_warps, self.vec);
+        let l = self.thread_layout(bl);
+        self.layouts.insert(shape.to_vec(), l.clone());
+        l
+    }
+
+    /// A layout that is not its shape's default (a value of
+    /// [`crate::plan::slices`]), with its per-thread offsets.
+    pub(super) fn layout_of_bl(&mut self, bl: &crate::plan::layout::Blocked) -> std::rc::Rc<Layout> {
+        if let Some(l) = self.olayouts.get(bl) {
+            return l.clone();
+        }
+        let l = self.thread_layout(bl.clone());
+        self.olayouts.insert(bl.clone(), l.clone());
+        l
+    }
+
+    /// The per-thread offset of each dimension of `bl`, computed in the
+    /// prologue.
+    fn thread_layout(&mut self, bl: crate::plan::layout::Blocked) -> std::rc::Rc<Layout> {
         let mut thread = vec![];
         for d in 0..bl.rank() {
             let t = self.reg(RegClass::R);
@@ -56,14 +75,42 @@ impl<'k> PtxWriter<'k> {
             thread.push(t);
         }
         let reg_offsets = bl.reg_offsets();
-        let l = std::rc::Rc::new(Layout { bl, reg_offsets, thread });
-        self.layouts.insert(shape.to_vec(), l.clone());
-        l
+        std::rc::Rc::new(Layout { bl, reg_offsets, thread })
+    }
+
+    /// Row-major linear index of register `r` of a value in layout `bl`
+    /// (not its shape's default; u32 register, prologue).
+    pub(super) fn lin_bl(&mut self, bl: &crate::plan::layout::Blocked, r: usize) -> String {
+        let lay = self.layout_of_bl(bl);
+        let strides = bl.strides();
+        let out = self.reg(RegClass::R);
+        let mut s = format!("\tmov.u32 {out}, 0;\n");
+        for d in 0..bl.rank() {
+            let key = (bl.clone(), r, d);
+            let i = match self.oidx_cache.get(&key) {
+                Some(i) => i.clone(),
+                None => {
+                    let i = self.reg(RegClass::R);
+                    let _ = writeln!(s, "\tadd.u32 {i}, {}, {};", lay.thread[d], lay.reg_offsets[r][d]);
+                    if bl.replicated(d) {
+                        let _ = writeln!(s, "\tand.b32 {i}, {i}, {};", bl.shape[d] - 1);
+                    }
+                    self.oidx_cache.insert(key, i.clone());
+                    i
+                }
+            };
+            let _ = writeln!(s, "\tmad.lo.u32 {out}, {i}, {}, {out};", strides[d]);
+        }
+        self.pro.push_str(&s);
+        out
     }
 
     pub(super) fn nregs(&mut self, v: V) -> usize {
         if self.ring_plan.class_of(v).is_some() {
             return 1; // a ring slot's address
+        }
+        if let Some(bl) = self.vlay.get(&v) {
+            return bl.regs();
         }
         let s = self.shape_u32(v);
         if s.is_empty() {
@@ -143,8 +190,92 @@ impl<'k> PtxWriter<'k> {
         res
     }
 
-    pub(super) fn get(&self, v: V) -> Vec<String> {
+    /// The registers of `v` as the op being emitted reads them: in its
+    /// shape's default layout, or in [`Self::want`]'s layout when the op
+    /// computes in one ([`crate::plan::slices`]: then `v` is in that layout
+    /// or a splat). A value held in another layout is converted to its
+    /// default one on first use (per open block).
+    pub(super) fn get(&mut self, v: V) -> Vec<String> {
+        let raw = self.get_raw(v);
+        let have = self.vlay.get(&v).cloned();
+        match (self.want.clone(), have) {
+            (Some(w), None) if self.k.ty(v).rank() >= 1 => {
+                assert!(raw.iter().all(|r| *r == raw[0]), "ptx: %{} is neither in the op's layout nor a splat", v.0);
+                vec![raw[0].clone(); w.regs()]
+            }
+            (_, None) => raw,
+            (Some(w), Some(h)) if w == h => raw,
+            (_, Some(h)) => self.to_default(v, &h, raw),
+        }
+    }
+
+    /// The registers of `v` in the layout it is held in.
+    pub(super) fn get_raw(&self, v: V) -> Vec<String> {
         self.vals.get(&v).cloned().unwrap_or_else(|| panic!("ptx: value %{} not emitted", v.0))
+    }
+
+    /// `v` (registers `raw` in layout `have`) in its shape's default
+    /// layout: a register remap when no element crosses threads, else
+    /// through shared memory (each register written at its linear index —
+    /// copies write equal values —, read back in the default layout).
+    fn to_default(&mut self, v: V, have: &crate::plan::layout::Blocked, raw: Vec<String>) -> Vec<String> {
+        if let Some(r) = self.conv.iter().rev().find_map(|m| m.get(&v)) {
+            return r.clone();
+        }
+        let shape = self.shape_u32(v);
+        let dst = self.layout(&shape);
+        let src = crate::plan::layout::ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+        let nt = self.o.num_warps * 32;
+        let out =
+            if let Some(map) = crate::plan::layout::register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.reg_offsets.len(), &|t, r| dst.lin_of(t, r)) {
+                map.iter().map(|&i| raw[i].clone()).collect()
+            } else {
+                let c = reg_class(self.elem(v));
+                let sz = if c == RegClass::Rd { 8 } else { 4 };
+                self.smem_need(have.numel() * sz);
+                self.bar();
+                let base = self.smem_base();
+                for (r, x) in raw.iter().enumerate() {
+                    let lin = self.lin_bl(have, r);
+                    let a = self.reg(RegClass::R);
+                    self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+                    self.st_shared(c, &a, x);
+                }
+                self.bar();
+                let mut out = vec![];
+                for r in 0..dst.reg_offsets.len() {
+                    let lin = self.lin(&shape, r);
+                    let a = self.reg(RegClass::R);
+                    self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+                    out.push(self.ld_shared(c, &a));
+                }
+                self.bar();
+                out
+            };
+        if let Some(m) = self.conv.last_mut() {
+            m.insert(v, out.clone());
+        }
+        out
+    }
+
+    /// A broadcast of `x` (in layout `have`, not its shape's default) into
+    /// `res`'s default layout as a register remap, if every thread already
+    /// holds the elements it needs (an expanded slice broadcast back into
+    /// the layout it was reduced from).
+    pub(super) fn broadcast_remap(&mut self, x: V, have: &crate::plan::layout::Blocked, res: V) -> Option<Vec<String>> {
+        let dst_shape = self.shape_u32(res);
+        let dst = self.layout(&dst_shape);
+        let src = crate::plan::layout::ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+        let sshape = have.shape.clone();
+        let nt = self.o.num_warps * 32;
+        // destination element → the linear index of the source element it repeats
+        let need = |t: u32, r: usize| -> u32 {
+            let c = dst.coords_of(t, r);
+            c.iter().zip(&sshape).fold(0u32, |lin, (&i, &n)| lin * n + if n == 1 { 0 } else { i })
+        };
+        let map = crate::plan::layout::register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.reg_offsets.len(), &need)?;
+        let raw = self.get_raw(x);
+        Some(map.iter().map(|&i| raw[i].clone()).collect())
     }
 
     /// Register class of `v`'s registers (a ring slot address for values

@@ -139,6 +139,7 @@ pub(crate) fn launch(
             warp_specialize: env_flag("FERROTILE_WS", false),
             cluster: cfg.cluster,
             safety,
+            slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
