@@ -824,7 +824,16 @@ pub fn sum_order(dev: &Device, seed: u64) -> R {
 /// through a loop over `C`-column chunks, mixing row statistics with
 /// loop-carried row vectors.
 #[kernel]
-pub fn k_row_stats<const R: i32, const B: i32, const C: i32>(x: Ptr<f32>, ln: Ptr<f32>, sm: Ptr<f32>, lse: Ptr<f32>, mean_out: Ptr<f32>, m: i32, n: i32) {
+pub fn k_row_stats<const R: i32, const B: i32, const C: i32>(
+    x: Ptr<f32>,
+    ln: Ptr<f32>,
+    sm: Ptr<f32>,
+    lse: Ptr<f32>,
+    mean_out: Ptr<f32>,
+    pick: Ptr<f32>,
+    m: i32,
+    n: i32,
+) {
     let rows = program_id(0) * R + arange(0, R);
     let cols = arange(0, B);
     let rm = rows < m;
@@ -836,9 +845,15 @@ pub fn k_row_stats<const R: i32, const B: i32, const C: i32>(x: Ptr<f32>, ln: Pt
     let d = select(mask, v - expand_dims(mean, 1), 0.0);
     let rstd = rsqrt(sum(d * d, 1) / nf + 1e-5);
     store(ln + offs, d * expand_dims(rstd, 1), mask);
-    store(mean_out + rows, mean, rm);
     let w = load(x + offs, mask, f32::NEG_INFINITY);
     let mx = max(w, axis = 1);
+    // row statistics chosen by a branch, then used after it
+    let mut p = mean;
+    if n > 40 {
+        p = mx;
+    }
+    store(pick + rows, p, rm);
+    store(mean_out + rows, mean, rm);
     let e = exp(w - expand_dims(mx, 1));
     let inv = 1.0 / sum(e, 1);
     store(sm + offs, e * expand_dims(inv, 1), mask);
@@ -869,9 +884,10 @@ pub fn row_stats(dev: &Device, seed: u64) -> R {
         let x = upload(dev, &xs)?;
         let (mut ln, mut sm) = (poisoned::<f32>(dev, m * n + PAD)?, poisoned::<f32>(dev, m * n + PAD)?);
         let (mut lse, mut mean) = (poisoned::<f32>(dev, m + PAD)?, poisoned::<f32>(dev, m + PAD)?);
+        let mut pick = poisoned::<f32>(dev, m + PAD)?;
         let cfg = LaunchConfig::new([cdiv(m, r as usize) as u32, 1, 1]).num_warps(warps);
-        c.launch(k_row_stats::launch(dev, cfg, &x, &mut ln, &mut sm, &mut lse, &mut mean, m as i32, n as i32, r, b, cc))?;
-        let (mut w_ln, mut w_sm, mut w_lse, mut w_mean) = (vec![], vec![], vec![], vec![]);
+        c.launch(k_row_stats::launch(dev, cfg, &x, &mut ln, &mut sm, &mut lse, &mut mean, &mut pick, m as i32, n as i32, r, b, cc))?;
+        let (mut w_ln, mut w_sm, mut w_lse, mut w_mean, mut w_pick) = (vec![], vec![], vec![], vec![], vec![]);
         for i in 0..m {
             let row: Vec<f64> = xs[i * n..(i + 1) * n].iter().map(|&v| v as f64).collect();
             let mu = row.iter().sum::<f64>() / n as f64;
@@ -882,12 +898,14 @@ pub fn row_stats(dev: &Device, seed: u64) -> R {
             w_sm.extend(row.iter().map(|v| (v - mx).exp() / s));
             w_lse.push(mx + s.ln());
             w_mean.push(mu);
+            w_pick.push(if n > 40 { mx } else { mu });
         }
         let at = |i: usize| format!("row {}: {:?}", i / n, &xs[(i / n) * n..((i / n) * n + n.min(6))]);
         let row_of = |i: usize| format!("row {i}: {:?}", &xs[i * n..(i * n + n.min(6))]);
         check_float(&c, "layer_norm rows", &download(&ln)?, &w_ln, 8, 1e-4, 1e-4, &at)?;
         check_float(&c, "softmax rows", &download(&sm)?, &w_sm, 8, 1e-4, 1e-7, &at)?;
         check_float(&c, "mean", &download(&mean)?, &w_mean, 8, 1e-5, 1e-5, &row_of)?;
+        check_float(&c, "if n > 40 { max } else { mean }", &download(&pick)?, &w_pick, 8, 1e-5, 1e-5, &row_of)?;
         check_float(&c, "online log-sum-exp", &download(&lse)?, &w_lse, 8, 1e-5, 1e-5, &row_of)?;
     }
     Ok(())

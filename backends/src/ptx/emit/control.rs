@@ -345,6 +345,10 @@ impl<'k> PtxWriter<'k> {
                 self.cp_commit();
                 let ys: Vec<V> = self.yields(body).into_iter().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries
+                // (conversions for the yields run inside the loop: their
+                // registers must not be reused after it, where a loop of
+                // no iterations left them unset)
+                self.conv.push(HashMap::new());
                 let mut tmps = vec![];
                 // (a register yielded to itself — an accumulator updated in
                 // place — is not copied: an in-flight wgmma writes it)
@@ -369,6 +373,7 @@ impl<'k> PtxWriter<'k> {
                         }
                     }
                 }
+                self.conv.pop();
                 let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
                 let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
                 self.line(format!("sub.{t} {rem}, {rhi}, {iv};"));
@@ -437,12 +442,15 @@ impl<'k> PtxWriter<'k> {
                     dirty_after |= self.ring_dirty;
                     self.ring_dirty = dirty_after;
                     let ys = self.yields(blk);
+                    // (a conversion for a yield belongs to this branch)
+                    self.conv.push(HashMap::new());
                     for ((c, regs), y) in outs.iter().zip(&ys) {
                         let src = self.get(*y);
                         for (d, s) in regs.iter().zip(&src) {
                             self.mov(*c, d, s);
                         }
                     }
+                    self.conv.pop();
                     if !last {
                         self.line(format!("bra.uni {lend};"));
                         self.body.push_str(&format!("{lelse}:\n"));
