@@ -61,9 +61,18 @@ impl From<ferrotile::Error> for LibError {
 /// first: warps around the heuristic for single-tile rows (plus the chunked
 /// kernel for rows of 8192 and more), chunk widths × warps for looped rows
 /// (ranges from the sweeps in benches/NOTES.md).
-pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile::TuneConfig> {
+pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig, multi_row: bool) -> Vec<ferrotile::TuneConfig> {
     use ferrotile::TuneConfig;
-    let enc = |c: softmax::SoftmaxConfig| TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
+    // (`ROWS` only where it is not 1: one-row entries keep their names in
+    // tuner caches written before multi-row programs)
+    let enc = |c: softmax::SoftmaxConfig| {
+        let t = TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
+        if c.rows == 1 {
+            t
+        } else {
+            t.with("ROWS", c.rows as i64)
+        }
+    };
     let mut v = vec![enc(heuristic)];
     let mut push = |c: softmax::SoftmaxConfig| {
         let t = enc(c);
@@ -74,7 +83,7 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile
     if heuristic.looped {
         for block in [2048u32, 4096] {
             for w in [8u32, 16] {
-                push(softmax::SoftmaxConfig { block, looped: true, num_warps: w });
+                push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1 });
             }
         }
     } else {
@@ -84,13 +93,25 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile
                 push(softmax::SoftmaxConfig { num_warps: w, ..heuristic });
             }
         }
+        // Short rows: several per program, 2048–8192 elements per tile
+        // (measured on the H200, benches/RESULTS.md "Slice layouts": one
+        // row of 256 per program ran bf16 at 38 % of copy, 16 rows at 82 %).
+        if multi_row && heuristic.block <= 2048 {
+            for rows in [2u32, 4, 8, 16, 32, 64] {
+                if (2048..=8192).contains(&(rows * heuristic.block)) {
+                    for w in [4u32, 8] {
+                        push(softmax::SoftmaxConfig { num_warps: w, rows, ..heuristic });
+                    }
+                }
+            }
+        }
         // Long rows held whole in registers can lose to the chunked kernel
         // on some backends (WGSL on NVIDIA's Vulkan driver ran 16384-wide
         // rows at 51–62 % of its copy kernel): let the timings decide.
         if heuristic.block >= 8192 {
             for block in [2048u32, 4096] {
                 for w in [8u32, 16] {
-                    push(softmax::SoftmaxConfig { block, looped: true, num_warps: w });
+                    push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1 });
                 }
             }
         }
@@ -99,7 +120,8 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig) -> Vec<ferrotile
 }
 
 pub(crate) fn decode(c: &ferrotile::TuneConfig) -> ferrotile::Result<softmax::SoftmaxConfig> {
-    Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps })
+    let rows = if c.values.contains_key("ROWS") { c.get("ROWS")? as u32 } else { 1 };
+    Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps, rows })
 }
 
 /// A library error as a runtime error (a launch failure as it was; shape

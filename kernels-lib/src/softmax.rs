@@ -23,6 +23,22 @@ pub fn softmax_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_cols: i32
     store(y + row * (y_stride as i64) + cols, (e * inv) as T, mask);
 }
 
+/// `ROWS` rows per program, each of at most `BLOCK` columns: for short rows,
+/// where one row per program leaves most of a program's lanes without
+/// work. The row statistics stay in the registers their reduction leaves
+/// them in and broadcast back into the rows without shared memory (slice
+/// layouts, `ferrotile_backends::plan::slices`).
+#[kernel]
+pub fn softmax_rows<T: Float, const ROWS: i32, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n_rows: i32, n_cols: i32, x_stride: i32, y_stride: i32) {
+    let rows = program_id(0) as i64 * (ROWS as i64) + arange(0, ROWS) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = expand_dims(rows < (n_rows as i64), 1) & expand_dims(cols < n_cols, 0);
+    let v = load(x + expand_dims(rows * (x_stride as i64), 1) + expand_dims(cols, 0), mask, T::NEG_INFINITY) as f32;
+    let e = exp(v - expand_dims(max(v, axis = 1), 1));
+    let inv = 1.0 / sum(e, 1);
+    store(y + expand_dims(rows * (y_stride as i64), 1) + expand_dims(cols, 0), (e * expand_dims(inv, 1)) as T, mask);
+}
+
 /// One program per row; the row is walked in `BLOCK`-wide chunks: an online
 /// pass keeps per-lane running max and rescaled sum, then a second pass
 /// writes `exp(x - max) / sum`.
@@ -63,6 +79,9 @@ pub struct SoftmaxConfig {
     /// Use the looped kernel even if the row fits in one tile.
     pub looped: bool,
     pub num_warps: u32,
+    /// Rows per program (a power of two; above 1 only for rows that fit in
+    /// one tile, not `looped`): [`softmax_rows`].
+    pub rows: u32,
 }
 
 /// Rows up to this many elements are done in a single tile.
@@ -73,11 +92,11 @@ impl SoftmaxConfig {
     pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
         let p = cols.max(1).next_power_of_two();
         if p <= MAX_SINGLE_TILE {
-            SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes) }
+            SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes), rows: 1 }
         } else {
             // sweep (benches/NOTES.md): narrow chunks over 16 warps win on long rows
             let block = if elem_bytes >= 4 { 2048 } else { 4096 };
-            SoftmaxConfig { block, looped: true, num_warps: 16 }
+            SoftmaxConfig { block, looped: true, num_warps: 16, rows: 1 }
         }
     }
 }
@@ -108,7 +127,10 @@ pub(crate) fn tuner_for(family: &str, h: SoftmaxConfig) -> &'static ferrotile::A
     use std::sync::{Mutex, OnceLock};
     static TUNERS: OnceLock<Mutex<HashMap<(String, u32, bool), &'static ferrotile::Autotuner>>> = OnceLock::new();
     let mut m = TUNERS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-    m.entry((family.to_string(), h.block, h.looped)).or_insert_with(|| Box::leak(Box::new(ferrotile::Autotuner::new(family, crate::row_candidates(h)).reps(5))))
+    // (multi-row candidates: only the softmax has a multi-row kernel)
+    let multi = family == "softmax";
+    m.entry((family.to_string(), h.block, h.looped))
+        .or_insert_with(|| Box::leak(Box::new(ferrotile::Autotuner::new(family, crate::row_candidates(h, multi)).reps(5))))
 }
 
 /// Softmax with explicit row strides and configuration.
@@ -135,6 +157,28 @@ pub fn softmax_with<T: FloatElement>(
         return Err(LibError::Config(format!("softmax: block {} is narrower than the row ({cols}); use the looped kernel", cfg.block)));
     }
     crate::check_row_blocks("softmax", cols, cfg.block as usize)?;
+    if cfg.rows != 1 {
+        if rows > i32::MAX as usize {
+            return Err(LibError::Shape(format!("softmax: {rows} rows exceed the multi-row kernel's 32-bit row count; use one row per program")));
+        }
+        if cfg.looped || !cfg.rows.is_power_of_two() || cfg.rows as u64 * cfg.block as u64 > MAX_SINGLE_TILE as u64 {
+            return Err(LibError::Config(format!(
+                "softmax: {} rows per program of {} columns (looped: {}): rows per program must be a power of two, not looped, with at most {MAX_SINGLE_TILE} elements per tile",
+                cfg.rows, cfg.block, cfg.looped
+            )));
+        }
+        let programs = rows.div_ceil(cfg.rows as usize);
+        let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(cfg.num_warps);
+        // SAFETY: as below, per row: program `p` handles rows
+        // `p · ROWS + i < rows` (masked; the row index and its offsets are
+        // 64-bit), columns `c < cols` (masked), inside `x` and `y`
+        // (`check_rows`); the row count fits the kernel's i32 (checked
+        // above).
+        unsafe {
+            softmax_rows::launch_unchecked(dev, launch, x, y, rows as i32, n, xs, ys, cfg.rows as i32, block)?;
+        }
+        return Ok(());
+    }
     // SAFETY: the checks above keep every access in its buffer: program
     // `row < rows` reads `row · x_stride + c` and writes `row · y_stride + c`
     // for `0 ≤ c < cols` (masked; `c` cannot overflow, `check_row_blocks`),

@@ -48,6 +48,45 @@ fn shapes() -> Vec<(usize, usize, Option<(u32, bool)>)> {
     ]
 }
 
+/// Several rows per program (`SoftmaxConfig::rows`): row counts that the
+/// row block does and does not divide, rows shorter than the tile, strides
+/// wider than the rows.
+fn check_softmax_rows_on<T: FloatElement>(dev: &Device, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for (rows, cols, stride, block, per, warps) in
+        [(37, 100, 100, 128, 4, 4), (1000, 33, 40, 64, 16, 8), (5, 256, 256, 256, 8, 4), (3, 17, 17, 32, 2, 1), (65, 8, 8, 8, 64, 2)]
+    {
+        let (xv, _) = rand_vec::<T>(&mut rng, rows * stride, 3.0);
+        let x = dev.from_slice(&xv).unwrap();
+        let mut y = dev.full(rows * stride, T::from_f64(f64::NAN)).unwrap();
+        let cfg = SoftmaxConfig { block, looped: false, num_warps: warps, rows: per };
+        softmax_with(dev, &x, &mut y, rows, cols, stride, stride, cfg).unwrap();
+        let yv = y.to_vec().unwrap();
+        let dense: Vec<f64> = (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))).map(|(r, c)| xv[r * stride + c].to_f64()).collect();
+        let got: Vec<f64> = (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))).map(|(r, c)| yv[r * stride + c].to_f64()).collect();
+        let want = reference::softmax(&dense, rows, cols);
+        let floor = if T::DTYPE == ferrotile::ir::DType::F16 { 6.1e-5 } else { 1e-30 };
+        let e = max_rel_err(&got, &want, floor);
+        assert!(e <= tol::<T>(), "softmax on {} {rows}x{cols} {cfg:?} seed {seed}: rel err {e:e}", dev.name());
+        // the gaps between rows are never written
+        for r in 0..rows {
+            for c in cols..stride {
+                assert!(yv[r * stride + c].to_f64().is_nan(), "softmax {cfg:?} wrote the gap at row {r} column {c}");
+            }
+        }
+    }
+}
+
+#[test]
+fn softmax_several_rows_per_program() {
+    let seed = seed();
+    for dev in devices() {
+        check_softmax_rows_on::<f32>(&dev, seed);
+        check_softmax_rows_on::<bf16>(&dev, seed ^ 1);
+        check_softmax_rows_on::<f16>(&dev, seed ^ 2);
+    }
+}
+
 fn check_softmax<T: FloatElement>(seed: u64) {
     for dev in devices() {
         check_softmax_on::<T>(&dev, seed);
@@ -68,7 +107,7 @@ fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
         let x = dev.from_slice(&xv).unwrap();
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
         let cfg = match forced {
-            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4 },
+            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4, rows: 1 },
             None => SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()),
         };
         softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
@@ -160,13 +199,13 @@ fn softmax_extreme_on(dev: &Device) {
         xv[2 * cols + c] = 7.0;
     }
     let x = dev.from_slice(&xv).unwrap();
-    for looped in [false, true] {
+    for (looped, rows) in [(false, 1), (true, 1), (false, 2), (false, 4)] {
         let mut y = dev.full(3 * cols, f32::NAN).unwrap();
-        let cfg = SoftmaxConfig { block: if looped { 16 } else { 64 }, looped, num_warps: 4 };
+        let cfg = SoftmaxConfig { block: if looped { 16 } else { 64 }, looped, num_warps: 4, rows };
         softmax_with(&dev, &x, &mut y, 3, cols, cols, cols, cfg).unwrap();
         let want = reference::softmax(&xv.iter().map(|&v| v as f64).collect::<Vec<_>>(), 3, cols);
         let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
-        assert!(max_rel_err(&got, &want, 1e-30) < 1e-5, "looped={looped}: {got:?}");
+        assert!(max_rel_err(&got, &want, 1e-30) < 1e-5, "looped={looped} rows={rows}: {got:?}");
     }
 }
 
@@ -240,8 +279,13 @@ fn bad_shapes_are_errors() {
     let x = dev.zeros::<f32>(10).unwrap();
     let mut y = dev.zeros::<f32>(10).unwrap();
     assert!(matches!(ferrotile_kernels::softmax(&dev, &x, &mut y, 3, 4), Err(LibError::Shape(_))));
-    let cfg = SoftmaxConfig { block: 2, looped: false, num_warps: 1 };
+    let cfg = SoftmaxConfig { block: 2, looped: false, num_warps: 1, rows: 1 };
     assert!(matches!(softmax_with(&dev, &x, &mut y, 2, 4, 4, 4, cfg), Err(LibError::Config(_))));
+    // rows per program: a power of two, not looped
+    for (rows, looped) in [(3, false), (2, true), (0, false)] {
+        let cfg = SoftmaxConfig { block: 4, looped, num_warps: 1, rows };
+        assert!(matches!(softmax_with(&dev, &x, &mut y, 2, 4, 4, 4, cfg), Err(LibError::Config(_))), "rows {rows} looped {looped}");
+    }
     let w = dev.zeros::<f32>(3).unwrap();
     assert!(matches!(ferrotile_kernels::rms_norm(&dev, &x, &w, &mut y, 2, 5, 1e-5), Err(LibError::Shape(_))));
     let w = dev.zeros::<f32>(5).unwrap();

@@ -165,6 +165,16 @@ fn library_kernels_match_golden_files() {
         push(check(&format!("wgsl/{base}.subgroups.wgsl"), &emit_wgsl(&spec, &nvidia(k, warps))));
     }
 
+    // the multi-row softmax: (ROWS, BLOCK, dtype, warps); slice layouts
+    // on PTX (no barrier: each row reduces within a warp)
+    for (r, block, dt, warps) in [(16i64, 256i64, DType::BF16, 8u32), (4, 1024, DType::F32, 8)] {
+        let k = softmax_rows::ir();
+        let spec = specialize(k, &[r, block], &[dt]).unwrap();
+        let base = format!("{}.{r}x{block}.{dt}", k.name);
+        push(check(&format!("ptx/{base}.sm90.ptx"), &emit_ptx(&spec, &ptx_opts(k, 90, warps, 1))));
+        push(check(&format!("wgsl/{base}.lavapipe.wgsl"), &emit_wgsl(&spec, &lavapipe(k))));
+    }
+
     // GEMM configurations, as the library launches them
     const ROW: &[&str] = &["sak", "sbn", "scn"];
     const COLB: &[&str] = &["sak", "sbk", "scn"];

@@ -7,9 +7,38 @@
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{specialize, DType};
+use ferrotile::prelude::*;
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 use ferrotile_tests::conformance::reduce::k_row_stats;
+
+/// A multi-row softmax as a user writes it.
+#[kernel]
+pub fn softmax_rows<const R: i32, const B: i32>(x: Ptr<f32>, y: Ptr<f32>, m: i32, n: i32) {
+    let rows = program_id(0) * R + arange(0, R);
+    let cols = arange(0, B);
+    let mask = expand_dims(rows < m, 1) & expand_dims(cols < n, 0);
+    let offs = expand_dims(rows, 1) * n + expand_dims(cols, 0);
+    let v = load(x + offs, mask, f32::NEG_INFINITY);
+    let e = exp(v - expand_dims(max(v, axis = 1), 1));
+    store(y + offs, e * expand_dims(1.0 / sum(e, 1), 1), mask);
+}
+
+/// Rows that fit in one warp's lanes (8 × 256 f32 over 4 warps: a warp per
+/// two rows) need no barrier at all: both statistics reduce with shuffles
+/// and broadcast back in registers. Rows spread over warps keep exactly the
+/// cross-warp step of each reduction (three barriers each: the partials'
+/// store, their read, the scratch's reuse).
+#[test]
+fn softmax_rows_barriers() {
+    let k = softmax_rows::ir();
+    for (r, b, warps, want) in [(8, 256, 4, 0), (2, 4096, 8, 6)] {
+        let spec = specialize(k, &[r, b], &[]).unwrap();
+        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(90, warps, k.params.len()) };
+        let p = emit(&spec, &opts).unwrap();
+        assert_eq!(bars(&p.text), want, "R={r} B={b} warps={warps}");
+    }
+}
 
 fn bars(text: &str) -> usize {
     text.matches("bar.sync").count()
@@ -33,7 +62,41 @@ fn row_statistics_broadcast_back_without_shared_memory() {
             }
         }
         println!("R={r} B={b} C={c} warps={warps}: bar.sync {} → {}", counts[0], counts[1]);
-        let _ = DType::F32;
         assert!(counts[1] < counts[0], "R={r} B={b}: slices should save barriers: {counts:?}");
+    }
+}
+
+/// The library's multi-row softmax for every tuner shape it can take
+/// (2048–8192 elements per tile, 4 and 8 warps) and dtype: no barrier where
+/// a row fits in a warp, and ptxas accepts every one for sm_80 and sm_90.
+#[test]
+fn library_multi_row_softmax_assembles() {
+    let k = ferrotile_kernels::softmax::softmax_rows::ir();
+    let px = ptxas::find_or_skip();
+    for dt in [DType::F32, DType::BF16, DType::F16] {
+        for b in [32i64, 64, 128, 256, 512, 1024, 2048] {
+            for r in [2i64, 4, 8, 16, 32, 64] {
+                if !(2048..=8192).contains(&(r * b)) {
+                    continue;
+                }
+                let spec = specialize(k, &[r, b], &[dt]).unwrap();
+                for warps in [4u32, 8] {
+                    for sm in [80, 90] {
+                        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
+                        let p = emit(&spec, &opts).unwrap();
+                        // a row of `b` elements spans b / (16 bytes per lane · 32 lanes) warps
+                        let per_warp = 32 * 16 / dt.size_bytes() as i64;
+                        if b <= per_warp {
+                            assert_eq!(bars(&p.text), 0, "{dt} R={r} B={b} warps={warps}");
+                        }
+                        if let Some(px) = &px {
+                            if let Err(log) = ptxas::assemble(px, &p.text, sm) {
+                                panic!("ptxas {dt} R={r} B={b} warps={warps} sm_{sm}: {log}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

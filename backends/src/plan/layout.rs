@@ -23,9 +23,12 @@
 //! Guarantees: for every shape and power-of-two warp count the layout covers
 //! every element, registers of one thread along the last dimension come in
 //! runs of `spt[last]` consecutive elements (what vector loads need), and all
-//! tiles of the same shape share one layout, so elementwise ops never move
-//! data. Other layouts (slices for reductions, mma operands) are produced and
-//! consumed by the ops that need them and converted through shared memory.
+//! tiles of the same shape share one default layout, so elementwise ops
+//! never move data. A reduction's result may stay in the *slice* of its
+//! source's layout ([`Blocked::slice`], [`Blocked::expand`]; which values do
+//! is [`crate::plan::slices`]): a layout whose lane and warp fields do not
+//! use every bit of the lane and warp ids — the threads that differ only in
+//! the unused bits hold copies.
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Blocked {

@@ -195,7 +195,7 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
                     let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
                     let mut y = dev.zeros::<f32>(n)?;
                     let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
-                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps };
+                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
                     let nm = NormConfig { block, looped: false, num_warps: warps };
                     softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
                     layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
@@ -206,7 +206,7 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
                     let x = dev.from_slice(&rand_vec::<bf16>(rng, n, 4.0))?;
                     let mut y = dev.zeros::<bf16>(n)?;
                     let w = dev.from_slice(&rand_vec::<bf16>(rng, cols, 1.0))?;
-                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps };
+                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
                     let nm = NormConfig { block, looped: false, num_warps: warps };
                     softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
                     layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
@@ -271,7 +271,7 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
         for &block in blocks {
             let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
             for warps in [4u32, 8, 16] {
-                let sm = SoftmaxConfig { block, looped: true, num_warps: warps };
+                let sm = SoftmaxConfig { block, looped: true, num_warps: warps, rows: 1 };
                 let nm = NormConfig { block, looped: true, num_warps: warps };
                 softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
                 layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
@@ -403,7 +403,7 @@ fn overhead(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
     let x = dev.from_slice(&[1.0f32; 64])?;
     let mut y = dev.zeros::<f32>(64)?;
     // a specialization no one has launched yet: block 64, 2 warps
-    let cfg = SoftmaxConfig { block: 64, looped: false, num_warps: 2 };
+    let cfg = SoftmaxConfig { block: 64, looped: false, num_warps: 2, rows: 1 };
     let t = std::time::Instant::now();
     softmax_with(dev, &x, &mut y, 1, 64, 64, 64, cfg)?;
     dev.synchronize()?;
