@@ -205,7 +205,7 @@ impl<'k> PtxWriter<'k> {
             }
             (_, None) => raw,
             (Some(w), Some(h)) if w == h => raw,
-            (_, Some(h)) => self.to_default(v, &h, raw),
+            (_, Some(h)) => self.in_default_layout(v, &h, raw),
         }
     }
 
@@ -218,7 +218,7 @@ impl<'k> PtxWriter<'k> {
     /// layout: a register remap when no element crosses threads, else
     /// through shared memory (each register written at its linear index —
     /// copies write equal values —, read back in the default layout).
-    fn to_default(&mut self, v: V, have: &crate::plan::layout::Blocked, raw: Vec<String>) -> Vec<String> {
+    fn in_default_layout(&mut self, v: V, have: &crate::plan::layout::Blocked, raw: Vec<String>) -> Vec<String> {
         if let Some(r) = self.conv.iter().rev().find_map(|m| m.get(&v)) {
             return r.clone();
         }
