@@ -1,7 +1,8 @@
 //! Multi-row softmax written as a user would (`R` rows per program, row
-//! statistics broadcast back into their rows), next to the library's
-//! one-row-per-program softmax, in one process, on short rows where one row
-//! per program leaves the GPU's lanes short of work.
+//! statistics broadcast back into their rows), next to the library softmax
+//! (autotuned; one row per program until the library took multi-row
+//! programs from this experiment), in one process, on short rows where one
+//! row per program leaves the GPU's lanes short of work.
 //!
 //! Measures what slice layouts buy: run it twice, with and without
 //! `FERROTILE_SLICE_LAYOUTS=0` (the switch is read when a kernel is
