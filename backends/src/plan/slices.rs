@@ -14,10 +14,14 @@
 //!   dimension into it ([`Blocked::expand`]): the registers stay;
 //! - an elementwise op whose tile operands are all in one non-default
 //!   layout `L`, or splats of a scalar (which are in every layout), is
-//!   computed in `L`.
+//!   computed in `L`;
+//! - a loop's carried value takes the layout its yield arrives in when it
+//!   enters the loop as a splat or in that layout (the running max of an
+//!   online softmax: [`carried`]); an `if`'s result, the layout both its
+//!   yields arrive in.
 //!
-//! Guarantees: every value in the map is produced by one of these three
-//! rules, so the emitter can produce it without moving data; every other
+//! Guarantees: every value in the map is produced by one of these rules,
+//! so the emitter can produce it without moving data; every other
 //! consumer reads values in their shape's default layout, which the emitter
 //! converts to on first use. A `broadcast` of an expanded slice back into its
 //! parent's shape is then a register remap
@@ -28,15 +32,18 @@
 //! into the canonical layout of its shape, and each broadcast back through
 //! shared memory again: four barriers per row statistic).
 //!
+//! A store of a value in a slice layout is done from its registers by one
+//! owner per element (the PTX printer's `store_slice`).
+//!
 //! Why only these rules: they never add work. A value in a slice layout
 //! that a consumer needs in its default layout costs one conversion through
-//! shared memory — what every reduction paid before. Propagation backward
-//! (into loop-carried values) and a cost model come with the rest of the
-//! layout system.
+//! shared memory — what every reduction paid before. Backward propagation
+//! from consumers, dot-operand layouts and a cost model come with the rest
+//! of the layout system.
 
 use super::layout::Blocked;
 use ferrotile_ir::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Values whose layout is not their shape's default, with their layout.
 pub type ValueLayouts = HashMap<V, Blocked>;
@@ -44,7 +51,7 @@ pub type ValueLayouts = HashMap<V, Blocked>;
 /// See the module doc. `default` gives the default layout of a shape.
 pub fn assign(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> ValueLayouts {
     let mut out = ValueLayouts::new();
-    let mut splats = std::collections::HashSet::new();
+    let mut splats = HashSet::new();
     block(k, &k.body, default, &mut out, &mut splats);
     out
 }
@@ -53,13 +60,29 @@ fn shape(k: &Kernel, v: V) -> Option<Vec<u32>> {
     k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect()
 }
 
-fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut std::collections::HashSet<V>) {
+fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
     for op in &b.ops {
         match &op.kind {
-            OpKind::For { body, .. } => block(k, body, default, out, splats),
+            OpKind::For { inits, body, .. } => {
+                carried(k, op, inits, body, default, out, splats);
+                continue;
+            }
             OpKind::If { then_, else_, .. } => {
                 block(k, then_, default, out, splats);
                 block(k, else_, default, out, splats);
+                // a result whose two yields arrive in one layout keeps it
+                let ys = |b: &Block| match b.ops.last().map(|o| &o.kind) {
+                    Some(OpKind::Yield(v)) => v.clone(),
+                    _ => vec![],
+                };
+                for ((r, a), b) in op.results.iter().zip(ys(then_)).zip(ys(else_)) {
+                    if let (Some(la), Some(lb)) = (out.get(&a), out.get(&b)) {
+                        if la == lb {
+                            out.insert(*r, la.clone());
+                        }
+                    }
+                }
+                continue;
             }
             _ => {}
         }
@@ -90,6 +113,61 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
         };
         if let Some(l) = layout {
             out.insert(res, l);
+        }
+    }
+}
+
+/// A loop: its carried values take the layout their yields arrive in, when
+/// the value entering the loop is a splat (a `full` / `zeros` start: in
+/// every layout) or already in that layout — the running max and sum of an
+/// online softmax stay in the slice layout of the row reductions that
+/// update them. Found by trial: the body is analysed with those carried
+/// values as splats, each takes its yield's layout, then the body is
+/// analysed again with the layouts fixed; a carried value whose yield then
+/// arrives in another layout goes back to its default, until nothing
+/// changes (each round only removes).
+fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
+    let args = &body.args[1..];
+    let yields: Vec<V> = match body.ops.last().map(|o| &o.kind) {
+        Some(OpKind::Yield(v)) => v.clone(),
+        _ => vec![],
+    };
+    // trial: carried values entering as splats are splats
+    let mut trial = out.clone();
+    let mut trial_splats = splats.clone();
+    for (a, i) in args.iter().zip(inits) {
+        if splats.contains(i) {
+            trial_splats.insert(*a);
+        }
+    }
+    block(k, body, default, &mut trial, &mut trial_splats);
+    let mut want: Vec<Option<Blocked>> =
+        args.iter().zip(inits).zip(&yields).map(|((_, i), y)| trial.get(y).cloned().filter(|l| splats.contains(i) || out.get(i) == Some(l))).collect();
+    loop {
+        let mut trial = out.clone();
+        let mut trial_splats = splats.clone();
+        for (a, l) in args.iter().zip(&want) {
+            if let Some(l) = l {
+                trial.insert(*a, l.clone());
+            }
+        }
+        block(k, body, default, &mut trial, &mut trial_splats);
+        let mut changed = false;
+        for (w, y) in want.iter_mut().zip(&yields) {
+            if w.is_some() && trial.get(y) != w.as_ref() {
+                *w = None;
+                changed = true;
+            }
+        }
+        if !changed {
+            *out = trial;
+            *splats = trial_splats;
+            break;
+        }
+    }
+    for (r, l) in op.results.iter().zip(&want) {
+        if let Some(l) = l {
+            out.insert(*r, l.clone());
         }
     }
 }

@@ -271,7 +271,8 @@ impl<'k> PtxWriter<'k> {
                 for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
                     let regs = self.fresh_like(*a);
                     let c = self.reg_class_of(*a);
-                    let src = self.get(*init);
+                    // (in the carried value's layout: [`crate::plan::slices`])
+                    let src = self.get_as(*init, *a);
                     for (d, s) in regs.iter().zip(&src) {
                         self.mov(c, d, s);
                     }
@@ -352,8 +353,9 @@ impl<'k> PtxWriter<'k> {
                 let mut tmps = vec![];
                 // (a register yielded to itself — an accumulator updated in
                 // place — is not copied: an in-flight wgmma writes it)
-                for ((c, regs), y) in carried.iter().zip(&ys) {
-                    let src = self.get(*y);
+                let kept_args: Vec<V> = body.args[1..].iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect();
+                for (((c, regs), y), a) in carried.iter().zip(&ys).zip(&kept_args) {
+                    let src = self.get_as(*y, *a);
                     let mut ts = vec![];
                     for (s, d) in src.iter().zip(regs) {
                         if s == d {
@@ -444,8 +446,8 @@ impl<'k> PtxWriter<'k> {
                     let ys = self.yields(blk);
                     // (a conversion for a yield belongs to this branch)
                     self.conv.push(HashMap::new());
-                    for ((c, regs), y) in outs.iter().zip(&ys) {
-                        let src = self.get(*y);
+                    for (((c, regs), y), r) in outs.iter().zip(&ys).zip(&op.results) {
+                        let src = self.get_as(*y, *r);
                         for (d, s) in regs.iter().zip(&src) {
                             self.mov(*c, d, s);
                         }

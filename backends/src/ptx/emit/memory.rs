@@ -118,6 +118,9 @@ impl<'k> PtxWriter<'k> {
         if !atomic && self.store_staged(ptr, value, mask)? {
             return Ok(());
         }
+        if !atomic && self.store_slice(ptr, value, mask)? {
+            return Ok(());
+        }
         let shape = self.shape_u32(ptr);
         let d = self.dtype(value);
         let rp = self.get(ptr);
@@ -238,6 +241,73 @@ impl<'k> PtxWriter<'k> {
             };
             self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
         }
+        Ok(true)
+    }
+
+    /// A store of a value held in a slice layout ([`crate::plan::slices`]:
+    /// a row statistic) from the registers it is in: the pointers and the
+    /// mask recomputed at each register's index ([`crate::plan::remat`]),
+    /// one scalar store per element by its *owner* — the copy whose lane and
+    /// warp bits outside the layout's fields are zero (and, along a
+    /// dimension the layout wraps, the first copy). Taken when the pointers
+    /// and the mask are cheap to recompute; otherwise the value is converted
+    /// to its default layout and stored as any tile.
+    fn store_slice(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
+        let Some(bl) = self.vlay.get(&value).cloned() else { return Ok(false) };
+        if self.vlay.contains_key(&ptr) || mask.is_some_and(|m| self.vlay.contains_key(&m)) {
+            return Ok(false);
+        }
+        if !self.remat.worth(ptr) || mask.is_some_and(|m| !self.remat.worth(m)) {
+            return Ok(false);
+        }
+        let lay = self.layout_of_bl(&bl);
+        // the lane and warp bits no dimension uses: copies
+        let (mut lanes, mut warps) = (0u32, 0u32);
+        for d in 0..bl.rank() {
+            lanes |= (bl.tpw[d] - 1) << bl.lane_shift[d];
+            warps |= (bl.wpc[d] - 1) << bl.warp_shift[d];
+        }
+        let (free_l, free_w) = (31 & !lanes, (self.o.num_warps - 1) & !warps);
+        let first = {
+            let p = self.reg(RegClass::P);
+            let (t, u) = (self.reg(RegClass::R), self.reg(RegClass::R));
+            self.line(format!("and.b32 {t}, {}, {free_l};", self.lane));
+            self.line(format!("and.b32 {u}, {}, {free_w};", self.warp));
+            self.line(format!("or.b32 {t}, {t}, {u};"));
+            self.line(format!("setp.eq.u32 {p}, {t}, 0;"));
+            p
+        };
+        let rv = self.get_raw(value);
+        let (mut ptrs, mut preds) = (vec![], vec![]);
+        for r in 0..rv.len() {
+            let mut idx = vec![];
+            let mut own = first.clone();
+            for d in 0..bl.rank() {
+                let i = self.reg(RegClass::R);
+                self.line(format!("add.u32 {i}, {}, {};", lay.thread[d], lay.reg_offsets[r][d]));
+                if bl.replicated(d) {
+                    let (p, q) = (self.reg(RegClass::P), self.reg(RegClass::P));
+                    self.line(format!("setp.lt.u32 {p}, {i}, {};", bl.shape[d]));
+                    self.line(format!("and.pred {q}, {p}, {own};"));
+                    own = q;
+                    self.line(format!("and.b32 {i}, {i}, {};", bl.shape[d] - 1));
+                }
+                idx.push(i);
+            }
+            ptrs.push(crate::plan::remat::eval_at(self, ptr, idx.clone())?);
+            let pred = match mask {
+                Some(m) => {
+                    let mv = crate::plan::remat::eval_at(self, m, idx)?;
+                    let q = self.reg(RegClass::P);
+                    self.line(format!("and.pred {q}, {mv}, {own};"));
+                    q
+                }
+                None => own,
+            };
+            preds.push(Some(pred));
+        }
+        let d = self.dtype(value);
+        self.store_regs(&ptrs, &preds, &rv, d, false, 1)?;
         Ok(true)
     }
 

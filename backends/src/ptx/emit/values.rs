@@ -204,9 +204,21 @@ impl<'k> PtxWriter<'k> {
                 vec![raw[0].clone(); w.regs()]
             }
             (_, None) => raw,
-            (Some(w), Some(h)) if w == h => raw,
-            (_, Some(h)) => self.in_default_layout(v, &h, raw),
+            (Some(w), Some(h)) => {
+                assert!(w == h, "ptx: %{} is in another layout than the op computes in", v.0);
+                raw
+            }
+            (None, Some(h)) => self.in_default_layout(v, &h, raw),
         }
+    }
+
+    /// The registers of `v` in the layout `like` is held in (a loop's
+    /// initial and yielded values in its carried value's layout).
+    pub(super) fn get_as(&mut self, v: V, like: V) -> Vec<String> {
+        let prev = std::mem::replace(&mut self.want, self.vlay.get(&like).cloned());
+        let out = self.get(v);
+        self.want = prev;
+        out
     }
 
     /// The registers of `v` in the layout it is held in.
