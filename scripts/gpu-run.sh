@@ -228,7 +228,7 @@ case "${1:-check}" in
     # racecheck of `row_stats` and `reduce` (the conversions that remain)
     step conformance_cuda 150 $D/conformance_cuda --nocapture
     FERROTILE_CASE=row_stats step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
-    for c in row_stats reduce; do
+    for c in row_stats reduce_float; do
       FERROTILE_CASE=$c step racecheck_$c 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     done
     grep -E "conformance on|test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|case .* failed" "$L" | head -30
