@@ -106,3 +106,40 @@ fn library_multi_row_softmax_assembles() {
         }
     }
 }
+
+/// `FERROTILE_EXPLAIN`'s list of conversions through shared memory
+/// (`PtxKernel::conversions`): every reduction result of `row_stats` without
+/// slice layouts, none with them; a `dot` whose operand is computed in
+/// registers names the staging.
+#[test]
+fn conversions_are_explained() {
+    let k = k_row_stats::ir();
+    let spec = specialize(k, &[8, 256, 64], &[]).unwrap();
+    for slices in [false, true] {
+        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], slice_layouts: slices, ..PtxOptions::new(90, 4, k.params.len()) };
+        let p = emit(&spec, &opts).unwrap();
+        if slices {
+            assert!(p.conversions.is_empty(), "{:?}", p.conversions);
+        } else {
+            assert!(p.conversions.iter().filter(|(_, w)| w.contains("reduction")).count() >= 5, "{:?}", p.conversions);
+        }
+    }
+    let k = two_dots::ir();
+    let spec = specialize(k, &[], &[]).unwrap();
+    for sm in [80, 90] {
+        let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, 4, k.params.len()) }).unwrap();
+        assert!(p.conversions.iter().any(|(_, w)| w.starts_with("dot operand A [64, 64] staged from registers")), "sm_{sm}: {:?}", p.conversions);
+    }
+}
+
+/// A two-dot chain: the second `dot`'s A is the first one's result, cast.
+#[kernel]
+pub fn two_dots(a: Ptr<f16>, b: Ptr<f16>, c: Ptr<f16>, out: Ptr<f32>) {
+    let r = arange(0, 64);
+    let k = arange(0, 32);
+    let ta = load(a + expand_dims(r, 1) * 32 + expand_dims(k, 0));
+    let tb = load(b + expand_dims(k, 1) * 64 + expand_dims(r, 0));
+    let p = dot(ta, tb) as f16;
+    let tc = load(c + expand_dims(r, 1) * 64 + expand_dims(r, 0));
+    store(out + expand_dims(r, 1) * 64 + expand_dims(r, 0), dot(p, tc));
+}

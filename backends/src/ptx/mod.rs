@@ -127,6 +127,9 @@ pub struct PtxKernel {
     /// Why tensor-core `dot`s of this kernel run on `mma.sync` rather than
     /// Hopper's `wgmma` (sm_90 only): (source line, reason).
     pub mma_sync_dots: Vec<(u32, String)>,
+    /// Where a tile goes through shared memory to change layout, and why:
+    /// (source line, what moves) — `FERROTILE_EXPLAIN=1` prints them.
+    pub conversions: Vec<(u32, String)>,
     /// Tensor maps the kernel takes after its own parameters, in order:
     /// the view and the box (elements per dimension, innermost first; 128-byte
     /// swizzle, out-of-bounds elements zero). The host builds each with

@@ -83,6 +83,13 @@ impl<'k> PtxWriter<'k> {
         // operand's register is its slot's address
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
         if ca.is_none() || cb.is_none() {
+            for (x, name, s) in [(ca, "A", &sa), (cb, "B", &sb)] {
+                if x.is_none() {
+                    self.explain(format!(
+                        "dot operand {name} {s:?} staged from registers into shared memory for `mma.sync` (computed, or loaded without a copy ring)"
+                    ));
+                }
+            }
             let bytes_a = if ca.is_none() { m * lda } else { 0 };
             self.smem_need(bytes_a + if cb.is_none() { kk * ldb } else { 0 });
             self.bar();

@@ -104,6 +104,9 @@ struct PtxWriter<'k> {
     /// conversion emitted inside a branch or a loop body is not visible
     /// after it).
     conv: Vec<HashMap<V, Vec<String>>>,
+    /// Layout conversions through shared memory: (line, what), for
+    /// `FERROTILE_EXPLAIN=1` ([`super::PtxKernel::conversions`]).
+    explain: Vec<(u32, String)>,
     owner_cache: HashMap<(Vec<u32>, usize), Option<String>>,
     labels: u32,
     smem: u32,
@@ -216,6 +219,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         oidx_cache: HashMap::new(),
         want: None,
         conv: vec![],
+        explain: vec![],
         owner_cache: HashMap::new(),
         labels: 0,
         smem: 0,
@@ -459,6 +463,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         params,
         fma_dots: em.layout_plan.fma_reasons.clone(),
         mma_sync_dots: em.layout_plan.no_wgmma_reasons.clone(),
+        conversions: em.explain.clone(),
         tensor_maps,
     })
 }

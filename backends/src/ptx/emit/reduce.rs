@@ -253,6 +253,7 @@ impl<'k> PtxWriter<'k> {
         }
         // slice layout → canonical: write each group's value at its output
         // linear index, read back in the canonical layout.
+        self.explain(format!("the result of a reduction of {shape:?} along axis {axis} to the default layout of {out_shape:?} (slice layouts off, or the reduced tile not in its default layout)"));
         let rc = reg_class(Elem::Val(rd));
         let sz = if rc == RegClass::Rd { 8 } else { 4 };
         let n_out: u32 = out_shape.iter().product();

@@ -90,6 +90,9 @@ impl<'k> PtxWriter<'k> {
         let c = reg_class(self.elem(x));
         let regs = self.get(x);
         let sz = if c == RegClass::Rd { 8 } else { 4 };
+        self.explain(format!(
+            "{src:?} to {dst:?} (a broadcast or permutation of a value that is neither index arithmetic to recompute nor a slice of the destination's layout)"
+        ));
         // the source tile in shared memory as the plan lays it out (rows
         // padded: crate::plan::convert), read back in the destination's
         // layout
@@ -126,6 +129,7 @@ impl<'k> PtxWriter<'k> {
         if self.layout(src).bl.regs() == self.layout(dst).bl.regs() && self.layout(src).reg_offsets.len() == 1 && n == 1 {
             return Ok(regs);
         }
+        self.explain(format!("{src:?} reshaped to {dst:?} (reshape or expand_dims of a value not in a slice layout)"));
         self.smem_need(n * sz);
         self.bar();
         let base = self.smem_base();

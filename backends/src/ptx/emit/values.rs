@@ -212,6 +212,14 @@ impl<'k> PtxWriter<'k> {
         }
     }
 
+    /// Record a conversion through shared memory at the current op's line.
+    pub(super) fn explain(&mut self, what: String) {
+        let e = (self.loc.line, what);
+        if !self.explain.contains(&e) {
+            self.explain.push(e);
+        }
+    }
+
     /// The registers of `v` in the layout `like` is held in (a loop's
     /// initial and yielded values in its carried value's layout).
     pub(super) fn get_as(&mut self, v: V, like: V) -> Vec<String> {
@@ -242,6 +250,7 @@ impl<'k> PtxWriter<'k> {
             if let Some(map) = crate::plan::layout::register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.reg_offsets.len(), &|t, r| dst.lin_of(t, r)) {
                 map.iter().map(|&i| raw[i].clone()).collect()
             } else {
+                self.explain(format!("a {shape:?} row statistic (slice layout of a reduction) to its shape's default layout, for an op that takes only that"));
                 let c = reg_class(self.elem(v));
                 let sz = if c == RegClass::Rd { 8 } else { 4 };
                 self.smem_need(have.numel() * sz);

@@ -152,6 +152,9 @@ pub(crate) fn launch(
             for (line, why) in &pk.mma_sync_dots {
                 eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: dot not on wgmma: {why}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
             }
+            for (line, what) in &pk.conversions {
+                eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: through shared memory: {what}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
+            }
         }
         if let Some(dir) = disk_dir() {
             let f = dir.join(format!("{}-{:016x}.ptx", k.name, fnv(&pk.text)));
