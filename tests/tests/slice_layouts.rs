@@ -143,3 +143,64 @@ pub fn two_dots(a: Ptr<f16>, b: Ptr<f16>, c: Ptr<f16>, out: Ptr<f32>) {
     let tc = load(c + expand_dims(r, 1) * 64 + expand_dims(r, 0));
     store(out + expand_dims(r, 1) * 64 + expand_dims(r, 0), dot(p, tc));
 }
+
+/// The layout of every value that is not in its shape's default layout, on
+/// the IR of small kernels (canonical layouts over 4 warps, 4 elements per
+/// thread), snapshotted: `tests/snapshots/slices.*.ir`
+/// (`FERROTILE_BLESS=1` rewrites them). Each line of the printed IR that
+/// defines such a value ends with its layout.
+#[test]
+fn slice_layout_snapshots() {
+    use ferrotile_backends::plan::{layout::Blocked, slices};
+    let fmt = |b: &Blocked| {
+        format!("{{{:?}: spt {:?}, lanes {:?}<<{:?}, warps {:?}<<{:?}, reps {:?}}}", b.shape, b.spt, b.tpw, b.lane_shift, b.wpc, b.warp_shift, b.reps)
+    };
+    let mut errs = vec![];
+    for (name, k, cx) in [("row_stats", k_row_stats::ir(), vec![8i64, 256, 64]), ("softmax_rows", softmax_rows::ir(), vec![8, 256])] {
+        let spec = specialize(k, &cx, &[]).unwrap();
+        let map = slices::assign(&spec, &mut |s| Blocked::canonical(s, 4, 4));
+        let mut out = String::new();
+        for line in ferrotile::ir::print::print(&spec).lines() {
+            // values defined on this line: results before ` = `, loop-carried
+            // arguments inside `iter(..)`
+            let mut defs: Vec<u32> = vec![];
+            let t = line.trim_start();
+            if let Some((lhs, _)) = t.split_once(" = ") {
+                if lhs.starts_with('%') {
+                    defs.extend(lhs.split(", ").filter_map(|x| x.strip_prefix('%')?.parse::<u32>().ok()));
+                }
+            }
+            if let Some((_, it)) = t.split_once("iter(") {
+                defs.extend(it.split(", ").filter_map(|x| x.split(" = ").next()?.strip_prefix('%')?.parse::<u32>().ok()));
+            }
+            let notes: Vec<String> = defs.iter().filter_map(|d| map.get(&ferrotile::ir::V(*d)).map(|b| format!("%{d} {}", fmt(b)))).collect();
+            out.push_str(line);
+            if !notes.is_empty() {
+                out.push_str("    ⟨");
+                out.push_str(&notes.join("; "));
+                out.push('⟩');
+            }
+            out.push('\n');
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("snapshots/slices.{name}.ir"));
+        if std::env::var("FERROTILE_BLESS").is_ok() {
+            std::fs::write(&path, &out).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(want) if want == out => {}
+            Ok(want) => {
+                let first = want.lines().zip(out.lines()).position(|(a, b)| a != b).unwrap_or(want.lines().count().min(out.lines().count()));
+                errs.push(format!(
+                    "{}: first difference at line {}:\n  golden: {}\n  now:    {}",
+                    path.display(),
+                    first + 1,
+                    want.lines().nth(first).unwrap_or(""),
+                    out.lines().nth(first).unwrap_or("")
+                ));
+            }
+            Err(e) => errs.push(format!("{}: {e} (FERROTILE_BLESS=1 creates it)", path.display())),
+        }
+    }
+    assert!(errs.is_empty(), "{}", errs.join("\n"));
+}
