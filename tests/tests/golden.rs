@@ -104,6 +104,7 @@ fn lavapipe(k: &Kernel) -> WgslOptions {
         arg_div16: vec![true; k.params.len()],
         arg_one: vec![],
         safety: Safety::Unchecked,
+        slice_layouts: true,
     }
 }
 
@@ -116,6 +117,7 @@ fn nvidia(k: &Kernel, warps: u32) -> WgslOptions {
         arg_div16: vec![true; k.params.len()],
         arg_one: vec![],
         safety: Safety::Unchecked,
+        slice_layouts: true,
     }
 }
 

@@ -204,3 +204,28 @@ fn slice_layout_snapshots() {
     }
     assert!(errs.is_empty(), "{}", errs.join("\n"));
 }
+
+/// The same plan drives the WGSL printer: `row_stats` keeps only the
+/// cross-invocation steps of its reductions (none at 8 × 256 per
+/// workgroup of 128) and naga accepts the shader, with and without
+/// subgroups.
+#[test]
+fn wgsl_uses_the_same_slice_layouts() {
+    use ferrotile_backends::wgsl::{self, validate::validate, WgslOptions};
+    let k = k_row_stats::ir();
+    let spec = specialize(k, &[8, 256, 64], &[]).unwrap();
+    let mut counts = vec![];
+    for slices in [false, true] {
+        for subgroups in [false, true] {
+            let o = WgslOptions { subgroups, slice_layouts: slices, arg_div16: vec![true; guarded_params(k)], ..WgslOptions::default() };
+            let w = wgsl::emit(&spec, &o).unwrap();
+            if let Err(e) = validate(&w) {
+                panic!("naga: slices {slices} subgroups {subgroups}: {e}");
+            }
+            counts.push(w.text.matches("workgroupBarrier()").count());
+        }
+    }
+    println!("workgroupBarrier (no subgroups, subgroups): slices off {:?}, on {:?}", &counts[..2], &counts[2..]);
+    assert!(counts[2] < counts[0] && counts[3] < counts[1], "{counts:?}");
+    assert_eq!(counts[3], 0, "with subgroups a row of 256 reduces within a warp's invocations");
+}

@@ -18,7 +18,7 @@
 //! - [`slices`]: which values keep the slice layout a reduction leaves
 //!   them in (and `expand_dims` / elementwise ops over them), instead of
 //!   their shape's default layout — so a row statistic broadcasts back into
-//!   its rows without shared memory (PTX; WGSL keeps defaults for now).
+//!   its rows without shared memory (both printers).
 //!
 //! A tile's *default* layout is a function of its shape (the PTX backend's
 //! `assign` adds the tensor-core accumulator layouts per shape); `slices`

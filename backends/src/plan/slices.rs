@@ -33,7 +33,7 @@
 //! shared memory again: four barriers per row statistic).
 //!
 //! A store of a value in a slice layout is done from its registers by one
-//! owner per element (the PTX printer's `store_slice`).
+//! owner per element (both printers' `store_slice`).
 //!
 //! Why only these rules: they never add work. A value in a slice layout
 //! that a consumer needs in its default layout costs one conversion through

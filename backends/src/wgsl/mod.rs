@@ -58,6 +58,11 @@ pub struct WgslOptions {
     /// How accesses are guarded ([`ferrotile_ir::passes::guard`]; the
     /// hidden parameters are bound like the kernel's own, after them).
     pub safety: ferrotile_ir::passes::Safety,
+    /// Reduction results (and `expand_dims`, elementwise ops, loop-carried
+    /// values and `if` results over them) stay in the slice layout the
+    /// reduction leaves them in ([`crate::plan::slices`]), as on PTX; false:
+    /// every value in its shape's canonical layout.
+    pub slice_layouts: bool,
 }
 
 impl Default for WgslOptions {
@@ -70,6 +75,7 @@ impl Default for WgslOptions {
             arg_div16: vec![],
             arg_one: vec![],
             safety: ferrotile_ir::passes::Safety::Safe,
+            slice_layouts: true,
         }
     }
 }

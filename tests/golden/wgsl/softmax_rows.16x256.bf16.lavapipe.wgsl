@@ -204,9 +204,6 @@ fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t229: u32 = t47 + 192u;
     let t234: u32 = t46 + 12u;
     let t235: u32 = t47 + 193u;
-    let t584: u32 = t10;
-    let t586: u32 = t12;
-    let t589: u32 = t28;
     let t1: i32 = ft_args.p2;
     let t2: i32 = ft_args.p3;
     let t3: i32 = ft_args.p4;
@@ -723,531 +720,431 @@ fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t582: f32 = bitcast<f32>(ft_smem[t579 * 4u + 2u]);
     let t583: f32 = bitcast<f32>(ft_smem[t579 * 4u + 3u]);
     workgroupBarrier();
+    let t584: f32 = t502 - t580;
+    let t585: f32 = t503 - t580;
+    let t586: f32 = t504 - t580;
+    let t587: f32 = t505 - t580;
+    let t588: f32 = t506 - t580;
+    let t589: f32 = t507 - t580;
+    let t590: f32 = t508 - t580;
+    let t591: f32 = t509 - t580;
+    let t592: f32 = t510 - t581;
+    let t593: f32 = t511 - t581;
+    let t594: f32 = t512 - t581;
+    let t595: f32 = t513 - t581;
+    let t596: f32 = t514 - t581;
+    let t597: f32 = t515 - t581;
+    let t598: f32 = t516 - t581;
+    let t599: f32 = t517 - t581;
+    let t600: f32 = t518 - t582;
+    let t601: f32 = t519 - t582;
+    let t602: f32 = t520 - t582;
+    let t603: f32 = t521 - t582;
+    let t604: f32 = t522 - t582;
+    let t605: f32 = t523 - t582;
+    let t606: f32 = t524 - t582;
+    let t607: f32 = t525 - t582;
+    let t608: f32 = t526 - t583;
+    let t609: f32 = t527 - t583;
+    let t610: f32 = t528 - t583;
+    let t611: f32 = t529 - t583;
+    let t612: f32 = t530 - t583;
+    let t613: f32 = t531 - t583;
+    let t614: f32 = t532 - t583;
+    let t615: f32 = t533 - t583;
+    let t616: f32 = ft_exp(t584);
+    let t617: f32 = ft_exp(t585);
+    let t618: f32 = ft_exp(t586);
+    let t619: f32 = ft_exp(t587);
+    let t620: f32 = ft_exp(t588);
+    let t621: f32 = ft_exp(t589);
+    let t622: f32 = ft_exp(t590);
+    let t623: f32 = ft_exp(t591);
+    let t624: f32 = ft_exp(t592);
+    let t625: f32 = ft_exp(t593);
+    let t626: f32 = ft_exp(t594);
+    let t627: f32 = ft_exp(t595);
+    let t628: f32 = ft_exp(t596);
+    let t629: f32 = ft_exp(t597);
+    let t630: f32 = ft_exp(t598);
+    let t631: f32 = ft_exp(t599);
+    let t632: f32 = ft_exp(t600);
+    let t633: f32 = ft_exp(t601);
+    let t634: f32 = ft_exp(t602);
+    let t635: f32 = ft_exp(t603);
+    let t636: f32 = ft_exp(t604);
+    let t637: f32 = ft_exp(t605);
+    let t638: f32 = ft_exp(t606);
+    let t639: f32 = ft_exp(t607);
+    let t640: f32 = ft_exp(t608);
+    let t641: f32 = ft_exp(t609);
+    let t642: f32 = ft_exp(t610);
+    let t643: f32 = ft_exp(t611);
+    let t644: f32 = ft_exp(t612);
+    let t645: f32 = ft_exp(t613);
+    let t646: f32 = ft_exp(t614);
+    let t647: f32 = ft_exp(t615);
+    let t648: f32 = 1.0f;
+    let t649: f32 = t616 + t617;
+    let t650: f32 = t618 + t619;
+    let t651: f32 = t620 + t621;
+    let t652: f32 = t622 + t623;
+    let t653: f32 = t649 + t650;
+    let t654: f32 = t651 + t652;
+    let t655: f32 = t653 + t654;
+    let t656: f32 = t624 + t625;
+    let t657: f32 = t626 + t627;
+    let t658: f32 = t628 + t629;
+    let t659: f32 = t630 + t631;
+    let t660: f32 = t656 + t657;
+    let t661: f32 = t658 + t659;
+    let t662: f32 = t660 + t661;
+    let t663: f32 = t632 + t633;
+    let t664: f32 = t634 + t635;
+    let t665: f32 = t636 + t637;
+    let t666: f32 = t638 + t639;
+    let t667: f32 = t663 + t664;
+    let t668: f32 = t665 + t666;
+    let t669: f32 = t667 + t668;
+    let t670: f32 = t640 + t641;
+    let t671: f32 = t642 + t643;
+    let t672: f32 = t644 + t645;
+    let t673: f32 = t646 + t647;
+    let t674: f32 = t670 + t671;
+    let t675: f32 = t672 + t673;
+    let t676: f32 = t674 + t675;
     workgroupBarrier();
-    ft_smem[t48 * 1u] = bitcast<u32>(t580);
-    ft_smem[t96 * 1u] = bitcast<u32>(t581);
-    ft_smem[t144 * 1u] = bitcast<u32>(t582);
-    ft_smem[t192 * 1u] = bitcast<u32>(t583);
+    ft_smem[ft_tid * 4u + 0u] = bitcast<u32>(t655);
+    ft_smem[ft_tid * 4u + 1u] = bitcast<u32>(t662);
+    ft_smem[ft_tid * 4u + 2u] = bitcast<u32>(t669);
+    ft_smem[ft_tid * 4u + 3u] = bitcast<u32>(t676);
     workgroupBarrier();
-    let t585: f32 = bitcast<f32>(ft_smem[t584]);
-    let t587: f32 = bitcast<f32>(ft_smem[t586]);
-    workgroupBarrier();
-    workgroupBarrier();
-    ft_smem[t584] = bitcast<u32>(t585);
-    ft_smem[t586] = bitcast<u32>(t587);
-    workgroupBarrier();
-    let t588: f32 = bitcast<f32>(ft_smem[t28]);
-    workgroupBarrier();
-    workgroupBarrier();
-    ft_smem[t589] = bitcast<u32>(t588);
-    workgroupBarrier();
-    let t590: f32 = bitcast<f32>(ft_smem[t48]);
-    let t591: f32 = bitcast<f32>(ft_smem[t54]);
-    let t592: f32 = bitcast<f32>(ft_smem[t60]);
-    let t593: f32 = bitcast<f32>(ft_smem[t66]);
-    let t594: f32 = bitcast<f32>(ft_smem[t72]);
-    let t595: f32 = bitcast<f32>(ft_smem[t78]);
-    let t596: f32 = bitcast<f32>(ft_smem[t84]);
-    let t597: f32 = bitcast<f32>(ft_smem[t90]);
-    let t598: f32 = bitcast<f32>(ft_smem[t96]);
-    let t599: f32 = bitcast<f32>(ft_smem[t102]);
-    let t600: f32 = bitcast<f32>(ft_smem[t108]);
-    let t601: f32 = bitcast<f32>(ft_smem[t114]);
-    let t602: f32 = bitcast<f32>(ft_smem[t120]);
-    let t603: f32 = bitcast<f32>(ft_smem[t126]);
-    let t604: f32 = bitcast<f32>(ft_smem[t132]);
-    let t605: f32 = bitcast<f32>(ft_smem[t138]);
-    let t606: f32 = bitcast<f32>(ft_smem[t144]);
-    let t607: f32 = bitcast<f32>(ft_smem[t150]);
-    let t608: f32 = bitcast<f32>(ft_smem[t156]);
-    let t609: f32 = bitcast<f32>(ft_smem[t162]);
-    let t610: f32 = bitcast<f32>(ft_smem[t168]);
-    let t611: f32 = bitcast<f32>(ft_smem[t174]);
-    let t612: f32 = bitcast<f32>(ft_smem[t180]);
-    let t613: f32 = bitcast<f32>(ft_smem[t186]);
-    let t614: f32 = bitcast<f32>(ft_smem[t192]);
-    let t615: f32 = bitcast<f32>(ft_smem[t198]);
-    let t616: f32 = bitcast<f32>(ft_smem[t204]);
-    let t617: f32 = bitcast<f32>(ft_smem[t210]);
-    let t618: f32 = bitcast<f32>(ft_smem[t216]);
-    let t619: f32 = bitcast<f32>(ft_smem[t222]);
-    let t620: f32 = bitcast<f32>(ft_smem[t228]);
-    let t621: f32 = bitcast<f32>(ft_smem[t234]);
-    workgroupBarrier();
-    let t622: f32 = t502 - t590;
-    let t623: f32 = t503 - t591;
-    let t624: f32 = t504 - t592;
-    let t625: f32 = t505 - t593;
-    let t626: f32 = t506 - t594;
-    let t627: f32 = t507 - t595;
-    let t628: f32 = t508 - t596;
-    let t629: f32 = t509 - t597;
-    let t630: f32 = t510 - t598;
-    let t631: f32 = t511 - t599;
-    let t632: f32 = t512 - t600;
-    let t633: f32 = t513 - t601;
-    let t634: f32 = t514 - t602;
-    let t635: f32 = t515 - t603;
-    let t636: f32 = t516 - t604;
-    let t637: f32 = t517 - t605;
-    let t638: f32 = t518 - t606;
-    let t639: f32 = t519 - t607;
-    let t640: f32 = t520 - t608;
-    let t641: f32 = t521 - t609;
-    let t642: f32 = t522 - t610;
-    let t643: f32 = t523 - t611;
-    let t644: f32 = t524 - t612;
-    let t645: f32 = t525 - t613;
-    let t646: f32 = t526 - t614;
-    let t647: f32 = t527 - t615;
-    let t648: f32 = t528 - t616;
-    let t649: f32 = t529 - t617;
-    let t650: f32 = t530 - t618;
-    let t651: f32 = t531 - t619;
-    let t652: f32 = t532 - t620;
-    let t653: f32 = t533 - t621;
-    let t654: f32 = ft_exp(t622);
-    let t655: f32 = ft_exp(t623);
-    let t656: f32 = ft_exp(t624);
-    let t657: f32 = ft_exp(t625);
-    let t658: f32 = ft_exp(t626);
-    let t659: f32 = ft_exp(t627);
-    let t660: f32 = ft_exp(t628);
-    let t661: f32 = ft_exp(t629);
-    let t662: f32 = ft_exp(t630);
-    let t663: f32 = ft_exp(t631);
-    let t664: f32 = ft_exp(t632);
-    let t665: f32 = ft_exp(t633);
-    let t666: f32 = ft_exp(t634);
-    let t667: f32 = ft_exp(t635);
-    let t668: f32 = ft_exp(t636);
-    let t669: f32 = ft_exp(t637);
-    let t670: f32 = ft_exp(t638);
-    let t671: f32 = ft_exp(t639);
-    let t672: f32 = ft_exp(t640);
-    let t673: f32 = ft_exp(t641);
-    let t674: f32 = ft_exp(t642);
-    let t675: f32 = ft_exp(t643);
-    let t676: f32 = ft_exp(t644);
-    let t677: f32 = ft_exp(t645);
-    let t678: f32 = ft_exp(t646);
-    let t679: f32 = ft_exp(t647);
-    let t680: f32 = ft_exp(t648);
-    let t681: f32 = ft_exp(t649);
-    let t682: f32 = ft_exp(t650);
-    let t683: f32 = ft_exp(t651);
-    let t684: f32 = ft_exp(t652);
-    let t685: f32 = ft_exp(t653);
-    let t686: f32 = 1.0f;
-    let t687: f32 = t654 + t655;
-    let t688: f32 = t656 + t657;
-    let t689: f32 = t658 + t659;
-    let t690: f32 = t660 + t661;
-    let t691: f32 = t687 + t688;
-    let t692: f32 = t689 + t690;
-    let t693: f32 = t691 + t692;
-    let t694: f32 = t662 + t663;
-    let t695: f32 = t664 + t665;
-    let t696: f32 = t666 + t667;
-    let t697: f32 = t668 + t669;
-    let t698: f32 = t694 + t695;
-    let t699: f32 = t696 + t697;
-    let t700: f32 = t698 + t699;
-    let t701: f32 = t670 + t671;
-    let t702: f32 = t672 + t673;
-    let t703: f32 = t674 + t675;
-    let t704: f32 = t676 + t677;
-    let t705: f32 = t701 + t702;
-    let t706: f32 = t703 + t704;
-    let t707: f32 = t705 + t706;
-    let t708: f32 = t678 + t679;
-    let t709: f32 = t680 + t681;
-    let t710: f32 = t682 + t683;
-    let t711: f32 = t684 + t685;
-    let t712: f32 = t708 + t709;
-    let t713: f32 = t710 + t711;
-    let t714: f32 = t712 + t713;
-    workgroupBarrier();
-    ft_smem[ft_tid * 4u + 0u] = bitcast<u32>(t693);
-    ft_smem[ft_tid * 4u + 1u] = bitcast<u32>(t700);
-    ft_smem[ft_tid * 4u + 2u] = bitcast<u32>(t707);
-    ft_smem[ft_tid * 4u + 3u] = bitcast<u32>(t714);
-    workgroupBarrier();
-    let t715: u32 = ft_tid & 4294967264u;
-    let t716: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 0u) << 5u);
-    for (var t717: u32 = 16u; t717 >= 1u; t717 = t717 >> 1u) {
-        if (t716 < t717) {
-            let t718: u32 = t716 + t717;
-            let t719: u32 = t715 | ((t718 & 31u) << 0u) | ((t718 >> 5u) << 5u);
-            let t720: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 0u]);
-            let t721: f32 = bitcast<f32>(ft_smem[t719 * 4u + 0u]);
-            let t722: f32 = t720 + t721;
-            ft_smem[ft_tid * 4u + 0u] = bitcast<u32>(t722);
-            let t723: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 1u]);
-            let t724: f32 = bitcast<f32>(ft_smem[t719 * 4u + 1u]);
-            let t725: f32 = t723 + t724;
-            ft_smem[ft_tid * 4u + 1u] = bitcast<u32>(t725);
-            let t726: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 2u]);
-            let t727: f32 = bitcast<f32>(ft_smem[t719 * 4u + 2u]);
-            let t728: f32 = t726 + t727;
-            ft_smem[ft_tid * 4u + 2u] = bitcast<u32>(t728);
-            let t729: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 3u]);
-            let t730: f32 = bitcast<f32>(ft_smem[t719 * 4u + 3u]);
-            let t731: f32 = t729 + t730;
-            ft_smem[ft_tid * 4u + 3u] = bitcast<u32>(t731);
+    let t677: u32 = ft_tid & 4294967264u;
+    let t678: u32 = ((ft_tid >> 0u) & 31u) | (((ft_tid >> 5u) & 0u) << 5u);
+    for (var t679: u32 = 16u; t679 >= 1u; t679 = t679 >> 1u) {
+        if (t678 < t679) {
+            let t680: u32 = t678 + t679;
+            let t681: u32 = t677 | ((t680 & 31u) << 0u) | ((t680 >> 5u) << 5u);
+            let t682: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 0u]);
+            let t683: f32 = bitcast<f32>(ft_smem[t681 * 4u + 0u]);
+            let t684: f32 = t682 + t683;
+            ft_smem[ft_tid * 4u + 0u] = bitcast<u32>(t684);
+            let t685: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 1u]);
+            let t686: f32 = bitcast<f32>(ft_smem[t681 * 4u + 1u]);
+            let t687: f32 = t685 + t686;
+            ft_smem[ft_tid * 4u + 1u] = bitcast<u32>(t687);
+            let t688: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 2u]);
+            let t689: f32 = bitcast<f32>(ft_smem[t681 * 4u + 2u]);
+            let t690: f32 = t688 + t689;
+            ft_smem[ft_tid * 4u + 2u] = bitcast<u32>(t690);
+            let t691: f32 = bitcast<f32>(ft_smem[ft_tid * 4u + 3u]);
+            let t692: f32 = bitcast<f32>(ft_smem[t681 * 4u + 3u]);
+            let t693: f32 = t691 + t692;
+            ft_smem[ft_tid * 4u + 3u] = bitcast<u32>(t693);
         }
         workgroupBarrier();
     }
-    let t732: u32 = t715 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
-    let t733: f32 = bitcast<f32>(ft_smem[t732 * 4u + 0u]);
-    let t734: f32 = bitcast<f32>(ft_smem[t732 * 4u + 1u]);
-    let t735: f32 = bitcast<f32>(ft_smem[t732 * 4u + 2u]);
-    let t736: f32 = bitcast<f32>(ft_smem[t732 * 4u + 3u]);
+    let t694: u32 = t677 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
+    let t695: f32 = bitcast<f32>(ft_smem[t694 * 4u + 0u]);
+    let t696: f32 = bitcast<f32>(ft_smem[t694 * 4u + 1u]);
+    let t697: f32 = bitcast<f32>(ft_smem[t694 * 4u + 2u]);
+    let t698: f32 = bitcast<f32>(ft_smem[t694 * 4u + 3u]);
     workgroupBarrier();
-    workgroupBarrier();
-    ft_smem[t48 * 1u] = bitcast<u32>(t733);
-    ft_smem[t96 * 1u] = bitcast<u32>(t734);
-    ft_smem[t144 * 1u] = bitcast<u32>(t735);
-    ft_smem[t192 * 1u] = bitcast<u32>(t736);
-    workgroupBarrier();
-    let t737: f32 = bitcast<f32>(ft_smem[t584]);
-    let t738: f32 = bitcast<f32>(ft_smem[t586]);
-    workgroupBarrier();
-    let t739: f32 = ft_div(t686, t737);
-    let t740: f32 = ft_div(t686, t738);
-    let t741: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
-    let t742: vec2<u32> = ft_mul64(t16, t741);
-    let t743: vec2<u32> = ft_mul64(t17, t741);
-    let t744: vec2<u32> = ft_mul64(t32, t741);
+    let t699: f32 = ft_div(t648, t695);
+    let t700: f32 = ft_div(t648, t696);
+    let t701: f32 = ft_div(t648, t697);
+    let t702: f32 = ft_div(t648, t698);
+    let t703: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t704: vec2<u32> = ft_mul64(t16, t703);
+    let t705: vec2<u32> = ft_mul64(t17, t703);
+    let t706: vec2<u32> = ft_mul64(t32, t703);
+    let t707: u32 = 0u + t706.x;
+    let t708: vec2<u32> = ft_mul64(t52, t703);
+    let t709: u32 = 0u + t708.x;
+    let t710: vec2<u32> = ft_mul64(t58, t703);
+    let t711: u32 = 0u + t710.x;
+    let t712: vec2<u32> = ft_mul64(t64, t703);
+    let t713: u32 = 0u + t712.x;
+    let t714: vec2<u32> = ft_mul64(t70, t703);
+    let t715: u32 = 0u + t714.x;
+    let t716: vec2<u32> = ft_mul64(t76, t703);
+    let t717: u32 = 0u + t716.x;
+    let t718: vec2<u32> = ft_mul64(t82, t703);
+    let t719: u32 = 0u + t718.x;
+    let t720: vec2<u32> = ft_mul64(t88, t703);
+    let t721: u32 = 0u + t720.x;
+    let t722: vec2<u32> = ft_mul64(t94, t703);
+    let t723: u32 = 0u + t722.x;
+    let t724: vec2<u32> = ft_mul64(t100, t703);
+    let t725: u32 = 0u + t724.x;
+    let t726: vec2<u32> = ft_mul64(t106, t703);
+    let t727: u32 = 0u + t726.x;
+    let t728: vec2<u32> = ft_mul64(t112, t703);
+    let t729: u32 = 0u + t728.x;
+    let t730: vec2<u32> = ft_mul64(t118, t703);
+    let t731: u32 = 0u + t730.x;
+    let t732: vec2<u32> = ft_mul64(t124, t703);
+    let t733: u32 = 0u + t732.x;
+    let t734: vec2<u32> = ft_mul64(t130, t703);
+    let t735: u32 = 0u + t734.x;
+    let t736: vec2<u32> = ft_mul64(t136, t703);
+    let t737: u32 = 0u + t736.x;
+    let t738: vec2<u32> = ft_mul64(t142, t703);
+    let t739: u32 = 0u + t738.x;
+    let t740: vec2<u32> = ft_mul64(t148, t703);
+    let t741: u32 = 0u + t740.x;
+    let t742: vec2<u32> = ft_mul64(t154, t703);
+    let t743: u32 = 0u + t742.x;
+    let t744: vec2<u32> = ft_mul64(t160, t703);
     let t745: u32 = 0u + t744.x;
-    let t746: vec2<u32> = ft_mul64(t52, t741);
+    let t746: vec2<u32> = ft_mul64(t166, t703);
     let t747: u32 = 0u + t746.x;
-    let t748: vec2<u32> = ft_mul64(t58, t741);
+    let t748: vec2<u32> = ft_mul64(t172, t703);
     let t749: u32 = 0u + t748.x;
-    let t750: vec2<u32> = ft_mul64(t64, t741);
+    let t750: vec2<u32> = ft_mul64(t178, t703);
     let t751: u32 = 0u + t750.x;
-    let t752: vec2<u32> = ft_mul64(t70, t741);
+    let t752: vec2<u32> = ft_mul64(t184, t703);
     let t753: u32 = 0u + t752.x;
-    let t754: vec2<u32> = ft_mul64(t76, t741);
+    let t754: vec2<u32> = ft_mul64(t190, t703);
     let t755: u32 = 0u + t754.x;
-    let t756: vec2<u32> = ft_mul64(t82, t741);
+    let t756: vec2<u32> = ft_mul64(t196, t703);
     let t757: u32 = 0u + t756.x;
-    let t758: vec2<u32> = ft_mul64(t88, t741);
+    let t758: vec2<u32> = ft_mul64(t202, t703);
     let t759: u32 = 0u + t758.x;
-    let t760: vec2<u32> = ft_mul64(t94, t741);
+    let t760: vec2<u32> = ft_mul64(t208, t703);
     let t761: u32 = 0u + t760.x;
-    let t762: vec2<u32> = ft_mul64(t100, t741);
+    let t762: vec2<u32> = ft_mul64(t214, t703);
     let t763: u32 = 0u + t762.x;
-    let t764: vec2<u32> = ft_mul64(t106, t741);
+    let t764: vec2<u32> = ft_mul64(t220, t703);
     let t765: u32 = 0u + t764.x;
-    let t766: vec2<u32> = ft_mul64(t112, t741);
+    let t766: vec2<u32> = ft_mul64(t226, t703);
     let t767: u32 = 0u + t766.x;
-    let t768: vec2<u32> = ft_mul64(t118, t741);
+    let t768: vec2<u32> = ft_mul64(t232, t703);
     let t769: u32 = 0u + t768.x;
-    let t770: vec2<u32> = ft_mul64(t124, t741);
+    let t770: vec2<u32> = ft_mul64(t238, t703);
     let t771: u32 = 0u + t770.x;
-    let t772: vec2<u32> = ft_mul64(t130, t741);
-    let t773: u32 = 0u + t772.x;
-    let t774: vec2<u32> = ft_mul64(t136, t741);
-    let t775: u32 = 0u + t774.x;
-    let t776: vec2<u32> = ft_mul64(t142, t741);
-    let t777: u32 = 0u + t776.x;
-    let t778: vec2<u32> = ft_mul64(t148, t741);
-    let t779: u32 = 0u + t778.x;
-    let t780: vec2<u32> = ft_mul64(t154, t741);
-    let t781: u32 = 0u + t780.x;
-    let t782: vec2<u32> = ft_mul64(t160, t741);
-    let t783: u32 = 0u + t782.x;
-    let t784: vec2<u32> = ft_mul64(t166, t741);
-    let t785: u32 = 0u + t784.x;
-    let t786: vec2<u32> = ft_mul64(t172, t741);
-    let t787: u32 = 0u + t786.x;
-    let t788: vec2<u32> = ft_mul64(t178, t741);
-    let t789: u32 = 0u + t788.x;
-    let t790: vec2<u32> = ft_mul64(t184, t741);
-    let t791: u32 = 0u + t790.x;
-    let t792: vec2<u32> = ft_mul64(t190, t741);
-    let t793: u32 = 0u + t792.x;
-    let t794: vec2<u32> = ft_mul64(t196, t741);
-    let t795: u32 = 0u + t794.x;
-    let t796: vec2<u32> = ft_mul64(t202, t741);
-    let t797: u32 = 0u + t796.x;
-    let t798: vec2<u32> = ft_mul64(t208, t741);
-    let t799: u32 = 0u + t798.x;
-    let t800: vec2<u32> = ft_mul64(t214, t741);
-    let t801: u32 = 0u + t800.x;
-    let t802: vec2<u32> = ft_mul64(t220, t741);
-    let t803: u32 = 0u + t802.x;
-    let t804: vec2<u32> = ft_mul64(t226, t741);
-    let t805: u32 = 0u + t804.x;
-    let t806: vec2<u32> = ft_mul64(t232, t741);
-    let t807: u32 = 0u + t806.x;
-    let t808: vec2<u32> = ft_mul64(t238, t741);
-    let t809: u32 = 0u + t808.x;
-    let t810: u32 = t747 + bitcast<u32>(t240);
-    let t811: u32 = t749 + bitcast<u32>(t242);
-    let t812: u32 = t751 + bitcast<u32>(t244);
-    let t813: u32 = t753 + bitcast<u32>(t246);
-    let t814: u32 = t755 + bitcast<u32>(t248);
-    let t815: u32 = t757 + bitcast<u32>(t250);
-    let t816: u32 = t759 + bitcast<u32>(t252);
-    let t817: u32 = t761 + bitcast<u32>(t254);
-    let t818: u32 = t763 + bitcast<u32>(t256);
-    let t819: u32 = t765 + bitcast<u32>(t258);
-    let t820: u32 = t767 + bitcast<u32>(t260);
-    let t821: u32 = t769 + bitcast<u32>(t262);
-    let t822: u32 = t771 + bitcast<u32>(t264);
-    let t823: u32 = t773 + bitcast<u32>(t266);
-    let t824: u32 = t775 + bitcast<u32>(t268);
-    let t825: u32 = t777 + bitcast<u32>(t270);
-    let t826: u32 = t779 + bitcast<u32>(t272);
-    let t827: u32 = t781 + bitcast<u32>(t274);
-    let t828: u32 = t783 + bitcast<u32>(t276);
-    let t829: u32 = t785 + bitcast<u32>(t278);
-    let t830: u32 = t787 + bitcast<u32>(t280);
-    let t831: u32 = t789 + bitcast<u32>(t282);
-    let t832: u32 = t791 + bitcast<u32>(t284);
-    let t833: u32 = t793 + bitcast<u32>(t286);
-    let t834: u32 = t795 + bitcast<u32>(t288);
-    let t835: u32 = t797 + bitcast<u32>(t290);
-    let t836: u32 = t799 + bitcast<u32>(t292);
-    let t837: u32 = t801 + bitcast<u32>(t294);
-    let t838: u32 = t803 + bitcast<u32>(t296);
-    let t839: u32 = t805 + bitcast<u32>(t298);
-    let t840: u32 = t807 + bitcast<u32>(t300);
-    let t841: u32 = t809 + bitcast<u32>(t302);
-    workgroupBarrier();
-    ft_smem[t584] = bitcast<u32>(t739);
-    ft_smem[t586] = bitcast<u32>(t740);
-    workgroupBarrier();
-    let t842: f32 = bitcast<f32>(ft_smem[t28]);
-    workgroupBarrier();
-    workgroupBarrier();
-    ft_smem[t589] = bitcast<u32>(t842);
-    workgroupBarrier();
-    let t843: f32 = bitcast<f32>(ft_smem[t48]);
-    let t844: f32 = bitcast<f32>(ft_smem[t54]);
-    let t845: f32 = bitcast<f32>(ft_smem[t60]);
-    let t846: f32 = bitcast<f32>(ft_smem[t66]);
-    let t847: f32 = bitcast<f32>(ft_smem[t72]);
-    let t848: f32 = bitcast<f32>(ft_smem[t78]);
-    let t849: f32 = bitcast<f32>(ft_smem[t84]);
-    let t850: f32 = bitcast<f32>(ft_smem[t90]);
-    let t851: f32 = bitcast<f32>(ft_smem[t96]);
-    let t852: f32 = bitcast<f32>(ft_smem[t102]);
-    let t853: f32 = bitcast<f32>(ft_smem[t108]);
-    let t854: f32 = bitcast<f32>(ft_smem[t114]);
-    let t855: f32 = bitcast<f32>(ft_smem[t120]);
-    let t856: f32 = bitcast<f32>(ft_smem[t126]);
-    let t857: f32 = bitcast<f32>(ft_smem[t132]);
-    let t858: f32 = bitcast<f32>(ft_smem[t138]);
-    let t859: f32 = bitcast<f32>(ft_smem[t144]);
-    let t860: f32 = bitcast<f32>(ft_smem[t150]);
-    let t861: f32 = bitcast<f32>(ft_smem[t156]);
-    let t862: f32 = bitcast<f32>(ft_smem[t162]);
-    let t863: f32 = bitcast<f32>(ft_smem[t168]);
-    let t864: f32 = bitcast<f32>(ft_smem[t174]);
-    let t865: f32 = bitcast<f32>(ft_smem[t180]);
-    let t866: f32 = bitcast<f32>(ft_smem[t186]);
-    let t867: f32 = bitcast<f32>(ft_smem[t192]);
-    let t868: f32 = bitcast<f32>(ft_smem[t198]);
-    let t869: f32 = bitcast<f32>(ft_smem[t204]);
-    let t870: f32 = bitcast<f32>(ft_smem[t210]);
-    let t871: f32 = bitcast<f32>(ft_smem[t216]);
-    let t872: f32 = bitcast<f32>(ft_smem[t222]);
-    let t873: f32 = bitcast<f32>(ft_smem[t228]);
-    let t874: f32 = bitcast<f32>(ft_smem[t234]);
-    workgroupBarrier();
-    let t875: f32 = t654 * t843;
-    let t876: f32 = t655 * t844;
-    let t877: f32 = t656 * t845;
-    let t878: f32 = t657 * t846;
-    let t879: f32 = t658 * t847;
-    let t880: f32 = t659 * t848;
-    let t881: f32 = t660 * t849;
-    let t882: f32 = t661 * t850;
-    let t883: f32 = t662 * t851;
-    let t884: f32 = t663 * t852;
-    let t885: f32 = t664 * t853;
-    let t886: f32 = t665 * t854;
-    let t887: f32 = t666 * t855;
-    let t888: f32 = t667 * t856;
-    let t889: f32 = t668 * t857;
-    let t890: f32 = t669 * t858;
-    let t891: f32 = t670 * t859;
-    let t892: f32 = t671 * t860;
-    let t893: f32 = t672 * t861;
-    let t894: f32 = t673 * t862;
-    let t895: f32 = t674 * t863;
-    let t896: f32 = t675 * t864;
-    let t897: f32 = t676 * t865;
-    let t898: f32 = t677 * t866;
-    let t899: f32 = t678 * t867;
-    let t900: f32 = t679 * t868;
-    let t901: f32 = t680 * t869;
-    let t902: f32 = t681 * t870;
-    let t903: f32 = t682 * t871;
-    let t904: f32 = t683 * t872;
-    let t905: f32 = t684 * t873;
-    let t906: f32 = t685 * t874;
-    let t907: f32 = ft_rb(t875);
-    let t908: f32 = ft_rb(t876);
-    let t909: f32 = ft_rb(t877);
-    let t910: f32 = ft_rb(t878);
-    let t911: f32 = ft_rb(t879);
-    let t912: f32 = ft_rb(t880);
-    let t913: f32 = ft_rb(t881);
-    let t914: f32 = ft_rb(t882);
-    let t915: f32 = ft_rb(t883);
-    let t916: f32 = ft_rb(t884);
-    let t917: f32 = ft_rb(t885);
-    let t918: f32 = ft_rb(t886);
-    let t919: f32 = ft_rb(t887);
-    let t920: f32 = ft_rb(t888);
-    let t921: f32 = ft_rb(t889);
-    let t922: f32 = ft_rb(t890);
-    let t923: f32 = ft_rb(t891);
-    let t924: f32 = ft_rb(t892);
-    let t925: f32 = ft_rb(t893);
-    let t926: f32 = ft_rb(t894);
-    let t927: f32 = ft_rb(t895);
-    let t928: f32 = ft_rb(t896);
-    let t929: f32 = ft_rb(t897);
-    let t930: f32 = ft_rb(t898);
-    let t931: f32 = ft_rb(t899);
-    let t932: f32 = ft_rb(t900);
-    let t933: f32 = ft_rb(t901);
-    let t934: f32 = ft_rb(t902);
-    let t935: f32 = ft_rb(t903);
-    let t936: f32 = ft_rb(t904);
-    let t937: f32 = ft_rb(t905);
-    let t938: f32 = ft_rb(t906);
-    let t939: u32 = (bitcast<u32>(t907) >> 16u);
-    let t940: u32 = (bitcast<u32>(t908) >> 16u);
-    if ((t304) && (t305) && (t810 & 1u) == 0u && t811 == t810 + 1u && (t810 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t810 >> 1u], t939 | (t940 << 16u));
+    let t772: u32 = t709 + bitcast<u32>(t240);
+    let t773: u32 = t711 + bitcast<u32>(t242);
+    let t774: u32 = t713 + bitcast<u32>(t244);
+    let t775: u32 = t715 + bitcast<u32>(t246);
+    let t776: u32 = t717 + bitcast<u32>(t248);
+    let t777: u32 = t719 + bitcast<u32>(t250);
+    let t778: u32 = t721 + bitcast<u32>(t252);
+    let t779: u32 = t723 + bitcast<u32>(t254);
+    let t780: u32 = t725 + bitcast<u32>(t256);
+    let t781: u32 = t727 + bitcast<u32>(t258);
+    let t782: u32 = t729 + bitcast<u32>(t260);
+    let t783: u32 = t731 + bitcast<u32>(t262);
+    let t784: u32 = t733 + bitcast<u32>(t264);
+    let t785: u32 = t735 + bitcast<u32>(t266);
+    let t786: u32 = t737 + bitcast<u32>(t268);
+    let t787: u32 = t739 + bitcast<u32>(t270);
+    let t788: u32 = t741 + bitcast<u32>(t272);
+    let t789: u32 = t743 + bitcast<u32>(t274);
+    let t790: u32 = t745 + bitcast<u32>(t276);
+    let t791: u32 = t747 + bitcast<u32>(t278);
+    let t792: u32 = t749 + bitcast<u32>(t280);
+    let t793: u32 = t751 + bitcast<u32>(t282);
+    let t794: u32 = t753 + bitcast<u32>(t284);
+    let t795: u32 = t755 + bitcast<u32>(t286);
+    let t796: u32 = t757 + bitcast<u32>(t288);
+    let t797: u32 = t759 + bitcast<u32>(t290);
+    let t798: u32 = t761 + bitcast<u32>(t292);
+    let t799: u32 = t763 + bitcast<u32>(t294);
+    let t800: u32 = t765 + bitcast<u32>(t296);
+    let t801: u32 = t767 + bitcast<u32>(t298);
+    let t802: u32 = t769 + bitcast<u32>(t300);
+    let t803: u32 = t771 + bitcast<u32>(t302);
+    let t804: f32 = t616 * t699;
+    let t805: f32 = t617 * t699;
+    let t806: f32 = t618 * t699;
+    let t807: f32 = t619 * t699;
+    let t808: f32 = t620 * t699;
+    let t809: f32 = t621 * t699;
+    let t810: f32 = t622 * t699;
+    let t811: f32 = t623 * t699;
+    let t812: f32 = t624 * t700;
+    let t813: f32 = t625 * t700;
+    let t814: f32 = t626 * t700;
+    let t815: f32 = t627 * t700;
+    let t816: f32 = t628 * t700;
+    let t817: f32 = t629 * t700;
+    let t818: f32 = t630 * t700;
+    let t819: f32 = t631 * t700;
+    let t820: f32 = t632 * t701;
+    let t821: f32 = t633 * t701;
+    let t822: f32 = t634 * t701;
+    let t823: f32 = t635 * t701;
+    let t824: f32 = t636 * t701;
+    let t825: f32 = t637 * t701;
+    let t826: f32 = t638 * t701;
+    let t827: f32 = t639 * t701;
+    let t828: f32 = t640 * t702;
+    let t829: f32 = t641 * t702;
+    let t830: f32 = t642 * t702;
+    let t831: f32 = t643 * t702;
+    let t832: f32 = t644 * t702;
+    let t833: f32 = t645 * t702;
+    let t834: f32 = t646 * t702;
+    let t835: f32 = t647 * t702;
+    let t836: f32 = ft_rb(t804);
+    let t837: f32 = ft_rb(t805);
+    let t838: f32 = ft_rb(t806);
+    let t839: f32 = ft_rb(t807);
+    let t840: f32 = ft_rb(t808);
+    let t841: f32 = ft_rb(t809);
+    let t842: f32 = ft_rb(t810);
+    let t843: f32 = ft_rb(t811);
+    let t844: f32 = ft_rb(t812);
+    let t845: f32 = ft_rb(t813);
+    let t846: f32 = ft_rb(t814);
+    let t847: f32 = ft_rb(t815);
+    let t848: f32 = ft_rb(t816);
+    let t849: f32 = ft_rb(t817);
+    let t850: f32 = ft_rb(t818);
+    let t851: f32 = ft_rb(t819);
+    let t852: f32 = ft_rb(t820);
+    let t853: f32 = ft_rb(t821);
+    let t854: f32 = ft_rb(t822);
+    let t855: f32 = ft_rb(t823);
+    let t856: f32 = ft_rb(t824);
+    let t857: f32 = ft_rb(t825);
+    let t858: f32 = ft_rb(t826);
+    let t859: f32 = ft_rb(t827);
+    let t860: f32 = ft_rb(t828);
+    let t861: f32 = ft_rb(t829);
+    let t862: f32 = ft_rb(t830);
+    let t863: f32 = ft_rb(t831);
+    let t864: f32 = ft_rb(t832);
+    let t865: f32 = ft_rb(t833);
+    let t866: f32 = ft_rb(t834);
+    let t867: f32 = ft_rb(t835);
+    let t868: u32 = (bitcast<u32>(t836) >> 16u);
+    let t869: u32 = (bitcast<u32>(t837) >> 16u);
+    if ((t304) && (t305) && (t772 & 1u) == 0u && t773 == t772 + 1u && (t772 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t772 >> 1u], t868 | (t869 << 16u));
     } else {
-        if (t304) { ft_st_b1(t810, t939); }
-        if (t305) { ft_st_b1(t811, t940); }
+        if (t304) { ft_st_b1(t772, t868); }
+        if (t305) { ft_st_b1(t773, t869); }
     }
-    let t941: u32 = (bitcast<u32>(t909) >> 16u);
-    let t942: u32 = (bitcast<u32>(t910) >> 16u);
-    if ((t306) && (t307) && (t812 & 1u) == 0u && t813 == t812 + 1u && (t812 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t812 >> 1u], t941 | (t942 << 16u));
+    let t870: u32 = (bitcast<u32>(t838) >> 16u);
+    let t871: u32 = (bitcast<u32>(t839) >> 16u);
+    if ((t306) && (t307) && (t774 & 1u) == 0u && t775 == t774 + 1u && (t774 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t774 >> 1u], t870 | (t871 << 16u));
     } else {
-        if (t306) { ft_st_b1(t812, t941); }
-        if (t307) { ft_st_b1(t813, t942); }
+        if (t306) { ft_st_b1(t774, t870); }
+        if (t307) { ft_st_b1(t775, t871); }
     }
-    let t943: u32 = (bitcast<u32>(t911) >> 16u);
-    let t944: u32 = (bitcast<u32>(t912) >> 16u);
-    if ((t308) && (t309) && (t814 & 1u) == 0u && t815 == t814 + 1u && (t814 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t814 >> 1u], t943 | (t944 << 16u));
+    let t872: u32 = (bitcast<u32>(t840) >> 16u);
+    let t873: u32 = (bitcast<u32>(t841) >> 16u);
+    if ((t308) && (t309) && (t776 & 1u) == 0u && t777 == t776 + 1u && (t776 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t776 >> 1u], t872 | (t873 << 16u));
     } else {
-        if (t308) { ft_st_b1(t814, t943); }
-        if (t309) { ft_st_b1(t815, t944); }
+        if (t308) { ft_st_b1(t776, t872); }
+        if (t309) { ft_st_b1(t777, t873); }
     }
-    let t945: u32 = (bitcast<u32>(t913) >> 16u);
-    let t946: u32 = (bitcast<u32>(t914) >> 16u);
-    if ((t310) && (t311) && (t816 & 1u) == 0u && t817 == t816 + 1u && (t816 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t816 >> 1u], t945 | (t946 << 16u));
+    let t874: u32 = (bitcast<u32>(t842) >> 16u);
+    let t875: u32 = (bitcast<u32>(t843) >> 16u);
+    if ((t310) && (t311) && (t778 & 1u) == 0u && t779 == t778 + 1u && (t778 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t778 >> 1u], t874 | (t875 << 16u));
     } else {
-        if (t310) { ft_st_b1(t816, t945); }
-        if (t311) { ft_st_b1(t817, t946); }
+        if (t310) { ft_st_b1(t778, t874); }
+        if (t311) { ft_st_b1(t779, t875); }
     }
-    let t947: u32 = (bitcast<u32>(t915) >> 16u);
-    let t948: u32 = (bitcast<u32>(t916) >> 16u);
-    if ((t312) && (t313) && (t818 & 1u) == 0u && t819 == t818 + 1u && (t818 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t818 >> 1u], t947 | (t948 << 16u));
+    let t876: u32 = (bitcast<u32>(t844) >> 16u);
+    let t877: u32 = (bitcast<u32>(t845) >> 16u);
+    if ((t312) && (t313) && (t780 & 1u) == 0u && t781 == t780 + 1u && (t780 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t780 >> 1u], t876 | (t877 << 16u));
     } else {
-        if (t312) { ft_st_b1(t818, t947); }
-        if (t313) { ft_st_b1(t819, t948); }
+        if (t312) { ft_st_b1(t780, t876); }
+        if (t313) { ft_st_b1(t781, t877); }
     }
-    let t949: u32 = (bitcast<u32>(t917) >> 16u);
-    let t950: u32 = (bitcast<u32>(t918) >> 16u);
-    if ((t314) && (t315) && (t820 & 1u) == 0u && t821 == t820 + 1u && (t820 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t820 >> 1u], t949 | (t950 << 16u));
+    let t878: u32 = (bitcast<u32>(t846) >> 16u);
+    let t879: u32 = (bitcast<u32>(t847) >> 16u);
+    if ((t314) && (t315) && (t782 & 1u) == 0u && t783 == t782 + 1u && (t782 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t782 >> 1u], t878 | (t879 << 16u));
     } else {
-        if (t314) { ft_st_b1(t820, t949); }
-        if (t315) { ft_st_b1(t821, t950); }
+        if (t314) { ft_st_b1(t782, t878); }
+        if (t315) { ft_st_b1(t783, t879); }
     }
-    let t951: u32 = (bitcast<u32>(t919) >> 16u);
-    let t952: u32 = (bitcast<u32>(t920) >> 16u);
-    if ((t316) && (t317) && (t822 & 1u) == 0u && t823 == t822 + 1u && (t822 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t822 >> 1u], t951 | (t952 << 16u));
+    let t880: u32 = (bitcast<u32>(t848) >> 16u);
+    let t881: u32 = (bitcast<u32>(t849) >> 16u);
+    if ((t316) && (t317) && (t784 & 1u) == 0u && t785 == t784 + 1u && (t784 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t784 >> 1u], t880 | (t881 << 16u));
     } else {
-        if (t316) { ft_st_b1(t822, t951); }
-        if (t317) { ft_st_b1(t823, t952); }
+        if (t316) { ft_st_b1(t784, t880); }
+        if (t317) { ft_st_b1(t785, t881); }
     }
-    let t953: u32 = (bitcast<u32>(t921) >> 16u);
-    let t954: u32 = (bitcast<u32>(t922) >> 16u);
-    if ((t318) && (t319) && (t824 & 1u) == 0u && t825 == t824 + 1u && (t824 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t824 >> 1u], t953 | (t954 << 16u));
+    let t882: u32 = (bitcast<u32>(t850) >> 16u);
+    let t883: u32 = (bitcast<u32>(t851) >> 16u);
+    if ((t318) && (t319) && (t786 & 1u) == 0u && t787 == t786 + 1u && (t786 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t786 >> 1u], t882 | (t883 << 16u));
     } else {
-        if (t318) { ft_st_b1(t824, t953); }
-        if (t319) { ft_st_b1(t825, t954); }
+        if (t318) { ft_st_b1(t786, t882); }
+        if (t319) { ft_st_b1(t787, t883); }
     }
-    let t955: u32 = (bitcast<u32>(t923) >> 16u);
-    let t956: u32 = (bitcast<u32>(t924) >> 16u);
-    if ((t320) && (t321) && (t826 & 1u) == 0u && t827 == t826 + 1u && (t826 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t826 >> 1u], t955 | (t956 << 16u));
+    let t884: u32 = (bitcast<u32>(t852) >> 16u);
+    let t885: u32 = (bitcast<u32>(t853) >> 16u);
+    if ((t320) && (t321) && (t788 & 1u) == 0u && t789 == t788 + 1u && (t788 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t788 >> 1u], t884 | (t885 << 16u));
     } else {
-        if (t320) { ft_st_b1(t826, t955); }
-        if (t321) { ft_st_b1(t827, t956); }
+        if (t320) { ft_st_b1(t788, t884); }
+        if (t321) { ft_st_b1(t789, t885); }
     }
-    let t957: u32 = (bitcast<u32>(t925) >> 16u);
-    let t958: u32 = (bitcast<u32>(t926) >> 16u);
-    if ((t322) && (t323) && (t828 & 1u) == 0u && t829 == t828 + 1u && (t828 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t828 >> 1u], t957 | (t958 << 16u));
+    let t886: u32 = (bitcast<u32>(t854) >> 16u);
+    let t887: u32 = (bitcast<u32>(t855) >> 16u);
+    if ((t322) && (t323) && (t790 & 1u) == 0u && t791 == t790 + 1u && (t790 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t790 >> 1u], t886 | (t887 << 16u));
     } else {
-        if (t322) { ft_st_b1(t828, t957); }
-        if (t323) { ft_st_b1(t829, t958); }
+        if (t322) { ft_st_b1(t790, t886); }
+        if (t323) { ft_st_b1(t791, t887); }
     }
-    let t959: u32 = (bitcast<u32>(t927) >> 16u);
-    let t960: u32 = (bitcast<u32>(t928) >> 16u);
-    if ((t324) && (t325) && (t830 & 1u) == 0u && t831 == t830 + 1u && (t830 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t830 >> 1u], t959 | (t960 << 16u));
+    let t888: u32 = (bitcast<u32>(t856) >> 16u);
+    let t889: u32 = (bitcast<u32>(t857) >> 16u);
+    if ((t324) && (t325) && (t792 & 1u) == 0u && t793 == t792 + 1u && (t792 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t792 >> 1u], t888 | (t889 << 16u));
     } else {
-        if (t324) { ft_st_b1(t830, t959); }
-        if (t325) { ft_st_b1(t831, t960); }
+        if (t324) { ft_st_b1(t792, t888); }
+        if (t325) { ft_st_b1(t793, t889); }
     }
-    let t961: u32 = (bitcast<u32>(t929) >> 16u);
-    let t962: u32 = (bitcast<u32>(t930) >> 16u);
-    if ((t326) && (t327) && (t832 & 1u) == 0u && t833 == t832 + 1u && (t832 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t832 >> 1u], t961 | (t962 << 16u));
+    let t890: u32 = (bitcast<u32>(t858) >> 16u);
+    let t891: u32 = (bitcast<u32>(t859) >> 16u);
+    if ((t326) && (t327) && (t794 & 1u) == 0u && t795 == t794 + 1u && (t794 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t794 >> 1u], t890 | (t891 << 16u));
     } else {
-        if (t326) { ft_st_b1(t832, t961); }
-        if (t327) { ft_st_b1(t833, t962); }
+        if (t326) { ft_st_b1(t794, t890); }
+        if (t327) { ft_st_b1(t795, t891); }
     }
-    let t963: u32 = (bitcast<u32>(t931) >> 16u);
-    let t964: u32 = (bitcast<u32>(t932) >> 16u);
-    if ((t328) && (t329) && (t834 & 1u) == 0u && t835 == t834 + 1u && (t834 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t834 >> 1u], t963 | (t964 << 16u));
+    let t892: u32 = (bitcast<u32>(t860) >> 16u);
+    let t893: u32 = (bitcast<u32>(t861) >> 16u);
+    if ((t328) && (t329) && (t796 & 1u) == 0u && t797 == t796 + 1u && (t796 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t796 >> 1u], t892 | (t893 << 16u));
     } else {
-        if (t328) { ft_st_b1(t834, t963); }
-        if (t329) { ft_st_b1(t835, t964); }
+        if (t328) { ft_st_b1(t796, t892); }
+        if (t329) { ft_st_b1(t797, t893); }
     }
-    let t965: u32 = (bitcast<u32>(t933) >> 16u);
-    let t966: u32 = (bitcast<u32>(t934) >> 16u);
-    if ((t330) && (t331) && (t836 & 1u) == 0u && t837 == t836 + 1u && (t836 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t836 >> 1u], t965 | (t966 << 16u));
+    let t894: u32 = (bitcast<u32>(t862) >> 16u);
+    let t895: u32 = (bitcast<u32>(t863) >> 16u);
+    if ((t330) && (t331) && (t798 & 1u) == 0u && t799 == t798 + 1u && (t798 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t798 >> 1u], t894 | (t895 << 16u));
     } else {
-        if (t330) { ft_st_b1(t836, t965); }
-        if (t331) { ft_st_b1(t837, t966); }
+        if (t330) { ft_st_b1(t798, t894); }
+        if (t331) { ft_st_b1(t799, t895); }
     }
-    let t967: u32 = (bitcast<u32>(t935) >> 16u);
-    let t968: u32 = (bitcast<u32>(t936) >> 16u);
-    if ((t332) && (t333) && (t838 & 1u) == 0u && t839 == t838 + 1u && (t838 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t838 >> 1u], t967 | (t968 << 16u));
+    let t896: u32 = (bitcast<u32>(t864) >> 16u);
+    let t897: u32 = (bitcast<u32>(t865) >> 16u);
+    if ((t332) && (t333) && (t800 & 1u) == 0u && t801 == t800 + 1u && (t800 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t800 >> 1u], t896 | (t897 << 16u));
     } else {
-        if (t332) { ft_st_b1(t838, t967); }
-        if (t333) { ft_st_b1(t839, t968); }
+        if (t332) { ft_st_b1(t800, t896); }
+        if (t333) { ft_st_b1(t801, t897); }
     }
-    let t969: u32 = (bitcast<u32>(t937) >> 16u);
-    let t970: u32 = (bitcast<u32>(t938) >> 16u);
-    if ((t334) && (t335) && (t840 & 1u) == 0u && t841 == t840 + 1u && (t840 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t840 >> 1u], t969 | (t970 << 16u));
+    let t898: u32 = (bitcast<u32>(t866) >> 16u);
+    let t899: u32 = (bitcast<u32>(t867) >> 16u);
+    if ((t334) && (t335) && (t802 & 1u) == 0u && t803 == t802 + 1u && (t802 >> 1u) < arrayLength(&b1)) {
+        atomicStore(&b1[t802 >> 1u], t898 | (t899 << 16u));
     } else {
-        if (t334) { ft_st_b1(t840, t969); }
-        if (t335) { ft_st_b1(t841, t970); }
+        if (t334) { ft_st_b1(t802, t898); }
+        if (t335) { ft_st_b1(t803, t899); }
     }
 }

@@ -8,10 +8,12 @@ use crate::plan::convert::{ConvertPlan, Movement};
 impl<'k> WgslWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
+        self.conv.push(HashMap::new());
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
+        self.conv.pop();
         self.remat.leave();
         Ok(())
     }
@@ -121,7 +123,15 @@ impl<'k> WgslWriter<'k> {
                 let s = self.get(*x)[0].clone();
                 Some(vec![s; n])
             }
+            // an expanded slice keeps its registers ([`crate::plan::slices`])
+            OpKind::ExpandDims { x, .. } if self.vlay.contains_key(&res.unwrap()) => Some(self.get_raw(*x)),
             OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            // a slice broadcast back into the layout it was reduced from
+            // moves nothing
+            OpKind::Broadcast { x, .. } if self.vlay.contains_key(x) && self.broadcast_remap(*x, &self.vlay[x].clone(), res.unwrap())?.is_some() => {
+                let have = self.vlay[x].clone();
+                self.broadcast_remap(*x, &have, res.unwrap())?
+            }
             OpKind::Broadcast { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, false);
@@ -145,7 +155,13 @@ impl<'k> WgslWriter<'k> {
             | OpKind::Fma { .. }
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
-            | OpKind::AddPtr { .. }) => Some(self.elementwise(kind, res.unwrap())?),
+            | OpKind::AddPtr { .. }) => {
+                // computed in the layout the plan gives the result
+                let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));
+                let out = self.elementwise(kind, res.unwrap());
+                self.want = prev;
+                Some(out?)
+            }
             OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
@@ -256,7 +272,8 @@ impl<'k> WgslWriter<'k> {
         let mut carried: Vec<(Vec<WTy>, Vec<String>)> = vec![];
         for (a, init) in body.args[1..].iter().zip(inits) {
             let tys = self.reg_tys(*a)?;
-            let src = self.get(*init);
+            // (in the carried value's layout: [`crate::plan::slices`])
+            let src = self.get_as(*init, *a);
             let vars: Vec<String> = tys.iter().zip(&src).map(|(w, s)| self.var_(*w, Some(s))).collect();
             carried.push((tys, vars));
         }
@@ -279,12 +296,15 @@ impl<'k> WgslWriter<'k> {
             }
             em.block(body)?;
             let ys = Self::yields(body);
-            for ((_, vars), y) in carried.iter().zip(&ys) {
-                let src = em.get(*y);
+            // (conversions for the yields are `let`s of the loop body)
+            em.conv.push(HashMap::new());
+            for (((_, vars), y), a) in carried.iter().zip(&ys).zip(&body.args[1..]) {
+                let src = em.get_as(*y, *a);
                 for (d, s) in vars.iter().zip(&src) {
                     em.line(format!("{d} = {s};"));
                 }
             }
+            em.conv.pop();
             Ok(())
         })?;
         let n = if has_bar && !ctl_uniform { self.uniformize(&n, WTy::U) } else { n };
@@ -310,12 +330,15 @@ impl<'k> WgslWriter<'k> {
             let (t, b) = self.region(&mut |em: &mut Self| {
                 em.block(blk)?;
                 let ys = Self::yields(blk);
-                for (vars, y) in outs.iter().zip(&ys) {
-                    let src = em.get(*y);
+                // (conversions for the yields are `let`s of the branch)
+                em.conv.push(HashMap::new());
+                for ((vars, y), r) in outs.iter().zip(&ys).zip(&op.results) {
+                    let src = em.get_as(*y, *r);
                     for (d, s) in vars.iter().zip(&src) {
                         em.line(format!("{d} = {s};"));
                     }
                 }
+                em.conv.pop();
                 Ok(())
             })?;
             any_bar |= b;

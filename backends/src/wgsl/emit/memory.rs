@@ -263,7 +263,58 @@ fn {name}(i: u32, v: u32) {{
         Ok(())
     }
 
+    /// A store of a value held in a slice layout ([`crate::plan::slices`])
+    /// from the registers it is in, as the PTX printer does: pointers and
+    /// mask recomputed at each register's index, one store per element by
+    /// the copy whose lane and warp bits outside the layout's fields are
+    /// zero. Taken when the pointers and the mask are cheap to recompute.
+    fn store_slice(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
+        let Some(bl) = self.vlay.get(&value).cloned() else { return Ok(false) };
+        if self.vlay.contains_key(&ptr) || mask.is_some_and(|m| self.vlay.contains_key(&m)) {
+            return Ok(false);
+        }
+        if !self.remat.worth(ptr) || mask.is_some_and(|m| !self.remat.worth(m)) {
+            return Ok(false);
+        }
+        let p = self.base_of(ptr)?;
+        let d = self.dtype(value);
+        let lay = self.layout_of_bl(&bl);
+        let (mut lanes, mut warps) = (0u32, 0u32);
+        for dd in 0..bl.rank() {
+            lanes |= (bl.tpw[dd] - 1) << bl.lane_shift[dd];
+            warps |= (bl.wpc[dd] - 1) << bl.warp_shift[dd];
+        }
+        let first = self.prologue_let(WTy::B, format!("((ft_lane & {}u) | (ft_warp & {}u)) == 0u", 31 & !lanes, (self.nwarps - 1) & !warps));
+        let rv = self.get_raw(value);
+        for (r, v) in rv.iter().enumerate() {
+            let mut idx = vec![];
+            let mut own = vec![first.clone()];
+            for dd in 0..bl.rank() {
+                let c = lay.reg_offsets[r][dd];
+                if bl.replicated(dd) {
+                    own.push(format!("({} + {c}u < {}u)", lay.thread[dd], bl.shape[dd]));
+                    idx.push(self.let_(WTy::U, format!("({} + {c}u) & {}u", lay.thread[dd], bl.shape[dd] - 1)));
+                } else {
+                    idx.push(self.let_(WTy::U, format!("{} + {c}u", lay.thread[dd])));
+                }
+            }
+            let at = crate::plan::remat::eval_at(self, ptr, idx.clone())?;
+            if let Some(m) = mask {
+                own.push(crate::plan::remat::eval_at(self, m, idx)?);
+            }
+            self.line(format!("if ({}) {{", own.join(" && ")));
+            self.ind += 1;
+            self.store_elem(p, &at, v, d, false)?;
+            self.ind -= 1;
+            self.line("}");
+        }
+        Ok(true)
+    }
+
     pub(super) fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
+        if !atomic && self.store_slice(ptr, value, mask)? {
+            return Ok(());
+        }
         let shape = self.shape_u32(ptr);
         let d = self.dtype(value);
         let p = self.base_of(ptr)?;

@@ -213,6 +213,16 @@ struct WgslWriter<'k> {
     loc: Loc,
     /// Which values to recompute instead of converting ([`crate::plan::remat`]).
     remat: crate::plan::remat::Remat<'k>,
+    /// Values not in their shape's canonical layout ([`crate::plan::slices`])
+    /// and the per-invocation offsets of those layouts.
+    vlay: crate::plan::slices::ValueLayouts,
+    olayouts: HashMap<Blocked, Rc<Layout>>,
+    /// The layout the op being emitted computes in, when not its shape's
+    /// canonical one: `get` hands its operands over in it.
+    want: Option<Blocked>,
+    /// Values converted to their canonical layout, per open block (WGSL
+    /// `let`s are scoped to their block).
+    conv: Vec<HashMap<V, Vec<String>>>,
 }
 
 /// What the driver (`super::compile`) decided, for the printer.
@@ -227,11 +237,13 @@ pub(super) struct Plans<'k> {
     pub uniform: HashSet<V>,
     /// Per parameter: how its storage buffer is declared.
     pub bufs: Vec<Option<Buf>>,
+    /// Values in a layout other than their shape's ([`crate::plan::slices`]).
+    pub values: crate::plan::slices::ValueLayouts,
 }
 
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
-    let Plans { kernel: k, vec, axis, base, uniform, bufs } = p;
+    let Plans { kernel: k, vec, axis, base, uniform, bufs, values: vlay } = p;
     let err = |line: u32, msg: String| EmitError { kernel: k.name.clone(), line, msg };
     let mut em = WgslWriter {
         k,
@@ -260,6 +272,10 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         helpers: BTreeMap::new(),
         loc: Loc::default(),
         remat: crate::plan::remat::Remat::new(k),
+        vlay,
+        olayouts: HashMap::new(),
+        want: None,
+        conv: vec![],
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
     em.mark_vec4_buffers()?;

@@ -224,6 +224,11 @@ impl<'k> WgslWriter<'k> {
         if out_shape.is_empty() {
             return Ok(vec![finals[0].clone()]);
         }
+        // kept in the slice layout: one register per group, in group order
+        // ([`crate::plan::slices`])
+        if self.vlay.contains_key(&res) {
+            return Ok(finals);
+        }
         // 4. slice layout -> canonical layout of the result
         let ol = self.layout(&out_shape)?;
         let ostr = strides(&out_shape);

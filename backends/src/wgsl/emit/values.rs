@@ -58,6 +58,24 @@ impl<'k> WgslWriter<'k> {
             return self.err(format!("tile dimension {d} is not a power of two"));
         }
         let bl = Blocked::canonical(shape, self.nwarps, self.vec);
+        let l = self.thread_layout(bl);
+        self.layouts.insert(shape.to_vec(), l.clone());
+        Ok(l)
+    }
+
+    /// A layout that is not its shape's canonical one (a value of
+    /// [`crate::plan::slices`]), with its per-invocation offsets.
+    pub(super) fn layout_of_bl(&mut self, bl: &Blocked) -> Rc<Layout> {
+        if let Some(l) = self.olayouts.get(bl) {
+            return l.clone();
+        }
+        let l = self.thread_layout(bl.clone());
+        self.olayouts.insert(bl.clone(), l.clone());
+        l
+    }
+
+    /// The per-invocation offset of each dimension of `bl` (prologue).
+    fn thread_layout(&mut self, bl: Blocked) -> Rc<Layout> {
         let mut thread = vec![];
         for d in 0..bl.rank() {
             let mut terms = vec![];
@@ -71,12 +89,30 @@ impl<'k> WgslWriter<'k> {
             thread.push(self.prologue_let(WTy::U, e));
         }
         let reg_offsets = bl.reg_offsets();
-        let l = Rc::new(Layout { bl, reg_offsets, thread });
-        self.layouts.insert(shape.to_vec(), l.clone());
-        Ok(l)
+        Rc::new(Layout { bl, reg_offsets, thread })
+    }
+
+    /// Row-major linear index of register `r` of a value in layout `bl`
+    /// (not its shape's canonical one; u32, prologue).
+    pub(super) fn lin_bl(&mut self, bl: &Blocked, r: usize) -> String {
+        let lay = self.layout_of_bl(bl);
+        let strides = bl.strides();
+        let mut terms = vec![];
+        for d in 0..bl.rank() {
+            if bl.shape[d] > 1 {
+                let c = lay.reg_offsets[r][d];
+                let i = if bl.replicated(d) { format!("(({} + {c}u) & {}u)", lay.thread[d], bl.shape[d] - 1) } else { format!("({} + {c}u)", lay.thread[d]) };
+                terms.push(format!("{i} * {}u", strides[d]));
+            }
+        }
+        let e = if terms.is_empty() { "0u".to_string() } else { terms.join(" + ") };
+        self.prologue_let(WTy::U, e)
     }
 
     pub(super) fn nregs(&mut self, v: V) -> R<usize> {
+        if let Some(bl) = self.vlay.get(&v) {
+            return Ok(bl.regs());
+        }
         let s = self.shape_u32(v);
         if s.is_empty() {
             Ok(1)
@@ -150,8 +186,96 @@ impl<'k> WgslWriter<'k> {
         Ok(res)
     }
 
-    pub(super) fn get(&self, v: V) -> Vec<String> {
+    /// The registers of `v` as the op being emitted reads them: in its
+    /// shape's canonical layout, or in [`Self::want`]'s layout when the op
+    /// computes in one ([`crate::plan::slices`]: then `v` is in that layout
+    /// or a splat). A value held in another layout is converted to its
+    /// canonical one on first use (per open block).
+    pub(super) fn get(&mut self, v: V) -> Vec<String> {
+        let raw = self.get_raw(v);
+        let have = self.vlay.get(&v).cloned();
+        match (self.want.clone(), have) {
+            (Some(w), None) if self.k.ty(v).rank() >= 1 => {
+                assert!(raw.iter().all(|r| *r == raw[0]), "wgsl: %{} is neither in the op's layout nor a splat", v.0);
+                vec![raw[0].clone(); w.regs()]
+            }
+            (_, None) => raw,
+            (Some(w), Some(h)) => {
+                assert!(w == h, "wgsl: %{} is in another layout than the op computes in", v.0);
+                raw
+            }
+            (None, Some(h)) => self.in_canonical_layout(v, &h, raw),
+        }
+    }
+
+    /// The registers of `v` in the layout it is held in.
+    pub(super) fn get_raw(&self, v: V) -> Vec<String> {
         self.vals.get(&v).cloned().unwrap_or_else(|| panic!("wgsl: value %{} not emitted", v.0))
+    }
+
+    /// The registers of `v` in the layout `like` is held in (a loop's
+    /// initial and yielded values in its carried value's layout).
+    pub(super) fn get_as(&mut self, v: V, like: V) -> Vec<String> {
+        let prev = std::mem::replace(&mut self.want, self.vlay.get(&like).cloned());
+        let out = self.get(v);
+        self.want = prev;
+        out
+    }
+
+    /// `v` (registers `raw` in layout `have`) in its shape's canonical
+    /// layout: renamed registers when no element crosses invocations, else
+    /// through workgroup memory (each register written at its linear index —
+    /// copies write equal values —, read back in the canonical layout).
+    fn in_canonical_layout(&mut self, v: V, have: &Blocked, raw: Vec<String>) -> Vec<String> {
+        if let Some(r) = self.conv.iter().rev().find_map(|m| m.get(&v)) {
+            return r.clone();
+        }
+        let shape = self.shape_u32(v);
+        let dst = self.layout(&shape).expect("a slice layout's shape has a canonical layout");
+        let src = Layout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+        let out = if let Some(map) = register_remap(self.nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &|t, r| dst.lin_of(t, r)) {
+            map.iter().map(|&i| raw[i].clone()).collect()
+        } else {
+            let w = self.wty_of_val(v);
+            self.smem_need(have.numel() * w.nw());
+            self.bar();
+            for (r, x) in raw.iter().enumerate() {
+                let lin = self.lin_bl(have, r);
+                let a = if w.nw() == 1 { lin } else { format!("{lin} * {}u", w.nw()) };
+                self.st_slot(&a, x, w);
+            }
+            self.bar();
+            let mut out = vec![];
+            for r in 0..dst.regs() {
+                let lin = self.lin(&shape, r).expect("canonical layout");
+                let a = if w.nw() == 1 { lin } else { format!("{lin} * {}u", w.nw()) };
+                out.push(self.let_(w, Self::ld_slot(&a, w)));
+            }
+            self.bar();
+            out
+        };
+        if let Some(m) = self.conv.last_mut() {
+            m.insert(v, out.clone());
+        }
+        out
+    }
+
+    /// A broadcast of `x` (in layout `have`, not its shape's canonical one)
+    /// into `res`'s canonical layout as renamed registers, if every
+    /// invocation already holds the elements it needs (an expanded slice
+    /// broadcast back into the layout it was reduced from).
+    pub(super) fn broadcast_remap(&mut self, x: V, have: &Blocked, res: V) -> R<Option<Vec<String>>> {
+        let dst_shape = self.shape_u32(res);
+        let dst = self.layout(&dst_shape)?;
+        let src = Layout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+        let sshape = have.shape.clone();
+        let need = |t: u32, r: usize| -> u32 {
+            let c = dst.coords_of(t, r);
+            c.iter().zip(&sshape).fold(0u32, |lin, (&i, &n)| lin * n + if n == 1 { 0 } else { i })
+        };
+        let Some(map) = register_remap(self.nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &need) else { return Ok(None) };
+        let raw = self.get_raw(x);
+        Ok(Some(map.iter().map(|&i| raw[i].clone()).collect()))
     }
 
     pub(super) fn elem(&self, v: V) -> Elem {
