@@ -83,9 +83,45 @@ fn an_unreadable_cache_file_is_replaced() {
     assert_eq!(launches.get(), 1, "the new cache file should hold the choice");
 }
 
+/// A choice cached for one candidate list is not reused for another: a
+/// tuner that gained a configuration tunes again (and the new choice is
+/// then read from disk).
+fn new_candidates_are_tuned_again() {
+    let dir = std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id()));
+    std::env::set_var("FERROTILE_CACHE_DIR", &dir);
+    let dev = Device::cpu();
+    let n = 1024usize;
+    let x = dev.from_slice(&vec![1.0f32; n]).unwrap();
+    let mut y = dev.zeros::<f32>(n).unwrap();
+    let launches = Cell::new(0);
+    let run = |configs: &[TuneConfig], y: &mut ferrotile::Buffer<f32>| {
+        let t = Autotuner::new("scale_grow", configs.to_vec()).reps(2);
+        t.run(&dev, "n=1024", |c| {
+            launches.set(launches.get() + 1);
+            let b = c.get("BLOCK")?;
+            scale::launch(&dev, LaunchConfig::new([(n as u32).div_ceil(b as u32), 1, 1]), &x, y, n as i32, b as i32)
+        })
+        .unwrap()
+    };
+    let old = vec![TuneConfig::new(4).with("BLOCK", 128), TuneConfig::new(4).with("BLOCK", 512)];
+    let mut grown = old.clone();
+    grown.push(TuneConfig::new(4).with("BLOCK", 256));
+    run(&old, &mut y);
+    launches.set(0);
+    run(&old, &mut y);
+    assert_eq!(launches.get(), 1, "same candidates: the cached choice");
+    launches.set(0);
+    run(&grown, &mut y);
+    assert!(launches.get() > grown.len(), "a grown candidate list is tuned again ({} launches)", launches.get());
+    launches.set(0);
+    run(&grown, &mut y);
+    assert_eq!(launches.get(), 1, "and its choice is cached in turn");
+}
+
 #[test]
 fn the_disk_cache_recovers() {
     a_failing_cached_choice_is_retuned();
     an_unreadable_cache_file_is_replaced();
+    new_candidates_are_tuned_again();
     let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id())));
 }

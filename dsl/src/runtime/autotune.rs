@@ -13,7 +13,9 @@
 //! decided by a second look taken side by side); the winner is kept in
 //! memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
 //! (default `~/.cache/ferrotile`), and launched. Later calls launch the
-//! winner directly. A progress line goes to stderr while tuning;
+//! winner directly. A cached choice stands for the candidate list it was
+//! picked from (the cache key carries a fingerprint of it): when the list
+//! changes, the key is tuned again. A progress line goes to stderr while tuning;
 //! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice (`=all`: with every
 //! configuration's time and every pruning reason); `FERROTILE_AUTOTUNE=0`
 //! disables tuning (the first configuration is used).
@@ -185,8 +187,19 @@ impl Autotuner {
         self.reports.lock().ok()?.get(&self.full_key(dev, key)).cloned()
     }
 
+    /// The cache key of `key`: the tuner's name, the device, the caller's
+    /// key and a fingerprint of the candidate list, so that a choice made
+    /// among other candidates (a library that gained configurations since
+    /// the cache was written) is tuned again rather than kept forever.
     fn full_key(&self, dev: &Device, key: &str) -> String {
-        format!("{}|{}|{}", self.name, dev.name(), key)
+        // FNV-1a over the candidates' canonical text (stable across runs)
+        let mut h: u64 = 0xcbf29ce484222325;
+        for c in &self.configs {
+            for b in c.encode().bytes().chain(std::iter::once(b';')) {
+                h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+            }
+        }
+        format!("{}|{}|{}|c{:08x}", self.name, dev.name(), key, h as u32)
     }
 
     /// The configuration to use for `key`, tuning with `launch` if this is
