@@ -126,13 +126,15 @@ impl<'k> WgslWriter<'k> {
             // an expanded slice keeps its registers ([`crate::plan::slices`])
             OpKind::ExpandDims { x, .. } if self.vlay.contains_key(&res.unwrap()) => Some(self.get_raw(*x)),
             OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
-            // a slice broadcast back into the layout it was reduced from
-            // moves nothing
-            OpKind::Broadcast { x, .. } if self.vlay.contains_key(x) && self.broadcast_remap(*x, &self.vlay[x].clone(), res.unwrap())?.is_some() => {
-                let have = self.vlay[x].clone();
-                self.broadcast_remap(*x, &have, res.unwrap())?
-            }
             OpKind::Broadcast { x, .. } => {
+                // a slice broadcast back into the layout it was reduced
+                // from moves nothing
+                if let Some(have) = self.vlay.get(x).cloned() {
+                    if let Some(regs) = self.broadcast_remap(*x, &have, res.unwrap())? {
+                        self.vals.insert(res.unwrap(), regs);
+                        return Ok(());
+                    }
+                }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, false);
                 Some(self.convert(*x, res.unwrap(), &plan)?)
