@@ -206,6 +206,16 @@ pub struct Block {
     pub ops: Vec<Op>,
 }
 
+impl Block {
+    /// The values the block's closing `yield` passes out (none without one).
+    pub fn yields(&self) -> &[V] {
+        match self.ops.last().map(|o| &o.kind) {
+            Some(OpKind::Yield(v)) => v,
+            _ => &[],
+        }
+    }
+}
+
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub struct Op {
     pub kind: OpKind,

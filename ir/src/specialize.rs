@@ -137,10 +137,7 @@ impl<'k> Spec<'k> {
         Ok(())
     }
     fn yields(&self, blk: &Block) -> Vec<V> {
-        match blk.ops.last().map(|o| &o.kind) {
-            Some(OpKind::Yield(vs)) => vs.iter().map(|v| self.m(*v)).collect(),
-            _ => vec![],
-        }
+        blk.yields().iter().map(|v| self.m(*v)).collect()
     }
 
     fn op(&mut self, op: &Op) -> SR<()> {

@@ -80,13 +80,6 @@ fn block(k: &Kernel, b: &Block, defined: &mut HashSet<V>, scope: &mut Vec<V>, to
     Ok(())
 }
 
-fn yields(b: &Block) -> &[V] {
-    match b.ops.last().map(|o| &o.kind) {
-        Some(OpKind::Yield(v)) => v,
-        _ => &[],
-    }
-}
-
 fn check_op(k: &Kernel, op: &Op) -> R {
     let ty = |v: V| k.ty(v);
     let res = op.results.first().map(|r| k.ty(*r));
@@ -150,7 +143,7 @@ fn check_op(k: &Kernel, op: &Op) -> R {
             if body.args.len() != inits.len() + 1 || op.results.len() != inits.len() {
                 return fail(op, "for: carried value count mismatch".into());
             }
-            let ys = yields(body);
+            let ys = body.yields();
             for (i, init) in inits.iter().enumerate() {
                 let t = ty(body.args[i + 1]);
                 if ty(*init) != t || ys.get(i).map(|y| ty(*y)) != Some(t) || ty(op.results[i]) != t {
@@ -163,7 +156,7 @@ fn check_op(k: &Kernel, op: &Op) -> R {
                 return fail(op, "if condition is not a bool scalar".into());
             }
             for blk in [then_, else_] {
-                let ys = yields(blk);
+                let ys = blk.yields();
                 if ys.len() != op.results.len() || ys.iter().zip(&op.results).any(|(y, r)| ty(*y) != ty(*r)) {
                     return fail(op, "if: yielded types differ from results".into());
                 }

@@ -184,6 +184,19 @@ impl Blocked {
         b
     }
 
+    /// The lane-id and warp-id bits (of `num_warps` warps) that no
+    /// dimension's field uses: threads that differ only there hold copies
+    /// (a slice layout's collapsed axis). The copy with all of them zero is
+    /// the one that stores.
+    pub fn unused_bits(&self, num_warps: u32) -> (u32, u32) {
+        let (mut lanes, mut warps) = (0u32, 0u32);
+        for d in 0..self.rank() {
+            lanes |= (self.tpw[d] - 1) << self.lane_shift[d];
+            warps |= (self.wpc[d] - 1) << self.warp_shift[d];
+        }
+        (31 & !lanes, (num_warps - 1) & !warps)
+    }
+
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -320,6 +333,26 @@ pub fn register_remap(nt: u32, n_src: usize, src: &dyn Fn(u32, usize) -> u32, n_
         out.push(pick);
     }
     Some(out)
+}
+
+/// [`register_remap`] from a value in layout `have` (no per-thread names
+/// needed) to the same elements in `dst`, over `nt` threads.
+pub fn relayout_remap(nt: u32, have: &Blocked, dst: &ThreadLayout) -> Option<Vec<usize>> {
+    let src = ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+    register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &|t, r| dst.lin_of(t, r))
+}
+
+/// [`register_remap`] for a broadcast of a value in layout `have` (its
+/// size-1 dimensions repeated) into `dst`, over `nt` threads: an expanded
+/// slice broadcast back into the layout it was reduced from.
+pub fn broadcast_remap(nt: u32, have: &Blocked, dst: &ThreadLayout) -> Option<Vec<usize>> {
+    let src = ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
+    // destination element → the linear index of the source element it repeats
+    let need = |t: u32, r: usize| -> u32 {
+        let c = dst.coords_of(t, r);
+        c.iter().zip(&have.shape).fold(0u32, |lin, (&i, &n)| lin * n + if n == 1 { 0 } else { i })
+    };
+    register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &need)
 }
 
 #[cfg(test)]

@@ -71,12 +71,8 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
                 block(k, then_, default, out, splats);
                 block(k, else_, default, out, splats);
                 // a result whose two yields arrive in one layout keeps it
-                let ys = |b: &Block| match b.ops.last().map(|o| &o.kind) {
-                    Some(OpKind::Yield(v)) => v.clone(),
-                    _ => vec![],
-                };
-                for ((r, a), b) in op.results.iter().zip(ys(then_)).zip(ys(else_)) {
-                    if let (Some(la), Some(lb)) = (out.get(&a), out.get(&b)) {
+                for ((r, a), b) in op.results.iter().zip(then_.yields()).zip(else_.yields()) {
+                    if let (Some(la), Some(lb)) = (out.get(a), out.get(b)) {
                         if la == lb {
                             out.insert(*r, la.clone());
                         }
@@ -128,10 +124,7 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
 /// changes (each round only removes).
 fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
     let args = &body.args[1..];
-    let yields: Vec<V> = match body.ops.last().map(|o| &o.kind) {
-        Some(OpKind::Yield(v)) => v.clone(),
-        _ => vec![],
-    };
+    let yields = body.yields();
     // trial: carried values entering as splats are splats
     let mut trial = out.clone();
     let mut trial_splats = splats.clone();
@@ -142,7 +135,7 @@ fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnM
     }
     block(k, body, default, &mut trial, &mut trial_splats);
     let mut want: Vec<Option<Blocked>> =
-        args.iter().zip(inits).zip(&yields).map(|((_, i), y)| trial.get(y).cloned().filter(|l| splats.contains(i) || out.get(i) == Some(l))).collect();
+        args.iter().zip(inits).zip(yields).map(|((_, i), y)| trial.get(y).cloned().filter(|l| splats.contains(i) || out.get(i) == Some(l))).collect();
     loop {
         let mut trial = out.clone();
         let mut trial_splats = splats.clone();
@@ -153,7 +146,7 @@ fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnM
         }
         block(k, body, default, &mut trial, &mut trial_splats);
         let mut changed = false;
-        for (w, y) in want.iter_mut().zip(&yields) {
+        for (w, y) in want.iter_mut().zip(yields) {
             if w.is_some() && trial.get(y) != w.as_ref() {
                 *w = None;
                 changed = true;

@@ -110,12 +110,6 @@ fn provenance(k: &Kernel) -> Result<HashMap<V, u32>, (u32, String)> {
 /// anything that went through them), including loop-carried values whose
 /// initial value and every update are.
 fn uniform_values(k: &Kernel) -> HashSet<V> {
-    fn yields(b: &Block) -> Vec<V> {
-        match b.ops.last().map(|o| &o.kind) {
-            Some(OpKind::Yield(v)) => v.clone(),
-            _ => vec![],
-        }
-    }
     fn block(k: &Kernel, b: &Block, u: &mut HashSet<V>) {
         for op in &b.ops {
             let scalar_res = op.results.first().is_some_and(|r| k.ty(*r).is_scalar());
@@ -140,8 +134,8 @@ fn uniform_values(k: &Kernel) -> HashSet<V> {
                             }
                         }
                         block(k, body, &mut u2);
-                        let ys = yields(body);
-                        let next: Vec<bool> = assume.iter().zip(&ys).map(|(&a, y)| a && u2.contains(y)).collect();
+                        let ys = body.yields();
+                        let next: Vec<bool> = assume.iter().zip(ys).map(|(&a, y)| a && u2.contains(y)).collect();
                         if next == assume {
                             *u = u2;
                             break;
@@ -157,7 +151,7 @@ fn uniform_values(k: &Kernel) -> HashSet<V> {
                 OpKind::If { cond, then_, else_ } => {
                     block(k, then_, u);
                     block(k, else_, u);
-                    let (yt, ye) = (yields(then_), yields(else_));
+                    let (yt, ye) = (then_.yields(), else_.yields());
                     for (i, r) in op.results.iter().enumerate() {
                         if u.contains(cond) && yt.get(i).is_some_and(|y| u.contains(y)) && ye.get(i).is_some_and(|y| u.contains(y)) {
                             u.insert(*r);

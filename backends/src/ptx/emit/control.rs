@@ -344,7 +344,7 @@ impl<'k> PtxWriter<'k> {
                 }
                 self.block(body)?;
                 self.cp_commit();
-                let ys: Vec<V> = self.yields(body).into_iter().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
+                let ys: Vec<V> = body.yields().iter().copied().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries
                 // (conversions for the yields run inside the loop: their
                 // registers must not be reused after it, where a loop of
@@ -443,10 +443,10 @@ impl<'k> PtxWriter<'k> {
                     self.cp_commit();
                     dirty_after |= self.ring_dirty;
                     self.ring_dirty = dirty_after;
-                    let ys = self.yields(blk);
+                    let ys = blk.yields();
                     // (a conversion for a yield belongs to this branch)
                     self.conv.push(HashMap::new());
-                    for (((c, regs), y), r) in outs.iter().zip(&ys).zip(&op.results) {
+                    for (((c, regs), y), r) in outs.iter().zip(ys).zip(&op.results) {
                         let src = self.get_as(*y, *r);
                         for (d, s) in regs.iter().zip(&src) {
                             self.mov(*c, d, s);

@@ -262,12 +262,7 @@ impl<'k> PtxWriter<'k> {
         }
         let lay = self.layout_of_bl(&bl);
         // the lane and warp bits no dimension uses: copies
-        let (mut lanes, mut warps) = (0u32, 0u32);
-        for d in 0..bl.rank() {
-            lanes |= (bl.tpw[d] - 1) << bl.lane_shift[d];
-            warps |= (bl.wpc[d] - 1) << bl.warp_shift[d];
-        }
-        let (free_l, free_w) = (31 & !lanes, (self.o.num_warps - 1) & !warps);
+        let (free_l, free_w) = bl.unused_bits(self.o.num_warps);
         let first = {
             let p = self.reg(RegClass::P);
             let (t, u) = (self.reg(RegClass::R), self.reg(RegClass::R));

@@ -244,35 +244,32 @@ impl<'k> PtxWriter<'k> {
         }
         let shape = self.shape_u32(v);
         let dst = self.layout(&shape);
-        let src = crate::plan::layout::ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
-        let nt = self.o.num_warps * 32;
-        let out =
-            if let Some(map) = crate::plan::layout::register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.reg_offsets.len(), &|t, r| dst.lin_of(t, r)) {
-                map.iter().map(|&i| raw[i].clone()).collect()
-            } else {
-                self.explain(format!("a {shape:?} row statistic (slice layout of a reduction) to its shape's default layout, for an op that takes only that"));
-                let c = reg_class(self.elem(v));
-                let sz = if c == RegClass::Rd { 8 } else { 4 };
-                self.smem_need(have.numel() * sz);
-                self.bar();
-                let base = self.smem_base();
-                for (r, x) in raw.iter().enumerate() {
-                    let lin = self.lin_bl(have, r);
-                    let a = self.reg(RegClass::R);
-                    self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
-                    self.st_shared(c, &a, x);
-                }
-                self.bar();
-                let mut out = vec![];
-                for r in 0..dst.reg_offsets.len() {
-                    let lin = self.lin(&shape, r);
-                    let a = self.reg(RegClass::R);
-                    self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
-                    out.push(self.ld_shared(c, &a));
-                }
-                self.bar();
-                out
-            };
+        let out = if let Some(map) = crate::plan::layout::relayout_remap(self.o.num_warps * 32, have, &dst) {
+            map.iter().map(|&i| raw[i].clone()).collect()
+        } else {
+            self.explain(format!("a {shape:?} row statistic (slice layout of a reduction) to its shape's default layout, for an op that takes only that"));
+            let c = reg_class(self.elem(v));
+            let sz = if c == RegClass::Rd { 8 } else { 4 };
+            self.smem_need(have.numel() * sz);
+            self.bar();
+            let base = self.smem_base();
+            for (r, x) in raw.iter().enumerate() {
+                let lin = self.lin_bl(have, r);
+                let a = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+                self.st_shared(c, &a, x);
+            }
+            self.bar();
+            let mut out = vec![];
+            for r in 0..dst.reg_offsets.len() {
+                let lin = self.lin(&shape, r);
+                let a = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+                out.push(self.ld_shared(c, &a));
+            }
+            self.bar();
+            out
+        };
         if let Some(m) = self.conv.last_mut() {
             m.insert(v, out.clone());
         }
@@ -284,17 +281,8 @@ impl<'k> PtxWriter<'k> {
     /// holds the elements it needs (an expanded slice broadcast back into
     /// the layout it was reduced from).
     pub(super) fn broadcast_remap(&mut self, x: V, have: &crate::plan::layout::Blocked, res: V) -> Option<Vec<String>> {
-        let dst_shape = self.shape_u32(res);
-        let dst = self.layout(&dst_shape);
-        let src = crate::plan::layout::ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
-        let sshape = have.shape.clone();
-        let nt = self.o.num_warps * 32;
-        // destination element → the linear index of the source element it repeats
-        let need = |t: u32, r: usize| -> u32 {
-            let c = dst.coords_of(t, r);
-            c.iter().zip(&sshape).fold(0u32, |lin, (&i, &n)| lin * n + if n == 1 { 0 } else { i })
-        };
-        let map = crate::plan::layout::register_remap(nt, src.regs(), &|t, r| src.lin_of(t, r), dst.reg_offsets.len(), &need)?;
+        let dst = self.layout(&self.shape_u32(res));
+        let map = crate::plan::layout::broadcast_remap(self.o.num_warps * 32, have, &dst)?;
         let raw = self.get_raw(x);
         Some(map.iter().map(|&i| raw[i].clone()).collect())
     }
@@ -325,13 +313,6 @@ impl<'k> PtxWriter<'k> {
         let _ = writeln!(self.pro, "\tmov.u32 {z}, 0;");
         self.zero = Some(z.clone());
         z
-    }
-
-    pub(super) fn yields(&self, b: &Block) -> Vec<V> {
-        match b.ops.last().map(|o| &o.kind) {
-            Some(OpKind::Yield(v)) => v.clone(),
-            _ => vec![],
-        }
     }
 
     pub(super) fn mov(&mut self, c: RegClass, dst: &str, src: &str) {

@@ -297,10 +297,10 @@ impl<'k> WgslWriter<'k> {
                 em.vals.insert(*a, regs);
             }
             em.block(body)?;
-            let ys = Self::yields(body);
+            let ys = body.yields();
             // (conversions for the yields are `let`s of the loop body)
             em.conv.push(HashMap::new());
-            for (((_, vars), y), a) in carried.iter().zip(&ys).zip(&body.args[1..]) {
+            for (((_, vars), y), a) in carried.iter().zip(ys).zip(&body.args[1..]) {
                 let src = em.get_as(*y, *a);
                 for (d, s) in vars.iter().zip(&src) {
                     em.line(format!("{d} = {s};"));
@@ -331,10 +331,10 @@ impl<'k> WgslWriter<'k> {
         for blk in [then_, else_] {
             let (t, b) = self.region(&mut |em: &mut Self| {
                 em.block(blk)?;
-                let ys = Self::yields(blk);
+                let ys = blk.yields();
                 // (conversions for the yields are `let`s of the branch)
                 em.conv.push(HashMap::new());
-                for ((vars, y), r) in outs.iter().zip(&ys).zip(&op.results) {
+                for ((vars, y), r) in outs.iter().zip(ys).zip(&op.results) {
                     let src = em.get_as(*y, *r);
                     for (d, s) in vars.iter().zip(&src) {
                         em.line(format!("{d} = {s};"));

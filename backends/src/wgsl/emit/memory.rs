@@ -279,12 +279,8 @@ fn {name}(i: u32, v: u32) {{
         let p = self.base_of(ptr)?;
         let d = self.dtype(value);
         let lay = self.layout_of_bl(&bl);
-        let (mut lanes, mut warps) = (0u32, 0u32);
-        for dd in 0..bl.rank() {
-            lanes |= (bl.tpw[dd] - 1) << bl.lane_shift[dd];
-            warps |= (bl.wpc[dd] - 1) << bl.warp_shift[dd];
-        }
-        let first = self.prologue_let(WTy::B, format!("((ft_lane & {}u) | (ft_warp & {}u)) == 0u", 31 & !lanes, (self.nwarps - 1) & !warps));
+        let (free_l, free_w) = bl.unused_bits(self.nwarps);
+        let first = self.prologue_let(WTy::B, format!("((ft_lane & {free_l}u) | (ft_warp & {free_w}u)) == 0u"));
         let rv = self.get_raw(value);
         for (r, v) in rv.iter().enumerate() {
             let mut idx = vec![];

@@ -232,8 +232,7 @@ impl<'k> WgslWriter<'k> {
         }
         let shape = self.shape_u32(v);
         let dst = self.layout(&shape).expect("a slice layout's shape has a canonical layout");
-        let src = Layout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
-        let out = if let Some(map) = register_remap(self.nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &|t, r| dst.lin_of(t, r)) {
+        let out = if let Some(map) = crate::plan::layout::relayout_remap(self.nt, have, &dst) {
             map.iter().map(|&i| raw[i].clone()).collect()
         } else {
             let w = self.wty_of_val(v);
@@ -265,15 +264,8 @@ impl<'k> WgslWriter<'k> {
     /// invocation already holds the elements it needs (an expanded slice
     /// broadcast back into the layout it was reduced from).
     pub(super) fn broadcast_remap(&mut self, x: V, have: &Blocked, res: V) -> R<Option<Vec<String>>> {
-        let dst_shape = self.shape_u32(res);
-        let dst = self.layout(&dst_shape)?;
-        let src = Layout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
-        let sshape = have.shape.clone();
-        let need = |t: u32, r: usize| -> u32 {
-            let c = dst.coords_of(t, r);
-            c.iter().zip(&sshape).fold(0u32, |lin, (&i, &n)| lin * n + if n == 1 { 0 } else { i })
-        };
-        let Some(map) = register_remap(self.nt, src.regs(), &|t, r| src.lin_of(t, r), dst.regs(), &need) else { return Ok(None) };
+        let dst = self.layout(&self.shape_u32(res))?;
+        let Some(map) = crate::plan::layout::broadcast_remap(self.nt, have, &dst) else { return Ok(None) };
         let raw = self.get_raw(x);
         Ok(Some(map.iter().map(|&i| raw[i].clone()).collect()))
     }
@@ -324,13 +316,6 @@ impl<'k> WgslWriter<'k> {
     // As in the PTX emitter: broadcasts / expand_dims of index arithmetic are
     // recomputed per element in the consumer's layout instead of moving
     // through workgroup memory (two barriers each).
-
-    pub(super) fn yields(b: &Block) -> Vec<V> {
-        match b.ops.last().map(|o| &o.kind) {
-            Some(OpKind::Yield(v)) => v.clone(),
-            _ => vec![],
-        }
-    }
 
     /// WGSL types of a value's registers (views: base, dims, strides).
     pub(super) fn reg_tys(&mut self, v: V) -> R<Vec<WTy>> {
