@@ -8,15 +8,19 @@
 //! `FERROTILE_SLICE_LAYOUTS=0` (the switch is read when a kernel is
 //! compiled, once per process). Each configuration: inputs rotated over
 //! copies larger than the L2, warm-up, median of 7 batches of 20 launches
-//! timed with CUDA events; outputs of the last launch checked against f64 on
-//! sampled rows (a failed check is printed as FAIL and ends the run with
-//! exit code 1). Output: GB/s (read + write), % of the copy bandwidth
-//! measured in the same run, and the ratio to the library softmax.
+//! timed with CUDA events, back to back and (CUDA) replayed from a graph,
+//! batch by batch in turn (`ferrotile_benches::time_both`, as `bench`
+//! times); outputs of the last launch checked against f64 on sampled rows
+//! (a failed check is printed as FAIL and ends the run with exit code 1).
+//! Output: both times; GB/s (read + write), % of the copy bandwidth
+//! measured in the same run and the ratio to the library softmax from the
+//! back-to-back time.
 //!
 //! `rows-multi [--device cuda|wgpu|cpu] [--shapes 16384x1024,16384x512]`
 
 use ferrotile::prelude::*;
 use ferrotile::{Buffer, Device, FloatElement};
+use ferrotile_benches::{time_both, Timing};
 use ferrotile_kernels::reference::{self, Rng};
 use half::bf16;
 
@@ -35,31 +39,19 @@ pub fn softmax_rows<T: Float, const R: i32, const B: i32>(x: Ptr<T>, y: Ptr<T>, 
 
 const ROTATE_BYTES: usize = 256 << 20;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Median time of one launch of `f(i)` (i: the rotation index), in ms.
-fn time(dev: &Device, copies: usize, mut f: impl FnMut(usize) -> ferrotile::Result<()>) -> ferrotile::Result<f64> {
+/// Median time of one launch of `f(i)` (i: the rotation index), in ms,
+/// after 3 warm-up launches (the library's tuner picks there): batches of
+/// 20 back to back and, on CUDA, replayed from a graph ([`time_both`]).
+fn time(dev: &Device, copies: usize, mut f: impl FnMut(usize) -> ferrotile::Result<()>) -> ferrotile::Result<Timing> {
     for i in 0..3 {
         f(i % copies)?;
     }
     dev.synchronize()?;
     let mut k = 0;
-    let mut ts = vec![];
-    for _ in 0..7 {
-        ts.push(
-            dev.time_ms(|| {
-                for _ in 0..20 {
-                    f(k % copies)?;
-                    k += 1;
-                }
-                Ok(())
-            })? / 20.0,
-        );
-    }
-    Ok(median(ts))
+    time_both(dev, 7 * 20, 20, || {
+        k += 1;
+        f((k - 1) % copies)
+    })
 }
 
 fn check<T: FloatElement>(x: &[T], y: &[T], rows: usize, cols: usize) -> f64 {
@@ -83,6 +75,7 @@ fn run<T: FloatElement>(dev: &Device, rows: usize, cols: usize, copy_gbs: f64, t
     let x: Vec<Buffer<T>> = (0..copies).map(|_| dev.from_slice(&xs)).collect::<Result<_, _>>().map_err(e)?;
     let mut y: Vec<Buffer<T>> = (0..copies).map(|_| dev.zeros(rows * cols)).collect::<Result<_, _>>().map_err(e)?;
     let gbs = |ms: f64| 2.0 * bytes as f64 / (ms * 1e-3) / 1e9;
+    let graph = |t: &Timing| t.graph.map_or("       —".to_string(), |g| format!("{:>8.2}", g * 1e3));
     let lib = time(dev, copies, |i| {
         let (xi, yi) = (&x[i], &mut y[i]);
         ferrotile_kernels::softmax::softmax(dev, xi, yi, rows, cols).map_err(|l| ferrotile::Error::Backend { kernel: "softmax".into(), msg: l.to_string() })
@@ -91,11 +84,12 @@ fn run<T: FloatElement>(dev: &Device, rows: usize, cols: usize, copy_gbs: f64, t
     let err = check(&xs, &y[0].to_vec().map_err(e)?, rows, cols);
     let mut ok = err <= tol;
     println!(
-        "{:<5} {rows}x{cols} library softmax (tuned)             {:>8.2} us {:>7.0} GB/s {:>5.1}% copy  err {err:.1e}{}",
+        "{:<5} {rows}x{cols} library softmax (tuned)             {:>8.2} us (graph {} us) {:>7.0} GB/s {:>5.1}% copy  err {err:.1e}{}",
         T::DTYPE,
-        lib * 1e3,
-        gbs(lib),
-        100.0 * gbs(lib) / copy_gbs,
+        lib.b2b * 1e3,
+        graph(&lib),
+        gbs(lib.b2b),
+        100.0 * gbs(lib.b2b) / copy_gbs,
         if err <= tol { "" } else { "  FAIL" }
     );
     let b = cols.next_power_of_two() as i32;
@@ -114,12 +108,13 @@ fn run<T: FloatElement>(dev: &Device, rows: usize, cols: usize, copy_gbs: f64, t
             let err = check(&xs, &y[0].to_vec().map_err(e)?, rows, cols);
             ok &= err <= tol;
             println!(
-                "{:<5} {rows}x{cols} softmax_rows R={r:<2} warps={warps:<2}          {:>8.2} us {:>7.0} GB/s {:>5.1}% copy  {:.2}x library  err {err:.1e}{}",
+                "{:<5} {rows}x{cols} softmax_rows R={r:<2} warps={warps:<2}          {:>8.2} us (graph {} us) {:>7.0} GB/s {:>5.1}% copy  {:.2}x library  err {err:.1e}{}",
                 T::DTYPE,
-                t * 1e3,
-                gbs(t),
-                100.0 * gbs(t) / copy_gbs,
-                lib / t,
+                t.b2b * 1e3,
+                graph(&t),
+                gbs(t.b2b),
+                100.0 * gbs(t.b2b) / copy_gbs,
+                lib.b2b / t.b2b,
                 if err <= tol { "" } else { "  FAIL" }
             );
         }
