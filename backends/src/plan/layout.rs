@@ -320,7 +320,8 @@ impl ThreadLayout {
 /// the element that destination register needs (`src`/`dst`: linear
 /// element index of thread `t`'s register `r`); `None` when some data would
 /// have to move between threads. (The WGSL backend converts this way where
-/// it can; the PTX backend does not use it yet.)
+/// it can; both printers place slice layouts with it: [`relayout_remap`],
+/// [`broadcast_remap`].)
 pub fn register_remap(nt: u32, n_src: usize, src: &dyn Fn(u32, usize) -> u32, n_dst: usize, dst: &dyn Fn(u32, usize) -> u32) -> Option<Vec<usize>> {
     let mut at0: std::collections::HashMap<u32, Vec<usize>> = std::collections::HashMap::new();
     for s in 0..n_src {
