@@ -17,7 +17,7 @@
 //!   computed in `L`;
 //! - a loop's carried value takes the layout its yield arrives in when it
 //!   enters the loop as a splat or in that layout (the running max of an
-//!   online softmax: [`carried`]); an `if`'s result, the layout both its
+//!   online softmax: `carried`); an `if`'s result, the layout both its
 //!   yields arrive in.
 //!
 //! Guarantees: every value in the map is produced by one of these rules,
