@@ -18,7 +18,15 @@ show what the method alone is worth at ~35 us a call.
 `--gemm --gemm-shape MxNxK [--dtypes bf16,f16]`: those cases only.
 `--shapes RxC,..`: the row kernels on those shapes only (as `bench --shapes`).
 
-usage: peers.py [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+`--attention [--attn-shapes B:H:S:D,..]`: attention forward (bf16, f16;
+causal and not) on `[batch, heads, seq, dim]` tensors: SDPA with each
+backend forced (cuDNN, FlashAttention-2, memory-efficient) and a Triton
+FlashAttention-2 kernel of the algorithm `attn-user` writes in the DSL
+(pointer loads, online softmax in exp2, one program per BM query rows of a
+head), tuned over a small config grid; TFLOP/s = 4·b·h·s²·d, halved for
+causal.
+
+usage: peers.py [--attention [--attn-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -109,8 +117,90 @@ def gemm_decode():
             how = "graph" if graph else "back-to-back"
             print(f"cublas {d:<5} {m}x{n}x{k:<6} {ms*1e3:10.1f} us {tf:8.1f} TFLOP/s  ({how})", flush=True)
 
+def attention_peers():
+    import triton
+    import triton.language as tl
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+
+    @triton.jit
+    def attn_fwd(Q, K, V, O, N, qk_scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+        start = tl.program_id(0) * BM
+        head = tl.program_id(1).to(tl.int64) * N * D
+        rows = start + tl.arange(0, BM)
+        dims = tl.arange(0, D)
+        q = tl.load(Q + head + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N, other=0.0)
+        m_i = tl.full([BM], float("-inf"), tl.float32)
+        l_i = tl.zeros([BM], tl.float32)
+        acc = tl.zeros([BM, D], tl.float32)
+        hi = N
+        if CAUSAL:
+            hi = tl.minimum(N, start + BM)
+        for j in range(0, hi, BN):
+            cols = j + tl.arange(0, BN)
+            kt = tl.load(K + head + cols[None, :] * D + dims[:, None], mask=cols[None, :] < N, other=0.0)
+            s = tl.dot(q, kt) * qk_scale
+            s = tl.where(cols[None, :] < N, s, float("-inf"))
+            if CAUSAL:
+                s = tl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.math.exp2(s - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = tl.load(V + head + cols[:, None] * D + dims[None, :], mask=cols[:, None] < N, other=0.0)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
+        out = acc / l_i[:, None]
+        tl.store(O + head + rows[:, None] * D + dims[None, :], out.to(O.dtype.element_ty), mask=rows[:, None] < N)
+
+    shapes = [(4, 32, 4096, 128), (4, 32, 4096, 64)]
+    if "--attn-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split(":")) for s in sys.argv[sys.argv.index("--attn-shapes") + 1].split(",")]
+    print(f"torch {torch.__version__}  triton {triton.__version__}  device: {torch.cuda.get_device_name()}")
+    backends = [("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash2", SDPBackend.FLASH_ATTENTION), ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    configs = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 64, 4, 4), (128, 128, 8, 2), (128, 128, 8, 3), (128, 128, 4, 3), (128, 32, 4, 3), (64, 64, 4, 3)]
+    for (b, h, s, d) in shapes:
+        for dt, dname in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dt) for _ in range(3))
+            for causal in (False, True):
+                flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                tag = f"{dname:<5} b{b} h{h} s{s} d{d} causal={int(causal)}"
+                for name, be in backends:
+                    try:
+                        with sdpa_kernel(be):
+                            f = lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                            out = f(0)
+                            ms = timeit(f, 1, 30)
+                        err = (out.float() - ref).abs().max().item()
+                        print(f"{name:<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}", flush=True)
+                    except Exception as e:
+                        print(f"{name:<15} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
+                o = torch.empty_like(q)
+                qk_scale = (d ** -0.5) * 1.4426950408889634
+                best = None
+                for (bm, bn, w, st) in configs:
+                    grid = (triton.cdiv(s, bm), b * h)
+                    f = lambda i: attn_fwd[grid](q, k, v, o, s, qk_scale, BM=bm, BN=bn, D=d, CAUSAL=causal, num_warps=w, num_stages=st)
+                    try:
+                        f(0)
+                        torch.cuda.synchronize()
+                        err = (o.float() - ref).abs().max().item()
+                        if not err < 5e-2:
+                            print(f"triton-fa2 {tag} {bm}x{bn} w{w} s{st}: wrong (err {err:.1e})")
+                            continue
+                        ms = timeit(f, 1, 10)
+                    except Exception as e:  # out of shared memory etc.
+                        continue
+                    if best is None or ms < best[0]:
+                        best = (ms, (bm, bn, w, st), err)
+                if best:
+                    ms, c, err = best
+                    print(f"{'triton-fa2':<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}  (BM {c[0]} BN {c[1]} warps {c[2]} stages {c[3]})", flush=True)
+
 def main():
     quick = "--quick" in sys.argv
+    if "--attention" in sys.argv:
+        return attention_peers()
     if "--gemm-decode" in sys.argv:
         return gemm_decode()
     if "--gemm" in sys.argv:

@@ -38,6 +38,11 @@
 #            multi-row and reduction cases (`slices-bench [SHAPES]`: the
 #            multi-row softmax with slice layouts off and on, the library
 #            softmax and PyTorch on the same shapes)
+#   attention [SHAPES]: the user-written FlashAttention-2 (`attn-user`, issue
+#            20's test kernel; checked against f64) next to SDPA per backend
+#            and a Triton FA2 of the same algorithm (`peers.py --attention`),
+#            then the CUDA conformance case `attention` under memcheck and
+#            racecheck
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -232,6 +237,14 @@ case "${1:-check}" in
       FERROTILE_CASE=$c step racecheck_$c 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     done
     grep -E "conformance on|test result|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|case .* failed" "$L" | head -30
+    ;;
+  attention)
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    step attn_user 400 $D/attn-user --device cuda --shapes $SH
+    step peers 400 python3 $D/peers.py --attention --attn-shapes $SH
+    FERROTILE_CASE=attention step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_CASE=attention step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    grep -E "^=== |BEST|TFLOP|FAIL|error|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | grep -v "^triton-fa2 .*wrong" | tail -80
     ;;
   slices-bench)
     # slice layouts, part 2: the multi-row softmax written as a user would

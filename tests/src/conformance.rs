@@ -35,6 +35,7 @@ mod arith;
 mod basic;
 mod casts;
 mod control;
+mod fused;
 pub mod reduce;
 mod safety;
 pub mod util;
@@ -96,6 +97,11 @@ pub fn cases() -> Vec<Case> {
         case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
         case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
         case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
+        case!(
+            "attention",
+            "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
+            fused::attention
+        ),
         case!(
             "control_flow",
             "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv",

@@ -1,0 +1,257 @@
+//! FlashAttention-2 forward written in the DSL the way a user would write it
+//! from the README (the Triton tutorial's algorithm: one program per
+//! `BM` query rows of one head, a loop over `BN`-key blocks with an online
+//! softmax, `exp2` with the scale folded in), on `[batch, heads, seq, dim]`
+//! contiguous bf16/f16 tensors, causal or not.
+//!
+//! It is the test of issue 20 ("a general tile compiler"): nothing in the
+//! compiler knows about attention. Each configuration is checked against
+//! f64 on sampled rows (poisoned output, odd lengths included), then timed
+//! (CUDA graphs and back to back, `ferrotile_benches::time_both`); TFLOP/s
+//! = 4·b·h·s·s·d, halved for causal. The peers (SDPA per backend, a Triton
+//! FA2 kernel of the same algorithm) are `peers.py --attention`.
+//!
+//! `attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both]
+//!            [--configs BMxBNxWARPSxSTAGES,..]`
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal]`: the PTX (no GPU),
+//! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
+
+use ferrotile::prelude::*;
+use ferrotile::{Buffer, Device, FloatElement};
+use ferrotile_benches::{time_both, Timing};
+use ferrotile_kernels::reference::Rng;
+use half::{bf16, f16};
+
+/// One program: `BM` query rows of head `program_id(1)`; `qk_scale` is
+/// `softmax_scale · log2(e)`.
+#[kernel]
+pub fn attn_fwd<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUSAL: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    n: i32,
+    qk_scale: f32,
+) {
+    let pm = program_id(0) * BM;
+    let head = (program_id(1) as i64) * ((n as i64) * (D as i64));
+    let vq = view(q + head, [n, D], [D, 1]);
+    let vkt = view(k + head, [D, n], [1, D]);
+    let vv = view(v + head, [n, D], [D, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, D]);
+    let rows = pm + arange(0, BM);
+    let mut m_i = full([BM], f32::NEG_INFINITY, f32);
+    let mut l_i = zeros([BM], f32);
+    let mut acc = zeros([BM, D], f32);
+    let mut hi = n;
+    if CAUSAL {
+        hi = minimum(n, pm + BM);
+    }
+    for j in (0..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, load_block(vkt, [0, j], [D, BN]), zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(cols < n, 0), s, f32::NEG_INFINITY);
+        if CAUSAL {
+            s = select(expand_dims(rows, 1) >= expand_dims(cols, 0), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let p = exp2(s - expand_dims(m_new, 1));
+        let alpha = exp2(m_i - m_new);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = dot(p as T, load_block(vv, [j, 0], [BN, D]), acc * expand_dims(alpha, 1));
+        m_i = m_new;
+    }
+    let out = acc / expand_dims(l_i, 1);
+    let offs = expand_dims((rows as i64) * (D as i64), 1) + expand_dims(arange(0, D) as i64, 0);
+    store(o + head + offs, out as T, expand_dims(rows < n, 1));
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cfg {
+    bm: i32,
+    bn: i32,
+    warps: u32,
+    stages: u32,
+}
+
+fn parse_cfg(s: &str) -> Option<Cfg> {
+    let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    (v.len() == 4).then(|| Cfg { bm: v[0] as i32, bn: v[1] as i32, warps: v[2], stages: v[3] })
+}
+
+/// f64 attention of one query row (`qi`) of head `bh`.
+fn reference_row<T: FloatElement>(q: &[T], k: &[T], v: &[T], s: usize, d: usize, bh: usize, qi: usize, causal: bool, scale: f64) -> Vec<f64> {
+    let base = bh * s * d;
+    let qr: Vec<f64> = (0..d).map(|c| q[base + qi * d + c].to_f64()).collect();
+    let keys = if causal { qi + 1 } else { s };
+    let logits: Vec<f64> = (0..keys).map(|j| (0..d).map(|c| qr[c] * k[base + j * d + c].to_f64()).sum::<f64>() * scale).collect();
+    let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+    let z: f64 = w.iter().sum();
+    (0..d).map(|c| (0..keys).map(|j| w[j] * v[base + j * d + c].to_f64()).sum::<f64>() / z).collect()
+}
+
+/// Largest |error| over sampled rows, relative to the output's scale.
+fn check<T: FloatElement>(q: &[T], k: &[T], v: &[T], o: &[T], bh: usize, s: usize, d: usize, causal: bool, scale: f64) -> f64 {
+    let mut worst = 0.0f64;
+    let mut rng = Rng::new(11);
+    let mut rows: Vec<(usize, usize)> = (0..24).map(|_| ((rng.uniform() * bh as f64) as usize % bh, (rng.uniform() * s as f64) as usize % s)).collect();
+    rows.extend([(0, 0), (bh - 1, s - 1), (bh / 2, s / 2)]);
+    for (h, r) in rows {
+        let want = reference_row(q, k, v, s, d, h, r, causal, scale);
+        for (c, w) in want.iter().enumerate() {
+            let got = o[(h * s + r) * d + c].to_f64();
+            let e = if got.is_finite() { (got - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY };
+            worst = worst.max(e);
+        }
+    }
+    worst
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, causal: bool, cfgs: &[Cfg], tol: f64) -> Result<bool, String> {
+    let e = |e: ferrotile::Error| e.to_string();
+    let n = b * h * s * d;
+    let mut rng = Rng::new(5);
+    let mut gen = || -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh) = (gen(), gen(), gen());
+    let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
+    let scale = 1.0 / (d as f64).sqrt();
+    let qk_scale = (scale * std::f64::consts::LOG2_E) as f32;
+    let flops = 4.0 * (b * h) as f64 * (s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
+    let mut ok = true;
+    let mut best: Option<(f64, Cfg)> = None;
+    for &c in cfgs {
+        let poison = vec![T::from_f64(f64::NAN); n];
+        let mut o: Buffer<T> = dev.from_slice(&poison).map_err(e)?;
+        let grid = [s.div_ceil(c.bm as usize) as u32, (b * h) as u32, 1];
+        let cfg = LaunchConfig::new(grid).num_warps(c.warps).num_stages(c.stages);
+        let launch = |o: &mut Buffer<T>| attn_fwd::launch(dev, cfg, &q, &k, &v, o, s as i32, qk_scale, c.bm, c.bn, d as i32, causal);
+        if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
+            println!("{:<5} b{b} h{h} s{s} d{d} causal={} {c:?}: error: {err}", T::DTYPE, causal as u8);
+            continue;
+        }
+        let err = check(&qh, &kh, &vh, &o.to_vec().map_err(e)?, b * h, s, d, causal, scale);
+        let pass = err <= tol;
+        ok &= pass;
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu { Timing { b2b: f64::NAN, graph: None } } else { time_both(dev, 30, 5, || launch(&mut o)).map_err(e)? };
+        let tf = |ms: f64| flops / (ms * 1e-3) / 1e12;
+        println!(
+            "{:<5} b{b} h{h} s{s} d{d} causal={} BM={:<3} BN={:<3} warps={} stages={}  {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {err:.1e}{}",
+            T::DTYPE,
+            causal as u8,
+            c.bm,
+            c.bn,
+            c.warps,
+            c.stages,
+            t.ms() * 1e3,
+            t.b2b * 1e3,
+            tf(t.ms()),
+            if pass { "" } else { "  FAIL" }
+        );
+        if pass && best.is_none_or(|(m, _)| t.ms() < m) {
+            best = Some((t.ms(), c));
+        }
+    }
+    if let Some((ms, c)) = best {
+        println!(
+            "BEST {:<5} b{b} h{h} s{s} d{d} causal={}  {:.1} TFLOP/s  ({} us, {}x{}x{}w{}s)",
+            T::DTYPE,
+            causal as u8,
+            flops / (ms * 1e-3) / 1e12,
+            ms * 1e3,
+            c.bm,
+            c.bn,
+            c.warps,
+            c.stages
+        );
+    }
+    Ok(ok)
+}
+
+fn emit(args: &[String]) {
+    use ferrotile::ir::passes::guard::guarded_params;
+    use ferrotile::ir::{specialize, DType};
+    use ferrotile_backends::ptx::PtxOptions;
+    let t: Vec<i64> = args[0].split('x').map(|v| v.parse().unwrap()).collect();
+    let warps: u32 = args[1].parse().unwrap();
+    let stages: u32 = args[2].parse().unwrap();
+    let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
+    let causal = args.iter().any(|a| a == "causal") as i64;
+    let k = attn_fwd::ir();
+    let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
+    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, tma: true, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
+    for (line, why) in &p.fma_dots {
+        eprintln!("line {line}: dot on the FMA path: {why}");
+    }
+    for (line, why) in &p.mma_sync_dots {
+        eprintln!("line {line}: dot not on wgmma: {why}");
+    }
+    for (line, what) in &p.conversions {
+        eprintln!("line {line}: through shared memory: {what}");
+    }
+    eprintln!("{} threads, {} bytes of shared memory, {} tensor maps", p.threads, p.smem_bytes, p.tensor_maps.len());
+    println!("{}", p.text);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--emit") {
+        emit(&args[i + 1..]);
+        return;
+    }
+    let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let dev = match arg("--device").as_deref() {
+        Some("cpu") => Ok(Device::cpu()),
+        Some("cuda") => Device::cuda(0),
+        Some("wgpu") => Device::wgpu(),
+        Some(d) => {
+            eprintln!("unknown device {d}");
+            std::process::exit(2)
+        }
+        None => Device::best(),
+    };
+    let dev = match dev {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no device: {e}");
+            std::process::exit(2)
+        }
+    };
+    let gpu = dev.kind() == ferrotile::DeviceKind::Cuda;
+    let default_shapes = if gpu { "4:32:4096:128,4:32:4096:64,1:2:1000:64" } else { "1:2:77:64,1:1:40:128" };
+    let shapes: Vec<[usize; 4]> = arg("--shapes")
+        .unwrap_or_else(|| default_shapes.into())
+        .split(',')
+        .filter_map(|s| {
+            let v: Vec<usize> = s.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+            (v.len() == 4).then(|| [v[0], v[1], v[2], v[3]])
+        })
+        .collect();
+    let default_cfgs = if gpu { "128x64x4x2,128x64x8x2,128x64x8x3,128x128x8x2,64x64x4x3" } else { "32x16x4x2,16x32x4x2" };
+    let cfgs: Vec<Cfg> = arg("--configs").unwrap_or_else(|| default_cfgs.into()).split(',').filter_map(parse_cfg).collect();
+    let causals: Vec<bool> = match arg("--causal").as_deref() {
+        Some("0") => vec![false],
+        Some("1") => vec![true],
+        _ => vec![false, true],
+    };
+    println!("attn-user on {}", dev.name());
+    let mut ok = true;
+    for &[b, h, s, d] in &shapes {
+        for &causal in &causals {
+            for r in [run::<bf16>(&dev, b, h, s, d, causal, &cfgs, 2e-2), run::<f16>(&dev, b, h, s, d, causal, &cfgs, 5e-3)] {
+                match r {
+                    Ok(o) => ok &= o,
+                    Err(e) => {
+                        println!("error: {e}");
+                        ok = false;
+                    }
+                }
+            }
+        }
+    }
+    if !ok {
+        std::process::exit(1);
+    }
+}

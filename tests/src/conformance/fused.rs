@@ -1,0 +1,113 @@
+//! Fused kernels written as a user writes them: attention's loop (two
+//! `dot`s per iteration, the first's result reduced and exponentiated, its
+//! cast the second's A operand, row statistics carried across iterations,
+//! K read through a transposed view, a loop bound that depends on
+//! `program_id` when causal), against f64.
+//!
+//! This is where the compiler's general mechanisms meet: per-value
+//! layouts, a computed `dot` operand, loop-invariant operands, TMA rings of
+//! two classes feeding two different `dot`s. The case exists because a
+//! staged `wgmma` operand landed off a 1024-byte boundary (the rings'
+//! mbarriers end on a 16-byte one) whenever TMA rings were present: every
+//! GEMM test passed, and this kernel's output was 10–80 % off.
+
+use super::util::*;
+use ferrotile::prelude::*;
+use ferrotile::DeviceKind;
+
+/// FlashAttention-2 forward over `[heads, n, D]` tensors: one program per
+/// `BM` query rows of head `program_id(1)`, online softmax in `exp2` with
+/// `qk_scale = scale · log2(e)`.
+#[kernel]
+pub fn k_attention<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUSAL: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    n: i32,
+    qk_scale: f32,
+) {
+    let pm = program_id(0) * BM;
+    let head = (program_id(1) as i64) * ((n as i64) * (D as i64));
+    let vq = view(q + head, [n, D], [D, 1]);
+    let vkt = view(k + head, [D, n], [1, D]);
+    let vv = view(v + head, [n, D], [D, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, D]);
+    let rows = pm + arange(0, BM);
+    let mut m_i = full([BM], f32::NEG_INFINITY, f32);
+    let mut l_i = zeros([BM], f32);
+    let mut acc = zeros([BM, D], f32);
+    let mut hi = n;
+    if CAUSAL {
+        hi = minimum(n, pm + BM);
+    }
+    for j in (0..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, load_block(vkt, [0, j], [D, BN]), zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(cols < n, 0), s, f32::NEG_INFINITY);
+        if CAUSAL {
+            s = select(expand_dims(rows, 1) >= expand_dims(cols, 0), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let p = exp2(s - expand_dims(m_new, 1));
+        let alpha = exp2(m_i - m_new);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = dot(p as T, load_block(vv, [j, 0], [BN, D]), acc * expand_dims(alpha, 1));
+        m_i = m_new;
+    }
+    let out = acc / expand_dims(l_i, 1);
+    let offs = expand_dims((rows as i64) * (D as i64), 1) + expand_dims(arange(0, D) as i64, 0);
+    store(o + head + offs, out as T, expand_dims(rows < n, 1));
+}
+
+fn attention_t<T: Flt>(dev: &Device, seed: u64, tol: f64) -> R {
+    let mut rng = Rng::new(seed);
+    // (heads, n, D, BM, BN, warps): tensor-core tiles (wgmma on Hopper:
+    // BM a multiple of 64) where the device has them; WGSL tiles that fit
+    // lavapipe's 32 KiB of workgroup storage
+    let shapes: &[(usize, usize, i32, i32, i32, u32)] = if dev.kind() == DeviceKind::Cuda {
+        &[(3, 200, 64, 64, 64, 4), (2, 77, 128, 128, 64, 8), (2, 130, 64, 64, 32, 4), (1, 64, 64, 128, 128, 8)]
+    } else {
+        &[(3, 37, 64, 32, 16, 4), (2, 20, 32, 16, 32, 4)]
+    };
+    for &(h, n, d, bm, bn, warps) in shapes {
+        for causal in [false, true] {
+            let c = Ctx::new("attention", seed, format!("{} heads={h} n={n} D={d} BM={bm} BN={bn} warps={warps} causal={causal}", T::DTYPE));
+            let len = h * n * d as usize;
+            let mut gen = || -> Vec<T> { (0..len).map(|_| T::from_f64(rng.normal())).collect() };
+            let (qh, kh, vh) = (gen(), gen(), gen());
+            let mut o = poisoned::<T>(dev, len + PAD)?;
+            let scale = 1.0 / (d as f64).sqrt();
+            let cfg = LaunchConfig::new([cdiv(n, bm as usize) as u32, h as u32, 1]).num_warps(warps).num_stages(2);
+            let qk = (scale * std::f64::consts::LOG2_E) as f32;
+            c.launch(k_attention::launch(dev, cfg, &upload(dev, &qh)?, &upload(dev, &kh)?, &upload(dev, &vh)?, &mut o, n as i32, qk, bm, bn, d, causal))?;
+            let d = d as usize;
+            let f = |x: &[T], i: usize| x[i].to_f64();
+            let mut want = vec![0.0f64; len];
+            for hh in 0..h {
+                let base = hh * n * d;
+                for r in 0..n {
+                    let keys = if causal { r + 1 } else { n };
+                    let s: Vec<f64> = (0..keys).map(|j| (0..d).map(|e| f(&qh, base + r * d + e) * f(&kh, base + j * d + e)).sum::<f64>() * scale).collect();
+                    let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let w: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                    let z: f64 = w.iter().sum();
+                    for e in 0..d {
+                        want[base + r * d + e] = (0..keys).map(|j| w[j] * f(&vh, base + j * d + e)).sum::<f64>() / z;
+                    }
+                }
+            }
+            // (P is rounded to T before the second dot: errors of a few
+            // units of T's precision, relative to the output's scale)
+            check_float(&c, "O = softmax(Q·Kᵀ·scale)·V", &download(&o)?[..len], &want, 4, tol, tol, &|i| {
+                format!("head {} row {} column {}", i / (n * d), (i / d) % n, i % d)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+pub fn attention(dev: &Device, seed: u64) -> R {
+    attention_t::<f16>(dev, seed, 4e-3)?;
+    attention_t::<bf16>(dev, seed ^ 1, 3e-2)
+}
