@@ -29,6 +29,7 @@ pub mod assign;
 pub mod async_copy;
 pub mod compile;
 mod emit;
+pub mod fragments;
 pub mod tma;
 pub mod warp_spec;
 
@@ -88,6 +89,12 @@ pub struct PtxOptions {
     /// layout (the code before slice layouts, kept for A/B measurements:
     /// the CUDA runtime reads `FERROTILE_SLICE_LAYOUTS=0`).
     pub slice_layouts: bool,
+    /// A computed `dot` operand whose registers already hold the tensor
+    /// cores' A fragments ([`fragments`]) feeds them from registers
+    /// (`wgmma`'s register-A form; `mma.sync`) instead of going through
+    /// shared memory; false: the staging path (kept for A/B measurements:
+    /// the CUDA runtime reads `FERROTILE_REGISTER_A=0`).
+    pub register_a: bool,
 }
 
 impl PtxOptions {
@@ -111,6 +118,7 @@ impl PtxOptions {
             cluster: 1,
             safety: Safety::Safe,
             slice_layouts: true,
+            register_a: true,
         }
     }
 }

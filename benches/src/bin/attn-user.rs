@@ -25,14 +25,7 @@ use half::{bf16, f16};
 /// One program: `BM` query rows of head `program_id(1)`; `qk_scale` is
 /// `softmax_scale · log2(e)`.
 #[kernel]
-pub fn attn_fwd<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUSAL: bool>(
-    q: Ptr<T>,
-    k: Ptr<T>,
-    v: Ptr<T>,
-    o: Ptr<T>,
-    n: i32,
-    qk_scale: f32,
-) {
+pub fn attn_fwd<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUSAL: bool>(q: Ptr<T>, k: Ptr<T>, v: Ptr<T>, o: Ptr<T>, n: i32, qk_scale: f32) {
     let pm = program_id(0) * BM;
     let head = (program_id(1) as i64) * ((n as i64) * (D as i64));
     let vq = view(q + head, [n, D], [D, 1]);
@@ -134,7 +127,11 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
         let err = check(&qh, &kh, &vh, &o.to_vec().map_err(e)?, b * h, s, d, causal, scale);
         let pass = err <= tol;
         ok &= pass;
-        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu { Timing { b2b: f64::NAN, graph: None } } else { time_both(dev, 30, 5, || launch(&mut o)).map_err(e)? };
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+            Timing { b2b: f64::NAN, graph: None }
+        } else {
+            time_both(dev, 30, 5, || launch(&mut o)).map_err(e)?
+        };
         let tf = |ms: f64| flops / (ms * 1e-3) / 1e12;
         println!(
             "{:<5} b{b} h{h} s{s} d{d} causal={} BM={:<3} BN={:<3} warps={} stages={}  {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {err:.1e}{}",

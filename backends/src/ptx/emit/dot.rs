@@ -74,7 +74,27 @@ impl<'k> PtxWriter<'k> {
         // (an operand ring's padded rows are these: `async_copy`)
         let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
         let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
-        let (mut ra, mut rb) = (self.get(a), self.get(b));
+        // A computed in registers that already hold the m16n8k16 A
+        // fragments (an accumulator of the same warp rows, cast to 16 bits)
+        // feeds the MMAs from its registers (`ptx::fragments`)
+        let reg_a: Option<Vec<String>> = if ca.is_none() && !tf32 && self.o.register_a {
+            let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
+            let raw = self.get_raw(a);
+            crate::ptx::fragments::mma_a(&have, m, kk, g.wm, g.wn).filter(|_| raw.len() == have.regs()).map(|map| {
+                map.chunks(2)
+                    .map(|p| {
+                        let w = self.reg(RegClass::R);
+                        self.line(format!("mov.b32 {w}, {{{}, {}}};", raw[p[0]], raw[p[1]]));
+                        w
+                    })
+                    .collect()
+            })
+        } else {
+            None
+        };
+        let stage_a = ca.is_none() && reg_a.is_none();
+        let mut ra = if reg_a.is_some() { vec![String::new()] } else { self.get(a) };
+        let mut rb = self.get(b);
         if tf32 {
             ra = ra.iter().map(|f| self.tf32_reduce(f, precision)).collect();
             rb = rb.iter().map(|f| self.tf32_reduce(f, precision)).collect();
@@ -82,19 +102,19 @@ impl<'k> PtxWriter<'k> {
         // operands in registers are staged in the scratch space; a ring
         // operand's register is its slot's address
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
-        if ca.is_none() || cb.is_none() {
-            for (x, name, s) in [(ca, "A", &sa), (cb, "B", &sb)] {
-                if x.is_none() {
+        if stage_a || cb.is_none() {
+            for (x, name, s) in [(stage_a, "A", &sa), (cb.is_none(), "B", &sb)] {
+                if x {
                     self.explain(format!(
                         "dot operand {name} {s:?} staged from registers into shared memory for `mma.sync` (computed, or loaded without a copy ring)"
                     ));
                 }
             }
-            let bytes_a = if ca.is_none() { m * lda } else { 0 };
+            let bytes_a = if stage_a { m * lda } else { 0 };
             self.smem_need(bytes_a + if cb.is_none() { kk * ldb } else { 0 });
             self.bar();
             let scratch = self.smem_base();
-            if ca.is_none() {
+            if stage_a {
                 self.stage(&ra, &sa, es, lda, &scratch);
                 base = scratch.clone();
             }
@@ -155,7 +175,9 @@ impl<'k> PtxWriter<'k> {
         }
         self.pro.push_str(&p);
         let (pa, pb) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("add.u32 {pa}, {base}, {oa};"));
+        if reg_a.is_none() {
+            self.line(format!("add.u32 {pa}, {base}, {oa};"));
+        }
         self.line(format!("add.u32 {pb}, {base_b}, {ob};"));
         let racc = self.get(acc);
         let accs: Vec<String> = racc
@@ -176,6 +198,11 @@ impl<'k> PtxWriter<'k> {
         for ks in 0..kk / kstep {
             let mut af = vec![];
             for i in 0..tm {
+                if let Some(f) = &reg_a {
+                    let at = ((i * (kk / kstep) + ks) * 4) as usize;
+                    af.push(f[at..at + 4].to_vec());
+                    continue;
+                }
                 let r: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 let off = i * 16 * wm * lda + ks * kstep * es;
                 if tf32 {

@@ -110,7 +110,28 @@ impl<'k> PtxWriter<'k> {
         let wm = g.wm;
         let groups = wm / 4;
         let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
-        let (ra, rb) = (self.get(a), self.get(b));
+        // A computed in registers whose layout already holds `wgmma`'s
+        // register-A fragments (an accumulator cast to 16 bits: attention's
+        // P) feeds the instructions from its registers: no staging, no
+        // barrier (`ptx::fragments`)
+        let reg_a: Option<Vec<String>> = if ca.is_none() && es == 2 && self.o.register_a {
+            let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
+            let raw = self.get_raw(a);
+            crate::ptx::fragments::wgmma_a(&have, m, kk, wm).filter(|_| raw.len() == have.regs()).map(|map| {
+                map.chunks(2)
+                    .map(|p| {
+                        let w = self.reg(RegClass::R);
+                        self.line(format!("mov.b32 {w}, {{{}, {}}};", raw[p[0]], raw[p[1]]));
+                        w
+                    })
+                    .collect()
+            })
+        } else {
+            None
+        };
+        let stage_a = ca.is_none() && reg_a.is_none();
+        let ra = if reg_a.is_some() { vec![String::new()] } else { self.get(a) };
+        let rb = self.get(b);
         // the operands' shared-memory layouts: a ring slot's
         // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
         // as `wgmma_slot` would place it (K-major for tf32 and below 64
@@ -124,15 +145,15 @@ impl<'k> PtxWriter<'k> {
         };
         // operands in registers are staged in the scratch space
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
-        if ca.is_none() || cb.is_none() {
-            for (x, name, s) in [(ca, "A", &sa), (cb, "B", &sb)] {
-                if x.is_none() {
+        if stage_a || cb.is_none() {
+            for (x, name, s) in [(stage_a, "A", &sa), (cb.is_none(), "B", &sb)] {
+                if x {
                     self.explain(format!(
                         "dot operand {name} {s:?} staged from registers into shared memory for `wgmma` (computed, or loaded without a copy ring)"
                     ));
                 }
             }
-            let bytes_a = if ca.is_none() { m * kk * es } else { 0 };
+            let bytes_a = if stage_a { m * kk * es } else { 0 };
             let pad = self.ring.next_multiple_of(1024) - self.ring;
             self.smem_need(pad + bytes_a + if cb.is_none() { kk * n * es } else { 0 });
             self.bar();
@@ -146,7 +167,7 @@ impl<'k> PtxWriter<'k> {
                     r.to_vec()
                 }
             };
-            if ca.is_none() {
+            if stage_a {
                 let ra = tf(self, &ra);
                 self.stage_wgmma(&ra, &sa, &scratch, es, false);
                 base = scratch.clone();
@@ -183,7 +204,7 @@ impl<'k> PtxWriter<'k> {
         if !ready && (cp_a || cp_b) && precision == DotPrecision::Tf32 {
             self.round_tf32_slots(&[(a, ra[0].clone()), (b, rb[0].clone())]);
         }
-        if !ready && (ca.is_none() || cb.is_none() || cp_a || cp_b) {
+        if !ready && (stage_a || cb.is_none() || cp_a || cp_b) {
             self.line("fence.proxy.async.shared::cta;");
             self.bar();
         }
@@ -208,12 +229,20 @@ impl<'k> PtxWriter<'k> {
         // (16-bit, from a transposed view): a 64-row block is one atom
         // column `[k][64]`, `k·128` bytes, SBO = between groups of 8
         // k-rows (LBO, between atoms along M, is not crossed by m64)
-        let wg = self.reg(RegClass::R);
-        self.line(format!("shr.u32 {wg}, {}, 2;", self.warp));
-        let addr_a = self.reg(RegClass::R);
         let block_a = if mmajor_a { kk * 128 } else { 8192 };
-        self.line(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
-        let da = if mmajor_a { desc(self, &addr_a, kk * 128, 1024) } else { desc(self, &addr_a, 16, 1024) };
+        let da = if reg_a.is_some() {
+            String::new()
+        } else {
+            let wg = self.reg(RegClass::R);
+            self.line(format!("shr.u32 {wg}, {}, 2;", self.warp));
+            let addr_a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {addr_a}, {wg}, {block_a}, {base};"));
+            if mmajor_a {
+                desc(self, &addr_a, kk * 128, 1024)
+            } else {
+                desc(self, &addr_a, 16, 1024)
+            }
+        };
         // B, 16-bit as stored row-major: N-major; LBO = distance between
         // 64-column atoms, SBO = between groups of 8 k-rows. tf32, 16-bit
         // from a transposed view and B narrower than an atom: K-major like
@@ -247,9 +276,19 @@ impl<'k> PtxWriter<'k> {
         let kstep = 32 / es;
         for ks in 0..kk / kstep {
             for t in 0..tcount {
-                let off_a = if mmajor_a { (t * groups) * block_a + ks * kstep * 128 } else { (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32 };
-                let dai = self.reg(RegClass::Rd);
-                self.line(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
+                // A: four 32-bit fragment registers, or a descriptor
+                let dai = match &reg_a {
+                    Some(f) => {
+                        let at = ((ks * tcount + t) * 4) as usize;
+                        format!("{{{}}}", f[at..at + 4].join(", "))
+                    }
+                    None => {
+                        let off_a = if mmajor_a { (t * groups) * block_a + ks * kstep * 128 } else { (t * groups) * 8192 + (ks / 4) * m * 128 + (ks % 4) * 32 };
+                        let dai = self.reg(RegClass::Rd);
+                        self.line(format!("add.s64 {dai}, {da}, {};", off_a >> 4));
+                        dai
+                    }
+                };
                 for u in 0..n / ni {
                     let off_b = if kmajor_b { (ks / 4) * n * 128 + (ks % 4) * 32 + u * ni * 128 } else { u * (ni / 64) * kk * 128 + ks * 16 * 128 };
                     let dbi = self.reg(RegClass::Rd);
@@ -262,7 +301,14 @@ impl<'k> PtxWriter<'k> {
                     }
                     // (tf32 has no transpose immediates: both operands
                     // K-major; 16-bit: "transposed" = M-major A, N-major B)
-                    let imm = if es == 4 { "1, 1".to_string() } else { format!("1, 1, {}, {}", mmajor_a as u32, !kmajor_b as u32) };
+                    // (register A has no transpose immediate)
+                    let imm = if es == 4 {
+                        "1, 1".to_string()
+                    } else if reg_a.is_some() {
+                        format!("1, 1, {}", !kmajor_b as u32)
+                    } else {
+                        format!("1, 1, {}, {}", mmajor_a as u32, !kmajor_b as u32)
+                    };
                     self.line(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, {imm};", d.join(", ")));
                 }
             }

@@ -140,6 +140,7 @@ pub(crate) fn launch(
             cluster: cfg.cluster,
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
+            register_a: env_flag("FERROTILE_REGISTER_A", true),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
