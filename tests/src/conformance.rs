@@ -35,7 +35,7 @@ mod arith;
 mod basic;
 mod casts;
 mod control;
-mod fused;
+pub mod fused;
 pub mod reduce;
 mod safety;
 pub mod util;

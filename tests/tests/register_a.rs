@@ -1,0 +1,55 @@
+//! Register A (`ptx/fragments.rs`): a user's attention loop feeds its
+//! computed `P` (and its loop-invariant `Q`) to the tensor cores from
+//! registers — no shared-memory staging left for `FERROTILE_EXPLAIN` to
+//! report — on `wgmma` (sm_90a) and, where the two dots split rows over
+//! the warps alike, on `mma.sync` (sm_80); the PTX assembles. With the
+//! option off, the same kernels stage both operands (what the A/B
+//! measurement compares).
+
+use ferrotile::ir::passes::guard::guarded_params;
+use ferrotile::ir::{specialize, DType};
+use ferrotile_backends::ptx::{emit, PtxOptions};
+use ferrotile_backends::ptxas;
+use ferrotile_tests::conformance::fused::k_attention;
+
+#[test]
+fn attention_operands_stay_in_registers() {
+    let px = ptxas::find_or_skip();
+    let k = k_attention::ir();
+    // (BM, BN, D, warps, sm, register A expected for P)
+    let cases = [
+        (64, 64, 64, 4, 90, true),
+        (128, 64, 128, 8, 90, true),
+        (128, 128, 64, 8, 90, true),
+        (128, 64, 64, 4, 80, true),
+        (128, 32, 32, 4, 80, true),
+        // S splits 2 × 2 over the warps, P·V's A needs whole rows per warp
+        (64, 64, 64, 4, 80, false),
+    ];
+    for (bm, bn, d, warps, sm, expect) in cases {
+        for causal in [0, 1] {
+            let spec = specialize(k, &[bm, bn, d, causal], &[DType::BF16]).unwrap();
+            for register_a in [true, false] {
+                let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, register_a, ..PtxOptions::new(sm, warps, k.params.len()) };
+                let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} sm{sm}: {e:?}"));
+                let what = format!("attention {bm}x{bn}x{d} {warps} warps sm_{sm} causal {causal} register_a {register_a}");
+                let staged: Vec<_> = p.conversions.iter().filter(|(_, w)| w.contains("dot operand A")).collect();
+                if register_a && expect {
+                    assert!(staged.is_empty(), "{what}: {staged:?}");
+                } else {
+                    assert!(!staged.is_empty(), "{what}: P must be staged");
+                }
+                if sm == 90 {
+                    // the register form: `{d..}, {a0, a1, a2, a3}, b-desc, ...`
+                    let reg_form = p.text.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
+                    assert_eq!(reg_form > 0, register_a, "{what}: {reg_form} register-A wgmma");
+                }
+                if let Some(px) = &px {
+                    if let Err(log) = ptxas::assemble(px, &p.text, sm) {
+                        panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+                    }
+                }
+            }
+        }
+    }
+}
