@@ -13,7 +13,7 @@
 //!
 //! `attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both]
 //!            [--configs BMxBNxWARPSxSTAGES,..]`
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal]`: the PTX (no GPU),
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -175,9 +175,10 @@ fn emit(args: &[String]) {
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let causal = args.iter().any(|a| a == "causal") as i64;
+    let ws = args.iter().any(|a| a == "ws");
     let k = attn_fwd::ir();
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
-    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, tma: true, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, tma: true, warp_specialize: ws, ..PtxOptions::new(sm, warps, k.params.len()) };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
     for (line, why) in &p.fma_dots {
         eprintln!("line {line}: dot on the FMA path: {why}");
