@@ -2,7 +2,8 @@
 //! computed `P` (and its loop-invariant `Q`) to the tensor cores from
 //! registers — no shared-memory staging left for `FERROTILE_EXPLAIN` to
 //! report — on `wgmma` (sm_90a) and, where the two dots split rows over
-//! the warps alike, on `mma.sync` (sm_80); the PTX assembles. With the
+//! the warps alike, on `mma.sync` (sm_80: the layout plan puts the warps
+//! of chained dots along M); the PTX assembles. With the
 //! option off, the same kernels stage both operands (what the A/B
 //! measurement compares).
 
@@ -23,8 +24,10 @@ fn attention_operands_stay_in_registers() {
         (128, 128, 64, 8, 90, true),
         (128, 64, 64, 4, 80, true),
         (128, 32, 32, 4, 80, true),
-        // S splits 2 × 2 over the warps, P·V's A needs whole rows per warp
-        (64, 64, 64, 4, 80, false),
+        // (square warp tiles would split S 2 × 2; the chained dots take
+        // all warps along M instead: `assign::chained_dot_shapes`)
+        (64, 64, 64, 4, 80, true),
+        (128, 128, 64, 8, 80, true),
     ];
     for (bm, bn, d, warps, sm, expect) in cases {
         for causal in [0, 1] {

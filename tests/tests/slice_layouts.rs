@@ -110,7 +110,7 @@ fn library_multi_row_softmax_assembles() {
 /// `FERROTILE_EXPLAIN`'s list of conversions through shared memory
 /// (`PtxKernel::conversions`): every reduction result of `row_stats` without
 /// slice layouts, none with them; a `dot` whose operand is computed in
-/// registers names the staging.
+/// registers names the staging where it is staged.
 #[test]
 fn conversions_are_explained() {
     let k = k_row_stats::ir();
@@ -124,11 +124,16 @@ fn conversions_are_explained() {
             assert!(p.conversions.iter().filter(|(_, w)| w.contains("reduction")).count() >= 5, "{:?}", p.conversions);
         }
     }
+    // (register A on: the cast accumulator is the second dot's A
+    // fragments, nothing to explain; off: the staging is named)
     let k = two_dots::ir();
     let spec = specialize(k, &[], &[]).unwrap();
     for sm in [80, 90] {
-        let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, 4, k.params.len()) }).unwrap();
-        assert!(p.conversions.iter().any(|(_, w)| w.starts_with("dot operand A [64, 64] staged from registers")), "sm_{sm}: {:?}", p.conversions);
+        for register_a in [true, false] {
+            let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], register_a, ..PtxOptions::new(sm, 4, k.params.len()) }).unwrap();
+            let staged = p.conversions.iter().any(|(_, w)| w.starts_with("dot operand A [64, 64] staged from registers"));
+            assert_eq!(staged, !register_a, "sm_{sm} register_a {register_a}: {:?}", p.conversions);
+        }
     }
 }
 

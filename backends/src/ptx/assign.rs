@@ -163,10 +163,59 @@ pub fn kmajor_b_layout(shape: &[u32], num_warps: u32) -> Blocked {
     Blocked::new(shape, vec![1, 1], vec![tk, tn], vec![wk, wn], &[1, 0], &[0, 1])
 }
 
+/// Result shapes of the `dot`s chained through registers: a `dot` whose A
+/// is computed element by element (casts, arithmetic, selects) from
+/// another `dot`'s result — attention's `P = exp(S − m)` feeding `P·V` —,
+/// and that producer. Both get their rows split over the warps alike
+/// (`mma.sync`: all warps along M), the dot-operand anchor that lets the
+/// producer's accumulator registers be the consumer's A fragments.
+fn chained_dot_shapes(k: &Kernel) -> HashSet<Vec<u32>> {
+    let mut def: HashMap<V, &OpKind> = HashMap::new();
+    k.walk(&mut |op| {
+        for r in &op.results {
+            def.insert(*r, &op.kind);
+        }
+    });
+    let shape = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
+    // the dot result `v` derives from, elementwise, at the same shape
+    fn source(v: V, def: &HashMap<V, &OpKind>, depth: u32) -> Option<V> {
+        let kind = def.get(&v)?;
+        if matches!(kind, OpKind::Dot { .. }) {
+            return Some(v);
+        }
+        if depth == 0 || !kind.is_elementwise() {
+            return None;
+        }
+        kind.operands().into_iter().find_map(|x| source(x, def, depth - 1))
+    }
+    let mut out = HashSet::new();
+    k.walk(&mut |op| {
+        let OpKind::Dot { a, .. } = &op.kind else { return };
+        let Some(src) = source(*a, &def, 16) else { return };
+        let (Some(sa), Some(ss), Some(so)) = (shape(*a), shape(src), shape(op.results[0])) else { return };
+        if sa == ss {
+            out.insert(ss);
+            out.insert(so);
+        }
+    });
+    out
+}
+
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
 /// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
 pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>) -> Plan {
+    let rows = chained_dot_shapes(k);
+    // `mma.sync` grid of an `m × n` result: warps along M only where a
+    // dot's A is computed from another dot's result (so that the first
+    // accumulator's registers are the second's A fragments:
+    // `ptx::fragments`), else square warp tiles
+    let sync_grid = |out: &[u32]| -> Option<MmaGrid> {
+        if rows.contains(out) && out[0].is_multiple_of(16 * num_warps) && out[1].is_multiple_of(8) {
+            return Some(MmaGrid { wm: num_warps, wn: 1, wgmma: false });
+        }
+        warp_grid(out[0], out[1], num_warps)
+    };
     let mut mma: HashMap<Vec<u32>, Option<MmaGrid>> = HashMap::new();
     let mut lines: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
     let mut fma_reasons = vec![];
@@ -209,11 +258,11 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
                     }
                     Some(r) => {
                         no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
-                        warp_grid(out[0], out[1], num_warps)
+                        sync_grid(&out)
                     }
                 }
             }
-            None => warp_grid(out[0], out[1], num_warps),
+            None => sync_grid(&out),
         };
         if let Some(w) = why {
             fma_reasons.push((op.loc.line, w));

@@ -178,7 +178,13 @@ fn emit(args: &[String]) {
     let ws = args.iter().any(|a| a == "ws");
     let k = attn_fwd::ir();
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
-    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, tma: true, warp_specialize: ws, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let opts = PtxOptions {
+        arg_div16: vec![true; guarded_params(k)],
+        pipeline: stages - 1,
+        tma: true,
+        warp_specialize: ws,
+        ..PtxOptions::new(sm, warps, k.params.len())
+    };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
     for (line, why) in &p.fma_dots {
         eprintln!("line {line}: dot on the FMA path: {why}");
