@@ -56,3 +56,26 @@ fn attention_operands_stay_in_registers() {
         }
     }
 }
+
+/// `LaunchConfig::programs_per_sm` → `.minnctapersm`: ptxas keeps the
+/// attention loop within the registers two programs of 8 warps leave each
+/// thread (128), where it takes 170 without the hint.
+#[test]
+fn programs_per_sm_caps_registers() {
+    let k = k_attention::ir();
+    let spec = specialize(k, &[128, 64, 64, 0], &[DType::BF16]).unwrap();
+    let px = ptxas::find_or_skip();
+    for per_sm in [0, 2] {
+        let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, programs_per_sm: per_sm, ..PtxOptions::new(90, 8, k.params.len()) };
+        let p = emit(&spec, &o).unwrap();
+        assert_eq!(p.text.contains(".minnctapersm 2"), per_sm == 2);
+        if let Some(px) = &px {
+            let r = ptxas::assemble(px, &p.text, 90).unwrap_or_else(|log| panic!("ptxas: {log}"));
+            if per_sm == 2 {
+                assert!(r.registers <= 128, "{} registers with two programs per SM asked", r.registers);
+            } else {
+                assert!(r.registers > 128, "{} registers: the hint's test needs a kernel above 128", r.registers);
+            }
+        }
+    }
+}

@@ -95,6 +95,10 @@ pub struct PtxOptions {
     /// shared memory; false: the staging path (kept for A/B measurements:
     /// the CUDA runtime reads `FERROTILE_REGISTER_A=0`).
     pub register_a: bool,
+    /// Programs that must fit on one SM (`.minnctapersm`; 0 or 1: no
+    /// directive): ptxas keeps registers per thread within what that
+    /// allows.
+    pub programs_per_sm: u32,
 }
 
 impl PtxOptions {
@@ -119,6 +123,7 @@ impl PtxOptions {
             safety: Safety::Safe,
             slice_layouts: true,
             register_a: true,
+            programs_per_sm: 0,
         }
     }
 }

@@ -12,8 +12,8 @@
 //! FA2 kernel of the same algorithm) are `peers.py --attention`.
 //!
 //! `attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both]
-//!            [--configs BMxBNxWARPSxSTAGES,..]`
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws]`: the PTX (no GPU),
+//!            [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]`
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -65,11 +65,14 @@ struct Cfg {
     bn: i32,
     warps: u32,
     stages: u32,
+    /// `LaunchConfig::programs_per_sm` (0: no hint)
+    per_sm: u32,
 }
 
+/// `BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM]`
 fn parse_cfg(s: &str) -> Option<Cfg> {
     let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-    (v.len() == 4).then(|| Cfg { bm: v[0] as i32, bn: v[1] as i32, warps: v[2], stages: v[3] })
+    (v.len() == 4 || v.len() == 5).then(|| Cfg { bm: v[0] as i32, bn: v[1] as i32, warps: v[2], stages: v[3], per_sm: v.get(4).copied().unwrap_or(0) })
 }
 
 /// f64 attention of one query row (`qi`) of head `bh`.
@@ -118,7 +121,7 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
         let poison = vec![T::from_f64(f64::NAN); n];
         let mut o: Buffer<T> = dev.from_slice(&poison).map_err(e)?;
         let grid = [s.div_ceil(c.bm as usize) as u32, (b * h) as u32, 1];
-        let cfg = LaunchConfig::new(grid).num_warps(c.warps).num_stages(c.stages);
+        let cfg = LaunchConfig::new(grid).num_warps(c.warps).num_stages(c.stages).programs_per_sm(c.per_sm);
         let launch = |o: &mut Buffer<T>| attn_fwd::launch(dev, cfg, &q, &k, &v, o, s as i32, qk_scale, c.bm, c.bn, d as i32, causal);
         if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
             println!("{:<5} b{b} h{h} s{s} d{d} causal={} {c:?}: error: {err}", T::DTYPE, causal as u8);
@@ -134,13 +137,14 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
         };
         let tf = |ms: f64| flops / (ms * 1e-3) / 1e12;
         println!(
-            "{:<5} b{b} h{h} s{s} d{d} causal={} BM={:<3} BN={:<3} warps={} stages={}  {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {err:.1e}{}",
+            "{:<5} b{b} h{h} s{s} d{d} causal={} BM={:<3} BN={:<3} warps={} stages={} per_sm={}  {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {err:.1e}{}",
             T::DTYPE,
             causal as u8,
             c.bm,
             c.bn,
             c.warps,
             c.stages,
+            c.per_sm,
             t.ms() * 1e3,
             t.b2b * 1e3,
             tf(t.ms()),
@@ -152,7 +156,7 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
     }
     if let Some((ms, c)) = best {
         println!(
-            "BEST {:<5} b{b} h{h} s{s} d{d} causal={}  {:.1} TFLOP/s  ({} us, {}x{}x{}w{}s)",
+            "BEST {:<5} b{b} h{h} s{s} d{d} causal={}  {:.1} TFLOP/s  ({} us, {}x{}x{}w{}s{}p)",
             T::DTYPE,
             causal as u8,
             flops / (ms * 1e-3) / 1e12,
@@ -160,7 +164,8 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
             c.bm,
             c.bn,
             c.warps,
-            c.stages
+            c.stages,
+            c.per_sm
         );
     }
     Ok(ok)
@@ -176,6 +181,7 @@ fn emit(args: &[String]) {
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let causal = args.iter().any(|a| a == "causal") as i64;
     let ws = args.iter().any(|a| a == "ws");
+    let per_sm: u32 = args.iter().find_map(|a| a.strip_prefix("perSM=")).and_then(|v| v.parse().ok()).unwrap_or(0);
     let k = attn_fwd::ir();
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
     let opts = PtxOptions {
@@ -183,6 +189,7 @@ fn emit(args: &[String]) {
         pipeline: stages - 1,
         tma: true,
         warp_specialize: ws,
+        programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));

@@ -54,11 +54,22 @@ pub struct LaunchConfig {
     /// Inside a CUDA graph capture launches are not checked (nothing can be
     /// read back).
     pub checked: Option<bool>,
+    /// Programs that must fit on one SM at once (CUDA; 0 or 1: no hint):
+    /// the compiler then keeps each thread within the registers that
+    /// allows (PTX `.minnctapersm`; ptxas spills if it must). A
+    /// performance hint — results do not depend on it; shared memory may
+    /// still allow fewer. Other backends ignore it. Must be in 0..=8.
+    pub programs_per_sm: u32,
 }
 
 impl LaunchConfig {
     pub fn new(grid: [u32; 3]) -> Self {
-        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None }
+        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None, programs_per_sm: 0 }
+    }
+    /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
+    pub fn programs_per_sm(mut self, n: u32) -> Self {
+        self.programs_per_sm = n;
+        self
     }
     /// Force a checked (`true`) or unchecked launch (see [`LaunchConfig::checked`]).
     pub fn checked(mut self, on: bool) -> Self {
@@ -306,6 +317,9 @@ fn launch_with(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [
     }
     if !(1..=16).contains(&cfg.num_stages) {
         return Err(lerr(format!("num_stages must be in 1..=16 (1: no software pipelining), got {}", cfg.num_stages)));
+    }
+    if cfg.programs_per_sm > 8 {
+        return Err(lerr(format!("programs_per_sm must be in 0..=8 (0: no hint), got {}", cfg.programs_per_sm)));
     }
     if !(1..=2).contains(&cfg.cluster) || !cfg.grid[0].is_multiple_of(cfg.cluster) {
         return Err(lerr(format!("cluster must be 1 or 2 and divide the grid's x ({}), got {}", cfg.grid[0], cfg.cluster)));

@@ -445,7 +445,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         let _ = writeln!(text, ".extern .shared .align {} .b8 ft_smem[];\n", if em.uses_wgmma { 1024 } else { 16 });
     }
     let cluster = if clustered { ".reqnctapercluster 2, 1, 1\n" } else { "" };
-    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{cluster}{{", plist.join(",\n"));
+    let occupancy = if o.programs_per_sm > 1 { format!(".minnctapersm {}\n", o.programs_per_sm) } else { String::new() };
+    let _ = writeln!(text, ".visible .entry {entry}(\n{}\n)\n.maxntid {threads}, 1, 1\n{occupancy}{cluster}{{", plist.join(",\n"));
     let names = [("f32", "%f"), ("b16", "%h"), ("b32", "%r"), ("b64", "%rd"), ("pred", "%p")];
     for (i, (ty, pre)) in names.iter().enumerate() {
         if em.counts[i] > 0 {

@@ -36,11 +36,13 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, bool, Safety);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, u32, bool, Safety);
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
 /// `FERROTILE_WGMMA`, `FERROTILE_TMA` (bulk tensor copies for view loads);
+/// `FERROTILE_SLICE_LAYOUTS`, `FERROTILE_REGISTER_A` (a computed `dot` A
+/// operand fed from registers);
 /// off unless set to 1: `FERROTILE_WS` (a producer warpgroup for those
 /// copies; its one-warp version was correct on the H200 — every GEMM
 /// test, racecheck — but 1–2 % slower than one stream for the tuned GEMMs
@@ -120,6 +122,7 @@ pub(crate) fn launch(
             cfg.num_warps,
             cfg.num_stages,
             cfg.cluster,
+            cfg.programs_per_sm,
             tma,
             safety,
         );
@@ -141,6 +144,7 @@ pub(crate) fn launch(
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
+            programs_per_sm: cfg.programs_per_sm,
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
