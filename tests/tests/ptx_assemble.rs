@@ -306,7 +306,7 @@ fn wgmma_gemm_tma_rings() {
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
         assert_eq!(boxes, vec![vec![64, 128, 1], vec![64, 64, 1]], "stages {stages}");
-        assert!(p.tensor_maps.iter().all(|m| m.view.batch.is_some()), "stages {stages}: the batch as a third dimension");
+        assert!(p.tensor_maps.iter().all(|m| m.view.batch.len() == 1), "stages {stages}: the batch as a third dimension");
         assert!(
             t.contains(".param .align 64 .b8 ft_tmap1[128]") && t.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"),
             "stages {stages}"

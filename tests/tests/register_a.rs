@@ -79,3 +79,30 @@ fn programs_per_sm_caps_registers() {
         }
     }
 }
+
+/// Views whose base adds two program-id terms — batch and head of a
+/// strided `[batch, seq, heads, dim]` tensor, the K/V head divided by the
+/// group size — are TMA views with one map dimension per term (rank 4),
+/// the divided term indexed by `ctaid / G` (with `PtxOptions::tma_terms`).
+#[test]
+fn strided_grouped_views_become_rank4_tensor_maps() {
+    use ferrotile_tests::conformance::fused::k_attention_strided;
+    let k = k_attention_strided::ir();
+    let spec = specialize(k, &[64, 64, 64, 2], &[DType::F16]).unwrap();
+    // (off: not tensor-map views — the form has not run on a GPU yet)
+    let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, ..PtxOptions::new(90, 4, k.params.len()) };
+    assert!(emit(&spec, &o).unwrap().tensor_maps.is_empty());
+    let o = PtxOptions { tma_terms: true, ..o };
+    let p = emit(&spec, &o).unwrap();
+    assert_eq!(p.tensor_maps.len(), 2, "K and V by bulk copies");
+    for m in &p.tensor_maps {
+        let terms: Vec<(u8, u32, u32)> = m.view.batch.iter().map(|t| (t.axis, t.div, t.modulo)).collect();
+        assert_eq!(terms.len(), 2, "{terms:?}");
+        assert!(terms.contains(&(2, 1, 0)) && terms.contains(&(1, 2, 0)), "batch by program_id(2), head by program_id(1) / 2: {terms:?}");
+        assert_eq!(m.box_dims.len(), 4);
+    }
+    assert!(p.text.contains("cp.async.bulk.tensor.4d") && p.text.contains("div.u32"), "rank-4 copies, the head divided");
+    if let Some(px) = ptxas::find_or_skip() {
+        ptxas::assemble(&px, &p.text, 90).unwrap_or_else(|log| panic!("ptxas: {log}"));
+    }
+}

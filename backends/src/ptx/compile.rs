@@ -30,8 +30,11 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
     }
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
-    let tma_views =
-        if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one)) } else { HashMap::new() };
+    let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 {
+        tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one), o.tma_terms)
+    } else {
+        HashMap::new()
+    };
     // The IR passes of the PTX target: views lowered to pointer accesses
     // except the block loads a TMA copy serves, then pipelining. (They
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)

@@ -99,6 +99,13 @@ pub struct PtxOptions {
     /// directive): ptxas keeps registers per thread within what that
     /// allows.
     pub programs_per_sm: u32,
+    /// With `tma`: views whose base adds several program-id terms (batch
+    /// and head of a strided tensor, a head divided by a group size) get
+    /// tensor maps of rank up to 5 ([`tma::views`]); false: one plain
+    /// batch term at most. Off by default until the conformance case
+    /// `attention` has run it on the H200 (the CUDA runtime reads
+    /// `FERROTILE_TMA_TERMS=1`).
+    pub tma_terms: bool,
 }
 
 impl PtxOptions {
@@ -124,6 +131,7 @@ impl PtxOptions {
             slice_layouts: true,
             register_a: true,
             programs_per_sm: 0,
+            tma_terms: false,
         }
     }
 }

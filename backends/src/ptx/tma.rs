@@ -13,11 +13,16 @@
 //!   requirements);
 //! - the extents, the outer stride and the base are *launch-invariant*: integer
 //!   arithmetic (`+ - ·`, casts) on constants and scalar arguments, with
-//!   the base a pointer argument plus such an offset — except for at most
-//!   one base term `program_id(a) · q` (`q` launch-invariant and a
-//!   multiple of 16 bytes; a batch index), which becomes the map's third
-//!   dimension, of extent the grid's size along `a`, indexed by the
-//!   program id.
+//!   the base a pointer argument plus such an offset — except for up to
+//!   three base terms `p · q` (`q` launch-invariant and a multiple of 16
+//!   bytes) whose `p` is a program id, `program_id(a)`, or a program id
+//!   divided by or taken modulo a positive constant (`program_id(1) / H`
+//!   and `program_id(1) % H`: batch and head of a `[batch, seq, heads,
+//!   dim]` tensor from one grid axis; `program_id(1) / G`: the shared K/V
+//!   head of `G` query heads) — each becomes one more dimension of the map
+//!   (rank up to 5), of extent the number of values `p` takes over the
+//!   grid, indexed by `p`. (More than one term, or a divided one, only
+//!   with `PtxOptions::tma_terms`: assembled in CI, not yet run on a GPU.)
 //!
 //! Produces a [`TmaView`] per such view: the host evaluates its [`HExpr`]s
 //! on the launch's arguments ([`TmaView::resolve`]) and encodes the tensor
@@ -75,8 +80,9 @@ pub struct TmaView {
     pub dtype: DType,
     /// Element offset of the base from the pointer argument.
     pub offset: HExpr,
-    /// Base term `program_id(axis) · stride` (elements): the third dimension.
-    pub batch: Option<(u8, HExpr)>,
+    /// Base terms `p · stride` (elements), `p` a function of one program
+    /// id: the map's dimensions after the first two, in order.
+    pub batch: Vec<BatchTerm>,
     /// Extents `[d0, d1]`, in the view's order.
     pub dims: [HExpr; 2],
     /// The stride of the outer (not unit-stride) dimension, in elements.
@@ -86,11 +92,34 @@ pub struct TmaView {
     pub inner: usize,
 }
 
+/// One base term of a [`TmaView`]: `p · stride` elements, `p` =
+/// `program_id(axis)` divided by `div` (1: not divided), then modulo `modulo`
+/// (0: none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchTerm {
+    pub axis: u8,
+    pub div: u32,
+    pub modulo: u32,
+    pub stride: HExpr,
+}
+
+impl BatchTerm {
+    /// How many values `p` takes over a grid of `n` programs along `axis`.
+    pub fn extent(&self, n: u32) -> u32 {
+        let q = n.div_ceil(self.div.max(1));
+        if self.modulo > 0 {
+            q.min(self.modulo)
+        } else {
+            q
+        }
+    }
+}
+
 pub use crate::abi::TensorMapArgs;
 
 impl TmaView {
     pub fn rank(&self) -> usize {
-        2 + self.batch.is_some() as usize
+        2 + self.batch.len()
     }
 
     /// The map for this launch: `args` are the integer arguments (by
@@ -106,12 +135,13 @@ impl TmaView {
         };
         let mut dims = vec![ext(self.dims[self.inner].eval(args))?, ext(self.dims[1 - self.inner].eval(args))?];
         let mut strides = vec![stride(self.stride.eval(args))?];
-        if let Some((axis, q)) = &self.batch {
-            let n = grid[*axis as usize];
+        for t in &self.batch {
+            let n = t.extent(grid[t.axis as usize]);
+            // (one value: its coordinate is always 0 and any valid stride
+            // will do, `q` may be 0: the span of the dimensions before)
+            let span = (*dims.last()?).checked_mul(*strides.last()?).filter(|b| *b < 1 << 40);
             dims.push(ext(n as i64)?);
-            // (one program along the axis: its coordinate is always 0 and
-            // any valid stride will do, `q` may be 0)
-            strides.push(if n == 1 { strides[0].checked_mul(dims[1])? } else { stride(q.eval(args))? });
+            strides.push(if n == 1 { span? } else { stride(t.stride.eval(args))? });
         }
         address.is_multiple_of(16).then_some(TensorMapArgs { address, dims, strides })
     }
@@ -166,18 +196,33 @@ impl<'k> Defs<'k> {
         }
     }
 
-    /// `program_id(a)`, possibly widened to i64.
-    fn program_id(&self, k: &Kernel, v: V) -> Option<u8> {
+    /// `program_id(a)`, divided by and then modulo positive constants
+    /// (each at most once, in that order), possibly widened to i64:
+    /// (axis, div, modulo).
+    fn program_id(&self, k: &Kernel, v: V) -> Option<(u8, u32, u32)> {
+        let pos = |x: V| match self.def.get(&x) {
+            Some(OpKind::Const(Lit::Int(c))) if *c > 0 && *c <= u32::MAX as i64 => Some(*c as u32),
+            _ => None,
+        };
         match self.def.get(&v)? {
-            OpKind::ProgramId(a) => Some(*a),
+            OpKind::ProgramId(a) => Some((*a, 1, 0)),
             OpKind::Cast { x, to: DType::I64 } if k.ty(*x).dtype() == Some(DType::I32) => self.program_id(k, *x),
+            OpKind::Binary { op: BinOp::Div, a, b } => match self.program_id(k, *a)? {
+                (ax, 1, 0) => Some((ax, pos(*b)?, 0)),
+                _ => None,
+            },
+            OpKind::Binary { op: BinOp::Rem, a, b } => match self.program_id(k, *a)? {
+                (ax, d, 0) => Some((ax, d, pos(*b)?)),
+                _ => None,
+            },
             _ => None,
         }
     }
 
     /// The terms of an integer offset: launch-invariant ones summed, plus
-    /// at most one i64 `program_id · q`.
-    fn offset_terms(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Option<(u8, V)>) -> Option<()> {
+    /// up to three i64 `p · q` with `p` a function of a program id
+    /// ([`Defs::program_id`]).
+    fn offset_terms(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>) -> Option<()> {
         if let Some(e) = self.hexpr(k, v) {
             inv.push(e);
             return Some(());
@@ -187,14 +232,14 @@ impl<'k> Defs<'k> {
                 self.offset_terms(k, *a, inv, batch)?;
                 self.offset_terms(k, *b, inv, batch)
             }
-            OpKind::Binary { op: BinOp::Mul, a, b } if k.ty(v).dtype() == Some(DType::I64) && batch.is_none() => {
-                let (ax, q) = match (self.program_id(k, *a), self.program_id(k, *b)) {
-                    (Some(ax), _) => (ax, *b),
-                    (_, Some(ax)) => (ax, *a),
+            OpKind::Binary { op: BinOp::Mul, a, b } if k.ty(v).dtype() == Some(DType::I64) && batch.len() < 3 => {
+                let (p, q) = match (self.program_id(k, *a), self.program_id(k, *b)) {
+                    (Some(p), _) => (p, *b),
+                    (_, Some(p)) => (p, *a),
                     _ => return None,
                 };
                 self.hexpr(k, q)?;
-                *batch = Some((ax, q));
+                batch.push((p, q));
                 Some(())
             }
             _ => None,
@@ -202,7 +247,7 @@ impl<'k> Defs<'k> {
     }
 
     /// The base pointer as (pointer argument, invariant offset terms, batch term).
-    fn base(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Option<(u8, V)>) -> Option<u32> {
+    fn base(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>) -> Option<u32> {
         match self.def.get(&v)? {
             OpKind::Param(i) => matches!(k.params.get(*i as usize)?.kind, ParamKind::Ptr(_)).then_some(*i),
             OpKind::AddPtr { ptr, offset } if k.ty(*offset).is_scalar() => {
@@ -215,8 +260,12 @@ impl<'k> Defs<'k> {
     }
 }
 
-/// The TMA views of `k` (see the module doc), by view value.
-pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
+/// The TMA views of `k` (see the module doc), by view value. `general`:
+/// bases with up to three program-id terms, divided or modulo a constant;
+/// otherwise at most one plain `program_id(a) · q` (the form verified on
+/// the H200; the general one is assembled by ptxas in CI but has not run on
+/// a GPU yet — `PtxOptions::tma_terms`).
+pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, TmaView> {
     let defs = Defs::new(k);
     let mut out = HashMap::new();
     for (&v, kind) in &defs.def {
@@ -237,13 +286,12 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>) -> HashMap<V, TmaView> {
         if !aligned(strides[1 - inner], es) || !aligned(*base, 1) {
             continue;
         }
-        let (mut inv, mut batch) = (vec![], None);
-        let Some(param) = defs.base(k, *base, &mut inv, &mut batch) else { continue };
-        let batch = match batch {
-            Some((ax, q)) if aligned(q, es) => Some((ax, defs.hexpr(k, q).unwrap())),
-            Some(_) => continue,
-            None => None,
-        };
+        let (mut inv, mut terms) = (vec![], vec![]);
+        let Some(param) = defs.base(k, *base, &mut inv, &mut terms) else { continue };
+        if !terms.iter().all(|(_, q)| aligned(*q, es)) || (!general && (terms.len() > 1 || terms.iter().any(|((_, d, m), _)| *d != 1 || *m != 0))) {
+            continue;
+        }
+        let batch: Vec<BatchTerm> = terms.iter().map(|&((axis, div, modulo), q)| BatchTerm { axis, div, modulo, stride: defs.hexpr(k, q).unwrap() }).collect();
         let (Some(d0), Some(d1), Some(so)) = (defs.hexpr(k, shape[0]), defs.hexpr(k, shape[1]), defs.hexpr(k, strides[1 - inner])) else { continue };
         let offset = inv.into_iter().reduce(|a, b| HExpr::Add(Box::new(a), Box::new(b))).unwrap_or(HExpr::Const(0));
         out.insert(v, TmaView { param, dtype, offset, batch, dims: [d0, d1], stride: so, inner });
@@ -260,11 +308,29 @@ mod tests {
             param: 0,
             dtype: DType::BF16,
             offset: HExpr::Const(8),
-            batch: batch.then_some((1, HExpr::Arg(3))),
+            batch: if batch { vec![BatchTerm { axis: 1, div: 1, modulo: 0, stride: HExpr::Arg(3) }] } else { vec![] },
             dims: [HExpr::Arg(1), HExpr::Wrap32(Box::new(HExpr::Arg(2)))],
             stride: HExpr::Arg(2),
             inner: 1,
         }
+    }
+
+    #[test]
+    fn divided_and_modulo_terms_take_their_own_dimensions() {
+        // [batch, seq, heads, dim] from one grid axis of batch·heads
+        // programs: p / 4 (batch) and p % 4 (head); 8 programs
+        let t = |div, modulo, stride| BatchTerm { axis: 1, div, modulo, stride: HExpr::Const(stride) };
+        assert_eq!(t(4, 0, 0).extent(8), 2);
+        assert_eq!(t(1, 4, 0).extent(8), 4);
+        assert_eq!(t(1, 4, 0).extent(3), 3, "fewer programs than the modulus");
+        assert_eq!(t(3, 0, 0).extent(8), 3, "rounded up");
+        let v = TmaView { batch: vec![t(4, 0, 64 * 100 * 4), t(1, 4, 64)], ..view(false) };
+        let m = v.resolve(&[0, 100, 256, 0], 0x1000, [1, 8, 1]).unwrap();
+        assert_eq!(m.dims, vec![256, 100, 2, 4]);
+        assert_eq!(m.strides, vec![512, 51200, 128]);
+        // one value along a term: any valid stride (the span before it)
+        let m = v.resolve(&[0, 100, 256, 0], 0x1000, [1, 4, 1]).unwrap();
+        assert_eq!((m.dims[2], m.strides[1]), (1, 512 * 100));
     }
 
     #[test]

@@ -270,6 +270,11 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     em.mcast = (0..em.ring_plan.slot_bytes.len())
         .map(|c| {
             let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.ring_plan.tma[c].is_some()) else { return false };
+            // (a base term on program_id(0) gives the two programs
+            // different tiles)
+            if em.ring_plan.tma[c].and_then(|view| em.tma_views.get(&view)).is_none_or(|t| t.batch.iter().any(|b| b.axis == 0)) {
+                return false;
+            }
             let mut loads = em.ring_plan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
             let Some(&v) = loads.peek() else { return false };
             let shape: Vec<u32> = k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();

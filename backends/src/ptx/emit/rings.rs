@@ -302,9 +302,15 @@ impl<'k> PtxWriter<'k> {
                 coords.push(r);
             }
         }
-        if let Some((axis, _)) = tma_view.batch {
+        for t in &tma_view.batch {
             let p = self.reg(RegClass::R);
-            self.line(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][axis as usize]));
+            self.line(format!("mov.u32 {p}, %ctaid.{};", ["x", "y", "z"][t.axis as usize]));
+            if t.div > 1 {
+                self.line(format!("div.u32 {p}, {p}, {};", t.div));
+            }
+            if t.modulo > 0 {
+                self.line(format!("rem.u32 {p}, {p}, {};", t.modulo));
+            }
             coords.push(p);
         }
         // the slot: `cols / atom` column atoms of `rows` 128-byte rows
@@ -313,9 +319,7 @@ impl<'k> PtxWriter<'k> {
         let (rows, cols) = lay.rows_cols(&shape).expect("a 2-D tile (tma_slot)");
         let atom = 128 / es;
         let mut box_dims = vec![atom, rows];
-        if tma_view.batch.is_some() {
-            box_dims.push(1);
-        }
+        box_dims.extend(tma_view.batch.iter().map(|_| 1));
         let tm = self.tmap(view, box_dims, self.ring_plan.round_tf32[c]);
         let base = self.reg(RegClass::R);
         self.line(format!("mov.u32 {base}, {cur};"));
