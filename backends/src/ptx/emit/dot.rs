@@ -93,6 +93,14 @@ impl<'k> PtxWriter<'k> {
             None
         };
         let stage_a = ca.is_none() && reg_a.is_none();
+        // (why A is not fed from registers, for FERROTILE_EXPLAIN)
+        let a_why = if !self.o.register_a {
+            ": register A is off"
+        } else if tf32 {
+            ": tf32 operands are read from shared memory"
+        } else {
+            ": its registers do not hold the m16n8k16 A fragments in the threads that read them (register A needs the warps along M, as an accumulator of chained dots has them)"
+        };
         let mut ra = if reg_a.is_some() { vec![String::new()] } else { self.get(a) };
         let mut rb = self.get(b);
         if tf32 {
@@ -106,7 +114,8 @@ impl<'k> PtxWriter<'k> {
             for (x, name, s) in [(stage_a, "A", &sa), (cb.is_none(), "B", &sb)] {
                 if x {
                     self.explain(format!(
-                        "dot operand {name} {s:?} staged from registers into shared memory for `mma.sync` (computed, or loaded without a copy ring)"
+                        "dot operand {name} {s:?} staged from registers into shared memory for `mma.sync` (computed, or loaded without a copy ring){}",
+                        if name == "A" { a_why } else { "" }
                     ));
                 }
             }

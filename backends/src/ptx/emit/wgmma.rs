@@ -130,6 +130,14 @@ impl<'k> PtxWriter<'k> {
             None
         };
         let stage_a = ca.is_none() && reg_a.is_none();
+        // (why A is not fed from registers, for FERROTILE_EXPLAIN)
+        let a_why = if !self.o.register_a {
+            ": register A is off"
+        } else if es != 2 {
+            ": wgmma takes A from registers as 16-bit elements only"
+        } else {
+            ": its registers do not hold wgmma's A fragments in the threads that read them (register A needs the rows split over warps as the accumulator splits them)"
+        };
         let ra = if reg_a.is_some() { vec![String::new()] } else { self.get(a) };
         let rb = self.get(b);
         // the operands' shared-memory layouts: a ring slot's
@@ -149,7 +157,8 @@ impl<'k> PtxWriter<'k> {
             for (x, name, s) in [(stage_a, "A", &sa), (cb.is_none(), "B", &sb)] {
                 if x {
                     self.explain(format!(
-                        "dot operand {name} {s:?} staged from registers into shared memory for `wgmma` (computed, or loaded without a copy ring)"
+                        "dot operand {name} {s:?} staged from registers into shared memory for `wgmma` (computed, or loaded without a copy ring){}",
+                        if name == "A" { a_why } else { "" }
                     ));
                 }
             }
