@@ -14,7 +14,7 @@ for t in library gemm conformance_cuda conformance_wgpu wgpu_runtime; do
   f=$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)
   cp "$f" ".devbin/$t"
 done
-cp target/release/bench target/release/run-library target/release/emit-ptx target/release/rows-multi target/release/attn-user .devbin/
+cp target/release/bench target/release/run-library target/release/emit-ptx target/release/rows-multi target/release/attn-user target/release/dequant-user .devbin/
 for f in .devbin/*; do strip "$f" 2>/dev/null || true; done
 cp benches/peers.py benches/compare.py scripts/gpu-run.sh .devbin/
 if [ ! -d .gl ]; then
