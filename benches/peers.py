@@ -26,7 +26,11 @@ FlashAttention-2 kernel of the algorithm `attn-user` writes in the DSL
 head), tuned over a small config grid; TFLOP/s = 4·b·h·s²·d, halved for
 causal.
 
-usage: peers.py [--attention [--attn-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+`--dequant [--dq-shapes MxNxK,..]`: the W4A16 peers of `dequant-user`
+(group 128, bf16): cuBLAS bf16 dense `x · Wᵀ` and torch's tinygemm
+(`aten._weight_int4pack_mm`), µs and the ratio to dense.
+
+usage: peers.py [--attention [--attn-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -197,10 +201,35 @@ def attention_peers():
                     ms, c, err = best
                     print(f"{'triton-fa2':<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}  (BM {c[0]} BN {c[1]} warps {c[2]} stages {c[3]})", flush=True)
 
+def dequant_peers():
+    shapes = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (1, 4096, 14336)]
+    if "--dq-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--dq-shapes") + 1].split(",")]
+    group = 128
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  W4A16 group {group}")
+    for (m, n, k) in shapes:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        ms_dense = timeit(lambda i: torch.matmul(x, w.t()), 1, 100)
+        print(f"{'cublas-bf16':<12} {m}x{n}x{k}  {ms_dense*1e3:8.1f} us", flush=True)
+        try:
+            q = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
+            q8 = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)
+            packed = torch.ops.aten._convert_weight_to_int4pack(q8, 8)
+            sz = torch.rand(k // group, n, 2, device="cuda", dtype=torch.bfloat16)
+            f = lambda i: torch.ops.aten._weight_int4pack_mm(x, packed, group, sz)
+            f(0)
+            ms = timeit(f, 1, 100)
+            print(f"{'tinygemm':<12} {m}x{n}x{k}  {ms*1e3:8.1f} us  {ms_dense/ms:5.2f}x dense", flush=True)
+        except Exception as e:
+            print(f"{'tinygemm':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:100]}")
+
 def main():
     quick = "--quick" in sys.argv
     if "--attention" in sys.argv:
         return attention_peers()
+    if "--dequant" in sys.argv:
+        return dequant_peers()
     if "--gemm-decode" in sys.argv:
         return gemm_decode()
     if "--gemm" in sys.argv:

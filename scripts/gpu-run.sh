@@ -43,6 +43,9 @@
 #            and a Triton FA2 of the same algorithm (`peers.py --attention`),
 #            then the CUDA conformance case `attention` under memcheck and
 #            racecheck
+#   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
+#            second test kernel, checked against f64) next to cuBLAS bf16
+#            dense and tinygemm (`peers.py --dequant`)
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -245,6 +248,12 @@ case "${1:-check}" in
     FERROTILE_CASE=attention step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
     FERROTILE_CASE=attention step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     grep -E "^=== |BEST|TFLOP|FAIL|error|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | grep -v "^triton-fa2 .*wrong" | tail -80
+    ;;
+  dequant)
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336}
+    step dequant_user 300 $D/dequant-user --device cuda --shapes $SH
+    step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |w4a16|cublas|tinygemm|FAIL|error" "$L" | tail -60
     ;;
   slices-bench)
     # slice layouts, part 2: the multi-row softmax written as a user would
