@@ -208,6 +208,10 @@ fn emit(args: &[String]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
         emit(&args[i + 1..]);
         return;

@@ -564,8 +564,26 @@ fn gemm_suite(
     Ok(lines)
 }
 
+/// `bench --help`.
+const HELP: &str = "bench: the kernel library next to the device's copy bandwidth (row kernels) or TFLOP/s (GEMM)
+
+usage: bench [--device cpu|cuda|wgpu] [--quick] [--json FILE] [--unchecked]
+             [--shapes 16384x4096,4096x16384] [--kernels softmax,layer_norm,rms_norm] [--dtypes f32,bf16]
+       bench --gemm | --gemm-small [--device ..] [--dtypes bf16,f16,bf16_bT,bf16_aT,tf32,f32] [--json FILE]
+       bench --gemm-shape MxNxK [--dtypes bf16] [--gemm-configs BMxBNxBK/wW/sS[/swap][/c2][/kSPLIT],.. [--rounds N]]
+       bench --overhead | --sweep
+
+Row kernels: fresh inputs rotated past the L2, graph-replayed and back-to-back
+times, outputs checked against f64; --gemm: the library GEMM on the standard
+shapes; --overhead: launch overhead and cold compile time; --sweep: GB/s per
+warp count. Default device: Device::best(). See benches/RESULTS.md.";
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{HELP}");
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let json = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
     let dev = match args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1)).map(String::as_str) {

@@ -209,6 +209,10 @@ fn emit(args: &[String]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
         emit(&args[i + 1..]);
         return;
