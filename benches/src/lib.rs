@@ -3,6 +3,42 @@
 use ferrotile::Device;
 use std::time::Instant;
 
+/// The device a tool's `--device cpu|cuda|wgpu` names (default:
+/// `Device::best()`); an unknown name or an unavailable device prints why
+/// and exits with code 2 (a named device is never replaced by another).
+pub fn device_arg(args: &[String]) -> Device {
+    let name = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1)).map(String::as_str);
+    let dev = match name {
+        Some("cpu") => Ok(Device::cpu()),
+        Some("cuda") => Device::cuda(0),
+        Some("wgpu") => Device::wgpu(),
+        Some(d) => {
+            eprintln!("unknown device {d}");
+            std::process::exit(2)
+        }
+        None => Device::best(),
+    };
+    dev.unwrap_or_else(|e| {
+        eprintln!("no device: {e}");
+        std::process::exit(2)
+    })
+}
+
+/// What `FERROTILE_EXPLAIN=1` would print for a kernel compiled offline
+/// (the `--emit` of the user-kernel tools), and its size, on stderr.
+pub fn explain_ptx(p: &ferrotile_backends::ptx::PtxKernel) {
+    for (line, why) in &p.fma_dots {
+        eprintln!("line {line}: dot on the FMA path: {why}");
+    }
+    for (line, why) in &p.mma_sync_dots {
+        eprintln!("line {line}: dot not on wgmma: {why}");
+    }
+    for (line, what) in &p.conversions {
+        eprintln!("line {line}: through shared memory: {what}");
+    }
+    eprintln!("{} threads, {} bytes of shared memory, {} tensor maps", p.threads, p.smem_bytes, p.tensor_maps.len());
+}
+
 /// Median wall time of `reps` runs of `f` after `warmup` runs, in seconds.
 pub fn median_time(warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {
     for _ in 0..warmup {

@@ -193,16 +193,7 @@ fn emit(args: &[String]) {
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
-    for (line, why) in &p.fma_dots {
-        eprintln!("line {line}: dot on the FMA path: {why}");
-    }
-    for (line, why) in &p.mma_sync_dots {
-        eprintln!("line {line}: dot not on wgmma: {why}");
-    }
-    for (line, what) in &p.conversions {
-        eprintln!("line {line}: through shared memory: {what}");
-    }
-    eprintln!("{} threads, {} bytes of shared memory, {} tensor maps", p.threads, p.smem_bytes, p.tensor_maps.len());
+    ferrotile_benches::explain_ptx(&p);
     println!("{}", p.text);
 }
 
@@ -217,23 +208,7 @@ fn main() {
         return;
     }
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let dev = match arg("--device").as_deref() {
-        Some("cpu") => Ok(Device::cpu()),
-        Some("cuda") => Device::cuda(0),
-        Some("wgpu") => Device::wgpu(),
-        Some(d) => {
-            eprintln!("unknown device {d}");
-            std::process::exit(2)
-        }
-        None => Device::best(),
-    };
-    let dev = match dev {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no device: {e}");
-            std::process::exit(2)
-        }
-    };
+    let dev = ferrotile_benches::device_arg(&args);
     let gpu = dev.kind() == ferrotile::DeviceKind::Cuda;
     let default_shapes = if gpu { "4:32:4096:128,4:32:4096:64,1:2:1000:64" } else { "1:2:77:64,1:1:40:128" };
     let shapes: Vec<[usize; 4]> = arg("--shapes")

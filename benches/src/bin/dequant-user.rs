@@ -197,13 +197,7 @@ fn emit(args: &[String]) {
     let spec = specialize(k, &[t[0], t[1], t[2], GROUP as i64], &[]).unwrap();
     let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, ..PtxOptions::new(sm, warps, k.params.len()) };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
-    for (line, why) in p.fma_dots.iter().chain(&p.mma_sync_dots) {
-        eprintln!("line {line}: {why}");
-    }
-    for (line, what) in &p.conversions {
-        eprintln!("line {line}: through shared memory: {what}");
-    }
-    eprintln!("{} threads, {} bytes of shared memory, {} tensor maps", p.threads, p.smem_bytes, p.tensor_maps.len());
+    ferrotile_benches::explain_ptx(&p);
     println!("{}", p.text);
 }
 
@@ -218,23 +212,7 @@ fn main() {
         return;
     }
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let dev = match arg("--device").as_deref() {
-        Some("cpu") => Ok(Device::cpu()),
-        Some("cuda") => Device::cuda(0),
-        Some("wgpu") => Device::wgpu(),
-        Some(d) => {
-            eprintln!("unknown device {d}");
-            std::process::exit(2)
-        }
-        None => Device::best(),
-    };
-    let dev = match dev {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no device: {e}");
-            std::process::exit(2)
-        }
-    };
+    let dev = ferrotile_benches::device_arg(&args);
     let gpu = dev.kind() == ferrotile::DeviceKind::Cuda;
     let shapes: Vec<[usize; 3]> = arg("--shapes")
         .unwrap_or_else(|| if gpu { "1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336".into() } else { "3x72x256,17x40x384".into() })

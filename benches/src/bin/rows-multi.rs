@@ -125,23 +125,7 @@ fn run<T: FloatElement>(dev: &Device, rows: usize, cols: usize, copy_gbs: f64, t
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let dev = match arg("--device").as_deref() {
-        Some("cpu") => Ok(Device::cpu()),
-        Some("cuda") => Device::cuda(0),
-        Some("wgpu") => Device::wgpu(),
-        Some(d) => {
-            eprintln!("unknown device {d}");
-            std::process::exit(2)
-        }
-        None => Device::best(),
-    };
-    let dev = match dev {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no device: {e}");
-            std::process::exit(2)
-        }
-    };
+    let dev = ferrotile_benches::device_arg(&args);
     let shapes: Vec<(usize, usize)> = arg("--shapes")
         .unwrap_or_else(|| "16384x1024,16384x512,65536x256".into())
         .split(',')
