@@ -6,6 +6,15 @@
 use super::*;
 
 impl<'k> PtxWriter<'k> {
+    /// Two 16-bit registers packed into a new 32-bit one, `lo` in the low
+    /// half (the order of a tile's consecutive elements in memory and in
+    /// a tensor-core fragment).
+    pub(super) fn pack_b16(&mut self, lo: &str, hi: &str) -> String {
+        let w = self.reg(RegClass::R);
+        self.line(format!("mov.b32 {w}, {{{lo}, {hi}}};"));
+        w
+    }
+
     /// Store a 2-D tile (registers in the layout of `shape`) to shared
     /// memory row-major with a row pitch of `ld` bytes, in its own 16- or
     /// 32-bit format, each thread's runs of consecutive columns packed into
@@ -24,13 +33,7 @@ impl<'k> PtxWriter<'k> {
                 continue;
             }
             let words: Vec<String> = if es == 2 {
-                vals.chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::R);
-                        self.line(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                        w
-                    })
-                    .collect()
+                vals.chunks(2).map(|p| self.pack_b16(&p[0], &p[1])).collect()
             } else {
                 vals.iter()
                     .map(|v| {
@@ -80,15 +83,9 @@ impl<'k> PtxWriter<'k> {
         let reg_a: Option<Vec<String>> = if ca.is_none() && !tf32 && self.o.register_a {
             let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let raw = self.get_raw(a);
-            crate::ptx::fragments::mma_a(&have, m, kk, g.wm, g.wn).filter(|_| raw.len() == have.regs()).map(|map| {
-                map.chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::R);
-                        self.line(format!("mov.b32 {w}, {{{}, {}}};", raw[p[0]], raw[p[1]]));
-                        w
-                    })
-                    .collect()
-            })
+            crate::ptx::fragments::mma_a(&have, m, kk, g.wm, g.wn)
+                .filter(|_| raw.len() == have.regs())
+                .map(|map| map.chunks(2).map(|p| self.pack_b16(&raw[p[0]], &raw[p[1]])).collect())
         } else {
             None
         };

@@ -210,8 +210,7 @@ impl<'k> PtxWriter<'k> {
             self.line(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
             match (c, run) {
                 (RegClass::H, 2) => {
-                    let w = self.reg(RegClass::R);
-                    self.line(format!("mov.b32 {w}, {{{}, {}}};", rv[r], rv[r + 1]));
+                    let w = self.pack_b16(&rv[r], &rv[r + 1]);
                     self.line(format!("st.shared.b32 [{a}], {w};"));
                 }
                 (RegClass::H, _) => self.line(format!("st.shared.b16 [{a}], {};", rv[r])),

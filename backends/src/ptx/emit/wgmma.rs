@@ -34,17 +34,7 @@ impl<'k> PtxWriter<'k> {
                     self.line(format!("st.shared.{ty} [{a}], {};", vals[0]));
                     continue;
                 }
-                let words: Vec<String> = if es == 4 {
-                    vals.to_vec()
-                } else {
-                    vals.chunks(2)
-                        .map(|p| {
-                            let w = self.reg(RegClass::R);
-                            self.line(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                            w
-                        })
-                        .collect()
-                };
+                let words: Vec<String> = if es == 4 { vals.to_vec() } else { vals.chunks(2).map(|p| self.pack_b16(&p[0], &p[1])).collect() };
                 let wt = if es == 4 { "f32" } else { "b32" };
                 match words.len() {
                     1 => self.line(format!("st.shared.{wt} [{a}], {};", words[0])),
@@ -117,15 +107,9 @@ impl<'k> PtxWriter<'k> {
         let reg_a: Option<Vec<String>> = if ca.is_none() && es == 2 && self.o.register_a {
             let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let raw = self.get_raw(a);
-            crate::ptx::fragments::wgmma_a(&have, m, kk, wm).filter(|_| raw.len() == have.regs()).map(|map| {
-                map.chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::R);
-                        self.line(format!("mov.b32 {w}, {{{}, {}}};", raw[p[0]], raw[p[1]]));
-                        w
-                    })
-                    .collect()
-            })
+            crate::ptx::fragments::wgmma_a(&have, m, kk, wm)
+                .filter(|_| raw.len() == have.regs())
+                .map(|map| map.chunks(2).map(|p| self.pack_b16(&raw[p[0]], &raw[p[1]])).collect())
         } else {
             None
         };
