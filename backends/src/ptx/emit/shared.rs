@@ -30,19 +30,21 @@ impl<'k> PtxWriter<'k> {
         b
     }
 
-    /// Scratch shared memory starting at the first multiple of `align`
-    /// bytes at or after the scratch base (`ft_smem` itself is aligned to
-    /// 1024 when the kernel uses `wgmma`), and the padding skipped to get
-    /// there. `wgmma`'s 128-byte swizzle is a function of the address bits
-    /// 4–9, so a staged operand must start on a 1024-byte boundary: the
-    /// rings' mbarriers end the ring region on a 16-byte one.
-    pub(super) fn smem_base_aligned(&mut self, align: u32) -> (String, u32) {
+    /// `bytes` of scratch shared memory starting at the first multiple of
+    /// `align` bytes at or after the scratch base (`ft_smem` itself is
+    /// aligned to 1024 when the kernel uses `wgmma`), reserved with the
+    /// padding skipped to get there. `wgmma`'s 128-byte swizzle is a
+    /// function of the address bits 4–9, so a staged operand must start on
+    /// a 1024-byte boundary: the rings' mbarriers end the ring region on a
+    /// 16-byte one.
+    pub(super) fn smem_scratch_aligned(&mut self, align: u32, bytes: u32) -> String {
         let pad = self.ring.next_multiple_of(align) - self.ring;
+        self.smem_need(pad + bytes);
         let b = self.smem_base();
         if pad > 0 {
             self.line(format!("add.u32 {b}, {b}, {pad};"));
         }
-        (b, pad)
+        b
     }
 
     /// Store registers of a value (canonical layout of `shape`) to shared

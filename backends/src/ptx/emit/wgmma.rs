@@ -147,10 +147,8 @@ impl<'k> PtxWriter<'k> {
                 }
             }
             let bytes_a = if stage_a { m * kk * es } else { 0 };
-            let pad = self.ring.next_multiple_of(1024) - self.ring;
-            self.smem_need(pad + bytes_a + if cb.is_none() { kk * n * es } else { 0 });
             self.bar();
-            let (scratch, _) = self.smem_base_aligned(1024);
+            let scratch = self.smem_scratch_aligned(1024, bytes_a + if cb.is_none() { kk * n * es } else { 0 });
             // (tf32 operands rounded on the way, as the interpreter does;
             // truncated ones the tensor cores truncate themselves)
             let tf = |em: &mut Self, r: &[String]| -> Vec<String> {
