@@ -68,27 +68,23 @@ impl Blocked {
     pub fn canonical(shape: &[u32], num_warps: u32, vec: u32) -> Blocked {
         let r = shape.len();
         assert!(r >= 1);
-        let widest = vec.min(shape[r - 1]).max(1);
-        let mut best: Option<(u32, u32)> = None;
-        let mut w = widest;
-        loop {
-            let left = Self::copies(shape, num_warps, w);
-            if best.is_none_or(|(l, _)| left < l) {
-                best = Some((left, w));
-            }
-            if left == 1 || w == 1 {
-                break;
-            }
+        let mut w = vec.min(shape[r - 1]).max(1);
+        let mut best = Self::canonical_with(shape, num_warps, w);
+        let mut fewest = best.copies();
+        while fewest > 1 && w > 1 {
             w /= 2;
+            let b = Self::canonical_with(shape, num_warps, w);
+            if b.copies() < fewest {
+                fewest = b.copies();
+                best = b;
+            }
         }
-        Self::canonical_with(shape, num_warps, best.map_or(widest, |b| b.1))
+        best
     }
 
-    /// How many threads hold each element (lanes and warps left over) in
-    /// [`Blocked::canonical_with`] at `spt_last` elements per thread.
-    fn copies(shape: &[u32], num_warps: u32, spt_last: u32) -> u32 {
-        let b = Self::canonical_with(shape, num_warps, spt_last);
-        (0..shape.len()).map(|d| b.coverage(d).div_ceil(shape[d].max(1)).max(1)).product()
+    /// How many threads hold each element (lanes and warps left over).
+    fn copies(&self) -> u32 {
+        (0..self.rank()).map(|d| self.coverage(d).div_ceil(self.shape[d].max(1)).max(1)).product()
     }
 
     /// The canonical layout at exactly `spt_last` elements per thread along
