@@ -27,8 +27,9 @@ head), tuned over a small config grid; TFLOP/s = 4·b·h·s²·d, halved for
 causal.
 
 `--dequant [--dq-shapes MxNxK,..]`: the W4A16 peers of `dequant-user`
-(group 128, bf16): cuBLAS bf16 dense `x · Wᵀ` and torch's tinygemm
-(`aten._weight_int4pack_mm`), µs and the ratio to dense.
+(group 128, bf16): cuBLAS bf16 dense `x · Wᵀ`, a Triton kernel of the same
+algorithm (checked against f64, best of five configurations), gemlite
+(its wheel travels in .whl/, see gpu-run.sh) and torch's tinygemm (`aten._weight_int4pack_mm`), µs and the ratio to dense.
 
 usage: peers.py [--attention [--attn-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
@@ -201,6 +202,71 @@ def attention_peers():
                     ms, c, err = best
                     print(f"{'triton-fa2':<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}  (BM {c[0]} BN {c[1]} warps {c[2]} stages {c[3]})", flush=True)
 
+def triton_w4a16(x, n, k, group):
+    """The same algorithm as `dequant-user`, written the GPTQ-Triton way:
+    weights packed 8 per int32 along K ([K/8, N]), a bf16 scale and a
+    packed 4-bit zero point per group row and column; each K step unpacks
+    with shift and mask, dequantizes (q - z)*s to bf16 and feeds tl.dot.
+    Returns the best time over a few configurations (ms) and that config,
+    after checking the output of each against torch on the dequantized
+    weights."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def w4a16(X, W, S, Z, O, M, N, K, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros([BM, BN], tl.float32)
+        for k0 in range(0, K, BK):
+            kk = k0 + rk
+            a = tl.load(X + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+            words = tl.load(W + (kk[:, None] // 8) * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0)
+            q = (words >> ((kk[:, None] % 8) * 4)) & 15
+            g = kk[:, None] // G
+            s = tl.load(S + g * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0).to(tl.float32)
+            zw = tl.load(Z + g * (N // 8) + (rn[None, :] // 8), mask=(kk[:, None] < K) & (rn[None, :] < N), other=0)
+            z = (zw >> ((rn[None, :] % 8) * 4)) & 15
+            b = ((q - z).to(tl.float32) * s).to(tl.bfloat16)
+            acc = tl.dot(a, b, acc)
+        tl.store(O + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    m = x.shape[0]
+    q = torch.randint(0, 16, (k, n), dtype=torch.int32, device="cuda")
+    zq = torch.randint(0, 16, (k // group, n), dtype=torch.int32, device="cuda")
+    sc = (torch.rand(k // group, n, device="cuda") * 0.015 + 0.005).to(torch.bfloat16)
+    shifts = (torch.arange(8, device="cuda", dtype=torch.int32) * 4)
+    w = (q.view(k // 8, 8, n) << shifts[None, :, None]).sum(1, dtype=torch.int64).to(torch.int64)
+    w = torch.where(w >= 2**31, w - 2**32, w).to(torch.int32).contiguous()
+    z = (zq.view(k // group, n // 8, 8) << shifts[None, None, :]).sum(2, dtype=torch.int64)
+    z = torch.where(z >= 2**31, z - 2**32, z).to(torch.int32).contiguous()
+    deq = ((q - zq.repeat_interleave(group, 0)).float() * sc.float().repeat_interleave(group, 0)).to(torch.bfloat16)
+    want = (x.double() @ deq.double())
+    o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    best = None
+    for (bm, bn, bk, nw, ns) in [(16, 64, 128, 4, 3), (16, 128, 128, 4, 3), (16, 32, 256, 4, 3), (16, 64, 64, 4, 4), (64, 64, 128, 4, 3)]:
+        if bm > 16 and m <= 16:
+            continue
+        grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
+        f = lambda i: w4a16[grid](x, w, sc, z, o, m, n, k, G=group, BM=bm, BN=bn, BK=bk, num_warps=nw, num_stages=ns)
+        try:
+            o.fill_(float("nan")); f(0); torch.cuda.synchronize()
+            err = ((o.double() - want).abs() / (want.abs() + 0.1 * want.pow(2).mean().sqrt())).max().item()
+            if not err <= 1e-2:
+                print(f"  triton-w4a16 {bm}x{bn}x{bk} w{nw} s{ns}: wrong, err {err:.2e}")
+                continue
+            ms = timeit(f, 1, 100)
+        except Exception as e:
+            print(f"  triton-w4a16 {bm}x{bn}x{bk} w{nw} s{ns}: {type(e).__name__}: {str(e)[:120]}")
+            continue
+        print(f"  triton-w4a16 {m}x{n}x{k} {bm}x{bn}x{bk} w{nw} s{ns}: {ms*1e3:8.1f} us  err {err:.1e}")
+        if best is None or ms < best[0]:
+            best = (ms, f"{bm}x{bn}x{bk} w{nw} s{ns}")
+    if best is None:
+        raise RuntimeError("no configuration ran")
+    return best
+
 def dequant_peers():
     shapes = [(1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (1, 4096, 14336)]
     if "--dq-shapes" in sys.argv:
@@ -212,6 +278,22 @@ def dequant_peers():
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         ms_dense = timeit(lambda i: torch.matmul(x, w.t()), 1, 100)
         print(f"{'cublas-bf16':<12} {m}x{n}x{k}  {ms_dense*1e3:8.1f} us", flush=True)
+        try:
+            ms_t, cfg_t = triton_w4a16(x, n, k, group)
+            print(f"{'triton-w4a16':<12} {m}x{n}x{k}  {ms_t*1e3:8.1f} us  {ms_dense/ms_t:5.2f}x dense  (best of the configs: {cfg_t})", flush=True)
+        except Exception as e:
+            print(f"{'triton-w4a16':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:200]}")
+        try:
+            from gemlite.helper import A16Wn
+            wq = torch.randint(0, 16, (n, k), dtype=torch.uint8, device="cuda")
+            gs = (torch.rand(n, k // group, device="cuda") * 0.015 + 0.005).to(torch.bfloat16)
+            gz = torch.randint(0, 16, (n, k // group), device="cuda").to(torch.bfloat16)
+            layer = A16Wn(device="cuda", dtype=torch.bfloat16).from_weights(wq, gs, gz, W_nbits=4, group_size=group)
+            layer(x); torch.cuda.synchronize()
+            ms = timeit(lambda i: layer(x), 1, 100)
+            print(f"{'gemlite':<12} {m}x{n}x{k}  {ms*1e3:8.1f} us  {ms_dense/ms:5.2f}x dense", flush=True)
+        except Exception as e:
+            print(f"{'gemlite':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:160]}")
         try:
             q = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
             q8 = (q[:, ::2] << 4 | q[:, 1::2]).to(torch.uint8)

@@ -43,9 +43,12 @@
 #            and a Triton FA2 of the same algorithm (`peers.py --attention`),
 #            then the CUDA conformance case `attention` under memcheck and
 #            racecheck
+#   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
+#            racecheck
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
 #            second test kernel, checked against f64) next to cuBLAS bf16
-#            dense and tinygemm (`peers.py --dequant`)
+#            dense, a Triton kernel of the same algorithm, gemlite (wheel in
+#            .whl/, carry it) and tinygemm (`peers.py --dequant`)
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
@@ -60,6 +63,8 @@ L=$OUT/all.log
 S=$OUT/summary.txt
 # the Vulkan loader (device/README.md), on the GPU machine only
 if command -v nvidia-smi >/dev/null && ls .gl/*.deb >/dev/null 2>&1; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
+# Python peers the image lacks (gemlite, tqdm) travel as wheels in .whl/
+if command -v nvidia-smi >/dev/null && ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; fi
 step() { local name=$1 limit=$2; shift 2; local s; s=$(date +%s); echo "=== $name: $*" >> "$L"; timeout "$limit" "$@" >> "$L" 2>&1; echo "$name rc=$? $(( $(date +%s) - s ))s" | tee -a "$S"; }
 case "${1:-check}" in
   check)
@@ -249,11 +254,19 @@ case "${1:-check}" in
     FERROTILE_CASE=attention step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     grep -E "^=== |BEST|TFLOP|FAIL|error|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | grep -v "^triton-fa2 .*wrong" | tail -80
     ;;
+  tma-terms)
+    # TMA views whose base has program-id terms (strided [b,s,h,d], GQA):
+    # the attention case with them on, under memcheck and racecheck
+    FERROTILE_TMA_TERMS=1 FERROTILE_CASE=attention step conformance_terms 150 $D/conformance_cuda --nocapture
+    FERROTILE_TMA_TERMS=1 FERROTILE_CASE=attention FERROTILE_TEST_DEVICES=cpu,cuda step memcheck_terms 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TMA_TERMS=1 FERROTILE_CASE=attention FERROTILE_TEST_DEVICES=cpu,cuda step racecheck_terms 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    grep -E "^=== |attention|FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | tail -30
+    ;;
   dequant)
     SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336}
     step dequant_user 300 $D/dequant-user --device cuda --shapes $SH
     step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
-    grep -E "^=== |w4a16|cublas|tinygemm|FAIL|error" "$L" | tail -60
+    grep -E "^=== |w4a16|cublas|tinygemm|gemlite|FAIL|error" "$L" | tail -60
     ;;
   slices-bench)
     # slice layouts, part 2: the multi-row softmax written as a user would

@@ -89,8 +89,8 @@ fn strided_grouped_views_become_rank4_tensor_maps() {
     use ferrotile_tests::conformance::fused::k_attention_strided;
     let k = k_attention_strided::ir();
     let spec = specialize(k, &[64, 64, 64, 2], &[DType::F16]).unwrap();
-    // (off: not tensor-map views — the form has not run on a GPU yet)
-    let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, ..PtxOptions::new(90, 4, k.params.len()) };
+    // (off: not tensor-map views)
+    let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, tma_terms: false, ..PtxOptions::new(90, 4, k.params.len()) };
     assert!(emit(&spec, &o).unwrap().tensor_maps.is_empty());
     let o = PtxOptions { tma_terms: true, ..o };
     let p = emit(&spec, &o).unwrap();

@@ -102,9 +102,10 @@ pub struct PtxOptions {
     /// With `tma`: views whose base adds several program-id terms (batch
     /// and head of a strided tensor, a head divided by a group size) get
     /// tensor maps of rank up to 5 ([`tma::views`]); false: one plain
-    /// batch term at most. Off by default until the conformance case
-    /// `attention` has run it on the H200 (the CUDA runtime reads
-    /// `FERROTILE_TMA_TERMS=1`).
+    /// batch term at most. On by default since the conformance case
+    /// `attention` (strided, GQA) passed on the H200 under memcheck and
+    /// racecheck (session 16); the CUDA runtime reads
+    /// `FERROTILE_TMA_TERMS=0` to turn it off for A/B runs.
     pub tma_terms: bool,
 }
 
@@ -131,7 +132,7 @@ impl PtxOptions {
             slice_layouts: true,
             register_a: true,
             programs_per_sm: 0,
-            tma_terms: false,
+            tma_terms: true,
         }
     }
 }

@@ -22,7 +22,8 @@
 //!   head of `G` query heads) — each becomes one more dimension of the map
 //!   (rank up to 5), of extent the number of values `p` takes over the
 //!   grid, indexed by `p`. (More than one term, or a divided one, only
-//!   with `PtxOptions::tma_terms`: assembled in CI, not yet run on a GPU.)
+//!   with `PtxOptions::tma_terms`, on by default: the strided and GQA
+//!   attention kernels of the conformance suite run them on the H200.)
 //!
 //! Produces a [`TmaView`] per such view: the host evaluates its [`HExpr`]s
 //! on the launch's arguments ([`TmaView::resolve`]) and encodes the tensor
@@ -262,9 +263,8 @@ impl<'k> Defs<'k> {
 
 /// The TMA views of `k` (see the module doc), by view value. `general`:
 /// bases with up to three program-id terms, divided or modulo a constant;
-/// otherwise at most one plain `program_id(a) · q` (the form verified on
-/// the H200; the general one is assembled by ptxas in CI but has not run on
-/// a GPU yet — `PtxOptions::tma_terms`).
+/// otherwise at most one plain `program_id(a) · q` (the form of
+/// `PtxOptions::tma_terms = false`).
 pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, TmaView> {
     let defs = Defs::new(k);
     let mut out = HashMap::new();

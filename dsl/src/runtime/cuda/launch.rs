@@ -145,7 +145,7 @@ pub(crate) fn launch(
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             programs_per_sm: cfg.programs_per_sm,
-            tma_terms: env_flag("FERROTILE_TMA_TERMS", false),
+            tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
