@@ -201,6 +201,25 @@ def attention_peers():
                 if best:
                     ms, c, err = best
                     print(f"{'triton-fa2':<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}  (BM {c[0]} BN {c[1]} warps {c[2]} stages {c[3]})", flush=True)
+    # GQA (`--attn-group G`: K/V with H/G heads), SDPA's backends with
+    # enable_gqa (no copies), bf16, [b, h, s, d]
+    g = int(sys.argv[sys.argv.index("--attn-group") + 1]) if "--attn-group" in sys.argv else 0
+    for (b, h, s, d) in (shapes if g > 1 else []):
+        dt = torch.bfloat16
+        q = torch.randn(b, h, s, d, device="cuda", dtype=dt)
+        k, v = (torch.randn(b, h // g, s, d, device="cuda", dtype=dt) for _ in range(2))
+        for causal in (False, True):
+            flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+            tag = f"bf16  b{b} h{h}/{h // g} s{s} d{d} causal={int(causal)}"
+            for name, be in backends:
+                try:
+                    with sdpa_kernel(be):
+                        f = lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                        f(0)
+                        ms = timeit(f, 1, 30)
+                    print(f"{name + '-gqa':<15} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s", flush=True)
+                except Exception as e:
+                    print(f"{name + '-gqa':<15} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
 
 def triton_w4a16(x, n, k, group):
     """The same algorithm as `dequant-user`, written the GPTQ-Triton way:

@@ -43,6 +43,8 @@
 #            and a Triton FA2 of the same algorithm (`peers.py --attention`),
 #            then the CUDA conformance case `attention` under memcheck and
 #            racecheck
+#   attn-lib: the library's attention: its tests on CUDA, memcheck, MHA
+#            and GQA timings next to the peers (`peers.py --attention`)
 #   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
 #            racecheck
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
@@ -145,7 +147,7 @@ case "${1:-check}" in
     # producer warp (tuned on its own)
     FERROTILE_TEST_DEVICES=cuda step gemm 240 $D/gemm --nocapture
     FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda step gemm_ws 150 $D/gemm --nocapture gemm_views gemm_tf32
-    FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_views
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_views
     $D/emit-ptx gemm 128x256x64 bf16 8 90 stages=3 views > "$OUT/tma.ptx" 2>/dev/null
     (cd "$OUT" && ptxas -arch=sm_90a -o tma.cubin tma.ptx && cuobjdump --dump-sass tma.cubin > tma.sass; echo "HGMMA $(grep -c HGMMA tma.sass) UTMALDG $(grep -c UTMALDG tma.sass)"; rm -f tma.cubin) >> "$S" 2>&1
     FERROTILE_AUTOTUNE_PRINT=1 step bench_gemm 200 $D/bench --device cuda --gemm --json "$OUT/gemm_ft.json"
@@ -253,6 +255,17 @@ case "${1:-check}" in
     FERROTILE_CASE=attention step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
     FERROTILE_CASE=attention step racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     grep -E "^=== |BEST|TFLOP|FAIL|error|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | grep -v "^triton-fa2 .*wrong" | tail -80
+    ;;
+  attn-lib)
+    # the library's attention (issue 21): its tests on CUDA (every tuner
+    # candidate forced, the autotuned sizes), memcheck of them, then the
+    # timings next to the peers in the same call
+    FERROTILE_TEST_DEVICES=cpu,cuda step attention_tests 240 $D/attention --nocapture
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_matches
+    step lib_mha 200 $D/attn-user --library --shapes 4:32:4096:128,4:32:4096:64
+    step lib_gqa 120 $D/attn-user --library --layout bshd --group 4 --shapes 4:32:4096:128,4:32:4096:64
+    step peers 300 python3 $D/peers.py --attention --attn-group 4
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|^(sdpa|triton)" "$L" | tail -80
     ;;
   tma-terms)
     # TMA views whose base has program-id terms (strided [b,s,h,d], GQA):

@@ -1,8 +1,10 @@
 //! The ferrotile kernel library, written in the DSL: [`softmax`],
-//! [`norm::layer_norm`], [`norm::rms_norm`] and [`gemm::gemm`], each with a host API that
+//! [`norm::layer_norm`], [`norm::rms_norm`], [`gemm::gemm`] and
+//! [`attention::attention`] (forward), each with a host API that
 //! validates shapes and picks block sizes, and an f64 reference in
 //! [`reference`].
 
+pub mod attention;
 pub mod gemm;
 pub mod norm;
 pub mod reference;

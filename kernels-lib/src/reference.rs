@@ -165,3 +165,50 @@ pub fn tf32_rne(x: f32) -> f32 {
     let b = x.to_bits();
     f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & !0x1fff)
 }
+
+/// f64 attention of one query row: row `i` of head `h` in batch entry `b`
+/// of [`crate::attention::attention`]'s problem `p` (tensors as f64, laid
+/// out by `p`'s strides), with softmax scale `scale` and key window
+/// `[i + off − left, i + off + right]` (`off = seqlen_k − seqlen_q`; `None`:
+/// unbounded). Returns the output row and its natural-log log-sum-exp
+/// (`+∞` and a zero row where no key is visible).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_row(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    p: &crate::attention::AttentionProblem,
+    b: usize,
+    h: usize,
+    i: usize,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> (Vec<f64>, f64) {
+    let d = p.head_dim;
+    let hk = h / (p.heads_q / p.heads_kv);
+    let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
+    let off = p.seqlen_k as i64 - p.seqlen_q as i64;
+    let diag = i as i64 + off;
+    let keys: Vec<usize> = (0..p.seqlen_k)
+        .filter(|&j| {
+            let j = j as i64;
+            left.is_none_or(|l| j >= diag - l as i64) && right.is_none_or(|r| j <= diag + r as i64)
+        })
+        .collect();
+    if keys.is_empty() {
+        return (vec![0.0; d], f64::INFINITY);
+    }
+    let logits: Vec<f64> = keys
+        .iter()
+        .map(|&j| {
+            let kj = b * p.k.batch + hk * p.k.head + j * p.k.seq;
+            (0..d).map(|c| q[qi + c] * k[kj + c]).sum::<f64>() * scale
+        })
+        .collect();
+    let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+    let z: f64 = w.iter().sum();
+    let out = (0..d).map(|c| keys.iter().zip(&w).map(|(&j, wj)| wj * v[b * p.v.batch + hk * p.v.head + j * p.v.seq + c]).sum::<f64>() / z).collect();
+    (out, mx + z.ln())
+}

@@ -722,3 +722,53 @@ fn epilogue_stores_are_16_bytes() {
         }
     }
 }
+
+/// The library's attention forward, every tuner candidate of each head
+/// dimension, masked or not, grouped heads or not, assembles for sm_80 and
+/// sm_90; on sm_90 both dots take `wgmma` with Q and P from registers (no
+/// staged operand) and K/V come by tensor-map bulk copies (rank-4 maps:
+/// one dimension per batch/head term).
+#[test]
+fn every_attention_tuner_configuration_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_kernels::attention::attention_fwd::ir();
+    let mut failures = vec![];
+    for dp in [64i64, 128, 256] {
+        for tc in ferrotile_kernels::attention::attention_candidates(dp as usize) {
+            let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            // (G, MASK_HI, MASK_LO, LSE)
+            for (t, g, hi, lo, lse) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
+                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
+                for sm in [80, 90] {
+                    let opts = PtxOptions {
+                        arg_div16: vec![true; guarded_params(k)],
+                        pipeline: tc.num_stages.saturating_sub(1),
+                        ..PtxOptions::new(sm, tc.num_warps, k.params.len())
+                    };
+                    let what = format!("attention {t} D={dp} G={g} hi={hi} lo={lo} lse={lse} {tc} sm_{sm}");
+                    let p = match emit(&spec, &opts) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.push(format!("{what}: emit: {e}"));
+                            continue;
+                        }
+                    };
+                    if sm == 90 {
+                        let staged: Vec<_> = p.conversions.iter().filter(|(_, l)| l.contains("staged")).collect();
+                        if !p.text.contains("wgmma.mma_async") || !staged.is_empty() || !p.mma_sync_dots.is_empty() {
+                            failures.push(format!("{what}: not wgmma from registers: {:?} {staged:?}", p.mma_sync_dots));
+                        }
+                        if p.tensor_maps.len() != 2 {
+                            failures.push(format!("{what}: {} tensor maps, want K and V", p.tensor_maps.len()));
+                        }
+                    }
+                    match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) => println!("{what}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                        Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

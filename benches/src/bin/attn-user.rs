@@ -13,6 +13,10 @@
 //!
 //! `attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both]
 //!            [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]`
+//! `attn-user --library [--layout bhsd|bshd] [--group G] ...`: the same
+//! problems through the library's `attention::attention` (issue 21), K/V
+//! heads `H / G`, each `--configs` entry forced and then the library's own
+//! choice (`auto`: autotuned on GPUs).
 //! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
@@ -171,6 +175,81 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
     Ok(ok)
 }
 
+/// The library's `attention::attention` on the same problem, `[b, h, s,
+/// d]` or `[b, s, h, d]` (`bshd`) with `hk` K/V heads; each config forced,
+/// then (`auto`) the library's own choice (autotuned on first use). Checked
+/// against `reference::attention_row` on sampled rows.
+#[allow(clippy::too_many_arguments)]
+fn run_library<T: FloatElement>(
+    dev: &Device,
+    b: usize,
+    h: usize,
+    hk: usize,
+    s: usize,
+    d: usize,
+    causal: bool,
+    bshd: bool,
+    cfgs: &[Cfg],
+    tol: f64,
+) -> Result<bool, String> {
+    use ferrotile_kernels::attention::{attention, AttentionConfig, AttentionOptions, AttentionProblem};
+    let e = |e: ferrotile::Error| e.to_string();
+    let p = if bshd { AttentionProblem::bshd(b, h, hk, s, s, d) } else { AttentionProblem::bhsd(b, h, hk, s, s, d) };
+    let mut rng = Rng::new(5);
+    let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d));
+    let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
+    let flops = 4.0 * (b * h) as f64 * (s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
+    let layout = if bshd { "bshd" } else { "bhsd" };
+    let mut ok = true;
+    let runs: Vec<Option<Cfg>> = cfgs.iter().map(|c| Some(*c)).chain([None]).collect();
+    for c in runs {
+        let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
+        let config = c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages });
+        let opts = AttentionOptions { causal, config, ..Default::default() };
+        let launch = |o: &mut Buffer<T>| {
+            attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
+        };
+        let name = c.map_or("auto".to_string(), |c| format!("{}x{}x{}w{}s", c.bm, c.bn, c.warps, c.stages));
+        if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
+            println!("library {:<5} {layout} b{b} h{h}/{hk} s{s} d{d} causal={} {name}: error: {err}", T::DTYPE, causal as u8);
+            ok = false;
+            continue;
+        }
+        let got = o.to_vec().map_err(e)?;
+        let mut r = Rng::new(11);
+        let mut worst = 0.0f64;
+        for _ in 0..24 {
+            let (bb, hh, i) = (r.below(b as u64) as usize, r.below(h as u64) as usize, r.below(s as u64) as usize);
+            let (want, _) = ferrotile_kernels::reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
+            let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
+            for (c, w) in want.iter().enumerate() {
+                let g = got[at + c].to_f64();
+                worst = worst.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
+            }
+        }
+        let pass = worst <= tol;
+        ok &= pass;
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+            Timing { b2b: f64::NAN, graph: None }
+        } else {
+            time_both(dev, 30, 5, || launch(&mut o)).map_err(e)?
+        };
+        println!(
+            "library {:<5} {layout} b{b} h{h}/{hk} s{s} d{d} causal={} {name:<14} {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {worst:.1e}{}",
+            T::DTYPE,
+            causal as u8,
+            t.ms() * 1e3,
+            t.b2b * 1e3,
+            flops / (t.ms() * 1e-3) / 1e12,
+            if pass { "" } else { "  FAIL" }
+        );
+    }
+    Ok(ok)
+}
+
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::{specialize, DType};
@@ -200,7 +279,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --library [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -228,6 +307,31 @@ fn main() {
     };
     println!("attn-user on {}", dev.name());
     let mut ok = true;
+    if args.iter().any(|a| a == "--library") {
+        let hk_div: usize = arg("--group").and_then(|g| g.parse().ok()).unwrap_or(1);
+        let bshd = arg("--layout").as_deref() == Some("bshd");
+        let cfgs: Vec<Cfg> = arg("--configs").map(|c| c.split(',').filter_map(parse_cfg).collect()).unwrap_or_default();
+        for &[b, h, s, d] in &shapes {
+            for &causal in &causals {
+                let hk = (h / hk_div).max(1);
+                for r in
+                    [run_library::<bf16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 2e-2), run_library::<f16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 5e-3)]
+                {
+                    match r {
+                        Ok(o) => ok &= o,
+                        Err(e) => {
+                            println!("error: {e}");
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        if !ok {
+            std::process::exit(1);
+        }
+        return;
+    }
     for &[b, h, s, d] in &shapes {
         for &causal in &causals {
             for r in [run::<bf16>(&dev, b, h, s, d, causal, &cfgs, 2e-2), run::<f16>(&dev, b, h, s, d, causal, &cfgs, 5e-3)] {

@@ -1,0 +1,475 @@
+//! Attention forward (FlashAttention-2's algorithm), written in the DSL.
+//!
+//! `out = softmax(Q·Kᵀ·scale + mask)·V` per batch entry and query head, with
+//! f32 accumulation, for f16 and bf16 tensors addressed by explicit strides
+//! (so `[batch, heads, seq, dim]` and `[batch, seq, heads, dim]` are the same
+//! kernel, and neither needs a copy).
+//!
+//! One program computes `BM` query rows of one head ([`attention_fwd`]):
+//! its Q tile stays in registers, a loop walks the keys `BN` at a time with
+//! an online softmax (running row maximum and sum, in base 2 with the scale
+//! folded into `qk_scale`), and the output is divided by the row sum once
+//! at the end. Options, each a constexpr that folds away when unused:
+//!
+//! - **Causal** masking, aligned to the bottom right when `seqlen_q ≠
+//!   seqlen_k` (query row `i` sees keys `j ≤ i + seqlen_k − seqlen_q`, as in
+//!   FlashAttention 2.1+), and **sliding windows** (`i + off − left ≤ j ≤ i +
+//!   off + right`, `off = seqlen_k − seqlen_q`): the loop skips the key
+//!   blocks the mask removes entirely. Causal is the window `(∞, 0)`.
+//!   A row that sees no key at all gets zeros (and a log-sum-exp of +∞).
+//! - **Grouped heads** (GQA / MQA): query head `h` reads K/V head
+//!   `h / (heads_q / heads_kv)`; nothing is copied.
+//! - Head dims up to 256: the tile's head dimension is the next power of
+//!   two (at least 16); the views' bounds fill the padding with zeros and
+//!   the store leaves it out.
+//! - The per-row **log-sum-exp** (natural log, `[batch, heads_q, seqlen_q]`
+//!   f32), for training and for combining split-KV partial results.
+//!
+//! Causal programs run heaviest first (program 0 takes the last query
+//! block), so the long programs do not end up in the last wave.
+//!
+//! On Hopper the compiler turns the views into TMA bulk copies (tensor maps
+//! with a dimension per batch/head term), feeds Q and P to `wgmma` from
+//! registers and pipelines the K/V loads; on the CPU interpreter and WGSL
+//! the same kernel runs as written. Configurations are autotuned on GPUs
+//! for large problems ([`attention_candidates`]); [`AttentionOptions::config`]
+//! forces one.
+
+use crate::LibError;
+use ferrotile::prelude::*;
+use ferrotile::{DeviceKind, FloatElement};
+
+/// `BM` query rows of head `program_id(1)` in batch entry `program_id(2)`
+/// (query blocks in reverse order of `program_id(0)`). Strides are in
+/// elements: `(qb, qh, qs)` batch, head and sequence strides of Q, and the
+/// same for K, V and O; the head dimension is contiguous. `DP` is the
+/// tile's head dimension (a power of two ≥ `d`). `G` query heads share a
+/// K/V head. `MASK_HI`: keys `j > i + off + win_right` are masked (causal:
+/// `win_right = 0`); `MASK_LO`: keys `j < i + off − win_left`. `LSE`:
+/// write the natural-log log-sum-exp of each row to `lse + b·lb + h·lh + i`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    nq: i32,
+    nk: i32,
+    d: i32,
+    qk_scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qb: i64,
+    qh: i64,
+    qs: i64,
+    kb: i64,
+    kh: i64,
+    ks: i64,
+    vb: i64,
+    vh: i64,
+    vs: i64,
+    ob: i64,
+    oh: i64,
+    os: i64,
+    lb: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let pm = (cdiv(nq, BM) - 1 - program_id(0)) * BM;
+    let b = program_id(2) as i64;
+    let vq = view(q + b * qb + (program_id(1) as i64) * qh, [nq, d], [qs, 1]);
+    let vkt = view(k + b * kb + ((program_id(1) / G) as i64) * kh, [d, nk], [1, ks]);
+    let vv = view(v + b * vb + ((program_id(1) / G) as i64) * vh, [nk, d], [vs, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, DP]);
+    let rows = pm + arange(0, BM);
+    // (bottom-right alignment: the last query row sees the last key)
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    let mut m_i = full([BM], f32::NEG_INFINITY, f32);
+    let mut l_i = zeros([BM], f32);
+    let mut acc = zeros([BM, DP], f32);
+    for j in (lo..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        // (a row with no key yet keeps m = −∞: subtract 0 instead, so that
+        // its p and alpha are 0 rather than NaN)
+        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        let p = exp2(s - expand_dims(m_use, 1));
+        let alpha = exp2(m_i - m_use);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
+        m_i = m_new;
+    }
+    let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
+    let vo = view(o + b * ob + (program_id(1) as i64) * oh, [nq, d], [os, 1]);
+    store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
+    if LSE {
+        // (m is in base 2 and scaled: ln Σ exp(scale·q·k) = ln 2 · (m + log2 l))
+        let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
+        store(lse + b * lb + (program_id(1) as i64) * lh + (rows as i64), row_lse, rows < nq);
+    }
+}
+
+/// Element strides of a 4-d attention tensor along batch, head and
+/// sequence; the head dimension is contiguous (stride 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strides {
+    pub batch: usize,
+    pub head: usize,
+    pub seq: usize,
+}
+
+impl Strides {
+    /// A contiguous `[batch, heads, seq, dim]` tensor.
+    pub fn bhsd(heads: usize, seq: usize, dim: usize) -> Self {
+        Strides { batch: heads * seq * dim, head: seq * dim, seq: dim }
+    }
+    /// A contiguous `[batch, seq, heads, dim]` tensor.
+    pub fn bshd(heads: usize, seq: usize, dim: usize) -> Self {
+        Strides { batch: seq * heads * dim, head: dim, seq: heads * dim }
+    }
+}
+
+/// The problem: sizes, and the strides of Q, K, V and the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionProblem {
+    pub batch: usize,
+    pub heads_q: usize,
+    /// K/V heads: divides `heads_q` (GQA; 1: MQA; `heads_q`: MHA).
+    pub heads_kv: usize,
+    pub seqlen_q: usize,
+    pub seqlen_k: usize,
+    pub head_dim: usize,
+    pub q: Strides,
+    pub k: Strides,
+    pub v: Strides,
+    pub o: Strides,
+}
+
+impl AttentionProblem {
+    /// Contiguous `[batch, heads, seq, dim]` tensors (the output like Q).
+    pub fn bhsd(batch: usize, heads_q: usize, heads_kv: usize, seqlen_q: usize, seqlen_k: usize, head_dim: usize) -> Self {
+        let (q, kv) = (Strides::bhsd(heads_q, seqlen_q, head_dim), Strides::bhsd(heads_kv, seqlen_k, head_dim));
+        AttentionProblem { batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, q, k: kv, v: kv, o: q }
+    }
+    /// Contiguous `[batch, seq, heads, dim]` tensors (the output like Q).
+    pub fn bshd(batch: usize, heads_q: usize, heads_kv: usize, seqlen_q: usize, seqlen_k: usize, head_dim: usize) -> Self {
+        let (q, kv) = (Strides::bshd(heads_q, seqlen_q, head_dim), Strides::bshd(heads_kv, seqlen_k, head_dim));
+        AttentionProblem { batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, q, k: kv, v: kv, o: q }
+    }
+    /// The head dimension of the kernel's tiles: the next power of two, at
+    /// least 16.
+    pub fn padded_dim(&self) -> usize {
+        self.head_dim.next_power_of_two().max(16)
+    }
+}
+
+/// Tile configuration of [`attention_fwd`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionConfig {
+    /// Query rows per program.
+    pub bm: u32,
+    /// Keys per loop step.
+    pub bn: u32,
+    pub num_warps: u32,
+    /// 2 or more: K/V loads run `num_stages − 1` steps ahead.
+    pub num_stages: u32,
+}
+
+impl AttentionConfig {
+    /// The configuration an [`attention_candidates`] entry describes.
+    pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
+        Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages })
+    }
+
+    /// The configuration used without the autotuner: on GPUs the best
+    /// measured on the H200 for the head dimension (RESULTS, "Attention");
+    /// small tiles on the CPU interpreter and WGSL (whose workgroup storage
+    /// may be 32 KiB: lavapipe).
+    pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages };
+        match dev.kind() {
+            DeviceKind::Cuda if padded_dim <= 64 => c(128, 64, 4, 2),
+            DeviceKind::Cuda if padded_dim <= 128 => c(128, 128, 8, 2),
+            DeviceKind::Cuda => c(64, 64, 4, 2),
+            _ if padded_dim <= 64 => c(32, 32, 4, 1),
+            _ => c(16, 16, 4, 1),
+        }
+    }
+}
+
+/// The autotuner's candidates for head dimension `padded_dim` (sizes from
+/// the H200 sweeps of `attn-user`: RESULTS, "Attention written by a user").
+pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
+    let c = |bm: i64, bn: i64, w: u32, s: u32| ferrotile::TuneConfig::new(w).with("BM", bm).with("BN", bn).stages(s);
+    if padded_dim <= 64 {
+        vec![c(128, 64, 4, 2), c(64, 64, 4, 3), c(128, 128, 8, 2), c(128, 64, 8, 2)]
+    } else if padded_dim <= 128 {
+        // (128×64 on 4 warps spills over a kilobyte here: left out)
+        vec![c(128, 128, 8, 2), c(128, 64, 8, 2), c(64, 64, 4, 3)]
+    } else {
+        // (every d256 tile spills ~1.2 KB on sm_90: Q's 64 registers of
+        // `wgmma` A fragments on top of a 128-register accumulator; BN 32
+        // would put P·V, K = 32, on mma.sync)
+        vec![c(64, 64, 4, 2), c(128, 64, 8, 2)]
+    }
+}
+
+/// Options of [`attention`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionOptions {
+    /// Causal mask, aligned to the bottom right (see the module doc).
+    pub causal: bool,
+    /// Softmax scale; `None`: `1/√head_dim`.
+    pub scale: Option<f32>,
+    /// Sliding window: keys at most `left` before and `right` after the
+    /// query's diagonal (`None`: unbounded on that side). With `causal`,
+    /// `right` is 0.
+    pub window: (Option<usize>, Option<usize>),
+    /// Tile configuration; `None` picks one (autotuned on GPUs for large
+    /// problems).
+    pub config: Option<AttentionConfig>,
+}
+
+fn max_index(batch: usize, heads: usize, seq: usize, dim: usize, s: &Strides) -> Option<usize> {
+    let last = |n: usize, st: usize| (n - 1).checked_mul(st);
+    last(batch, s.batch)?.checked_add(last(heads, s.head)?)?.checked_add(last(seq, s.seq)?)?.checked_add(dim - 1)
+}
+
+/// Attention forward: `out = softmax(Q·Kᵀ·scale + mask)·V` (see the
+/// module doc), and the per-row log-sum-exp into `lse` (`[batch, heads_q,
+/// seqlen_q]`, f32) when given. Every size, stride and option is checked
+/// first; errors name the argument.
+#[allow(clippy::too_many_arguments)]
+pub fn attention<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &mut Buffer<T>,
+    lse: Option<&mut Buffer<f32>>,
+    p: &AttentionProblem,
+    opts: &AttentionOptions,
+) -> Result<(), LibError> {
+    use ferrotile::ir::DType;
+    if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        return Err(LibError::Config(format!("attention: dtype {} is not supported (f16 or bf16)", T::DTYPE)));
+    }
+    if p.head_dim == 0 || p.head_dim > 256 {
+        return Err(LibError::Shape(format!("attention: head_dim = {} must be in 1..=256", p.head_dim)));
+    }
+    if p.heads_q == 0 || p.heads_kv == 0 || !p.heads_q.is_multiple_of(p.heads_kv) {
+        return Err(LibError::Shape(format!("attention: heads_kv = {} must divide heads_q = {} (and neither be 0)", p.heads_kv, p.heads_q)));
+    }
+    if let Some(s) = opts.scale {
+        if !s.is_finite() {
+            return Err(LibError::Config(format!("attention: scale must be finite, got {s}")));
+        }
+    }
+    if p.batch > 65535 || p.heads_q > 65535 {
+        return Err(LibError::Shape(format!("attention: batch = {} and heads_q = {} must be at most 65535 (grid)", p.batch, p.heads_q)));
+    }
+    let lim = i32::MAX as usize / 2;
+    if p.seqlen_q > lim || p.seqlen_k > lim {
+        return Err(LibError::Shape(format!("attention: seqlen_q = {} and seqlen_k = {} must be below 2^30", p.seqlen_q, p.seqlen_k)));
+    }
+    if p.batch == 0 || p.seqlen_q == 0 {
+        return Ok(());
+    }
+    let d = p.head_dim;
+    for (name, len, heads, seq, s) in [
+        ("q", q.len(), p.heads_q, p.seqlen_q, &p.q),
+        ("k", k.len(), p.heads_kv, p.seqlen_k, &p.k),
+        ("v", v.len(), p.heads_kv, p.seqlen_k, &p.v),
+        ("out", out.len(), p.heads_q, p.seqlen_q, &p.o),
+    ] {
+        if seq == 0 {
+            continue;
+        }
+        match max_index(p.batch, heads, seq, d, s) {
+            Some(m) if m < len && m <= i64::MAX as usize => {}
+            _ => {
+                return Err(LibError::Shape(format!(
+                    "attention: `{name}` has {len} elements; its shape [{}, {heads}, {seq}, {d}] with strides {s:?} reaches past them",
+                    p.batch
+                )))
+            }
+        }
+    }
+    // the output's elements must not overlap (each is written by one
+    // program): its strides, sorted, must each step over the span below
+    {
+        let mut dims = [(p.o.batch, p.batch), (p.o.head, p.heads_q), (p.o.seq, p.seqlen_q)];
+        dims.sort();
+        let mut span = d;
+        for (st, n) in dims {
+            if n > 1 && st < span {
+                return Err(LibError::Shape(format!("attention: `out` strides {:?} make elements overlap (head_dim {d})", p.o)));
+            }
+            if n > 1 {
+                span += st * (n - 1);
+            }
+        }
+    }
+    let lse_buf = match lse {
+        Some(l) => {
+            let need = p.batch * p.heads_q * p.seqlen_q;
+            if l.len() < need {
+                return Err(LibError::Shape(format!(
+                    "attention: `lse` has {} elements, [{}, {}, {}] = {need} needed",
+                    l.len(),
+                    p.batch,
+                    p.heads_q,
+                    p.seqlen_q
+                )));
+            }
+            Some(l)
+        }
+        None => None,
+    };
+    let (left, right) = opts.window;
+    let right = if opts.causal { Some(0) } else { right };
+    // (beyond the other sequence's length a bound no longer changes the
+    // mask; clamped so that the kernel's index arithmetic stays in i32)
+    let clamp = |w: usize| w.min(p.seqlen_q + p.seqlen_k) as i32;
+    let (mask_lo, win_left) = left.map_or((false, 0), |w| (true, clamp(w)));
+    let (mask_hi, win_right) = right.map_or((false, 0), |w| (true, clamp(w)));
+    let scale = opts.scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let args = Args { p: *p, scale, mask_lo, mask_hi, win_left, win_right };
+    let dp = p.padded_dim();
+    let mut placeholder;
+    let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse_buf {
+        Some(l) => (l, true),
+        None => {
+            placeholder = crate::scratch::workspace(dev, 1)?;
+            // (never written: `LSE` is false)
+            (placeholder.buffer(), false)
+        }
+    };
+    if let Some(cfg) = opts.config {
+        return launch_fwd(dev, q, k, v, out, lse_ref, has_lse, &args, cfg);
+    }
+    let flops = 4.0 * (p.batch * p.heads_q) as f64 * p.seqlen_q as f64 * p.seqlen_k as f64 * d as f64;
+    if dev.kind() == DeviceKind::Cpu || flops < (1u64 << 33) as f64 {
+        return launch_fwd(dev, q, k, v, out, lse_ref, has_lse, &args, AttentionConfig::default_for(dev, dp));
+    }
+    let b2 = |x: usize| x.max(1).next_power_of_two();
+    let key = format!(
+        "{}|d{}|g{}|{}{}{}|b*h<={}|sq<={}|sk<={}",
+        T::DTYPE,
+        dp,
+        p.heads_q / p.heads_kv,
+        if mask_hi { "hi" } else { "" },
+        if mask_lo { "lo" } else { "" },
+        if has_lse { "|lse" } else { "" },
+        b2(p.batch * p.heads_q),
+        b2(p.seqlen_q),
+        b2(p.seqlen_k)
+    );
+    let tuner = tuner(dp);
+    tuner.run(dev, &key, |tc| {
+        let cfg = AttentionConfig::from_tune(tc)?;
+        launch_fwd(dev, q, k, v, out, lse_ref, has_lse, &args, cfg).map_err(crate::lib_to_launch)
+    })?;
+    Ok(())
+}
+
+fn tuner(padded_dim: usize) -> &'static ferrotile::Autotuner {
+    use std::sync::OnceLock;
+    static T: [OnceLock<ferrotile::Autotuner>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (i, name) = match padded_dim {
+        0..=64 => (0, "attention_d64"),
+        65..=128 => (1, "attention_d128"),
+        _ => (2, "attention_d256"),
+    };
+    T[i].get_or_init(|| ferrotile::Autotuner::new(name, attention_candidates(padded_dim)).reps(5))
+}
+
+/// The launch's arguments after the checks.
+struct Args {
+    p: AttentionProblem,
+    scale: f32,
+    mask_lo: bool,
+    mask_hi: bool,
+    win_left: i32,
+    win_right: i32,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_fwd<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &mut Buffer<T>,
+    lse: &mut Buffer<f32>,
+    has_lse: bool,
+    a: &Args,
+    cfg: AttentionConfig,
+) -> Result<(), LibError> {
+    let p = &a.p;
+    for (name, x) in [("bm", cfg.bm), ("bn", cfg.bn)] {
+        if x < 16 || !x.is_power_of_two() {
+            return Err(LibError::Config(format!("attention: config {name} = {x} must be a power of two ≥ 16")));
+        }
+    }
+    let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    let qk_scale = a.scale * std::f32::consts::LOG2_E;
+    let s = |x: usize| x as i64;
+    let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));
+    attention_fwd::launch(
+        dev,
+        launch,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        p.seqlen_q as i32,
+        p.seqlen_k as i32,
+        p.head_dim as i32,
+        qk_scale,
+        a.win_left,
+        a.win_right,
+        s(p.q.batch),
+        s(p.q.head),
+        s(p.q.seq),
+        s(p.k.batch),
+        s(p.k.head),
+        s(p.k.seq),
+        s(p.v.batch),
+        s(p.v.head),
+        s(p.v.seq),
+        s(p.o.batch),
+        s(p.o.head),
+        s(p.o.seq),
+        lb,
+        lh,
+        cfg.bm as i32,
+        cfg.bn as i32,
+        p.padded_dim() as i32,
+        (p.heads_q / p.heads_kv) as i32,
+        a.mask_hi,
+        a.mask_lo,
+        has_lse,
+    )?;
+    Ok(())
+}

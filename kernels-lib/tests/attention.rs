@@ -1,0 +1,225 @@
+//! The library's attention forward against an f64 reference on fresh random
+//! inputs: odd sequence lengths (not multiples of any block), `seqlen_q ≠
+//! seqlen_k` with the causal mask aligned to the bottom right (including
+//! rows that see no key), sliding windows, GQA and MQA, padded head dims,
+//! `[b, h, s, d]`, `[b, s, h, d]` and strided tensors, the log-sum-exp —
+//! with outputs poisoned (NaN) so that unwritten elements fail and the gaps
+//! of a strided output must stay unwritten. Then every kind of bad
+//! argument, which must come back as an error naming it.
+//!
+//! Error metric: |got − want| / (1 + |want|) on the output (its rows are
+//! averages of O(1) values), |got − want| / (1 + |want|) on the
+//! log-sum-exp; thresholds 1e-2 (bf16) and 4e-3 (f16) for the output,
+//! 1e-3 for the f32 log-sum-exp.
+
+use ferrotile::{Device, DeviceKind, FloatElement};
+
+mod common;
+use common::devices;
+use ferrotile_kernels::attention::{attention, AttentionConfig, AttentionOptions, AttentionProblem, Strides};
+use ferrotile_kernels::reference::{attention_row, Rng};
+use ferrotile_kernels::LibError;
+use half::{bf16, f16};
+
+/// One case: the problem, causal, window, scale, and whether to ask for the
+/// log-sum-exp.
+struct Case {
+    p: AttentionProblem,
+    causal: bool,
+    window: (Option<usize>, Option<usize>),
+    scale: Option<f32>,
+    lse: bool,
+    config: Option<AttentionConfig>,
+}
+
+fn case(p: AttentionProblem) -> Case {
+    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None }
+}
+
+/// Elements a tensor of `heads × seq` rows of `d` with strides `s` spans.
+fn span(batch: usize, heads: usize, seq: usize, d: usize, s: &Strides) -> usize {
+    (batch - 1) * s.batch + (heads - 1) * s.head + (seq - 1) * s.seq + d
+}
+
+fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
+    let p = &c.p;
+    let mut rng = Rng::new(seed);
+    let mut gen = |len: usize| -> Vec<T> { (0..len).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh) = (
+        gen(span(p.batch, p.heads_q, p.seqlen_q, p.head_dim, &p.q)),
+        gen(span(p.batch, p.heads_kv, p.seqlen_k, p.head_dim, &p.k)),
+        gen(span(p.batch, p.heads_kv, p.seqlen_k, p.head_dim, &p.v)),
+    );
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
+    let olen = span(p.batch, p.heads_q, p.seqlen_q, p.head_dim, &p.o);
+    let q = dev.from_slice(&qh).unwrap();
+    let k = dev.from_slice(&kh).unwrap();
+    let v = dev.from_slice(&vh).unwrap();
+    let mut o = dev.full(olen, T::from_f64(f64::NAN)).unwrap();
+    let nl = p.batch * p.heads_q * p.seqlen_q;
+    let mut l = dev.full(nl, f32::NAN).unwrap();
+    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config };
+    let what = format!("attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?}", T::DTYPE, dev.name(), c.causal, c.window, c.scale, c.config);
+    attention(dev, &q, &k, &v, &mut o, if c.lse { Some(&mut l) } else { None }, p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = o.to_vec().unwrap();
+    let got_l = l.to_vec().unwrap();
+    let scale = c.scale.map_or(1.0 / (p.head_dim as f64).sqrt(), |s| s as f64);
+    let right = if c.causal { Some(0) } else { c.window.1 };
+    // every row of small problems; sampled rows (and the corners) of large ones
+    let all = p.batch * p.heads_q * p.seqlen_q <= 4096;
+    let mut rows: Vec<(usize, usize, usize)> = if all {
+        (0..p.batch).flat_map(|b| (0..p.heads_q).flat_map(move |h| (0..p.seqlen_q).map(move |i| (b, h, i)))).collect()
+    } else {
+        let mut r = Rng::new(seed + 1);
+        (0..64).map(|_| (r.below(p.batch as u64) as usize, r.below(p.heads_q as u64) as usize, r.below(p.seqlen_q as u64) as usize)).collect()
+    };
+    if !all {
+        rows.extend([(0, 0, 0), (p.batch - 1, p.heads_q - 1, p.seqlen_q - 1)]);
+    }
+    let mut written = vec![false; olen];
+    let (mut worst, mut worst_l) = (0.0f64, 0.0f64);
+    for (b, h, i) in rows {
+        let (want, want_l) = attention_row(&qf, &kf, &vf, p, b, h, i, scale, c.window.0, right);
+        let at = b * p.o.batch + h * p.o.head + i * p.o.seq;
+        for (e, w) in want.iter().enumerate() {
+            let g = got[at + e].to_f64();
+            let err = if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY };
+            assert!(err <= tol, "{what}: out[b={b}, h={h}, i={i}, {e}] = {g}, want {w} (err {err:.2e})");
+            worst = worst.max(err);
+            written[at + e] = true;
+        }
+        if c.lse {
+            let g = got_l[(b * p.heads_q + h) * p.seqlen_q + i] as f64;
+            let err = if want_l.is_infinite() {
+                if g == want_l {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                (g - want_l).abs() / (1.0 + want_l.abs())
+            };
+            assert!(err <= 1e-3, "{what}: lse[b={b}, h={h}, i={i}] = {g}, want {want_l}");
+            worst_l = worst_l.max(err);
+        }
+    }
+    if all {
+        // the gaps of a strided output are never written
+        for (x, w) in got.iter().zip(&written) {
+            assert!(*w || x.to_f64().is_nan(), "{what}: wrote outside the output's rows");
+        }
+    }
+    eprintln!("{what}: max err {worst:.2e}, lse {worst_l:.2e}");
+}
+
+fn cases(dev: &Device) -> Vec<Case> {
+    let bhsd = AttentionProblem::bhsd;
+    let bshd = AttentionProblem::bshd;
+    let mut v = vec![
+        // MHA, odd length, both layouts
+        case(bhsd(2, 2, 2, 37, 37, 64)),
+        case(bshd(1, 3, 3, 29, 29, 32)),
+        // GQA and MQA, causal
+        Case { causal: true, ..case(bshd(2, 4, 2, 50, 50, 32)) },
+        Case { causal: true, ..case(bhsd(1, 4, 1, 33, 33, 64)) },
+        // causal with seqlen_q < seqlen_k and > seqlen_k (the first rows see
+        // no key: zeros, lse +inf)
+        Case { causal: true, ..case(bhsd(1, 2, 2, 20, 45, 64)) },
+        Case { causal: true, ..case(bhsd(1, 2, 1, 40, 25, 32)) },
+        // sliding windows, with and without causal, and a scale
+        Case { window: (Some(8), Some(4)), ..case(bhsd(1, 2, 2, 33, 33, 32)) },
+        Case { causal: true, window: (Some(10), None), scale: Some(0.3), ..case(bshd(1, 4, 2, 47, 39, 64)) },
+        // padded head dims (80 → 128, 24 → 32), no lse
+        Case { lse: false, ..case(bshd(1, 2, 1, 21, 26, 80)) },
+        Case { causal: true, lse: false, ..case(bhsd(2, 1, 1, 19, 19, 24)) },
+        // head dims 128 and 256 (200 padded)
+        Case { causal: true, ..case(bhsd(1, 2, 2, 70, 70, 128)) },
+        Case { causal: true, ..case(bshd(1, 2, 1, 9, 17, 200)) },
+    ];
+    // strided: Q with padded rows, K and V in different layouts, the output
+    // `[b, h, s, d]` with a gap after each row
+    let mut p = bshd(2, 2, 1, 23, 31, 64);
+    p.q = Strides { batch: 23 * 2 * 72, head: 72, seq: 2 * 72 };
+    p.v = Strides::bhsd(1, 31, 64);
+    p.o = Strides { batch: 2 * 23 * 80, head: 23 * 80, seq: 80 };
+    v.push(case(p));
+    if dev.kind() == DeviceKind::Cuda {
+        v.extend([
+            Case { causal: true, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
+            Case { causal: true, ..case(bhsd(1, 2, 2, 130, 257, 256)) },
+            case(bshd(2, 8, 2, 1000, 1000, 64)),
+            Case { window: (Some(100), Some(50)), ..case(bhsd(1, 4, 2, 777, 777, 128)) },
+        ]);
+        // large enough for the autotuner (every candidate then runs; left
+        // out with FERROTILE_ATTN_LARGE=0, e.g. under compute-sanitizer)
+        if std::env::var("FERROTILE_ATTN_LARGE").as_deref() != Ok("0") {
+            v.extend([Case { causal: true, ..case(bshd(2, 8, 2, 2048, 2048, 128)) }, case(bhsd(2, 8, 8, 2048, 2048, 64))]);
+        }
+        // every tuner candidate forced on a problem with ragged edges
+        for (dim, causal) in [(64, true), (128, false), (256, true)] {
+            let pd = AttentionProblem::bhsd(1, 2, 1, 0, 0, dim).padded_dim();
+            for tc in ferrotile_kernels::attention::attention_candidates(pd) {
+                let cfg = AttentionConfig::from_tune(&tc).unwrap();
+                v.push(Case { causal, config: Some(cfg), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn attention_matches_f64() {
+    for dev in devices() {
+        for (i, c) in cases(&dev).iter().enumerate() {
+            if i % 2 == 0 {
+                check::<bf16>(&dev, c, 100 + i as u64, 1e-2);
+            } else {
+                check::<f16>(&dev, c, 100 + i as u64, 4e-3);
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_rejects_bad_arguments() {
+    let dev = Device::cpu();
+    let p = AttentionProblem::bhsd(1, 2, 2, 8, 8, 16);
+    let n = 2 * 8 * 16;
+    let buf = |len: usize| dev.zeros::<f16>(len).unwrap();
+    let (q, k, v) = (buf(n), buf(n), buf(n));
+    let mut o = buf(n);
+    let opts = AttentionOptions::default();
+    let err = |r: Result<(), LibError>| r.expect_err("must be an error").to_string();
+    let e = err(attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { head_dim: 300, ..p }, &opts));
+    assert!(e.contains("head_dim"), "{e}");
+    let e = err(attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { heads_kv: 3, ..p }, &opts));
+    assert!(e.contains("heads_kv"), "{e}");
+    let short = buf(n - 1);
+    let e = err(attention(&dev, &q, &short, &v, &mut o, None, &p, &opts));
+    assert!(e.contains("`k`"), "{e}");
+    let e = err(attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { o: Strides { batch: 0, head: 8, seq: 16 }, ..p }, &opts));
+    assert!(e.contains("`out`") && e.contains("overlap"), "{e}");
+    let mut l = dev.zeros::<f32>(15).unwrap();
+    let e = err(attention(&dev, &q, &k, &v, &mut o, Some(&mut l), &p, &opts));
+    assert!(e.contains("`lse`"), "{e}");
+    let e = err(attention(&dev, &q, &k, &v, &mut o, None, &p, &AttentionOptions { scale: Some(f32::NAN), ..opts }));
+    assert!(e.contains("scale"), "{e}");
+    let e = err(attention(
+        &dev,
+        &q,
+        &k,
+        &v,
+        &mut o,
+        None,
+        &p,
+        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1 }), ..opts },
+    ));
+    assert!(e.contains("bm"), "{e}");
+    let (q32, k32, v32) = (dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap());
+    let mut o32 = dev.zeros::<f32>(n).unwrap();
+    let e = err(attention(&dev, &q32, &k32, &v32, &mut o32, None, &p, &opts));
+    assert!(e.contains("dtype"), "{e}");
+    // empty problems are no work, not errors
+    attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { seqlen_q: 0, ..p }, &opts).unwrap();
+}
