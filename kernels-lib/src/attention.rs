@@ -31,8 +31,8 @@
 //! On Hopper the compiler turns the views into TMA bulk copies (tensor maps
 //! with a dimension per batch/head term), feeds Q and P to `wgmma` from
 //! registers and pipelines the K/V loads; on the CPU interpreter and WGSL
-//! the same kernel runs as written. Configurations are autotuned on GPUs
-//! for large problems ([`attention_candidates`]); [`AttentionOptions::config`]
+//! the same kernel runs as written. Configurations are autotuned on CUDA
+//! GPUs for large problems ([`attention_candidates`]); [`AttentionOptions::config`]
 //! forces one.
 
 use crate::LibError;
@@ -367,7 +367,9 @@ pub fn attention<T: FloatElement>(
         return launch_fwd(dev, q, k, v, out, lse_ref, has_lse, &args, cfg);
     }
     let flops = 4.0 * (p.batch * p.heads_q) as f64 * p.seqlen_q as f64 * p.seqlen_k as f64 * d as f64;
-    if dev.kind() == DeviceKind::Cpu || flops < (1u64 << 33) as f64 {
+    // (the candidates are sized for CUDA GPUs: WGSL adapters may have
+    // 32 KiB of workgroup storage — lavapipe — and take the default)
+    if dev.kind() != DeviceKind::Cuda || flops < (1u64 << 33) as f64 {
         return launch_fwd(dev, q, k, v, out, lse_ref, has_lse, &args, AttentionConfig::default_for(dev, dp));
     }
     let b2 = |x: usize| x.max(1).next_power_of_two();

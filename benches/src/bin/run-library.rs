@@ -1,5 +1,7 @@
 //! The main job: run the kernel library on the best device available, verify
-//! every result against the f64 reference, and print a table.
+//! every result against the f64 reference, and print a table: the row
+//! kernels (GB/s) and attention forward (TFLOP/s); each time is one cold
+//! call, compilation (and on CUDA the autotuner's first run) included.
 //!
 //! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
 
@@ -15,6 +17,8 @@ struct Row {
     err: f64,
     tol: f64,
     secs: f64,
+    /// attention: the problem and its TFLOP/s instead of a row shape and GB/s
+    attention: Option<(String, f64)>,
 }
 
 fn tol(d: DType) -> f64 {
@@ -46,21 +50,62 @@ fn run<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, o
     ferrotile_kernels::softmax(dev, &x, &mut y, rows, cols)?;
     let secs = t.elapsed().as_secs_f64();
     let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::softmax(&xf, rows, cols), floor);
-    out.push(Row { kernel: "softmax", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+    out.push(Row { kernel: "softmax", dtype: d, shape: (rows, cols), err, tol: tol(d), secs, attention: None });
 
     let mut y = dev.full(rows * cols, poison)?;
     let t = std::time::Instant::now();
     ferrotile_kernels::layer_norm(dev, &x, &w, &b, &mut y, rows, cols, 1e-5)?;
     let secs = t.elapsed().as_secs_f64();
     let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::layer_norm(&xf, &wf, &bf, rows, cols, 1e-5), 1.0);
-    out.push(Row { kernel: "layer_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+    out.push(Row { kernel: "layer_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs, attention: None });
 
     let mut y = dev.full(rows * cols, poison)?;
     let t = std::time::Instant::now();
     ferrotile_kernels::rms_norm(dev, &x, &w, &mut y, rows, cols, 1e-6)?;
     let secs = t.elapsed().as_secs_f64();
     let err = max_rel_err(&to_f64(&y.to_vec()?), &reference::rms_norm(&xf, &wf, rows, cols, 1e-6), 1.0);
-    out.push(Row { kernel: "rms_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs });
+    out.push(Row { kernel: "rms_norm", dtype: d, shape: (rows, cols), err, tol: tol(d), secs, attention: None });
+    Ok(())
+}
+
+/// The library's attention on `[b, h, s, d]` (`bshd`: `[b, s, h, d]`) with
+/// `hk` K/V heads, checked on sampled rows against the f64 reference.
+#[allow(clippy::too_many_arguments)]
+fn run_attention<T: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    dims: [usize; 5],
+    causal: bool,
+    bshd: bool,
+    out: &mut Vec<Row>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem};
+    let [b, h, hk, s, d] = dims;
+    let p = if bshd { AttentionProblem::bshd(b, h, hk, s, s, d) } else { AttentionProblem::bhsd(b, h, hk, s, s, d) };
+    let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qv, kv, vv) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d));
+    let (q, k, v) = (dev.from_slice(&qv)?, dev.from_slice(&kv)?, dev.from_slice(&vv)?);
+    let mut o = dev.full(qv.len(), T::from_f64(f64::NAN))?;
+    let opts = AttentionOptions { causal, ..Default::default() };
+    let t = std::time::Instant::now();
+    attention(dev, &q, &k, &v, &mut o, None, &p, &opts)?;
+    dev.synchronize()?;
+    let secs = t.elapsed().as_secs_f64();
+    let got = o.to_vec()?;
+    let (qf, kf, vf) = (to_f64(&qv), to_f64(&kv), to_f64(&vv));
+    let mut err = 0.0f64;
+    for _ in 0..16 {
+        let (bb, hh, i) = (rng.below(b as u64) as usize, rng.below(h as u64) as usize, rng.below(s as u64) as usize);
+        let (want, _) = reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
+        let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
+        for (c, w) in want.iter().enumerate() {
+            let g = got[at + c].to_f64();
+            err = err.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
+        }
+    }
+    let flops = 4.0 * (b * h * s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
+    let name = format!("{}{b}x{h}/{hk}x{s}x{d}{}", if bshd { "bshd " } else { "" }, if causal { " causal" } else { "" });
+    out.push(Row { kernel: "attention", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, flops / secs / 1e12)) });
     Ok(())
 }
 
@@ -86,21 +131,38 @@ fn main() {
             std::process::exit(1);
         }
     }
-    println!("{:<11} {:<5} {:>13} {:>10} {:>8} {:>10} {:>10}  status", "kernel", "dtype", "shape", "max err", "tol", "time ms", "GB/s");
+    // attention (forward): MHA and causal GQA on `[b, s, h, d]`
+    let gpu = dev.kind() == ferrotile::DeviceKind::Cuda;
+    let attn: &[[usize; 5]] = if gpu && !quick { &[[2, 16, 16, 2048, 128], [2, 16, 4, 2048, 64]] } else { &[[1, 2, 2, 200, 64], [1, 4, 2, 150, 128]] };
+    for (i, &dims) in attn.iter().enumerate() {
+        let causal = i == 1;
+        let res = run_attention::<bf16>(&dev, &mut rng, dims, causal, causal, &mut rows)
+            .and_then(|_| run_attention::<f16>(&dev, &mut rng, dims, causal, causal, &mut rows));
+        if let Err(e) = res {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+    println!("{:<11} {:<5} {:>24} {:>10} {:>8} {:>10} {:>16}  status", "kernel", "dtype", "shape", "max err", "tol", "time ms", "rate");
     let mut failed = 0;
     for r in &rows {
         let ok = r.err <= r.tol;
         failed += !ok as usize;
         let bytes = 2.0 * (r.shape.0 * r.shape.1 * r.dtype.size_bytes()) as f64;
+        let (shape, rate) = match &r.attention {
+            Some((name, tflops)) if *tflops >= 1.0 => (name.clone(), format!("{tflops:.1} TFLOP/s")),
+            Some((name, tflops)) => (name.clone(), format!("{:.2} GFLOP/s", tflops * 1e3)),
+            None => (format!("{}x{}", r.shape.0, r.shape.1), format!("{:.2} GB/s", bytes / r.secs / 1e9)),
+        };
         println!(
-            "{:<11} {:<5} {:>13} {:>10.2e} {:>8.0e} {:>10.2} {:>10.2}  {}",
+            "{:<11} {:<5} {:>24} {:>10.2e} {:>8.0e} {:>10.2} {:>16}  {}",
             r.kernel,
             r.dtype.to_string(),
-            format!("{}x{}", r.shape.0, r.shape.1),
+            shape,
             r.err,
             r.tol,
             r.secs * 1e3,
-            bytes / r.secs / 1e9,
+            rate,
             if ok { "ok" } else { "FAIL" }
         );
     }
