@@ -31,7 +31,10 @@ causal.
 algorithm (checked against f64, best of five configurations), gemlite
 (its wheel travels in .whl/, see gpu-run.sh) and torch's tinygemm (`aten._weight_int4pack_mm`), µs and the ratio to dense.
 
-usage: peers.py [--attention [--attn-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+`--decode [--decode-shapes B:H:HK:SQ:SK:D,..]`: decode attention, SDPA per
+backend (µs, K/V read GB/s).
+
+usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -221,6 +224,32 @@ def attention_peers():
                 except Exception as e:
                     print(f"{name + '-gqa':<15} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
 
+def decode_peers():
+    """Decode attention: SDPA with each backend forced on q [b, h, sq, d]
+    against a K/V cache [b, hk, sk, d] (`enable_gqa` when hk < h); µs and
+    the K/V read's GB/s. `--decode-shapes B:H:HK:SQ:SK:D,..`."""
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+    shapes = [(32, 32, 32, 1, 8192, 128), (32, 32, 8, 1, 8192, 128), (32, 32, 32, 8, 8192, 128), (32, 32, 8, 8, 8192, 128)]
+    if "--decode-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split(":")) for s in sys.argv[sys.argv.index("--decode-shapes") + 1].split(",")]
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  copy: {copy_bw():.0f} GB/s")
+    backends = [("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash2", SDPBackend.FLASH_ATTENTION), ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION), ("sdpa-math", SDPBackend.MATH)]
+    for (b, h, hk, sq, sk, d) in shapes:
+        for dt, dname in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+            q = torch.randn(b, h, sq, d, device="cuda", dtype=dt)
+            k, v = (torch.randn(b, hk, sk, d, device="cuda", dtype=dt) for _ in range(2))
+            kv = 2 * k.numel() * k.element_size()
+            tag = f"{dname:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d}"
+            for name, be in backends:
+                try:
+                    with sdpa_kernel(be):
+                        f = lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=hk < h)
+                        f(0)
+                        ms = timeit(f, 1, 50)
+                    print(f"{name:<15} {tag}  {ms*1e3:9.1f} us {kv/(ms*1e-3)/1e9:7.0f} GB/s KV", flush=True)
+                except Exception as e:
+                    print(f"{name:<15} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
+
 def triton_w4a16(x, n, k, group):
     """The same algorithm as `dequant-user`, written the GPTQ-Triton way:
     weights packed 8 per int32 along K ([K/8, N]), a bf16 scale and a
@@ -331,6 +360,8 @@ def main():
         return attention_peers()
     if "--dequant" in sys.argv:
         return dequant_peers()
+    if "--decode" in sys.argv:
+        return decode_peers()
     if "--gemm-decode" in sys.argv:
         return gemm_decode()
     if "--gemm" in sys.argv:

@@ -45,6 +45,8 @@
 #            racecheck
 #   attn-lib: the library's attention: its tests on CUDA, memcheck, MHA
 #            and GQA timings next to the peers (`peers.py --attention`)
+#   attn-decode [SHAPES]: the library's decode attention: tests on CUDA, memcheck,
+#            racecheck, then B:H:HK:SQ:SK:D shapes next to SDPA per backend
 #   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
 #            racecheck
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
@@ -266,6 +268,17 @@ case "${1:-check}" in
     step lib_gqa 120 $D/attn-user --library --layout bshd --group 4 --shapes 4:32:4096:128,4:32:4096:64
     step peers 300 python3 $D/peers.py --attention --attn-group 4
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|^(sdpa|triton)" "$L" | tail -80
+    ;;
+  attn-decode)
+    # the library's decode attention: its tests on CUDA, memcheck, then the
+    # serving shapes next to SDPA's backends in the same call
+    FERROTILE_TEST_DEVICES=cpu,cuda step attention_tests 240 $D/attention --nocapture
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_matches
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_matches
+    SH=${2:-32:32:32:1:8192:128,32:32:8:1:8192:128,32:32:32:8:8192:128,32:32:8:8:8192:128}
+    step decode 200 $D/attn-user --decode-shapes $SH
+    step peers 200 python3 $D/peers.py --decode --decode-shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^decode|^copy|^sdpa" "$L" | tail -60
     ;;
   tma-terms)
     # TMA views whose base has program-id terms (strided [b,s,h,d], GQA):

@@ -127,6 +127,163 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
     }
 }
 
+/// Decode attention (a few query rows against a long KV cache), one
+/// program per (key split `program_id(0)`, K/V head `program_id(1)`, batch
+/// entry `program_id(2)`): its `BM` rows are the `G · nq` query rows of the
+/// `G` query heads that share the K/V head (row `r`: head `G·kv + r / nq`,
+/// query `r % nq`), so each K/V tile is read once for all of them. Keys of
+/// batch entry `b`: `seqlens[b]` with `SEQLENS`, else `nk`; the program
+/// covers `[s·chunk, min(keys, (s+1)·chunk))`. `CAUSAL`: bottom-right
+/// aligned to the entry's key count. `SPLIT`: the normalized partial output
+/// (f32, rows of `DP`) and the partial natural-log log-sum-exp (−∞ for no
+/// key) go to `part_o` / `part_l` at row `((b·Hq + h)·nq + i)·splits + s`
+/// for [`attention_combine`]; otherwise the output and `LSE` (if asked)
+/// are written directly.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_decode<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const CAUSAL: bool,
+    const SEQLENS: bool,
+    const SPLIT: bool,
+    const LSE: bool,
+>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    part_o: Ptr<f32>,
+    part_l: Ptr<f32>,
+    seqlens: Ptr<i32>,
+    nq: i32,
+    nk: i32,
+    d: i32,
+    qk_scale: f32,
+    chunk: i32,
+    heads_q: i32,
+    qb: i64,
+    qh: i64,
+    qs: i64,
+    kb: i64,
+    kh: i64,
+    ks: i64,
+    vb: i64,
+    vh: i64,
+    vs: i64,
+    ob: i64,
+    oh: i64,
+    os: i64,
+    lb: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let split = program_id(0);
+    let b = program_id(2) as i64;
+    let r = arange(0, BM);
+    let row_ok = r < G * nq;
+    let qi = r % nq;
+    let head = program_id(1) * G + r / nq;
+    let dims = arange(0, DP);
+    let q_off = b * qb + (head as i64) * qh + (qi as i64) * qs;
+    let qt = load(q + expand_dims(q_off, 1) + expand_dims(dims as i64, 0), expand_dims(row_ok, 1) & expand_dims(dims < d, 0), 0.0);
+    let mut keys = nk;
+    if SEQLENS {
+        keys = minimum(nk, load(seqlens + b));
+    }
+    let vkt = view(k + b * kb + (program_id(1) as i64) * kh, [d, nk], [1, ks]);
+    let vv = view(v + b * vb + (program_id(1) as i64) * vh, [nk, d], [vs, 1]);
+    let lo = split * chunk;
+    let hi = minimum(keys, lo + chunk);
+    let mut m_i = full([BM], f32::NEG_INFINITY, f32);
+    let mut l_i = zeros([BM], f32);
+    let mut acc = zeros([BM, DP], f32);
+    for j in (lo..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(cols < keys, 0), s, f32::NEG_INFINITY);
+        if CAUSAL {
+            s = select(expand_dims(cols, 0) <= expand_dims(qi + (keys - nq), 1), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        let p = exp2(s - expand_dims(m_use, 1));
+        let alpha = exp2(m_i - m_use);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
+        m_i = m_new;
+    }
+    let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
+    let out = acc * expand_dims(inv, 1);
+    let out_ok = expand_dims(row_ok, 1) & expand_dims(dims < d, 0);
+    if SPLIT {
+        let prow = ((b * (heads_q as i64) + (head as i64)) * (nq as i64) + (qi as i64)) * (num_programs(0) as i64) + (split as i64);
+        store(part_o + expand_dims(prow * (DP as i64), 1) + expand_dims(dims as i64, 0), out, out_ok);
+        let part = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::NEG_INFINITY);
+        store(part_l + prow, part, row_ok);
+    } else {
+        let o_off = b * ob + (head as i64) * oh + (qi as i64) * os;
+        store(o + expand_dims(o_off, 1) + expand_dims(dims as i64, 0), out as T, out_ok);
+        if LSE {
+            let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
+            store(lse + b * lb + (head as i64) * lh + (qi as i64), row_lse, row_ok);
+        }
+    }
+}
+
+/// Combines [`attention_decode`]'s `splits` partial results of each query
+/// row (program `program_id(0)` = row `(b·Hq + h)·nq + i`): weights
+/// `exp(lse_s − max)`, the output `Σ w_s·O_s / Σ w_s` and, with `LSE`, the
+/// row's log-sum-exp `max + ln Σ w_s` (+∞ and a zero row where no split saw
+/// a key). `SP`: the splits padded to a power of two.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_combine<T: Float, const SP: i32, const DP: i32, const LSE: bool>(
+    part_o: Ptr<f32>,
+    part_l: Ptr<f32>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    splits: i32,
+    nq: i32,
+    heads_q: i32,
+    d: i32,
+    ob: i64,
+    oh: i64,
+    os: i64,
+    lb: i64,
+    lh: i64,
+) {
+    let row = program_id(0);
+    let i = row % nq;
+    let h = (row / nq) % heads_q;
+    let b = row / (nq * heads_q);
+    let sp = arange(0, SP);
+    let dims = arange(0, DP);
+    let base = (row as i64) * (splits as i64);
+    let ls = load(part_l + base + (sp as i64), sp < splits, f32::NEG_INFINITY);
+    let m = max(ls, axis = 0);
+    let m_use = select(m == f32::NEG_INFINITY, 0.0, m);
+    let w = exp(ls - m_use);
+    let tot = sum(w, axis = 0);
+    let parts = load(
+        part_o + expand_dims((base + (sp as i64)) * (DP as i64), 1) + expand_dims(dims as i64, 0),
+        expand_dims(sp < splits, 1) & expand_dims(dims < d, 0),
+        0.0,
+    );
+    let inv = select(tot > 0.0, 1.0 / tot, 0.0);
+    let out = sum(parts * expand_dims(w, 1), axis = 0) * inv;
+    let o_off = (b as i64) * ob + (h as i64) * oh + (i as i64) * os;
+    store(o + o_off + (dims as i64), out as T, dims < d);
+    if LSE {
+        let row_lse = select(tot > 0.0, m_use + log(tot), f32::INFINITY);
+        store(lse + (b as i64) * lb + (h as i64) * lh + (i as i64), row_lse);
+    }
+}
+
 /// Element strides of a 4-d attention tensor along batch, head and
 /// sequence; the head dimension is contiguous (stride 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -232,9 +389,45 @@ pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
     }
 }
 
+/// Configuration of the decode path ([`attention_decode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeConfig {
+    /// Keys per loop step.
+    pub bn: u32,
+    pub num_warps: u32,
+    pub num_stages: u32,
+    /// Key splits (flash-decoding) before the combine step; `None`: as
+    /// many as fill the GPU (1 on the CPU interpreter and WGSL).
+    pub splits: Option<u32>,
+}
+
+impl DecodeConfig {
+    /// The default for a tile of `rows` query rows (all query heads of a
+    /// K/V head × the query length, padded to a power of two ≥ 16): on
+    /// CUDA 64-key tiles in a 3-deep ring, on 4 warps, 2 for 32-row tiles
+    /// (the best of nine configurations on the H200: RESULTS, "Attention in
+    /// the library", decode); small tiles elsewhere.
+    pub fn default_for(dev: &Device, rows: usize) -> Self {
+        let rows = rows.next_power_of_two().max(16);
+        match dev.kind() {
+            DeviceKind::Cuda => DecodeConfig { bn: 64, num_warps: if rows == 32 { 2 } else { 4 }, num_stages: 3, splits: None },
+            _ => DecodeConfig { bn: 16, num_warps: 4, num_stages: 1, splits: None },
+        }
+    }
+}
+
 /// Options of [`attention`].
 #[derive(Clone, Copy, Debug, Default)]
-pub struct AttentionOptions {
+pub struct AttentionOptions<'a> {
+    /// Keys of each batch entry (decode against a KV cache of `seqlen_k`
+    /// rows, of which entry `b` uses the first `seqlens_k[b]`; values are
+    /// clamped to `0..=seqlen_k`). Only with the decode path (`seqlen_q ≤
+    /// 16`, no window). The causal mask is then aligned to each entry's
+    /// own key count.
+    pub seqlens_k: Option<&'a Buffer<i32>>,
+    /// Decode path's configuration; `None`: [`DecodeConfig::default_for`].
+    /// (Not autotuned yet.)
+    pub decode: Option<DecodeConfig>,
     /// Causal mask, aligned to the bottom right (see the module doc).
     pub causal: bool,
     /// Softmax scale; `None`: `1/√head_dim`.
@@ -266,7 +459,7 @@ pub fn attention<T: FloatElement>(
     out: &mut Buffer<T>,
     lse: Option<&mut Buffer<f32>>,
     p: &AttentionProblem,
-    opts: &AttentionOptions,
+    opts: &AttentionOptions<'_>,
 ) -> Result<(), LibError> {
     use ferrotile::ir::DType;
     if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
@@ -353,6 +546,32 @@ pub fn attention<T: FloatElement>(
     let (mask_hi, win_right) = right.map_or((false, 0), |w| (true, clamp(w)));
     let scale = opts.scale.unwrap_or(1.0 / (d as f32).sqrt());
     let args = Args { p: *p, scale, mask_lo, mask_hi, win_left, win_right };
+    // decode: a few query rows per K/V head (all its query heads' rows in
+    // one tile) against many keys, split over programs when the grid would
+    // not fill the GPU
+    let rows = (p.heads_q / p.heads_kv) * p.seqlen_q;
+    // (a forced `config` is the forward kernel's; on WGSL adapters, which
+    // may have 32 KiB of workgroup storage — lavapipe —, the decode tile of
+    // Q, `[rows, head dim]` padded, is held to 4096 elements)
+    let fits = dev.kind() == DeviceKind::Cuda || rows.next_power_of_two().max(16) * p.padded_dim() <= 4096;
+    let decode = p.seqlen_q <= 16 && rows <= 128 && fits && left.is_none() && (right.is_none() || opts.causal) && opts.config.is_none();
+    if let Some(sl) = opts.seqlens_k {
+        if !decode {
+            return Err(LibError::Config(format!(
+                "attention: `seqlens_k` needs the decode path (seqlen_q ≤ 16 with at most 128 query rows per K/V head — on WGSL at most 4096 elements of them —, no window, no forced `config`); here seqlen_q = {}, {rows} rows",
+                p.seqlen_q
+            )));
+        }
+        if sl.len() < p.batch {
+            return Err(LibError::Shape(format!("attention: `seqlens_k` has {} elements, batch = {}", sl.len(), p.batch)));
+        }
+    }
+    if decode || opts.decode.is_some() {
+        if !decode {
+            return Err(LibError::Config("attention: `decode` config given but the problem does not take the decode path (seqlen_q ≤ 16, no window, no forced `config`; see `seqlens_k`)".into()));
+        }
+        return decode_fwd(dev, q, k, v, out, lse_buf, &args, opts);
+    }
     let dp = p.padded_dim();
     let mut placeholder;
     let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse_buf {
@@ -473,5 +692,134 @@ fn launch_fwd<T: FloatElement>(
         a.mask_lo,
         has_lse,
     )?;
+    Ok(())
+}
+
+/// The decode path: [`attention_decode`] over `splits` key ranges, then
+/// [`attention_combine`] when there is more than one.
+#[allow(clippy::too_many_arguments)]
+fn decode_fwd<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &mut Buffer<T>,
+    lse: Option<&mut Buffer<f32>>,
+    a: &Args,
+    opts: &AttentionOptions<'_>,
+) -> Result<(), LibError> {
+    let p = &a.p;
+    let g = p.heads_q / p.heads_kv;
+    let cfg = opts.decode.unwrap_or_else(|| DecodeConfig::default_for(dev, g * p.seqlen_q));
+    if cfg.bn < 16 || !cfg.bn.is_power_of_two() {
+        return Err(LibError::Config(format!("attention: decode bn = {} must be a power of two ≥ 16", cfg.bn)));
+    }
+    let bm = (g * p.seqlen_q).next_power_of_two().max(16);
+    let bn = cfg.bn as usize;
+    let tiles = p.seqlen_k.div_ceil(bn).max(1);
+    let splits = match cfg.splits {
+        Some(0) => return Err(LibError::Config("attention: decode splits must be at least 1".into())),
+        Some(sp) => sp as usize,
+        None => match dev.multiprocessors() {
+            // two programs per SM, each over at least two key tiles
+            Some(sms) => (2 * sms as usize).div_ceil(p.batch * p.heads_kv).min(tiles.div_ceil(2)).clamp(1, 64),
+            None => 1,
+        },
+    };
+    // (whole tiles per split; then no split is empty but the last)
+    let chunk = tiles.div_ceil(splits) * bn;
+    let splits = p.seqlen_k.div_ceil(chunk).max(1);
+    if splits > 1024 {
+        return Err(LibError::Config(format!("attention: {splits} decode splits (at most 1024)")));
+    }
+    let dp = p.padded_dim();
+    let nq = p.seqlen_q;
+    let rows_total = p.batch * p.heads_q * nq;
+    let split = splits > 1;
+    let mut parts = crate::scratch::tf32_copies(dev, if split { rows_total * splits * dp } else { 1 }, if split { rows_total * splits } else { 1 })?;
+    let (part_o, part_l) = parts.pair_mut();
+    let mut lse_scratch;
+    let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse {
+        Some(l) => (l, true),
+        None => {
+            lse_scratch = crate::scratch::workspace(dev, 1)?;
+            (lse_scratch.buffer(), false)
+        }
+    };
+    let seq_placeholder;
+    let seqlens: &Buffer<i32> = match opts.seqlens_k {
+        Some(s) => s,
+        None => {
+            seq_placeholder = crate::scratch::placeholder::<i32>(dev)?;
+            &seq_placeholder
+        }
+    };
+    let s = |x: usize| x as i64;
+    let (lb, lh) = (s(p.heads_q * nq), s(nq));
+    let grid = [splits as u32, p.heads_kv as u32, p.batch as u32];
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    attention_decode::launch(
+        dev,
+        launch,
+        q,
+        k,
+        v,
+        out,
+        lse_ref,
+        part_o,
+        part_l,
+        seqlens,
+        nq as i32,
+        p.seqlen_k as i32,
+        p.head_dim as i32,
+        a.scale * std::f32::consts::LOG2_E,
+        chunk as i32,
+        p.heads_q as i32,
+        s(p.q.batch),
+        s(p.q.head),
+        s(p.q.seq),
+        s(p.k.batch),
+        s(p.k.head),
+        s(p.k.seq),
+        s(p.v.batch),
+        s(p.v.head),
+        s(p.v.seq),
+        s(p.o.batch),
+        s(p.o.head),
+        s(p.o.seq),
+        lb,
+        lh,
+        bm as i32,
+        cfg.bn as i32,
+        dp as i32,
+        g as i32,
+        a.mask_hi,
+        opts.seqlens_k.is_some(),
+        split,
+        has_lse,
+    )?;
+    if split {
+        let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4);
+        attention_combine::launch(
+            dev,
+            launch,
+            part_o,
+            part_l,
+            out,
+            lse_ref,
+            splits as i32,
+            nq as i32,
+            p.heads_q as i32,
+            p.head_dim as i32,
+            s(p.o.batch),
+            s(p.o.head),
+            s(p.o.seq),
+            lb,
+            lh,
+            splits.next_power_of_two() as i32,
+            dp as i32,
+            has_lse,
+        )?;
+    }
     Ok(())
 }

@@ -201,7 +201,7 @@ pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<()
 /// and a free — which synchronizes a CUDA device — into every call.
 pub(crate) mod scratch {
     use crate::LibError;
-    use ferrotile::{Buffer, Device, FloatElement};
+    use ferrotile::{Buffer, Device, Element};
     use std::any::Any;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -209,7 +209,7 @@ pub(crate) mod scratch {
     type Placeholders = HashMap<(usize, ferrotile::ir::DType), Arc<dyn Any + Send + Sync>>;
 
     /// A one-element buffer of `U` on `dev`, never written.
-    pub fn placeholder<U: FloatElement>(dev: &Device) -> Result<Arc<Buffer<U>>, LibError> {
+    pub fn placeholder<U: Element>(dev: &Device) -> Result<Arc<Buffer<U>>, LibError> {
         static M: OnceLock<Mutex<Placeholders>> = OnceLock::new();
         let mut m = M.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         let key = (dev.id(), U::DTYPE);
@@ -236,10 +236,11 @@ pub(crate) mod scratch {
         }
     }
 
-    /// The device's two f32 buffers for tf32-rounded GEMM operands, at
-    /// least `len_a` and `len_b` elements, held exclusively while the guard
-    /// lives (separate from [`workspace`], which a split-K GEMM on them
-    /// takes too).
+    /// The device's two f32 buffers for tf32-rounded GEMM operands (and
+    /// decode attention's partial outputs and log-sum-exps), at least
+    /// `len_a` and `len_b` elements, held exclusively while the guard lives
+    /// (separate from [`workspace`], which a split-K GEMM on them takes
+    /// too).
     pub struct Tf32Copies {
         guard: MutexGuard<'static, HashMap<usize, [Buffer<f32>; 2]>>,
         key: usize,
@@ -248,6 +249,10 @@ pub(crate) mod scratch {
     impl Tf32Copies {
         pub fn buffer(&mut self, which: usize) -> &mut Buffer<f32> {
             &mut self.guard.get_mut(&self.key).expect("copies present")[which]
+        }
+        pub fn pair_mut(&mut self) -> (&mut Buffer<f32>, &mut Buffer<f32>) {
+            let [a, b] = self.guard.get_mut(&self.key).expect("copies present");
+            (a, b)
         }
         pub fn pair(&self) -> (&Buffer<f32>, &Buffer<f32>) {
             let [a, b] = self.guard.get(&self.key).expect("copies present");

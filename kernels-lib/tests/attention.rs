@@ -16,7 +16,7 @@ use ferrotile::{Device, DeviceKind, FloatElement};
 
 mod common;
 use common::devices;
-use ferrotile_kernels::attention::{attention, AttentionConfig, AttentionOptions, AttentionProblem, Strides};
+use ferrotile_kernels::attention::{attention, AttentionConfig, AttentionOptions, AttentionProblem, DecodeConfig, Strides};
 use ferrotile_kernels::reference::{attention_row, Rng};
 use ferrotile_kernels::LibError;
 use half::{bf16, f16};
@@ -30,10 +30,14 @@ struct Case {
     scale: Option<f32>,
     lse: bool,
     config: Option<AttentionConfig>,
+    /// keys per batch entry (decode)
+    seqlens: Option<Vec<i32>>,
+    /// decode path: forced splits
+    splits: Option<u32>,
 }
 
 fn case(p: AttentionProblem) -> Case {
-    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None }
+    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None, seqlens: None, splits: None }
 }
 
 /// Elements a tensor of `heads × seq` rows of `d` with strides `s` spans.
@@ -59,8 +63,20 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
     let mut o = dev.full(olen, T::from_f64(f64::NAN)).unwrap();
     let nl = p.batch * p.heads_q * p.seqlen_q;
     let mut l = dev.full(nl, f32::NAN).unwrap();
-    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config };
-    let what = format!("attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?}", T::DTYPE, dev.name(), c.causal, c.window, c.scale, c.config);
+    let seqlens = c.seqlens.as_ref().map(|s| dev.from_slice(s).unwrap());
+    let decode = c.splits.map(|sp| DecodeConfig { splits: Some(sp), ..DecodeConfig::default_for(dev, (p.heads_q / p.heads_kv) * p.seqlen_q) });
+    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode };
+    let what = format!(
+        "attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?} seqlens={:?} splits={:?}",
+        T::DTYPE,
+        dev.name(),
+        c.causal,
+        c.window,
+        c.scale,
+        c.config,
+        c.seqlens,
+        c.splits
+    );
     attention(dev, &q, &k, &v, &mut o, if c.lse { Some(&mut l) } else { None }, p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     let got = o.to_vec().unwrap();
     let got_l = l.to_vec().unwrap();
@@ -80,7 +96,9 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
     let mut written = vec![false; olen];
     let (mut worst, mut worst_l) = (0.0f64, 0.0f64);
     for (b, h, i) in rows {
-        let (want, want_l) = attention_row(&qf, &kf, &vf, p, b, h, i, scale, c.window.0, right);
+        // (per-entry key counts: the same tensors with fewer keys)
+        let pb = AttentionProblem { seqlen_k: c.seqlens.as_ref().map_or(p.seqlen_k, |s| s[b].clamp(0, p.seqlen_k as i32) as usize), ..*p };
+        let (want, want_l) = attention_row(&qf, &kf, &vf, &pb, b, h, i, scale, c.window.0, right);
         let at = b * p.o.batch + h * p.o.head + i * p.o.seq;
         for (e, w) in want.iter().enumerate() {
             let g = got[at + e].to_f64();
@@ -137,6 +155,18 @@ fn cases(dev: &Device) -> Vec<Case> {
         Case { causal: true, ..case(bhsd(1, 2, 2, 70, 70, 128)) },
         Case { causal: true, ..case(bshd(1, 2, 1, 9, 17, 200)) },
     ];
+    // decode: 1–16 query rows against more keys, all query heads of a K/V
+    // head in one tile, keys split over programs (forced splits: the
+    // combine step runs on every device), per-entry key counts (0, more
+    // than the cache: clamped), causal aligned to each entry's keys
+    v.extend([
+        Case { splits: Some(3), ..case(bhsd(2, 4, 4, 1, 300, 64)) },
+        Case { splits: Some(4), seqlens: Some(vec![200, 0]), ..case(bshd(2, 8, 2, 1, 257, 128)) },
+        Case { causal: true, seqlens: Some(vec![190, 7, 64]), ..case(bhsd(3, 4, 1, 5, 190, 64)) },
+        Case { causal: true, splits: Some(5), seqlens: Some(vec![190, 7, 500]), ..case(bhsd(3, 4, 1, 5, 190, 64)) },
+        Case { causal: true, ..case(bhsd(1, 2, 2, 16, 100, 32)) },
+        Case { splits: Some(2), lse: false, ..case(bshd(1, 4, 2, 3, 77, 80)) },
+    ]);
     // strided: Q with padded rows, K and V in different layouts, the output
     // `[b, h, s, d]` with a gap after each row
     let mut p = bshd(2, 2, 1, 23, 31, 64);
@@ -150,6 +180,9 @@ fn cases(dev: &Device) -> Vec<Case> {
             Case { causal: true, ..case(bhsd(1, 2, 2, 130, 257, 256)) },
             case(bshd(2, 8, 2, 1000, 1000, 64)),
             Case { window: (Some(100), Some(50)), ..case(bhsd(1, 4, 2, 777, 777, 128)) },
+            // decode at serving sizes: splits chosen to fill the GPU
+            case(bshd(32, 32, 8, 1, 8192, 128)),
+            Case { causal: true, seqlens: Some((0..4).map(|b| 4096 - 1000 * b).collect()), ..case(bhsd(4, 32, 32, 8, 4096, 128)) },
         ]);
         // large enough for the autotuner (every candidate then runs; left
         // out with FERROTILE_ATTN_LARGE=0, e.g. under compute-sanitizer)
@@ -220,6 +253,18 @@ fn attention_rejects_bad_arguments() {
     let mut o32 = dev.zeros::<f32>(n).unwrap();
     let e = err(attention(&dev, &q32, &k32, &v32, &mut o32, None, &p, &opts));
     assert!(e.contains("dtype"), "{e}");
+    let sl = dev.from_slice(&[8i32]).unwrap();
+    let long = AttentionProblem::bhsd(1, 2, 2, 40, 8, 16);
+    let (q2, o2_len) = (buf(2 * 40 * 16), 2 * 40 * 16);
+    let mut o2 = buf(o2_len);
+    let e = err(attention(&dev, &q2, &k, &v, &mut o2, None, &long, &AttentionOptions { seqlens_k: Some(&sl), ..opts }));
+    assert!(e.contains("`seqlens_k`"), "{e}");
+    let p2 = AttentionProblem { batch: 2, ..AttentionProblem::bhsd(1, 2, 2, 1, 8, 16) };
+    let (q3, k3, v3) = (buf(2 * 2 * 16), buf(2 * 2 * 8 * 16), buf(2 * 2 * 8 * 16));
+    let mut o3 = buf(2 * 2 * 16);
+    let p2 = AttentionProblem { q: Strides::bhsd(2, 1, 16), k: Strides::bhsd(2, 8, 16), v: Strides::bhsd(2, 8, 16), o: Strides::bhsd(2, 1, 16), ..p2 };
+    let e = err(attention(&dev, &q3, &k3, &v3, &mut o3, None, &p2, &AttentionOptions { seqlens_k: Some(&sl), ..opts }));
+    assert!(e.contains("`seqlens_k`") && e.contains("batch"), "{e}");
     // empty problems are no work, not errors
     attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { seqlen_q: 0, ..p }, &opts).unwrap();
 }

@@ -772,3 +772,67 @@ fn every_attention_tuner_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The library's decode attention (a few query rows of all the query heads
+/// of one K/V head against a key range) and its split combine assemble for
+/// sm_80 and sm_90 in the tiles the host picks (rows 16–128, 64 keys, 3
+/// stages); prints registers, spills and the path each dot takes.
+#[test]
+fn attention_decode_and_combine_assemble() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_kernels::attention::attention_decode::ir();
+    let mut failures = vec![];
+    for (bm, dp, g) in [(16i64, 128i64, 1i64), (16, 128, 4), (64, 128, 8), (128, 128, 8), (16, 64, 1), (32, 256, 4)] {
+        for (t, causal, seqlens, split, lse) in [(DType::BF16, 0, 0, 1, 0), (DType::F16, 1, 1, 0, 1)] {
+            let spec = specialize(k, &[bm, 64, dp, g, causal, seqlens, split, lse], &[t]).unwrap();
+            for sm in [80, 90] {
+                let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, 4, k.params.len()) };
+                let what = format!("attention_decode {t} BM={bm} DP={dp} G={g} causal={causal} seqlens={seqlens} split={split} sm_{sm}");
+                match emit(&spec, &opts) {
+                    Err(e) => failures.push(format!("{what}: emit: {e}")),
+                    Ok(p) => match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) => {
+                            // (the K/V tiles' copies: 16-byte `cp.async` where they are not bulk copies)
+                            let sizes: Vec<&str> =
+                                p.text.lines().filter(|l| l.contains("cp.async.c")).filter_map(|l| l.trim().trim_end_matches(';').split(", ").nth(2)).collect();
+                            let wide = sizes.iter().filter(|s| **s == "16").count();
+                            // (on sm_80 a 64-row tile still gets a transposed-view K slot
+                            // filled by 2-byte copies: NOTES, "cp.async path"; on sm_90
+                            // such tiles take TMA)
+                            if sizes.len() != wide && (sm == 90 || bm != 64) {
+                                failures.push(format!("{what}: cp.async narrower than 16 bytes: {} of {}", sizes.len() - wide, sizes.len()));
+                            }
+                            println!(
+                                "{what}: {} regs, {} B spills, {} B smem, {} tensor maps, {} cp.async, {}",
+                                r.registers,
+                                r.spill_loads + r.spill_stores,
+                                p.smem_bytes,
+                                p.tensor_maps.len(),
+                                sizes.len(),
+                                if p.text.contains("wgmma.mma_async") { "wgmma" } else { "mma.sync" }
+                            )
+                        }
+                        Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    },
+                }
+            }
+        }
+    }
+    let c = ferrotile_kernels::attention::attention_combine::ir();
+    for (sp, dp) in [(2i64, 64i64), (16, 128), (64, 256)] {
+        for t in [DType::BF16, DType::F16] {
+            let spec = specialize(c, &[sp, dp, 1], &[t]).unwrap();
+            for sm in [80, 90] {
+                let opts = PtxOptions { arg_div16: vec![true; guarded_params(c)], ..PtxOptions::new(sm, 4, c.params.len()) };
+                match emit(&spec, &opts)
+                    .map_err(|e| e.to_string())
+                    .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
+                {
+                    Ok(r) => println!("attention_combine {t} SP={sp} DP={dp} sm_{sm}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores),
+                    Err(e) => failures.push(format!("attention_combine {t} SP={sp} DP={dp} sm_{sm}: {e}")),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -250,6 +250,77 @@ fn run_library<T: FloatElement>(
     Ok(ok)
 }
 
+/// Decode through the library: `sq` query rows of `h` heads (`hk` K/V
+/// heads) against a `[b, hk, sk, d]` KV cache; µs and the KV read's GB/s
+/// (K and V once), checked on sampled rows.
+fn run_decode<T: FloatElement>(
+    dev: &Device,
+    [b, h, hk, sq, sk, d]: [usize; 6],
+    cfgs: &[Option<ferrotile_kernels::attention::DecodeConfig>],
+    tol: f64,
+) -> Result<bool, String> {
+    use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem};
+    let e = |e: ferrotile::Error| e.to_string();
+    let p = AttentionProblem::bhsd(b, h, hk, sq, sk, d);
+    let mut rng = Rng::new(7);
+    // (a KV cache is ~10⁹ elements: a block of 2²⁰ − 3 random values,
+    // repeated, keeps the host's generation to seconds)
+    let block: Vec<T> = (0..(1usize << 20) - 3).map(|_| T::from_f64(rng.normal())).collect();
+    let mut off = 0usize;
+    let mut gen = |n: usize| -> Vec<T> {
+        off += 7919;
+        (0..n).map(|i| block[(i + off) % block.len()]).collect()
+    };
+    let (qh, kh, vh) = (gen(b * h * sq * d), gen(b * hk * sk * d), gen(b * hk * sk * d));
+    let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
+    let mut all = true;
+    for &cfg in cfgs {
+        let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
+        let opts = AttentionOptions { decode: cfg, ..Default::default() };
+        let launch = |o: &mut Buffer<T>| {
+            attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
+        };
+        if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
+            println!("decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {cfg:?}: error: {err}", T::DTYPE);
+            all = false;
+            continue;
+        }
+        let got = o.to_vec().map_err(e)?;
+        let mut r = Rng::new(3);
+        let mut worst = 0.0f64;
+        for _ in 0..16 {
+            let (bb, hh, i) = (r.below(b as u64) as usize, r.below(h as u64) as usize, r.below(sq as u64) as usize);
+            let (want, _) = ferrotile_kernels::reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, None);
+            let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
+            for (c, w) in want.iter().enumerate() {
+                let g = got[at + c].to_f64();
+                worst = worst.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
+            }
+        }
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+            Timing { b2b: f64::NAN, graph: None }
+        } else {
+            time_both(dev, 50, 10, || launch(&mut o)).map_err(e)?
+        };
+        let kv_bytes = (2 * b * hk * sk * d * std::mem::size_of::<T>()) as f64;
+        let pass = worst <= tol;
+        let name =
+            cfg.map_or("auto".to_string(), |c| format!("{}x{}w{}s/{}", c.bn, c.num_warps, c.num_stages, c.splits.map_or("auto".into(), |x| x.to_string())));
+        println!(
+            "decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {name:<14} {:>9.1} us (b2b {:>9.1})  {:>7.0} GB/s KV  err {worst:.1e}{}",
+            T::DTYPE,
+            t.ms() * 1e3,
+            t.b2b * 1e3,
+            kv_bytes / (t.ms() * 1e-3) / 1e9,
+            if pass { "" } else { "  FAIL" }
+        );
+        all &= pass;
+    }
+    Ok(all)
+}
+
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::{specialize, DType};
@@ -279,7 +350,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --library [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..]: the library's decode path (µs, KV GB/s)\n       attn-user --library [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -307,6 +378,56 @@ fn main() {
     };
     println!("attn-user on {}", dev.name());
     let mut ok = true;
+    if let Some(ds) = arg("--decode-shapes") {
+        if gpu {
+            if let Ok(gbs) = dev.copy_bandwidth_gbs(1 << 30, 20) {
+                println!("copy bandwidth {gbs:.0} GB/s");
+            }
+        }
+        for sh in ds.split(',') {
+            let v: Vec<usize> = sh.split(':').filter_map(|x| x.parse().ok()).collect();
+            let Ok(dims) = <[usize; 6]>::try_from(v) else {
+                println!("error: decode shape {sh}: want B:H:HK:SQ:SK:D");
+                std::process::exit(1);
+            };
+            // `--decode-configs BNxWARPSxSTAGES[xSPLITS],..`: bf16 only, each forced, then the default
+            let forced: Vec<Option<ferrotile_kernels::attention::DecodeConfig>> = arg("--decode-configs")
+                .map(|c| {
+                    c.split(',')
+                        .filter_map(|x| {
+                            let v: Vec<u32> = x.split('x').filter_map(|y| y.parse().ok()).collect();
+                            (v.len() >= 3).then(|| ferrotile_kernels::attention::DecodeConfig {
+                                bn: v[0],
+                                num_warps: v[1],
+                                num_stages: v[2],
+                                splits: v.get(3).copied(),
+                            })
+                        })
+                        .map(Some)
+                        .chain([None])
+                        .collect()
+                })
+                .unwrap_or_default();
+            let runs = if forced.is_empty() {
+                vec![run_decode::<bf16>(&dev, dims, &[None], 2e-2), run_decode::<f16>(&dev, dims, &[None], 5e-3)]
+            } else {
+                vec![run_decode::<bf16>(&dev, dims, &forced, 2e-2)]
+            };
+            for r in runs {
+                match r {
+                    Ok(o) => ok &= o,
+                    Err(e) => {
+                        println!("error: {e}");
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if !ok {
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--library") {
         let hk_div: usize = arg("--group").and_then(|g| g.parse().ok()).unwrap_or(1);
         let bshd = arg("--layout").as_deref() == Some("bshd");

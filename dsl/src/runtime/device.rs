@@ -151,6 +151,17 @@ impl Device {
         None
     }
 
+    /// A CUDA device's streaming multiprocessors (132 on an H200); `None`
+    /// for other devices. Host code sizes grids with it (e.g. how many
+    /// ways to split a decode attention's keys).
+    pub fn multiprocessors(&self) -> Option<u32> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return Some(c.num_sms);
+        }
+        None
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
     }
