@@ -5,6 +5,7 @@
 # (for wgpu on the GPU) once. Then, with the device tool:
 #   run  command: "bash .devbin/gpu-run.sh check"   carry: [".devbin", ".gl"]
 #   run  command: "bash .devbin/gpu-run.sh bench"   carry: [".devbin", ".gl"]
+#   run  command: "bash .devbin/gpu-run.sh dequant" carry: [".devbin", ".gl", ".whl"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release --workspace --no-run
@@ -24,4 +25,12 @@ if [ ! -d .gl ]; then
   apt-get $o update >/dev/null && (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2) \
     || echo "warning: could not fetch the Vulkan loader debs; wgpu runs on the GPU machine will find no adapter"
 fi
-du -sh .devbin .gl
+# Python peers the GPU image lacks (gemlite is a source package: built into
+# a wheel here), carried in .whl/ and installed by gpu-run.sh
+if [ ! -d .whl ]; then
+  grep -q '^/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+  mkdir -p .whl
+  (python3 -m pip wheel --no-deps -q gemlite -w .whl && python3 -m pip download --no-deps -q --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d .whl tqdm) \
+    || echo "warning: could not fetch the gemlite/tqdm wheels; peers.py --dequant will report gemlite unavailable"
+fi
+du -sh .devbin .gl .whl
