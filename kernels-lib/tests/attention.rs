@@ -42,6 +42,10 @@ fn case(p: AttentionProblem) -> Case {
 
 /// Elements a tensor of `heads × seq` rows of `d` with strides `s` spans.
 fn span(batch: usize, heads: usize, seq: usize, d: usize, s: &Strides) -> usize {
+    if seq == 0 {
+        // (no keys: a one-element buffer that is never read)
+        return 1;
+    }
     (batch - 1) * s.batch + (heads - 1) * s.head + (seq - 1) * s.seq + d
 }
 
@@ -166,6 +170,9 @@ fn cases(dev: &Device) -> Vec<Case> {
         Case { causal: true, splits: Some(5), seqlens: Some(vec![190, 7, 500]), ..case(bhsd(3, 4, 1, 5, 190, 64)) },
         Case { causal: true, ..case(bhsd(1, 2, 2, 16, 100, 32)) },
         Case { splits: Some(2), lse: false, ..case(bshd(1, 4, 2, 3, 77, 80)) },
+        // no keys at all: zero rows and a log-sum-exp of +inf, forward and decode
+        Case { causal: true, ..case(bhsd(1, 2, 2, 20, 0, 32)) },
+        case(bhsd(1, 2, 1, 3, 0, 64)),
     ]);
     // strided: Q with padded rows, K and V in different layouts, the output
     // `[b, h, s, d]` with a gap after each row
