@@ -241,6 +241,28 @@ fn library_kernels_match_golden_files() {
     let spec = specialize(t, &[64], &[]).unwrap();
     push(check("ptx/round_tf32_transpose.64.ptx", &emit_ptx(&spec, &ptx_opts(t, 90, 4, 1))));
     push(check("wgsl/round_tf32_transpose.64.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(t))));
+    // attention as the library launches it: the forward kernel (d128 on
+    // 8 warps; causal GQA d64 with the log-sum-exp), the decode kernel and
+    // the split combine; WGSL in lavapipe's tiles
+    use ferrotile_kernels::attention::{attention_combine, attention_decode, attention_fwd};
+    let f = attention_fwd::ir();
+    for (name, t, cx, warps, stages) in
+        [("d128.bf16", bf, [128i64, 128, 128, 1, 0, 0, 0], 8u32, 2u32), ("d64.gqa4.causal.lse.f16", f16, [128, 64, 64, 4, 1, 0, 1], 4, 2)]
+    {
+        let spec = specialize(f, &cx, &[t]).unwrap();
+        push(check(&format!("ptx/attention_fwd.{name}.sm90.ptx"), &emit_ptx(&spec, &guarded(f, 90, warps, stages - 1, Safety::Unchecked))));
+    }
+    let spec = specialize(f, &[16, 16, 64, 2, 1, 1, 1], &[bf]).unwrap();
+    push(check("wgsl/attention_fwd.d64.gqa2.window.lse.bf16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(f))));
+    let dk = attention_decode::ir();
+    let spec = specialize(dk, &[16, 64, 128, 4, 1, 1, 1, 0], &[bf]).unwrap();
+    push(check("ptx/attention_decode.gqa4.d128.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(dk, 90, 4, 2, Safety::Unchecked))));
+    let spec = specialize(dk, &[16, 16, 64, 1, 0, 0, 0, 1], &[f16]).unwrap();
+    push(check("wgsl/attention_decode.d64.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(dk))));
+    let c = attention_combine::ir();
+    let spec = specialize(c, &[16, 128, 1], &[bf]).unwrap();
+    push(check("ptx/attention_combine.16x128.bf16.sm90.ptx", &emit_ptx(&spec, &ptx_opts(c, 90, 4, 1))));
+    push(check("wgsl/attention_combine.16x128.bf16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(c))));
     assert!(errs.is_empty(), "{} golden files differ:\n{}", errs.len(), errs.join("\n"));
 }
 
