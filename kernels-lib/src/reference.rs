@@ -185,6 +185,25 @@ pub fn attention_row(
     left: Option<usize>,
     right: Option<usize>,
 ) -> (Vec<f64>, f64) {
+    attention_row_of(q, k, v, |x| *x, p, b, h, i, scale, left, right)
+}
+
+/// [`attention_row`] on tensors of any element type, read through `f64_of`
+/// (only the elements the row needs are converted).
+#[allow(clippy::too_many_arguments)]
+fn attention_row_of<X>(
+    q: &[X],
+    k: &[X],
+    v: &[X],
+    f64_of: impl Fn(&X) -> f64,
+    p: &crate::attention::AttentionProblem,
+    b: usize,
+    h: usize,
+    i: usize,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> (Vec<f64>, f64) {
     let d = p.head_dim;
     let hk = h / (p.heads_q / p.heads_kv);
     let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
@@ -203,12 +222,43 @@ pub fn attention_row(
         .iter()
         .map(|&j| {
             let kj = b * p.k.batch + hk * p.k.head + j * p.k.seq;
-            (0..d).map(|c| q[qi + c] * k[kj + c]).sum::<f64>() * scale
+            (0..d).map(|c| f64_of(&q[qi + c]) * f64_of(&k[kj + c])).sum::<f64>() * scale
         })
         .collect();
     let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
     let z: f64 = w.iter().sum();
-    let out = (0..d).map(|c| keys.iter().zip(&w).map(|(&j, wj)| wj * v[b * p.v.batch + hk * p.v.head + j * p.v.seq + c]).sum::<f64>() / z).collect();
+    let out = (0..d).map(|c| keys.iter().zip(&w).map(|(&j, wj)| wj * f64_of(&v[b * p.v.batch + hk * p.v.head + j * p.v.seq + c])).sum::<f64>() / z).collect();
     (out, mx + z.ln())
+}
+
+/// The worst error of attention output `got` over `samples` rows drawn
+/// with `rng` (batch entry, head, query row, in that order), against
+/// [`attention_row`]: `|got − want| / (1 + |want|)` per element, `∞` for a
+/// non-finite element. The benches' and main job's check; reads only the
+/// sampled rows' data.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_sampled_err<T: ferrotile::FloatElement>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    got: &[T],
+    p: &crate::attention::AttentionProblem,
+    rng: &mut Rng,
+    samples: usize,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> f64 {
+    let mut worst = 0.0f64;
+    for _ in 0..samples {
+        let (b, h, i) = (rng.below(p.batch as u64) as usize, rng.below(p.heads_q as u64) as usize, rng.below(p.seqlen_q as u64) as usize);
+        let (want, _) = attention_row_of(q, k, v, |x| x.to_f64(), p, b, h, i, scale, left, right);
+        let at = b * p.o.batch + h * p.o.head + i * p.o.seq;
+        for (c, w) in want.iter().enumerate() {
+            let g = got[at + c].to_f64();
+            worst = worst.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
+        }
+    }
+    worst
 }

@@ -23,7 +23,7 @@
 use ferrotile::prelude::*;
 use ferrotile::{Buffer, Device, FloatElement};
 use ferrotile_benches::{time_both, Timing};
-use ferrotile_kernels::reference::Rng;
+use ferrotile_kernels::reference::{attention_sampled_err, Rng};
 use half::{bf16, f16};
 
 /// One program: `BM` query rows of head `program_id(1)`; `qk_scale` is
@@ -199,8 +199,6 @@ fn run_library<T: FloatElement>(
     let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
     let (qh, kh, vh) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d));
     let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
-    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
-    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
     let flops = 4.0 * (b * h) as f64 * (s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
     let layout = if bshd { "bshd" } else { "bhsd" };
     let mut ok = true;
@@ -219,17 +217,8 @@ fn run_library<T: FloatElement>(
             continue;
         }
         let got = o.to_vec().map_err(e)?;
-        let mut r = Rng::new(11);
-        let mut worst = 0.0f64;
-        for _ in 0..24 {
-            let (bb, hh, i) = (r.below(b as u64) as usize, r.below(h as u64) as usize, r.below(s as u64) as usize);
-            let (want, _) = ferrotile_kernels::reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
-            let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
-            for (c, w) in want.iter().enumerate() {
-                let g = got[at + c].to_f64();
-                worst = worst.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
-            }
-        }
+        let scale = 1.0 / (d as f64).sqrt();
+        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(11), 24, scale, None, causal.then_some(0));
         let pass = worst <= tol;
         ok &= pass;
         let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
@@ -273,8 +262,6 @@ fn run_decode<T: FloatElement>(
     };
     let (qh, kh, vh) = (gen(b * h * sq * d), gen(b * hk * sk * d), gen(b * hk * sk * d));
     let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
-    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
-    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
     let mut all = true;
     for &cfg in cfgs {
         let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
@@ -288,17 +275,7 @@ fn run_decode<T: FloatElement>(
             continue;
         }
         let got = o.to_vec().map_err(e)?;
-        let mut r = Rng::new(3);
-        let mut worst = 0.0f64;
-        for _ in 0..16 {
-            let (bb, hh, i) = (r.below(b as u64) as usize, r.below(h as u64) as usize, r.below(sq as u64) as usize);
-            let (want, _) = ferrotile_kernels::reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, None);
-            let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
-            for (c, w) in want.iter().enumerate() {
-                let g = got[at + c].to_f64();
-                worst = worst.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
-            }
-        }
+        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(3), 16, 1.0 / (d as f64).sqrt(), None, None);
         let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
             Timing { b2b: f64::NAN, graph: None }
         } else {

@@ -92,17 +92,7 @@ fn run_attention<T: FloatElement>(
     dev.synchronize()?;
     let secs = t.elapsed().as_secs_f64();
     let got = o.to_vec()?;
-    let (qf, kf, vf) = (to_f64(&qv), to_f64(&kv), to_f64(&vv));
-    let mut err = 0.0f64;
-    for _ in 0..16 {
-        let (bb, hh, i) = (rng.below(b as u64) as usize, rng.below(h as u64) as usize, rng.below(s as u64) as usize);
-        let (want, _) = reference::attention_row(&qf, &kf, &vf, &p, bb, hh, i, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
-        let at = bb * p.o.batch + hh * p.o.head + i * p.o.seq;
-        for (c, w) in want.iter().enumerate() {
-            let g = got[at + c].to_f64();
-            err = err.max(if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY });
-        }
-    }
+    let err = reference::attention_sampled_err(&qv, &kv, &vv, &got, &p, rng, 16, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
     let flops = 4.0 * (b * h * s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
     let name = format!("{}{b}x{h}/{hk}x{s}x{d}{}", if bshd { "bshd " } else { "" }, if causal { " causal" } else { "" });
     out.push(Row { kernel: "attention", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, flops / secs / 1e12)) });
