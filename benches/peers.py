@@ -31,10 +31,13 @@ causal.
 algorithm (checked against f64, best of five configurations), gemlite
 (its wheel travels in .whl/, see gpu-run.sh) and torch's tinygemm (`aten._weight_int4pack_mm`), µs and the ratio to dense.
 
+`--attn-backward [--attn-shapes ..]`: attention backward (see
+`attention_backward_peers`).
+
 `--decode [--decode-shapes B:H:HK:SQ:SK:D,..]`: decode attention, SDPA per
 backend (µs, K/V read GB/s).
 
-usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -224,6 +227,168 @@ def attention_peers():
                 except Exception as e:
                     print(f"{name + '-gqa':<15} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
 
+def attention_backward_peers():
+    """Attention backward (`--attn-backward [--attn-shapes B:H:S:D,..]`):
+    dQ, dK, dV of SDPA with each backend forced (autograd, the backward
+    alone timed: `torch.autograd.grad` on a kept graph) and a Triton
+    FlashAttention-2 backward of the algorithm the library writes in the
+    DSL (delta pre-pass; dK/dV per key block looping over query blocks,
+    transposed products; dQ in a second pass), each loop tuned over a small
+    grid; TFLOP/s = 2.5 × 4·b·h·s²·d, halved for causal. Error: max |got −
+    want| / (1 + max |want|) per gradient against f32 math on batch entry 0."""
+    import triton
+    import triton.language as tl
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+
+    @triton.jit
+    def bwd_pre(O, DO, Delta, N, D: tl.constexpr, BM: tl.constexpr):
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        bh = tl.program_id(1).to(tl.int64)
+        dims = tl.arange(0, D)
+        at = bh * N * D + rows[:, None] * D + dims[None, :]
+        o = tl.load(O + at, mask=rows[:, None] < N, other=0.0).to(tl.float32)
+        do = tl.load(DO + at, mask=rows[:, None] < N, other=0.0).to(tl.float32)
+        tl.store(Delta + bh * N + rows, tl.sum(o * do, 1), mask=rows < N)
+
+    @triton.jit
+    def bwd_dkdv(Q, K, V, DO, L, Delta, DK, DV, N, qk_scale, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+        n0 = tl.program_id(0) * BN
+        bh = tl.program_id(1).to(tl.int64)
+        head = bh * N * D
+        keys = n0 + tl.arange(0, BN)
+        dims = tl.arange(0, D)
+        k = tl.load(K + head + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N, other=0.0)
+        v = tl.load(V + head + keys[:, None] * D + dims[None, :], mask=keys[:, None] < N, other=0.0)
+        dk = tl.zeros([BN, D], tl.float32)
+        dv = tl.zeros([BN, D], tl.float32)
+        lo = 0
+        if CAUSAL:
+            lo = (n0 // BM) * BM
+        for i in range(lo, N, BM):
+            rows = i + tl.arange(0, BM)
+            qt = tl.load(Q + head + rows[None, :] * D + dims[:, None], mask=rows[None, :] < N, other=0.0)
+            l2 = tl.load(L + bh * N + rows, mask=rows < N, other=float("inf")) * 1.4426950408889634
+            st = tl.dot(k, qt) * qk_scale
+            if CAUSAL:
+                st = tl.where(keys[:, None] <= rows[None, :], st, float("-inf"))
+            pt = tl.math.exp2(st - l2[None, :])
+            do = tl.load(DO + head + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N, other=0.0)
+            dv += tl.dot(pt.to(do.dtype), do)
+            dpt = tl.dot(v, tl.trans(do))
+            dl = tl.load(Delta + bh * N + rows, mask=rows < N, other=0.0)
+            dst = pt * (dpt - dl[None, :])
+            dk += tl.dot(dst.to(qt.dtype), tl.trans(qt))
+        at = head + keys[:, None] * D + dims[None, :]
+        tl.store(DK + at, (dk * scale).to(DK.dtype.element_ty), mask=keys[:, None] < N)
+        tl.store(DV + at, dv.to(DV.dtype.element_ty), mask=keys[:, None] < N)
+
+    @triton.jit
+    def bwd_dq(Q, K, V, DO, L, Delta, DQ, N, qk_scale, scale, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+        start = tl.program_id(0) * BM
+        bh = tl.program_id(1).to(tl.int64)
+        head = bh * N * D
+        rows = start + tl.arange(0, BM)
+        dims = tl.arange(0, D)
+        q = tl.load(Q + head + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N, other=0.0)
+        do = tl.load(DO + head + rows[:, None] * D + dims[None, :], mask=rows[:, None] < N, other=0.0)
+        l2 = tl.load(L + bh * N + rows, mask=rows < N, other=float("inf")) * 1.4426950408889634
+        dl = tl.load(Delta + bh * N + rows, mask=rows < N, other=0.0)
+        dq = tl.zeros([BM, D], tl.float32)
+        hi = N
+        if CAUSAL:
+            hi = tl.minimum(N, start + BM)
+        for j in range(0, hi, BN):
+            cols = j + tl.arange(0, BN)
+            kt = tl.load(K + head + cols[None, :] * D + dims[:, None], mask=cols[None, :] < N, other=0.0)
+            vt = tl.load(V + head + cols[None, :] * D + dims[:, None], mask=cols[None, :] < N, other=0.0)
+            s = tl.dot(q, kt) * qk_scale
+            s = tl.where(cols[None, :] < N, s, float("-inf"))
+            if CAUSAL:
+                s = tl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
+            p = tl.math.exp2(s - l2[:, None])
+            dp = tl.dot(do, vt)
+            ds = p * (dp - dl[:, None])
+            dq += tl.dot(ds.to(kt.dtype), tl.trans(kt))
+        tl.store(DQ + head + rows[:, None] * D + dims[None, :], (dq * scale).to(DQ.dtype.element_ty), mask=rows[:, None] < N)
+
+    shapes = [(4, 32, 4096, 128), (4, 32, 4096, 64)]
+    if "--attn-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split(":")) for s in sys.argv[sys.argv.index("--attn-shapes") + 1].split(",")]
+    print(f"torch {torch.__version__}  triton {triton.__version__}  device: {torch.cuda.get_device_name()}")
+    backends = [("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash2", SDPBackend.FLASH_ATTENTION), ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    dkdv_cfgs = [(32, 64, 4, 2), (64, 64, 4, 2), (32, 128, 8, 2), (64, 128, 8, 2), (32, 128, 4, 3), (16, 128, 4, 3), (32, 64, 4, 3)]
+    dq_cfgs = [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 3), (128, 32, 8, 2), (128, 128, 8, 2), (64, 64, 4, 3)]
+
+    def err_of(got, want):
+        return max(((g.float() - w).abs().max() / (1 + w.abs().max())).item() for g, w in zip(got, want))
+
+    for (b, h, s, d) in shapes:
+        for dt, dname in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+            q, k, v, dout = (torch.randn(b, h, s, d, device="cuda", dtype=dt) for _ in range(4))
+            scale = d ** -0.5
+            for causal in (False, True):
+                flops = 2.5 * 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+                tag = f"{dname:<5} b{b} h{h} s{s} d{d} causal={int(causal)}"
+                q0, k0, v0 = (x[:1].float().requires_grad_() for x in (q, k, v))
+                with sdpa_kernel(SDPBackend.MATH):
+                    o0 = F.scaled_dot_product_attention(q0, k0, v0, is_causal=causal)
+                want = torch.autograd.grad(o0, (q0, k0, v0), dout[:1].float())
+                del q0, k0, v0, o0
+                for name, be in backends:
+                    try:
+                        qq, kk, vv = (x.detach().clone().requires_grad_() for x in (q, k, v))
+                        with sdpa_kernel(be):
+                            out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
+                        f = lambda i: torch.autograd.grad(out, (qq, kk, vv), dout, retain_graph=True)
+                        got = f(0)
+                        err = err_of([g[:1] for g in got], want)
+                        ms = timeit(f, 1, 10, graph=False)
+                        print(f"{name + '-bwd':<18} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}", flush=True)
+                        del qq, kk, vv, out, got
+                    except Exception as e:
+                        print(f"{name + '-bwd':<18} {tag}  unavailable: {type(e).__name__}: {str(e)[:80]}")
+                # Triton, same algorithm: the log-sum-exp from torch (not timed)
+                lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+                for bi in range(b):
+                    logits = (q[bi].float() @ k[bi].float().transpose(-1, -2)) * scale
+                    if causal:
+                        logits.masked_fill_(torch.ones(s, s, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+                    lse[bi] = torch.logsumexp(logits, -1)
+                    del logits
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                delta = torch.empty_like(lse)
+                dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                qk_scale = scale * 1.4426950408889634
+                pre = lambda i: bwd_pre[(triton.cdiv(s, 64), b * h)](o, dout, delta, s, D=d, BM=64)
+                pre(0)
+                ms_pre = timeit(pre, 1, 10, graph=False)
+                best = {}
+                for which, cfgs in (("dkdv", dkdv_cfgs), ("dq", dq_cfgs)):
+                    for (bm, bn, w, st) in cfgs:
+                        if which == "dkdv":
+                            f = lambda i: bwd_dkdv[(triton.cdiv(s, bn), b * h)](q, k, v, dout, lse, delta, dk, dv, s, qk_scale, scale, BM=bm, BN=bn, D=d, CAUSAL=causal, num_warps=w, num_stages=st)
+                        else:
+                            f = lambda i: bwd_dq[(triton.cdiv(s, bm), b * h)](q, k, v, dout, lse, delta, dq, s, qk_scale, scale, BM=bm, BN=bn, D=d, CAUSAL=causal, num_warps=w, num_stages=st)
+                        try:
+                            f(0)
+                            torch.cuda.synchronize()
+                            got = [dk[:1], dv[:1]] if which == "dkdv" else [dq[:1]]
+                            e = err_of(got, want[1:] if which == "dkdv" else want[:1])
+                            if not e < 5e-2:
+                                print(f"triton-fa2-bwd {which} {tag} {bm}x{bn} w{w} s{st}: wrong (err {e:.1e})")
+                                continue
+                            ms = timeit(f, 1, 10, graph=False)
+                        except Exception:
+                            continue
+                        if which not in best or ms < best[which][0]:
+                            best[which] = (ms, (bm, bn, w, st), e)
+                if len(best) == 2:
+                    ms = ms_pre + best["dkdv"][0] + best["dq"][0]
+                    err = max(best["dkdv"][2], best["dq"][2])
+                    print(f"{'triton-fa2-bwd':<18} {tag}  {ms*1e3:9.1f} us {flops/(ms*1e-3)/1e12:7.1f} TFLOP/s  err {err:.1e}  (dkdv {best['dkdv'][1]} {best['dkdv'][0]*1e3:.0f} us, dq {best['dq'][1]} {best['dq'][0]*1e3:.0f} us, pre {ms_pre*1e3:.0f} us)", flush=True)
+                del lse, o, delta, dq, dk, dv
+
 def decode_peers():
     """Decode attention: SDPA with each backend forced on q [b, h, sq, d]
     against a K/V cache [b, hk, sk, d] (`enable_gqa` when hk < h); µs and
@@ -356,6 +521,8 @@ def dequant_peers():
 
 def main():
     quick = "--quick" in sys.argv
+    if "--attn-backward" in sys.argv:
+        return attention_backward_peers()
     if "--attention" in sys.argv:
         return attention_peers()
     if "--dequant" in sys.argv:

@@ -45,6 +45,10 @@
 #            racecheck
 #   attn-lib: the library's attention: its tests on CUDA, memcheck, MHA
 #            and GQA timings next to the peers (`peers.py --attention`)
+#   attn-bwd: the library's attention backward: its tests on CUDA,
+#            memcheck and racecheck (`attn-bwd-bench [SHAPES]`: B:H:S:D shapes,
+#            MHA, next to SDPA's backward per backend and a Triton FA2
+#            backward of the same algorithm: `peers.py --attn-backward`)
 #   attn-decode [SHAPES]: the library's decode attention: tests on CUDA, memcheck,
 #            racecheck, then B:H:HK:SQ:SK:D shapes next to SDPA per backend
 #   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
@@ -268,6 +272,18 @@ case "${1:-check}" in
     step lib_gqa 120 $D/attn-user --library --layout bshd --group 4 --shapes 4:32:4096:128,4:32:4096:64
     step peers 300 python3 $D/peers.py --attention --attn-group 4
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|^(sdpa|triton)" "$L" | tail -80
+    ;;
+  attn-bwd)
+    FERROTILE_TEST_DEVICES=cuda step backward_tests 240 $D/attention --nocapture attention_backward
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  attn-bwd-bench)
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    step lib_bwd 300 $D/attn-user --library --backward --shapes $SH
+    step peers 300 python3 $D/peers.py --attn-backward --attn-shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|^(sdpa|triton)" "$L" | tail -90
     ;;
   attn-decode)
     # the library's decode attention: its tests on CUDA, memcheck, then the

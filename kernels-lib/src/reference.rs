@@ -262,3 +262,151 @@ pub fn attention_sampled_err<T: ferrotile::FloatElement>(
     }
     worst
 }
+
+/// The gradients of attention (f64): `(dq, dk, dv)` of
+/// [`crate::attention::attention`]'s problem `p` given `dout` (laid out by
+/// the output's strides), each returned dense as `[batch, heads, seq,
+/// head_dim]` (dk, dv with `heads_kv` heads, summed over each group of
+/// query heads). Masks and scale as [`attention_row`].
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    dout: &[f64],
+    p: &crate::attention::AttentionProblem,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (d, nq, nk) = (p.head_dim, p.seqlen_q, p.seqlen_k);
+    let g = p.heads_q / p.heads_kv;
+    let mut dq = vec![0.0; p.batch * p.heads_q * nq * d];
+    let mut dk = vec![0.0; p.batch * p.heads_kv * nk * d];
+    let mut dv = vec![0.0; p.batch * p.heads_kv * nk * d];
+    let off = nk as i64 - nq as i64;
+    for b in 0..p.batch {
+        for h in 0..p.heads_q {
+            let hk = h / g;
+            let kv_row = |s: &crate::attention::Strides, j: usize| b * s.batch + hk * s.head + j * s.seq;
+            for i in 0..nq {
+                let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
+                let oi = b * p.o.batch + h * p.o.head + i * p.o.seq;
+                let diag = i as i64 + off;
+                let keys: Vec<usize> =
+                    (0..nk).filter(|&j| left.is_none_or(|l| j as i64 >= diag - l as i64) && right.is_none_or(|r| j as i64 <= diag + r as i64)).collect();
+                if keys.is_empty() {
+                    continue;
+                }
+                let logits: Vec<f64> = keys.iter().map(|&j| (0..d).map(|c| q[qi + c] * k[kv_row(&p.k, j) + c]).sum::<f64>() * scale).collect();
+                let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+                let z: f64 = w.iter().sum();
+                let pr: Vec<f64> = w.iter().map(|x| x / z).collect();
+                let dp: Vec<f64> = keys.iter().map(|&j| (0..d).map(|c| dout[oi + c] * v[kv_row(&p.v, j) + c]).sum()).collect();
+                let delta: f64 = pr.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                let dqi = ((b * p.heads_q + h) * nq + i) * d;
+                for (t, &j) in keys.iter().enumerate() {
+                    let ds = pr[t] * (dp[t] - delta);
+                    let (kj, vj) = (kv_row(&p.k, j), ((b * p.heads_kv + hk) * nk + j) * d);
+                    for c in 0..d {
+                        dq[dqi + c] += scale * ds * k[kj + c];
+                        dk[vj + c] += scale * ds * q[qi + c];
+                        dv[vj + c] += pr[t] * dout[oi + c];
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+/// The worst error of attention gradients `dq`, `dk`, `dv` (laid out by
+/// the strides of Q, K and V) over `samples` rows of each, drawn with
+/// `rng`: a dQ row from scratch in f64; a dK/dV row from the forward's
+/// `out` and `lse` (`P_ij = exp(scale·q_i·k_j − lse_i)`, `delta_i =
+/// dO_i·O_i`), summed over the query heads of its K/V head. Per row,
+/// `max |got − want| / (1 + max |want|)`; `∞` for a non-finite element.
+/// The benches' check (large problems: the full reference would take
+/// minutes).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
+    t: [&[T]; 5],
+    lse: &[f32],
+    grads: [&[T]; 3],
+    p: &crate::attention::AttentionProblem,
+    rng: &mut Rng,
+    samples: usize,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> f64 {
+    let [q, k, v, out, dout] = t;
+    let [dq, dk, dv] = grads;
+    let f = |x: &T| x.to_f64();
+    let (d, nq, nk) = (p.head_dim, p.seqlen_q, p.seqlen_k);
+    let g = p.heads_q / p.heads_kv;
+    let off = nk as i64 - nq as i64;
+    let sees = |i: usize, j: usize| {
+        let diag = i as i64 + off;
+        left.is_none_or(|l| j as i64 >= diag - l as i64) && right.is_none_or(|r| j as i64 <= diag + r as i64)
+    };
+    let row_err = |got: &[T], at: usize, want: &[f64]| -> f64 {
+        let norm = 1.0 + want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        want.iter().enumerate().fold(0.0f64, |m, (c, w)| {
+            let x = f(&got[at + c]);
+            m.max(if x.is_finite() { (x - w).abs() / norm } else { f64::INFINITY })
+        })
+    };
+    let dotp = |a: &[T], ai: usize, b: &[T], bi: usize| (0..d).map(|c| f(&a[ai + c]) * f(&b[bi + c])).sum::<f64>();
+    let mut worst = 0.0f64;
+    for _ in 0..samples {
+        // a dQ row
+        let (b, h, i) = (rng.below(p.batch as u64) as usize, rng.below(p.heads_q as u64) as usize, rng.below(nq as u64) as usize);
+        let hk = h / g;
+        let (qi, oi) = (b * p.q.batch + h * p.q.head + i * p.q.seq, b * p.o.batch + h * p.o.head + i * p.o.seq);
+        let keys: Vec<usize> = (0..nk).filter(|&j| sees(i, j)).collect();
+        let mut want = vec![0.0; d];
+        if !keys.is_empty() {
+            let kr = |j: usize| b * p.k.batch + hk * p.k.head + j * p.k.seq;
+            let vr = |j: usize| b * p.v.batch + hk * p.v.head + j * p.v.seq;
+            let logits: Vec<f64> = keys.iter().map(|&j| dotp(q, qi, k, kr(j)) * scale).collect();
+            let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+            let z: f64 = w.iter().sum();
+            let dp: Vec<f64> = keys.iter().map(|&j| dotp(dout, oi, v, vr(j))).collect();
+            let delta: f64 = w.iter().zip(&dp).map(|(a, b)| a / z * b).sum();
+            for (t, &j) in keys.iter().enumerate() {
+                let ds = w[t] / z * (dp[t] - delta);
+                for (c, x) in want.iter_mut().enumerate() {
+                    *x += scale * ds * f(&k[kr(j) + c]);
+                }
+            }
+        }
+        worst = worst.max(row_err(dq, qi, &want));
+        // a dK and a dV row
+        if nk == 0 {
+            continue;
+        }
+        let (b, hk, j) = (rng.below(p.batch as u64) as usize, rng.below(p.heads_kv as u64) as usize, rng.below(nk as u64) as usize);
+        let (kj, vj) = (b * p.k.batch + hk * p.k.head + j * p.k.seq, b * p.v.batch + hk * p.v.head + j * p.v.seq);
+        let (mut wk, mut wv) = (vec![0.0; d], vec![0.0; d]);
+        for h in hk * g..(hk + 1) * g {
+            for i in (0..nq).filter(|&i| sees(i, j)) {
+                let l = lse[(b * p.heads_q + h) * nq + i] as f64;
+                if !l.is_finite() {
+                    continue;
+                }
+                let (qi, oi) = (b * p.q.batch + h * p.q.head + i * p.q.seq, b * p.o.batch + h * p.o.head + i * p.o.seq);
+                let pij = (dotp(q, qi, k, kj) * scale - l).exp();
+                let ds = pij * (dotp(dout, oi, v, vj) - dotp(dout, oi, out, oi));
+                for c in 0..d {
+                    wk[c] += scale * ds * f(&q[qi + c]);
+                    wv[c] += pij * f(&dout[oi + c]);
+                }
+            }
+        }
+        worst = worst.max(row_err(dk, kj, &wk)).max(row_err(dv, vj, &wv));
+    }
+    worst
+}

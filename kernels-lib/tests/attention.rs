@@ -16,7 +16,8 @@ use ferrotile::{Device, DeviceKind, FloatElement};
 
 mod common;
 use common::devices;
-use ferrotile_kernels::attention::{attention, AttentionConfig, AttentionOptions, AttentionProblem, DecodeConfig, Strides};
+use ferrotile_kernels::attention::{attention, attention_backward, AttentionConfig, AttentionOptions, AttentionProblem, BackwardConfig, DecodeConfig, Strides};
+use ferrotile_kernels::reference;
 use ferrotile_kernels::reference::{attention_row, Rng};
 use ferrotile_kernels::LibError;
 use half::{bf16, f16};
@@ -34,10 +35,12 @@ struct Case {
     seqlens: Option<Vec<i32>>,
     /// decode path: forced splits
     splits: Option<u32>,
+    /// backward tiles, forced
+    backward: Option<BackwardConfig>,
 }
 
 fn case(p: AttentionProblem) -> Case {
-    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None, seqlens: None, splits: None }
+    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None, seqlens: None, splits: None, backward: None }
 }
 
 /// Elements a tensor of `heads × seq` rows of `d` with strides `s` spans.
@@ -69,7 +72,7 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
     let mut l = dev.full(nl, f32::NAN).unwrap();
     let seqlens = c.seqlens.as_ref().map(|s| dev.from_slice(s).unwrap());
     let decode = c.splits.map(|sp| DecodeConfig { splits: Some(sp), ..DecodeConfig::default_for(dev, (p.heads_q / p.heads_kv) * p.seqlen_q) });
-    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode };
+    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode, backward: None };
     let what = format!(
         "attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?} seqlens={:?} splits={:?}",
         T::DTYPE,
@@ -274,4 +277,141 @@ fn attention_rejects_bad_arguments() {
     assert!(e.contains("`seqlens_k`") && e.contains("batch"), "{e}");
     // empty problems are no work, not errors
     attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { seqlen_q: 0, ..p }, &opts).unwrap();
+}
+
+/// The backward against the f64 gradients: the library's forward gives O
+/// and the log-sum-exp, `dO` is random, dQ/dK/dV are poisoned. Error: the
+/// worst |got − want| over a tensor, relative to `1 + max |want|` of that
+/// tensor (a gradient's elements are sums of many signed terms: an element
+/// near 0 says nothing about the precision of the others).
+fn check_backward<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
+    let p = &c.p;
+    let mut rng = Rng::new(seed);
+    let mut gen = |len: usize| -> Vec<T> { (0..len).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qlen, klen, vlen, olen) = (
+        span(p.batch, p.heads_q, p.seqlen_q, p.head_dim, &p.q),
+        span(p.batch, p.heads_kv, p.seqlen_k, p.head_dim, &p.k),
+        span(p.batch, p.heads_kv, p.seqlen_k, p.head_dim, &p.v),
+        span(p.batch, p.heads_q, p.seqlen_q, p.head_dim, &p.o),
+    );
+    let (qh, kh, vh, doh) = (gen(qlen), gen(klen), gen(vlen), gen(olen));
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (q, k, v, dout) = (dev.from_slice(&qh).unwrap(), dev.from_slice(&kh).unwrap(), dev.from_slice(&vh).unwrap(), dev.from_slice(&doh).unwrap());
+    let mut o = dev.full(olen, T::from_f64(f64::NAN)).unwrap();
+    let mut l = dev.full(p.batch * p.heads_q * p.seqlen_q, f32::NAN).unwrap();
+    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, ..Default::default() };
+    let what = format!(
+        "attention_backward {} on {}: {p:?} causal={} window={:?} scale={:?} backward={:?}",
+        T::DTYPE,
+        dev.name(),
+        c.causal,
+        c.window,
+        c.scale,
+        c.backward
+    );
+    attention(dev, &q, &k, &v, &mut o, Some(&mut l), p, &opts).unwrap_or_else(|e| panic!("{what}: forward: {e}"));
+    let nan = T::from_f64(f64::NAN);
+    let (mut dq, mut dk, mut dv) = (dev.full(qlen, nan).unwrap(), dev.full(klen, nan).unwrap(), dev.full(vlen, nan).unwrap());
+    let bopts = AttentionOptions { backward: c.backward, ..opts };
+    attention_backward(dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, p, &bopts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let scale = c.scale.map_or(1.0 / (p.head_dim as f64).sqrt(), |s| s as f64);
+    let right = if c.causal { Some(0) } else { c.window.1 };
+    let (wq, wk, wv) = reference::attention_backward(&f(&qh), &f(&kh), &f(&vh), &f(&doh), p, scale, c.window.0, right);
+    let mut worst = [0.0f64; 3];
+    for (t, (name, got, want, heads, seq, st)) in [
+        ("dq", dq.to_vec().unwrap(), &wq, p.heads_q, p.seqlen_q, &p.q),
+        ("dk", dk.to_vec().unwrap(), &wk, p.heads_kv, p.seqlen_k, &p.k),
+        ("dv", dv.to_vec().unwrap(), &wv, p.heads_kv, p.seqlen_k, &p.v),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let norm = 1.0 + want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let mut written = vec![false; got.len()];
+        let d = p.head_dim;
+        for b in 0..p.batch {
+            for h in 0..heads {
+                for i in 0..seq {
+                    for e in 0..d {
+                        let at = b * st.batch + h * st.head + i * st.seq + e;
+                        let w = want[((b * heads + h) * seq + i) * d + e];
+                        let g = got[at].to_f64();
+                        let err = if g.is_finite() { (g - w).abs() / norm } else { f64::INFINITY };
+                        assert!(err <= tol, "{what}: {name}[b={b}, h={h}, s={i}, {e}] = {g}, want {w} (err {err:.2e}, tensor max {norm:.1})");
+                        worst[t] = worst[t].max(err);
+                        written[at] = true;
+                    }
+                }
+            }
+        }
+        for (x, w) in got.iter().zip(&written) {
+            assert!(*w || x.to_f64().is_nan(), "{what}: {name}: wrote outside the tensor's rows");
+        }
+    }
+    eprintln!("{what}: max err dq {:.2e} dk {:.2e} dv {:.2e}", worst[0], worst[1], worst[2]);
+}
+
+fn backward_cases(dev: &Device) -> Vec<Case> {
+    let bhsd = AttentionProblem::bhsd;
+    let bshd = AttentionProblem::bshd;
+    let mut v = vec![
+        case(bhsd(2, 2, 2, 37, 37, 64)),
+        case(bshd(1, 3, 3, 29, 45, 32)),
+        // GQA and MQA (dK/dV summed over the group), causal
+        Case { causal: true, ..case(bshd(2, 4, 2, 50, 50, 32)) },
+        Case { causal: true, ..case(bhsd(1, 4, 1, 33, 33, 64)) },
+        // causal with seqlen_q < and > seqlen_k (rows that see no key)
+        Case { causal: true, ..case(bhsd(1, 2, 2, 20, 45, 64)) },
+        Case { causal: true, ..case(bhsd(1, 2, 1, 40, 25, 32)) },
+        // windows and a scale
+        Case { window: (Some(8), Some(4)), ..case(bhsd(1, 2, 2, 33, 33, 32)) },
+        Case { causal: true, window: (Some(10), None), scale: Some(0.3), ..case(bshd(1, 4, 2, 47, 39, 64)) },
+        // padded head dims, 128 and 256
+        case(bshd(1, 2, 1, 21, 26, 80)),
+        Case { causal: true, ..case(bhsd(2, 1, 1, 19, 19, 24)) },
+        Case { causal: true, ..case(bhsd(1, 2, 2, 40, 40, 128)) },
+        case(bshd(1, 2, 1, 9, 17, 200)),
+        // no keys, no queries: zero gradients
+        case(bhsd(1, 2, 2, 20, 0, 32)),
+        case(bhsd(1, 2, 1, 0, 20, 32)),
+    ];
+    // strided: Q (and so dQ) with padded rows, V `[b, h, s, d]`
+    let mut p = bshd(2, 2, 1, 23, 31, 64);
+    p.q = Strides { batch: 23 * 2 * 72, head: 72, seq: 2 * 72 };
+    p.v = Strides::bhsd(1, 31, 64);
+    v.push(case(p));
+    if dev.kind() == DeviceKind::Cuda {
+        v.extend([
+            Case { causal: true, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
+            Case { causal: true, ..case(bhsd(1, 2, 2, 130, 257, 256)) },
+            Case { window: (Some(100), Some(50)), ..case(bshd(1, 4, 2, 500, 400, 64)) },
+        ]);
+        if std::env::var("FERROTILE_ATTN_LARGE").as_deref() != Ok("0") {
+            // large enough for the autotuner (every candidate runs)
+            v.push(Case { causal: true, ..case(bshd(1, 8, 2, 1024, 1024, 128)) });
+        }
+        for (dim, causal) in [(64, true), (128, false), (256, true)] {
+            let pd = AttentionProblem::bhsd(1, 2, 1, 0, 0, dim).padded_dim();
+            let (a, b) = ferrotile_kernels::attention::backward_candidates(pd);
+            for (i, tc) in a.iter().enumerate() {
+                let dkdv = AttentionConfig::from_tune(tc).unwrap();
+                let dq = AttentionConfig::from_tune(&b[i % b.len()]).unwrap();
+                v.push(Case { causal, backward: Some(BackwardConfig { dkdv, dq }), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn attention_backward_matches_f64() {
+    for dev in devices() {
+        for (i, c) in backward_cases(&dev).iter().enumerate() {
+            if i % 2 == 0 {
+                check_backward::<bf16>(&dev, c, 500 + i as u64, 1e-2);
+            } else {
+                check_backward::<f16>(&dev, c, 500 + i as u64, 2e-3);
+            }
+        }
+    }
 }

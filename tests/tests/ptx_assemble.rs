@@ -836,3 +836,74 @@ fn attention_decode_and_combine_assemble() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The library's attention backward (delta, dK/dV, the GQA sum and dQ)
+/// assembles for sm_80 and sm_90 in every tuner configuration; prints
+/// registers, spills, the dots' path, tensor maps and what goes through
+/// shared memory. On sm_90a every dot must take `wgmma` (the ones whose
+/// K is one instruction's — a computed A with 16 or 32 columns — too).
+#[test]
+fn every_attention_backward_configuration_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let mut failures = vec![];
+    let mut check = |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool| {
+        let spec = specialize(k, consts, &[t]).unwrap();
+        for sm in [80, 90] {
+            let opts =
+                PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages.saturating_sub(1), ..PtxOptions::new(sm, warps, k.params.len()) };
+            let what = format!("{what} {t} sm_{sm}");
+            let p = match emit(&spec, &opts) {
+                Ok(p) => p,
+                Err(e) => {
+                    failures.push(format!("{what}: emit: {e}"));
+                    continue;
+                }
+            };
+            let wgmma = p.text.contains("wgmma.mma_async");
+            if sm == 90 && want_wgmma && (!wgmma || !p.mma_sync_dots.is_empty()) {
+                failures.push(format!("{what}: not every dot on wgmma: {:?}", p.mma_sync_dots));
+            }
+            let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+            match ptxas::assemble(&px, &p.text, sm) {
+                Ok(r) => println!(
+                    "{what}: {} regs, {} B spills, {} B smem, {} tensor maps, {} staged, {}",
+                    r.registers,
+                    r.spill_loads + r.spill_stores,
+                    p.smem_bytes,
+                    p.tensor_maps.len(),
+                    staged,
+                    if wgmma {
+                        "wgmma"
+                    } else if p.text.contains("mma.sync") {
+                        "mma.sync"
+                    } else {
+                        "no mma"
+                    }
+                ),
+                Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+            }
+        }
+    };
+    use ferrotile_kernels::attention as a;
+    for dp in [64i64, 128, 256] {
+        let (dkdv, dq) = a::backward_candidates(dp as usize);
+        for tc in dkdv {
+            let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            // (G, MASK_HI, MASK_LO, ACC)
+            for (t, g, hi, lo, acc) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
+                let what = format!("attention_bwd_dkdv D={dp} G={g} hi={hi} lo={lo} acc={acc} {tc}");
+                check(a::attention_bwd_dkdv::ir(), what, &[bm, bn, dp, g, hi, lo, acc], t, tc.num_warps, tc.num_stages, true);
+            }
+        }
+        for tc in dq {
+            let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            for (t, g, hi, lo) in [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)] {
+                let what = format!("attention_bwd_dq D={dp} G={g} hi={hi} lo={lo} {tc}");
+                check(a::attention_bwd_dq::ir(), what, &[bm, bn, dp, g, hi, lo], t, tc.num_warps, tc.num_stages, true);
+            }
+        }
+        check(a::attention_bwd_pre::ir(), format!("attention_bwd_pre D={dp}"), &[64, dp], DType::BF16, 4, 1, false);
+        check(a::attention_bwd_sum::ir(), format!("attention_bwd_sum D={dp}"), &[32, dp, 4], DType::F16, 4, 1, false);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -120,13 +120,17 @@ pub fn warp_grid(m: u32, n: u32, num_warps: u32) -> Option<MmaGrid> {
 /// —, at most 256 columns per instruction (wider N splits into
 /// 256-column instructions).
 pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool) -> Option<MmaGrid> {
-    wgmma_misfit(m, n, k, num_warps, es, kmajor_b).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+    wgmma_misfit(m, n, k, num_warps, es, kmajor_b, 128 / es).is_none().then_some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
 }
 
 /// Why an `m × k · k × n` dot of `es`-byte operands at `num_warps` warps
-/// cannot take `wgmma` (`None`: it can).
-pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool) -> Option<String> {
-    let atom = 128 / es;
+/// cannot take `wgmma` (`None`: it can). `k_atom`: the multiple K must be —
+/// one 128-byte swizzle atom (`128 / es`) for an A that may come from a
+/// ring slot; one instruction's K (16) for a computed 16-bit A with an
+/// N-major B: fed from registers, or staged into whole atoms of which it
+/// fills the first columns.
+pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool, k_atom: u32) -> Option<String> {
+    let atom = k_atom;
     let kmajor_b = kmajor_b || es == 4;
     // (N-major B: whole 64-column atoms; K-major: any `n8` instruction)
     let step_n = if kmajor_b { 8 } else { 64 };
@@ -135,7 +139,8 @@ pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: b
     } else if !m.is_multiple_of(16 * num_warps) {
         Some(format!("M = {m} is not a multiple of 16 rows × {num_warps} warps"))
     } else if !k.is_multiple_of(atom) {
-        Some(format!("K = {k} is not a multiple of {atom} (one 128-byte swizzle atom of A)"))
+        let what = if atom * es == 128 { "one 128-byte swizzle atom of A" } else { "the instruction's K" };
+        Some(format!("K = {k} is not a multiple of {atom} ({what})"))
     } else if !n.is_multiple_of(step_n) || (n > 256 && !n.is_multiple_of(256)) {
         let hint = if kmajor_b { "" } else { " (8 for a B that arrives K-major: a transposed view)" };
         Some(format!("N = {n} is not a multiple of {step_n} up to 256, or of 256 above{hint}"))
@@ -169,7 +174,7 @@ pub fn kmajor_b_layout(shape: &[u32], num_warps: u32) -> Blocked {
 /// and that producer. Both get their rows split over the warps alike
 /// (`mma.sync`: all warps along M), the dot-operand anchor that lets the
 /// producer's accumulator registers be the consumer's A fragments.
-fn chained_dot_shapes(k: &Kernel) -> HashSet<Vec<u32>> {
+fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
     let mut def: HashMap<V, &OpKind> = HashMap::new();
     k.walk(&mut |op| {
         for r in &op.results {
@@ -188,7 +193,7 @@ fn chained_dot_shapes(k: &Kernel) -> HashSet<Vec<u32>> {
         }
         kind.operands().into_iter().find_map(|x| source(x, def, depth - 1))
     }
-    let mut out = HashSet::new();
+    let (mut out, mut chained) = (HashSet::new(), HashSet::new());
     k.walk(&mut |op| {
         let OpKind::Dot { a, .. } = &op.kind else { return };
         let Some(src) = source(*a, &def, 16) else { return };
@@ -196,16 +201,17 @@ fn chained_dot_shapes(k: &Kernel) -> HashSet<Vec<u32>> {
         if sa == ss {
             out.insert(ss);
             out.insert(so);
+            chained.insert(*a);
         }
     });
-    out
+    (out, chained)
 }
 
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
 /// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
 pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>) -> Plan {
-    let rows = chained_dot_shapes(k);
+    let (rows, chained_a) = chained_dot_shapes(k);
     // `mma.sync` grid of an `m × n` result: warps along M only where a
     // dot's A is computed from another dot's result (so that the first
     // accumulator's registers are the second's A fragments:
@@ -249,12 +255,15 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
             None if wgmma => {
                 let es = da.map_or(2, |d| d.size_bytes() as u32);
                 let kb = kmajor_b.contains(b);
-                match wgmma_misfit(out[0], out[1], sa[1], num_warps, es, kb) {
+                // (a computed A: fed from registers, or staged; never a
+                // ring slot, so K needs no whole swizzle atom)
+                let k_atom = if chained_a.contains(a) && es == 2 && !kb { 16 } else { 128 / es };
+                match wgmma_misfit(out[0], out[1], sa[1], num_warps, es, kb, k_atom) {
                     None => {
                         if es == 4 {
                             operand.insert(sb.clone(), kmajor_b_layout(&sb, num_warps));
                         }
-                        wgmma_grid(out[0], out[1], sa[1], num_warps, es, kb)
+                        Some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
                     }
                     Some(r) => {
                         no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));
@@ -330,19 +339,21 @@ mod tests {
         assert_eq!(wgmma_grid(64, 128, 64, 8, 2, false), None); // 8 warps need 128 rows
         assert_eq!(wgmma_grid(64, 128, 64, 2, 2, false), None); // not a warpgroup
                                                                 // FERROTILE_EXPLAIN's words for the misfits
-        assert!(wgmma_misfit(128, 128, 32, 4, 2, false).unwrap().contains("K = 32"));
-        assert!(wgmma_misfit(64, 128, 64, 8, 2, false).unwrap().contains("M = 64"));
-        assert!(wgmma_misfit(64, 128, 64, 2, 2, false).unwrap().contains("warpgroups"));
-        assert!(wgmma_misfit(64, 96, 64, 4, 2, false).unwrap().contains("N = 96"));
-        assert_eq!(wgmma_misfit(128, 256, 64, 8, 2, false), None);
+        assert!(wgmma_misfit(128, 128, 32, 4, 2, false, 64).unwrap().contains("K = 32"));
+        // (a computed A: K in whole instructions)
+        assert!(wgmma_misfit(128, 128, 32, 4, 2, false, 16).is_none());
+        assert!(wgmma_misfit(64, 128, 64, 8, 2, false, 64).unwrap().contains("M = 64"));
+        assert!(wgmma_misfit(64, 128, 64, 2, 2, false, 64).unwrap().contains("warpgroups"));
+        assert!(wgmma_misfit(64, 96, 64, 4, 2, false, 64).unwrap().contains("N = 96"));
+        assert_eq!(wgmma_misfit(128, 256, 64, 8, 2, false, 64), None);
         // a B that arrives K-major: N in steps of 8 (the swapped decode
         // product's 64×16 tile)
         assert_eq!(wgmma_grid(64, 16, 128, 4, 2, true), w(4));
-        assert!(wgmma_misfit(64, 16, 128, 4, 2, false).unwrap().contains("N = 16"));
-        assert!(wgmma_misfit(64, 20, 128, 4, 2, true).unwrap().contains("N = 20"));
+        assert!(wgmma_misfit(64, 16, 128, 4, 2, false, 64).unwrap().contains("N = 16"));
+        assert!(wgmma_misfit(64, 20, 128, 4, 2, true, 64).unwrap().contains("N = 20"));
         // tf32: a 128-byte atom is 32 elements
         assert_eq!(wgmma_grid(128, 256, 32, 8, 4, false), w(8));
-        assert!(wgmma_misfit(128, 256, 16, 8, 4, false).unwrap().contains("multiple of 32"));
+        assert!(wgmma_misfit(128, 256, 16, 8, 4, false, 32).unwrap().contains("multiple of 32"));
     }
 
     /// The K-major B layout: covers the tile once, and a warp's 32 lanes

@@ -16,7 +16,8 @@
 //! `attn-user --library [--layout bhsd|bshd] [--group G] ...`: the same
 //! problems through the library's `attention::attention` (issue 21), K/V
 //! heads `H / G`, each `--configs` entry forced and then the library's own
-//! choice (`auto`: autotuned on GPUs).
+//! choice (`auto`: autotuned on GPUs). `--backward`: the library's
+//! `attention_backward` instead (each tuner pair forced, then `auto`).
 //! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
@@ -239,6 +240,98 @@ fn run_library<T: FloatElement>(
     Ok(ok)
 }
 
+/// The library's `attention_backward` on the problem of [`run_library`]
+/// (bf16/f16, `hk` K/V heads): the forward gives O and the log-sum-exp,
+/// dO is random; each tuner pair (dK/dV candidate `i` with dQ candidate
+/// `i mod n`) forced, then the library's own choice (`auto`: each loop
+/// autotuned). TFLOP/s = 2.5 × the forward's count (FlashAttention's
+/// convention), halved for causal. Checked on sampled rows of dQ, dK and
+/// dV (`reference::attention_backward_sampled_err`).
+#[allow(clippy::too_many_arguments)]
+fn run_library_bwd<T: FloatElement>(
+    dev: &Device,
+    b: usize,
+    h: usize,
+    hk: usize,
+    s: usize,
+    d: usize,
+    causal: bool,
+    bshd: bool,
+    tol: f64,
+) -> Result<bool, String> {
+    use ferrotile_kernels::attention::{
+        attention, attention_backward, backward_candidates, AttentionConfig, AttentionOptions, AttentionProblem, BackwardConfig,
+    };
+    let e = |e: ferrotile::Error| e.to_string();
+    let p = if bshd { AttentionProblem::bshd(b, h, hk, s, s, d) } else { AttentionProblem::bhsd(b, h, hk, s, s, d) };
+    let mut rng = Rng::new(7);
+    let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh, doh) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d), gen(b * h * s * d));
+    let up = |x: &[T]| dev.from_slice(x).map_err(e);
+    let (q, k, v, dout) = (up(&qh)?, up(&kh)?, up(&vh)?, up(&doh)?);
+    let mut o: Buffer<T> = dev.zeros(qh.len()).map_err(e)?;
+    let mut lse: Buffer<f32> = dev.zeros(b * h * s).map_err(e)?;
+    let fwd = AttentionOptions { causal, ..Default::default() };
+    attention(dev, &q, &k, &v, &mut o, Some(&mut lse), &p, &fwd).map_err(|x| x.to_string())?;
+    let (oh, lh) = (o.to_vec().map_err(e)?, lse.to_vec().map_err(e)?);
+    let flops = 2.5 * 4.0 * (b * h) as f64 * (s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
+    let layout = if bshd { "bshd" } else { "bhsd" };
+    let (ca, cb) = backward_candidates(p.padded_dim());
+    let cfg = |tc: &ferrotile::TuneConfig| AttentionConfig::from_tune(tc).unwrap();
+    let runs: Vec<Option<BackwardConfig>> =
+        ca.iter().enumerate().map(|(i, a)| Some(BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]) })).chain([None]).collect();
+    let mut ok = true;
+    for c in runs {
+        let nan = T::from_f64(f64::NAN);
+        let (mut dq, mut dk, mut dv): (Buffer<T>, Buffer<T>, Buffer<T>) =
+            (dev.full(qh.len(), nan).map_err(e)?, dev.full(kh.len(), nan).map_err(e)?, dev.full(vh.len(), nan).map_err(e)?);
+        let opts = AttentionOptions { backward: c, ..fwd };
+        let launch = |dq: &mut Buffer<T>, dk: &mut Buffer<T>, dv: &mut Buffer<T>| {
+            attention_backward(dev, &q, &k, &v, &o, &dout, &lse, dq, dk, dv, &p, &opts)
+                .map_err(|x| ferrotile::Error::Launch { kernel: "attention_backward".into(), msg: x.to_string() })
+        };
+        let name = c.map_or("auto".to_string(), |c| {
+            let f = |a: AttentionConfig| format!("{}x{}x{}w{}s", a.bm, a.bn, a.num_warps, a.num_stages);
+            format!("{}/{}", f(c.dkdv), f(c.dq))
+        });
+        if let Err(err) = launch(&mut dq, &mut dk, &mut dv).and_then(|_| dev.synchronize()) {
+            println!("library-bwd {:<5} {layout} b{b} h{h}/{hk} s{s} d{d} causal={} {name}: error: {err}", T::DTYPE, causal as u8);
+            ok = false;
+            continue;
+        }
+        let (gq, gk, gv) = (dq.to_vec().map_err(e)?, dk.to_vec().map_err(e)?, dv.to_vec().map_err(e)?);
+        let scale = 1.0 / (d as f64).sqrt();
+        let worst = ferrotile_kernels::reference::attention_backward_sampled_err(
+            [&qh, &kh, &vh, &oh, &doh],
+            &lh,
+            [&gq, &gk, &gv],
+            &p,
+            &mut Rng::new(13),
+            8,
+            scale,
+            None,
+            causal.then_some(0),
+        );
+        let pass = worst <= tol;
+        ok &= pass;
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+            Timing { b2b: f64::NAN, graph: None }
+        } else {
+            time_both(dev, 10, 3, || launch(&mut dq, &mut dk, &mut dv)).map_err(e)?
+        };
+        println!(
+            "library-bwd {:<5} {layout} b{b} h{h}/{hk} s{s} d{d} causal={} {name:<26} {:>9.1} us (b2b {:>9.1})  {:>6.1} TFLOP/s  err {worst:.1e}{}",
+            T::DTYPE,
+            causal as u8,
+            t.ms() * 1e3,
+            t.b2b * 1e3,
+            flops / (t.ms() * 1e-3) / 1e12,
+            if pass { "" } else { "  FAIL" }
+        );
+    }
+    Ok(ok)
+}
+
 /// Decode through the library: `sq` query rows of `h` heads (`hk` K/V
 /// heads) against a `[b, hk, sk, d]` KV cache; µs and the KV read's GB/s
 /// (K and V once), checked on sampled rows.
@@ -327,7 +420,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..]: the library's decode path (µs, KV GB/s)\n       attn-user --library [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..]: the library's decode path (µs, KV GB/s)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -412,9 +505,15 @@ fn main() {
         for &[b, h, s, d] in &shapes {
             for &causal in &causals {
                 let hk = (h / hk_div).max(1);
-                for r in
-                    [run_library::<bf16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 2e-2), run_library::<f16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 5e-3)]
-                {
+                let runs = if args.iter().any(|a| a == "--backward") {
+                    vec![run_library_bwd::<bf16>(&dev, b, h, hk, s, d, causal, bshd, 2e-2), run_library_bwd::<f16>(&dev, b, h, hk, s, d, causal, bshd, 5e-3)]
+                } else {
+                    vec![
+                        run_library::<bf16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 2e-2),
+                        run_library::<f16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 5e-3),
+                    ]
+                };
+                for r in runs {
                     match r {
                         Ok(o) => ok &= o,
                         Err(e) => {

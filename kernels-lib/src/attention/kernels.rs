@@ -250,3 +250,268 @@ pub fn attention_combine<T: Float, const SP: i32, const DP: i32, const LSE: bool
         store(lse + (b as i64) * lb + (h as i64) * lh + (i as i64), row_lse);
     }
 }
+
+/// Backward preprocessing: `delta[b, h, i] = Σ_c dO[i, c] · O[i, c]` (f32),
+/// the row term of `dS = P ∘ (dP − delta)`. One program per `BM` rows of
+/// head `program_id(1)` in batch entry `program_id(2)`; `delta` is laid out
+/// like the log-sum-exp (`b·lb + h·lh + i`).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32>(
+    o: Ptr<T>,
+    dout: Ptr<T>,
+    delta: Ptr<f32>,
+    nq: i32,
+    d: i32,
+    ob: i64,
+    oh: i64,
+    os: i64,
+    db: i64,
+    dh: i64,
+    ds: i64,
+    lb: i64,
+    lh: i64,
+) {
+    let pm = program_id(0) * BM;
+    let b = program_id(2) as i64;
+    let h = program_id(1) as i64;
+    let vo = view(o + b * ob + h * oh, [nq, d], [os, 1]);
+    let vdo = view(dout + b * db + h * dh, [nq, d], [ds, 1]);
+    let x = (load_block(vo, [pm, 0], [BM, DP]) as f32) * (load_block(vdo, [pm, 0], [BM, DP]) as f32);
+    let rows = pm + arange(0, BM);
+    store(delta + b * lb + h * lh + (rows as i64), sum(x, 1), rows < nq);
+}
+
+/// Backward, dK and dV (FlashAttention-2's outer loop over keys): one
+/// program per `BN` keys (`program_id(0)`) of query head `program_id(1)` in
+/// batch entry `program_id(2)`; its K and V tiles stay in registers while
+/// a loop walks the query blocks that see them, `BM` rows at a time. The
+/// products are computed transposed (`Sᵀ = K·Qᵀ`, keys as rows), so that
+/// `Pᵀ` and `dSᵀ` are the A operands of `dV += Pᵀ·dO` and `dK += dSᵀ·Q`
+/// as they come out of the first products (no transpose of a computed
+/// tile). `P` is recomputed from the forward's log-sum-exp `lse`
+/// (natural log; +∞ for a row that saw no key: `P = 0`). `ACC`: the query
+/// head's dK·scale and dV go, in f32, to `dk_acc` / `dv_acc` at row
+/// `(b·Hq + h)·nk + j` (rows of `DP`) for [`attention_bwd_sum`] to add
+/// over the `G` heads of a K/V head; otherwise (`G = 1`) to `dk` / `dv`
+/// by their strides.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const ACC: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    dout: Ptr<T>,
+    lse: Ptr<f32>,
+    delta: Ptr<f32>,
+    dk: Ptr<T>,
+    dv: Ptr<T>,
+    dk_acc: Ptr<f32>,
+    dv_acc: Ptr<f32>,
+    nq: i32,
+    nk: i32,
+    d: i32,
+    qk_scale: f32,
+    scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qb: i64,
+    qh: i64,
+    qs: i64,
+    kb: i64,
+    kh: i64,
+    ks: i64,
+    vb: i64,
+    vh: i64,
+    vs: i64,
+    db: i64,
+    dh: i64,
+    ds: i64,
+    dkb: i64,
+    dkh: i64,
+    dks: i64,
+    dvb: i64,
+    dvh: i64,
+    dvs: i64,
+    lb: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let n0 = program_id(0) * BN;
+    let h = program_id(1) as i64;
+    let b = program_id(2) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let kt = load_block(view(k + b * kb + hk * kh, [nk, d], [ks, 1]), [n0, 0], [BN, DP]);
+    let vt = load_block(view(v + b * vb + hk * vh, [nk, d], [vs, 1]), [n0, 0], [BN, DP]);
+    let qbase = q + b * qb + h * qh;
+    let vqt = view(qbase, [d, nq], [1, qs]);
+    let vq = view(qbase, [nq, d], [qs, 1]);
+    let dobase = dout + b * db + h * dh;
+    let vdot = view(dobase, [d, nq], [1, ds]);
+    let vdo = view(dobase, [nq, d], [ds, 1]);
+    let lrow = lse + b * lb + h * lh;
+    let drow = delta + b * lb + h * lh;
+    let keys = n0 + arange(0, BN);
+    // query rows that see this key block (bottom-right alignment: `off`)
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_HI {
+        lo = maximum(0, n0 - off - win_right) / BM * BM;
+    }
+    let mut hi = nq;
+    if MASK_LO {
+        hi = minimum(nq, maximum(0, n0 + BN - off + win_left));
+    }
+    let mut dk_i = zeros([BN, DP], f32);
+    let mut dv_i = zeros([BN, DP], f32);
+    for i in (lo..hi).step_by(BM) {
+        let rows = i + arange(0, BM);
+        // (rows past the end: lse +∞, so P = 0)
+        let l2 = load(lrow + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
+        let mut st = dot(kt, load_block(vqt, [0, i], [DP, BM]), zeros([BN, BM], f32)) * qk_scale;
+        if MASK_HI {
+            st = select(expand_dims(keys, 1) <= expand_dims(rows + (off + win_right), 0), st, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            st = select(expand_dims(keys, 1) >= expand_dims(rows - (win_left - off), 0), st, f32::NEG_INFINITY);
+        }
+        let pt = exp2(st - expand_dims(l2, 0));
+        dv_i = dot(pt as T, load_block(vdo, [i, 0], [BM, DP]), dv_i);
+        let dpt = dot(vt, load_block(vdot, [0, i], [DP, BM]), zeros([BN, BM], f32));
+        let dl = load(drow + (rows as i64), rows < nq, 0.0);
+        let dst = pt * (dpt - expand_dims(dl, 0));
+        dk_i = dot(dst as T, load_block(vq, [i, 0], [BM, DP]), dk_i);
+    }
+    let dk_out = dk_i * scale;
+    if ACC {
+        let dims = arange(0, DP);
+        let row = ((b * (num_programs(1) as i64) + h) * (nk as i64) + (keys as i64)) * (DP as i64);
+        let at = expand_dims(row, 1) + expand_dims(dims as i64, 0);
+        let ok = expand_dims(keys < nk, 1) & expand_dims(dims < DP, 0);
+        store(dk_acc + at, dk_out, ok);
+        store(dv_acc + at, dv_i, ok);
+    } else {
+        store_block(view(dk + b * dkb + hk * dkh, [nk, d], [dks, 1]), [n0, 0], dk_out as T);
+        store_block(view(dv + b * dvb + hk * dvh, [nk, d], [dvs, 1]), [n0, 0], dv_i as T);
+    }
+}
+
+/// Backward, the sum of [`attention_bwd_dkdv`]'s per-query-head dK and dV
+/// (`ACC`) over the `G` query heads of K/V head `program_id(1)`, cast to
+/// `T` and stored by the strides of `dk` / `dv`; `BR` key rows per program.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_sum<T: Float, const BR: i32, const DP: i32, const G: i32>(
+    dk_acc: Ptr<f32>,
+    dv_acc: Ptr<f32>,
+    dk: Ptr<T>,
+    dv: Ptr<T>,
+    nk: i32,
+    d: i32,
+    heads_q: i32,
+    dkb: i64,
+    dkh: i64,
+    dks: i64,
+    dvb: i64,
+    dvh: i64,
+    dvs: i64,
+) {
+    let r0 = program_id(0) * BR;
+    let hk = program_id(1);
+    let b = program_id(2) as i64;
+    let keys = r0 + arange(0, BR);
+    let dims = arange(0, DP);
+    let ok = expand_dims(keys < nk, 1) & expand_dims(dims < DP, 0);
+    let mut sk = zeros([BR, DP], f32);
+    let mut sv = zeros([BR, DP], f32);
+    for g in 0..G {
+        let row = ((b * (heads_q as i64) + ((hk * G + g) as i64)) * (nk as i64) + (keys as i64)) * (DP as i64);
+        let at = expand_dims(row, 1) + expand_dims(dims as i64, 0);
+        sk = sk + load(dk_acc + at, ok, 0.0);
+        sv = sv + load(dv_acc + at, ok, 0.0);
+    }
+    store_block(view(dk + b * dkb + (hk as i64) * dkh, [nk, d], [dks, 1]), [r0, 0], sk as T);
+    store_block(view(dv + b * dvb + (hk as i64) * dvh, [nk, d], [dvs, 1]), [r0, 0], sv as T);
+}
+
+/// Backward, dQ (a separate pass instead of atomics: deterministic): one
+/// program per `BM` query rows, as [`attention_fwd`] (heaviest first), over
+/// the key blocks the mask leaves: `dQ = scale · Σ_j dS_j · K_j` with
+/// `dS = P ∘ (dO·Vᵀ − delta)` and `P` recomputed from `lse`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    dout: Ptr<T>,
+    lse: Ptr<f32>,
+    delta: Ptr<f32>,
+    dq: Ptr<T>,
+    nq: i32,
+    nk: i32,
+    d: i32,
+    qk_scale: f32,
+    scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qb: i64,
+    qh: i64,
+    qs: i64,
+    kb: i64,
+    kh: i64,
+    ks: i64,
+    vb: i64,
+    vh: i64,
+    vs: i64,
+    db: i64,
+    dh: i64,
+    ds: i64,
+    dqb: i64,
+    dqh: i64,
+    dqs: i64,
+    lb: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let pm = (cdiv(nq, BM) - 1 - program_id(0)) * BM;
+    let h = program_id(1) as i64;
+    let b = program_id(2) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let qt = load_block(view(q + b * qb + h * qh, [nq, d], [qs, 1]), [pm, 0], [BM, DP]);
+    let dot_ = load_block(view(dout + b * db + h * dh, [nq, d], [ds, 1]), [pm, 0], [BM, DP]);
+    let kbase = k + b * kb + hk * kh;
+    let vkt = view(kbase, [d, nk], [1, ks]);
+    let vk = view(kbase, [nk, d], [ks, 1]);
+    let vvt = view(v + b * vb + hk * vh, [d, nk], [1, vs]);
+    let rows = pm + arange(0, BM);
+    let l2 = load(lse + b * lb + h * lh + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
+    let dl = load(delta + b * lb + h * lh + (rows as i64), rows < nq, 0.0);
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    let mut dq_i = zeros([BM, DP], f32);
+    for j in (lo..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+        // (keys past the end must give P = 0: exp2(0 − lse) may overflow)
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let p = exp2(s - expand_dims(l2, 1));
+        let dp = dot(dot_, load_block(vvt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        let dsc = p * (dp - expand_dims(dl, 1));
+        dq_i = dot(dsc as T, load_block(vk, [j, 0], [BN, DP]), dq_i);
+    }
+    store_block(view(dq + b * dqb + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
+}

@@ -39,8 +39,10 @@ use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::{DeviceKind, FloatElement};
 
+mod backward;
 mod kernels;
-pub use kernels::{attention_combine, attention_decode, attention_fwd};
+pub use backward::{attention_backward, backward_candidates, BackwardConfig};
+pub use kernels::{attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd};
 
 /// Element strides of a 4-d attention tensor along batch, head and
 /// sequence; the head dimension is contiguous (stride 1).
@@ -197,11 +199,94 @@ pub struct AttentionOptions<'a> {
     /// Tile configuration; `None` picks one (autotuned on GPUs for large
     /// problems).
     pub config: Option<AttentionConfig>,
+    /// Tile configurations of [`attention_backward`]; `None` picks them
+    /// (autotuned on GPUs for large problems).
+    pub backward: Option<BackwardConfig>,
 }
 
 fn max_index(batch: usize, heads: usize, seq: usize, dim: usize, s: &Strides) -> Option<usize> {
     let last = |n: usize, st: usize| (n - 1).checked_mul(st);
     last(batch, s.batch)?.checked_add(last(heads, s.head)?)?.checked_add(last(seq, s.seq)?)?.checked_add(dim - 1)
+}
+
+/// A tensor argument: name, length, heads, sequence length, strides.
+type Tensor<'s> = (&'static str, usize, usize, usize, &'s Strides);
+
+/// The checks every attention entry point shares, for the function `what`:
+/// dtype, sizes, heads, scale, grid limits; each input `(name, len,
+/// heads, seq, strides)` must hold its `[batch, heads, seq, head_dim]`
+/// elements, and each output too, with no two of its elements overlapping
+/// (each is written by one program). Returns the launch's arguments.
+fn check_problem<T: FloatElement>(
+    what: &str,
+    p: &AttentionProblem,
+    opts: &AttentionOptions<'_>,
+    inputs: &[Tensor<'_>],
+    outputs: &[Tensor<'_>],
+) -> Result<Args, LibError> {
+    use ferrotile::ir::DType;
+    if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        return Err(LibError::Config(format!("{what}: dtype {} is not supported (f16 or bf16)", T::DTYPE)));
+    }
+    if p.head_dim == 0 || p.head_dim > 256 {
+        return Err(LibError::Shape(format!("{what}: head_dim = {} must be in 1..=256", p.head_dim)));
+    }
+    if p.heads_q == 0 || p.heads_kv == 0 || !p.heads_q.is_multiple_of(p.heads_kv) {
+        return Err(LibError::Shape(format!("{what}: heads_kv = {} must divide heads_q = {} (and neither be 0)", p.heads_kv, p.heads_q)));
+    }
+    if let Some(s) = opts.scale {
+        if !s.is_finite() {
+            return Err(LibError::Config(format!("{what}: scale must be finite, got {s}")));
+        }
+    }
+    if p.batch > 65535 || p.heads_q > 65535 {
+        return Err(LibError::Shape(format!("{what}: batch = {} and heads_q = {} must be at most 65535 (grid)", p.batch, p.heads_q)));
+    }
+    let lim = i32::MAX as usize / 2;
+    if p.seqlen_q > lim || p.seqlen_k > lim {
+        return Err(LibError::Shape(format!("{what}: seqlen_q = {} and seqlen_k = {} must be below 2^30", p.seqlen_q, p.seqlen_k)));
+    }
+    let d = p.head_dim;
+    for &(name, len, heads, seq, s) in inputs.iter().chain(outputs) {
+        if seq == 0 || p.batch == 0 {
+            continue;
+        }
+        match max_index(p.batch, heads, seq, d, s) {
+            Some(m) if m < len && m <= i64::MAX as usize => {}
+            _ => {
+                return Err(LibError::Shape(format!(
+                    "{what}: `{name}` has {len} elements; its shape [{}, {heads}, {seq}, {d}] with strides {s:?} reaches past them",
+                    p.batch
+                )))
+            }
+        }
+    }
+    // an output's strides, sorted, must each step over the span below
+    for &(name, _, heads, seq, s) in outputs {
+        if seq == 0 || p.batch == 0 {
+            continue;
+        }
+        let mut dims = [(s.batch, p.batch), (s.head, heads), (s.seq, seq)];
+        dims.sort();
+        let mut span = d;
+        for (st, n) in dims {
+            if n > 1 && st < span {
+                return Err(LibError::Shape(format!("{what}: `{name}` strides {s:?} make elements overlap (head_dim {d})")));
+            }
+            if n > 1 {
+                span += st * (n - 1);
+            }
+        }
+    }
+    let (left, right) = opts.window;
+    let right = if opts.causal { Some(0) } else { right };
+    // (beyond the other sequence's length a bound no longer changes the
+    // mask; clamped so that the kernel's index arithmetic stays in i32)
+    let clamp = |w: usize| w.min(p.seqlen_q + p.seqlen_k) as i32;
+    let (mask_lo, win_left) = left.map_or((false, 0), |w| (true, clamp(w)));
+    let (mask_hi, win_right) = right.map_or((false, 0), |w| (true, clamp(w)));
+    let scale = opts.scale.unwrap_or(1.0 / (d as f32).sqrt());
+    Ok(Args { p: *p, scale, mask_lo, mask_hi, win_left, win_right })
 }
 
 /// Attention forward: `out = softmax(Q·Kᵀ·scale + mask)·V` (see the
@@ -219,66 +304,18 @@ pub fn attention<T: FloatElement>(
     p: &AttentionProblem,
     opts: &AttentionOptions<'_>,
 ) -> Result<(), LibError> {
-    use ferrotile::ir::DType;
-    if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
-        return Err(LibError::Config(format!("attention: dtype {} is not supported (f16 or bf16)", T::DTYPE)));
-    }
-    if p.head_dim == 0 || p.head_dim > 256 {
-        return Err(LibError::Shape(format!("attention: head_dim = {} must be in 1..=256", p.head_dim)));
-    }
-    if p.heads_q == 0 || p.heads_kv == 0 || !p.heads_q.is_multiple_of(p.heads_kv) {
-        return Err(LibError::Shape(format!("attention: heads_kv = {} must divide heads_q = {} (and neither be 0)", p.heads_kv, p.heads_q)));
-    }
-    if let Some(s) = opts.scale {
-        if !s.is_finite() {
-            return Err(LibError::Config(format!("attention: scale must be finite, got {s}")));
-        }
-    }
-    if p.batch > 65535 || p.heads_q > 65535 {
-        return Err(LibError::Shape(format!("attention: batch = {} and heads_q = {} must be at most 65535 (grid)", p.batch, p.heads_q)));
-    }
-    let lim = i32::MAX as usize / 2;
-    if p.seqlen_q > lim || p.seqlen_k > lim {
-        return Err(LibError::Shape(format!("attention: seqlen_q = {} and seqlen_k = {} must be below 2^30", p.seqlen_q, p.seqlen_k)));
-    }
     if p.batch == 0 || p.seqlen_q == 0 {
+        check_problem::<T>("attention", p, opts, &[], &[])?;
         return Ok(());
     }
+    let args = check_problem::<T>(
+        "attention",
+        p,
+        opts,
+        &[("q", q.len(), p.heads_q, p.seqlen_q, &p.q), ("k", k.len(), p.heads_kv, p.seqlen_k, &p.k), ("v", v.len(), p.heads_kv, p.seqlen_k, &p.v)],
+        &[("out", out.len(), p.heads_q, p.seqlen_q, &p.o)],
+    )?;
     let d = p.head_dim;
-    for (name, len, heads, seq, s) in [
-        ("q", q.len(), p.heads_q, p.seqlen_q, &p.q),
-        ("k", k.len(), p.heads_kv, p.seqlen_k, &p.k),
-        ("v", v.len(), p.heads_kv, p.seqlen_k, &p.v),
-        ("out", out.len(), p.heads_q, p.seqlen_q, &p.o),
-    ] {
-        if seq == 0 {
-            continue;
-        }
-        match max_index(p.batch, heads, seq, d, s) {
-            Some(m) if m < len && m <= i64::MAX as usize => {}
-            _ => {
-                return Err(LibError::Shape(format!(
-                    "attention: `{name}` has {len} elements; its shape [{}, {heads}, {seq}, {d}] with strides {s:?} reaches past them",
-                    p.batch
-                )))
-            }
-        }
-    }
-    // the output's elements must not overlap (each is written by one
-    // program): its strides, sorted, must each step over the span below
-    {
-        let mut dims = [(p.o.batch, p.batch), (p.o.head, p.heads_q), (p.o.seq, p.seqlen_q)];
-        dims.sort();
-        let mut span = d;
-        for (st, n) in dims {
-            if n > 1 && st < span {
-                return Err(LibError::Shape(format!("attention: `out` strides {:?} make elements overlap (head_dim {d})", p.o)));
-            }
-            if n > 1 {
-                span += st * (n - 1);
-            }
-        }
-    }
     let lse_buf = match lse {
         Some(l) => {
             let need = p.batch * p.heads_q * p.seqlen_q;
@@ -297,13 +334,7 @@ pub fn attention<T: FloatElement>(
     };
     let (left, right) = opts.window;
     let right = if opts.causal { Some(0) } else { right };
-    // (beyond the other sequence's length a bound no longer changes the
-    // mask; clamped so that the kernel's index arithmetic stays in i32)
-    let clamp = |w: usize| w.min(p.seqlen_q + p.seqlen_k) as i32;
-    let (mask_lo, win_left) = left.map_or((false, 0), |w| (true, clamp(w)));
-    let (mask_hi, win_right) = right.map_or((false, 0), |w| (true, clamp(w)));
-    let scale = opts.scale.unwrap_or(1.0 / (d as f32).sqrt());
-    let args = Args { p: *p, scale, mask_lo, mask_hi, win_left, win_right };
+    let (mask_lo, mask_hi) = (args.mask_lo, args.mask_hi);
     // decode: a few query rows per K/V head (all its query heads' rows in
     // one tile) against many keys, split over programs when the grid would
     // not fill the GPU

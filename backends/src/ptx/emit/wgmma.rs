@@ -146,9 +146,13 @@ impl<'k> PtxWriter<'k> {
                     ));
                 }
             }
-            let bytes_a = if stage_a { m * kk * es } else { 0 };
+            // (whole 128-byte atoms along K: a computed A or a K-major B
+            // with K below an atom fills only the first columns of each)
+            let k_atoms = kk.next_multiple_of(128 / es);
+            let bytes_a = if stage_a { m * k_atoms * es } else { 0 };
+            let bytes_b = if kmajor_b { k_atoms * n * es } else { kk * n * es };
             self.bar();
-            let scratch = self.smem_scratch_aligned(1024, bytes_a + if cb.is_none() { kk * n * es } else { 0 });
+            let scratch = self.smem_scratch_aligned(1024, bytes_a + if cb.is_none() { bytes_b } else { 0 });
             // (tf32 operands rounded on the way, as the interpreter does;
             // truncated ones the tensor cores truncate themselves)
             let tf = |em: &mut Self, r: &[String]| -> Vec<String> {

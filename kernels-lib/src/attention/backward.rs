@@ -1,0 +1,360 @@
+//! Attention backward (FlashAttention-2's algorithm): dQ, dK and dV from
+//! Q, K, V, the forward's output O and log-sum-exp, and dO.
+//!
+//! Three steps, each a kernel written in the DSL (`kernels.rs`):
+//!
+//! 1. [`attention_bwd_pre`]: `delta = rowsum(dO ∘ O)` per query row (f32).
+//! 2. [`attention_bwd_dkdv`]: per block of keys, a loop over the query
+//!    blocks that see them; `P` is recomputed from the log-sum-exp, so the
+//!    attention matrix is never stored. With GQA each query head's dK/dV
+//!    goes to an f32 workspace and [`attention_bwd_sum`] adds the heads of
+//!    a group (no atomics: the result does not depend on scheduling).
+//! 3. [`attention_bwd_dq`]: per block of queries, a loop over the keys (a
+//!    second pass instead of FlashAttention-2's atomics, for the same
+//!    reason).
+//!
+//! Masks (causal aligned to the bottom right, sliding windows), scale,
+//! GQA/MQA, padded head dims and strides are those of the forward
+//! ([`super::attention`]); each gradient has the strides of its tensor
+//! (dQ as Q, dK as K, dV as V) and dO has the output's.
+
+use super::kernels::{attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum};
+use super::{check_problem, Args, AttentionConfig, AttentionOptions, AttentionProblem};
+use crate::LibError;
+use ferrotile::prelude::*;
+use ferrotile::{DeviceKind, FloatElement};
+
+/// Tile configurations of the backward's two loops. `dkdv`: `bn` keys per
+/// program, `bm` query rows per step; `dq`: `bm` query rows per program,
+/// `bn` keys per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackwardConfig {
+    pub dkdv: AttentionConfig,
+    pub dq: AttentionConfig,
+}
+
+impl BackwardConfig {
+    /// Without the autotuner: medium tiles on CUDA GPUs, small ones on the
+    /// CPU interpreter and WGSL (whose workgroup storage may be 32 KiB).
+    pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages };
+        match dev.kind() {
+            DeviceKind::Cuda if padded_dim <= 128 => BackwardConfig { dkdv: c(32, 64, 4, 2), dq: c(64, 64, 4, 2) },
+            DeviceKind::Cuda => BackwardConfig { dkdv: c(16, 64, 4, 2), dq: c(64, 32, 4, 2) },
+            _ if padded_dim <= 64 => BackwardConfig { dkdv: c(16, 32, 4, 1), dq: c(32, 32, 4, 1) },
+            _ => BackwardConfig { dkdv: c(16, 16, 4, 1), dq: c(16, 16, 4, 1) },
+        }
+    }
+}
+
+/// The autotuner's candidates for the two loops (`(dkdv, dq)`), head
+/// dimension `padded_dim`.
+pub fn backward_candidates(padded_dim: usize) -> (Vec<ferrotile::TuneConfig>, Vec<ferrotile::TuneConfig>) {
+    let c = |bm: i64, bn: i64, w: u32, s: u32| ferrotile::TuneConfig::new(w).with("BM", bm).with("BN", bn).stages(s);
+    if padded_dim <= 64 {
+        (
+            vec![c(32, 64, 4, 2), c(64, 64, 4, 2), c(32, 128, 8, 2), c(64, 128, 8, 2), c(32, 64, 4, 3)],
+            vec![c(64, 64, 4, 2), c(128, 64, 8, 2), c(64, 32, 4, 3), c(128, 32, 8, 2)],
+        )
+    } else if padded_dim <= 128 {
+        (vec![c(32, 64, 4, 2), c(64, 64, 4, 2), c(32, 128, 8, 2), c(64, 128, 8, 2)], vec![c(64, 64, 4, 2), c(128, 64, 8, 2), c(64, 32, 4, 2), c(128, 32, 8, 2)])
+    } else {
+        (vec![c(16, 64, 4, 2), c(32, 64, 4, 2), c(16, 128, 8, 2)], vec![c(64, 32, 4, 2), c(64, 64, 4, 2)])
+    }
+}
+
+/// Attention backward: given `q`, `k`, `v`, the forward's `out` and `lse`
+/// (natural log, `[batch, heads_q, seqlen_q]`, as [`super::attention`]
+/// writes it) and `dout` (with `out`'s strides), writes `dq` (strides of
+/// Q), `dk` (of K) and `dv` (of V). `opts` must be the forward's (causal,
+/// window, scale); `seqlens_k`, `decode` and `config` do not apply
+/// (errors), `backward` forces tile configurations. For GQA, dK and dV are
+/// summed over the query heads of each K/V head.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &Buffer<T>,
+    dout: &Buffer<T>,
+    lse: &Buffer<f32>,
+    dq: &mut Buffer<T>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    p: &AttentionProblem,
+    opts: &AttentionOptions<'_>,
+) -> Result<(), LibError> {
+    const WHAT: &str = "attention_backward";
+    if opts.seqlens_k.is_some() || opts.decode.is_some() || opts.config.is_some() {
+        return Err(LibError::Config(format!("{WHAT}: `seqlens_k`, `decode` and `config` are forward options (the backward's tiles are `backward`)")));
+    }
+    let (hq, hk, nq, nk) = (p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k);
+    let args = check_problem::<T>(
+        WHAT,
+        p,
+        opts,
+        &[
+            ("q", q.len(), hq, nq, &p.q),
+            ("k", k.len(), hk, nk, &p.k),
+            ("v", v.len(), hk, nk, &p.v),
+            ("out", out.len(), hq, nq, &p.o),
+            ("dout", dout.len(), hq, nq, &p.o),
+        ],
+        &[("dq", dq.len(), hq, nq, &p.q), ("dk", dk.len(), hk, nk, &p.k), ("dv", dv.len(), hk, nk, &p.v)],
+    )?;
+    let rows = p.batch * hq * nq;
+    if lse.len() < rows {
+        return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{}, {hq}, {nq}] = {rows} needed", lse.len(), p.batch)));
+    }
+    if let Some(cfg) = opts.backward {
+        for (name, c) in [("dkdv", cfg.dkdv), ("dq", cfg.dq)] {
+            for (what, x) in [("bm", c.bm), ("bn", c.bn)] {
+                if x < 16 || !x.is_power_of_two() {
+                    return Err(LibError::Config(format!("{WHAT}: backward.{name}.{what} = {x} must be a power of two ≥ 16")));
+                }
+            }
+        }
+    }
+    if p.batch == 0 || (nq == 0 && nk == 0) {
+        return Ok(());
+    }
+    let dp = p.padded_dim();
+    let g = hq / hk;
+    // (tensors of length 0 have one-element placeholders; nothing reads
+    // them: no program of a kernel over them runs)
+    let acc_len = if g > 1 { p.batch * hq * nk * dp } else { 1 };
+    let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
+    let (dk_acc, dv_acc) = ws.pair_mut();
+    let mut delta_ws = crate::scratch::workspace(dev, rows.max(1))?;
+    let delta = delta_ws.buffer();
+    let l = Launch { dev, q, k, v, dout, lse, a: &args, g, dp };
+    if nq > 0 {
+        let s = |x: usize| x as i64;
+        let bm = 64usize.min(nq.next_power_of_two()).max(16);
+        let launch = LaunchConfig::new([nq.div_ceil(bm) as u32, hq as u32, p.batch as u32]).num_warps(4);
+        attention_bwd_pre::launch(
+            dev,
+            launch,
+            out,
+            dout,
+            delta,
+            nq as i32,
+            p.head_dim as i32,
+            s(p.o.batch),
+            s(p.o.head),
+            s(p.o.seq),
+            s(p.o.batch),
+            s(p.o.head),
+            s(p.o.seq),
+            s(hq * nq),
+            s(nq),
+            bm as i32,
+            dp as i32,
+        )?;
+    }
+    let flops = 10.0 * (p.batch * hq) as f64 * nq as f64 * nk as f64 * p.head_dim as f64;
+    let tuned = opts.backward.is_none() && dev.kind() == DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
+    let fixed = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
+    let key = |which: &str| {
+        let b2 = |x: usize| x.max(1).next_power_of_two();
+        format!(
+            "{which}|{}|d{dp}|g{g}|{}{}|b*h<={}|sq<={}|sk<={}",
+            T::DTYPE,
+            if args.mask_hi { "hi" } else { "" },
+            if args.mask_lo { "lo" } else { "" },
+            b2(p.batch * hq),
+            b2(nq),
+            b2(nk)
+        )
+    };
+    if nk > 0 {
+        if tuned {
+            tuner(dp, 0).run(dev, &key("dkdv"), |tc| {
+                let cfg = AttentionConfig::from_tune(tc)?;
+                l.dkdv(cfg, delta, dk, dv, dk_acc, dv_acc).map_err(crate::lib_to_launch)
+            })?;
+        } else {
+            l.dkdv(fixed.dkdv, delta, dk, dv, dk_acc, dv_acc)?;
+        }
+        if g > 1 {
+            let br = 32usize;
+            let launch = LaunchConfig::new([nk.div_ceil(br) as u32, hk as u32, p.batch as u32]).num_warps(4);
+            let s = |x: usize| x as i64;
+            attention_bwd_sum::launch(
+                dev,
+                launch,
+                dk_acc,
+                dv_acc,
+                dk,
+                dv,
+                nk as i32,
+                p.head_dim as i32,
+                hq as i32,
+                s(p.k.batch),
+                s(p.k.head),
+                s(p.k.seq),
+                s(p.v.batch),
+                s(p.v.head),
+                s(p.v.seq),
+                br as i32,
+                dp as i32,
+                g as i32,
+            )?;
+        }
+    }
+    if nq > 0 {
+        if tuned {
+            tuner(dp, 1).run(dev, &key("dq"), |tc| {
+                let cfg = AttentionConfig::from_tune(tc)?;
+                l.dq(cfg, delta, dq).map_err(crate::lib_to_launch)
+            })?;
+        } else {
+            l.dq(fixed.dq, delta, dq)?;
+        }
+    }
+    Ok(())
+}
+
+fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
+    use std::sync::OnceLock;
+    static T: [OnceLock<ferrotile::Autotuner>; 6] = [const { OnceLock::new() }; 6];
+    let (i, name) = match padded_dim {
+        0..=64 => (0, "d64"),
+        65..=128 => (1, "d128"),
+        _ => (2, "d256"),
+    };
+    T[2 * i + which].get_or_init(|| {
+        let (a, b) = backward_candidates(padded_dim);
+        let kind = if which == 0 { "dkdv" } else { "dq" };
+        ferrotile::Autotuner::new(&format!("attention_bwd_{kind}_{name}"), if which == 0 { a } else { b }).reps(5)
+    })
+}
+
+/// The arguments both loops take.
+struct Launch<'a, T: FloatElement> {
+    dev: &'a Device,
+    q: &'a Buffer<T>,
+    k: &'a Buffer<T>,
+    v: &'a Buffer<T>,
+    dout: &'a Buffer<T>,
+    lse: &'a Buffer<f32>,
+    a: &'a Args,
+    g: usize,
+    dp: usize,
+}
+
+impl<T: FloatElement> Launch<'_, T> {
+    fn dkdv(
+        &self,
+        cfg: AttentionConfig,
+        delta: &Buffer<f32>,
+        dk: &mut Buffer<T>,
+        dv: &mut Buffer<T>,
+        dk_acc: &mut Buffer<f32>,
+        dv_acc: &mut Buffer<f32>,
+    ) -> Result<(), LibError> {
+        let (a, p) = (self.a, &self.a.p);
+        let s = |x: usize| x as i64;
+        let grid = [p.seqlen_k.div_ceil(cfg.bn as usize) as u32, p.heads_q as u32, p.batch as u32];
+        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+        attention_bwd_dkdv::launch(
+            self.dev,
+            launch,
+            self.q,
+            self.k,
+            self.v,
+            self.dout,
+            self.lse,
+            delta,
+            dk,
+            dv,
+            dk_acc,
+            dv_acc,
+            p.seqlen_q as i32,
+            p.seqlen_k as i32,
+            p.head_dim as i32,
+            a.scale * std::f32::consts::LOG2_E,
+            a.scale,
+            a.win_left,
+            a.win_right,
+            s(p.q.batch),
+            s(p.q.head),
+            s(p.q.seq),
+            s(p.k.batch),
+            s(p.k.head),
+            s(p.k.seq),
+            s(p.v.batch),
+            s(p.v.head),
+            s(p.v.seq),
+            s(p.o.batch),
+            s(p.o.head),
+            s(p.o.seq),
+            s(p.k.batch),
+            s(p.k.head),
+            s(p.k.seq),
+            s(p.v.batch),
+            s(p.v.head),
+            s(p.v.seq),
+            s(p.heads_q * p.seqlen_q),
+            s(p.seqlen_q),
+            cfg.bm as i32,
+            cfg.bn as i32,
+            self.dp as i32,
+            self.g as i32,
+            a.mask_hi,
+            a.mask_lo,
+            self.g > 1,
+        )?;
+        Ok(())
+    }
+
+    fn dq(&self, cfg: AttentionConfig, delta: &Buffer<f32>, dq: &mut Buffer<T>) -> Result<(), LibError> {
+        let (a, p) = (self.a, &self.a.p);
+        let s = |x: usize| x as i64;
+        let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
+        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+        attention_bwd_dq::launch(
+            self.dev,
+            launch,
+            self.q,
+            self.k,
+            self.v,
+            self.dout,
+            self.lse,
+            delta,
+            dq,
+            p.seqlen_q as i32,
+            p.seqlen_k as i32,
+            p.head_dim as i32,
+            a.scale * std::f32::consts::LOG2_E,
+            a.scale,
+            a.win_left,
+            a.win_right,
+            s(p.q.batch),
+            s(p.q.head),
+            s(p.q.seq),
+            s(p.k.batch),
+            s(p.k.head),
+            s(p.k.seq),
+            s(p.v.batch),
+            s(p.v.head),
+            s(p.v.seq),
+            s(p.o.batch),
+            s(p.o.head),
+            s(p.o.seq),
+            s(p.q.batch),
+            s(p.q.head),
+            s(p.q.seq),
+            s(p.heads_q * p.seqlen_q),
+            s(p.seqlen_q),
+            cfg.bm as i32,
+            cfg.bn as i32,
+            self.dp as i32,
+            self.g as i32,
+            a.mask_hi,
+            a.mask_lo,
+        )?;
+        Ok(())
+    }
+}
