@@ -841,12 +841,16 @@ fn attention_decode_and_combine_assemble() {
 /// assembles for sm_80 and sm_90 in every tuner configuration; prints
 /// registers, spills, the dots' path, tensor maps and what goes through
 /// shared memory. On sm_90a every dot must take `wgmma` (the ones whose
-/// K is one instruction's — a computed A with 16 or 32 columns — too).
+/// K is one instruction's — a computed A with 16 or 32 columns — too),
+/// with nothing staged, and each loop tile (Q and dO; K and V) must arrive
+/// by one bulk copy into one slot that both of its readings share.
 #[test]
 fn every_attention_backward_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
     let mut failures = vec![];
-    let mut check = |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool| {
+    // (`maps`: tensor maps wanted on sm_90 — the loop's two tiles, each
+    // loaded once and read both ways)
+    let mut check = |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool, maps: usize| {
         let spec = specialize(k, consts, &[t]).unwrap();
         for sm in [80, 90] {
             let opts =
@@ -864,6 +868,9 @@ fn every_attention_backward_configuration_assembles() {
                 failures.push(format!("{what}: not every dot on wgmma: {:?}", p.mma_sync_dots));
             }
             let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+            if sm == 90 && (p.tensor_maps.len() != maps || staged != 0) {
+                failures.push(format!("{what}: {} tensor maps (want {maps}), {staged} operands staged", p.tensor_maps.len()));
+            }
             match ptxas::assemble(&px, &p.text, sm) {
                 Ok(r) => println!(
                     "{what}: {} regs, {} B spills, {} B smem, {} tensor maps, {} staged, {}",
@@ -892,18 +899,18 @@ fn every_attention_backward_configuration_assembles() {
             // (G, MASK_HI, MASK_LO, ACC)
             for (t, g, hi, lo, acc) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
                 let what = format!("attention_bwd_dkdv D={dp} G={g} hi={hi} lo={lo} acc={acc} {tc}");
-                check(a::attention_bwd_dkdv::ir(), what, &[bm, bn, dp, g, hi, lo, acc], t, tc.num_warps, tc.num_stages, true);
+                check(a::attention_bwd_dkdv::ir(), what, &[bm, bn, dp, g, hi, lo, acc], t, tc.num_warps, tc.num_stages, true, 2);
             }
         }
         for tc in dq {
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
             for (t, g, hi, lo) in [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)] {
                 let what = format!("attention_bwd_dq D={dp} G={g} hi={hi} lo={lo} {tc}");
-                check(a::attention_bwd_dq::ir(), what, &[bm, bn, dp, g, hi, lo], t, tc.num_warps, tc.num_stages, true);
+                check(a::attention_bwd_dq::ir(), what, &[bm, bn, dp, g, hi, lo], t, tc.num_warps, tc.num_stages, true, 2);
             }
         }
-        check(a::attention_bwd_pre::ir(), format!("attention_bwd_pre D={dp}"), &[64, dp], DType::BF16, 4, 1, false);
-        check(a::attention_bwd_sum::ir(), format!("attention_bwd_sum D={dp}"), &[32, dp, 4], DType::F16, 4, 1, false);
+        check(a::attention_bwd_pre::ir(), format!("attention_bwd_pre D={dp}"), &[64, dp], DType::BF16, 4, 1, false, 0);
+        check(a::attention_bwd_sum::ir(), format!("attention_bwd_sum D={dp}"), &[32, dp, 4], DType::F16, 4, 1, false, 0);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

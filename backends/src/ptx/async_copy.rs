@@ -84,6 +84,12 @@ pub struct AsyncPlan {
     /// (nearest; a `TFLOAT32` tensor map), for a `dot_tf32` — the slot then
     /// holds what the interpreter's rounding gives, with no pass over it.
     pub round_tf32: Vec<bool>,
+    /// `trans(y)` results read straight from `y`'s slot, the other way
+    /// round (value → `y`): a 16-bit swizzled slot holds a tile in 128-byte
+    /// atoms along its contiguous dimension, which is K-major for one
+    /// reading and N-major (B) or M-major (A) for the transposed one, so
+    /// the transpose moves no data. No code is emitted for such a `trans`.
+    pub flipped: HashMap<V, V>,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -112,7 +118,13 @@ impl SlotLayout {
 
 impl AsyncPlan {
     pub fn class_of(&self, v: V) -> Option<usize> {
+        let v = self.source(v);
         self.loads.get(&v).copied().or_else(|| self.carried.get(&v).map(|c| c.0))
+    }
+    /// The ring value `v` reads: itself, or for a flipped `trans`, its
+    /// input.
+    pub fn source(&self, v: V) -> V {
+        self.flipped.get(&v).copied().unwrap_or(v)
     }
     /// Shared memory the rings take, at the start of the kernel's shared
     /// memory.
@@ -132,6 +144,8 @@ struct Defs<'k> {
     /// of the `for`'s block, block index of its body)
     arg: HashMap<V, (&'k Op, usize, usize, usize)>,
     uses: HashMap<V, usize>,
+    /// value → the ops that read it (once per operand slot)
+    users: HashMap<V, Vec<&'k Op>>,
     /// every `dot`, with the block index it sits in, in program order
     dots: Vec<(&'k Op, usize)>,
 }
@@ -143,6 +157,7 @@ fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) 
         }
         for o in op.kind.operands() {
             *d.uses.entry(o).or_default() += 1;
+            d.users.entry(o).or_default().push(op);
         }
         if matches!(op.kind, OpKind::Dot { .. }) {
             d.dots.push((op, id));
@@ -200,11 +215,12 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 
 /// The `dot` B operands that arrive K-major: 16-bit tiles block-loaded
 /// (directly, or as a loop-carried value whose initial value is) from a
-/// TMA view whose unit stride is on K (a column-major B). `wgmma` takes
+/// TMA view whose unit stride is on K (a column-major B), and transposes
+/// of tiles loaded along N. `wgmma` takes
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
 pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![] };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     d.dots
@@ -214,7 +230,12 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
             _ => None,
         })
         .filter(|b| k.ty(*b).elem().is_some_and(|e| e.dtype().size_bytes() == 2))
-        .filter(|b| source_view(&d, *b).and_then(|v| tma_views.get(&v)).is_some_and(|t| t.inner == 0))
+        .filter(|b| {
+            // (`trans(y)` of a tile read along its rows arrives K-major: the
+            // slot of `y` read the other way — [`AsyncPlan::flipped`])
+            let (src, flip) = trans_source(&d, *b).map_or((*b, false), |y| (y, true));
+            source_view(&d, src).and_then(|v| tma_views.get(&v)).is_some_and(|t| (t.inner == 0) != flip)
+        })
         .collect()
 }
 
@@ -230,6 +251,36 @@ pub fn tma_slot(lay: SlotLayout, shape: &[u32], view_inner: usize) -> bool {
     (cols * es) % 128 == 0 && rows <= 256
 }
 
+/// `x = trans(y)` (a 2-D transpose, read once) → `y`.
+fn trans_source(d: &Defs, x: V) -> Option<V> {
+    match &d.def.get(&x)?.0.kind {
+        OpKind::Trans { x: y, perm } if perm.as_slice() == [1, 0] && d.uses.get(&x) == Some(&1) => Some(*y),
+        _ => None,
+    }
+}
+
+/// Whether one swizzled slot can serve every use of `v`: each is an A or
+/// B operand (not both of one `dot`, not the accumulator) of a `wgmma`
+/// dot, directly or through a `trans` read once by such a dot.
+fn shared_slot_ok(k: &Kernel, d: &Defs, layouts: &Plan, v: V) -> bool {
+    let wgmma_use = |op: &Op, x: V| match &op.kind {
+        OpKind::Dot { a, b, acc, .. } if (*a == x) != (*b == x) && *acc != x => {
+            let out: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|s| s.known().map(|y| y as u32)).collect();
+            out.and_then(|o| layouts.mma(&o)).is_some_and(|g| g.wgmma)
+        }
+        _ => false,
+    };
+    d.users.get(&v).is_some_and(|users| {
+        users.iter().all(|op| match &op.kind {
+            OpKind::Trans { perm, .. } if perm.as_slice() == [1, 0] => {
+                let r = op.results[0];
+                d.uses.get(&r) == Some(&1) && d.users.get(&r).is_some_and(|u| u.iter().all(|o| wgmma_use(o, r)))
+            }
+            _ => wgmma_use(op, v),
+        })
+    })
+}
+
 /// How a ring load copies its tile.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Via {
@@ -239,10 +290,12 @@ enum Via {
 
 /// A load that can be a `cp.async` (or, from a TMA view into a swizzled
 /// slot, a bulk tensor copy) into an operand slot, in block `blk`.
-fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32], tma: &dyn Fn(V) -> bool) -> Option<Via> {
+/// `shared`: `v` may have several uses ([`shared_slot_ok`], checked by
+/// the caller).
+fn async_load(k: &Kernel, d: &Defs, v: V, blk: usize, shape: &[u32], tma: &dyn Fn(V) -> bool, shared: bool) -> Option<Via> {
     let (op, b) = d.def.get(&v)?;
     let sh: Option<Vec<u32>> = k.ty(v).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
-    if *b != blk || d.uses.get(&v) != Some(&1) || sh.as_deref() != Some(shape) {
+    if *b != blk || (!shared && d.uses.get(&v) != Some(&1)) || sh.as_deref() != Some(shape) {
         return None;
     }
     match &op.kind {
@@ -269,7 +322,7 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
 }
 
 pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> AsyncPlan {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), dots: vec![] };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![] };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
@@ -288,16 +341,47 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         };
         let first_class = out.slot_bytes.len();
         for x in [a, b] {
-            if a == b || d.uses.get(&x) != Some(&1) {
+            if a == b {
                 continue;
             }
+            // (`trans(y)`, or a tile with several uses: one slot read each
+            // way — 16-bit `wgmma` operands only)
+            let (src, flip) = match trans_source(&d, x) {
+                Some(y) => (y, true),
+                None => (x, false),
+            };
+            let shared = flip || d.uses.get(&x) != Some(&1);
+            if shared && !(g.wgmma && es == 2 && shared_slot_ok(k, &d, layouts, src)) {
+                continue;
+            }
+            if let Some(c) = out.class_of(src) {
+                // (a second reading of a tile already in a ring)
+                if flip && matches!(out.layout[c], SlotLayout::Swizzled { .. }) {
+                    out.flipped.insert(x, src);
+                }
+                continue;
+            }
+            let x_dot = x;
+            let x = src;
             let Some(shape): Option<Vec<u32>> = k.ty(x).shape().iter().map(|s| s.known().map(|y| y as u32)).collect() else { continue };
             if shape.len() != 2 {
                 continue;
             }
             let (lay, bytes) = if g.wgmma {
                 let inner = source_view(&d, x).and_then(|v| tma_views.get(&v)).map(|t| t.inner);
-                (wgmma_slot(es, x == b, inner, &shape), shape[0] * shape[1] * es)
+                let lay = if shared {
+                    // the tile as its source stores it, in whole atoms
+                    // along its contiguous dimension (read K-major one way,
+                    // N- or M-major the other)
+                    let lay = SlotLayout::Swizzled { es, transposed: inner == Some(0) };
+                    if lay.rows_cols(&shape).is_none_or(|(_, cols)| !(cols * es).is_multiple_of(128)) {
+                        continue;
+                    }
+                    lay
+                } else {
+                    wgmma_slot(es, x == b, inner, &shape)
+                };
+                (lay, shape[0] * shape[1] * es)
             } else {
                 let pitch = shape[1] * 2 + 16;
                 (SlotLayout::Padded { pitch }, shape[0] * pitch)
@@ -305,7 +389,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             let tma_ok = |view: V| tma_views.get(&view).is_some_and(|t| tma_slot(lay, &shape, t.inner));
             // (f32 tiles of a dot that rounds to tf32: the bulk copy rounds)
             let round = es == 4 && precision == DotPrecision::Tf32;
-            if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok) {
+            // (the tile the dots read may have several readings; the
+            // chain's other links are read once, by the yield)
+            let single = |v: V| if shared && v == x { shared_slot_ok(k, &d, layouts, v) } else { d.uses.get(&v) == Some(&1) };
+            if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok, shared) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
                 out.slots.push(2);
@@ -316,6 +403,9 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 });
                 out.round_tf32.push(round && matches!(via, Via::Tma(_)));
                 out.loads.insert(x, c);
+                if flip {
+                    out.flipped.insert(x_dot, x);
+                }
             } else if let Some((fop, _, parent, body)) = d.arg.get(&x).copied() {
                 let OpKind::For { inits, body: fb, .. } = &fop.kind else { continue };
                 let Some(OpKind::Yield(ys)) = fb.ops.last().map(|o| &o.kind) else { continue };
@@ -340,15 +430,15 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 let ok = loop {
                     let Some((f2, i, _, _)) = d.arg.get(&cur).copied() else { break false };
                     if !std::ptr::eq(f2, fop)
-                        || d.uses.get(&cur) != Some(&1)
+                        || !single(cur)
                         || d.uses.contains_key(&fop.results[i])
-                        || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok))
+                        || !same(async_load(k, &d, inits[i], parent, &shape, &tma_ok, false))
                     {
                         break false;
                     }
                     chain.push((cur, inits[i]));
                     let y = ys[i];
-                    if let Some(v) = async_load(k, &d, y, body, &shape, &tma_ok) {
+                    if let Some(v) = async_load(k, &d, y, body, &shape, &tma_ok, false) {
                         if !same(Some(v)) {
                             break false;
                         }
@@ -374,13 +464,19 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                             out.carried.insert(*v, (c, depth - j as u32));
                         }
                     }
+                    if flip {
+                        out.flipped.insert(x_dot, x);
+                    }
                 }
             }
         }
         // wgmma with both operands carried through rings, the accumulator a
         // private loop-carried value: the MMA may stay in flight
         let res = op.results[0];
-        let both = g.wgmma && [a, b].iter().all(|x| out.carried.contains_key(x)) && out.slot_bytes.len() == first_class + 2;
+        // (not for a slot another reading shares)
+        let both = g.wgmma
+            && [a, b].iter().all(|x| out.carried.contains_key(x) && d.uses.get(x) == Some(&1))
+            && out.slot_bytes.len() == first_class + 2;
         let acc_ok = d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
             let OpKind::For { body: fb, .. } = &fop.kind else { return false };
             let y = match fb.ops.last().map(|o| &o.kind) {

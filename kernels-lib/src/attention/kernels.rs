@@ -289,7 +289,8 @@ pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32>(
 /// products are computed transposed (`Sᵀ = K·Qᵀ`, keys as rows), so that
 /// `Pᵀ` and `dSᵀ` are the A operands of `dV += Pᵀ·dO` and `dK += dSᵀ·Q`
 /// as they come out of the first products (no transpose of a computed
-/// tile). `P` is recomputed from the forward's log-sum-exp `lse`
+/// tile); each Q and dO tile is loaded once and read both ways (`trans`).
+/// `P` is recomputed from the forward's log-sum-exp `lse`
 /// (natural log; +∞ for a row that saw no key: `P = 0`). `ACC`: the query
 /// head's dK·scale and dV go, in f32, to `dk_acc` / `dv_acc` at row
 /// `(b·Hq + h)·nk + j` (rows of `DP`) for [`attention_bwd_sum`] to add
@@ -343,12 +344,8 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
     let hk = (program_id(1) / G) as i64;
     let kt = load_block(view(k + b * kb + hk * kh, [nk, d], [ks, 1]), [n0, 0], [BN, DP]);
     let vt = load_block(view(v + b * vb + hk * vh, [nk, d], [vs, 1]), [n0, 0], [BN, DP]);
-    let qbase = q + b * qb + h * qh;
-    let vqt = view(qbase, [d, nq], [1, qs]);
-    let vq = view(qbase, [nq, d], [qs, 1]);
-    let dobase = dout + b * db + h * dh;
-    let vdot = view(dobase, [d, nq], [1, ds]);
-    let vdo = view(dobase, [nq, d], [ds, 1]);
+    let vq = view(q + b * qb + h * qh, [nq, d], [qs, 1]);
+    let vdo = view(dout + b * db + h * dh, [nq, d], [ds, 1]);
     let lrow = lse + b * lb + h * lh;
     let drow = delta + b * lb + h * lh;
     let keys = n0 + arange(0, BN);
@@ -368,7 +365,9 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
         let rows = i + arange(0, BM);
         // (rows past the end: lse +∞, so P = 0)
         let l2 = load(lrow + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
-        let mut st = dot(kt, load_block(vqt, [0, i], [DP, BM]), zeros([BN, BM], f32)) * qk_scale;
+        let qi = load_block(vq, [i, 0], [BM, DP]);
+        let doi = load_block(vdo, [i, 0], [BM, DP]);
+        let mut st = dot(kt, trans(qi), zeros([BN, BM], f32)) * qk_scale;
         if MASK_HI {
             st = select(expand_dims(keys, 1) <= expand_dims(rows + (off + win_right), 0), st, f32::NEG_INFINITY);
         }
@@ -376,11 +375,11 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
             st = select(expand_dims(keys, 1) >= expand_dims(rows - (win_left - off), 0), st, f32::NEG_INFINITY);
         }
         let pt = exp2(st - expand_dims(l2, 0));
-        dv_i = dot(pt as T, load_block(vdo, [i, 0], [BM, DP]), dv_i);
-        let dpt = dot(vt, load_block(vdot, [0, i], [DP, BM]), zeros([BN, BM], f32));
+        dv_i = dot(pt as T, doi, dv_i);
+        let dpt = dot(vt, trans(doi), zeros([BN, BM], f32));
         let dl = load(drow + (rows as i64), rows < nq, 0.0);
         let dst = pt * (dpt - expand_dims(dl, 0));
-        dk_i = dot(dst as T, load_block(vq, [i, 0], [BM, DP]), dk_i);
+        dk_i = dot(dst as T, qi, dk_i);
     }
     let dk_out = dk_i * scale;
     if ACC {
@@ -480,10 +479,8 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
     let hk = (program_id(1) / G) as i64;
     let qt = load_block(view(q + b * qb + h * qh, [nq, d], [qs, 1]), [pm, 0], [BM, DP]);
     let dot_ = load_block(view(dout + b * db + h * dh, [nq, d], [ds, 1]), [pm, 0], [BM, DP]);
-    let kbase = k + b * kb + hk * kh;
-    let vkt = view(kbase, [d, nk], [1, ks]);
-    let vk = view(kbase, [nk, d], [ks, 1]);
-    let vvt = view(v + b * vb + hk * vh, [d, nk], [1, vs]);
+    let vk = view(k + b * kb + hk * kh, [nk, d], [ks, 1]);
+    let vv = view(v + b * vb + hk * vh, [nk, d], [vs, 1]);
     let rows = pm + arange(0, BM);
     let l2 = load(lse + b * lb + h * lh + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
     let dl = load(delta + b * lb + h * lh + (rows as i64), rows < nq, 0.0);
@@ -499,7 +496,8 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
     let mut dq_i = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
-        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+        let kj = load_block(vk, [j, 0], [BN, DP]);
+        let mut s = dot(qt, trans(kj), zeros([BM, BN], f32)) * qk_scale;
         // (keys past the end must give P = 0: exp2(0 − lse) may overflow)
         s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
         if MASK_HI {
@@ -509,9 +507,9 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
             s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
         }
         let p = exp2(s - expand_dims(l2, 1));
-        let dp = dot(dot_, load_block(vvt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        let dp = dot(dot_, trans(load_block(vv, [j, 0], [BN, DP])), zeros([BM, BN], f32));
         let dsc = p * (dp - expand_dims(dl, 1));
-        dq_i = dot(dsc as T, load_block(vk, [j, 0], [BN, DP]), dq_i);
+        dq_i = dot(dsc as T, kj, dq_i);
     }
     store_block(view(dq + b * dqb + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
 }

@@ -176,6 +176,8 @@ impl<'k> PtxWriter<'k> {
                     Some(self.convert_linear(*x, &src, &dst, v)?)
                 }
             }
+            // (read from its input's ring slot the other way: no data moves)
+            OpKind::Trans { x, .. } if self.ring_plan.flipped.contains_key(&res.unwrap()) => Some(self.get(*x)),
             OpKind::Trans { x, perm } => {
                 let v = res.unwrap();
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));

@@ -128,11 +128,14 @@ impl<'k> PtxWriter<'k> {
         // (`async_copy::wgmma_slot`); staged from registers, A K-major and B
         // as `wgmma_slot` would place it (K-major for tf32 and below 64
         // columns, else N-major)
-        let slot_transposed =
-            |c: Option<usize>| c.is_some_and(|c| matches!(self.ring_plan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }));
-        let mmajor_a = slot_transposed(ca);
+        // (a flipped `trans` reads its input's slot the other way round)
+        let slot_transposed = |c: Option<usize>, v: V| {
+            c.is_some_and(|c| matches!(self.ring_plan.layout[c], crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. }))
+                != self.ring_plan.flipped.contains_key(&v)
+        };
+        let mmajor_a = slot_transposed(ca, a);
         let kmajor_b = match cb {
-            Some(_) => slot_transposed(cb),
+            Some(_) => slot_transposed(cb, b),
             None => es == 4 || (n * es) % 128 != 0,
         };
         // operands in registers are staged in the scratch space
@@ -187,7 +190,7 @@ impl<'k> PtxWriter<'k> {
             // back: every iteration since closed at least one group (the
             // one with its ring's prefetch, closed here at the latest), so
             // the newest `d` groups may stay in flight
-            let dist = |v: V| self.ring_plan.carried.get(&v).map_or(0, |c| c.1);
+            let dist = |v: V| self.ring_plan.carried.get(&self.ring_plan.source(v)).map_or(0, |c| c.1);
             let keep = [(a, cp_a), (b, cp_b)].iter().filter(|(_, c)| *c).map(|(v, _)| dist(*v)).min().unwrap_or(0);
             self.cp_commit();
             self.line(format!("cp.async.wait_group {keep};"));
