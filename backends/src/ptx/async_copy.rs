@@ -90,6 +90,11 @@ pub struct AsyncPlan {
     /// reading and N-major (B) or M-major (A) for the transposed one, so
     /// the transpose moves no data. No code is emitted for such a `trans`.
     pub flipped: HashMap<V, V>,
+    /// Loads of loop-invariant operands (a `load_block` before the loop
+    /// whose `dot` runs inside it) that fill a one-slot class once; the
+    /// `dot`s wait on its mbarrier (at once after the first time), and the
+    /// loop's exit waits too (a loop of no iterations).
+    pub invariant: std::collections::HashSet<V>,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -148,6 +153,8 @@ struct Defs<'k> {
     users: HashMap<V, Vec<&'k Op>>,
     /// every `dot`, with the block index it sits in, in program order
     dots: Vec<(&'k Op, usize)>,
+    /// block index → the index of the block it is nested in
+    parent: HashMap<usize, usize>,
 }
 
 fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) {
@@ -166,6 +173,7 @@ fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) 
             OpKind::For { body, .. } => {
                 *next += 1;
                 let bid = *next;
+                d.parent.insert(bid, id);
                 for (i, a) in body.args.iter().enumerate().skip(1) {
                     d.arg.insert(*a, (op, i - 1, id, bid));
                 }
@@ -175,6 +183,7 @@ fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) 
                 for blk in [then_, else_] {
                     *next += 1;
                     let bid = *next;
+                    d.parent.insert(bid, id);
                     index_block(blk, bid, next, d);
                 }
             }
@@ -220,7 +229,7 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
 pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![] };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new() };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     d.dots
@@ -281,6 +290,52 @@ fn shared_slot_ok(k: &Kernel, d: &Defs, layouts: &Plan, v: V) -> bool {
     })
 }
 
+/// The block of `x`'s definition when it is a load in a block enclosing
+/// `blk` (through at least one `for`): a tile loaded once before the loop
+/// whose `dot` reads it.
+fn invariant_load(d: &Defs, x: V, blk: usize) -> Option<usize> {
+    let (op, home) = d.def.get(&x)?;
+    if !matches!(op.kind, OpKind::LoadBlock { .. }) || *home == blk {
+        return None;
+    }
+    let mut b = blk;
+    while let Some(&p) = d.parent.get(&b) {
+        if p == *home {
+            return Some(*home);
+        }
+        b = p;
+    }
+    None
+}
+
+/// The loop-invariant A operands that go to slots: per block of `dot`s,
+/// the 16-bit TMA-loaded invariant A tiles of its `wgmma` dots, when
+/// together they would hold more than 32 registers per thread as register
+/// A fragments (below that the register path wins: no shared-memory
+/// reads; above it, they spill — attention's backward at d128).
+fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
+    let mut per_block: HashMap<usize, (u32, Vec<V>)> = HashMap::new();
+    for (op, blk) in &d.dots {
+        let OpKind::Dot { a, b, .. } = &op.kind else { continue };
+        let out: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|s| s.known().map(|y| y as u32)).collect();
+        let Some(g) = out.and_then(|o| layouts.mma(&o)).filter(|g| g.wgmma) else { continue };
+        let (src, _) = trans_source(d, *a).map_or((*a, false), |y| (y, true));
+        if a == b || k.ty(src).elem().is_none_or(|e| e.dtype().size_bytes() != 2) || invariant_load(d, src, *blk).is_none() {
+            continue;
+        }
+        if source_view(d, src).and_then(|v| tma_views.get(&v)).is_none() {
+            continue;
+        }
+        let elems: u32 = k.ty(src).shape().iter().map(|s| s.known().unwrap_or(0) as u32).product();
+        let e = per_block.entry(*blk).or_default();
+        if !e.1.contains(&src) {
+            e.0 += elems * 2 / (g.wm * 32);
+            e.1.push(src);
+        }
+    }
+    per_block.into_values().filter(|(bytes, _)| *bytes > 128).flat_map(|(_, vs)| vs).collect()
+}
+
 /// How a ring load copies its tile.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Via {
@@ -321,11 +376,14 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
     }
 }
 
-pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> AsyncPlan {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![] };
+/// `invariant_slots`: [`AsyncPlan::invariant`] classes may be made
+/// (`PtxOptions::invariant_slots`, and no warp specialization).
+pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool) -> AsyncPlan {
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new() };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
+    let invariant_a = if invariant_slots { invariant_a_to_slots(k, &d, layouts, tma_views) } else { Default::default() };
     for (op, blk) in d.dots.clone() {
         let OpKind::Dot { a, b, acc, precision } = &op.kind else { continue };
         let (a, b, acc, precision) = (*a, *b, *acc, *precision);
@@ -392,7 +450,25 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             // (the tile the dots read may have several readings; the
             // chain's other links are read once, by the yield)
             let single = |v: V| if shared && v == x { shared_slot_ok(k, &d, layouts, v) } else { d.uses.get(&v) == Some(&1) };
-            if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok, shared) {
+            // a loop-invariant tile: one slot, filled once before the loop
+            let invariant = invariant_slots
+                && g.wgmma
+                && (x_dot == b || invariant_a.contains(&x))
+                && invariant_load(&d, x, blk).is_some_and(|home| matches!(async_load(k, &d, x, home, &shape, &tma_ok, shared), Some(Via::Tma(_))));
+            if invariant {
+                let Some(Via::Tma(view)) = async_load(k, &d, x, d.def[&x].1, &shape, &tma_ok, shared) else { continue };
+                let c = out.slot_bytes.len();
+                out.slot_bytes.push(bytes);
+                out.slots.push(1);
+                out.layout.push(lay);
+                out.tma.push(Some(view));
+                out.round_tf32.push(round);
+                out.loads.insert(x, c);
+                out.invariant.insert(x);
+                if flip {
+                    out.flipped.insert(x_dot, x);
+                }
+            } else if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok, shared) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
                 out.slots.push(2);
@@ -474,9 +550,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         // private loop-carried value: the MMA may stay in flight
         let res = op.results[0];
         // (not for a slot another reading shares)
-        let both = g.wgmma
-            && [a, b].iter().all(|x| out.carried.contains_key(x) && d.uses.get(x) == Some(&1))
-            && out.slot_bytes.len() == first_class + 2;
+        let both = g.wgmma && [a, b].iter().all(|x| out.carried.contains_key(x) && d.uses.get(x) == Some(&1)) && out.slot_bytes.len() == first_class + 2;
         let acc_ok = d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
             let OpKind::For { body: fb, .. } = &fop.kind else { return false };
             let y = match fb.ops.last().map(|o| &o.kind) {

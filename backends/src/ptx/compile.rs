@@ -63,7 +63,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     let vec = (16 / min_es.max(2)).min(8) as u32;
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views));
     let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
-    let ring_plan = async_copy::plan(k, &plan, &tma_views);
+    let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
     // (a whole producer warpgroup: at most 32 warps in all)

@@ -107,6 +107,15 @@ pub struct PtxOptions {
     /// racecheck (session 16); the CUDA runtime reads
     /// `FERROTILE_TMA_TERMS=0` to turn it off for A/B runs.
     pub tma_terms: bool,
+    /// A loop-invariant `wgmma` operand block-loaded by a TMA view before
+    /// its loop (K and V of attention's backward, Q of a d256 forward)
+    /// lands once in a shared-memory slot of its own, read by descriptor
+    /// every iteration — for B always (it would be staged every
+    /// iteration), for A when the loop's invariant register-A operands
+    /// would take more than 32 registers per thread (`async_copy`); false:
+    /// the register path (the CUDA runtime reads
+    /// `FERROTILE_INVARIANT_SLOTS=0`, for A/B runs).
+    pub invariant_slots: bool,
 }
 
 impl PtxOptions {
@@ -133,6 +142,7 @@ impl PtxOptions {
             register_a: true,
             programs_per_sm: 0,
             tma_terms: true,
+            invariant_slots: true,
         }
     }
 }

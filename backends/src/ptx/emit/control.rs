@@ -408,6 +408,27 @@ impl<'k> PtxWriter<'k> {
                             }
                         }
                     }
+                    // (a loop-invariant slot filled before a loop that ran
+                    // no iteration: its bulk copy may still be landing)
+                    fn dot_operands(b: &Block, out: &mut Vec<V>) {
+                        for o in &b.ops {
+                            if let OpKind::Dot { a, b, .. } = &o.kind {
+                                out.extend([*a, *b]);
+                            }
+                            for r in o.kind.regions() {
+                                dot_operands(r, out);
+                            }
+                        }
+                    }
+                    let mut inv: Vec<V> = vec![];
+                    dot_operands(body, &mut inv);
+                    inv.retain(|x| self.ring_plan.invariant.contains(&self.ring_plan.source(*x)));
+                    inv.dedup_by_key(|x| self.ring_plan.source(*x));
+                    for x in inv {
+                        let c = self.ring_plan.class_of(x).expect("invariant slot");
+                        let r = self.get(self.ring_plan.source(x))[0].clone();
+                        self.tma_wait(c, &r);
+                    }
                     // the last in-flight MMA must land before its accumulator
                     // is read
                     if body.ops.iter().any(|o| o.results.iter().any(|r| self.ring_plan.inflight.contains_key(r))) {

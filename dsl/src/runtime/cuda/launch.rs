@@ -146,6 +146,7 @@ pub(crate) fn launch(
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
+            invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
