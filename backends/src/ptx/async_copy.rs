@@ -38,10 +38,23 @@
 //! the class's next slot and represents the loaded tile (and the loop-carried
 //! values) by one register, the slot's address.
 //!
+//! Two more kinds of class, for 16-bit `wgmma` operands: a tile read by
+//! several `wgmma` dots, or through a `trans` (`AsyncPlan::flipped`), lies
+//! in one slot as its source stores it (in 128-byte atoms along its
+//! contiguous dimension: K-major for one reading, N- or M-major for the
+//! transposed one), so that `trans` moves no data; and a loop-invariant
+//! tile block-loaded before the loop whose `dot` reads it gets a one-slot
+//! class filled once (`AsyncPlan::invariant`) — always for B (which would
+//! otherwise be staged every iteration), for A when the loop's invariant
+//! register-A tiles would take more than 32 registers per thread (they
+//! spill: attention's backward at d128).
+//!
 //! Guarantees (what the emitter relies on): every load in the plan is a
 //! top-level op of the block holding its consumer (the `dot`'s block, or for
-//! carried values the `for`'s parent block and its body); every value in
-//! the plan has exactly one use; the loads of a class execute in the order
+//! carried values the `for`'s parent block and its body; for an invariant
+//! class, a block enclosing the loop); every value in the plan has exactly
+//! one use, or only `wgmma`-operand readings of one slot (directly or
+//! through a `trans` read once); the loads of a class execute in the order
 //! their tiles are consumed, and at any time at most `d + 1` of its tiles
 //! are live (the one being consumed and `d` prefetched), which the `d + 1`
 //! slots hold.
