@@ -415,3 +415,127 @@ fn attention_backward_matches_f64() {
         }
     }
 }
+
+/// (lengths q, k per sequence; heads q / kv; head dim; causal; window)
+type VarlenCase = (Vec<(usize, usize)>, usize, usize, usize, bool, (Option<usize>, Option<usize>));
+
+/// Packed variable-length sequences (`attention_varlen`) against the f64
+/// reference of each sequence on its own: ragged lengths (0, 1, not
+/// multiples of any block, keys fewer and more than queries), causal,
+/// windows, GQA, padded head dims, the log-sum-exp as `[heads, total]`;
+/// poisoned outputs, and the tokens no sequence covers stay unwritten.
+#[test]
+fn attention_varlen_matches_f64() {
+    for dev in devices() {
+        let cuda = dev.kind() == DeviceKind::Cuda;
+        let mut cases: Vec<VarlenCase> = vec![
+            (vec![(37, 37), (0, 5), (1, 20), (16, 16)], 2, 2, 64, false, (None, None)),
+            (vec![(50, 70), (9, 9), (33, 12)], 4, 2, 32, true, (None, None)),
+            (vec![(21, 26), (40, 40)], 2, 1, 80, false, (Some(7), Some(3))),
+        ];
+        if cuda {
+            cases.push((vec![(300, 300), (1, 517), (129, 64), (0, 0), (640, 640)], 8, 2, 128, true, (None, None)));
+            cases.push((vec![(200, 333), (77, 77)], 4, 4, 64, false, (Some(40), None)));
+        }
+        for (i, (lens, hq, hkv, d, causal, window)) in cases.into_iter().enumerate() {
+            let bf = i % 2 == 0;
+            if bf {
+                check_varlen::<bf16>(&dev, &lens, hq, hkv, d, causal, window, 700 + i as u64, 1e-2);
+            } else {
+                check_varlen::<f16>(&dev, &lens, hq, hkv, d, causal, window, 700 + i as u64, 4e-3);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_varlen<T: FloatElement>(
+    dev: &Device,
+    lens: &[(usize, usize)],
+    hq: usize,
+    hkv: usize,
+    d: usize,
+    causal: bool,
+    window: (Option<usize>, Option<usize>),
+    seed: u64,
+    tol: f64,
+) {
+    use ferrotile_kernels::attention::{attention_varlen, VarlenProblem};
+    // (a gap of 3 unused tokens after the last sequence: never written)
+    let mut cu_q = vec![0i32];
+    let mut cu_k = vec![0i32];
+    for (lq, lk) in lens {
+        cu_q.push(cu_q.last().unwrap() + *lq as i32);
+        cu_k.push(cu_k.last().unwrap() + *lk as i32);
+    }
+    let (tq, tk) = (*cu_q.last().unwrap() as usize + 3, *cu_k.last().unwrap() as usize + 3);
+    let (mq, mk) = (lens.iter().map(|l| l.0).max().unwrap(), lens.iter().map(|l| l.1).max().unwrap());
+    let p = VarlenProblem::packed(lens.len(), hq, hkv, tq, tk, mq, mk, d);
+    let mut rng = Rng::new(seed);
+    let mut gen = |len: usize| -> Vec<T> { (0..len).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh) = (gen(tq * hq * d), gen(tk * hkv * d), gen(tk * hkv * d));
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
+    let (q, k, v) = (dev.from_slice(&qh).unwrap(), dev.from_slice(&kh).unwrap(), dev.from_slice(&vh).unwrap());
+    let mut o = dev.full(tq * hq * d, T::from_f64(f64::NAN)).unwrap();
+    let mut l = dev.full(hq * tq, f32::NAN).unwrap();
+    let (cq, ck) = (dev.from_slice(&cu_q).unwrap(), dev.from_slice(&cu_k).unwrap());
+    let opts = AttentionOptions { causal, window, ..Default::default() };
+    let what = format!("attention_varlen {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?}", T::DTYPE, dev.name());
+    attention_varlen(dev, &q, &k, &v, &mut o, Some(&mut l), &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let got = o.to_vec().unwrap();
+    let got_l = l.to_vec().unwrap();
+    let scale = 1.0 / (d as f64).sqrt();
+    let right = if causal { Some(0) } else { window.1 };
+    let mut written = vec![false; got.len()];
+    let mut worst = 0.0f64;
+    for (b, (lq, lk)) in lens.iter().enumerate() {
+        let (q0, k0) = (cu_q[b] as usize, cu_k[b] as usize);
+        let st = |h: usize| Strides { batch: 0, head: d, seq: h * d };
+        let pb =
+            AttentionProblem { batch: 1, heads_q: hq, heads_kv: hkv, seqlen_q: *lq, seqlen_k: *lk, head_dim: d, q: st(hq), k: st(hkv), v: st(hkv), o: st(hq) };
+        for h in 0..hq {
+            for i in 0..*lq {
+                let (want, want_l) = attention_row(&qf[q0 * hq * d..], &kf[k0 * hkv * d..], &vf[k0 * hkv * d..], &pb, 0, h, i, scale, window.0, right);
+                let at = (q0 + i) * hq * d + h * d;
+                for (e, w) in want.iter().enumerate() {
+                    let g = got[at + e].to_f64();
+                    let err = if g.is_finite() { (g - w).abs() / (1.0 + w.abs()) } else { f64::INFINITY };
+                    assert!(err <= tol, "{what}: out[seq {b}, h {h}, i {i}, {e}] = {g}, want {w}");
+                    worst = worst.max(err);
+                    written[at + e] = true;
+                }
+                let g = got_l[h * tq + q0 + i] as f64;
+                let ok = if want_l.is_infinite() { g == want_l } else { (g - want_l).abs() / (1.0 + want_l.abs()) <= 1e-3 };
+                assert!(ok, "{what}: lse[h {h}, token {}] = {g}, want {want_l}", q0 + i);
+            }
+        }
+    }
+    for (x, w) in got.iter().zip(&written) {
+        assert!(*w || x.to_f64().is_nan(), "{what}: wrote a token no sequence covers");
+    }
+    eprintln!("{what}: max err {worst:.2e}");
+}
+
+#[test]
+fn attention_varlen_rejects_bad_offsets() {
+    use ferrotile_kernels::attention::{attention_varlen, VarlenProblem};
+    let dev = Device::cpu();
+    let p = VarlenProblem::packed(2, 2, 2, 20, 20, 12, 12, 16);
+    let buf = |len: usize| dev.zeros::<f16>(len).unwrap();
+    let (q, k, v) = (buf(20 * 2 * 16), buf(20 * 2 * 16), buf(20 * 2 * 16));
+    let mut o = buf(20 * 2 * 16);
+    let opts = AttentionOptions::default();
+    let good = dev.from_slice(&[0i32, 10, 20]).unwrap();
+    attention_varlen(&dev, &q, &k, &v, &mut o, None, &good, &good, &p, &opts).unwrap();
+    for bad in [vec![0i32, 12, 10], vec![0, 10, 21], vec![0, 13, 20], vec![-1, 5, 10], vec![0, 10]] {
+        let c = dev.from_slice(&bad).unwrap();
+        let e = attention_varlen(&dev, &q, &k, &v, &mut o, None, &c, &good, &p, &opts).expect_err("bad offsets").to_string();
+        assert!(e.contains("cu_seqlens_q"), "{bad:?}: {e}");
+        let e = attention_varlen(&dev, &q, &k, &v, &mut o, None, &good, &c, &p, &opts).expect_err("bad offsets").to_string();
+        assert!(e.contains("cu_seqlens_k"), "{bad:?}: {e}");
+    }
+    let mut l = dev.zeros::<f32>(39).unwrap();
+    let e = attention_varlen(&dev, &q, &k, &v, &mut o, Some(&mut l), &good, &good, &p, &opts).expect_err("short lse").to_string();
+    assert!(e.contains("`lse`"), "{e}");
+}

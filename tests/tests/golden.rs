@@ -274,6 +274,13 @@ fn library_kernels_match_golden_files() {
     let bq = attention_bwd_dq::ir();
     let spec = specialize(bq, &[64, 64, 128, 4, 1, 0], &[bf]).unwrap();
     push(check("ptx/attention_bwd_dq.64x64.d128.gqa4.causal.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(bq, 90, 4, 1, Safety::Unchecked))));
+    // variable-length forward: offsets loaded from cu_seqlens, K read
+    // through `trans` of a cp.async slot
+    let vl = ferrotile_kernels::attention::attention_fwd_varlen::ir();
+    let spec = specialize(vl, &[128, 64, 128, 4, 1, 0, 1], &[bf]).unwrap();
+    push(check("ptx/attention_fwd_varlen.128x64.d128.gqa4.causal.lse.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(vl, 90, 8, 1, Safety::Unchecked))));
+    let spec = specialize(vl, &[32, 32, 64, 2, 1, 1, 1], &[f16]).unwrap();
+    push(check("wgsl/attention_fwd_varlen.d64.gqa2.window.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(vl))));
     assert!(errs.is_empty(), "{} golden files differ:\n{}", errs.len(), errs.join("\n"));
 }
 

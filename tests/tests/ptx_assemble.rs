@@ -923,3 +923,47 @@ fn every_attention_backward_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The library's variable-length forward (offsets loaded from
+/// `cu_seqlens`: no tensor maps) assembles for sm_80 and sm_90 in the
+/// forward's tuner configurations; on sm_90a both dots take `wgmma` and
+/// nothing is staged (K arrives by `cp.async` into a slot read K-major
+/// through `trans`, V into an N-major one).
+#[test]
+fn attention_varlen_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_kernels::attention::attention_fwd_varlen::ir();
+    let mut failures = vec![];
+    for dp in [64i64, 128] {
+        for tc in ferrotile_kernels::attention::attention_candidates(dp as usize) {
+            let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            for (t, g, hi, lo, lse) in [(DType::BF16, 1, 1, 0, 1), (DType::F16, 4, 1, 1, 0)] {
+                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
+                for sm in [80, 90] {
+                    let opts = PtxOptions {
+                        arg_div16: vec![true; guarded_params(k)],
+                        pipeline: tc.num_stages.saturating_sub(1),
+                        ..PtxOptions::new(sm, tc.num_warps, k.params.len())
+                    };
+                    let what = format!("attention_fwd_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}");
+                    let p = match emit(&spec, &opts) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.push(format!("{what}: emit: {e}"));
+                            continue;
+                        }
+                    };
+                    let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+                    if sm == 90 && (!p.mma_sync_dots.is_empty() || staged != 0 || !p.text.contains("wgmma.mma_async")) {
+                        failures.push(format!("{what}: {staged} staged, on mma.sync: {:?}", p.mma_sync_dots));
+                    }
+                    match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) => println!("{what}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                        Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -513,3 +513,94 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
     }
     store_block(view(dq + b * dqb + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
 }
+
+/// Variable-length forward (FlashAttention's packed "varlen" layout): the
+/// sequences of a batch lie one after another along the token dimension
+/// of Q (`[total_q, Hq, d]` by strides `qs`, `qh`) and K/V; sequence `b =
+/// program_id(2)` holds query tokens `cu_q[b]..cu_q[b+1]` and keys
+/// `cu_k[b]..cu_k[b+1]`. One program per `BM` query rows (of at most
+/// `max_q`) of head `program_id(1)`; programs past their sequence's end
+/// do nothing. Masks, GQA and the online softmax as [`attention_fwd`]
+/// (the causal diagonal aligned to the bottom right of each sequence); K
+/// is read as `trans` of its `[keys, d]` tile (a slot read K-major: the
+/// views' bases depend on loaded offsets, so they are not tensor maps).
+/// `LSE`: the natural-log log-sum-exp of token `t` of head `h` at `lse +
+/// h·lh + t` (`[Hq, total_q]`, as FlashAttention's varlen API).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_varlen<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    cu_q: Ptr<i32>,
+    cu_k: Ptr<i32>,
+    d: i32,
+    qk_scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qh: i64,
+    qs: i64,
+    kh: i64,
+    ks: i64,
+    vh: i64,
+    vs: i64,
+    oh: i64,
+    os: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let b = program_id(2);
+    let q0 = load(cu_q + b);
+    let nq = load(cu_q + b + 1) - q0;
+    let k0 = load(cu_k + b);
+    let nk = load(cu_k + b + 1) - k0;
+    let pm = program_id(0) * BM;
+    let h = program_id(1) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let vq = view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]);
+    let vk = view(k + (k0 as i64) * ks + hk * kh, [nk, d], [ks, 1]);
+    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, DP]);
+    let rows = pm + arange(0, BM);
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    // (a program past its sequence's end: no keys, nothing stored)
+    hi = select(pm < nq, hi, lo);
+    let mut m_i = full([BM], f32::NEG_INFINITY, f32);
+    let mut l_i = zeros([BM], f32);
+    let mut acc = zeros([BM, DP], f32);
+    for j in (lo..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let mut s = dot(qt, trans(load_block(vk, [j, 0], [BN, DP])), zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        let p = exp2(s - expand_dims(m_use, 1));
+        let alpha = exp2(m_i - m_use);
+        l_i = l_i * alpha + sum(p, 1);
+        acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
+        m_i = m_new;
+    }
+    let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
+    let vo = view(o + (q0 as i64) * os + h * oh, [nq, d], [os, 1]);
+    store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
+    if LSE {
+        let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
+        store(lse + h * lh + ((q0 + rows) as i64), row_lse, rows < nq);
+    }
+}

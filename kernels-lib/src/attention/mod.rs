@@ -41,8 +41,12 @@ use ferrotile::{DeviceKind, FloatElement};
 
 mod backward;
 mod kernels;
+mod varlen;
 pub use backward::{attention_backward, backward_candidates, BackwardConfig};
-pub use kernels::{attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd};
+pub use kernels::{
+    attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd, attention_fwd_varlen,
+};
+pub use varlen::{attention_varlen, TokenStrides, VarlenProblem};
 
 /// Element strides of a 4-d attention tensor along batch, head and
 /// sequence; the head dimension is contiguous (stride 1).

@@ -1,0 +1,200 @@
+//! Variable-length attention forward: FlashAttention's packed "varlen"
+//! layout, where the sequences of a batch lie one after another along the
+//! token dimension (`[total, heads, dim]`) and `cu_seqlens` (batch + 1
+//! offsets) says where each starts, so that a batch of ragged sequences
+//! needs no padding.
+//!
+//! [`attention_fwd_varlen`] is [`super::attention_fwd`]'s loop with the
+//! sequence bounds loaded from `cu_seqlens_q` / `cu_seqlens_k`; causal
+//! masks and windows align to the bottom right of each sequence (as
+//! FlashAttention 2.1+). The offsets are read back to the host once per
+//! call to check them (monotone, within the tensors, each length within
+//! its `max_seqlen`): bad offsets are an error, never a wrong answer.
+
+use super::kernels::attention_fwd_varlen;
+use super::{check_problem, AttentionConfig, AttentionOptions, AttentionProblem, Strides};
+use crate::LibError;
+use ferrotile::prelude::*;
+use ferrotile::FloatElement;
+
+/// Element strides of a packed `[total, heads, dim]` tensor (the head
+/// dimension contiguous).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenStrides {
+    pub token: usize,
+    pub head: usize,
+}
+
+impl TokenStrides {
+    /// A contiguous `[total, heads, dim]` tensor.
+    pub fn packed(heads: usize, dim: usize) -> Self {
+        TokenStrides { token: heads * dim, head: dim }
+    }
+}
+
+/// A packed variable-length problem: `batch` sequences, `total_q` query
+/// and `total_k` key tokens in all, the longest `max_seqlen_q` /
+/// `max_seqlen_k` tokens long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VarlenProblem {
+    pub batch: usize,
+    pub heads_q: usize,
+    /// K/V heads: divides `heads_q`.
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    pub total_q: usize,
+    pub total_k: usize,
+    pub max_seqlen_q: usize,
+    pub max_seqlen_k: usize,
+    pub q: TokenStrides,
+    pub k: TokenStrides,
+    pub v: TokenStrides,
+    pub o: TokenStrides,
+}
+
+impl VarlenProblem {
+    /// Contiguous `[total, heads, dim]` tensors (the output like Q).
+    #[allow(clippy::too_many_arguments)]
+    pub fn packed(
+        batch: usize,
+        heads_q: usize,
+        heads_kv: usize,
+        total_q: usize,
+        total_k: usize,
+        max_seqlen_q: usize,
+        max_seqlen_k: usize,
+        head_dim: usize,
+    ) -> Self {
+        let (q, kv) = (TokenStrides::packed(heads_q, head_dim), TokenStrides::packed(heads_kv, head_dim));
+        VarlenProblem { batch, heads_q, heads_kv, head_dim, total_q, total_k, max_seqlen_q, max_seqlen_k, q, k: kv, v: kv, o: q }
+    }
+}
+
+/// Attention forward over packed variable-length sequences: for each
+/// sequence `b`, query tokens `cu_seqlens_q[b]..cu_seqlens_q[b+1]` attend
+/// to key tokens `cu_seqlens_k[b]..cu_seqlens_k[b+1]` (see the module
+/// doc); `lse`, when given, receives the natural-log log-sum-exp as
+/// `[heads_q, total_q]` f32. `opts`: `causal`, `window`, `scale` and a
+/// forced `config` apply; `seqlens_k`, `decode` and `backward` do not
+/// (errors). Every size, stride and offset is checked first; errors name
+/// the argument.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &mut Buffer<T>,
+    lse: Option<&mut Buffer<f32>>,
+    cu_seqlens_q: &Buffer<i32>,
+    cu_seqlens_k: &Buffer<i32>,
+    p: &VarlenProblem,
+    opts: &AttentionOptions<'_>,
+) -> Result<(), LibError> {
+    const WHAT: &str = "attention_varlen";
+    if opts.seqlens_k.is_some() || opts.decode.is_some() || opts.backward.is_some() {
+        return Err(LibError::Config(format!("{WHAT}: `seqlens_k`, `decode` and `backward` do not apply (cu_seqlens give the lengths)")));
+    }
+    // the tensors as one sequence of `total` tokens: sizes, spans, overlap
+    let st = |t: &TokenStrides| Strides { batch: 0, head: t.head, seq: t.token };
+    let whole = AttentionProblem {
+        batch: 1,
+        heads_q: p.heads_q,
+        heads_kv: p.heads_kv,
+        seqlen_q: p.total_q,
+        seqlen_k: p.total_k,
+        head_dim: p.head_dim,
+        q: st(&p.q),
+        k: st(&p.k),
+        v: st(&p.v),
+        o: st(&p.o),
+    };
+    let args = check_problem::<T>(
+        WHAT,
+        &whole,
+        opts,
+        &[("q", q.len(), p.heads_q, p.total_q, &whole.q), ("k", k.len(), p.heads_kv, p.total_k, &whole.k), ("v", v.len(), p.heads_kv, p.total_k, &whole.v)],
+        &[("out", out.len(), p.heads_q, p.total_q, &whole.o)],
+    )?;
+    if p.batch > 65535 {
+        return Err(LibError::Shape(format!("{WHAT}: batch = {} must be at most 65535 (grid)", p.batch)));
+    }
+    if let Some(l) = &lse {
+        if l.len() < p.heads_q * p.total_q {
+            return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{}, {}] needed", l.len(), p.heads_q, p.total_q)));
+        }
+    }
+    // the offsets: batch + 1 of them, from 0, non-decreasing, within the
+    // tensors, each length within its maximum
+    for (name, cu, total, max) in [("cu_seqlens_q", cu_seqlens_q, p.total_q, p.max_seqlen_q), ("cu_seqlens_k", cu_seqlens_k, p.total_k, p.max_seqlen_k)] {
+        if cu.len() < p.batch + 1 {
+            return Err(LibError::Shape(format!("{WHAT}: `{name}` has {} elements, batch + 1 = {} needed", cu.len(), p.batch + 1)));
+        }
+        let c = cu.to_vec()?;
+        for b in 0..p.batch {
+            let (s, e) = (c[b], c[b + 1]);
+            if s < 0 || e < s || e as usize > total || (e - s) as usize > max {
+                return Err(LibError::Shape(format!("{WHAT}: `{name}`[{b}..={}] = {s}..{e} is not a range of at most {max} tokens within 0..{total}", b + 1)));
+            }
+        }
+    }
+    if p.batch == 0 || p.max_seqlen_q == 0 || p.total_q == 0 {
+        return Ok(());
+    }
+    let dp = whole.padded_dim();
+    // (not autotuned; on CUDA 128×64 on 8 warps, the forward candidate
+    // that spills nowhere here — the offsets' pointer arithmetic takes
+    // registers the tensor maps of the forward do not — `ptx_assemble`)
+    let cfg = opts.config.unwrap_or_else(|| match dev.kind() {
+        ferrotile::DeviceKind::Cuda if dp <= 128 => AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2 },
+        _ => AttentionConfig::default_for(dev, dp),
+    });
+    for (name, x) in [("bm", cfg.bm), ("bn", cfg.bn)] {
+        if x < 16 || !x.is_power_of_two() {
+            return Err(LibError::Config(format!("{WHAT}: config {name} = {x} must be a power of two ≥ 16")));
+        }
+    }
+    let mut placeholder;
+    let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse {
+        Some(l) => (l, true),
+        None => {
+            placeholder = crate::scratch::workspace(dev, 1)?;
+            (placeholder.buffer(), false)
+        }
+    };
+    let grid = [p.max_seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    let s = |x: usize| x as i64;
+    attention_fwd_varlen::launch(
+        dev,
+        launch,
+        q,
+        k,
+        v,
+        out,
+        lse_ref,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        p.head_dim as i32,
+        args.scale * std::f32::consts::LOG2_E,
+        args.win_left,
+        args.win_right,
+        s(p.q.head),
+        s(p.q.token),
+        s(p.k.head),
+        s(p.k.token),
+        s(p.v.head),
+        s(p.v.token),
+        s(p.o.head),
+        s(p.o.token),
+        s(p.total_q),
+        cfg.bm as i32,
+        cfg.bn as i32,
+        dp as i32,
+        (p.heads_q / p.heads_kv) as i32,
+        args.mask_hi,
+        args.mask_lo,
+        has_lse,
+    )?;
+    Ok(())
+}
