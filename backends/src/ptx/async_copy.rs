@@ -168,6 +168,8 @@ struct Defs<'k> {
     dots: Vec<(&'k Op, usize)>,
     /// block index → the index of the block it is nested in
     parent: HashMap<usize, usize>,
+    /// the block indices of `for` bodies
+    loop_body: std::collections::HashSet<usize>,
 }
 
 fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) {
@@ -187,6 +189,7 @@ fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) 
                 *next += 1;
                 let bid = *next;
                 d.parent.insert(bid, id);
+                d.loop_body.insert(bid);
                 for (i, a) in body.args.iter().enumerate().skip(1) {
                     d.arg.insert(*a, (op, i - 1, id, bid));
                 }
@@ -242,7 +245,7 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
 pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new() };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new(), loop_body: Default::default() };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     d.dots
@@ -304,8 +307,10 @@ fn shared_slot_ok(k: &Kernel, d: &Defs, layouts: &Plan, v: V) -> bool {
 }
 
 /// The block of `x`'s definition when it is a load in a block enclosing
-/// `blk` (through at least one `for`): a tile loaded once before the loop
-/// whose `dot` reads it.
+/// `blk` through a `for` that sits in that same block: a tile loaded once
+/// before the loop whose `dot` reads it. (The loop's exit then waits for
+/// the copy, which covers a loop of no iterations; a load before an `if`
+/// would leave the copy unwaited when the branch is not taken.)
 fn invariant_load(d: &Defs, x: V, blk: usize) -> Option<usize> {
     let (op, home) = d.def.get(&x)?;
     if !matches!(op.kind, OpKind::LoadBlock { .. }) || *home == blk {
@@ -314,7 +319,7 @@ fn invariant_load(d: &Defs, x: V, blk: usize) -> Option<usize> {
     let mut b = blk;
     while let Some(&p) = d.parent.get(&b) {
         if p == *home {
-            return Some(*home);
+            return d.loop_body.contains(&b).then_some(*home);
         }
         b = p;
     }
@@ -392,7 +397,7 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
 /// `invariant_slots`: [`AsyncPlan::invariant`] classes may be made
 /// (`PtxOptions::invariant_slots`, and no warp specialization).
 pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool) -> AsyncPlan {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new() };
+    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new(), loop_body: Default::default() };
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
