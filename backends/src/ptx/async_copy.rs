@@ -155,6 +155,7 @@ impl AsyncPlan {
     }
 }
 
+#[derive(Default)]
 struct Defs<'k> {
     /// value → (defining op, block index of that op's block)
     def: HashMap<V, (&'k Op, usize)>,
@@ -245,7 +246,7 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
 pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new(), loop_body: Default::default() };
+    let mut d = Defs::default();
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     d.dots
@@ -397,7 +398,7 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
 /// `invariant_slots`: [`AsyncPlan::invariant`] classes may be made
 /// (`PtxOptions::invariant_slots`, and no warp specialization).
 pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool) -> AsyncPlan {
-    let mut d = Defs { def: HashMap::new(), arg: HashMap::new(), uses: HashMap::new(), users: HashMap::new(), dots: vec![], parent: HashMap::new(), loop_body: Default::default() };
+    let mut d = Defs::default();
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
