@@ -112,6 +112,7 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     // several readings (16-bit): how many wgmma operand readings, direct
     // or through a `trans` read once
     let mut readings: HashMap<V, usize> = HashMap::new();
+    let mut read_transposed: HashSet<V> = HashSet::new();
     for &(a, b, wgmma) in &dots {
         if !wgmma || a == b {
             continue;
@@ -126,12 +127,19 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
             } else if let Some(&y) = trans_of.get(&x).filter(|_| uses.get(&x) == Some(&1)) {
                 if inner(y).is_some() {
                     *readings.entry(y).or_default() += 1;
+                    read_transposed.insert(y);
                 }
             }
         }
     }
+    // (as `async_copy` decides: a shared slot only for a tile read more
+    // than once or through a `trans`; one direct reading keeps its own
+    // slot layout above)
     let shared_ok = |r: V| {
         let Some(i) = inner(r) else { return false };
+        if uses.get(&r) == Some(&1) && !read_transposed.contains(&r) {
+            return false;
+        }
         let lay = async_copy::SlotLayout::Swizzled { es: 2, transposed: i == 0 };
         es(r) == 2 && readings.get(&r) == uses.get(&r) && async_copy::tma_slot(lay, &shape(r), i)
     };
