@@ -1,6 +1,6 @@
 //! The main job: run the kernel library on the best device available, verify
 //! every result against the f64 reference, and print a table: the row
-//! kernels (GB/s) and attention forward (TFLOP/s); each time is one cold
+//! kernels (GB/s) and attention forward, backward and decode (TFLOP/s); each time is one cold
 //! call, compilation (and on CUDA the autotuner's first run) included.
 //!
 //! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
@@ -69,33 +69,67 @@ fn run<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, o
 }
 
 /// The library's attention on `[b, h, s, d]` (`bshd`: `[b, s, h, d]`) with
-/// `hk` K/V heads, checked on sampled rows against the f64 reference.
+/// `hk` K/V heads and `sq` query rows against `s` keys (`sq` ≤ 16 takes the
+/// decode path), checked on sampled rows against the f64 reference; with
+/// `backward`, then its backward (timed alone, checked on sampled dQ, dK
+/// and dV rows; TFLOP/s at 2.5× the forward's count).
 #[allow(clippy::too_many_arguments)]
 fn run_attention<T: FloatElement>(
     dev: &Device,
     rng: &mut Rng,
     dims: [usize; 5],
+    sq: usize,
     causal: bool,
     bshd: bool,
+    backward: bool,
     out: &mut Vec<Row>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem};
+    use ferrotile_kernels::attention::{attention, attention_backward, AttentionOptions, AttentionProblem};
     let [b, h, hk, s, d] = dims;
-    let p = if bshd { AttentionProblem::bshd(b, h, hk, s, s, d) } else { AttentionProblem::bhsd(b, h, hk, s, s, d) };
+    let p = if bshd { AttentionProblem::bshd(b, h, hk, sq, s, d) } else { AttentionProblem::bhsd(b, h, hk, sq, s, d) };
     let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
-    let (qv, kv, vv) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d));
+    let (qv, kv, vv) = (gen(b * h * sq * d), gen(b * hk * s * d), gen(b * hk * s * d));
+    let dov = if backward { gen(qv.len()) } else { vec![] };
     let (q, k, v) = (dev.from_slice(&qv)?, dev.from_slice(&kv)?, dev.from_slice(&vv)?);
     let mut o = dev.full(qv.len(), T::from_f64(f64::NAN))?;
+    let mut lse = dev.full(b * h * sq, f32::NAN)?;
     let opts = AttentionOptions { causal, ..Default::default() };
     let t = std::time::Instant::now();
-    attention(dev, &q, &k, &v, &mut o, None, &p, &opts)?;
+    attention(dev, &q, &k, &v, &mut o, Some(&mut lse), &p, &opts)?;
     dev.synchronize()?;
     let secs = t.elapsed().as_secs_f64();
     let got = o.to_vec()?;
-    let err = reference::attention_sampled_err(&qv, &kv, &vv, &got, &p, rng, 16, 1.0 / (d as f64).sqrt(), None, causal.then_some(0));
-    let flops = 4.0 * (b * h * s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
-    let name = format!("{}{b}x{h}/{hk}x{s}x{d}{}", if bshd { "bshd " } else { "" }, if causal { " causal" } else { "" });
-    out.push(Row { kernel: "attention", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, flops / secs / 1e12)) });
+    let scale = 1.0 / (d as f64).sqrt();
+    let err = reference::attention_sampled_err(&qv, &kv, &vv, &got, &p, rng, 16, scale, None, causal.then_some(0));
+    // (bottom-right causal with sq ≤ s: the mask removes sq·(sq − 1)/2 of
+    // sq·s products — about half when sq = s)
+    let frac = if causal { 1.0 - (sq * sq.saturating_sub(1)) as f64 / 2.0 / (sq * s) as f64 } else { 1.0 };
+    let flops = 4.0 * (b * h * sq * s * d) as f64 * frac;
+    let what = if sq <= 16 { "decode" } else { "attention" };
+    let name = format!("{}{b}x{h}/{hk}x{sq}x{s}x{d}{}", if bshd { "bshd " } else { "" }, if causal { " causal" } else { "" });
+    out.push(Row { kernel: what, dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name.clone(), flops / secs / 1e12)) });
+    if backward {
+        let dout = dev.from_slice(&dov)?;
+        let nan = T::from_f64(f64::NAN);
+        let (mut dq, mut dk, mut dv) = (dev.full(qv.len(), nan)?, dev.full(kv.len(), nan)?, dev.full(vv.len(), nan)?);
+        let t = std::time::Instant::now();
+        attention_backward(dev, &q, &k, &v, &o, &dout, &lse, &mut dq, &mut dk, &mut dv, &p, &opts)?;
+        dev.synchronize()?;
+        let secs = t.elapsed().as_secs_f64();
+        let (gq, gk, gv) = (dq.to_vec()?, dk.to_vec()?, dv.to_vec()?);
+        let err = reference::attention_backward_sampled_err(
+            [&qv, &kv, &vv, &got, &dov],
+            &lse.to_vec()?,
+            [&gq, &gk, &gv],
+            &p,
+            rng,
+            4,
+            scale,
+            None,
+            causal.then_some(0),
+        );
+        out.push(Row { kernel: "attn bwd", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, 2.5 * flops / secs / 1e12)) });
+    }
     Ok(())
 }
 
@@ -121,13 +155,19 @@ fn main() {
             std::process::exit(1);
         }
     }
-    // attention (forward): MHA and causal GQA on `[b, s, h, d]`
+    // attention: forward and backward, MHA and causal GQA on `[b, s, h,
+    // d]`; then decode (one query row per head against a long KV cache)
     let gpu = dev.kind() == ferrotile::DeviceKind::Cuda;
-    let attn: &[[usize; 5]] = if gpu && !quick { &[[2, 16, 16, 2048, 128], [2, 16, 4, 2048, 64]] } else { &[[1, 2, 2, 200, 64], [1, 4, 2, 150, 128]] };
-    for (i, &dims) in attn.iter().enumerate() {
+    let attn: &[([usize; 5], usize)] = if gpu && !quick {
+        &[([2, 16, 16, 2048, 128], 2048), ([2, 16, 4, 2048, 64], 2048), ([16, 32, 8, 8192, 128], 1)]
+    } else {
+        &[([1, 2, 2, 200, 64], 200), ([1, 4, 2, 150, 128], 150), ([2, 4, 2, 300, 64], 1)]
+    };
+    for (i, &(dims, sq)) in attn.iter().enumerate() {
         let causal = i == 1;
-        let res = run_attention::<bf16>(&dev, &mut rng, dims, causal, causal, &mut rows)
-            .and_then(|_| run_attention::<f16>(&dev, &mut rng, dims, causal, causal, &mut rows));
+        let bwd = sq > 16;
+        let res = run_attention::<bf16>(&dev, &mut rng, dims, sq, causal, causal, bwd, &mut rows)
+            .and_then(|_| run_attention::<f16>(&dev, &mut rng, dims, sq, causal, causal, bwd, &mut rows));
         if let Err(e) = res {
             eprintln!("error: {e}");
             std::process::exit(1);
