@@ -103,6 +103,11 @@ pub fn cases() -> Vec<Case> {
             fused::attention
         ),
         case!(
+            "invariant_operands",
+            "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",
+            fused::invariant_operands
+        ),
+        case!(
             "control_flow",
             "for (3 range forms, nested, loop-carried tiles/scalars), if/else if on run-time scalars, if on constexpr, static_assert, cdiv",
             control::control_flow

@@ -967,3 +967,32 @@ fn attention_varlen_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The conformance case `invariant_operands` on sm_90a: the loop's A tile
+/// in one TMA slot both dots read (one tensor map), both dots on `wgmma`;
+/// B and Cᵀ, loaded before the loop, are staged from registers (invariant
+/// B slots wait for this case to run on the H200: `async_copy`); and it
+/// assembles for sm_80 (registers and staging there).
+#[test]
+fn invariant_and_shared_slots() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_tests::conformance::fused::k_invariant_operands::ir();
+    for (bm, kk, n, warps) in [(64i64, 64i64, 64i64, 4u32), (128, 128, 64, 8)] {
+        let spec = specialize(k, &[bm, kk, n], &[DType::BF16]).unwrap();
+        for sm in [80, 90] {
+            let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
+            let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("BM={bm} K={kk} N={n} sm_{sm}: {e}"));
+            if sm == 90 {
+                let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+                assert!(
+                    p.tensor_maps.len() == 1 && staged == 2 && p.mma_sync_dots.is_empty() && p.text.contains("wgmma.mma_async"),
+                    "BM={bm} K={kk} N={n}: {} tensor maps, {staged} staged, mma.sync {:?}",
+                    p.tensor_maps.len(),
+                    p.mma_sync_dots
+                );
+            }
+            let r = ptxas::assemble(&px, &p.text, sm).unwrap_or_else(|l| panic!("BM={bm} sm_{sm}: {l}"));
+            println!("invariant_operands BM={bm} K={kk} N={n} sm_{sm}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores);
+        }
+    }
+}

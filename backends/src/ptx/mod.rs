@@ -110,9 +110,9 @@ pub struct PtxOptions {
     /// A loop-invariant `wgmma` operand block-loaded by a TMA view before
     /// its loop (K and V of attention's backward, Q of a d256 forward)
     /// lands once in a shared-memory slot of its own, read by descriptor
-    /// every iteration — for B always (it would be staged every
-    /// iteration), for A when the loop's invariant register-A operands
-    /// would take more than 32 registers per thread (`async_copy`); false:
+    /// every iteration — an A when the loop's invariant register-A
+    /// operands would take more than 32 registers per thread
+    /// (`async_copy`); false:
     /// the register path (the CUDA runtime reads
     /// `FERROTILE_INVARIANT_SLOTS=0`, for A/B runs).
     pub invariant_slots: bool,

@@ -218,3 +218,63 @@ fn attention_strided(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+/// Loop-invariant and twice-read `dot` operands: B `[K, N]` and C `[N, K]`
+/// are loaded once, before a grid-stride loop over `BM`-row blocks of A;
+/// each block is read by two dots, the second taking C through `trans`:
+/// `O_i = A_i·B + A_i·Cᵀ` (f32). On Hopper: B and Cᵀ from one-slot TMA
+/// classes filled once (`AsyncPlan::invariant`; Cᵀ reads C's slot the
+/// other way round), A_i from one slot both dots share.
+#[kernel]
+pub fn k_invariant_operands<T: Float, const BM: i32, const K: i32, const N: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<T>, o: Ptr<f32>, m: i32) {
+    let bt = load_block(view(b, [K, N], [N, 1]), [0, 0], [K, N]);
+    let ct = load_block(view(c, [N, K], [K, 1]), [0, 0], [N, K]);
+    let va = view(a, [m, K], [K, 1]);
+    let vo = view(o, [m, N], [N, 1]);
+    for i in (program_id(0) * BM..m).step_by(BM * num_programs(0)) {
+        let ai = load_block(va, [i, 0], [BM, K]);
+        let r = dot(ai, bt, zeros([BM, N], f32));
+        store_block(vo, [i, 0], dot(ai, trans(ct), r));
+    }
+}
+
+pub fn invariant_operands(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, BM, K, N, programs, warps): WGSL tiles that fit lavapipe
+    let shapes: &[(usize, i32, i32, i32, u32, u32)] =
+        if dev.kind() == DeviceKind::Cuda { &[(300, 64, 64, 64, 2, 4), (517, 128, 128, 64, 3, 8), (0, 64, 64, 128, 1, 4)] } else { &[(70, 16, 32, 16, 2, 4)] };
+    for &(m, bm, k, n, progs, warps) in shapes {
+        for bf in [false, true] {
+            let c =
+                Ctx::new("invariant_operands", seed, format!("{} m={m} BM={bm} K={k} N={n} programs={progs} warps={warps}", if bf { "bf16" } else { "f16" }));
+            let (ku, nu) = (k as usize, n as usize);
+            let mut g = |len: usize| -> Vec<f64> { (0..len).map(|_| rng.normal()).collect() };
+            let (af, bf_, cf) = (g(m * ku), g(ku * nu), g(nu * ku));
+            let mut o = poisoned::<f32>(dev, m * nu + PAD)?;
+            let cfg = LaunchConfig::new([progs, 1, 1]).num_warps(warps);
+            // (inputs rounded to the element type first: the reference
+            // sees what the kernel sees)
+            let (ar, br, cr): (Vec<f64>, Vec<f64>, Vec<f64>);
+            if bf {
+                let cv = |x: &[f64]| -> Vec<bf16> { x.iter().map(|v| bf16::from_f64(*v)).collect() };
+                let (av, bv, cvv) = (cv(&af), cv(&bf_), cv(&cf));
+                (ar, br, cr) = (av.iter().map(|x| x.to_f64()).collect(), bv.iter().map(|x| x.to_f64()).collect(), cvv.iter().map(|x| x.to_f64()).collect());
+                c.launch(k_invariant_operands::launch(dev, cfg, &upload(dev, &av)?, &upload(dev, &bv)?, &upload(dev, &cvv)?, &mut o, m as i32, bm, k, n))?;
+            } else {
+                let cv = |x: &[f64]| -> Vec<f16> { x.iter().map(|v| f16::from_f64(*v)).collect() };
+                let (av, bv, cvv) = (cv(&af), cv(&bf_), cv(&cf));
+                (ar, br, cr) = (av.iter().map(|x| x.to_f64()).collect(), bv.iter().map(|x| x.to_f64()).collect(), cvv.iter().map(|x| x.to_f64()).collect());
+                c.launch(k_invariant_operands::launch(dev, cfg, &upload(dev, &av)?, &upload(dev, &bv)?, &upload(dev, &cvv)?, &mut o, m as i32, bm, k, n))?;
+            }
+            let mut want = vec![0.0f64; m * nu];
+            for r in 0..m {
+                for j in 0..nu {
+                    want[r * nu + j] = (0..ku).map(|e| ar[r * ku + e] * (br[e * nu + j] + cr[j * ku + e])).sum();
+                }
+            }
+            let tol = 1e-3 * (ku as f64).sqrt();
+            check_float(&c, "O = A·B + A·Cᵀ", &download(&o)?, &want, 8, 1e-4, tol, &|i| format!("row {} column {}", i / nu, i % nu))?;
+        }
+    }
+    Ok(())
+}
