@@ -188,6 +188,49 @@ pub fn attention_row(
     attention_row_of(q, k, v, |x| *x, p, b, h, i, scale, left, right)
 }
 
+/// Whether query row `i` sees key `j` under the window `[i + off − left,
+/// i + off + right]` (`off = seqlen_k − seqlen_q`; `None`: unbounded).
+fn sees(p: &crate::attention::AttentionProblem, i: usize, j: usize, left: Option<usize>, right: Option<usize>) -> bool {
+    let diag = i as i64 + p.seqlen_k as i64 - p.seqlen_q as i64;
+    left.is_none_or(|l| j as i64 >= diag - l as i64) && right.is_none_or(|r| j as i64 <= diag + r as i64)
+}
+
+/// The softmax of query row `i` of head `h` in batch entry `b` over the keys
+/// it sees (tensors read through `f64_of`): those keys, their
+/// probabilities, and the natural-log log-sum-exp of the scaled logits
+/// (`+∞` where no key is visible).
+#[allow(clippy::too_many_arguments)]
+fn row_softmax<X>(
+    q: &[X],
+    k: &[X],
+    f64_of: &impl Fn(&X) -> f64,
+    p: &crate::attention::AttentionProblem,
+    b: usize,
+    h: usize,
+    i: usize,
+    scale: f64,
+    left: Option<usize>,
+    right: Option<usize>,
+) -> (Vec<usize>, Vec<f64>, f64) {
+    let hk = h / (p.heads_q / p.heads_kv);
+    let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
+    let keys: Vec<usize> = (0..p.seqlen_k).filter(|&j| sees(p, i, j, left, right)).collect();
+    if keys.is_empty() {
+        return (keys, vec![], f64::INFINITY);
+    }
+    let logits: Vec<f64> = keys
+        .iter()
+        .map(|&j| {
+            let kj = b * p.k.batch + hk * p.k.head + j * p.k.seq;
+            (0..p.head_dim).map(|c| f64_of(&q[qi + c]) * f64_of(&k[kj + c])).sum::<f64>() * scale
+        })
+        .collect();
+    let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
+    let z: f64 = w.iter().sum();
+    (keys, w.iter().map(|x| x / z).collect(), mx + z.ln())
+}
+
 /// [`attention_row`] on tensors of any element type, read through `f64_of`
 /// (only the elements the row needs are converted).
 #[allow(clippy::too_many_arguments)]
@@ -204,32 +247,11 @@ fn attention_row_of<X>(
     left: Option<usize>,
     right: Option<usize>,
 ) -> (Vec<f64>, f64) {
-    let d = p.head_dim;
     let hk = h / (p.heads_q / p.heads_kv);
-    let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
-    let off = p.seqlen_k as i64 - p.seqlen_q as i64;
-    let diag = i as i64 + off;
-    let keys: Vec<usize> = (0..p.seqlen_k)
-        .filter(|&j| {
-            let j = j as i64;
-            left.is_none_or(|l| j >= diag - l as i64) && right.is_none_or(|r| j <= diag + r as i64)
-        })
-        .collect();
-    if keys.is_empty() {
-        return (vec![0.0; d], f64::INFINITY);
-    }
-    let logits: Vec<f64> = keys
-        .iter()
-        .map(|&j| {
-            let kj = b * p.k.batch + hk * p.k.head + j * p.k.seq;
-            (0..d).map(|c| f64_of(&q[qi + c]) * f64_of(&k[kj + c])).sum::<f64>() * scale
-        })
-        .collect();
-    let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
-    let z: f64 = w.iter().sum();
-    let out = (0..d).map(|c| keys.iter().zip(&w).map(|(&j, wj)| wj * f64_of(&v[b * p.v.batch + hk * p.v.head + j * p.v.seq + c])).sum::<f64>() / z).collect();
-    (out, mx + z.ln())
+    let (keys, pr, lse) = row_softmax(q, k, &f64_of, p, b, h, i, scale, left, right);
+    let out =
+        (0..p.head_dim).map(|c| keys.iter().zip(&pr).map(|(&j, pj)| pj * f64_of(&v[b * p.v.batch + hk * p.v.head + j * p.v.seq + c])).sum::<f64>()).collect();
+    (out, lse)
 }
 
 /// The worst error of attention output `got` over `samples` rows drawn
@@ -284,7 +306,6 @@ pub fn attention_backward(
     let mut dq = vec![0.0; p.batch * p.heads_q * nq * d];
     let mut dk = vec![0.0; p.batch * p.heads_kv * nk * d];
     let mut dv = vec![0.0; p.batch * p.heads_kv * nk * d];
-    let off = nk as i64 - nq as i64;
     for b in 0..p.batch {
         for h in 0..p.heads_q {
             let hk = h / g;
@@ -292,17 +313,7 @@ pub fn attention_backward(
             for i in 0..nq {
                 let qi = b * p.q.batch + h * p.q.head + i * p.q.seq;
                 let oi = b * p.o.batch + h * p.o.head + i * p.o.seq;
-                let diag = i as i64 + off;
-                let keys: Vec<usize> =
-                    (0..nk).filter(|&j| left.is_none_or(|l| j as i64 >= diag - l as i64) && right.is_none_or(|r| j as i64 <= diag + r as i64)).collect();
-                if keys.is_empty() {
-                    continue;
-                }
-                let logits: Vec<f64> = keys.iter().map(|&j| (0..d).map(|c| q[qi + c] * k[kv_row(&p.k, j) + c]).sum::<f64>() * scale).collect();
-                let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
-                let z: f64 = w.iter().sum();
-                let pr: Vec<f64> = w.iter().map(|x| x / z).collect();
+                let (keys, pr, _) = row_softmax(q, k, &|x: &f64| *x, p, b, h, i, scale, left, right);
                 let dp: Vec<f64> = keys.iter().map(|&j| (0..d).map(|c| dout[oi + c] * v[kv_row(&p.v, j) + c]).sum()).collect();
                 let delta: f64 = pr.iter().zip(&dp).map(|(a, b)| a * b).sum();
                 let dqi = ((b * p.heads_q + h) * nq + i) * d;
@@ -346,11 +357,6 @@ pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
     let f = |x: &T| x.to_f64();
     let (d, nq, nk) = (p.head_dim, p.seqlen_q, p.seqlen_k);
     let g = p.heads_q / p.heads_kv;
-    let off = nk as i64 - nq as i64;
-    let sees = |i: usize, j: usize| {
-        let diag = i as i64 + off;
-        left.is_none_or(|l| j as i64 >= diag - l as i64) && right.is_none_or(|r| j as i64 <= diag + r as i64)
-    };
     let row_err = |got: &[T], at: usize, want: &[f64]| -> f64 {
         let norm = 1.0 + want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         want.iter().enumerate().fold(0.0f64, |m, (c, w)| {
@@ -365,22 +371,16 @@ pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
         let (b, h, i) = (rng.below(p.batch as u64) as usize, rng.below(p.heads_q as u64) as usize, rng.below(nq as u64) as usize);
         let hk = h / g;
         let (qi, oi) = (b * p.q.batch + h * p.q.head + i * p.q.seq, b * p.o.batch + h * p.o.head + i * p.o.seq);
-        let keys: Vec<usize> = (0..nk).filter(|&j| sees(i, j)).collect();
+        let (keys, pr, _) = row_softmax(q, k, &f, p, b, h, i, scale, left, right);
         let mut want = vec![0.0; d];
-        if !keys.is_empty() {
-            let kr = |j: usize| b * p.k.batch + hk * p.k.head + j * p.k.seq;
-            let vr = |j: usize| b * p.v.batch + hk * p.v.head + j * p.v.seq;
-            let logits: Vec<f64> = keys.iter().map(|&j| dotp(q, qi, k, kr(j)) * scale).collect();
-            let mx = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let w: Vec<f64> = logits.iter().map(|l| (l - mx).exp()).collect();
-            let z: f64 = w.iter().sum();
-            let dp: Vec<f64> = keys.iter().map(|&j| dotp(dout, oi, v, vr(j))).collect();
-            let delta: f64 = w.iter().zip(&dp).map(|(a, b)| a / z * b).sum();
-            for (t, &j) in keys.iter().enumerate() {
-                let ds = w[t] / z * (dp[t] - delta);
-                for (c, x) in want.iter_mut().enumerate() {
-                    *x += scale * ds * f(&k[kr(j) + c]);
-                }
+        let kr = |j: usize| b * p.k.batch + hk * p.k.head + j * p.k.seq;
+        let vr = |j: usize| b * p.v.batch + hk * p.v.head + j * p.v.seq;
+        let dp: Vec<f64> = keys.iter().map(|&j| dotp(dout, oi, v, vr(j))).collect();
+        let delta: f64 = pr.iter().zip(&dp).map(|(a, b)| a * b).sum();
+        for (t, &j) in keys.iter().enumerate() {
+            let ds = pr[t] * (dp[t] - delta);
+            for (c, x) in want.iter_mut().enumerate() {
+                *x += scale * ds * f(&k[kr(j) + c]);
             }
         }
         worst = worst.max(row_err(dq, qi, &want));
@@ -392,7 +392,7 @@ pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
         let (kj, vj) = (b * p.k.batch + hk * p.k.head + j * p.k.seq, b * p.v.batch + hk * p.v.head + j * p.v.seq);
         let (mut wk, mut wv) = (vec![0.0; d], vec![0.0; d]);
         for h in hk * g..(hk + 1) * g {
-            for i in (0..nq).filter(|&i| sees(i, j)) {
+            for i in (0..nq).filter(|&i| sees(p, i, j, left, right)) {
                 let l = lse[(b * p.heads_q + h) * nq + i] as f64;
                 if !l.is_finite() {
                     continue;

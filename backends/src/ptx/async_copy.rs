@@ -308,6 +308,18 @@ fn shared_slot_ok(k: &Kernel, d: &Defs, layouts: &Plan, v: V) -> bool {
     })
 }
 
+/// The values one swizzled slot would serve in more than one reading — read
+/// more than once, or through a `trans` — all of them `wgmma` operand
+/// readings ([`shared_slot_ok`]): what `compile.rs` keeps as bulk-copied
+/// block loads for [`AsyncPlan::flipped`] slots.
+pub fn shared_slot_sources(k: &Kernel, layouts: &Plan) -> std::collections::HashSet<V> {
+    let mut d = Defs::default();
+    let mut next = 0;
+    index_block(&k.body, 0, &mut next, &mut d);
+    let read_transposed = |v: V| d.users.get(&v).is_some_and(|u| u.iter().any(|op| matches!(op.kind, OpKind::Trans { .. })));
+    d.def.keys().copied().filter(|&v| (d.uses.get(&v) != Some(&1) || read_transposed(v)) && shared_slot_ok(k, &d, layouts, v)).collect()
+}
+
 /// The block of `x`'s definition when it is a load in a block enclosing
 /// `blk` through a `for` that sits in that same block: a tile loaded once
 /// before the loop whose `dot` reads it. (The loop's exit then waits for

@@ -88,60 +88,34 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();
-    let mut trans_of: HashMap<V, V> = HashMap::new();
-    let mut dots: Vec<(V, V, bool)> = vec![];
+    let mut tma_slot: HashSet<V> = HashSet::new();
     k.walk(&mut |op| {
-        match &op.kind {
-            OpKind::LoadBlock { view, .. } => {
-                view_of.insert(op.results[0], *view);
+        if let OpKind::LoadBlock { view, .. } = &op.kind {
+            view_of.insert(op.results[0], *view);
+        }
+        if let OpKind::Dot { a, b, .. } = &op.kind {
+            if layouts.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma) {
+                for (x, is_b) in [(*a, false), (*b, true)] {
+                    let es = k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
+                    let Some(inner) = view_of.get(&x).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { continue };
+                    let lay = async_copy::wgmma_slot(es, is_b, Some(inner), &shape(x));
+                    if async_copy::tma_slot(lay, &shape(x), inner) {
+                        tma_slot.insert(x);
+                    }
+                }
             }
-            OpKind::Trans { x, perm } if perm.as_slice() == [1, 0] => {
-                trans_of.insert(op.results[0], *x);
-            }
-            OpKind::Dot { a, b, .. } => dots.push((*a, *b, layouts.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma))),
-            _ => {}
         }
         for x in op.kind.operands() {
             *uses.entry(x).or_default() += 1;
         }
     });
-    let es = |x: V| k.ty(x).elem().map_or(2, |e| e.dtype().size_bytes() as u32);
-    let inner = |x: V| view_of.get(&x).and_then(|v| tma_views.get(v)).map(|t| t.inner);
-    // single use: the slot its one dot reads
-    let mut tma_slot: HashSet<V> = HashSet::new();
-    // several readings (16-bit): how many wgmma operand readings, direct
-    // or through a `trans` read once
-    let mut readings: HashMap<V, usize> = HashMap::new();
-    let mut read_transposed: HashSet<V> = HashSet::new();
-    for &(a, b, wgmma) in &dots {
-        if !wgmma || a == b {
-            continue;
-        }
-        for (x, is_b) in [(a, false), (b, true)] {
-            if let Some(i) = inner(x) {
-                let lay = async_copy::wgmma_slot(es(x), is_b, Some(i), &shape(x));
-                if async_copy::tma_slot(lay, &shape(x), i) {
-                    tma_slot.insert(x);
-                }
-                *readings.entry(x).or_default() += 1;
-            } else if let Some(&y) = trans_of.get(&x).filter(|_| uses.get(&x) == Some(&1)) {
-                if inner(y).is_some() {
-                    *readings.entry(y).or_default() += 1;
-                    read_transposed.insert(y);
-                }
-            }
-        }
-    }
-    // (as `async_copy` decides: a shared slot only for a tile read more
-    // than once or through a `trans`; one direct reading keeps its own
-    // slot layout above)
+    // (a tile with several readings, or read through a `trans`: one slot
+    // laid out as the view stores it, as `async_copy` makes it)
+    let shared = async_copy::shared_slot_sources(k, &layouts);
     let shared_ok = |r: V| {
-        let Some(i) = inner(r) else { return false };
-        if uses.get(&r) == Some(&1) && !read_transposed.contains(&r) {
-            return false;
-        }
+        let Some(i) = view_of.get(&r).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { return false };
         let lay = async_copy::SlotLayout::Swizzled { es: 2, transposed: i == 0 };
-        es(r) == 2 && readings.get(&r) == uses.get(&r) && async_copy::tma_slot(lay, &shape(r), i)
+        shared.contains(&r) && k.ty(r).elem().is_some_and(|e| e.dtype().size_bytes() == 2) && async_copy::tma_slot(lay, &shape(r), i)
     };
     view_of
         .iter()

@@ -109,11 +109,7 @@ pub fn attention_backward<T: FloatElement>(
     }
     if let Some(cfg) = opts.backward {
         for (name, c) in [("dkdv", cfg.dkdv), ("dq", cfg.dq)] {
-            for (what, x) in [("bm", c.bm), ("bn", c.bn)] {
-                if x < 16 || !x.is_power_of_two() {
-                    return Err(LibError::Config(format!("{WHAT}: backward.{name}.{what} = {x} must be a power of two ≥ 16")));
-                }
-            }
+            c.check_tiles(&format!("{WHAT}: backward.{name}."))?;
         }
     }
     if p.batch == 0 || (nq == 0 && nk == 0) {

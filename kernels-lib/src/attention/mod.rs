@@ -115,6 +115,17 @@ pub struct AttentionConfig {
 }
 
 impl AttentionConfig {
+    /// Both tile sizes powers of two ≥ 16 (what every attention kernel's
+    /// `dot`s need); the error names them as `{prefix}bm` / `{prefix}bn`.
+    fn check_tiles(&self, prefix: &str) -> Result<(), LibError> {
+        for (name, x) in [("bm", self.bm), ("bn", self.bn)] {
+            if x < 16 || !x.is_power_of_two() {
+                return Err(LibError::Config(format!("{prefix}{name} = {x} must be a power of two ≥ 16")));
+            }
+        }
+        Ok(())
+    }
+
     /// The configuration an [`attention_candidates`] entry describes.
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages })
@@ -439,11 +450,7 @@ fn launch_fwd<T: FloatElement>(
     cfg: AttentionConfig,
 ) -> Result<(), LibError> {
     let p = &a.p;
-    for (name, x) in [("bm", cfg.bm), ("bn", cfg.bn)] {
-        if x < 16 || !x.is_power_of_two() {
-            return Err(LibError::Config(format!("attention: config {name} = {x} must be a power of two ≥ 16")));
-        }
-    }
+    cfg.check_tiles("attention: config ")?;
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
     let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
     let qk_scale = a.scale * std::f32::consts::LOG2_E;

@@ -149,11 +149,7 @@ pub fn attention_varlen<T: FloatElement>(
         ferrotile::DeviceKind::Cuda if dp <= 128 => AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2 },
         _ => AttentionConfig::default_for(dev, dp),
     });
-    for (name, x) in [("bm", cfg.bm), ("bn", cfg.bn)] {
-        if x < 16 || !x.is_power_of_two() {
-            return Err(LibError::Config(format!("{WHAT}: config {name} = {x} must be a power of two ≥ 16")));
-        }
-    }
+    cfg.check_tiles(&format!("{WHAT}: config "))?;
     let mut placeholder;
     let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse {
         Some(l) => (l, true),

@@ -422,12 +422,14 @@ impl<'k> PtxWriter<'k> {
                     }
                     let mut inv: Vec<V> = vec![];
                     dot_operands(body, &mut inv);
-                    inv.retain(|x| self.ring_plan.invariant.contains(&self.ring_plan.source(*x)));
-                    inv.dedup_by_key(|x| self.ring_plan.source(*x));
+                    let mut waited = std::collections::HashSet::new();
+                    let inv: Vec<V> = inv.into_iter().map(|x| self.ring_plan.source(x)).collect();
                     for x in inv {
-                        let c = self.ring_plan.class_of(x).expect("invariant slot");
-                        let r = self.get(self.ring_plan.source(x))[0].clone();
-                        self.tma_wait(c, &r);
+                        if self.ring_plan.invariant.contains(&x) && waited.insert(x) {
+                            let c = self.ring_plan.class_of(x).expect("invariant slot");
+                            let r = self.get(x)[0].clone();
+                            self.tma_wait(c, &r);
+                        }
                     }
                     // the last in-flight MMA must land before its accumulator
                     // is read
