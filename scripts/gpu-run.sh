@@ -53,6 +53,10 @@
 #            racecheck, then B:H:HK:SQ:SK:D shapes next to SDPA per backend
 #   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
 #            racecheck
+#   quant [SHAPES]: the library's quantized GEMM: CUDA conformance, its
+#            tests on CUDA, memcheck and racecheck, then decode shapes next to
+#            the W4A16 peers (`dequant-user --library`, `peers.py --dequant`)
+#   quant-lib [SHAPES]: only the library's quantized GEMM, tuned, no peers
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
 #            second test kernel, checked against f64) next to cuBLAS bf16
 #            dense, a Triton kernel of the same algorithm, gemlite (wheel in
@@ -303,6 +307,25 @@ case "${1:-check}" in
     FERROTILE_TMA_TERMS=1 FERROTILE_CASE=attention FERROTILE_TEST_DEVICES=cpu,cuda step memcheck_terms 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
     FERROTILE_TMA_TERMS=1 FERROTILE_CASE=attention FERROTILE_TEST_DEVICES=cpu,cuda step racecheck_terms 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
     grep -E "^=== |attention|FAILED|ERROR SUMMARY|RACECHECK SUMMARY" "$L" | tail -30
+    ;;
+  quant)
+    # the library's quantized GEMM (issue 22): the CUDA conformance suite
+    # (the compiler changes it rests on), its tests on CUDA, memcheck and
+    # racecheck, then the decode shapes next to the W4A16 peers
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture wq_gemm_matches
+    FERROTILE_TEST_DEVICES=cuda step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/quant --nocapture wq_gemm_matches
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --library --device cuda --shapes $SH
+    step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|tinygemm|gemlite|triton" "$L" | tail -70
+    ;;
+  quant-lib)
+    # only the library's quantized GEMM on the decode shapes (tuned; no peers)
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --library --device cuda --shapes $SH
+    grep -E "^library|-> " "$L" | tail -20
     ;;
   dequant)
     SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336}

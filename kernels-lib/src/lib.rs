@@ -1,12 +1,13 @@
 //! The ferrotile kernel library, written in the DSL: [`softmax`],
-//! [`norm::layer_norm`], [`norm::rms_norm`], [`gemm::gemm`] and
-//! [`attention::attention`] (forward), each with a host API that
+//! [`norm::layer_norm`], [`norm::rms_norm`], [`gemm::gemm`],
+//! [`attention::attention`] and [`quant::wq_gemm`], each with a host API that
 //! validates shapes and picks block sizes, and an f64 reference in
 //! [`reference`].
 
 pub mod attention;
 pub mod gemm;
 pub mod norm;
+pub mod quant;
 pub mod reference;
 pub mod softmax;
 

@@ -82,6 +82,33 @@ impl Blocked {
         best
     }
 
+    /// The canonical layout with at least `runs[d]` consecutive elements
+    /// per thread along each dimension `d` (powers of two): runs of equal
+    /// addresses of a load stay in one thread, which then loads each once
+    /// (`ptx::assign::load_runs`). Runs are halved, largest first, until
+    /// the tile's elements per thread hold them; the last dimension keeps
+    /// its vector width on top. All runs 1: [`Blocked::canonical`].
+    pub fn canonical_runs(shape: &[u32], num_warps: u32, vec: u32, runs: &[u32]) -> Blocked {
+        let r = shape.len();
+        let base = Self::canonical(shape, num_warps, vec);
+        if runs.iter().all(|&x| x <= 1) || base.any_replication() {
+            return base;
+        }
+        let mut spt: Vec<u32> = (0..r).map(|d| runs[d].clamp(1, shape[d])).collect();
+        spt[r - 1] = spt[r - 1].max(base.spt[r - 1]);
+        let per_thread = (shape.iter().product::<u32>() / (32 * num_warps)).max(1);
+        while spt.iter().product::<u32>() > per_thread {
+            let (d, _) = spt.iter().enumerate().filter(|(_, &x)| x > 1).max_by_key(|(d, &x)| (x, std::cmp::Reverse(*d))).unwrap();
+            spt[d] /= 2;
+        }
+        let b = Self::canonical_spt(shape, num_warps, spt);
+        if b.any_replication() {
+            base
+        } else {
+            b
+        }
+    }
+
     /// How many threads hold each element (lanes and warps left over).
     fn copies(&self) -> u32 {
         (0..self.rank()).map(|d| self.coverage(d).div_ceil(self.shape[d].max(1)).max(1)).product()
@@ -94,6 +121,12 @@ impl Blocked {
         let r = shape.len();
         let mut spt = vec![1u32; r];
         spt[r - 1] = spt_last.min(shape[r - 1]).max(1);
+        Self::canonical_spt(shape, num_warps, spt)
+    }
+
+    /// The canonical placement of lanes and warps around `spt`.
+    fn canonical_spt(shape: &[u32], num_warps: u32, spt: Vec<u32>) -> Blocked {
+        let r = shape.len();
         // lanes: fill from the last dimension
         let mut tpw = vec![1u32; r];
         let mut lanes = 32u32;

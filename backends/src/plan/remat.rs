@@ -46,6 +46,11 @@ impl<'k> Remat<'k> {
         self.defs[&v]
     }
 
+    /// The op defining `v`, or None for a block argument.
+    pub fn def_of(&self, v: V) -> Option<&'k Op> {
+        self.defs.get(&v).copied()
+    }
+
     pub fn kernel(&self) -> &'k Kernel {
         self.k
     }

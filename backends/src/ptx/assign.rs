@@ -56,6 +56,9 @@ pub struct Plan {
     mma: HashMap<Vec<u32>, MmaGrid>,
     /// Operand tiles with a layout of their own ([`kmajor_b_layout`]).
     operand: HashMap<Vec<u32>, Blocked>,
+    /// Shapes whose loads repeat addresses in runs along some dimension,
+    /// with the run per dimension ([`load_runs`]).
+    runs: HashMap<Vec<u32>, Vec<u32>>,
     /// Why a `dot` stays on the FMA path: (source line, reason), for
     /// `FERROTILE_EXPLAIN=1`.
     pub fma_reasons: Vec<(u32, String)>,
@@ -70,11 +73,19 @@ impl Plan {
         match self.mma.get(shape) {
             Some(g) if g.wgmma => Blocked::wgmma_acc(shape, g.wm),
             Some(g) => Blocked::mma_acc(shape, g.wm, g.wn),
-            None => match self.operand.get(shape) {
-                Some(b) => b.clone(),
-                None => Blocked::canonical(shape, num_warps, vec),
+            None => match (self.operand.get(shape), self.runs.get(shape)) {
+                (Some(b), _) => b.clone(),
+                (None, Some(r)) => Blocked::canonical_runs(shape, num_warps, vec, r),
+                (None, None) => Blocked::canonical(shape, num_warps, vec),
             },
         }
+    }
+
+    /// This plan with the runs of repeated load addresses of `k` kept in
+    /// one thread ([`load_runs`]).
+    pub fn with_load_runs(mut self, k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Plan {
+        self.runs = load_runs(k, facts);
+        self
     }
 
     /// The warp grid when tiles of `shape` use the mma accumulator layout.
@@ -315,7 +326,52 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
     // (an operand tile of an accumulator's shape keeps the accumulator's
     // layout: correct, only its copies are slower)
     operand.retain(|s, _| !mma.contains_key(s));
-    Plan { mma, operand, fma_reasons, no_wgmma_reasons }
+    Plan { mma, operand, runs: HashMap::new(), fma_reasons, no_wgmma_reasons }
+}
+
+/// Per tile shape, the runs of equal addresses its loads repeat along each
+/// dimension (the axis analysis's `constancy` of the pointer, a power of
+/// two ≥ 2, at most the dimension), the largest over the shape's loads: a
+/// GPTQ-style `w + (k >> 3)[:, None] · n + cols[None, :]` repeats each
+/// word over 8 rows. The layout then keeps each run inside one thread
+/// ([`Blocked::canonical_runs`]) and the load emitter issues one load per
+/// run. Only dimensions along which the pointer is not contiguous count
+/// (a contiguous dimension is vectorized instead), and a pointer constant
+/// along a whole dimension of more than 8 elements (a row broadcast into a
+/// tile) asks for 8: more registers per thread buy no fewer loads than a
+/// run's worth of them.
+pub fn load_runs(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> HashMap<Vec<u32>, Vec<u32>> {
+    let mut out: HashMap<Vec<u32>, Vec<u32>> = HashMap::new();
+    k.walk(&mut |op| {
+        let OpKind::Load { ptr, .. } = &op.kind else { return };
+        let Some(shape) = k.ty(*ptr).shape().iter().map(|d| d.known().map(|x| x as u32)).collect::<Option<Vec<u32>>>() else { return };
+        let Some(f) = facts.get(ptr) else { return };
+        if shape.is_empty() {
+            return;
+        }
+        let runs: Vec<u32> = (0..shape.len())
+            .map(|d| {
+                let i = f.dim(d);
+                if i.contig > 1 || shape[d] < 2 {
+                    return 1;
+                }
+                let c = i.constancy.min(shape[d] as u64).min(8) as u32;
+                if c >= 2 {
+                    1 << (31 - c.leading_zeros())
+                } else {
+                    1
+                }
+            })
+            .collect();
+        if runs.iter().all(|&r| r == 1) {
+            return;
+        }
+        let e = out.entry(shape).or_insert_with(|| vec![1; runs.len()]);
+        for (x, r) in e.iter_mut().zip(runs) {
+            *x = (*x).max(r);
+        }
+    });
+    out
 }
 
 #[cfg(test)]

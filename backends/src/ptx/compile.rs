@@ -61,8 +61,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         }
     });
     let vec = (16 / min_es.max(2)).min(8) as u32;
-    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views));
-    let axis = axis::analyze(k, &o.arg_div16, &o.arg_one);
+    let facts = axis::analyze_all(k, &o.arg_div16, &o.arg_one);
+    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views)).with_load_runs(k, &facts);
+    let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
@@ -71,7 +72,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // cluster — kept as the stream structure only with `warp_specialize`)
     let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
     let values = if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec)) } else { Default::default() };
-    emit::write(Plans { kernel: k, vec, layouts: plan, axis, rings: ring_plan, tma_views, warp_spec: ws, values }, o)
+    emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values }, o)
 }
 
 /// The `load_block`s a TMA copy serves, which view lowering keeps: of a

@@ -62,6 +62,56 @@ pub fn w4a16<const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
     store(out + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc as bf16, m_ok & n_ok);
 }
 
+/// The same product, written the way the analysis says it should
+/// be: split K over `program_id(2)` (partial sums added atomically into an
+/// f32 output), one scale row and one zero-point row per group, each
+/// packed word loaded once and unpacked in registers
+/// (`[BK/8, BN] → [BK/8, 8, BN] → [BK, BN]`), and `(q − z)` — an exact
+/// small integer — fed to `dot` per group, the scale applied to the
+/// group's partial sum. `BK` divides `GROUP`; `k_split` is a multiple of
+/// `GROUP`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn w4a16_split<const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
+    x: Ptr<bf16>,
+    w: Ptr<i32>,
+    scales: Ptr<bf16>,
+    zp: Ptr<i32>,
+    out: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    k_split: i32,
+) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let k_lo = program_id(2) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
+    let m_ok = expand_dims(rm < m, 1);
+    let n_ok = rn < n;
+    let rw = arange(0, BK / 8);
+    let shifts = expand_dims(expand_dims(arange(0, 8) * 4, 0), 2);
+    let mut acc = zeros([BM, BN], f32);
+    for g0 in (k_lo..k_hi).step_by(GROUP) {
+        let g = g0 / GROUP;
+        let s = load(scales + (g as i64) * (n as i64) + (rn as i64), n_ok, 0.0) as f32;
+        let zw = load(zp + (g as i64) * ((n / 8) as i64) + ((rn / 8) as i64), n_ok, 0);
+        let z = expand_dims(((zw >> ((rn % 8) * 4)) & 15) as f32, 0);
+        let mut part = zeros([BM, BN], f32);
+        for k0 in (g0..g0 + GROUP).step_by(BK) {
+            let kk = k0 + arange(0, BK);
+            let a = load(x + expand_dims((rm as i64) * (k as i64), 1) + expand_dims(kk as i64, 0), m_ok & expand_dims(kk < k, 0), 0.0);
+            let kw = k0 / 8 + rw;
+            let words = load(w + expand_dims((kw as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), expand_dims(kw < k / 8, 1) & expand_dims(n_ok, 0), 0);
+            let q = reshape((expand_dims(words, 1) >> shifts) & 15, [BK, BN]);
+            let b = ((q as f32) - z) as bf16;
+            part = dot(a, b, part);
+        }
+        acc = acc + part * expand_dims(s, 0);
+    }
+    atomic_add(out + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & expand_dims(n_ok, 0));
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Cfg {
     bm: i32,
@@ -185,6 +235,56 @@ fn run(dev: &Device, m: usize, n: usize, k: usize, cfgs: &[Cfg]) -> Result<bool,
     Ok(ok)
 }
 
+/// The library's `quant::wq_gemm` on the same problem (its packed layout is
+/// the one this kernel reads): tuned on the first call, then timed as the
+/// user kernel is.
+fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::QuantConfig>) -> Result<bool, String> {
+    use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantFormat, QuantOptions, QuantWeights};
+    let e = |e: ferrotile_kernels::LibError| e.to_string();
+    let p = problem(m, n, k, 3);
+    let packed = PackedWeights { k, n, format: QuantFormat { bits: 4, group: GROUP, zeros: true }, qweight: p.w.clone(), scales: p.s.clone(), qzeros: p.z.clone() };
+    let w = QuantWeights::upload(dev, &packed).map_err(e)?;
+    let x: Buffer<bf16> = dev.from_slice(&p.x).map_err(|e| e.to_string())?;
+    let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(|e| e.to_string())?;
+    let opts = QuantOptions { config, ..Default::default() };
+    wq_gemm(dev, &x, &w, &mut o, m, &opts).map_err(e)?;
+    dev.synchronize().map_err(|e| e.to_string())?;
+    let got = o.to_vec().map_err(|e| e.to_string())?;
+    let mut rng = Rng::new(9);
+    let mut cells: Vec<(usize, usize)> = (0..48).map(|_| (rng.below(m as u64) as usize, rng.below(n as u64) as usize)).collect();
+    cells.extend([(0, 0), (m - 1, n - 1)]);
+    let wants: Vec<f64> = cells.iter().map(|&(i, j)| (0..k).map(|kk| p.x[i * k + kk].to_f64() * p.deq[kk * n + j]).sum()).collect();
+    let rms = (wants.iter().map(|w| w * w).sum::<f64>() / wants.len() as f64).sqrt();
+    let worst = cells
+        .iter()
+        .zip(&wants)
+        .map(|(&(i, j), w)| {
+            let g = got[i * n + j].to_f64();
+            if g.is_finite() {
+                (g - w).abs() / (w.abs() + 0.1 * rms)
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(0.0f64, f64::max);
+    let pass = worst <= 1e-2;
+    let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+        Timing { b2b: f64::NAN, graph: None }
+    } else {
+        time_both(dev, 100, 20, || wq_gemm(dev, &x, &w, &mut o, m, &opts).map_err(|e| ferrotile::Error::Launch { kernel: "wq_gemm".into(), msg: e.to_string() })).map_err(|e| e.to_string())?
+    };
+    let bytes = (p.w.len() * 4 + p.s.len() * 2 + p.z.len() * 4 + p.x.len() * 2 + m * n * 2) as f64;
+    let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
+    println!(
+        "library wq_gemm w4 g{GROUP} {m}x{n}x{k} {cfg}  {:>8.1} us (b2b {:>8.1})  {:>6.0} GB/s  err {worst:.1e}{}",
+        t.ms() * 1e3,
+        t.b2b * 1e3,
+        bytes / (t.ms() * 1e-3) / 1e9,
+        if pass { "" } else { "  FAIL" }
+    );
+    Ok(pass)
+}
+
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -193,7 +293,7 @@ fn emit(args: &[String]) {
     let warps: u32 = args[1].parse().unwrap();
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
-    let k = w4a16::ir();
+    let k = if std::env::var("SPLIT").is_ok() { w4a16_split::ir() } else { w4a16::ir() };
     let spec = specialize(k, &[t[0], t[1], t[2], GROUP as i64], &[]).unwrap();
     let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, ..PtxOptions::new(sm, warps, k.params.len()) };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
@@ -229,6 +329,32 @@ fn main() {
         .collect();
     println!("dequant-user on {}", dev.name());
     let mut ok = true;
+    if args.iter().any(|a| a == "--library") {
+        // `--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..`: forced configurations too
+        let forced: Vec<ferrotile_kernels::quant::QuantConfig> = arg("--lib-configs")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|s| {
+                let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+                (v.len() == 6).then(|| ferrotile_kernels::quant::QuantConfig { bm: v[0], bn: v[1], bk: v[2], num_warps: v[3], num_stages: v[4], split_k: v[5] })
+            })
+            .collect();
+        for &[m, n, k] in &shapes {
+            for c in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
+                match run_library(&dev, m, n, k, c) {
+                    Ok(o) => ok &= o,
+                    Err(e) => {
+                        println!("library {m}x{n}x{k} {c:?}: error: {e}");
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if !ok {
+            std::process::exit(1);
+        }
+        return;
+    }
     for &[m, n, k] in &shapes {
         match run(&dev, m, n, k, &cfgs) {
             Ok(o) => ok &= o,

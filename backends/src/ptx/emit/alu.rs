@@ -61,6 +61,50 @@ impl<'k> PtxWriter<'k> {
 
     /// Elementwise ops: register i of the result from register i of each
     /// operand (operands have the result's shape, hence its layout).
+    /// An elementwise op computed once per distinct tuple of operand
+    /// registers: registers that repeat (a tile loaded once per run of
+    /// equal addresses, a broadcast) give repeated results, which share
+    /// one register instead of recomputing it — ptxas does not always
+    /// merge such copies. Values in a per-value layout take the plain path.
+    pub(super) fn elementwise_once(&mut self, kind: &OpKind) -> R<Vec<String>> {
+        let ops = kind.operands();
+        if self.want.is_some() || ops.iter().any(|u| self.vlay.contains_key(u) || self.k.ty(*u).rank() == 0) {
+            return self.elementwise(kind);
+        }
+        let regs: Vec<Vec<String>> = ops.iter().map(|u| self.get(*u)).collect();
+        let n = regs[0].len();
+        if regs.iter().any(|r| r.len() != n) {
+            return self.elementwise(kind);
+        }
+        let mut first: HashMap<Vec<&String>, usize> = HashMap::new();
+        let mut class = vec![];
+        let mut heads = vec![];
+        for i in 0..n {
+            let key: Vec<&String> = regs.iter().map(|r| &r[i]).collect();
+            let next = heads.len();
+            let c = *first.entry(key).or_insert(next);
+            if c == next {
+                heads.push(i);
+            }
+            class.push(c);
+        }
+        if heads.len() == n {
+            return self.elementwise(kind);
+        }
+        // bind each operand to its registers at the heads, run the op,
+        // restore (in reverse: an operand used twice ends as it was)
+        let saved: Vec<(V, Option<Vec<String>>)> = ops.iter().zip(&regs).map(|(u, r)| (*u, self.vals.insert(*u, heads.iter().map(|&i| r[i].clone()).collect()))).collect();
+        let out = self.elementwise(kind);
+        for (u, old) in saved.into_iter().rev() {
+            match old {
+                Some(o) => self.vals.insert(u, o),
+                None => self.vals.remove(&u),
+            };
+        }
+        let out = out?;
+        Ok(class.iter().map(|&c| out[c].clone()).collect())
+    }
+
     pub(super) fn elementwise(&mut self, kind: &OpKind) -> R<Vec<String>> {
         Ok(match kind {
             OpKind::Binary { op: o, a, b } => self.binary(*o, *a, *b)?,
@@ -297,6 +341,43 @@ impl<'k> PtxWriter<'k> {
         Ok(out)
     }
 
+    /// Integer → float without the conversion unit, where the axis
+    /// analysis bounds `x` to `[lo, hi]` with `hi − lo < 2²³`: `x − lo`
+    /// OR'd into the mantissa of 2²³ is the f32 `2²³ + x − lo`, and one
+    /// subtraction of `2²³ − lo` leaves `x` — exact, so rounding to a
+    /// 16-bit float after it is the one rounding the cast asks for (taken
+    /// only where every value in the range is exact in the target: then
+    /// nothing rounds at all). `I2F` runs at a quarter of the FP32 rate on
+    /// sm_90, and the 16-bit targets otherwise take three conversions.
+    fn small_int_to_float(&mut self, x: V, r: &str, to: DType) -> Option<String> {
+        let from = self.dtype(x);
+        if !to.is_float() || from == DType::I64 || from == DType::Bool {
+            return None;
+        }
+        let (Some(lo), Some(hi)) = self.facts.get(&x)?.range else { return None };
+        const M: i64 = 1 << 23;
+        let exact = match to {
+            DType::F32 => M,
+            DType::F16 => 2048,
+            DType::BF16 => 256,
+            _ => return None,
+        };
+        if hi - lo >= M || lo.abs() >= M || hi.abs() > exact || lo.abs() > exact {
+            return None;
+        }
+        let t = self.reg(RegClass::R);
+        if lo != 0 {
+            self.line(format!("add.s32 {t}, {r}, {};", -lo));
+            self.line(format!("or.b32 {t}, {t}, 1258291200;"));
+        } else {
+            self.line(format!("or.b32 {t}, {r}, 1258291200;"));
+        }
+        let f = self.reg(RegClass::F);
+        self.line(format!("mov.b32 {f}, {t};"));
+        self.line(format!("sub.f32 {f}, {f}, 0f{:08X};", ((M - lo) as f32).to_bits()));
+        Some(if to == DType::F32 { f } else { self.narrow_f32(&f, to) })
+    }
+
     pub(super) fn cast(&mut self, x: V, to: DType) -> R<Vec<String>> {
         let from = self.dtype(x);
         let rx = self.get(x);
@@ -370,6 +451,8 @@ impl<'k> PtxWriter<'k> {
                         y
                     }
                 }
+            } else if let Some(f) = self.small_int_to_float(x, &r, to) {
+                f
             } else if to.is_float() {
                 // int → float (via f32 for f16/bf16)
                 let f = self.reg(RegClass::F);

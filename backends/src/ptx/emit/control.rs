@@ -196,7 +196,7 @@ impl<'k> PtxWriter<'k> {
             | OpKind::AddPtr { .. }) => {
                 // computed in the layout the plan gives the result
                 let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));
-                let out = self.elementwise(kind);
+                let out = self.elementwise_once(kind);
                 self.want = prev;
                 Some(out?)
             }
@@ -270,11 +270,24 @@ impl<'k> PtxWriter<'k> {
                 let keep: Vec<bool> =
                     body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
                 let mut carried = vec![];
-                for ((a, init), _) in body.args[1..].iter().zip(inits).zip(&keep).filter(|(_, k)| **k) {
-                    let regs = self.fresh_like(*a);
+                let yields_all: Vec<V> = body.yields().to_vec();
+                for (((a, init), _), y) in body.args[1..].iter().zip(inits).zip(&keep).zip(&yields_all).filter(|((_, k), _)| **k) {
+                    let mut regs = self.fresh_like(*a);
                     let c = self.reg_class_of(*a);
                     // (in the carried value's layout: [`crate::plan::slices`])
                     let src = self.get_as(*init, *a);
+                    // a tile whose registers repeat (loaded once per run:
+                    // `load_alias_pattern`) entering and yielded with the
+                    // same repetition carries one register per run
+                    if !self.vlay.contains_key(a) {
+                        if let Some(pat) = self.load_alias_pattern(*y) {
+                            if pat.len() == src.len() && (0..src.len()).all(|i| src[i] == src[pat[i]]) {
+                                for i in 0..regs.len() {
+                                    regs[i] = regs[pat[i]].clone();
+                                }
+                            }
+                        }
+                    }
                     for (d, s) in regs.iter().zip(&src) {
                         self.mov(c, d, s);
                     }
@@ -359,7 +372,16 @@ impl<'k> PtxWriter<'k> {
                 for (((c, regs), y), a) in carried.iter().zip(&ys).zip(&kept_args) {
                     let src = self.get_as(*y, *a);
                     let mut ts = vec![];
-                    for (s, d) in src.iter().zip(regs) {
+                    for (i, (s, d)) in src.iter().zip(regs).enumerate() {
+                        // (a register carried for several copies is set once;
+                        // they must arrive equal: `load_alias_pattern`)
+                        if let Some(j) = regs[..i].iter().position(|x| x == d) {
+                            if src[j] != *s {
+                                return self.err(format!("loop-carried %{} lost the repetition of its registers", a.0));
+                            }
+                            ts.push(None);
+                            continue;
+                        }
                         if s == d {
                             ts.push(None);
                             continue;

@@ -42,7 +42,7 @@ impl<'k> PtxWriter<'k> {
             v = 1;
         }
         if let Some(m) = mask {
-            let k = self.axis.get(&m).map(|i| i.reg_offsets).unwrap_or(1);
+            let k = self.axis.get(&m).map(|i| i.constancy).unwrap_or(1);
             v = v.min(k);
         }
         if es == 1 {
@@ -57,18 +57,164 @@ impl<'k> PtxWriter<'k> {
 
     pub(super) fn load(&mut self, ptr: V, mask: Option<V>, other: Option<V>, res: V) -> R<Vec<String>> {
         let d = self.dtype(res);
-        let rp = self.get(ptr);
-        let masks = mask.map(|m| self.get(m));
-        let others = other.map(|o| self.get(o));
-        let w = self.vec_width(ptr, mask);
-        let preds: Option<Vec<String>> = masks;
-        let mut regs = self.load_regs(&rp, preds.as_deref(), others.as_deref(), d, w);
         // loads of bool are not produced (no Ptr<bool>)
         if d == DType::Bool {
             return self.err("bool memory");
         }
+        let rp = self.get(ptr);
+        let masks = mask.map(|m| self.get(m));
+        let others = other.map(|o| self.get(o));
+        let w = self.vec_width(ptr, mask);
+        if let Some(regs) = self.load_once_per_run(ptr, mask, &rp, masks.as_deref(), others.as_deref(), d, w, res) {
+            return Ok(regs);
+        }
+        let mut regs = self.load_regs(&rp, masks.as_deref(), others.as_deref(), d, w);
         regs.truncate(rp.len());
         Ok(regs)
+    }
+
+    /// For each register of a load, the first register of the same thread
+    /// that provably reads the same address: the pointer is constant along
+    /// dimension `d` on aligned runs of `c_d` elements (the axis facts),
+    /// and the layout keeps `c_d` consecutive elements in a thread
+    /// (`assign::load_runs`), whose offset along `d` is a multiple of
+    /// `spt_d` — so two registers whose offsets fall in one run read one
+    /// address. None when no register repeats another, and for values in a
+    /// per-value layout (the plan's runs are per shape).
+    fn run_representatives(&mut self, ptr: V, res: V) -> Option<(Vec<usize>, Vec<u32>)> {
+        let shape = self.shape_u32(ptr);
+        if shape.is_empty() || self.vlay.contains_key(&res) || self.vlay.contains_key(&ptr) {
+            return None;
+        }
+        let f = self.facts.get(&ptr)?.clone();
+        let lay = self.layout(&shape);
+        let bl = &lay.bl;
+        let runs: Vec<u32> = (0..shape.len())
+            .map(|d| {
+                let i = f.dim(d);
+                let c = i.constancy.min(bl.spt[d] as u64) as u32;
+                if i.contig > 1 || c < 2 || bl.replicated(d) {
+                    return 1;
+                }
+                let c = 1 << (31 - c.leading_zeros());
+                if bl.spt[d].is_multiple_of(c) {
+                    c
+                } else {
+                    1
+                }
+            })
+            .collect();
+        if runs.iter().all(|&c| c == 1) {
+            return None;
+        }
+        let mut first: HashMap<Vec<u32>, usize> = HashMap::new();
+        let reps: Vec<usize> = lay.reg_offsets.iter().enumerate().map(|(r, off)| *first.entry(off.iter().zip(&runs).map(|(o, c)| o / c).collect()).or_insert(r)).collect();
+        reps.iter().enumerate().any(|(r, &x)| x != r).then_some((reps, runs))
+    }
+
+    /// For a value loaded once per run whose registers alias (the mask
+    /// constant over each run, `other` absent or uniform), the first
+    /// register of each register's run — what [`Self::load_once_per_run`]
+    /// will produce, known before the load is emitted: a loop-carried copy
+    /// of such a tile (a pipelined load) then carries one register per run
+    /// instead of moving every copy each iteration.
+    pub(super) fn load_alias_pattern(&mut self, v: V) -> Option<Vec<usize>> {
+        let OpKind::Load { ptr, mask, other } = &self.remat.def_of(v)?.kind else { return None };
+        if self.ring_plan.loads.contains_key(&v) {
+            return None;
+        }
+        let (ptr, mask, other) = (*ptr, *mask, *other);
+        if other.is_some_and(|o| !matches!(self.remat.def_of(o).map(|op| &op.kind), Some(OpKind::Splat { .. } | OpKind::Const(_)))) {
+            return None;
+        }
+        let (reps, runs) = self.run_representatives(ptr, v)?;
+        let w = self.vec_width(ptr, mask);
+        if (0..reps.len()).step_by(w).any(|g| reps[g] % w != 0 || (0..w).any(|t| reps[g + t] != reps[g] + t)) {
+            return None;
+        }
+        let rank = runs.len();
+        let mask_same = mask.is_none_or(|m| self.facts.get(&m).is_some_and(|f| (0..rank).all(|dd| runs[dd] == 1 || f.dim(dd).constancy >= runs[dd] as u64)));
+        mask_same.then_some(reps)
+    }
+
+    /// A load issued once per run of registers that read one address
+    /// ([`Self::run_representatives`]), the other registers copying it.
+    /// Where the mask is not provably constant over a run, the run's load
+    /// is predicated on any of its lanes' masks and each register takes
+    /// the loaded value or its `other` by its own mask. None: load as usual.
+    #[allow(clippy::too_many_arguments)]
+    fn load_once_per_run(&mut self, ptr: V, mask: Option<V>, rp: &[String], masks: Option<&[String]>, others: Option<&[String]>, d: DType, w: usize, res: V) -> Option<Vec<String>> {
+        let (reps, runs) = self.run_representatives(ptr, res)?;
+        let n = rp.len();
+        // whole vector groups repeat whole vector groups
+        if (0..n).step_by(w).any(|g| reps[g] % w != 0 || (0..w).any(|t| reps[g + t] != reps[g] + t)) {
+            return None;
+        }
+        let rank = runs.len();
+        let mask_same = mask.is_none_or(|m| self.facts.get(&m).is_some_and(|f| (0..rank).all(|dd| runs[dd] == 1 || f.dim(dd).constancy >= runs[dd] as u64)));
+        let heads: Vec<usize> = (0..n).step_by(w).filter(|&g| reps[g] == g).collect();
+        // one load per head group, predicated on the OR of its members' masks
+        let mut hp = vec![];
+        let mut hm = vec![];
+        let mut ho = vec![];
+        for &h in &heads {
+            for t in 0..w {
+                hp.push(rp[h + t].clone());
+                if let Some(o) = others {
+                    ho.push(o[h + t].clone());
+                }
+            }
+            if let Some(m) = masks {
+                let mut p = m[h].clone();
+                if !mask_same {
+                    for g in (0..n).step_by(w).filter(|&g| g != h && reps[g] == h) {
+                        let q = self.reg(RegClass::P);
+                        self.line(format!("or.pred {q}, {p}, {};", m[g]));
+                        p = q;
+                    }
+                }
+                hm.extend(std::iter::repeat_n(p, w));
+            }
+        }
+        let loaded = self.load_regs(&hp, masks.map(|_| hm.as_slice()), others.map(|_| ho.as_slice()), d, w);
+        let at: HashMap<usize, usize> = heads.iter().enumerate().map(|(i, &h)| (h, i * w)).collect();
+        let c = reg_class(Elem::Val(d));
+        let sel = match c {
+            RegClass::F => "f32",
+            RegClass::H => "b16",
+            RegClass::Rd => "b64",
+            _ => "b32",
+        };
+        let mut out = vec![];
+        for r in 0..n {
+            let g = r - r % w;
+            let src = loaded[at[&reps[g]] + r % w].clone();
+            match masks {
+                Some(m) if !mask_same => {
+                    let o = match others {
+                        Some(o) => o[r].clone(),
+                        None => {
+                            let z = self.reg(c);
+                            let zero = if c == RegClass::F { "0f00000000" } else { "0" };
+                            self.line(format!("mov.{sel} {z}, {zero};"));
+                            z
+                        }
+                    };
+                    let v = self.reg(c);
+                    self.line(format!("selp.{sel} {v}, {src}, {o}, {};", m[g]));
+                    out.push(v);
+                }
+                // (same mask as the head: its `other` where masked, which a
+                // member shares unless `other` differs per element)
+                Some(m) if others.is_some_and(|o| o[r] != o[reps[g] + r % w]) => {
+                    let v = self.reg(c);
+                    self.line(format!("selp.{sel} {v}, {src}, {}, {};", others.unwrap()[r], m[g]));
+                    out.push(v);
+                }
+                _ => out.push(src),
+            }
+        }
+        Some(out)
     }
 
     pub(super) fn load_regs(&mut self, ptrs: &[String], masks: Option<&[String]>, others: Option<&[String]>, d: DType, w: usize) -> Vec<String> {
@@ -185,7 +331,7 @@ impl<'k> PtxWriter<'k> {
             return Ok(false);
         }
         if let Some(m) = mask {
-            if self.axis.get(&m).map_or(1, |i| i.reg_offsets) < vw as u64 {
+            if self.axis.get(&m).map_or(1, |i| i.constancy) < vw as u64 {
                 return Ok(false);
             }
         }

@@ -91,6 +91,7 @@ struct PtxWriter<'k> {
     counts: [u32; 5],
     vals: HashMap<V, Vec<String>>,
     layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
+    /// (shape, offset along the dimension, dimension) → index register.
     idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
     /// Values not in their shape's default layout ([`crate::plan::slices`]),
     /// the thread layouts of those layouts, and their index registers.
@@ -114,6 +115,8 @@ struct PtxWriter<'k> {
     lane: String,
     warp: String,
     axis: HashMap<V, Info>,
+    /// Every dimension's axis facts and integer ranges.
+    facts: HashMap<V, crate::plan::axis::Facts>,
     loc: Loc,
     /// 16-bit register → (32-bit word it was unpacked from, upper half?):
     /// lets bf16 → f32 read the word directly (one instruction, no unpack).
@@ -193,6 +196,7 @@ pub(super) struct Plans<'k> {
     /// The layout of each tile shape ([`super::assign`]).
     pub layouts: super::assign::Plan,
     pub axis: HashMap<V, Info>,
+    pub facts: HashMap<V, crate::plan::axis::Facts>,
     /// Loads that become copies into shared-memory operand rings.
     pub rings: super::async_copy::AsyncPlan,
     pub tma_views: HashMap<V, super::tma::TmaView>,
@@ -203,7 +207,7 @@ pub(super) struct Plans<'k> {
 
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
-    let Plans { kernel: k, vec, layouts: layout_plan, axis, rings: ring_plan, tma_views, warp_spec: ws, values: vlay } = p;
+    let Plans { kernel: k, vec, layouts: layout_plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values: vlay } = p;
     let mut em = PtxWriter {
         k,
         o,
@@ -227,6 +231,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         lane: String::new(),
         warp: String::new(),
         axis,
+        facts,
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),

@@ -121,15 +121,18 @@ impl<'k> PtxWriter<'k> {
     }
 
     /// Index along `d` of register `r` of the canonical layout of `shape`
-    /// (u32 register, computed once in the prologue).
+    /// (u32 register, computed once in the prologue). Registers at one
+    /// offset along `d` share it — so does what is recomputed from it
+    /// (`plan::remat` caches by index register): a row's index arithmetic
+    /// is done once per row a thread holds, not once per element.
     pub(super) fn index(&mut self, shape: &[u32], r: usize, d: usize) -> String {
-        let key = (shape.to_vec(), r, d);
+        let lay = self.layout(shape);
+        let c = lay.reg_offsets[r][d];
+        let key = (shape.to_vec(), c as usize, d);
         if let Some(s) = self.idx_cache.get(&key) {
             return s.clone();
         }
-        let lay = self.layout(shape);
         let out = self.reg(RegClass::R);
-        let c = lay.reg_offsets[r][d];
         let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);

@@ -113,7 +113,7 @@ fn {name}(i: u32, v: u32) {{
             return Ok(1);
         }
         let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(1) };
-        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.reg_offsets));
+        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.constancy));
         Ok(if pi.contig >= 4 && pi.div >= 16 && mk >= 4 { 4 } else { 1 })
     }
 

@@ -1,0 +1,138 @@
+//! The quantized-weight GEMM kernel, written in the DSL as a user of the
+//! GPTQ-style Triton kernels writes it: nothing here is special to the
+//! compiler. Its speed rests on three general mechanisms of the PTX
+//! backend (`backends/src/plan/axis.rs`, `ptx/assign.rs::load_runs`,
+//! `ptx/emit/memory.rs::load_once_per_run`): the packed word of 8 (or 4)
+//! weights is addressed once per weight row (`kk >> 3`), the layout keeps
+//! each run of 8 rows in one thread and the word is loaded once per run;
+//! scale and zero-point rows are addressed the same way (broadcast along
+//! K); and `(q − z)` — bounded by the range analysis to `[−15, 15]` —
+//! converts to float by an OR into a float's mantissa instead of an
+//! `I2F`.
+
+use ferrotile::prelude::*;
+
+/// `out[m, n] = Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n])` with
+/// `g = k / group`, for `BITS`-bit weights packed `32 / BITS` to an `i32`
+/// along K (`q[k, n] = (qweight[k / P, n] >> BITS·(k % P)) & (2^BITS − 1)`,
+/// `P = 32 / BITS`), zero points packed the same way along N
+/// (`qzeros[g, n / P]`) or, without `HAS_ZEROS`, `2^(BITS−1)` (symmetric).
+///
+/// One program computes a `BM × BN` tile of `out` over the K range
+/// `[program_id(2) · k_split, +k_split)`; with `SPLIT` it writes its f32
+/// partial to `ws[program_id(2)]` (`[splits, m, n]`, summed by
+/// `gemm::gemm_splitk_reduce`), else the tile cast to `T`. `BK` divides
+/// `group` (or `group ≥ k`: one group) and `k_split`, so a K step reads one
+/// scale row. K is a multiple of `P`; with zero points N is too.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+    x: Ptr<T>,
+    qweight: Ptr<i32>,
+    scales: Ptr<T>,
+    qzeros: Ptr<i32>,
+    out: Ptr<T>,
+    ws: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    group: i32,
+    k_split: i32,
+    sxm: i64,
+    som: i64,
+) {
+    // P = 32 / BITS weights per word: k / P is k >> (4 − BITS/4) for 4 and 8 bits
+    let word_shift = 4 - BITS / 4;
+    let lane_mask = 32 / BITS - 1;
+    let qmask = (1 << BITS) - 1;
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let m_ok = expand_dims(rm < m, 1);
+    let n_ok = expand_dims(rn < n, 0);
+    let k_lo = program_id(2) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
+    let xrow = x + expand_dims((rm as i64) * sxm, 1);
+    let wcol = qweight + expand_dims(rn as i64, 0);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (k_lo..k_hi).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = expand_dims(kk < k, 1);
+        let a = load(xrow + expand_dims(kk as i64, 0), m_ok & expand_dims(kk < k, 0), 0.0);
+        // each word once per weight row: runs of P equal addresses along K
+        let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
+        let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
+        // this step's scale (and zero-point) row, broadcast along K
+        let g = (k0 / group) as i64;
+        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
+        let mut z = full([BK, BN], 1 << (BITS - 1), i32);
+        if HAS_ZEROS {
+            let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
+            z = (load(zp, k_ok & n_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
+        }
+        // (q − z)·s as one FMA per weight: z·s is per column
+        let b = fma(q as f32, s, -((z as f32) * s)) as T;
+        acc = dot(a, b, acc);
+    }
+    if SPLIT {
+        let mn = (m as i64) * (n as i64);
+        store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & n_ok);
+    } else {
+        store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), acc as T, m_ok & n_ok);
+    }
+}
+
+/// The same product for one row of `x` (decode at batch 1), without
+/// tensor cores: a `[BK, BN]` tile of products accumulated elementwise in
+/// f32 — `x` broadcast along N, each weight dequantized as in
+/// [`wq_gemm_kernel`] — and summed over K once at the end. A 16-row MMA
+/// tile would spend fifteen rows on padding and stage every dequantized
+/// tile through shared memory; here each weight costs its unpacking, the
+/// scale and one FMA. Grid: `(n / BN, splits)`; with `SPLIT` the partial
+/// row goes to `ws[program_id(1)]`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+    x: Ptr<T>,
+    qweight: Ptr<i32>,
+    scales: Ptr<T>,
+    qzeros: Ptr<i32>,
+    out: Ptr<T>,
+    ws: Ptr<f32>,
+    n: i32,
+    k: i32,
+    group: i32,
+    k_split: i32,
+) {
+    let word_shift = 4 - BITS / 4;
+    let lane_mask = 32 / BITS - 1;
+    let qmask = (1 << BITS) - 1;
+    let rn = program_id(0) * BN + arange(0, BN);
+    let n_ok = expand_dims(rn < n, 0);
+    let k_lo = program_id(1) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
+    let wcol = qweight + expand_dims(rn as i64, 0);
+    let mut acc = zeros([BK, BN], f32);
+    for k0 in (k_lo..k_hi).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = expand_dims(kk < k, 1);
+        // x along K, the same for every column: runs of equal addresses along N
+        let xv = load(broadcast_to(expand_dims(x + (kk as i64), 1), [BK, BN]), k_ok, 0.0) as f32;
+        let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
+        let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
+        let g = (k0 / group) as i64;
+        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
+        let mut z = full([BK, BN], 1 << (BITS - 1), i32);
+        if HAS_ZEROS {
+            let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
+            z = (load(zp, k_ok & n_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
+        }
+        acc = fma(xv, fma(q as f32, s, -((z as f32) * s)), acc);
+    }
+    let y = sum(acc, 0);
+    let ok = rn < n;
+    if SPLIT {
+        store(ws + (program_id(1) as i64) * (n as i64) + (rn as i64), y, ok);
+    } else {
+        store(out + (rn as i64), y as T, ok);
+    }
+}

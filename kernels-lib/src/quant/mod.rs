@@ -1,0 +1,510 @@
+//! Quantized-weight GEMM (W4A16 and W8A16): `out = x · dequant(W)`, with
+//! `x` of shape `[m, k]` in f16/bf16 and `W` of shape `[k, n]` stored in
+//! 4 or 8 bits with one scale (and optionally one zero point) per group of
+//! `group` rows of K and column.
+//!
+//! **The layout the kernel reads** ([`PackedWeights`]) is GPTQ's, without
+//! its quirks: `qweight[k / P, n]` holds rows `P·(k/P) … +P−1` of column
+//! `n`, row `k` in bits `BITS·(k % P)` (`P = 32 / BITS`), so a warp's
+//! 32-bit loads run along N (coalesced) and each word feeds `P` rows of a
+//! K step; `scales[g, n]` in the activations' dtype; `qzeros[g, n / P]`
+//! packed like the weights but along N (the zero point itself, not GPTQ's
+//! `z − 1`), or none (symmetric: `z = 2^(BITS−1)`). [`quantize`] produces
+//! it from f32 weights (round to nearest); [`PackedWeights::from_gptq`]
+//! and [`PackedWeights::from_awq`] import the two checkpoint layouts
+//! (AWQ's interleaved nibble order and `[k, n / 8]` words are repacked).
+//!
+//! **The kernel** ([`wq_gemm_kernel`], written in the DSL as a user would):
+//! a `BM × BN` tile per program, a K loop that loads the packed words once
+//! per weight row, unpacks with shift and mask, dequantizes `(q − z)·s` to
+//! the activations' dtype and feeds it to `dot` (tensor cores, f32
+//! accumulation). For few rows (decode: `m ≤ 64`) the grid's third axis
+//! splits K so that every SM streams weights; the f32 partials are summed
+//! in a fixed order by `gemm::gemm_splitk_reduce` (deterministic).
+//!
+//! Backends: the CPU interpreter, CUDA (autotuned per shape bucket on
+//! large problems) and WGSL (small tiles for lavapipe's 32 KiB of
+//! workgroup storage).
+
+use crate::LibError;
+use ferrotile::prelude::*;
+use ferrotile::FloatElement;
+
+mod kernels;
+pub use kernels::{wq_gemm_kernel, wq_gemv_kernel};
+
+/// Bits per weight and grouping of a quantized matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantFormat {
+    /// 4 or 8.
+    pub bits: u32,
+    /// Rows of K per scale (a multiple of 16, dividing K), or 0: one group
+    /// over all of K (per-channel scales).
+    pub group: usize,
+    /// Asymmetric (a zero point per group and column) or symmetric.
+    pub zeros: bool,
+}
+
+impl QuantFormat {
+    /// Weights per 32-bit word.
+    pub fn per_word(&self) -> usize {
+        32 / self.bits as usize
+    }
+
+    /// The group size for a K of `k` (per-channel: `k`).
+    pub fn group_of(&self, k: usize) -> usize {
+        if self.group == 0 {
+            k
+        } else {
+            self.group
+        }
+    }
+
+    fn check(&self, k: usize, n: usize) -> Result<(), LibError> {
+        if self.bits != 4 && self.bits != 8 {
+            return Err(LibError::Config(format!("quant: bits must be 4 or 8, got {}", self.bits)));
+        }
+        let p = self.per_word();
+        if k == 0 || !k.is_multiple_of(p) {
+            return Err(LibError::Shape(format!("quant: K = {k} must be a positive multiple of {p} ({}-bit weights pack {p} to a word)", self.bits)));
+        }
+        if self.group != 0 && (!self.group.is_multiple_of(16) || !k.is_multiple_of(self.group)) {
+            return Err(LibError::Config(format!("quant: group = {} must be a multiple of 16 dividing K = {k} (or 0: per channel)", self.group)));
+        }
+        if self.zeros && !n.is_multiple_of(p) {
+            return Err(LibError::Shape(format!("quant: N = {n} must be a multiple of {p} with zero points (packed {p} to a word)")));
+        }
+        if [k, n].iter().any(|&x| x > i32::MAX as usize / 2) {
+            return Err(LibError::Shape(format!("quant: {k}×{n} exceeds the 32-bit limits")));
+        }
+        Ok(())
+    }
+}
+
+/// A quantized `[k, n]` matrix in the layout the kernel reads (module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedWeights<T> {
+    pub k: usize,
+    pub n: usize,
+    pub format: QuantFormat,
+    /// `[k / P, n]`.
+    pub qweight: Vec<i32>,
+    /// `[groups, n]`.
+    pub scales: Vec<T>,
+    /// `[groups, n / P]` (empty when symmetric).
+    pub qzeros: Vec<i32>,
+}
+
+fn pack_bits(vals: impl Iterator<Item = u32>, bits: u32) -> i32 {
+    vals.enumerate().fold(0u32, |w, (i, v)| w | (v << (bits as usize * i))) as i32
+}
+
+impl<T: FloatElement> PackedWeights<T> {
+    /// Groups along K.
+    pub fn groups(&self) -> usize {
+        self.k / self.format.group_of(self.k)
+    }
+
+    /// The quantized integer of element `(k, n)`.
+    pub fn q(&self, k: usize, n: usize) -> u32 {
+        let (b, p) = (self.format.bits as usize, self.format.per_word());
+        ((self.qweight[k / p * self.n + n] as u32) >> (b * (k % p))) & ((1 << b) - 1)
+    }
+
+    /// The zero point of group `g`, column `n`.
+    pub fn z(&self, g: usize, n: usize) -> u32 {
+        let (b, p) = (self.format.bits as usize, self.format.per_word());
+        if !self.format.zeros {
+            return 1 << (b - 1);
+        }
+        ((self.qzeros[g * (self.n / p) + n / p] as u32) >> (b * (n % p))) & ((1 << b) - 1)
+    }
+
+    /// The dequantized matrix `(q − z)·s`, row-major `[k, n]`, each value
+    /// rounded to `T` as the kernel rounds it (f32 product, one rounding).
+    pub fn dequantize(&self) -> Vec<f64> {
+        let gs = self.format.group_of(self.k);
+        let mut out = Vec::with_capacity(self.k * self.n);
+        for kk in 0..self.k {
+            for j in 0..self.n {
+                let g = kk / gs;
+                let v = (self.q(kk, j) as f32 - self.z(g, j) as f32) * self.scales[g * self.n + j].to_f64() as f32;
+                out.push(T::from_f64(v as f64).to_f64());
+            }
+        }
+        out
+    }
+
+    /// Checks the buffers against the declared shape and format.
+    pub fn validate(&self) -> Result<(), LibError> {
+        self.format.check(self.k, self.n)?;
+        let p = self.format.per_word();
+        let g = self.groups();
+        let want = |what: &str, have: usize, need: usize| {
+            if have != need {
+                Err(LibError::Shape(format!("quant: `{what}` has {have} elements, {need} expected for {}×{} ({}-bit, group {})", self.k, self.n, self.format.bits, self.format.group)))
+            } else {
+                Ok(())
+            }
+        };
+        want("qweight", self.qweight.len(), self.k / p * self.n)?;
+        want("scales", self.scales.len(), g * self.n)?;
+        want("qzeros", self.qzeros.len(), if self.format.zeros { g * self.n / p } else { 0 })
+    }
+
+    /// Import a GPTQ checkpoint's tensors (`qweight [k/P, n]`, `qzeros
+    /// [groups, n/P]` holding `z − 1` as GPTQ writes them, `scales
+    /// [groups, n]`, `g_idx [k]`). `g_idx` must be the plain `k / group`
+    /// order: act-order checkpoints (`desc_act`) are refused with an error.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_gptq(qweight: &[i32], qzeros: &[i32], scales: &[T], g_idx: Option<&[i32]>, k: usize, n: usize, bits: u32, group: usize) -> Result<Self, LibError> {
+        let format = QuantFormat { bits, group, zeros: true };
+        format.check(k, n)?;
+        let gs = format.group_of(k);
+        if let Some(gi) = g_idx {
+            if gi.len() != k {
+                return Err(LibError::Shape(format!("quant: `g_idx` has {} elements, K = {k}", gi.len())));
+            }
+            if gi.iter().enumerate().any(|(i, &g)| g as i64 != (i / gs) as i64) {
+                return Err(LibError::Config("quant: `g_idx` is not k / group (an act-order checkpoint): not supported yet".into()));
+            }
+        }
+        let (b, p) = (bits as usize, format.per_word());
+        let mask = (1u32 << b) - 1;
+        let groups = k / gs;
+        if qzeros.len() != groups * n / p {
+            return Err(LibError::Shape(format!("quant: `qzeros` has {} elements, {} expected", qzeros.len(), groups * n / p)));
+        }
+        // GPTQ stores z − 1 (wrapping in BITS bits)
+        let qz: Vec<i32> = qzeros.iter().map(|&w| pack_bits((0..p).map(|i| (((w as u32) >> (b * i)) + 1) & mask), bits)).collect();
+        let out = PackedWeights { k, n, format, qweight: qweight.to_vec(), scales: scales.to_vec(), qzeros: qz };
+        out.validate()?;
+        Ok(out)
+    }
+
+    /// Import an AWQ checkpoint's tensors (4-bit: `qweight [k, n/8]` and
+    /// `qzeros [groups, n/8]` with 8 columns to a word in AWQ's
+    /// interleaved order 0 2 4 6 1 3 5 7, `scales [groups, n]`), repacked
+    /// into the kernel's layout.
+    pub fn from_awq(qweight: &[i32], qzeros: &[i32], scales: &[T], k: usize, n: usize, group: usize) -> Result<Self, LibError> {
+        const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+        let format = QuantFormat { bits: 4, group, zeros: true };
+        format.check(k, n)?;
+        let groups = k / format.group_of(k);
+        if qweight.len() != k * n / 8 || qzeros.len() != groups * n / 8 {
+            return Err(LibError::Shape(format!("quant: AWQ `qweight` / `qzeros` have {} / {} elements, {} / {} expected", qweight.len(), qzeros.len(), k * n / 8, groups * n / 8)));
+        }
+        // column 8c + ORDER[i] sits in nibble i of word c
+        let unpack = |w: &[i32], rows: usize| -> Vec<u32> {
+            let mut v = vec![0u32; rows * n];
+            for r in 0..rows {
+                for c in 0..n / 8 {
+                    let word = w[r * (n / 8) + c] as u32;
+                    for (i, &col) in ORDER.iter().enumerate() {
+                        v[r * n + 8 * c + col] = (word >> (4 * i)) & 15;
+                    }
+                }
+            }
+            v
+        };
+        let (q, z) = (unpack(qweight, k), unpack(qzeros, groups));
+        let qweight = (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..8).map(|i| q[(8 * r + i) * n + j]), 4)).collect();
+        let qzeros = (0..groups).flat_map(|g| (0..n / 8).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..8).map(|i| z[g * n + 8 * c + i]), 4)).collect();
+        let out = PackedWeights { k, n, format, qweight, scales: scales.to_vec(), qzeros };
+        out.validate()?;
+        Ok(out)
+    }
+}
+
+/// Quantize a row-major `[k, n]` f32 matrix: per group and column, scales
+/// from the range (asymmetric: `(max − min) / (2^B − 1)`, zero point
+/// `round(−min / s)`; symmetric: `max|w| / (2^(B−1) − 1)`, zero point
+/// `2^(B−1)`), weights rounded to nearest and clamped.
+pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFormat) -> Result<PackedWeights<T>, LibError> {
+    format.check(k, n)?;
+    if w.len() != k * n {
+        return Err(LibError::Shape(format!("quant: weights have {} elements, {k}×{n} expected", w.len())));
+    }
+    if let Some(i) = w.iter().position(|v| !v.is_finite()) {
+        return Err(LibError::Config(format!("quant: weight {i} is not finite ({})", w[i])));
+    }
+    let (b, p) = (format.bits, format.per_word());
+    let qmax = ((1u32 << b) - 1) as f32;
+    let gs = format.group_of(k);
+    let groups = k / gs;
+    let mut scales = vec![T::from_f64(0.0); groups * n];
+    let mut zs = vec![0u32; groups * n];
+    let mut q = vec![0u32; k * n];
+    for g in 0..groups {
+        for j in 0..n {
+            let col = (g * gs..(g + 1) * gs).map(|r| w[r * n + j]);
+            let (lo, hi) = col.clone().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+            // (the scale as `T` holds it, rounded up so that the range
+            // still fits: no weight is clipped by more than half a step)
+            let in_t = |s: f32| {
+                let t = T::from_f64(s as f64).to_f64() as f32;
+                if t < s {
+                    T::from_f64(s as f64 * (1.0 + 1.0 / 128.0)).to_f64() as f32
+                } else {
+                    t
+                }
+            };
+            let (s, z) = if format.zeros {
+                let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+                let s = in_t(if hi > lo { (hi - lo) / qmax } else { 1.0 });
+                (s, (-lo / s).round().clamp(0.0, qmax))
+            } else {
+                let half = (1u32 << (b - 1)) as f32;
+                let m = lo.abs().max(hi.abs());
+                (in_t(if m > 0.0 { m / (half - 1.0) } else { 1.0 }), half)
+            };
+            scales[g * n + j] = T::from_f64(s as f64);
+            zs[g * n + j] = z as u32;
+            for r in g * gs..(g + 1) * gs {
+                q[r * n + j] = (w[r * n + j] / s + z).round().clamp(0.0, qmax) as u32;
+            }
+        }
+    }
+    let qweight = (0..k / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| q[(p * r + i) * n + j]), b)).collect();
+    let qzeros = if format.zeros { (0..groups).flat_map(|g| (0..n / p).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..p).map(|i| zs[g * n + p * c + i]), b)).collect() } else { vec![] };
+    Ok(PackedWeights { k, n, format, qweight, scales, qzeros })
+}
+
+/// [`PackedWeights`] on a device.
+pub struct QuantWeights<T: FloatElement> {
+    pub k: usize,
+    pub n: usize,
+    pub format: QuantFormat,
+    pub qweight: Buffer<i32>,
+    pub scales: Buffer<T>,
+    /// A one-element placeholder when symmetric.
+    pub qzeros: Buffer<i32>,
+}
+
+impl<T: FloatElement> QuantWeights<T> {
+    pub fn upload(dev: &Device, w: &PackedWeights<T>) -> Result<Self, LibError> {
+        w.validate()?;
+        let qzeros = if w.qzeros.is_empty() { dev.from_slice(&[0i32])? } else { dev.from_slice(&w.qzeros)? };
+        Ok(QuantWeights { k: w.k, n: w.n, format: w.format, qweight: dev.from_slice(&w.qweight)?, scales: dev.from_slice(&w.scales)?, qzeros })
+    }
+}
+
+/// Tile configuration of [`wq_gemm_kernel`] (or, with `bm == 1`, of
+/// [`wq_gemv_kernel`]: one row of `x`, no tensor cores).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantConfig {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub num_warps: u32,
+    pub num_stages: u32,
+    /// K split into this many ranges (1: none).
+    pub split_k: u32,
+}
+
+impl QuantConfig {
+    fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
+        Ok(QuantConfig {
+            bm: tc.get("BM")? as u32,
+            bn: tc.get("BN")? as u32,
+            bk: tc.get("BK")? as u32,
+            num_warps: tc.num_warps,
+            num_stages: tc.num_stages,
+            split_k: tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32,
+        })
+    }
+
+    fn to_tune(self) -> ferrotile::TuneConfig {
+        ferrotile::TuneConfig::new(self.num_warps).with("BM", self.bm as i64).with("BN", self.bn as i64).with("BK", self.bk as i64).with("SPLIT_K", self.split_k as i64).stages(self.num_stages)
+    }
+
+    /// The largest of 128, 64, 32, 16 dividing the group (any with one
+    /// group), at most `cap`.
+    fn bk_for(group: usize, k: usize, cap: u32) -> u32 {
+        [128u32, 64, 32, 16].into_iter().filter(|&b| b <= cap).find(|&b| group >= k || group.is_multiple_of(b as usize)).unwrap_or(16)
+    }
+
+    /// A configuration for `dev` without tuning: lavapipe's 32 KiB of
+    /// workgroup storage and the CPU take small tiles.
+    pub fn default_for(dev: &Device, m: usize, group: usize, k: usize) -> Self {
+        let bm = if m == 1 {
+            1
+        } else if m <= 16 {
+            16
+        } else if m <= 32 {
+            32
+        } else {
+            64
+        };
+        match dev.kind() {
+            ferrotile::DeviceKind::Cuda => QuantConfig { bm, bn: 128, bk: Self::bk_for(group, k, 64), num_warps: 4, num_stages: 3, split_k: 1 },
+            _ => QuantConfig { bm: bm.min(16), bn: 32, bk: Self::bk_for(group, k, 32), num_warps: 4, num_stages: 1, split_k: 1 },
+        }
+    }
+}
+
+/// Options of [`wq_gemm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuantOptions {
+    /// Row stride of `x` in elements (0: `k`, contiguous).
+    pub x_row_stride: usize,
+    /// Row stride of `out` in elements (0: `n`).
+    pub out_row_stride: usize,
+    /// A fixed configuration instead of the tuner's.
+    pub config: Option<QuantConfig>,
+}
+
+/// The tuner's candidates for `m` rows (decode shapes split K).
+pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::TuneConfig> {
+    let mut v = vec![];
+    if m == 1 {
+        // one row: the GEMV kernel (`bm = 1`), K split until the SMs fill
+        for &bn in &[64u32, 128, 256] {
+            for &bkcap in &[32u32, 64, 128] {
+                let bk = QuantConfig::bk_for(group, k, bkcap);
+                for &split in &[1u32, 4, 8, 16] {
+                    for &warps in &[4u32, 8] {
+                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: 3, split_k: split };
+                        let t = c.to_tune();
+                        if !v.contains(&t) && bn * bk / (32 * warps) <= 128 {
+                            v.push(t);
+                        }
+                    }
+                }
+            }
+        }
+        return v;
+    }
+    let bms: &[u32] = if m <= 16 { &[16] } else if m <= 32 { &[32] } else { &[64, 128] };
+    for &bm in bms {
+        for &bn in &[64u32, 128] {
+            for &bkcap in &[64u32, 128] {
+                let bk = QuantConfig::bk_for(group, k, bkcap);
+                for &split in if m <= 64 { &[1u32, 2, 4, 8][..] } else { &[1u32][..] } {
+                    for &stages in &[3u32, 4] {
+                        let c = QuantConfig { bm, bn, bk, num_warps: 4, num_stages: stages, split_k: split };
+                        let t = c.to_tune();
+                        if !v.contains(&t) {
+                            v.push(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+/// `out[m, n] = x[m, k] · dequant(w)` (module doc). `x` and `out` are
+/// row-major with the strides of `opts`; `T` is f16 or bf16.
+pub fn wq_gemm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out: &mut Buffer<T>, m: usize, opts: &QuantOptions) -> Result<(), LibError> {
+    use ferrotile::ir::DType;
+    if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        return Err(LibError::Config(format!("quant: activations must be f16 or bf16, got {}", T::DTYPE)));
+    }
+    let (k, n) = (w.k, w.n);
+    w.format.check(k, n)?;
+    let sx = if opts.x_row_stride == 0 { k } else { opts.x_row_stride };
+    let so = if opts.out_row_stride == 0 { n } else { opts.out_row_stride };
+    if sx < k || so < n {
+        return Err(LibError::Shape(format!("quant: row strides ({sx} for x, {so} for out) must be at least K = {k} / N = {n}")));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if m > i32::MAX as usize / 2 {
+        return Err(LibError::Shape(format!("quant: M = {m} exceeds the 32-bit limits")));
+    }
+    let need = |what: &str, have: usize, rows: usize, stride: usize, cols: usize| {
+        let want = (rows - 1) * stride + cols;
+        if have < want {
+            Err(LibError::Shape(format!("quant: `{what}` has {have} elements, {want} needed for {rows} rows of stride {stride}")))
+        } else {
+            Ok(())
+        }
+    };
+    need("x", x.len(), m, sx, k)?;
+    need("out", out.len(), m, so, n)?;
+    if let Some(c) = opts.config {
+        return launch(dev, x, w, out, m, (sx, so), c);
+    }
+    let group = w.format.group_of(k);
+    // (decode shapes are bound by the weights' bytes: tuned from 4 M weights)
+    let big = (m as u64) * (n as u64) * (k as u64) >= (1 << 26) || (n as u64) * (k as u64) >= (1 << 22);
+    if dev.kind() != ferrotile::DeviceKind::Cuda || !big {
+        return launch(dev, x, w, out, m, (sx, so), QuantConfig::default_for(dev, m, group, k));
+    }
+    let b2 = |v: usize| v.max(1).next_power_of_two();
+    let key = format!("{}|w{}g{}{}|m<={}|n<={}|k<={}", T::DTYPE, w.format.bits, group.min(k), if w.format.zeros { "z" } else { "" }, b2(m), b2(n), b2(k));
+    let tuner = quant_tuner(m, group, k);
+    tuner.run(dev, &key, |tc| launch(dev, x, w, out, m, (sx, so), QuantConfig::from_tune(tc)?).map_err(crate::lib_to_launch))?;
+    Ok(())
+}
+
+fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Autotuner> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    // one tuner per candidate list (the list depends on the M bucket and
+    // on which BK divide the group)
+    static T: OnceLock<Mutex<HashMap<Vec<String>, Arc<ferrotile::Autotuner>>>> = OnceLock::new();
+    let cands = quant_candidates(m, group, k);
+    let key: Vec<String> = cands.iter().map(|c| format!("{c:?}")).collect();
+    let mut map = T.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(key).or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", cands).reps(5))).clone()
+}
+
+fn launch<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out: &mut Buffer<T>, m: usize, (sx, so): (usize, usize), c: QuantConfig) -> Result<(), LibError> {
+    let (k, n) = (w.k, w.n);
+    let group = w.format.group_of(k);
+    if !c.bk.is_power_of_two() || !(16..=128).contains(&c.bk) || (group < k && !group.is_multiple_of(c.bk as usize)) {
+        return Err(LibError::Config(format!("quant: BK = {} must be 16..=128, a power of two dividing the group ({group})", c.bk)));
+    }
+    let gemv = c.bm == 1;
+    if !c.bm.is_power_of_two() || !c.bn.is_power_of_two() || (c.bm < 16 && !gemv) || c.bn < 16 || c.bm > 256 || c.bn > 256 || !(1..=16).contains(&c.split_k) {
+        return Err(LibError::Config(format!("quant: invalid configuration {c:?}")));
+    }
+    if gemv && m != 1 {
+        return Err(LibError::Config(format!("quant: BM = 1 (the GEMV kernel) computes one row, M = {m}")));
+    }
+    let bk = c.bk as usize;
+    let split = c.split_k as usize;
+    let k_split = k.div_ceil(split).div_ceil(bk) * bk;
+    let splits = k.div_ceil(k_split);
+    let grid = [m.div_ceil(c.bm as usize) as u32, n.div_ceil(c.bn as usize) as u32, splits as u32];
+    let cfg = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+    let zeros = w.format.zeros;
+    let bits = w.format.bits as i32;
+    if gemv {
+        let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
+        if splits == 1 {
+            let mut ws = crate::scratch::workspace(dev, 1)?;
+            wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, group as i32, k_split as i32, c.bn as i32, c.bk as i32, bits, zeros, false)?;
+            return Ok(());
+        }
+        let mut ws = crate::scratch::workspace(dev, splits * n)?;
+        wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, group as i32, k_split as i32, c.bn as i32, c.bk as i32, bits, zeros, true)?;
+        return reduce(dev, &mut ws, out, (1, n, splits, so));
+    }
+    if splits == 1 {
+        // (the partials' workspace is not written without SPLIT)
+        let mut ws = crate::scratch::workspace(dev, 1)?;
+        wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, group as i32, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, zeros, false)?;
+        return Ok(());
+    }
+    let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
+    // (`out` is not written with SPLIT: the reduction writes it)
+    wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, group as i32, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, zeros, true)?;
+    reduce(dev, &mut ws, out, (m, n, splits, so))
+}
+
+/// `out = Σ_s ws[s]` over the split-K partials `[splits, m, n]`, in split
+/// order (deterministic), cast to `T`.
+fn reduce<T: FloatElement>(dev: &Device, ws: &mut crate::scratch::Workspace, out: &mut Buffer<T>, (m, n, splits, so): (usize, usize, usize, usize)) -> Result<(), LibError> {
+    const BLOCK: usize = 256;
+    let placeholder = crate::scratch::placeholder::<T>(dev)?;
+    let programs = m * n.div_ceil(BLOCK);
+    let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(2);
+    crate::gemm::gemm_splitk_reduce::launch(dev, launch, ws.buffer(), out, &placeholder, m as i32, n as i32, splits as i32, so as i64, 0, 1.0, BLOCK as i32, 0, false)?;
+    Ok(())
+}

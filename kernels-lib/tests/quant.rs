@@ -1,0 +1,239 @@
+//! The library's quantized GEMM against f64 on the *dequantized* math (so
+//! the check measures the kernel, not quantization error): random packed
+//! weights, scales and zero points, 4 and 8 bits, every group size and
+//! per-channel, zero points on and off, odd M and N, strided `x` and
+//! `out`, every tile configuration the tuner may pick (split-K included),
+//! outputs poisoned (NaN) so unwritten elements fail and the gaps of a
+//! strided output must stay unwritten. Then quantize → GEMM within the
+//! quantization error of the f32 product, the GPTQ / AWQ imports against
+//! their own dequantization formulas, and bad arguments as errors.
+//!
+//! Error metric: |got − want| / (|want| + 0.1·rms(want)) over every output
+//! (f32 accumulation of bf16/f16 products; bf16 output rounding 2⁻⁹).
+
+use ferrotile::{Device, DeviceKind, FloatElement};
+
+mod common;
+use common::devices;
+use ferrotile_kernels::quant::{quant_candidates, quantize, wq_gemm, PackedWeights, QuantConfig, QuantFormat, QuantOptions, QuantWeights};
+use ferrotile_kernels::reference::Rng;
+use ferrotile_kernels::LibError;
+use half::{bf16, f16};
+
+fn random_packed<T: FloatElement>(k: usize, n: usize, f: QuantFormat, rng: &mut Rng) -> PackedWeights<T> {
+    let p = f.per_word();
+    let groups = k / f.group_of(k);
+    let word = |rng: &mut Rng| (0..p).fold(0u32, |w, i| w | ((rng.below(1 << f.bits) as u32) << (f.bits as usize * i))) as i32;
+    PackedWeights {
+        k,
+        n,
+        format: f,
+        qweight: (0..k / p * n).map(|_| word(rng)).collect(),
+        // (scales ~ 1/2^bits so the dequantized weights are O(1))
+        scales: (0..groups * n).map(|_| T::from_f64(rng.range(0.5, 1.5) / (1 << f.bits) as f64 * 8.0)).collect(),
+        qzeros: if f.zeros { (0..groups * n / p).map(|_| word(rng)).collect() } else { vec![] },
+    }
+}
+
+/// Runs `wq_gemm` on `dev` and returns the worst error against f64.
+#[allow(clippy::too_many_arguments)]
+fn run<T: FloatElement>(dev: &Device, w: &PackedWeights<T>, m: usize, strides: (usize, usize), config: Option<QuantConfig>, seed: u64) -> f64 {
+    let (k, n) = (w.k, w.n);
+    let (sx, so) = (strides.0.max(k), strides.1.max(n));
+    let mut rng = Rng::new(seed);
+    let x: Vec<T> = (0..(m - 1) * sx + k).map(|_| T::from_f64(rng.normal())).collect();
+    let deq = w.dequantize();
+    let xd = dev.from_slice(&x).unwrap();
+    let wd = QuantWeights::upload(dev, w).unwrap();
+    let out_len = (m - 1) * so + n;
+    let mut od = dev.from_slice(&vec![T::from_f64(f64::NAN); out_len]).unwrap();
+    let opts = QuantOptions { x_row_stride: sx, out_row_stride: so, config };
+    wq_gemm(dev, &xd, &wd, &mut od, m, &opts).unwrap_or_else(|e| panic!("{} {m}x{n}x{k} {:?} {config:?}: {e}", dev.name(), w.format));
+    let got = od.to_vec().unwrap();
+    let mut want = vec![0f64; m * n];
+    for i in 0..m {
+        for kk in 0..k {
+            let a = x[i * sx + kk].to_f64();
+            let row = &deq[kk * n..(kk + 1) * n];
+            for (j, wv) in row.iter().enumerate() {
+                want[i * n + j] += a * wv;
+            }
+        }
+    }
+    let rms = (want.iter().map(|v| v * v).sum::<f64>() / want.len() as f64).sqrt();
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let g = got[i * so + j].to_f64();
+            let e = if g.is_finite() { (g - want[i * n + j]).abs() / (want[i * n + j].abs() + 0.1 * rms) } else { f64::INFINITY };
+            worst = worst.max(e);
+        }
+        // the gaps of a strided output stay poisoned
+        if i + 1 < m {
+            for j in n..so {
+                assert!(got[i * so + j].to_f64().is_nan(), "{}: out[{i}, {j}] (a gap of the strided output) was written", dev.name());
+            }
+        }
+    }
+    worst
+}
+
+const TOL: f64 = 1e-2;
+
+#[test]
+fn wq_gemm_matches_f64_on_dequantized_weights() {
+    for dev in devices() {
+        let gpu = dev.kind() == DeviceKind::Cuda;
+        let mut rng = Rng::new(5);
+        // (m, n, k, bits, group, zeros, strides)
+        let mut cases: Vec<(usize, usize, usize, u32, usize, bool, (usize, usize))> = vec![
+            (1, 24, 64, 4, 32, true, (0, 0)),
+            (3, 40, 128, 4, 64, true, (0, 0)),
+            (17, 33, 96, 4, 32, false, (0, 0)),
+            (5, 16, 80, 4, 16, true, (100, 20)),
+            (2, 24, 48, 4, 0, true, (0, 0)),
+            (9, 12, 64, 8, 32, true, (0, 0)),
+            (4, 20, 36, 8, 0, false, (40, 25)),
+        ];
+        if dev.kind() != DeviceKind::Cpu {
+            cases.extend([(33, 72, 256, 4, 128, true, (0, 0)), (70, 130, 384, 4, 128, false, (0, 0)), (16, 256, 512, 8, 128, true, (0, 0))]);
+        }
+        if gpu {
+            cases.extend([(1, 4096, 4096, 4, 128, true, (0, 0)), (16, 2048, 4096, 4, 128, true, (0, 0)), (64, 1024, 2048, 8, 64, true, (0, 0)), (128, 640, 1024, 4, 128, true, (0, 0))]);
+        }
+        for (i, &(m, n, k, bits, group, zeros, strides)) in cases.iter().enumerate() {
+            let f = QuantFormat { bits, group, zeros };
+            let w: PackedWeights<bf16> = random_packed(k, n, f, &mut rng);
+            let e = run(&dev, &w, m, strides, None, 100 + i as u64);
+            assert!(e <= TOL, "{}: bf16 {m}x{n}x{k} {f:?} strides {strides:?}: error {e:.2e}", dev.name());
+            let w: PackedWeights<f16> = random_packed(k, n, f, &mut rng);
+            let e = run(&dev, &w, m, strides, None, 200 + i as u64);
+            assert!(e <= TOL, "{}: f16 {m}x{n}x{k} {f:?}: error {e:.2e}", dev.name());
+        }
+    }
+}
+
+#[test]
+fn wq_gemm_every_tuner_candidate() {
+    for dev in devices().into_iter().filter(|d| d.kind() == DeviceKind::Cuda) {
+        let mut rng = Rng::new(7);
+        for &(m, n, k, group) in &[(1usize, 520usize, 1024usize, 128usize), (13, 264, 768, 64), (45, 200, 512, 128), (100, 136, 256, 32)] {
+            let f = QuantFormat { bits: 4, group, zeros: true };
+            let w: PackedWeights<bf16> = random_packed(k, n, f, &mut rng);
+            for tc in quant_candidates(m, group, k) {
+                let c = QuantConfig {
+                    bm: tc.values["BM"] as u32,
+                    bn: tc.values["BN"] as u32,
+                    bk: tc.values["BK"] as u32,
+                    num_warps: tc.num_warps,
+                    num_stages: tc.num_stages,
+                    split_k: tc.values["SPLIT_K"] as u32,
+                };
+                let e = run(&dev, &w, m, (0, 0), Some(c), 9);
+                assert!(e <= TOL, "{m}x{n}x{k} g{group} {c:?}: error {e:.2e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_then_gemm_is_within_quantization_error() {
+    let dev = Device::cpu();
+    let (m, n, k) = (3, 48, 256);
+    let mut rng = Rng::new(11);
+    let w: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+    let x: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
+    for f in [QuantFormat { bits: 4, group: 32, zeros: true }, QuantFormat { bits: 4, group: 128, zeros: false }, QuantFormat { bits: 8, group: 0, zeros: true }] {
+        let p: PackedWeights<bf16> = quantize(&w, k, n, f).unwrap();
+        // each dequantized weight is within half a step of the original
+        let deq = p.dequantize();
+        let gs = f.group_of(k);
+        for (i, (&a, &b)) in w.iter().zip(&deq).enumerate() {
+            let s = p.scales[(i / n) / gs * n + i % n].to_f64();
+            assert!((a as f64 - b).abs() <= 0.5 * s + 4e-3 * a.abs() as f64 + 1e-6, "{f:?}: weight {i}: {a} → {b} (scale {s})");
+        }
+        let wd = QuantWeights::upload(&dev, &p).unwrap();
+        let xd = dev.from_slice(&x).unwrap();
+        let mut od = dev.from_slice(&vec![bf16::NAN; m * n]).unwrap();
+        wq_gemm(&dev, &xd, &wd, &mut od, m, &QuantOptions::default()).unwrap();
+        let got = od.to_vec().unwrap();
+        // the f32 product: errors of ~√k · step/√12 · |x|
+        let step = if f.bits == 4 { 2.0 * 3.5 / 15.0 } else { 2.0 * 4.5 / 255.0 };
+        let bound = 4.0 * (k as f64).sqrt() * step / 12f64.sqrt();
+        for i in 0..m {
+            for j in 0..n {
+                let exact: f64 = (0..k).map(|kk| x[i * k + kk].to_f64() * w[kk * n + j] as f64).sum();
+                let g = got[i * n + j].to_f64();
+                assert!((g - exact).abs() <= bound, "{f:?}: out[{i}, {j}] = {g}, f32 product {exact}, bound {bound}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gptq_and_awq_imports_dequantize_as_their_formats_do() {
+    let mut rng = Rng::new(13);
+    let (k, n, group) = (64, 16, 32);
+    let groups = k / group;
+    let q: Vec<u32> = (0..k * n).map(|_| rng.below(16) as u32).collect();
+    let z: Vec<u32> = (0..groups * n).map(|_| rng.below(16) as u32).collect();
+    let s: Vec<f16> = (0..groups * n).map(|_| f16::from_f64(rng.range(0.01, 0.1))).collect();
+    let want = |kk: usize, j: usize| (q[kk * n + j] as f64 - z[kk / group * n + j] as f64) * s[kk / group * n + j].to_f64();
+    // GPTQ: qweight [k/8, n] along K, qzeros [groups, n/8] along N holding z − 1
+    let gq: Vec<i32> = (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| (0..8).fold(0u32, |w, i| w | (q[(8 * r + i) * n + j] << (4 * i))) as i32).collect();
+    let gz: Vec<i32> = (0..groups).flat_map(|g| (0..n / 8).map(move |c| (g, c))).map(|(g, c)| (0..8).fold(0u32, |w, i| w | (((z[g * n + 8 * c + i] + 15) & 15) << (4 * i))) as i32).collect();
+    let g_idx: Vec<i32> = (0..k).map(|i| (i / group) as i32).collect();
+    let p = PackedWeights::from_gptq(&gq, &gz, &s, Some(&g_idx), k, n, 4, group).unwrap();
+    // AWQ: qweight [k, n/8] along N in the order 0 2 4 6 1 3 5 7
+    const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+    let pack_awq = |v: &[u32], rows: usize| -> Vec<i32> { (0..rows).flat_map(|r| (0..n / 8).map(move |c| (r, c))).map(|(r, c)| (0..8).fold(0u32, |w, i| w | (v[r * n + 8 * c + ORDER[i]] << (4 * i))) as i32).collect() };
+    let a = PackedWeights::from_awq(&pack_awq(&q, k), &pack_awq(&z, groups), &s, k, n, group).unwrap();
+    for w in [&p, &a] {
+        for kk in 0..k {
+            for j in 0..n {
+                assert_eq!(w.q(kk, j), q[kk * n + j]);
+                assert_eq!(w.z(kk / group, j), z[kk / group * n + j]);
+            }
+        }
+        let d = w.dequantize();
+        for (i, v) in d.iter().enumerate() {
+            assert!((v - want(i / n, i % n)).abs() <= 1e-3 * want(i / n, i % n).abs() + 1e-6);
+        }
+    }
+    // act-order is refused, not silently misread
+    let mut shuffled = g_idx.clone();
+    shuffled.swap(0, 40);
+    assert!(matches!(PackedWeights::from_gptq(&gq, &gz, &s, Some(&shuffled), k, n, 4, group), Err(LibError::Config(_))));
+}
+
+#[test]
+fn wq_gemm_rejects_bad_arguments() {
+    let dev = Device::cpu();
+    let mut rng = Rng::new(17);
+    let f = QuantFormat { bits: 4, group: 32, zeros: true };
+    let w: PackedWeights<bf16> = random_packed(64, 16, f, &mut rng);
+    let wd = QuantWeights::upload(&dev, &w).unwrap();
+    let x = dev.from_slice(&vec![bf16::ONE; 2 * 64]).unwrap();
+    let mut o = dev.from_slice(&vec![bf16::ZERO; 2 * 16]).unwrap();
+    let err = |r: Result<(), LibError>| r.expect_err("must fail").to_string();
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 3, &QuantOptions::default())).contains("`x`"));
+    let mut short = dev.from_slice(&vec![bf16::ZERO; 20]).unwrap();
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut short, 2, &QuantOptions::default())).contains("`out`"));
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
+    let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(bad), ..Default::default() })).contains("BK"));
+    // formats
+    let bad_group = PackedWeights { format: QuantFormat { group: 24, ..f }, ..w.clone() };
+    assert!(matches!(bad_group.validate(), Err(LibError::Config(m)) if m.contains("group")));
+    let bad_bits = PackedWeights { format: QuantFormat { bits: 3, ..f }, ..w.clone() };
+    assert!(matches!(bad_bits.validate(), Err(LibError::Config(m)) if m.contains("bits")));
+    let short_scales = PackedWeights { scales: w.scales[1..].to_vec(), ..w.clone() };
+    assert!(matches!(QuantWeights::upload(&dev, &short_scales), Err(LibError::Shape(m)) if m.contains("`scales`")));
+    assert!(matches!(quantize::<bf16>(&[0.0; 60], 60, 1, f), Err(LibError::Shape(_))));
+    assert!(matches!(quantize::<bf16>(&[f32::NAN; 64], 64, 1, QuantFormat { zeros: false, ..f }), Err(LibError::Config(_))));
+    // f32 activations are refused
+    let x32 = dev.from_slice(&[0f32; 64]).unwrap();
+    let w32 = QuantWeights::<f32>::upload(&dev, &PackedWeights { k: 64, n: 16, format: f, qweight: w.qweight.clone(), scales: vec![0f32; 32], qzeros: w.qzeros.clone() }).unwrap();
+    let mut o32 = dev.from_slice(&[0f32; 16]).unwrap();
+    assert!(err(wq_gemm(&dev, &x32, &w32, &mut o32, 1, &QuantOptions::default())).contains("f16 or bf16"));
+}
