@@ -94,3 +94,62 @@ fn loops_that_store_are_not_pipelined() {
     assert_ne!(piped, spec, "without the store the loop is pipelined");
     verify(&piped).unwrap();
 }
+
+/// A loop without a `dot` is pipelined only when asked for
+/// (`pipeline_loops(.., every_loop)`, `LaunchConfig::pipeline_every_loop`),
+/// and then computes exactly what it did: the library's W4 GEMV (a
+/// streaming reduction over packed weights, scales and zero points) at
+/// prefetch distances 1–3, on K that is not a multiple of the block, K
+/// shorter than the distance, split K, and K = 0 (nothing may be read).
+#[test]
+fn pipelined_dotless_loop_matches_the_original() {
+    use ferrotile::__private::Arg;
+    use ferrotile::ir::passes::pipeline::pipeline_loops;
+    use ferrotile::Device;
+    let g = ferrotile_kernels::quant::wq_gemv_kernel::ir();
+    let (bn, bk) = (16i64, 32i64);
+    let spec = specialize(g, &[bn, bk, 4, 1, 1], &[DType::BF16]).unwrap();
+    let mut off = spec.clone();
+    pipeline_loops(&mut off, 2, false);
+    assert_eq!(off, spec, "without `every_loop` a loop without a dot is left alone");
+    let dev = Device::cpu();
+    let mut rnd = ferrotile_tests::gemm_interp::bf16_stream(0x9e37_79b9);
+    for (n, k, group, k_split) in [(40usize, 96usize, 32usize, 96usize), (24, 64, 64, 32), (16, 16, 16, 16), (16, 0, 16, 16)] {
+        let kw = k.div_ceil(8).max(1);
+        let x: Vec<ferrotile::bf16> = (0..k.max(1)).map(|_| rnd()).collect();
+        let w: Vec<i32> = (0..kw * n).map(|i| (i as i32).wrapping_mul(0x2f6b_3a1d)).collect();
+        let groups = k.div_ceil(group).max(1);
+        let s: Vec<ferrotile::bf16> = (0..groups * n).map(|_| rnd()).collect();
+        let z: Vec<i32> = (0..groups * n / 8).map(|i| (i as i32).wrapping_mul(0x1234_567)).collect();
+        let splits = k.div_ceil(k_split).max(1);
+        let run = |kern: &ferrotile::ir::Kernel| -> Vec<f32> {
+            let (xb, wb, sb, zb) = (dev.from_slice(&x).unwrap(), dev.from_slice(&w).unwrap(), dev.from_slice(&s).unwrap(), dev.from_slice(&z).unwrap());
+            let mut out = dev.full(n, ferrotile::bf16::NAN).unwrap();
+            let mut ws = dev.full(splits * n, f32::NAN).unwrap();
+            let args = vec![
+                Arg::buffer(&xb),
+                Arg::buffer(&wb),
+                Arg::buffer(&sb),
+                Arg::buffer(&zb),
+                Arg::buffer_mut(&mut out),
+                Arg::buffer_mut(&mut ws),
+                Arg::scalar(n as i32),
+                Arg::scalar(k as i32),
+                Arg::scalar(group as i32),
+                Arg::scalar(k_split as i32),
+            ];
+            ferrotile::runtime::run_interpreted(kern, &dev, [n.div_ceil(bn as usize) as u32, splits as u32, 1], &args).unwrap();
+            drop(args);
+            ws.to_vec().unwrap()
+        };
+        let want = run(&spec);
+        for depth in 1..=3 {
+            let mut piped = spec.clone();
+            pipeline_loops(&mut piped, depth, true);
+            assert_ne!(piped, spec, "depth {depth}: the GEMV loop is pipelined when asked");
+            verify(&piped).unwrap_or_else(|e| panic!("depth {depth}: does not verify: {e:?}"));
+            let got = run(&piped);
+            assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "n {n} k {k} split {k_split} depth {depth}: {want:?} vs {got:?}");
+        }
+    }
+}

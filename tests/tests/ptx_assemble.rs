@@ -996,3 +996,66 @@ fn invariant_and_shared_slots() {
         }
     }
 }
+
+/// The library's quantized GEMM and GEMV, in every tuner candidate (4 and
+/// 8 bits, zero points on and off, split or not), assemble for sm_80 and
+/// sm_90a — and compile the way their speed rests on: each packed word is
+/// loaded once per run of weight rows (`assign::load_runs`: no more word
+/// loads than words a thread holds), no integer → float conversion goes
+/// through `cvt` (the range analysis's OR into 2²³'s mantissa), no spills.
+#[test]
+fn every_quant_tuner_configuration_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    use ferrotile_kernels::quant as q;
+    let mut failures = vec![];
+    let mut seen = std::collections::HashSet::new();
+    for (m, group, k) in [(1usize, 128usize, 8192usize), (16, 128, 8192), (64, 64, 4096), (128, 32, 4096)] {
+        for tc in q::quant_candidates(m, group, k) {
+            let (bm, bn, bk, split) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), tc.get("SPLIT_K").unwrap() > 1);
+            for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
+                let gemv = bm == 1;
+                let consts: Vec<i64> = if gemv { vec![bn, bk, bits, zeros as i64, split as i64] } else { vec![bm, bn, bk, bits, zeros as i64, split as i64] };
+                if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages)) {
+                    continue;
+                }
+                let k = if gemv { q::wq_gemv_kernel::ir() } else { q::wq_gemm_kernel::ir() };
+                let spec = specialize(k, &consts, &[t]).unwrap();
+                for sm in [80, 90] {
+                    let opts = PtxOptions {
+                        arg_div16: vec![true; guarded_params(k)],
+                        pipeline: tc.num_stages.saturating_sub(1),
+                        pipeline_every_loop: gemv,
+                        ..PtxOptions::new(sm, tc.num_warps, k.params.len())
+                    };
+                    let what = format!("{} {consts:?} {t} {tc} sm_{sm}", if gemv { "wq_gemv" } else { "wq_gemm" });
+                    let p = match emit(&spec, &opts) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.push(format!("{what}: emit: {e}"));
+                            continue;
+                        }
+                    };
+                    // words a thread holds per K step: BK/P rows × BN columns over the threads
+                    let per = 32 / bits;
+                    let words = (bk / per * bn) as usize / (32 * tc.num_warps as usize);
+                    let word_loads = p.text.lines().filter(|l| l.contains("ld.global") && l.contains(".s32")).map(|l| if l.contains(".v4") { 4 } else if l.contains(".v2") { 2 } else { 1 }).sum::<usize>();
+                    // (the prologue of a pipelined loop loads `stages − 1` steps
+                    // more; zero points add one word per group row held)
+                    let budget = (words + 8) * tc.num_stages.max(1) as usize;
+                    if word_loads > budget {
+                        failures.push(format!("{what}: {word_loads} 32-bit word loads, at most {budget} expected"));
+                    }
+                    if p.text.contains("cvt.rn.f32.s32") || p.text.contains("cvt.rz.f32.s32") {
+                        failures.push(format!("{what}: an int → float cvt remains"));
+                    }
+                    match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
+                        Ok(r) => println!("{what}: {} regs, {} word loads", r.registers, word_loads),
+                        Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

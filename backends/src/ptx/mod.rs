@@ -53,6 +53,11 @@ pub struct PtxOptions {
     /// Prefetch the operand loads of `dot` loops this many iterations ahead
     /// ([`ferrotile_ir::passes::pipeline`]; `num_stages - 1`, 0: off).
     pub pipeline: u32,
+    /// Pipeline loops without a `dot` as well (their loads prefetched
+    /// `pipeline` iterations ahead, unless the loop stores): a streaming
+    /// reduction such as a GEMV then keeps its next tiles' loads in flight
+    /// while it computes ([`ferrotile_ir::passes::pipeline`]).
+    pub pipeline_every_loop: bool,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`tma`]) become TMA bulk tensor copies (the kernel then
     /// takes one tensor-map parameter per such view, after its own; see
@@ -134,6 +139,7 @@ impl PtxOptions {
             mma: true,
             wgmma: true,
             pipeline: 0,
+            pipeline_every_loop: false,
             tma: true,
             warp_specialize: false,
             cluster: 1,

@@ -60,11 +60,17 @@ pub struct LaunchConfig {
     /// performance hint — results do not depend on it; shared memory may
     /// still allow fewer. Other backends ignore it. Must be in 0..=8.
     pub programs_per_sm: u32,
+    /// Apply `num_stages` to loops without a `dot` too (GPU backends; a
+    /// loop that stores is never pipelined): for streaming reductions
+    /// whose only latency hiding is loads issued iterations ahead — a
+    /// GEMV, where a program's next weights must be in flight while it
+    /// multiplies the current ones. Results do not depend on it.
+    pub pipeline_every_loop: bool,
 }
 
 impl LaunchConfig {
     pub fn new(grid: [u32; 3]) -> Self {
-        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None, programs_per_sm: 0 }
+        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None, programs_per_sm: 0, pipeline_every_loop: false }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
     pub fn programs_per_sm(mut self, n: u32) -> Self {
@@ -86,6 +92,11 @@ impl LaunchConfig {
     }
     pub fn num_stages(mut self, s: u32) -> Self {
         self.num_stages = s;
+        self
+    }
+    /// Pipeline loops without a `dot` too (see the field).
+    pub fn pipeline_every_loop(mut self, on: bool) -> Self {
+        self.pipeline_every_loop = on;
         self
     }
 }
@@ -333,7 +344,7 @@ fn launch_with(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [
     match dev.kind() {
         DeviceKind::Cpu => {
             let depth = if cfg.num_stages >= 2 && interp_runs_gpu_passes() { cfg.num_stages - 1 } else { 0 };
-            let k2 = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(safety, depth));
+            let k2 = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(safety, depth).every_loop(cfg.pipeline_every_loop));
             interp::run(&k2, dev.threads(), cfg.grid, &interp_args(k, &all)?)?
         }
         DeviceKind::Cuda => {

@@ -55,6 +55,8 @@ pub struct PassOptions<'a> {
     pub lower_views: Option<&'a dyn Fn(V) -> bool>,
     /// Prefetch distance of `dot` loops (`num_stages − 1`); 0: off.
     pub pipeline_depth: u32,
+    /// Prefetch the loads of loops without a `dot` too.
+    pub pipeline_every_loop: bool,
 }
 
 impl<'a> PassOptions<'a> {
@@ -62,17 +64,22 @@ impl<'a> PassOptions<'a> {
     /// `host_checked`, views lowered except the block loads in `keep`,
     /// loops pipelined.
     pub fn ptx(safety: Safety, host_checked: &'a dyn Fn(V) -> bool, keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: Some(host_checked), index_pointers: false, lower_views: Some(keep), pipeline_depth }
+        PassOptions { safety, host_checked_views: Some(host_checked), index_pointers: false, lower_views: Some(keep), pipeline_depth, pipeline_every_loop: false }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
     /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
     pub fn interpreter(safety: Safety, gpu_pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: None, index_pointers: false, lower_views: None, pipeline_depth: gpu_pipeline_depth }
+        PassOptions { safety, host_checked_views: None, index_pointers: false, lower_views: None, pipeline_depth: gpu_pipeline_depth, pipeline_every_loop: false }
+    }
+    /// These options with loops without a `dot` pipelined as well.
+    pub fn every_loop(mut self, on: bool) -> Self {
+        self.pipeline_every_loop = on;
+        self
     }
     /// The WGSL backend: accesses guarded (against their buffer's end:
     /// pointers are u32 indices).
     pub fn wgsl(safety: Safety) -> Self {
-        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, pipeline_depth: 0 }
+        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, pipeline_depth: 0, pipeline_every_loop: false }
     }
 }
 
@@ -89,7 +96,7 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
         }
     }
     if o.pipeline_depth > 0 {
-        pipeline::pipeline_depth(k.to_mut(), o.pipeline_depth);
+        pipeline::pipeline_loops(k.to_mut(), o.pipeline_depth, o.pipeline_every_loop);
     }
     k
 }

@@ -23,7 +23,8 @@
 //! into `cp.async` copies (`backends/src/ptx/async_copy.rs`), one more
 //! shared-memory slot. With a distance `d > 1` the prologue loads the first
 //! `d` iterations and each tile is carried through `d` loop values. Without a `dot` the loop is left alone
-//! (streaming loops gain nothing and would lose registers), and so is a loop
+//! (streaming loops gain nothing and would lose registers) unless the launch
+//! asks for every loop ([`pipeline_loops`]), and so is a loop
 //! that stores to memory (a load moved one iteration earlier could miss the
 //! previous iteration's store).
 //!
@@ -53,11 +54,20 @@ pub fn pipeline(k: &mut Kernel) {
 /// shifted by one, plus the tile it loads for `iv + depth·s`). `depth` 0
 /// leaves the kernel alone.
 pub fn pipeline_depth(k: &mut Kernel, depth: u32) {
+    pipeline_loops(k, depth, false);
+}
+
+/// [`pipeline_depth`], and with `every_loop` also the loops without a
+/// `dot` (asked for per launch: `LaunchConfig::pipeline_every_loop`): a
+/// streaming reduction — a GEMV over quantized weights — has nothing else
+/// to keep its next loads in flight while it computes; loops that store
+/// stay as they are either way.
+pub fn pipeline_loops(k: &mut Kernel, depth: u32, every_loop: bool) {
     if depth == 0 {
         return;
     }
     let mut body = std::mem::take(&mut k.body);
-    block(k, &mut body, depth);
+    block(k, &mut body, depth, every_loop);
     k.body = body;
 }
 
@@ -72,20 +82,20 @@ fn like(k: &mut Kernel, v: V) -> V {
     new_value(k, ty)
 }
 
-fn block(k: &mut Kernel, b: &mut Block, depth: u32) {
+fn block(k: &mut Kernel, b: &mut Block, depth: u32, every_loop: bool) {
     let mut i = 0;
     while i < b.ops.len() {
         // inner loops first
         match &mut b.ops[i].kind {
-            OpKind::For { body, .. } => block(k, body, depth),
+            OpKind::For { body, .. } => block(k, body, depth, every_loop),
             OpKind::If { then_, else_, .. } => {
-                block(k, then_, depth);
-                block(k, else_, depth);
+                block(k, then_, depth, every_loop);
+                block(k, else_, depth, every_loop);
             }
             _ => {}
         }
         let pro = match &b.ops[i].kind {
-            OpKind::For { .. } => rewrite_loop(k, &mut b.ops[i], depth),
+            OpKind::For { .. } => rewrite_loop(k, &mut b.ops[i], depth, every_loop),
             _ => vec![],
         };
         let n = pro.len();
@@ -126,10 +136,10 @@ fn defined_in(b: &Block, out: &mut HashSet<V>) {
 
 /// Rewrite one `for` op in place; returns the prologue ops to insert
 /// before it (empty when nothing is pipelined).
-fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32) -> Vec<Op> {
+fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Vec<Op> {
     let loc = op.loc;
     let OpKind::For { lo, hi, step, inits, body } = &mut op.kind else { return vec![] };
-    if !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) || writes_memory(body) {
+    if !(every_loop || body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. }))) || writes_memory(body) {
         return vec![];
     }
     let (lo, hi, step) = (*lo, *hi, *step);

@@ -120,16 +120,16 @@ impl<T: FloatElement> PackedWeights<T> {
         ((self.qzeros[g * (self.n / p) + n / p] as u32) >> (b * (n % p))) & ((1 << b) - 1)
     }
 
-    /// The dequantized matrix `(q − z)·s`, row-major `[k, n]`, each value
-    /// rounded to `T` as the kernel rounds it (f32 product, one rounding).
+    /// The dequantized matrix `(q − z)·s`, row-major `[k, n]`, exact (in
+    /// f64, not rounded to `T`: the GEMM kernel rounds each weight to `T`
+    /// for the tensor cores, the GEMV kernel keeps it in f32).
     pub fn dequantize(&self) -> Vec<f64> {
         let gs = self.format.group_of(self.k);
         let mut out = Vec::with_capacity(self.k * self.n);
         for kk in 0..self.k {
             for j in 0..self.n {
                 let g = kk / gs;
-                let v = (self.q(kk, j) as f32 - self.z(g, j) as f32) * self.scales[g * self.n + j].to_f64() as f32;
-                out.push(T::from_f64(v as f64).to_f64());
+                out.push((self.q(kk, j) as f64 - self.z(g, j) as f64) * self.scales[g * self.n + j].to_f64());
             }
         }
         out
@@ -366,7 +366,7 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                     for &warps in &[4u32, 8] {
                         let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: 3, split_k: split };
                         let t = c.to_tune();
-                        if !v.contains(&t) && bn * bk / (32 * warps) <= 128 {
+                        if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
                             v.push(t);
                         }
                     }
@@ -380,9 +380,16 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
         for &bn in &[64u32, 128] {
             for &bkcap in &[64u32, 128] {
                 let bk = QuantConfig::bk_for(group, k, bkcap);
+                // (BK = BM would give the weight tile the accumulator's
+                // shape, and layouts are chosen per shape: the accumulator's
+                // would keep the weight loads from running once per word)
+                if bk == bm {
+                    continue;
+                }
                 for &split in if m <= 64 { &[1u32, 2, 4, 8][..] } else { &[1u32][..] } {
-                    for &stages in &[3u32, 4] {
-                        let c = QuantConfig { bm, bn, bk, num_warps: 4, num_stages: stages, split_k: split };
+                    // (four stages of 128-deep steps spill)
+                    for &stages in if bk <= 64 { &[3u32, 4][..] } else { &[3u32][..] } {
+                        let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
                         let t = c.to_tune();
                         if !v.contains(&t) {
                             v.push(t);
@@ -476,7 +483,9 @@ fn launch<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out
     let zeros = w.format.zeros;
     let bits = w.format.bits as i32;
     if gemv {
-        let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
+        // (its K loop has no `dot`: pipelined on request, so the next
+        // weights are in flight while the current ones are multiplied)
+        let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
         if splits == 1 {
             let mut ws = crate::scratch::workspace(dev, 1)?;
             wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, group as i32, k_split as i32, c.bn as i32, c.bk as i32, bits, zeros, false)?;

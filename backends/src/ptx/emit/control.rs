@@ -271,7 +271,20 @@ impl<'k> PtxWriter<'k> {
                     body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
                 let mut carried = vec![];
                 let yields_all: Vec<V> = body.yields().to_vec();
-                for (((a, init), _), y) in body.args[1..].iter().zip(inits).zip(&keep).zip(&yields_all).filter(|((_, k), _)| **k) {
+                // the repetition each carried tile's registers keep: of the
+                // load it is yielded from, or of the carried value it is
+                // yielded from (a pipelined load's shift register)
+                let mut pats: Vec<Option<Vec<usize>>> = yields_all.iter().map(|y| self.load_alias_pattern(*y)).collect();
+                for _ in 0..pats.len() {
+                    for i in 0..pats.len() {
+                        if pats[i].is_none() {
+                            if let Some(j) = body.args[1..].iter().position(|a| *a == yields_all[i]) {
+                                pats[i] = pats[j].clone();
+                            }
+                        }
+                    }
+                }
+                for (((a, init), _), pat) in body.args[1..].iter().zip(inits).zip(&keep).zip(&pats).filter(|((_, k), _)| **k) {
                     let mut regs = self.fresh_like(*a);
                     let c = self.reg_class_of(*a);
                     // (in the carried value's layout: [`crate::plan::slices`])
@@ -280,7 +293,7 @@ impl<'k> PtxWriter<'k> {
                     // `load_alias_pattern`) entering and yielded with the
                     // same repetition carries one register per run
                     if !self.vlay.contains_key(a) {
-                        if let Some(pat) = self.load_alias_pattern(*y) {
+                        if let Some(pat) = pat {
                             if pat.len() == src.len() && (0..src.len()).all(|i| src[i] == src[pat[i]]) {
                                 for i in 0..regs.len() {
                                     regs[i] = regs[pat[i]].clone();

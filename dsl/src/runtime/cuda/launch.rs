@@ -36,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, u32, bool, Safety);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool));
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
@@ -124,7 +124,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            safety,
+            (safety, cfg.pipeline_every_loop),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -138,6 +138,7 @@ pub(crate) fn launch(
             mma: env_flag("FERROTILE_MMA", true),
             wgmma: env_flag("FERROTILE_WGMMA", true),
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
+            pipeline_every_loop: cfg.pipeline_every_loop,
             tma,
             warp_specialize: env_flag("FERROTILE_WS", false),
             cluster: cfg.cluster,
