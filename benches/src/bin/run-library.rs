@@ -1,6 +1,7 @@
 //! The main job: run the kernel library on the best device available, verify
 //! every result against the f64 reference, and print a table: the row
-//! kernels (GB/s) and attention forward, backward and decode (TFLOP/s); each time is one cold
+//! kernels (GB/s), attention forward, backward and decode (TFLOP/s) and the
+//! quantized GEMM (GB/s of its operands); each time is one cold
 //! call, compilation (and on CUDA the autotuner's first run) included.
 //!
 //! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
@@ -17,8 +18,9 @@ struct Row {
     err: f64,
     tol: f64,
     secs: f64,
-    /// attention: the problem and its TFLOP/s instead of a row shape and GB/s
-    attention: Option<(String, f64)>,
+    /// attention, quantized GEMM: the problem and its rate (TFLOP/s, or
+    /// GB/s of weights and activations) instead of a row shape and GB/s
+    attention: Option<(String, String)>,
 }
 
 fn tol(d: DType) -> f64 {
@@ -107,7 +109,7 @@ fn run_attention<T: FloatElement>(
     let flops = 4.0 * (b * h * sq * s * d) as f64 * frac;
     let what = if sq <= 16 { "decode" } else { "attention" };
     let name = format!("{}{b}x{h}/{hk}x{sq}x{s}x{d}{}", if bshd { "bshd " } else { "" }, if causal { " causal" } else { "" });
-    out.push(Row { kernel: what, dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name.clone(), flops / secs / 1e12)) });
+    out.push(Row { kernel: what, dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name.clone(), tflops(flops / secs / 1e12))) });
     if backward {
         let dout = dev.from_slice(&dov)?;
         let nan = T::from_f64(f64::NAN);
@@ -128,8 +130,57 @@ fn run_attention<T: FloatElement>(
             None,
             causal.then_some(0),
         );
-        out.push(Row { kernel: "attn bwd", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, 2.5 * flops / secs / 1e12)) });
+        out.push(Row { kernel: "attn bwd", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, tflops(2.5 * flops / secs / 1e12))) });
     }
+    Ok(())
+}
+
+fn tflops(t: f64) -> String {
+    if t >= 1.0 {
+        format!("{t:.1} TFLOP/s")
+    } else {
+        format!("{:.2} GFLOP/s", t * 1e3)
+    }
+}
+
+/// The library's quantized GEMM (`quant::wq_gemm`) on `m × n × k` with
+/// random packed weights, checked on sampled outputs against f64 on the
+/// dequantized weights (|err| / (|want| + sqrt(Σ terms²)), the library
+/// tests' metric); its rate counts the bytes of weights, scales, zero
+/// points, activations and output once.
+fn run_quant<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), f: ferrotile_kernels::quant::QuantFormat, out: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantOptions, QuantWeights};
+    let p = f.per_word();
+    let groups = k / f.group_of(k);
+    let word = |rng: &mut Rng| (0..p).fold(0u32, |w, i| w | ((rng.below(1 << f.bits) as u32) << (f.bits as usize * i))) as i32;
+    let packed = PackedWeights::<T> {
+        k,
+        n,
+        format: f,
+        qweight: (0..k / p * n).map(|_| word(rng)).collect(),
+        scales: (0..groups * n).map(|_| T::from_f64(rng.range(0.5, 1.5) / (1u32 << f.bits) as f64 * 8.0)).collect(),
+        qzeros: if f.zeros { (0..groups * n / p).map(|_| word(rng)).collect() } else { vec![] },
+    };
+    let xv: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
+    let w = QuantWeights::upload(dev, &packed)?;
+    let x = dev.from_slice(&xv)?;
+    let mut y = dev.full(m * n, T::from_f64(f64::NAN))?;
+    let t = std::time::Instant::now();
+    wq_gemm(dev, &x, &w, &mut y, m, &QuantOptions::default())?;
+    dev.synchronize()?;
+    let secs = t.elapsed().as_secs_f64();
+    let got = y.to_vec()?;
+    let deq = packed.dequantize();
+    let mut err = 0f64;
+    for _ in 0..32 {
+        let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
+        let (want, sq) = (0..k).map(|kk| xv[i * k + kk].to_f64() * deq[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t));
+        let g = got[i * n + j].to_f64();
+        err = err.max(if g.is_finite() { (g - want).abs() / (want.abs() + sq.sqrt()) } else { f64::INFINITY });
+    }
+    let bytes = (packed.qweight.len() * 4 + packed.scales.len() * 2 + packed.qzeros.len() * 4 + 2 * (m * k + m * n)) as f64;
+    let name = format!("w{}g{}{} {m}x{n}x{k}", f.bits, if f.group == 0 { "ch".to_string() } else { f.group.to_string() }, if f.zeros { "z" } else { "" });
+    out.push(Row { kernel: "quant gemm", dtype: T::DTYPE, shape: (0, 0), err, tol: 1e-2, secs, attention: Some((name, format!("{:.2} GB/s", bytes / secs / 1e9))) });
     Ok(())
 }
 
@@ -173,6 +224,18 @@ fn main() {
             std::process::exit(1);
         }
     }
+    // quantized GEMM: W4A16 (group 128, zero points) and W8A16
+    // (per-channel, symmetric) at decode batch 1 and 16
+    use ferrotile_kernels::quant::QuantFormat;
+    let qshapes: &[(usize, usize, usize)] = if gpu && !quick { &[(1, 4096, 4096), (16, 4096, 4096)] } else { &[(1, 64, 256), (5, 48, 128)] };
+    for &s in qshapes {
+        let res = run_quant::<bf16>(&dev, &mut rng, s, QuantFormat { bits: 4, group: 128, zeros: true }, &mut rows)
+            .and_then(|_| run_quant::<f16>(&dev, &mut rng, s, QuantFormat { bits: 8, group: 0, zeros: false }, &mut rows));
+        if let Err(e) = res {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
     println!("{:<11} {:<5} {:>24} {:>10} {:>8} {:>10} {:>16}  status", "kernel", "dtype", "shape", "max err", "tol", "time ms", "rate");
     let mut failed = 0;
     for r in &rows {
@@ -180,8 +243,7 @@ fn main() {
         failed += !ok as usize;
         let bytes = 2.0 * (r.shape.0 * r.shape.1 * r.dtype.size_bytes()) as f64;
         let (shape, rate) = match &r.attention {
-            Some((name, tflops)) if *tflops >= 1.0 => (name.clone(), format!("{tflops:.1} TFLOP/s")),
-            Some((name, tflops)) => (name.clone(), format!("{:.2} GFLOP/s", tflops * 1e3)),
+            Some((name, rate)) => (name.clone(), rate.clone()),
             None => (format!("{}x{}", r.shape.0, r.shape.1), format!("{:.2} GB/s", bytes / r.secs / 1e9)),
         };
         println!(
