@@ -281,6 +281,17 @@ fn library_kernels_match_golden_files() {
     push(check("ptx/attention_fwd_varlen.128x64.d128.gqa4.causal.lse.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(vl, 90, 8, 1, Safety::Unchecked))));
     let spec = specialize(vl, &[32, 32, 64, 2, 1, 1, 1], &[f16]).unwrap();
     push(check("wgsl/attention_fwd_varlen.d64.gqa2.window.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(vl))));
+    // the quantized GEMM (decode tile, split K) and GEMV (pipelined loop
+    // without a dot), W4 with zero points
+    use ferrotile_kernels::quant::{wq_gemm_kernel, wq_gemv_kernel};
+    let qg = wq_gemm_kernel::ir();
+    let spec = specialize(qg, &[16, 128, 64, 4, 1, 1], &[bf]).unwrap();
+    push(check("ptx/wq_gemm.16x128x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qg, 90, 4, 2, Safety::Safe))));
+    let qv = wq_gemv_kernel::ir();
+    let spec = specialize(qv, &[256, 64, 4, 1, 1], &[bf]).unwrap();
+    push(check("ptx/wq_gemv.256x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &PtxOptions { pipeline_every_loop: true, ..guarded(qv, 90, 8, 2, Safety::Safe) })));
+    let spec = specialize(qv, &[32, 32, 8, 0, 0], &[f16]).unwrap();
+    push(check("wgsl/wq_gemv.32x32.w8.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(qv))));
     assert!(errs.is_empty(), "{} golden files differ:\n{}", errs.len(), errs.join("\n"));
 }
 
