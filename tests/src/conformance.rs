@@ -76,6 +76,11 @@ pub fn cases() -> Vec<Case> {
             safety::loop_steps
         ),
         case!("shape_ops", "expand_dims, broadcast_to, implicit broadcasting, trans, reshape", basic::shape_ops),
+        case!(
+            "repeated_loads",
+            "loads repeating an address along a dimension (masks constant or not over the run), vectors along a non-last dimension, small ints to floats",
+            basic::repeated_loads
+        ),
         case!("trans3d", "trans with a permutation on 3-D tiles, 3-D reshape", basic::trans3d),
         case!("views", "view, load_block, store_block (out-of-bounds zero / not written), transposed view", basic::views),
         case!("views_1d_3d", "1-D strided and 3-D views", basic::views_1d3d),

@@ -6,7 +6,7 @@
 //! 2 with one N tile; `ws`: a producer warpgroup, as `FERROTILE_WS=1` asks —
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
-//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [zeros] [split]`
+//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split]`
 //! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel)
 //! (the quantized GEMM; the compiler's explanations on stderr);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
@@ -71,8 +71,9 @@ fn main() {
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(3);
         let flag = |f: &str| a.iter().any(|x| x == f) as i64;
+        let group: i64 = a.iter().find_map(|x| x.strip_prefix("group=")).and_then(|v| v.parse().ok()).unwrap_or(128);
         let mut cx: Vec<i64> = t.clone();
-        cx.extend([flag("zeros"), flag("split")]);
+        cx.extend([group, flag("zeros"), flag("split")]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages.saturating_sub(1), pipeline_every_loop: gemv, ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len()) }).unwrap();
         for (line, what) in &p.conversions {

@@ -13,7 +13,8 @@
 use ferrotile::prelude::*;
 
 /// `out[m, n] = Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n])` with
-/// `g = k / group`, for `BITS`-bit weights packed `32 / BITS` to an `i32`
+/// `g = k / GROUP` (a constexpr: the group index is a shift, not a run-time
+/// division per K step; per-channel scales pass `GROUP = K`), for `BITS`-bit weights packed `32 / BITS` to an `i32`
 /// along K (`q[k, n] = (qweight[k / P, n] >> BITS·(k % P)) & (2^BITS − 1)`,
 /// `P = 32 / BITS`), zero points packed the same way along N
 /// (`qzeros[g, n / P]`) or, without `HAS_ZEROS`, `2^(BITS−1)` (symmetric).
@@ -22,11 +23,11 @@ use ferrotile::prelude::*;
 /// `[program_id(2) · k_split, +k_split)`; with `SPLIT` it writes its f32
 /// partial to `ws[program_id(2)]` (`[splits, m, n]`, summed by
 /// `gemm::gemm_splitk_reduce`), else the tile cast to `T`. `BK` divides
-/// `group` (or `group ≥ k`: one group) and `k_split`, so a K step reads one
+/// `GROUP` (or `GROUP ≥ k`: one group) and `k_split`, so a K step reads one
 /// scale row. K is a multiple of `P`; with zero points N is too.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
@@ -36,7 +37,6 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
     m: i32,
     n: i32,
     k: i32,
-    group: i32,
     k_split: i32,
     sxm: i64,
     som: i64,
@@ -62,7 +62,7 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
         let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
         let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
         // this step's scale (and zero-point) row, broadcast along K
-        let g = (k0 / group) as i64;
+        let g = (k0 / GROUP) as i64;
         let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
         let mut z = full([BK, BN], 1 << (BITS - 1), i32);
         if HAS_ZEROS {
@@ -91,7 +91,7 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
 /// row goes to `ws[program_id(1)]`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
@@ -100,7 +100,6 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
     ws: Ptr<f32>,
     n: i32,
     k: i32,
-    group: i32,
     k_split: i32,
 ) {
     let word_shift = 4 - BITS / 4;
@@ -119,7 +118,7 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
         let xv = load(broadcast_to(expand_dims(x + (kk as i64), 1), [BK, BN]), k_ok, 0.0) as f32;
         let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
         let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
-        let g = (k0 / group) as i64;
+        let g = (k0 / GROUP) as i64;
         let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
         let mut z = full([BK, BN], 1 << (BITS - 1), i32);
         if HAS_ZEROS {

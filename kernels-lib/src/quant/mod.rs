@@ -488,22 +488,22 @@ fn launch<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out
         let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
         if splits == 1 {
             let mut ws = crate::scratch::workspace(dev, 1)?;
-            wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, group as i32, k_split as i32, c.bn as i32, c.bk as i32, bits, zeros, false)?;
+            wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, k_split as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, false)?;
             return Ok(());
         }
         let mut ws = crate::scratch::workspace(dev, splits * n)?;
-        wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, group as i32, k_split as i32, c.bn as i32, c.bk as i32, bits, zeros, true)?;
+        wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, k_split as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, true)?;
         return reduce(dev, &mut ws, out, (1, n, splits, so));
     }
     if splits == 1 {
         // (the partials' workspace is not written without SPLIT)
         let mut ws = crate::scratch::workspace(dev, 1)?;
-        wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, group as i32, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, zeros, false)?;
+        wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, false)?;
         return Ok(());
     }
     let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
     // (`out` is not written with SPLIT: the reduction writes it)
-    wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, group as i32, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, zeros, true)?;
+    wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, true)?;
     reduce(dev, &mut ws, out, (m, n, splits, so))
 }
 

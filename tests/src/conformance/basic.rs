@@ -627,3 +627,79 @@ pub fn atomics(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+// ------------------------------------------------------------ repeated loads
+
+/// Loads whose addresses repeat along a dimension — a packed word per 8
+/// rows (`r >> 3`), a column vector broadcast along N (contiguous along
+/// dim 0), a row vector broadcast down the tile — with masks constant over
+/// each run and a mask that changes inside one (rows < `mrow`: the run's
+/// other rows must read `other`); and small integers converted to floats
+/// (`& 15`: [0, 15] → f32; a difference of two: [−15, 15] → bf16). The PTX
+/// backend loads such addresses once per run and vectorizes along the
+/// non-last dimension (`assign::load_runs`, `load_once_per_run`); the
+/// conversions take the exponent trick (`small_int_to_float`).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_repeated_loads<const BM: i32, const BN: i32>(
+    w: Ptr<i32>,
+    col: Ptr<bf16>,
+    row: Ptr<f32>,
+    o_words: Ptr<i32>,
+    o_masked: Ptr<i32>,
+    o_col: Ptr<f32>,
+    o_row: Ptr<f32>,
+    o_q: Ptr<f32>,
+    o_d: Ptr<bf16>,
+    m: i32,
+    n: i32,
+    mrow: i32,
+) {
+    let r = program_id(0) * BM + arange(0, BM);
+    let c = program_id(1) * BN + arange(0, BN);
+    let ok = expand_dims(r < m, 1) & expand_dims(c < n, 0);
+    let out = expand_dims(r * n, 1) + expand_dims(c, 0);
+    let wp = w + expand_dims((r >> 3) * n, 1) + expand_dims(c, 0);
+    let words = load(wp, ok, -1);
+    store(o_words + out, words, ok);
+    store(o_masked + out, load(wp, expand_dims(r < mrow, 1) & ok, 7), ok);
+    store(o_col + out, load(broadcast_to(expand_dims(col + r, 1), [BM, BN]), ok, 0.0) as f32, ok);
+    store(o_row + out, load(broadcast_to(expand_dims(row + c, 0), [BM, BN]), ok, 0.0), ok);
+    let q = (words >> expand_dims((r & 7) * 4, 1)) & 15;
+    store(o_q + out, q as f32, ok);
+    store(o_d + out, (q - ((words >> 28) & 15)) as bf16, ok);
+}
+
+pub fn repeated_loads(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, bm, bn) in &[(40usize, 33usize, 16i32, 32i32), (17, 64, 32, 64), (64, 128, 64, 128), (9, 200, 16, 128)] {
+        let mrow = rng.int(0, m as i64) as usize;
+        let c = Ctx::new("repeated_loads", seed, format!("{m}x{n} BM={bm} BN={bn} mrow={mrow}"));
+        let ws: Vec<i32> = (0..m.div_ceil(8) * n).map(|_| rand_int::<i32>(&mut rng)).collect();
+        let cols: Vec<bf16> = (0..m).map(|_| rand_float::<bf16>(&mut rng, false)).collect();
+        let rows: Vec<f32> = (0..n).map(|_| rand_float::<f32>(&mut rng, false)).collect();
+        let (w, colb, rowb) = (upload(dev, &ws)?, upload(dev, &cols)?, upload(dev, &rows)?);
+        let mut ow = poisoned::<i32>(dev, m * n + PAD)?;
+        let mut om = poisoned::<i32>(dev, m * n + PAD)?;
+        let mut oc = poisoned::<f32>(dev, m * n + PAD)?;
+        let mut or = poisoned::<f32>(dev, m * n + PAD)?;
+        let mut oq = poisoned::<f32>(dev, m * n + PAD)?;
+        let mut od = poisoned::<bf16>(dev, m * n + PAD)?;
+        let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
+        c.launch(k_repeated_loads::launch(dev, grid, &w, &colb, &rowb, &mut ow, &mut om, &mut oc, &mut or, &mut oq, &mut od, m as i32, n as i32, mrow as i32, bm, bn))?;
+        let word = |i: usize, j: usize| ws[(i >> 3) * n + j];
+        let at = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> { (0..m * n).map(|x| f(x / n, x % n)).collect() };
+        let q = |i: usize, j: usize| ((word(i, j) >> ((i & 7) * 4)) & 15) as i64;
+        let inputs = |x: usize| format!("row {}, col {}, word {:#x}", x / n, x % n, word(x / n, x % n));
+        let got_w = download(&ow)?;
+        check_eq(&c, "load(w + (r >> 3)·n + c)", &got_w[..m * n], &(0..m * n).map(|x| word(x / n, x % n)).collect::<Vec<_>>(), &inputs)?;
+        check_pad(&c, "words", &got_w, m * n)?;
+        let got_m = download(&om)?;
+        check_eq(&c, "load(.., r < mrow, 7)", &got_m[..m * n], &(0..m * n).map(|x| if x / n < mrow { word(x / n, x % n) } else { 7 }).collect::<Vec<_>>(), &inputs)?;
+        check_float_exact(&c, "column broadcast along N", &download(&oc)?[..m * n], &at(&|i, _| cols[i].to_f64()), &inputs)?;
+        check_float_exact(&c, "row broadcast along M", &download(&or)?[..m * n], &at(&|_, j| rows[j] as f64), &inputs)?;
+        check_float_exact(&c, "((w >> s) & 15) as f32", &download(&oq)?[..m * n], &at(&|i, j| q(i, j) as f64), &inputs)?;
+        check_float_exact(&c, "(q − (w >> 28 & 15)) as bf16", &download(&od)?[..m * n], &at(&|i, j| (q(i, j) - ((word(i, j) >> 28) & 15) as i64) as f64), &inputs)?;
+    }
+    Ok(())
+}

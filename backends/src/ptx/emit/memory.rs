@@ -112,6 +112,63 @@ impl<'k> PtxWriter<'k> {
         reps.iter().enumerate().any(|(r, &x)| x != r).then_some((reps, runs))
     }
 
+    /// Vector loads along a dimension other than the last: the heads of a
+    /// load issued once per run (one register each) that lie `v`
+    /// consecutive elements apart along dimension `d0` in one thread, where
+    /// the pointer is contiguous and `v`-element aligned along `d0` and the
+    /// mask constant over them (the axis facts per dimension) — `x`
+    /// broadcast along N in a GEMV, 8 rows of K in a thread: one 16-byte
+    /// load instead of 8 two-byte ones. Returns the heads' indices ordered
+    /// into groups of `v` (each group by offset along `d0`) and `v`.
+    fn cross_dim_vectors(&mut self, ptr: V, mask: Option<V>, heads: &[usize], d: DType) -> Option<(Vec<usize>, usize)> {
+        let shape = self.shape_u32(ptr);
+        let rank = shape.len();
+        let f = self.facts.get(&ptr)?.clone();
+        let mf = mask.and_then(|m| self.facts.get(&m).cloned());
+        if mask.is_some() && mf.is_none() {
+            return None;
+        }
+        let lay = self.layout(&shape);
+        let es = d.size_bytes() as u64;
+        for d0 in 0..rank.saturating_sub(1) {
+            let i = f.dim(d0);
+            let mut v = (lay.bl.spt[d0] as u64).min(i.contig).min(16 / es).min((i.div / es).max(1));
+            if es == 1 {
+                v = v.min(4);
+            }
+            if let Some(m) = &mf {
+                v = v.min(m.dim(d0).constancy);
+            }
+            if v < 2 || lay.bl.replicated(d0) {
+                continue;
+            }
+            let v = 1u64 << (63 - v.leading_zeros());
+            let mut groups: Vec<(Vec<u32>, Vec<Option<usize>>)> = vec![];
+            let mut ok = true;
+            for (hi, &h) in heads.iter().enumerate() {
+                let off = &lay.reg_offsets[h];
+                let mut key = off.clone();
+                key[d0] /= v as u32;
+                let slot = (off[d0] as u64 % v) as usize;
+                let g = match groups.iter().position(|(k, _)| *k == key) {
+                    Some(g) => g,
+                    None => {
+                        groups.push((key, vec![None; v as usize]));
+                        groups.len() - 1
+                    }
+                };
+                if groups[g].1[slot].replace(hi).is_some() {
+                    ok = false;
+                }
+            }
+            if !ok || groups.iter().any(|(_, s)| s.iter().any(|x| x.is_none())) {
+                continue;
+            }
+            return Some((groups.into_iter().flat_map(|(_, s)| s.into_iter().map(|x| x.unwrap())).collect(), v as usize));
+        }
+        None
+    }
+
     /// For a value loaded once per run whose registers alias (the mask
     /// constant over each run, `other` absent or uniform), the first
     /// register of each register's run — what [`Self::load_once_per_run`]
@@ -176,7 +233,21 @@ impl<'k> PtxWriter<'k> {
                 hm.extend(std::iter::repeat_n(p, w));
             }
         }
-        let loaded = self.load_regs(&hp, masks.map(|_| hm.as_slice()), others.map(|_| ho.as_slice()), d, w);
+        // heads consecutive along a dimension other than the last: one
+        // vector each group ([`Self::cross_dim_vectors`])
+        let loaded = match (w == 1 && mask_same).then(|| self.cross_dim_vectors(ptr, mask, &heads, d)).flatten() {
+            Some((order, v)) => {
+                let pick = |xs: &[String]| -> Vec<String> { order.iter().map(|&i| xs[i].clone()).collect() };
+                let (hp2, hm2, ho2) = (pick(&hp), if masks.is_some() { pick(&hm) } else { vec![] }, if others.is_some() { pick(&ho) } else { vec![] });
+                let got = self.load_regs(&hp2, masks.map(|_| hm2.as_slice()), others.map(|_| ho2.as_slice()), d, v);
+                let mut back = vec![String::new(); got.len()];
+                for (j, &i) in order.iter().enumerate() {
+                    back[i] = got[j].clone();
+                }
+                back
+            }
+            None => self.load_regs(&hp, masks.map(|_| hm.as_slice()), others.map(|_| ho.as_slice()), d, w),
+        };
         let at: HashMap<usize, usize> = heads.iter().enumerate().map(|(i, &h)| (h, i * w)).collect();
         let c = reg_class(Elem::Val(d));
         let sel = match c {
