@@ -104,7 +104,12 @@ fn wq_gemm_matches_f64_on_dequantized_weights() {
             cases.extend([(33, 72, 256, 4, 128, true, (0, 0)), (70, 130, 384, 4, 128, false, (0, 0)), (16, 256, 512, 8, 128, true, (0, 0))]);
         }
         if gpu {
-            cases.extend([(1, 4096, 4096, 4, 128, true, (0, 0)), (16, 2048, 4096, 4, 128, true, (0, 0)), (64, 1024, 2048, 8, 64, true, (0, 0)), (128, 640, 1024, 4, 128, true, (0, 0))]);
+            cases.extend([
+                (1, 4096, 4096, 4, 128, true, (0, 0)),
+                (16, 2048, 4096, 4, 128, true, (0, 0)),
+                (64, 1024, 2048, 8, 64, true, (0, 0)),
+                (128, 640, 1024, 4, 128, true, (0, 0)),
+            ]);
         }
         for (i, &(m, n, k, bits, group, zeros, strides)) in cases.iter().enumerate() {
             let f = QuantFormat { bits, group, zeros };
@@ -148,7 +153,9 @@ fn quantize_then_gemm_is_within_quantization_error() {
     let mut rng = Rng::new(11);
     let w: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
     let x: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
-    for f in [QuantFormat { bits: 4, group: 32, zeros: true }, QuantFormat { bits: 4, group: 128, zeros: false }, QuantFormat { bits: 8, group: 0, zeros: true }] {
+    for f in
+        [QuantFormat { bits: 4, group: 32, zeros: true }, QuantFormat { bits: 4, group: 128, zeros: false }, QuantFormat { bits: 8, group: 0, zeros: true }]
+    {
         let p: PackedWeights<bf16> = quantize(&w, k, n, f).unwrap();
         // each dequantized weight is within half a step of the original
         let deq = p.dequantize();
@@ -185,13 +192,22 @@ fn gptq_and_awq_imports_dequantize_as_their_formats_do() {
     let s: Vec<f16> = (0..groups * n).map(|_| f16::from_f64(rng.range(0.01, 0.1))).collect();
     let want = |kk: usize, j: usize| (q[kk * n + j] as f64 - z[kk / group * n + j] as f64) * s[kk / group * n + j].to_f64();
     // GPTQ: qweight [k/8, n] along K, qzeros [groups, n/8] along N holding z − 1
-    let gq: Vec<i32> = (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| (0..8).fold(0u32, |w, i| w | (q[(8 * r + i) * n + j] << (4 * i))) as i32).collect();
-    let gz: Vec<i32> = (0..groups).flat_map(|g| (0..n / 8).map(move |c| (g, c))).map(|(g, c)| (0..8).fold(0u32, |w, i| w | (((z[g * n + 8 * c + i] + 15) & 15) << (4 * i))) as i32).collect();
+    let gq: Vec<i32> =
+        (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| (0..8).fold(0u32, |w, i| w | (q[(8 * r + i) * n + j] << (4 * i))) as i32).collect();
+    let gz: Vec<i32> = (0..groups)
+        .flat_map(|g| (0..n / 8).map(move |c| (g, c)))
+        .map(|(g, c)| (0..8).fold(0u32, |w, i| w | (((z[g * n + 8 * c + i] + 15) & 15) << (4 * i))) as i32)
+        .collect();
     let g_idx: Vec<i32> = (0..k).map(|i| (i / group) as i32).collect();
     let p = PackedWeights::from_gptq(&gq, &gz, &s, Some(&g_idx), k, n, 4, group).unwrap();
     // AWQ: qweight [k, n/8] along N in the order 0 2 4 6 1 3 5 7
     const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
-    let pack_awq = |v: &[u32], rows: usize| -> Vec<i32> { (0..rows).flat_map(|r| (0..n / 8).map(move |c| (r, c))).map(|(r, c)| (0..8).fold(0u32, |w, i| w | (v[r * n + 8 * c + ORDER[i]] << (4 * i))) as i32).collect() };
+    let pack_awq = |v: &[u32], rows: usize| -> Vec<i32> {
+        (0..rows)
+            .flat_map(|r| (0..n / 8).map(move |c| (r, c)))
+            .map(|(r, c)| (0..8).fold(0u32, |w, i| w | (v[r * n + 8 * c + ORDER[i]] << (4 * i))) as i32)
+            .collect()
+    };
     let a = PackedWeights::from_awq(&pack_awq(&q, k), &pack_awq(&z, groups), &s, k, n, group).unwrap();
     for w in [&p, &a] {
         for kk in 0..k {
@@ -218,11 +234,11 @@ fn wq_gemm_rejects_bad_arguments() {
     let f = QuantFormat { bits: 4, group: 32, zeros: true };
     let w: PackedWeights<bf16> = random_packed(64, 16, f, &mut rng);
     let wd = QuantWeights::upload(&dev, &w).unwrap();
-    let x = dev.from_slice(&vec![bf16::ONE; 2 * 64]).unwrap();
-    let mut o = dev.from_slice(&vec![bf16::ZERO; 2 * 16]).unwrap();
+    let x = dev.from_slice(&[bf16::ONE; 2 * 64]).unwrap();
+    let mut o = dev.from_slice(&[bf16::ZERO; 2 * 16]).unwrap();
     let err = |r: Result<(), LibError>| r.expect_err("must fail").to_string();
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 3, &QuantOptions::default())).contains("`x`"));
-    let mut short = dev.from_slice(&vec![bf16::ZERO; 20]).unwrap();
+    let mut short = dev.from_slice(&[bf16::ZERO; 20]).unwrap();
     assert!(err(wq_gemm(&dev, &x, &wd, &mut short, 2, &QuantOptions::default())).contains("`out`"));
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
     let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
@@ -238,7 +254,11 @@ fn wq_gemm_rejects_bad_arguments() {
     assert!(matches!(quantize::<bf16>(&[f32::NAN; 64], 64, 1, QuantFormat { zeros: false, ..f }), Err(LibError::Config(_))));
     // f32 activations are refused
     let x32 = dev.from_slice(&[0f32; 64]).unwrap();
-    let w32 = QuantWeights::<f32>::upload(&dev, &PackedWeights { k: 64, n: 16, format: f, qweight: w.qweight.clone(), scales: vec![0f32; 32], qzeros: w.qzeros.clone() }).unwrap();
+    let w32 = QuantWeights::<f32>::upload(
+        &dev,
+        &PackedWeights { k: 64, n: 16, format: f, qweight: w.qweight.clone(), scales: vec![0f32; 32], qzeros: w.qzeros.clone() },
+    )
+    .unwrap();
     let mut o32 = dev.from_slice(&[0f32; 16]).unwrap();
     assert!(err(wq_gemm(&dev, &x32, &w32, &mut o32, 1, &QuantOptions::default())).contains("f16 or bf16"));
 }

@@ -289,7 +289,10 @@ fn library_kernels_match_golden_files() {
     push(check("ptx/wq_gemm.16x128x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qg, 90, 4, 2, Safety::Safe))));
     let qv = wq_gemv_kernel::ir();
     let spec = specialize(qv, &[256, 64, 4, 128, 1, 1], &[bf]).unwrap();
-    push(check("ptx/wq_gemv.256x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &PtxOptions { pipeline_every_loop: true, ..guarded(qv, 90, 8, 2, Safety::Safe) })));
+    push(check(
+        "ptx/wq_gemv.256x64.w4z.split.bf16.sm90.ptx",
+        &emit_ptx(&spec, &PtxOptions { pipeline_every_loop: true, ..guarded(qv, 90, 8, 2, Safety::Safe) }),
+    ));
     let spec = specialize(qv, &[32, 32, 8, 4096, 0, 0], &[f16]).unwrap();
     push(check("wgsl/wq_gemv.32x32.w8.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(qv))));
     assert!(errs.is_empty(), "{} golden files differ:\n{}", errs.len(), errs.join("\n"));

@@ -120,7 +120,7 @@ fn pipelined_dotless_loop_matches_the_original() {
         let w: Vec<i32> = (0..kw * n).map(|i| (i as i32).wrapping_mul(0x2f6b_3a1d)).collect();
         let groups = k.div_ceil(group).max(1);
         let s: Vec<ferrotile::bf16> = (0..groups * n).map(|_| rnd()).collect();
-        let z: Vec<i32> = (0..groups * n / 8).map(|i| (i as i32).wrapping_mul(0x1234_567)).collect();
+        let z: Vec<i32> = (0..groups * n / 8).map(|i| (i as i32).wrapping_mul(0x0123_4567)).collect();
         let splits = k.div_ceil(k_split).max(1);
         let run = |kern: &ferrotile::ir::Kernel| -> Vec<f32> {
             let (xb, wb, sb, zb) = (dev.from_slice(&x).unwrap(), dev.from_slice(&w).unwrap(), dev.from_slice(&s).unwrap(), dev.from_slice(&z).unwrap());

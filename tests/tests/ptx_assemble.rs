@@ -1015,7 +1015,8 @@ fn every_quant_tuner_configuration_assembles() {
             for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
                 let gemv = bm == 1;
                 let g = group as i64;
-                let consts: Vec<i64> = if gemv { vec![bn, bk, bits, g, zeros as i64, split as i64] } else { vec![bm, bn, bk, bits, g, zeros as i64, split as i64] };
+                let consts: Vec<i64> =
+                    if gemv { vec![bn, bk, bits, g, zeros as i64, split as i64] } else { vec![bm, bn, bk, bits, g, zeros as i64, split as i64] };
                 if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages)) {
                     continue;
                 }
@@ -1039,7 +1040,20 @@ fn every_quant_tuner_configuration_assembles() {
                     // words a thread holds per K step: BK/P rows × BN columns over the threads
                     let per = 32 / bits;
                     let words = (bk / per * bn) as usize / (32 * tc.num_warps as usize);
-                    let word_loads = p.text.lines().filter(|l| l.contains("ld.global") && l.contains(".s32")).map(|l| if l.contains(".v4") { 4 } else if l.contains(".v2") { 2 } else { 1 }).sum::<usize>();
+                    let word_loads = p
+                        .text
+                        .lines()
+                        .filter(|l| l.contains("ld.global") && l.contains(".s32"))
+                        .map(|l| {
+                            if l.contains(".v4") {
+                                4
+                            } else if l.contains(".v2") {
+                                2
+                            } else {
+                                1
+                            }
+                        })
+                        .sum::<usize>();
                     // (the prologue of a pipelined loop loads `stages − 1` steps
                     // more; zero points add one word per group row held)
                     let budget = (words + 8) * tc.num_stages.max(1) as usize;

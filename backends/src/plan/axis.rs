@@ -127,10 +127,10 @@ fn shape(k: &Kernel, v: V) -> Vec<u64> {
 }
 
 /// The value of a constant integer scalar (or of a splat of one).
-fn constant(k: &Kernel, defs: &HashMap<V, &OpKind>, v: V) -> Option<i64> {
+fn constant(defs: &HashMap<V, &OpKind>, v: V) -> Option<i64> {
     match defs.get(&v)? {
         OpKind::Const(Lit::Int(c)) => Some(*c),
-        OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => constant(k, defs, *x),
+        OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => constant(defs, *x),
         _ => None,
     }
 }
@@ -248,7 +248,7 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
             }
             OpKind::Binary { op: o, a, b } => {
                 let (x, y) = (get(m, *a), get(m, *b));
-                let c = constant(k, defs, *b);
+                let c = constant(defs, *b);
                 let (xl, xh) = r128(&x);
                 let (yl, yh) = r128(&y);
                 let nonneg = xl.is_some_and(|l| l >= 0);
@@ -310,7 +310,9 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
                         _ => (None, None),
                     },
                     BinOp::Div if nonneg && c.is_some_and(|c| c > 0) => fit(rdt, xl.map(|l| l / c.unwrap() as i128), xh.map(|h| h / c.unwrap() as i128)),
-                    BinOp::Rem if nonneg && c.is_some_and(|c| c > 0) => fit(rdt, Some(0), Some(xh.map_or(c.unwrap() as i128 - 1, |h| h.min(c.unwrap() as i128 - 1)))),
+                    BinOp::Rem if nonneg && c.is_some_and(|c| c > 0) => {
+                        fit(rdt, Some(0), Some(xh.map_or(c.unwrap() as i128 - 1, |h| h.min(c.unwrap() as i128 - 1))))
+                    }
                     BinOp::Shr if nonneg && c.is_some_and(|s| (0..63).contains(&s)) => fit(rdt, xl.map(|l| l >> c.unwrap()), xh.map(|h| h >> c.unwrap())),
                     BinOp::And => {
                         // with a non-negative operand the result lies in [0, it]

@@ -49,7 +49,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
             }
         }
     });
-    let k = &*passes::run(k, &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop));
+    let k = &*passes::run(
+        k,
+        &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop),
+    );
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.
     let mut min_es = 4usize;

@@ -242,7 +242,8 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantFormat, QuantOptions, QuantWeights};
     let e = |e: ferrotile_kernels::LibError| e.to_string();
     let p = problem(m, n, k, 3);
-    let packed = PackedWeights { k, n, format: QuantFormat { bits: 4, group: GROUP, zeros: true }, qweight: p.w.clone(), scales: p.s.clone(), qzeros: p.z.clone() };
+    let packed =
+        PackedWeights { k, n, format: QuantFormat { bits: 4, group: GROUP, zeros: true }, qweight: p.w.clone(), scales: p.s.clone(), qzeros: p.z.clone() };
     let w = QuantWeights::upload(dev, &packed).map_err(e)?;
     let x: Buffer<bf16> = dev.from_slice(&p.x).map_err(|e| e.to_string())?;
     let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(|e| e.to_string())?;
@@ -277,7 +278,10 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
         Timing { b2b: f64::NAN, graph: None }
     } else {
-        time_both(dev, 100, 20, || wq_gemm(dev, &x, &w, &mut o, m, &opts).map_err(|e| ferrotile::Error::Launch { kernel: "wq_gemm".into(), msg: e.to_string() })).map_err(|e| e.to_string())?
+        time_both(dev, 100, 20, || {
+            wq_gemm(dev, &x, &w, &mut o, m, &opts).map_err(|e| ferrotile::Error::Launch { kernel: "wq_gemm".into(), msg: e.to_string() })
+        })
+        .map_err(|e| e.to_string())?
     };
     let bytes = (p.w.len() * 4 + p.s.len() * 2 + p.z.len() * 4 + p.x.len() * 2 + m * n * 2) as f64;
     let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));

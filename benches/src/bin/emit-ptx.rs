@@ -75,7 +75,16 @@ fn main() {
         let mut cx: Vec<i64> = t.clone();
         cx.extend([group, flag("zeros"), flag("split")]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
-        let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages.saturating_sub(1), pipeline_every_loop: gemv, ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len()) }).unwrap();
+        let p = emit(
+            &spec,
+            &PtxOptions {
+                arg_div16: vec![true; guarded_params(k)],
+                pipeline: stages.saturating_sub(1),
+                pipeline_every_loop: gemv,
+                ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
+            },
+        )
+        .unwrap();
         for (line, what) in &p.conversions {
             eprintln!("line {line}: {what}");
         }

@@ -130,7 +130,15 @@ fn run_attention<T: FloatElement>(
             None,
             causal.then_some(0),
         );
-        out.push(Row { kernel: "attn bwd", dtype: T::DTYPE, shape: (0, 0), err, tol: tol(T::DTYPE), secs, attention: Some((name, tflops(2.5 * flops / secs / 1e12))) });
+        out.push(Row {
+            kernel: "attn bwd",
+            dtype: T::DTYPE,
+            shape: (0, 0),
+            err,
+            tol: tol(T::DTYPE),
+            secs,
+            attention: Some((name, tflops(2.5 * flops / secs / 1e12))),
+        });
     }
     Ok(())
 }
@@ -148,7 +156,13 @@ fn tflops(t: f64) -> String {
 /// dequantized weights (|err| / (|want| + sqrt(Σ terms²)), the library
 /// tests' metric); its rate counts the bytes of weights, scales, zero
 /// points, activations and output once.
-fn run_quant<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), f: ferrotile_kernels::quant::QuantFormat, out: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
+fn run_quant<T: FloatElement>(
+    dev: &Device,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    f: ferrotile_kernels::quant::QuantFormat,
+    out: &mut Vec<Row>,
+) -> Result<(), Box<dyn std::error::Error>> {
     use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantOptions, QuantWeights};
     let p = f.per_word();
     let groups = k / f.group_of(k);
@@ -180,7 +194,15 @@ fn run_quant<T: FloatElement>(dev: &Device, rng: &mut Rng, (m, n, k): (usize, us
     }
     let bytes = (packed.qweight.len() * 4 + packed.scales.len() * 2 + packed.qzeros.len() * 4 + 2 * (m * k + m * n)) as f64;
     let name = format!("w{}g{}{} {m}x{n}x{k}", f.bits, if f.group == 0 { "ch".to_string() } else { f.group.to_string() }, if f.zeros { "z" } else { "" });
-    out.push(Row { kernel: "quant gemm", dtype: T::DTYPE, shape: (0, 0), err, tol: 1e-2, secs, attention: Some((name, format!("{:.2} GB/s", bytes / secs / 1e9))) });
+    out.push(Row {
+        kernel: "quant gemm",
+        dtype: T::DTYPE,
+        shape: (0, 0),
+        err,
+        tol: 1e-2,
+        secs,
+        attention: Some((name, format!("{:.2} GB/s", bytes / secs / 1e9))),
+    });
     Ok(())
 }
 

@@ -64,12 +64,26 @@ impl<'a> PassOptions<'a> {
     /// `host_checked`, views lowered except the block loads in `keep`,
     /// loops pipelined.
     pub fn ptx(safety: Safety, host_checked: &'a dyn Fn(V) -> bool, keep: &'a dyn Fn(V) -> bool, pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: Some(host_checked), index_pointers: false, lower_views: Some(keep), pipeline_depth, pipeline_every_loop: false }
+        PassOptions {
+            safety,
+            host_checked_views: Some(host_checked),
+            index_pointers: false,
+            lower_views: Some(keep),
+            pipeline_depth,
+            pipeline_every_loop: false,
+        }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
     /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
     pub fn interpreter(safety: Safety, gpu_pipeline_depth: u32) -> Self {
-        PassOptions { safety, host_checked_views: None, index_pointers: false, lower_views: None, pipeline_depth: gpu_pipeline_depth, pipeline_every_loop: false }
+        PassOptions {
+            safety,
+            host_checked_views: None,
+            index_pointers: false,
+            lower_views: None,
+            pipeline_depth: gpu_pipeline_depth,
+            pipeline_every_loop: false,
+        }
     }
     /// These options with loops without a `dot` pipelined as well.
     pub fn every_loop(mut self, on: bool) -> Self {

@@ -142,7 +142,10 @@ impl<T: FloatElement> PackedWeights<T> {
         let g = self.groups();
         let want = |what: &str, have: usize, need: usize| {
             if have != need {
-                Err(LibError::Shape(format!("quant: `{what}` has {have} elements, {need} expected for {}×{} ({}-bit, group {})", self.k, self.n, self.format.bits, self.format.group)))
+                Err(LibError::Shape(format!(
+                    "quant: `{what}` has {have} elements, {need} expected for {}×{} ({}-bit, group {})",
+                    self.k, self.n, self.format.bits, self.format.group
+                )))
             } else {
                 Ok(())
             }
@@ -157,7 +160,16 @@ impl<T: FloatElement> PackedWeights<T> {
     /// [groups, n]`, `g_idx [k]`). `g_idx` must be the plain `k / group`
     /// order: act-order checkpoints (`desc_act`) are refused with an error.
     #[allow(clippy::too_many_arguments)]
-    pub fn from_gptq(qweight: &[i32], qzeros: &[i32], scales: &[T], g_idx: Option<&[i32]>, k: usize, n: usize, bits: u32, group: usize) -> Result<Self, LibError> {
+    pub fn from_gptq(
+        qweight: &[i32],
+        qzeros: &[i32],
+        scales: &[T],
+        g_idx: Option<&[i32]>,
+        k: usize,
+        n: usize,
+        bits: u32,
+        group: usize,
+    ) -> Result<Self, LibError> {
         let format = QuantFormat { bits, group, zeros: true };
         format.check(k, n)?;
         let gs = format.group_of(k);
@@ -192,7 +204,13 @@ impl<T: FloatElement> PackedWeights<T> {
         format.check(k, n)?;
         let groups = k / format.group_of(k);
         if qweight.len() != k * n / 8 || qzeros.len() != groups * n / 8 {
-            return Err(LibError::Shape(format!("quant: AWQ `qweight` / `qzeros` have {} / {} elements, {} / {} expected", qweight.len(), qzeros.len(), k * n / 8, groups * n / 8)));
+            return Err(LibError::Shape(format!(
+                "quant: AWQ `qweight` / `qzeros` have {} / {} elements, {} / {} expected",
+                qweight.len(),
+                qzeros.len(),
+                k * n / 8,
+                groups * n / 8
+            )));
         }
         // column 8c + ORDER[i] sits in nibble i of word c
         let unpack = |w: &[i32], rows: usize| -> Vec<u32> {
@@ -266,7 +284,11 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
         }
     }
     let qweight = (0..k / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| q[(p * r + i) * n + j]), b)).collect();
-    let qzeros = if format.zeros { (0..groups).flat_map(|g| (0..n / p).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..p).map(|i| zs[g * n + p * c + i]), b)).collect() } else { vec![] };
+    let qzeros = if format.zeros {
+        (0..groups).flat_map(|g| (0..n / p).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..p).map(|i| zs[g * n + p * c + i]), b)).collect()
+    } else {
+        vec![]
+    };
     Ok(PackedWeights { k, n, format, qweight, scales, qzeros })
 }
 
@@ -315,7 +337,12 @@ impl QuantConfig {
     }
 
     fn to_tune(self) -> ferrotile::TuneConfig {
-        ferrotile::TuneConfig::new(self.num_warps).with("BM", self.bm as i64).with("BN", self.bn as i64).with("BK", self.bk as i64).with("SPLIT_K", self.split_k as i64).stages(self.num_stages)
+        ferrotile::TuneConfig::new(self.num_warps)
+            .with("BM", self.bm as i64)
+            .with("BN", self.bn as i64)
+            .with("BK", self.bk as i64)
+            .with("SPLIT_K", self.split_k as i64)
+            .stages(self.num_stages)
     }
 
     /// The largest of 128, 64, 32, 16 dividing the group (any with one
@@ -375,7 +402,13 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
         }
         return v;
     }
-    let bms: &[u32] = if m <= 16 { &[16] } else if m <= 32 { &[32] } else { &[64, 128] };
+    let bms: &[u32] = if m <= 16 {
+        &[16]
+    } else if m <= 32 {
+        &[32]
+    } else {
+        &[64, 128]
+    };
     for &bm in bms {
         for &bn in &[64u32, 128] {
             for &bkcap in &[64u32, 128] {
@@ -460,7 +493,15 @@ fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Au
     map.entry(key).or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", cands).reps(5))).clone()
 }
 
-fn launch<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out: &mut Buffer<T>, m: usize, (sx, so): (usize, usize), c: QuantConfig) -> Result<(), LibError> {
+fn launch<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &QuantWeights<T>,
+    out: &mut Buffer<T>,
+    m: usize,
+    (sx, so): (usize, usize),
+    c: QuantConfig,
+) -> Result<(), LibError> {
     let (k, n) = (w.k, w.n);
     let group = w.format.group_of(k);
     if !c.bk.is_power_of_two() || !(16..=128).contains(&c.bk) || (group < k && !group.is_multiple_of(c.bk as usize)) {
@@ -488,32 +529,132 @@ fn launch<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out
         let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
         if splits == 1 {
             let mut ws = crate::scratch::workspace(dev, 1)?;
-            wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, k_split as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, false)?;
+            wq_gemv_kernel::launch(
+                dev,
+                cfg,
+                x,
+                &w.qweight,
+                &w.scales,
+                &w.qzeros,
+                out,
+                ws.buffer(),
+                ni,
+                ki,
+                k_split as i32,
+                c.bn as i32,
+                c.bk as i32,
+                bits,
+                group as i32,
+                zeros,
+                false,
+            )?;
             return Ok(());
         }
         let mut ws = crate::scratch::workspace(dev, splits * n)?;
-        wq_gemv_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), ni, ki, k_split as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, true)?;
+        wq_gemv_kernel::launch(
+            dev,
+            cfg,
+            x,
+            &w.qweight,
+            &w.scales,
+            &w.qzeros,
+            out,
+            ws.buffer(),
+            ni,
+            ki,
+            k_split as i32,
+            c.bn as i32,
+            c.bk as i32,
+            bits,
+            group as i32,
+            zeros,
+            true,
+        )?;
         return reduce(dev, &mut ws, out, (1, n, splits, so));
     }
     if splits == 1 {
         // (the partials' workspace is not written without SPLIT)
         let mut ws = crate::scratch::workspace(dev, 1)?;
-        wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, false)?;
+        wq_gemm_kernel::launch(
+            dev,
+            cfg,
+            x,
+            &w.qweight,
+            &w.scales,
+            &w.qzeros,
+            out,
+            ws.buffer(),
+            mi,
+            ni,
+            ki,
+            k_split as i32,
+            sx as i64,
+            so as i64,
+            c.bm as i32,
+            c.bn as i32,
+            c.bk as i32,
+            bits,
+            group as i32,
+            zeros,
+            false,
+        )?;
         return Ok(());
     }
     let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
     // (`out` is not written with SPLIT: the reduction writes it)
-    wq_gemm_kernel::launch(dev, cfg, x, &w.qweight, &w.scales, &w.qzeros, out, ws.buffer(), mi, ni, ki, k_split as i32, sx as i64, so as i64, c.bm as i32, c.bn as i32, c.bk as i32, bits, group as i32, zeros, true)?;
+    wq_gemm_kernel::launch(
+        dev,
+        cfg,
+        x,
+        &w.qweight,
+        &w.scales,
+        &w.qzeros,
+        out,
+        ws.buffer(),
+        mi,
+        ni,
+        ki,
+        k_split as i32,
+        sx as i64,
+        so as i64,
+        c.bm as i32,
+        c.bn as i32,
+        c.bk as i32,
+        bits,
+        group as i32,
+        zeros,
+        true,
+    )?;
     reduce(dev, &mut ws, out, (m, n, splits, so))
 }
 
 /// `out = Σ_s ws[s]` over the split-K partials `[splits, m, n]`, in split
 /// order (deterministic), cast to `T`.
-fn reduce<T: FloatElement>(dev: &Device, ws: &mut crate::scratch::Workspace, out: &mut Buffer<T>, (m, n, splits, so): (usize, usize, usize, usize)) -> Result<(), LibError> {
+fn reduce<T: FloatElement>(
+    dev: &Device,
+    ws: &mut crate::scratch::Workspace,
+    out: &mut Buffer<T>,
+    (m, n, splits, so): (usize, usize, usize, usize),
+) -> Result<(), LibError> {
     const BLOCK: usize = 256;
     let placeholder = crate::scratch::placeholder::<T>(dev)?;
     let programs = m * n.div_ceil(BLOCK);
     let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(2);
-    crate::gemm::gemm_splitk_reduce::launch(dev, launch, ws.buffer(), out, &placeholder, m as i32, n as i32, splits as i32, so as i64, 0, 1.0, BLOCK as i32, 0, false)?;
+    crate::gemm::gemm_splitk_reduce::launch(
+        dev,
+        launch,
+        ws.buffer(),
+        out,
+        &placeholder,
+        m as i32,
+        n as i32,
+        splits as i32,
+        so as i64,
+        0,
+        1.0,
+        BLOCK as i32,
+        0,
+        false,
+    )?;
     Ok(())
 }

@@ -686,7 +686,24 @@ pub fn repeated_loads(dev: &Device, seed: u64) -> R {
         let mut oq = poisoned::<f32>(dev, m * n + PAD)?;
         let mut od = poisoned::<bf16>(dev, m * n + PAD)?;
         let grid = (cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32);
-        c.launch(k_repeated_loads::launch(dev, grid, &w, &colb, &rowb, &mut ow, &mut om, &mut oc, &mut or, &mut oq, &mut od, m as i32, n as i32, mrow as i32, bm, bn))?;
+        c.launch(k_repeated_loads::launch(
+            dev,
+            grid,
+            &w,
+            &colb,
+            &rowb,
+            &mut ow,
+            &mut om,
+            &mut oc,
+            &mut or,
+            &mut oq,
+            &mut od,
+            m as i32,
+            n as i32,
+            mrow as i32,
+            bm,
+            bn,
+        ))?;
         let word = |i: usize, j: usize| ws[(i >> 3) * n + j];
         let at = |f: &dyn Fn(usize, usize) -> f64| -> Vec<f64> { (0..m * n).map(|x| f(x / n, x % n)).collect() };
         let q = |i: usize, j: usize| ((word(i, j) >> ((i & 7) * 4)) & 15) as i64;
@@ -695,11 +712,23 @@ pub fn repeated_loads(dev: &Device, seed: u64) -> R {
         check_eq(&c, "load(w + (r >> 3)·n + c)", &got_w[..m * n], &(0..m * n).map(|x| word(x / n, x % n)).collect::<Vec<_>>(), &inputs)?;
         check_pad(&c, "words", &got_w, m * n)?;
         let got_m = download(&om)?;
-        check_eq(&c, "load(.., r < mrow, 7)", &got_m[..m * n], &(0..m * n).map(|x| if x / n < mrow { word(x / n, x % n) } else { 7 }).collect::<Vec<_>>(), &inputs)?;
+        check_eq(
+            &c,
+            "load(.., r < mrow, 7)",
+            &got_m[..m * n],
+            &(0..m * n).map(|x| if x / n < mrow { word(x / n, x % n) } else { 7 }).collect::<Vec<_>>(),
+            &inputs,
+        )?;
         check_float_exact(&c, "column broadcast along N", &download(&oc)?[..m * n], &at(&|i, _| cols[i].to_f64()), &inputs)?;
         check_float_exact(&c, "row broadcast along M", &download(&or)?[..m * n], &at(&|_, j| rows[j] as f64), &inputs)?;
         check_float_exact(&c, "((w >> s) & 15) as f32", &download(&oq)?[..m * n], &at(&|i, j| q(i, j) as f64), &inputs)?;
-        check_float_exact(&c, "(q − (w >> 28 & 15)) as bf16", &download(&od)?[..m * n], &at(&|i, j| (q(i, j) - ((word(i, j) >> 28) & 15) as i64) as f64), &inputs)?;
+        check_float_exact(
+            &c,
+            "(q − (w >> 28 & 15)) as bf16",
+            &download(&od)?[..m * n],
+            &at(&|i, j| (q(i, j) - ((word(i, j) >> 28) & 15) as i64) as f64),
+            &inputs,
+        )?;
     }
     Ok(())
 }

@@ -93,7 +93,8 @@ impl<'k> PtxWriter<'k> {
         }
         // bind each operand to its registers at the heads, run the op,
         // restore (in reverse: an operand used twice ends as it was)
-        let saved: Vec<(V, Option<Vec<String>>)> = ops.iter().zip(&regs).map(|(u, r)| (*u, self.vals.insert(*u, heads.iter().map(|&i| r[i].clone()).collect()))).collect();
+        let saved: Vec<(V, Option<Vec<String>>)> =
+            ops.iter().zip(&regs).map(|(u, r)| (*u, self.vals.insert(*u, heads.iter().map(|&i| r[i].clone()).collect()))).collect();
         let out = self.elementwise(kind);
         for (u, old) in saved.into_iter().rev() {
             match old {

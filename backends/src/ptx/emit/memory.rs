@@ -108,7 +108,8 @@ impl<'k> PtxWriter<'k> {
             return None;
         }
         let mut first: HashMap<Vec<u32>, usize> = HashMap::new();
-        let reps: Vec<usize> = lay.reg_offsets.iter().enumerate().map(|(r, off)| *first.entry(off.iter().zip(&runs).map(|(o, c)| o / c).collect()).or_insert(r)).collect();
+        let reps: Vec<usize> =
+            lay.reg_offsets.iter().enumerate().map(|(r, off)| *first.entry(off.iter().zip(&runs).map(|(o, c)| o / c).collect()).or_insert(r)).collect();
         reps.iter().enumerate().any(|(r, &x)| x != r).then_some((reps, runs))
     }
 
@@ -200,7 +201,17 @@ impl<'k> PtxWriter<'k> {
     /// is predicated on any of its lanes' masks and each register takes
     /// the loaded value or its `other` by its own mask. None: load as usual.
     #[allow(clippy::too_many_arguments)]
-    fn load_once_per_run(&mut self, ptr: V, mask: Option<V>, rp: &[String], masks: Option<&[String]>, others: Option<&[String]>, d: DType, w: usize, res: V) -> Option<Vec<String>> {
+    fn load_once_per_run(
+        &mut self,
+        ptr: V,
+        mask: Option<V>,
+        rp: &[String],
+        masks: Option<&[String]>,
+        others: Option<&[String]>,
+        d: DType,
+        w: usize,
+        res: V,
+    ) -> Option<Vec<String>> {
         let (reps, runs) = self.run_representatives(ptr, res)?;
         let n = rp.len();
         // whole vector groups repeat whole vector groups
