@@ -288,6 +288,11 @@ pub enum OpKind {
         x: V,
         to: DType,
     },
+    /// The same bits read as another 32-bit dtype (f32, i32, u32).
+    Bitcast {
+        x: V,
+        to: DType,
+    },
     /// Pointer tile plus integer offset tile (in elements).
     AddPtr {
         ptr: V,
@@ -379,7 +384,7 @@ impl OpKind {
             Splat { x, .. } | Broadcast { x, .. } | ExpandDims { x, .. } | Reshape { x, .. } | Trans { x, .. } => {
                 vec![*x]
             }
-            Unary { x, .. } | Cast { x, .. } | Reduce { x, .. } | Scan { x, .. } => vec![*x],
+            Unary { x, .. } | Cast { x, .. } | Bitcast { x, .. } | Reduce { x, .. } | Scan { x, .. } => vec![*x],
             Binary { a, b, .. } | Cmp { a, b, .. } => vec![*a, *b],
             Fma { a, b, c } => vec![*a, *b, *c],
             Select { cond, a, b } => vec![*cond, *a, *b],
@@ -404,7 +409,7 @@ impl OpKind {
         match self {
             Param(_) | Constexpr(_) | Const(_) | ProgramId(_) | NumPrograms(_) | Arange { .. } => {}
             Splat { x, .. } | Broadcast { x, .. } | ExpandDims { x, .. } | Reshape { x, .. } | Trans { x, .. } => *x = f(*x),
-            Unary { x, .. } | Cast { x, .. } | Reduce { x, .. } | Scan { x, .. } => *x = f(*x),
+            Unary { x, .. } | Cast { x, .. } | Bitcast { x, .. } | Reduce { x, .. } | Scan { x, .. } => *x = f(*x),
             Binary { a, b, .. } | Cmp { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b)
@@ -490,6 +495,7 @@ impl OpKind {
                 | OpKind::Fma { .. }
                 | OpKind::Select { .. }
                 | OpKind::Cast { .. }
+                | OpKind::Bitcast { .. }
                 | OpKind::AddPtr { .. }
         )
     }

@@ -92,6 +92,7 @@ fn block(k: &Kernel, b: &Block, depth: usize, s: &mut String) {
             OpKind::Fma { a, b, c } => format!("fma {}", vs(k, &[*a, *b, *c])),
             OpKind::Select { cond, a, b } => format!("select {}", vs(k, &[*cond, *a, *b])),
             OpKind::Cast { x, to } => format!("cast {} to {to}", v(k, *x)),
+            OpKind::Bitcast { x, to } => format!("bitcast {} to {to}", v(k, *x)),
             OpKind::AddPtr { ptr, offset } => format!("addptr {}, {}", v(k, *ptr), v(k, *offset)),
             OpKind::Load { ptr, mask, other } => {
                 let mut t = format!("load {}", v(k, *ptr));

@@ -215,6 +215,10 @@ impl<'k> Spec<'k> {
                 let x = self.m(*x);
                 vec![self.b.cast(x, to.subst(&self.dt)).map_err(te)?]
             }
+            OpKind::Bitcast { x, to } => {
+                let x = self.m(*x);
+                vec![self.b.bitcast(x, to.subst(&self.dt)).map_err(te)?]
+            }
             OpKind::Load { ptr, mask, other } => {
                 let (p, m, o) = (self.m(*ptr), mask.map(|v| self.m(v)), other.map(|v| self.m(v)));
                 vec![self.b.load(p, m, o).map_err(te)?]

@@ -107,6 +107,13 @@ fn check_op(k: &Kernel, op: &Op) -> R {
             }
         }
         OpKind::Unary { x, .. } | OpKind::Cast { x, .. } => same_shape(&[*x])?,
+        OpKind::Bitcast { x, to } => {
+            same_shape(&[*x])?;
+            let from = ty(*x).dtype();
+            if !from.is_some_and(|d| d.bits() == 32 && d != DType::Bool) || to.bits() != 32 {
+                return fail(op, format!("bitcast of {from:?} to {to}: both must be 32-bit"));
+            }
+        }
         OpKind::AddPtr { ptr, offset } => {
             same_shape(&[*ptr, *offset])?;
             if !ty(*ptr).elem().is_some_and(|e| e.is_ptr()) {

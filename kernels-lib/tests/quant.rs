@@ -36,6 +36,7 @@ fn random_packed<T: FloatElement>(k: usize, n: usize, f: QuantFormat, rng: &mut 
         // (scales ~ 1/2^bits so the dequantized weights are O(1))
         scales: (0..groups * n).map(|_| T::from_f64(rng.range(0.5, 1.5) / (1 << f.bits) as f64 * 8.0)).collect(),
         qzeros: if f.zeros { (0..groups * n / p).map(|_| word(rng)).collect() } else { vec![] },
+        perm: None,
     }
 }
 
@@ -221,10 +222,57 @@ fn gptq_and_awq_imports_dequantize_as_their_formats_do() {
             assert!((v - want(i / n, i % n)).abs() <= 1e-3 * want(i / n, i % n).abs() + 1e-6);
         }
     }
-    // act-order is refused, not silently misread
-    let mut shuffled = g_idx.clone();
-    shuffled.swap(0, 40);
-    assert!(matches!(PackedWeights::from_gptq(&gq, &gz, &s, Some(&shuffled), k, n, 4, group), Err(LibError::Config(_))));
+    // a g_idx whose groups do not hold `group` rows each is refused
+    let mut uneven = g_idx.clone();
+    uneven[0] = 1;
+    assert!(matches!(PackedWeights::from_gptq(&gq, &gz, &s, Some(&uneven), k, n, 4, group), Err(LibError::Config(m)) if m.contains("rows")));
+    let mut out_of_range = g_idx.clone();
+    out_of_range[3] = groups as i32;
+    assert!(matches!(PackedWeights::from_gptq(&gq, &gz, &s, Some(&out_of_range), k, n, 4, group), Err(LibError::Shape(m)) if m.contains("g_idx")));
+}
+
+/// GPTQ act-order (`desc_act`): rows quantized in a permuted order, so a
+/// row's group is `g_idx[row]`, not `row / group`. The import sorts the rows
+/// by group and `wq_gemm` gathers `x`'s columns to match; the product must
+/// equal x · W with W in the checkpoint's own row order, on every device.
+#[test]
+fn gptq_act_order_matches_f64() {
+    for dev in devices() {
+        let mut rng = Rng::new(19);
+        for &(m, n, k, group, bits) in &[(1usize, 24usize, 128usize, 32usize, 4u32), (5, 16, 256, 64, 4), (3, 32, 96, 32, 8)] {
+            let p = 32 / bits as usize;
+            let groups = k / group;
+            let mask = (1u32 << bits) - 1;
+            // the order GPTQ visited the rows in: group = position / group
+            let mut order: Vec<usize> = (0..k).collect();
+            for i in (1..k).rev() {
+                order.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let mut g_idx = vec![0i32; k];
+            for (pos, &row) in order.iter().enumerate() {
+                g_idx[row] = (pos / group) as i32;
+            }
+            let q: Vec<u32> = (0..k * n).map(|_| rng.below(1 << bits) as u32).collect();
+            let z: Vec<u32> = (0..groups * n).map(|_| rng.below(1 << bits) as u32).collect();
+            let s: Vec<bf16> = (0..groups * n).map(|_| bf16::from_f64(rng.range(0.5, 1.5) / (1 << bits) as f64 * 8.0)).collect();
+            let qw: Vec<i32> = (0..k / p)
+                .flat_map(|r| (0..n).map(move |j| (r, j)))
+                .map(|(r, j)| (0..p).fold(0u32, |w, i| w | (q[(p * r + i) * n + j] << (bits as usize * i))) as i32)
+                .collect();
+            let qz: Vec<i32> = (0..groups)
+                .flat_map(|g| (0..n / p).map(move |c| (g, c)))
+                .map(|(g, c)| (0..p).fold(0u32, |w, i| w | (((z[g * n + p * c + i] + mask) & mask) << (bits as usize * i))) as i32)
+                .collect();
+            let w = PackedWeights::from_gptq(&qw, &qz, &s, Some(&g_idx), k, n, bits, group).unwrap();
+            assert!(w.perm.is_some(), "act-order keeps its permutation");
+            let deq: Vec<f64> =
+                (0..k * n).map(|i| (q[i] as f64 - z[g_idx[i / n] as usize * n + i % n] as f64) * s[g_idx[i / n] as usize * n + i % n].to_f64()).collect();
+            let mine = w.dequantize();
+            assert!(deq.iter().zip(&mine).all(|(a, b)| (a - b).abs() <= 1e-12), "dequantize() in the checkpoint's row order");
+            let e = run(&dev, &w, m, (0, 0), None, 300 + m as u64);
+            assert!(e <= TOL, "{}: act-order {m}x{n}x{k} g{group} w{bits}: error {e:.2e}", dev.name());
+        }
+    }
 }
 
 #[test]
@@ -249,6 +297,8 @@ fn wq_gemm_rejects_bad_arguments() {
     let bad_bits = PackedWeights { format: QuantFormat { bits: 3, ..f }, ..w.clone() };
     assert!(matches!(bad_bits.validate(), Err(LibError::Config(m)) if m.contains("bits")));
     let short_scales = PackedWeights { scales: w.scales[1..].to_vec(), ..w.clone() };
+    let not_a_perm = PackedWeights { perm: Some(vec![0; 64]), ..w.clone() };
+    assert!(matches!(not_a_perm.validate(), Err(LibError::Shape(m)) if m.contains("perm")));
     assert!(matches!(QuantWeights::upload(&dev, &short_scales), Err(LibError::Shape(m)) if m.contains("`scales`")));
     assert!(matches!(quantize::<bf16>(&[0.0; 60], 60, 1, f), Err(LibError::Shape(_))));
     assert!(matches!(quantize::<bf16>(&[f32::NAN; 64], 64, 1, QuantFormat { zeros: false, ..f }), Err(LibError::Config(_))));
@@ -256,7 +306,7 @@ fn wq_gemm_rejects_bad_arguments() {
     let x32 = dev.from_slice(&[0f32; 64]).unwrap();
     let w32 = QuantWeights::<f32>::upload(
         &dev,
-        &PackedWeights { k: 64, n: 16, format: f, qweight: w.qweight.clone(), scales: vec![0f32; 32], qzeros: w.qzeros.clone() },
+        &PackedWeights { k: 64, n: 16, format: f, qweight: w.qweight.clone(), scales: vec![0f32; 32], qzeros: w.qzeros.clone(), perm: None },
     )
     .unwrap();
     let mut o32 = dev.from_slice(&[0f32; 16]).unwrap();

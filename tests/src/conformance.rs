@@ -93,6 +93,7 @@ pub fn cases() -> Vec<Case> {
         case!("math", "exp exp2 log log2 sqrt rsqrt sigmoid tanh erf sin cos; f32/f16/bf16", arith::math),
         case!("casts", "casts between every pair of bool/i8/u8/i32/u32/i64/f16/bf16/f32", casts::casts),
         case!("generic_cast", "`x as U` in kernels with two dtype parameters", casts::generic_cast),
+        case!("bitcast", "bitcast between f32, i32 and u32 (tiles and scalars), the exponent trick", casts::bitcast),
         case!("reduce_float", "sum max min argmax argmin along axes 0 and 1; f32/f16/bf16", reduce::reduce_float),
         case!("row_stats", "multi-row programs: row statistics broadcast back into their rows; carried row vectors", reduce::row_stats),
         case!("sum_order", "sum combines partials in a tree (a large value plus many small ones)", reduce::sum_order),

@@ -242,8 +242,15 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantFormat, QuantOptions, QuantWeights};
     let e = |e: ferrotile_kernels::LibError| e.to_string();
     let p = problem(m, n, k, 3);
-    let packed =
-        PackedWeights { k, n, format: QuantFormat { bits: 4, group: GROUP, zeros: true }, qweight: p.w.clone(), scales: p.s.clone(), qzeros: p.z.clone() };
+    let packed = PackedWeights {
+        k,
+        n,
+        format: QuantFormat { bits: 4, group: GROUP, zeros: true },
+        qweight: p.w.clone(),
+        scales: p.s.clone(),
+        qzeros: p.z.clone(),
+        perm: None,
+    };
     let w = QuantWeights::upload(dev, &packed).map_err(e)?;
     let x: Buffer<bf16> = dev.from_slice(&p.x).map_err(|e| e.to_string())?;
     let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(|e| e.to_string())?;

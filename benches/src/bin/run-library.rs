@@ -174,6 +174,7 @@ fn run_quant<T: FloatElement>(
         qweight: (0..k / p * n).map(|_| word(rng)).collect(),
         scales: (0..groups * n).map(|_| T::from_f64(rng.range(0.5, 1.5) / (1u32 << f.bits) as f64 * 8.0)).collect(),
         qzeros: if f.zeros { (0..groups * n / p).map(|_| word(rng)).collect() } else { vec![] },
+        perm: None,
     };
     let xv: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
     let w = QuantWeights::upload(dev, &packed)?;

@@ -302,6 +302,7 @@ impl<'a> Prog<'a> {
                 Some(t(Data::select(c.data.as_bool(), &a.data, &b.data)))
             }
             OpKind::Cast { x, to } => Some(t(self.get(*x).data.cast(*to))),
+            OpKind::Bitcast { x, to } => Some(t(self.get(*x).data.bitcast(*to))),
             OpKind::AddPtr { ptr, offset } => {
                 let (p, o) = (self.get(*ptr), self.get(*offset));
                 let Data::Ptr(pv) = &p.data else { unreachable!() };

@@ -199,6 +199,22 @@ impl Data {
         }
     }
 
+    /// The same bits as `to` (32-bit dtypes: the builder checked).
+    pub fn bitcast(&self, to: DType) -> Data {
+        let bits: Vec<u32> = match self {
+            Data::F32(v) => v.iter().map(|x| x.to_bits()).collect(),
+            Data::I32(v) => v.iter().map(|&x| x as u32).collect(),
+            Data::U32(v) => v.clone(),
+            _ => unreachable!("bitcast of a non-32-bit tile"),
+        };
+        match to {
+            DType::F32 => Data::F32(bits.into_iter().map(f32::from_bits).collect()),
+            DType::I32 => Data::I32(bits.into_iter().map(|b| b as i32).collect()),
+            DType::U32 => Data::U32(bits),
+            _ => unreachable!("bitcast to a non-32-bit dtype"),
+        }
+    }
+
     pub fn cast(&self, to: DType) -> Data {
         if self.dtype() == to {
             return self.clone();

@@ -295,4 +295,27 @@ impl Builder {
         let ty = t.with_elem(Elem::Val(to));
         Ok(self.emit1(OpKind::Cast { x, to }, ty))
     }
+
+    /// `bitcast(x, to)`: the bits of each element read as `to`, both 32-bit
+    /// dtypes (f32, i32, u32) — `(q | 0x4B000000)` read as an f32 is
+    /// `2²³ + q`. A dtype parameter is checked when it is bound.
+    pub fn bitcast(&mut self, x: V, to: DType) -> R<V> {
+        let t = self.tile_ty(x, 0)?;
+        let from = match t.elem().unwrap() {
+            Elem::Val(d) => d,
+            Elem::Ptr(_) => return Err(TypeError::new("pointers cannot be bitcast").at(0)),
+        };
+        let ok = |d: DType| matches!(d, DType::F32 | DType::I32 | DType::U32 | DType::Generic(_));
+        if !ok(from) {
+            return Err(TypeError::new(format!("bitcast takes a 32-bit value (f32, i32, u32), not {from}")).at(0));
+        }
+        if !ok(to) {
+            return Err(TypeError::new(format!("bitcast gives a 32-bit dtype (f32, i32, u32), not {to}")).at(1));
+        }
+        if from == to {
+            return Ok(x);
+        }
+        let ty = t.with_elem(Elem::Val(to));
+        Ok(self.emit1(OpKind::Bitcast { x, to }, ty))
+    }
 }

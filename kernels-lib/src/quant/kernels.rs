@@ -135,3 +135,16 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
         store(out + (rn as i64), y as T, ok);
     }
 }
+
+/// `xg[r, c] = x[r, perm[c]]` for one row `r = program_id(0)` and a
+/// `BLOCK`-wide run of columns per `program_id(1)`: the activations of an
+/// act-order (GPTQ `desc_act`) product gathered into the weights' sorted
+/// row order. `xg` is `[rows, k]` contiguous; `x`'s rows are `sx` apart.
+#[kernel]
+pub fn gather_columns<T: Float, const BLOCK: i32>(x: Ptr<T>, perm: Ptr<i32>, xg: Ptr<T>, k: i32, sx: i64) {
+    let r = program_id(0) as i64;
+    let c = program_id(1) * BLOCK + arange(0, BLOCK);
+    let ok = c < k;
+    let src = load(perm + c, ok, 0);
+    store(xg + r * (k as i64) + (c as i64), load(x + r * sx + (src as i64), ok, 0.0), ok);
+}

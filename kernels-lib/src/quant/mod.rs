@@ -12,7 +12,9 @@
 //! `z − 1`), or none (symmetric: `z = 2^(BITS−1)`). [`quantize`] produces
 //! it from f32 weights (round to nearest); [`PackedWeights::from_gptq`]
 //! and [`PackedWeights::from_awq`] import the two checkpoint layouts
-//! (AWQ's interleaved nibble order and `[k, n / 8]` words are repacked).
+//! (AWQ's interleaved nibble order and `[k, n / 8]` words are repacked;
+//! GPTQ's act-order rows are sorted by group, and [`gather_columns`]
+//! brings `x`'s columns into that order before the product).
 //!
 //! **The kernel** ([`wq_gemm_kernel`], written in the DSL as a user would):
 //! a `BM × BN` tile per program, a K loop that loads the packed words once
@@ -31,7 +33,7 @@ use ferrotile::prelude::*;
 use ferrotile::FloatElement;
 
 mod kernels;
-pub use kernels::{wq_gemm_kernel, wq_gemv_kernel};
+pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemv_kernel};
 
 /// Bits per weight and grouping of a quantized matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,11 @@ pub struct PackedWeights<T> {
     pub scales: Vec<T>,
     /// `[groups, n / P]` (empty when symmetric).
     pub qzeros: Vec<i32>,
+    /// Act-order (GPTQ `desc_act`): the kernel's weight row `i` is row
+    /// `perm[i]` of the matrix, rows sorted so that each group is
+    /// contiguous; `x`'s columns are gathered in this order before the
+    /// product. None: rows in order.
+    pub perm: Option<Vec<i32>>,
 }
 
 fn pack_bits(vals: impl Iterator<Item = u32>, bits: u32) -> i32 {
@@ -120,16 +127,18 @@ impl<T: FloatElement> PackedWeights<T> {
         ((self.qzeros[g * (self.n / p) + n / p] as u32) >> (b * (n % p))) & ((1 << b) - 1)
     }
 
-    /// The dequantized matrix `(q − z)·s`, row-major `[k, n]`, exact (in
-    /// f64, not rounded to `T`: the GEMM kernel rounds each weight to `T`
-    /// for the tensor cores, the GEMV kernel keeps it in f32).
+    /// The dequantized matrix `(q − z)·s`, row-major `[k, n]` in the
+    /// matrix's own row order (act-order undone), exact (in f64, not
+    /// rounded to `T`: the GEMM kernel rounds each weight to `T` for the
+    /// tensor cores, the GEMV kernel keeps it in f32).
     pub fn dequantize(&self) -> Vec<f64> {
         let gs = self.format.group_of(self.k);
-        let mut out = Vec::with_capacity(self.k * self.n);
+        let mut out = vec![0f64; self.k * self.n];
         for kk in 0..self.k {
+            let row = self.perm.as_ref().map_or(kk, |p| p[kk] as usize);
             for j in 0..self.n {
                 let g = kk / gs;
-                out.push((self.q(kk, j) as f64 - self.z(g, j) as f64) * self.scales[g * self.n + j].to_f64());
+                out[row * self.n + j] = (self.q(kk, j) as f64 - self.z(g, j) as f64) * self.scales[g * self.n + j].to_f64();
             }
         }
         out
@@ -152,13 +161,22 @@ impl<T: FloatElement> PackedWeights<T> {
         };
         want("qweight", self.qweight.len(), self.k / p * self.n)?;
         want("scales", self.scales.len(), g * self.n)?;
-        want("qzeros", self.qzeros.len(), if self.format.zeros { g * self.n / p } else { 0 })
+        want("qzeros", self.qzeros.len(), if self.format.zeros { g * self.n / p } else { 0 })?;
+        if let Some(perm) = &self.perm {
+            let mut seen = vec![false; self.k];
+            if perm.len() != self.k || !perm.iter().all(|&r| r >= 0 && (r as usize) < self.k && !std::mem::replace(&mut seen[r as usize], true)) {
+                return Err(LibError::Shape(format!("quant: `perm` must be a permutation of 0..{}", self.k)));
+            }
+        }
+        Ok(())
     }
 
     /// Import a GPTQ checkpoint's tensors (`qweight [k/P, n]`, `qzeros
     /// [groups, n/P]` holding `z − 1` as GPTQ writes them, `scales
-    /// [groups, n]`, `g_idx [k]`). `g_idx` must be the plain `k / group`
-    /// order: act-order checkpoints (`desc_act`) are refused with an error.
+    /// [groups, n]`, `g_idx [k]`: the group of each row). With act-order
+    /// (`desc_act`: `g_idx` not `k / group`) the rows are sorted by group
+    /// — each group must then hold exactly `group` rows, as GPTQ writes
+    /// them — and the permutation is kept ([`PackedWeights::perm`]).
     #[allow(clippy::too_many_arguments)]
     pub fn from_gptq(
         qweight: &[i32],
@@ -177,10 +195,8 @@ impl<T: FloatElement> PackedWeights<T> {
             if gi.len() != k {
                 return Err(LibError::Shape(format!("quant: `g_idx` has {} elements, K = {k}", gi.len())));
             }
-            if gi.iter().enumerate().any(|(i, &g)| g as i64 != (i / gs) as i64) {
-                return Err(LibError::Config("quant: `g_idx` is not k / group (an act-order checkpoint): not supported yet".into()));
-            }
         }
+        let act_order = g_idx.is_some_and(|gi| gi.iter().enumerate().any(|(i, &g)| g as i64 != (i / gs) as i64));
         let (b, p) = (bits as usize, format.per_word());
         let mask = (1u32 << b) - 1;
         let groups = k / gs;
@@ -189,7 +205,32 @@ impl<T: FloatElement> PackedWeights<T> {
         }
         // GPTQ stores z − 1 (wrapping in BITS bits)
         let qz: Vec<i32> = qzeros.iter().map(|&w| pack_bits((0..p).map(|i| (((w as u32) >> (b * i)) + 1) & mask), bits)).collect();
-        let out = PackedWeights { k, n, format, qweight: qweight.to_vec(), scales: scales.to_vec(), qzeros: qz };
+        if qweight.len() != k / p * n {
+            return Err(LibError::Shape(format!("quant: `qweight` has {} elements, {} expected", qweight.len(), k / p * n)));
+        }
+        let (qweight, perm) = if act_order {
+            let gi = g_idx.unwrap();
+            let mut count = vec![0usize; groups];
+            for (i, &g) in gi.iter().enumerate() {
+                if g < 0 || g as usize >= groups {
+                    return Err(LibError::Shape(format!("quant: `g_idx[{i}]` = {g} is not a group (0..{groups})")));
+                }
+                count[g as usize] += 1;
+            }
+            if let Some(g) = count.iter().position(|&c| c != gs) {
+                return Err(LibError::Config(format!("quant: act-order group {g} has {} rows, {gs} expected", count[g])));
+            }
+            // rows sorted by group (stable): each group contiguous
+            let mut perm: Vec<i32> = (0..k as i32).collect();
+            perm.sort_by_key(|&r| gi[r as usize]);
+            let q = |row: usize, j: usize| ((qweight[row / p * n + j] as u32) >> (b * (row % p))) & mask;
+            let sorted =
+                (0..k / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| q(perm[p * r + i] as usize, j)), bits)).collect();
+            (sorted, Some(perm))
+        } else {
+            (qweight.to_vec(), None)
+        };
+        let out = PackedWeights { k, n, format, qweight, scales: scales.to_vec(), qzeros: qz, perm };
         out.validate()?;
         Ok(out)
     }
@@ -228,7 +269,7 @@ impl<T: FloatElement> PackedWeights<T> {
         let (q, z) = (unpack(qweight, k), unpack(qzeros, groups));
         let qweight = (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..8).map(|i| q[(8 * r + i) * n + j]), 4)).collect();
         let qzeros = (0..groups).flat_map(|g| (0..n / 8).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..8).map(|i| z[g * n + 8 * c + i]), 4)).collect();
-        let out = PackedWeights { k, n, format, qweight, scales: scales.to_vec(), qzeros };
+        let out = PackedWeights { k, n, format, qweight, scales: scales.to_vec(), qzeros, perm: None };
         out.validate()?;
         Ok(out)
     }
@@ -289,7 +330,7 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
     } else {
         vec![]
     };
-    Ok(PackedWeights { k, n, format, qweight, scales, qzeros })
+    Ok(PackedWeights { k, n, format, qweight, scales, qzeros, perm: None })
 }
 
 /// [`PackedWeights`] on a device.
@@ -301,13 +342,30 @@ pub struct QuantWeights<T: FloatElement> {
     pub scales: Buffer<T>,
     /// A one-element placeholder when symmetric.
     pub qzeros: Buffer<i32>,
+    /// Act-order: the column order `x` is gathered in
+    /// ([`PackedWeights::perm`]), and the gathered `x` (grown on demand).
+    pub perm: Option<Buffer<i32>>,
+    gathered: std::sync::Mutex<Option<Buffer<T>>>,
 }
 
 impl<T: FloatElement> QuantWeights<T> {
     pub fn upload(dev: &Device, w: &PackedWeights<T>) -> Result<Self, LibError> {
         w.validate()?;
         let qzeros = if w.qzeros.is_empty() { dev.from_slice(&[0i32])? } else { dev.from_slice(&w.qzeros)? };
-        Ok(QuantWeights { k: w.k, n: w.n, format: w.format, qweight: dev.from_slice(&w.qweight)?, scales: dev.from_slice(&w.scales)?, qzeros })
+        let perm = match &w.perm {
+            Some(p) => Some(dev.from_slice(p)?),
+            None => None,
+        };
+        Ok(QuantWeights {
+            k: w.k,
+            n: w.n,
+            format: w.format,
+            qweight: dev.from_slice(&w.qweight)?,
+            scales: dev.from_slice(&w.scales)?,
+            qzeros,
+            perm,
+            gathered: Default::default(),
+        })
     }
 }
 
@@ -465,6 +523,33 @@ pub fn wq_gemm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>
     };
     need("x", x.len(), m, sx, k)?;
     need("out", out.len(), m, so, n)?;
+    if let Some(perm) = &w.perm {
+        // act-order: x's columns in the weights' row order, then the product
+        let mut g = w.gathered.lock().unwrap_or_else(|e| e.into_inner());
+        if g.as_ref().is_none_or(|b| b.len() < m * k) {
+            *g = Some(dev.zeros::<T>(m * k)?);
+        }
+        let xg = g.as_mut().unwrap();
+        const BLOCK: usize = 256;
+        let grid = [m as u32, k.div_ceil(BLOCK) as u32, 1];
+        gather_columns::launch(dev, LaunchConfig::new(grid).num_warps(2), x, perm, xg, k as i32, sx as i64, BLOCK as i32)?;
+        let opts = QuantOptions { x_row_stride: k, ..*opts };
+        return wq_gemm_ordered(dev, xg, w, out, m, &opts, (k, so));
+    }
+    wq_gemm_ordered(dev, x, w, out, m, opts, (sx, so))
+}
+
+/// [`wq_gemm`] once `x`'s columns are in the weights' row order.
+fn wq_gemm_ordered<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &QuantWeights<T>,
+    out: &mut Buffer<T>,
+    m: usize,
+    opts: &QuantOptions,
+    (sx, so): (usize, usize),
+) -> Result<(), LibError> {
+    let (k, n) = (w.k, w.n);
     if let Some(c) = opts.config {
         return launch(dev, x, w, out, m, (sx, so), c);
     }

@@ -304,6 +304,11 @@ impl<'a> Lower<'a> {
                 let d = self.dtype_arg(all[1])?;
                 done!(self.b.cast(x, d))
             }
+            "bitcast" => {
+                let x = val!(0);
+                let d = self.dtype_arg(all[1])?;
+                done!(self.b.bitcast(x, d))
+            }
             "sum" | "max" | "min" | "argmax" | "argmin" | "cumsum" => {
                 let x = val!(0);
                 let axis = self.axis_arg(&name, all[1])?;

@@ -129,6 +129,7 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
     ("select", &[3], "select(cond, a, b)"),
     ("where", &[3], "r#where(cond, a, b)"),
     ("cast", &[2], "cast(x, dtype)"),
+    ("bitcast", &[2], "bitcast(x, dtype) (32-bit dtypes: f32, i32, u32)"),
     ("sum", &[2], "sum(x, axis)"),
     ("max", &[2], "max(x, axis)"),
     ("min", &[2], "min(x, axis)"),

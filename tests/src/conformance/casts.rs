@@ -378,3 +378,54 @@ pub fn generic_cast(dev: &Device, seed: u64) -> R {
     generic_cast_tu::<f16, f32>(dev, seed ^ 4)?;
     generic_cast_tu::<bf16, bf16>(dev, seed ^ 5)
 }
+
+/// `bitcast` between the 32-bit dtypes: f32 bits read as i32 and u32, i32
+/// bits (of finite normal floats) read as f32, the exponent trick
+/// `bitcast((q & 15) | 0x4B000000, f32) − 2²³ = q`, and a scalar.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_bitcast<const B: i32>(xf: Ptr<f32>, xi: Ptr<i32>, o_fi: Ptr<i32>, o_fu: Ptr<u32>, o_if: Ptr<f32>, o_magic: Ptr<f32>, o_s: Ptr<i32>, v: f32, n: i32) {
+    let offs = program_id(0) * B + arange(0, B);
+    let m = offs < n;
+    let f = load(xf + offs, m, 0.0);
+    let i = load(xi + offs, m, 0);
+    store(o_fi + offs, bitcast(f, i32), m);
+    store(o_fu + offs, bitcast(f, u32), m);
+    store(o_if + offs, bitcast((i & 0x3F7FFFFF) | 0x00800000, f32), m);
+    store(o_magic + offs, bitcast((i & 15) | 0x4B000000, f32) - 8388608.0, m);
+    store(o_s + program_id(0), bitcast(v, i32));
+}
+
+pub fn bitcast(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(n, b) in SIZES_1D {
+        let v: f32 = rand_float(&mut rng, false);
+        let c = Ctx::new("bitcast", seed, format!("n={n} B={b} v={v}"));
+        let fs: Vec<f32> = (0..n).map(|_| rand_float::<f32>(&mut rng, false)).collect();
+        let is: Vec<i32> = (0..n).map(|_| rand_int::<i32>(&mut rng)).collect();
+        let (xf, xi) = (upload(dev, &fs)?, upload(dev, &is)?);
+        let grid = cdiv(n, b as usize).max(1);
+        let mut o_fi = poisoned::<i32>(dev, n + PAD)?;
+        let mut o_fu = poisoned::<u32>(dev, n + PAD)?;
+        let mut o_if = poisoned::<f32>(dev, n + PAD)?;
+        let mut o_mg = poisoned::<f32>(dev, n + PAD)?;
+        let mut o_s = poisoned::<i32>(dev, grid)?;
+        c.launch(k_bitcast::launch(dev, grid as u32, &xf, &xi, &mut o_fi, &mut o_fu, &mut o_if, &mut o_mg, &mut o_s, v, n as i32, b))?;
+        let inputs = |i: usize| format!("f={:?} ({:#x}) i={:#x}", fs[i], fs[i].to_bits(), is[i]);
+        let got = download(&o_fi)?;
+        check_eq(&c, "bitcast(f, i32)", &got[..n], &fs.iter().map(|x| x.to_bits() as i32).collect::<Vec<_>>(), &inputs)?;
+        check_pad(&c, "bitcast(f, i32)", &got, n)?;
+        check_eq(&c, "bitcast(f, u32)", &download(&o_fu)?[..n], &fs.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), &inputs)?;
+        let want_if: Vec<f64> = is.iter().map(|&x| f32::from_bits(((x & 0x3F7F_FFFF) | 0x0080_0000) as u32) as f64).collect();
+        check_float_exact(&c, "bitcast(i, f32)", &download(&o_if)?[..n], &want_if, &inputs)?;
+        check_float_exact(
+            &c,
+            "bitcast((i & 15) | 2^23 bits, f32) - 2^23",
+            &download(&o_mg)?[..n],
+            &is.iter().map(|&x| (x & 15) as f64).collect::<Vec<_>>(),
+            &inputs,
+        )?;
+        check_eq(&c, "bitcast(v, i32) (scalar)", &download(&o_s)?, &vec![v.to_bits() as i32; grid], &no_inputs)?;
+    }
+    Ok(())
+}

@@ -153,6 +153,18 @@ impl<'k> PtxWriter<'k> {
                 out
             }
             OpKind::Cast { x, to } => self.cast(*x, *to)?,
+            OpKind::Bitcast { x, to } => {
+                // (registers are typed by class: f32 in %f, 32-bit ints in %r)
+                let c = reg_class(Elem::Val(*to));
+                let rx = self.get(*x);
+                let mut out = vec![];
+                for r in rx {
+                    let d = self.reg(c);
+                    self.line(format!("mov.b32 {d}, {r};"));
+                    out.push(d);
+                }
+                out
+            }
             OpKind::AddPtr { ptr, offset } => {
                 let es = self.dtype(*ptr).size_bytes();
                 let od = self.dtype(*offset);

@@ -193,6 +193,7 @@ impl<'k> PtxWriter<'k> {
             | OpKind::Fma { .. }
             | OpKind::Select { .. }
             | OpKind::Cast { .. }
+            | OpKind::Bitcast { .. }
             | OpKind::AddPtr { .. }) => {
                 // computed in the layout the plan gives the result
                 let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));

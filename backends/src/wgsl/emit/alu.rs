@@ -59,6 +59,19 @@ impl<'k> WgslWriter<'k> {
                 }
                 out
             }
+            OpKind::Bitcast { x, to } => {
+                let t = match to {
+                    DType::F32 => "f32",
+                    DType::I32 => "i32",
+                    _ => "u32",
+                };
+                let rx = self.get(*x);
+                let mut out = vec![];
+                for r in rx {
+                    out.push(self.let_(wty_of(*to), format!("bitcast<{t}>({r})")));
+                }
+                out
+            }
             OpKind::AddPtr { ptr, offset } => {
                 let od = self.dtype(*offset);
                 let (rp, ro) = (self.get(*ptr), self.get(*offset));
