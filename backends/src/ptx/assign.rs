@@ -95,11 +95,13 @@ impl Plan {
 }
 
 /// The instruction's K for a dot of these operand types, if tensor cores
-/// can run it: 16 for f16/bf16 (m16n8k16), 8 for tf32 (m16n8k8).
+/// can run it: 16 for f16/bf16 (m16n8k16), 8 for tf32 (m16n8k8), 32 for
+/// i8 (m16n8k32, s32 accumulators; `mma.sync` only — `PtxOptions::mma_i8`).
 pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
     match (a, precision) {
         (DType::F16 | DType::BF16, _) => Some(16),
         (DType::F32, p) if p.is_tf32() => Some(8),
+        (DType::I8, _) => Some(32),
         _ => None,
     }
 }
@@ -221,7 +223,7 @@ fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
 /// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
-pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>) -> Plan {
+pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>, mma_i8: bool) -> Plan {
     let (rows, chained_a) = chained_dot_shapes(k);
     // `mma.sync` grid of an `m × n` result: warps along M only where a
     // dot's A is computed from another dot's result (so that the first
@@ -246,12 +248,14 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
         let (da, db) = (k.ty(*a).elem().map(|e| e.dtype()), k.ty(*b).elem().map(|e| e.dtype()));
         let why = if !enable_mma {
             Some("tensor cores are off (FERROTILE_MMA=0)".to_string())
+        } else if da == Some(DType::I8) && !mma_i8 {
+            Some("i8 tensor cores are off (FERROTILE_MMA_I8=0)".to_string())
         } else if da != db {
             Some(format!("operands of different dtypes ({da:?}, {db:?})"))
         } else {
             match da.and_then(|d| mma_k(d, *precision).map(|kk| (d, kk))) {
                 None => Some(format!(
-                    "{} inputs with {precision:?} precision: tensor cores take f16/bf16, or f32 through `dot_tf32`",
+                    "{} inputs with {precision:?} precision: tensor cores take f16/bf16, i8, or f32 through `dot_tf32`",
                     da.map_or("?".into(), |d| d.to_string())
                 )),
                 Some((_, kk)) if sa[1] % kk != 0 => Some(format!("K = {} is not a multiple of the instruction's {kk}", sa[1])),
@@ -263,7 +267,8 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
         };
         let grid = match why {
             Some(_) => None,
-            None if wgmma => {
+            // (i8: `mma.sync` m16n8k32 only)
+            None if wgmma && da != Some(DType::I8) => {
                 let es = da.map_or(2, |d| d.size_bytes() as u32);
                 let kb = kmajor_b.contains(b);
                 // (a computed A: fed from registers, or staged; never a

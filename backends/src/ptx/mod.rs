@@ -50,6 +50,10 @@ pub struct PtxOptions {
     /// With `sm: 90` and `mma`: f16/bf16 `dot`s whose shapes fit run as
     /// warpgroup MMAs (`wgmma.mma_async`); the kernel then targets `sm_90a`.
     pub wgmma: bool,
+    /// With `mma`: i8 `dot`s run on `mma.sync` m16n8k32 (s32
+    /// accumulators; both operands staged, B K-contiguous) instead of the
+    /// FMA path (the CUDA runtime reads `FERROTILE_MMA_I8`).
+    pub mma_i8: bool,
     /// Prefetch the operand loads of `dot` loops this many iterations ahead
     /// ([`ferrotile_ir::passes::pipeline`]; `num_stages - 1`, 0: off).
     pub pipeline: u32,
@@ -138,6 +142,7 @@ impl PtxOptions {
             arg_one: vec![false; n_params],
             mma: true,
             wgmma: true,
+            mma_i8: true,
             pipeline: 0,
             pipeline_every_loop: false,
             tma: true,

@@ -1,7 +1,9 @@
 //! `dot`: the dispatch to `wgmma` (`wgmma.rs`), `mma.sync` m16n8k16 (f16/bf16,
-//! `ldmatrix` from the rings or from operands staged with padded rows) and
-//! m16n8k8 (tf32), or the FMA path (exact f32, i8): a register-blocked outer
-//! product over shared-memory copies of the operands.
+//! `ldmatrix` from the rings or from operands staged with padded rows),
+//! m16n8k8 (tf32) and m16n8k32 (i8 → s32: both operands staged as bytes,
+//! B transposed so that its K runs are contiguous), or the FMA path (exact
+//! f32; i8 with `FERROTILE_MMA_I8=0`): a register-blocked outer product
+//! over shared-memory copies of the operands.
 
 use super::*;
 
@@ -58,6 +60,22 @@ impl<'k> PtxWriter<'k> {
         }
     }
 
+    /// Store a 2-D i8 tile (one byte per 32-bit register, in the layout of
+    /// `shape`) to shared memory, `ld` bytes per row: row-major, or with
+    /// `transposed` each column as a row (element `(r, c)` at `c·ld + r`:
+    /// a B operand K-contiguous per column, the order the m16n8k32 `mma`
+    /// reads B in — `ldmatrix` cannot transpose bytes).
+    pub(super) fn stage_bytes(&mut self, regs: &[String], shape: &[u32], ld: u32, base: &str, transposed: bool) {
+        for (r, v) in regs.iter().enumerate() {
+            let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
+            let (row, col) = if transposed { (j, i) } else { (i, j) };
+            let a = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {a}, {row}, {ld}, {base};"));
+            self.line(format!("add.u32 {a}, {a}, {col};"));
+            self.line(format!("st.shared.b8 [{a}], {v};"));
+        }
+    }
+
     /// `dot` on tensor cores (`mma.sync`): the operands are staged in
     /// shared memory in their own dtype, rows padded by 16 bytes (32 for
     /// tf32 B) so that the 8 rows one fragment load touches fall in distinct
@@ -70,17 +88,28 @@ impl<'k> PtxWriter<'k> {
         let (m, kk, n) = (sa[0], sa[1], sb[1]);
         let d = self.dtype(a);
         let tf32 = d == DType::F32;
+        // i8 (m16n8k32, s32 accumulators): A staged as bytes, B staged
+        // transposed — K contiguous per column — because `ldmatrix` can
+        // transpose only 16-bit elements; no rings (`async_copy`)
+        let int = d == DType::I8;
         if tf32 && !precision.is_tf32() {
             return self.err("mma path for an exact f32 dot");
         }
-        let es = if tf32 { 4 } else { 2 };
-        // (an operand ring's padded rows are these: `async_copy`)
-        let (lda, ldb) = (kk * es + 16, n * es + if tf32 { 32 } else { 16 });
+        let es = if tf32 {
+            4
+        } else if int {
+            1
+        } else {
+            2
+        };
+        // (an operand ring's padded rows are these: `async_copy`; i8's B
+        // rows are its columns)
+        let (lda, ldb) = (kk * es + 16, if int { kk + 16 } else { n * es + if tf32 { 32 } else { 16 } });
         let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
         // A computed in registers that already hold the m16n8k16 A
         // fragments (an accumulator of the same warp rows, cast to 16 bits)
         // feeds the MMAs from its registers (`ptx::fragments`)
-        let reg_a: Option<Vec<String>> = if ca.is_none() && !tf32 && self.o.register_a {
+        let reg_a: Option<Vec<String>> = if ca.is_none() && !tf32 && !int && self.o.register_a {
             let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let raw = self.get_raw(a);
             crate::ptx::fragments::mma_a(&have, m, kk, g.wm, g.wn)
@@ -93,8 +122,8 @@ impl<'k> PtxWriter<'k> {
         // (why A is not fed from registers, for FERROTILE_EXPLAIN)
         let a_why = if !self.o.register_a {
             ": register A is off"
-        } else if tf32 {
-            ": tf32 operands are read from shared memory"
+        } else if tf32 || int {
+            ": tf32 and i8 operands are read from shared memory"
         } else {
             ": its registers do not hold the m16n8k16 A fragments in the threads that read them (register A needs the warps along M, as an accumulator of chained dots has them)"
         };
@@ -116,18 +145,28 @@ impl<'k> PtxWriter<'k> {
                     ));
                 }
             }
-            let bytes_a = if stage_a { m * lda } else { 0 };
-            self.smem_need(bytes_a + if cb.is_none() { kk * ldb } else { 0 });
+            // (16-byte aligned: `ldmatrix` rows)
+            let bytes_a = if stage_a { (m * lda).next_multiple_of(16) } else { 0 };
+            let bytes_b = if int { n * ldb } else { kk * ldb };
+            self.smem_need(bytes_a + if cb.is_none() { bytes_b } else { 0 });
             self.bar();
             let scratch = self.smem_base();
             if stage_a {
-                self.stage(&ra, &sa, es, lda, &scratch);
+                if int {
+                    self.stage_bytes(&ra, &sa, lda, &scratch, false);
+                } else {
+                    self.stage(&ra, &sa, es, lda, &scratch);
+                }
                 base = scratch.clone();
             }
             if cb.is_none() {
                 base_b = self.reg(RegClass::R);
                 self.line(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
-                self.stage(&rb, &sb, es, ldb, &base_b);
+                if int {
+                    self.stage_bytes(&rb, &sb, ldb, &base_b, true);
+                } else {
+                    self.stage(&rb, &sb, es, ldb, &base_b);
+                }
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
@@ -162,6 +201,22 @@ impl<'k> PtxWriter<'k> {
             let _ = writeln!(p, "\tand.b32 {t}, {lane}, 3;\n\tmad.lo.u32 {oa}, {t}, 4, {oa};");
             let _ =
                 writeln!(p, "\tmul.lo.u32 {ob}, {t}, {ldb};\n\tshr.u32 {t}, {lane}, 2;\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 4, {ob};");
+        } else if int {
+            // a: as for 16-bit operands, in bytes (matrices (rows 0-7 |
+            // 8-15) × (k 0-15 | 16-31)); b from its transposed staging:
+            // matrices (k 0-15 | 16-31) × (n tile j | j+1), rows along n
+            let _ = writeln!(
+                p,
+                "\tand.b32 {oa}, {lane}, 7;\n\tmad.lo.u32 {oa}, {wmr}, 8, {oa};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {oa}, {t}, {}, {oa};",
+                8 * wm
+            );
+            let _ = writeln!(p, "\tmul.lo.u32 {oa}, {oa}, {lda};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {oa}, {t}, 16, {oa};");
+            let _ = writeln!(
+                p,
+                "\tand.b32 {ob}, {lane}, 7;\n\tmad.lo.u32 {ob}, {wnr}, 8, {ob};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {ob}, {t}, {}, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};",
+                8 * wn
+            );
+            let _ = writeln!(p, "\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 16, {ob};");
         } else {
             // ldmatrix row addresses: lane l feeds row l%8 of matrix l/8
             // a: matrices (rows 0-7 | 8-15) × (k 0-7 | 8-15)
@@ -186,19 +241,27 @@ impl<'k> PtxWriter<'k> {
         }
         self.line(format!("add.u32 {pb}, {base_b}, {ob};"));
         let racc = self.get(acc);
+        let acls = if int { RegClass::R } else { RegClass::F };
         let accs: Vec<String> = racc
             .iter()
             .map(|v| {
-                let t = self.reg(RegClass::F);
-                self.mov(RegClass::F, &t, v);
+                let t = self.reg(acls);
+                self.mov(acls, &t, v);
                 t
             })
             .collect();
         let (tm, rn) = (m / (16 * wm), n / (8 * wn));
-        let kstep = if tf32 { 8 } else { 16 };
+        let kstep = if tf32 {
+            8
+        } else if int {
+            32
+        } else {
+            16
+        };
         let ty = match d {
             DType::BF16 => "bf16",
             DType::F16 => "f16",
+            DType::I8 => "s8",
             _ => "tf32",
         };
         for ks in 0..kk / kstep {
@@ -224,7 +287,8 @@ impl<'k> PtxWriter<'k> {
             let mut bf: Vec<Vec<String>> = vec![];
             let mut j = 0;
             while j < rn {
-                let off = ks * kstep * ldb + j * 8 * wn * es;
+                let off = if int { j * 8 * wn * ldb + ks * kstep } else { ks * kstep * ldb + j * 8 * wn * es };
+                let tr = if int { "" } else { ".trans" };
                 if tf32 {
                     let r: Vec<String> = (0..2).map(|_| self.reg(RegClass::R)).collect();
                     self.line(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
@@ -233,13 +297,13 @@ impl<'k> PtxWriter<'k> {
                     j += 1;
                 } else if j + 1 < rn {
                     let r: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
-                    self.line(format!("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
+                    self.line(format!("ldmatrix.sync.aligned.m8n8.x4{tr}.shared.b16 {{{}, {}, {}, {}}}, [{pb}+{off}];", r[0], r[1], r[2], r[3]));
                     bf.push(r[..2].to_vec());
                     bf.push(r[2..].to_vec());
                     j += 2;
                 } else {
                     let r: Vec<String> = (0..2).map(|_| self.reg(RegClass::R)).collect();
-                    self.line(format!("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
+                    self.line(format!("ldmatrix.sync.aligned.m8n8.x2{tr}.shared.b16 {{{}, {}}}, [{pb}+{off}];", r[0], r[1]));
                     bf.push(r);
                     j += 1;
                 }
@@ -248,9 +312,16 @@ impl<'k> PtxWriter<'k> {
                 for (j, b2) in bf.iter().enumerate() {
                     let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn as usize + 2 * j + e].clone();
                     let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
-                    let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
+                    let shape = if tf32 {
+                        "m16n8k8"
+                    } else if int {
+                        "m16n8k32"
+                    } else {
+                        "m16n8k16"
+                    };
+                    let at = if int { "s32" } else { "f32" };
                     self.line(format!(
-                        "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                        "mma.sync.aligned.{shape}.row.col.{at}.{ty}.{ty}.{at} {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
                         a4[0],
                         a4[1],
                         a4[2],

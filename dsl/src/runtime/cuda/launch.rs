@@ -137,6 +137,7 @@ pub(crate) fn launch(
             arg_one: one.clone(),
             mma: env_flag("FERROTILE_MMA", true),
             wgmma: env_flag("FERROTILE_WGMMA", true),
+            mma_i8: env_flag("FERROTILE_MMA_I8", true),
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             pipeline_every_loop: cfg.pipeline_every_loop,
             tma,
