@@ -112,7 +112,8 @@ impl<T: FloatElement> PackedWeights<T> {
         self.k / self.format.group_of(self.k)
     }
 
-    /// The quantized integer of element `(k, n)`.
+    /// The quantized integer of element `(k, n)`, `k` in the kernel's row
+    /// order (with act-order, row `k` of the matrix is `perm[k]`).
     pub fn q(&self, k: usize, n: usize) -> u32 {
         let (b, p) = (self.format.bits as usize, self.format.per_word());
         ((self.qweight[k / p * self.n + n] as u32) >> (b * (k % p))) & ((1 << b) - 1)
