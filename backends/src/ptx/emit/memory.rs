@@ -185,14 +185,24 @@ impl<'k> PtxWriter<'k> {
         if other.is_some_and(|o| !matches!(self.remat.def_of(o).map(|op| &op.kind), Some(OpKind::Splat { .. } | OpKind::Const(_)))) {
             return None;
         }
-        let (reps, runs) = self.run_representatives(ptr, v)?;
         let w = self.vec_width(ptr, mask);
+        let (reps, mask_same) = self.run_plan(ptr, mask, v, w)?;
+        mask_same.then_some(reps)
+    }
+
+    /// The loads-once-per-run plan of a load vectorized `w` wide: each
+    /// register's run representative ([`Self::run_representatives`]),
+    /// when whole vector groups repeat whole vector groups, and whether
+    /// the mask is provably constant over every run (then the registers
+    /// of a run alias; else each selects by its own mask).
+    fn run_plan(&mut self, ptr: V, mask: Option<V>, res: V, w: usize) -> Option<(Vec<usize>, bool)> {
+        let (reps, runs) = self.run_representatives(ptr, res)?;
         if (0..reps.len()).step_by(w).any(|g| reps[g] % w != 0 || (0..w).any(|t| reps[g + t] != reps[g] + t)) {
             return None;
         }
         let rank = runs.len();
         let mask_same = mask.is_none_or(|m| self.facts.get(&m).is_some_and(|f| (0..rank).all(|dd| runs[dd] == 1 || f.dim(dd).constancy >= runs[dd] as u64)));
-        mask_same.then_some(reps)
+        Some((reps, mask_same))
     }
 
     /// A load issued once per run of registers that read one address
@@ -212,14 +222,8 @@ impl<'k> PtxWriter<'k> {
         w: usize,
         res: V,
     ) -> Option<Vec<String>> {
-        let (reps, runs) = self.run_representatives(ptr, res)?;
+        let (reps, mask_same) = self.run_plan(ptr, mask, res, w)?;
         let n = rp.len();
-        // whole vector groups repeat whole vector groups
-        if (0..n).step_by(w).any(|g| reps[g] % w != 0 || (0..w).any(|t| reps[g + t] != reps[g] + t)) {
-            return None;
-        }
-        let rank = runs.len();
-        let mask_same = mask.is_none_or(|m| self.facts.get(&m).is_some_and(|f| (0..rank).all(|dd| runs[dd] == 1 || f.dim(dd).constancy >= runs[dd] as u64)));
         let heads: Vec<usize> = (0..n).step_by(w).filter(|&g| reps[g] == g).collect();
         // one load per head group, predicated on the OR of its members' masks
         let mut hp = vec![];
