@@ -244,7 +244,12 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
             OpKind::Cast { x, to } if to.is_int() && k.ty(*x).elem().is_some_and(|e| matches!(e, Elem::Val(d) if d.is_int())) => {
                 let i = get(m, *x);
                 let range = fit(Some(*to), i.range.0.map(i128::from), i.range.1.map(i128::from));
-                Some(Facts { dims: i.dims, range })
+                let from_bits = k.ty(*x).elem().map_or(64, |e| e.dtype().bits());
+                // a narrowing cast that may wrap keeps equal values equal and
+                // divisors up to its width, not runs of consecutive values
+                let wraps = to.bits() < from_bits && range.0.is_none();
+                let dims = if wraps { i.dims.iter().map(|d| Info { contig: 1, div: every(*d).min(1 << to.bits().min(30)), ..*d }).collect() } else { i.dims };
+                Some(Facts { dims, range })
             }
             OpKind::Binary { op: o, a, b } => {
                 let (x, y) = (get(m, *a), get(m, *b));
