@@ -410,3 +410,25 @@ pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
     }
     worst
 }
+
+/// The worst error of a quantized GEMM's outputs `got(i, j)` at `cells`
+/// against f64 on the dequantized weights `w` (`[k, n]` row-major, as
+/// `quant::PackedWeights::dequantize` gives them) and activations
+/// `x(i, kk)`: per output `|got − want| / (|want| + sqrt(Σ_k (x·w)²))` —
+/// the second term the size of the products' rounding errors (the GEMM
+/// rounds each weight to the activations' dtype), `∞` for a non-finite
+/// output. The library tests', benches' and main job's check.
+pub fn quant_gemm_err(x: impl Fn(usize, usize) -> f64, w: &[f64], got: impl Fn(usize, usize) -> f64, n: usize, k: usize, cells: &[(usize, usize)]) -> f64 {
+    cells
+        .iter()
+        .map(|&(i, j)| {
+            let (want, sq) = (0..k).map(|kk| x(i, kk) * w[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t));
+            let g = got(i, j);
+            if g.is_finite() {
+                (g - want).abs() / (want.abs() + sq.sqrt())
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(0.0, f64::max)
+}

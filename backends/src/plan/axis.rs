@@ -126,13 +126,18 @@ fn shape(k: &Kernel, v: V) -> Vec<u64> {
     k.ty(v).shape().iter().map(|d| d.known().unwrap_or(1).max(1) as u64).collect()
 }
 
-/// The value of a constant integer scalar (or of a splat of one).
-fn constant(defs: &HashMap<V, &OpKind>, v: V) -> Option<i64> {
-    match defs.get(&v)? {
+/// The value of a constant integer scalar, or of a splat / broadcast of
+/// one; `def` gives the op defining a value (None: a block argument).
+pub fn int_constant<'a>(def: &dyn Fn(V) -> Option<&'a OpKind>, v: V) -> Option<i64> {
+    match def(v)? {
         OpKind::Const(Lit::Int(c)) => Some(*c),
-        OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => constant(defs, *x),
+        OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => int_constant(def, *x),
         _ => None,
     }
+}
+
+fn constant(defs: &HashMap<V, &OpKind>, v: V) -> Option<i64> {
+    int_constant(&|u| defs.get(&u).copied(), v)
 }
 
 /// Bounds of a dtype's values (None for non-integers).

@@ -157,6 +157,23 @@ pub trait Emitter<'k> {
     fn elementwise_op(&mut self, kind: &OpKind, v: V) -> Result<Vec<String>, EmitError>;
 }
 
+/// `f` run with each operand `ops[i]` bound to the registers `regs[i]`,
+/// then the previous bindings restored — in reverse, so that an operand
+/// used twice ends as it was. The emitters' elementwise ops read their
+/// operands from these bindings (recomputation at one index; an op run
+/// once per distinct tuple of operand registers).
+pub fn with_bound<'k, E: Emitter<'k>, T>(em: &mut E, ops: &[V], regs: Vec<Vec<String>>, f: impl FnOnce(&mut E) -> T) -> T {
+    let saved: Vec<(V, Option<Vec<String>>)> = ops.iter().zip(regs).map(|(u, r)| (*u, em.vals_mut().insert(*u, r))).collect();
+    let out = f(em);
+    for (u, old) in saved.into_iter().rev() {
+        match old {
+            Some(o) => em.vals_mut().insert(u, o),
+            None => em.vals_mut().remove(&u),
+        };
+    }
+    out
+}
+
 /// If tile `res` is worth recomputing ([`Remat::worth`]), compute each of
 /// its registers from its index, bind them as `res`'s, and return true.
 pub fn remat_into<'k, E: Emitter<'k>>(em: &mut E, res: V) -> Result<bool, EmitError> {
@@ -202,17 +219,8 @@ pub fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result
             for u in &ops {
                 regs.push(eval_at(em, *u, idx.clone())?);
             }
-            // run the elementwise op on one register per operand; restore
-            // in reverse so that a repeated operand ends as it was
-            let saved: Vec<(V, Option<Vec<String>>)> = ops.iter().zip(regs).map(|(u, r)| (*u, em.vals_mut().insert(*u, vec![r]))).collect();
-            let out = em.elementwise_op(kind, v);
-            for (u, old) in saved.into_iter().rev() {
-                match old {
-                    Some(o) => em.vals_mut().insert(u, o),
-                    None => em.vals_mut().remove(&u),
-                };
-            }
-            out?.swap_remove(0)
+            // run the elementwise op on one register per operand
+            with_bound(em, &ops, regs.into_iter().map(|r| vec![r]).collect(), |em| em.elementwise_op(kind, v))?.swap_remove(0)
         }
     };
     em.remat_state().remember(key, r.clone());

@@ -261,26 +261,9 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     let mut rng = Rng::new(9);
     let mut cells: Vec<(usize, usize)> = (0..48).map(|_| (rng.below(m as u64) as usize, rng.below(n as u64) as usize)).collect();
     cells.extend([(0, 0), (m - 1, n - 1)]);
-    // (the exact dequantized weights, and the metric of the library's
-    // tests: |got − want| / (|want| + sqrt(Σ terms²)))
-    let exact = packed.dequantize();
-    let (wants, sizes): (Vec<f64>, Vec<f64>) = cells
-        .iter()
-        .map(|&(i, j)| (0..k).map(|kk| p.x[i * k + kk].to_f64() * exact[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t)))
-        .map(|(s, q)| (s, q.sqrt()))
-        .unzip();
-    let worst = cells
-        .iter()
-        .zip(wants.iter().zip(&sizes))
-        .map(|(&(i, j), (w, sz))| {
-            let g = got[i * n + j].to_f64();
-            if g.is_finite() {
-                (g - w).abs() / (w.abs() + sz)
-            } else {
-                f64::INFINITY
-            }
-        })
-        .fold(0.0f64, f64::max);
+    // (the exact dequantized weights, and the metric of the library's tests)
+    let worst =
+        ferrotile_kernels::reference::quant_gemm_err(|i, kk| p.x[i * k + kk].to_f64(), &packed.dequantize(), |i, j| got[i * n + j].to_f64(), n, k, &cells);
     let pass = worst <= 1e-2;
     let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
         Timing { b2b: f64::NAN, graph: None }

@@ -185,14 +185,8 @@ fn run_quant<T: FloatElement>(
     dev.synchronize()?;
     let secs = t.elapsed().as_secs_f64();
     let got = y.to_vec()?;
-    let deq = packed.dequantize();
-    let mut err = 0f64;
-    for _ in 0..32 {
-        let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
-        let (want, sq) = (0..k).map(|kk| xv[i * k + kk].to_f64() * deq[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t));
-        let g = got[i * n + j].to_f64();
-        err = err.max(if g.is_finite() { (g - want).abs() / (want.abs() + sq.sqrt()) } else { f64::INFINITY });
-    }
+    let cells: Vec<(usize, usize)> = (0..32).map(|_| (rng.below(m as u64) as usize, rng.below(n as u64) as usize)).collect();
+    let err = reference::quant_gemm_err(|i, kk| xv[i * k + kk].to_f64(), &packed.dequantize(), |i, j| got[i * n + j].to_f64(), n, k, &cells);
     let bytes = (packed.qweight.len() * 4 + packed.scales.len() * 2 + packed.qzeros.len() * 4 + 2 * (m * k + m * n)) as f64;
     let name = format!("w{}g{}{} {m}x{n}x{k}", f.bits, if f.group == 0 { "ch".to_string() } else { f.group.to_string() }, if f.zeros { "z" } else { "" });
     out.push(Row {

@@ -106,6 +106,21 @@ fn pack_bits(vals: impl Iterator<Item = u32>, bits: u32) -> i32 {
     vals.enumerate().fold(0u32, |w, (i, v)| w | (v << (bits as usize * i))) as i32
 }
 
+/// A `[rows, n]` matrix of `bits`-bit values (`value(row, col)`) packed
+/// along rows: `[rows / P, n]` words, row `P·r + i` of column `j` in bits
+/// `bits·i` of word `(r, j)` — the weights' layout.
+fn pack_rows(rows: usize, n: usize, bits: u32, value: impl Fn(usize, usize) -> u32) -> Vec<i32> {
+    let p = 32 / bits as usize;
+    (0..rows / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| value(p * r + i, j)), bits)).collect()
+}
+
+/// The same matrix packed along columns: `[rows, n / P]` words — the zero
+/// points' layout.
+fn pack_cols(rows: usize, n: usize, bits: u32, value: impl Fn(usize, usize) -> u32) -> Vec<i32> {
+    let p = 32 / bits as usize;
+    (0..rows).flat_map(|g| (0..n / p).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..p).map(|i| value(g, p * c + i)), bits)).collect()
+}
+
 impl<T: FloatElement> PackedWeights<T> {
     /// Groups along K.
     pub fn groups(&self) -> usize {
@@ -225,8 +240,7 @@ impl<T: FloatElement> PackedWeights<T> {
             let mut perm: Vec<i32> = (0..k as i32).collect();
             perm.sort_by_key(|&r| gi[r as usize]);
             let q = |row: usize, j: usize| ((qweight[row / p * n + j] as u32) >> (b * (row % p))) & mask;
-            let sorted =
-                (0..k / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| q(perm[p * r + i] as usize, j)), bits)).collect();
+            let sorted = pack_rows(k, n, bits, |r, j| q(perm[r] as usize, j));
             (sorted, Some(perm))
         } else {
             (qweight.to_vec(), None)
@@ -268,8 +282,8 @@ impl<T: FloatElement> PackedWeights<T> {
             v
         };
         let (q, z) = (unpack(qweight, k), unpack(qzeros, groups));
-        let qweight = (0..k / 8).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..8).map(|i| q[(8 * r + i) * n + j]), 4)).collect();
-        let qzeros = (0..groups).flat_map(|g| (0..n / 8).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..8).map(|i| z[g * n + 8 * c + i]), 4)).collect();
+        let qweight = pack_rows(k, n, 4, |r, j| q[r * n + j]);
+        let qzeros = pack_cols(groups, n, 4, |g, j| z[g * n + j]);
         let out = PackedWeights { k, n, format, qweight, scales: scales.to_vec(), qzeros, perm: None };
         out.validate()?;
         Ok(out)
@@ -288,7 +302,7 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
     if let Some(i) = w.iter().position(|v| !v.is_finite()) {
         return Err(LibError::Config(format!("quant: weight {i} is not finite ({})", w[i])));
     }
-    let (b, p) = (format.bits, format.per_word());
+    let b = format.bits;
     let qmax = ((1u32 << b) - 1) as f32;
     let gs = format.group_of(k);
     let groups = k / gs;
@@ -325,12 +339,8 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
             }
         }
     }
-    let qweight = (0..k / p).flat_map(|r| (0..n).map(move |j| (r, j))).map(|(r, j)| pack_bits((0..p).map(|i| q[(p * r + i) * n + j]), b)).collect();
-    let qzeros = if format.zeros {
-        (0..groups).flat_map(|g| (0..n / p).map(move |c| (g, c))).map(|(g, c)| pack_bits((0..p).map(|i| zs[g * n + p * c + i]), b)).collect()
-    } else {
-        vec![]
-    };
+    let qweight = pack_rows(k, n, b, |r, j| q[r * n + j]);
+    let qzeros = if format.zeros { pack_cols(groups, n, b, |g, j| zs[g * n + j]) } else { vec![] };
     Ok(PackedWeights { k, n, format, qweight, scales, qzeros, perm: None })
 }
 

@@ -91,18 +91,9 @@ impl<'k> PtxWriter<'k> {
         if heads.len() == n {
             return self.elementwise(kind);
         }
-        // bind each operand to its registers at the heads, run the op,
-        // restore (in reverse: an operand used twice ends as it was)
-        let saved: Vec<(V, Option<Vec<String>>)> =
-            ops.iter().zip(&regs).map(|(u, r)| (*u, self.vals.insert(*u, heads.iter().map(|&i| r[i].clone()).collect()))).collect();
-        let out = self.elementwise(kind);
-        for (u, old) in saved.into_iter().rev() {
-            match old {
-                Some(o) => self.vals.insert(u, o),
-                None => self.vals.remove(&u),
-            };
-        }
-        let out = out?;
+        // the op on each operand's registers at the heads
+        let at_heads = regs.iter().map(|r| heads.iter().map(|&i| r[i].clone()).collect()).collect();
+        let out = crate::plan::remat::with_bound(self, &ops, at_heads, |em| em.elementwise(kind))?;
         Ok(class.iter().map(|&c| out[c].clone()).collect())
     }
 
@@ -362,21 +353,13 @@ impl<'k> PtxWriter<'k> {
     /// only where every value in the range is exact in the target: then
     /// nothing rounds at all). `I2F` runs at a quarter of the FP32 rate on
     /// sm_90, and the 16-bit targets otherwise take three conversions.
-    /// The value of an integer constant scalar, or of a splat / broadcast
-    /// of one.
-    fn int_constant(&self, v: V) -> Option<i64> {
-        match &self.remat.def_of(v)?.kind {
-            OpKind::Const(Lit::Int(c)) => Some(*c),
-            OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => self.int_constant(*x),
-            _ => None,
-        }
-    }
-
     /// Register `i` of `y` where `x = y & m` (a constant `m`), when `x`'s
     /// registers are `y`'s one to one: then `(y & m) | 2²³` is one `lop3`.
     fn masked_source(&mut self, x: V, i: usize, n: usize) -> Option<(String, i64)> {
         let OpKind::Binary { op: BinOp::And, a, b } = self.remat.def_of(x)?.kind.clone() else { return None };
-        let (y, m) = match (self.int_constant(a), self.int_constant(b)) {
+        let remat = &self.remat;
+        let def = |u: V| remat.def_of(u).map(|op| &op.kind);
+        let (y, m) = match (crate::plan::axis::int_constant(&def, a), crate::plan::axis::int_constant(&def, b)) {
             (_, Some(m)) => (a, m),
             (Some(m), _) => (b, m),
             _ => return None,
