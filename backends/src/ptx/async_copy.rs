@@ -46,9 +46,9 @@
 //! tile block-loaded before the loop whose `dot` reads it gets a one-slot
 //! class filled once (`AsyncPlan::invariant`) — for A when the loop's
 //! invariant register-A tiles would take more than 32 registers per thread
-//! (they spill: attention's backward at d128). (An invariant B, staged
-//! from registers every iteration today, would gain as much; it waits for
-//! the conformance case `invariant_operands` to run on the H200.)
+//! (they spill: attention's backward at d128), and for every such B (B
+//! has no register form: without a slot it is staged from registers at
+//! every iteration).
 //!
 //! Guarantees (what the emitter relies on): every load in the plan is a
 //! top-level op of the block holding its consumer (the `dot`'s block, or for
@@ -485,8 +485,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             // a loop-invariant tile: one slot, filled once before the loop
             let invariant = invariant_slots
                 && g.wgmma
-                && x_dot != b
-                && invariant_a.contains(&x)
+                && (x_dot == b || invariant_a.contains(&x))
                 && invariant_load(&d, x, blk).is_some_and(|home| matches!(async_load(k, &d, x, home, &shape, &tma_ok, shared), Some(Via::Tma(_))));
             if invariant {
                 let Some(Via::Tma(view)) = async_load(k, &d, x, d.def[&x].1, &shape, &tma_ok, shared) else { continue };
