@@ -104,6 +104,11 @@ pub fn cases() -> Vec<Case> {
         case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
         case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
         case!(
+            "dot_i8_tiles",
+            "dot i8 -> i32 in wgmma-sized tiles: B row-major, through trans of [N, K], column-major view; A by block or pointer loads",
+            reduce::dot_i8_tiles
+        ),
+        case!(
             "attention",
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention

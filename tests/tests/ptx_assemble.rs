@@ -1074,3 +1074,51 @@ fn every_quant_tuner_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// i8 dots in `wgmma`-sized tiles (the conformance case `dot_i8_tiles`) on
+/// sm_90a: every B mode and A path takes `wgmma` k32 into s32 (no
+/// `mma.sync`); B through `trans` of a `[N, K]` block and through a
+/// column-major view arrives by TMA into a K-major slot, and A by TMA when
+/// block-loaded; a row-major B is staged transposed. Assembles for sm_80
+/// (`mma.sync` m16n8k32) and sm_90a, there with no spills where B arrives
+/// K-major.
+#[test]
+fn i8_dots_take_wgmma() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_tests::conformance::reduce::k_matmul_i8_tiles::ir();
+    let mut failures = vec![];
+    for (bm, bn, bk, warps) in [(64i64, 64i64, 128i64, 4u32), (128, 128, 128, 8), (64, 16, 128, 4), (64, 256, 128, 4)] {
+        for bmode in 0..3i64 {
+            for ptr_a in [false, true] {
+                let spec = specialize(k, &[bm, bn, bk, bmode, ptr_a as i64], &[]).unwrap();
+                for sm in [80, 90] {
+                    let what = format!("BM={bm} BN={bn} BK={bk} B mode {bmode} pointer A {ptr_a} sm_{sm}");
+                    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
+                    let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    if sm == 90 {
+                        let maps = p.tensor_maps.len();
+                        let want_maps = (!ptr_a) as usize + (bmode != 0) as usize;
+                        assert!(
+                            p.text.contains(".s32.s8.s8") && p.mma_sync_dots.is_empty() && maps == want_maps,
+                            "{what}: wgmma {}, mma.sync {:?}, {maps} tensor maps (want {want_maps}); {:?}",
+                            p.text.contains(".s32.s8.s8"),
+                            p.mma_sync_dots,
+                            p.conversions
+                        );
+                    }
+                    let r = ptxas::assemble(&px, &p.text, sm).unwrap_or_else(|l| panic!("{what}: {l}"));
+                    // (sm_80's i8 operands pass through registers a byte
+                    // each, pipelined copies included: spills there are
+                    // the mma.sync path's, unchanged)
+                    // (a row-major B passes through registers a byte per
+                    // register, as on sm_80: large tiles spill there)
+                    if sm == 90 && bmode != 0 && r.spill_loads + r.spill_stores != 0 {
+                        failures.push(format!("{what}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores));
+                    }
+                    println!("{what}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores);
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -96,7 +96,8 @@ impl Plan {
 
 /// The instruction's K for a dot of these operand types, if tensor cores
 /// can run it: 16 for f16/bf16 (m16n8k16), 8 for tf32 (m16n8k8), 32 for
-/// i8 (m16n8k32, s32 accumulators; `mma.sync` only — `PtxOptions::mma_i8`).
+/// i8 (m16n8k32 on `mma.sync`, k32 on `wgmma`; s32 accumulators —
+/// `PtxOptions::mma_i8`).
 pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
     match (a, precision) {
         (DType::F16 | DType::BF16, _) => Some(16),
@@ -144,9 +145,19 @@ pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: boo
 /// fills the first columns.
 pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool, k_atom: u32) -> Option<String> {
     let atom = k_atom;
-    let kmajor_b = kmajor_b || es == 4;
-    // (N-major B: whole 64-column atoms; K-major: any `n8` instruction)
-    let step_n = if kmajor_b { 8 } else { 64 };
+    // (tf32 and i8 B are read K-major only: staged transposed when they do
+    // not arrive so)
+    let kmajor_b = kmajor_b || es != 2;
+    // (N-major B: whole 64-column atoms; K-major: any `n8` instruction —
+    // for i8, whose instructions go n8, n16, n24 and then in steps of 16,
+    // a multiple of 16)
+    let step_n = if !kmajor_b {
+        64
+    } else if es == 1 {
+        16
+    } else {
+        8
+    };
     if !num_warps.is_multiple_of(4) {
         Some(format!("{num_warps} warps are not whole warpgroups (a multiple of 4)"))
     } else if !m.is_multiple_of(16 * num_warps) {
@@ -162,8 +173,8 @@ pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: b
     }
 }
 
-/// The layout of a tf32 `wgmma` dot's B tile (`k × n`, f32) on its way into
-/// shared memory: `wgmma` reads tf32 B only K-major (row `n` of the slot
+/// The layout of a tf32 or i8 `wgmma` dot's B tile (`k × n`) on its way
+/// into shared memory: `wgmma` reads those B only K-major (row `n` of the slot
 /// holds column `n` of the tile), so each element moves on its own, and
 /// lanes go 8 along N (fastest) by 4 along K, one element per thread per
 /// repetition, warps along K first. A warp's copy then reads 8 consecutive
@@ -267,8 +278,7 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
         };
         let grid = match why {
             Some(_) => None,
-            // (i8: `mma.sync` m16n8k32 only)
-            None if wgmma && da != Some(DType::I8) => {
+            None if wgmma => {
                 let es = da.map_or(2, |d| d.size_bytes() as u32);
                 let kb = kmajor_b.contains(b);
                 // (a computed A: fed from registers, or staged; never a
@@ -276,7 +286,7 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
                 let k_atom = if chained_a.contains(a) && es == 2 && !kb { 16 } else { 128 / es };
                 match wgmma_misfit(out[0], out[1], sa[1], num_warps, es, kb, k_atom) {
                     None => {
-                        if es == 4 {
+                        if es == 4 || (es == 1 && !kb) {
                             operand.insert(sb.clone(), kmajor_b_layout(&sb, num_warps));
                         }
                         Some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })

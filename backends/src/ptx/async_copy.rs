@@ -228,15 +228,16 @@ fn is_zero(d: &Defs, v: V) -> bool {
 ///   16-bit A from a transposed view (`view(a, [m, k], [1, lda])`: a
 ///   column-major A, or the swapped product's Bᵀ) M-major (`transposed`:
 ///   slot row `j` holds the tile's column `j`, 64-row atoms along M);
-///   tf32 A only K-major (`wgmma` reads it in no other layout).
+///   tf32 and i8 A only K-major (`wgmma` reads them in no other layout).
 /// - B is N-major (as stored) for 16-bit row-major sources, K-major
-///   (`transposed`) for tf32 — the only B layout `wgmma` reads for it —,
+///   (`transposed`) for tf32 and i8 — the only B layout `wgmma` reads for
+///   them —,
 ///   for 16-bit B from a transposed view (a column-major B), and for a B
 ///   narrower than one 128-byte atom row of N (N-major needs whole atoms;
 ///   K-major takes any N in steps of 8).
 pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32]) -> SlotLayout {
     let transposed =
-        if is_b { es == 4 || view_inner == Some(0) || shape.get(1).is_some_and(|n| !(n * es).is_multiple_of(128)) } else { es == 2 && view_inner == Some(0) };
+        if is_b { es != 2 || view_inner == Some(0) || shape.get(1).is_some_and(|n| !(n * es).is_multiple_of(128)) } else { es == 2 && view_inner == Some(0) };
     SlotLayout::Swizzled { es, transposed }
 }
 
@@ -256,7 +257,7 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
             OpKind::Dot { b, .. } => Some(*b),
             _ => None,
         })
-        .filter(|b| k.ty(*b).elem().is_some_and(|e| e.dtype().size_bytes() == 2))
+        .filter(|b| k.ty(*b).elem().is_some_and(|e| matches!(e.dtype().size_bytes(), 1 | 2)))
         .filter(|b| {
             // (`trans(y)` of a tile read along its rows arrives K-major: the
             // slot of `y` read the other way — [`AsyncPlan::flipped`])
@@ -422,11 +423,12 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape) else { continue };
-        // f16/bf16, and tf32 on wgmma (mma.sync rounds tf32 operands in
-        // registers)
+        // f16/bf16, and tf32 and i8 on wgmma (mma.sync rounds tf32 operands
+        // in registers and stages i8 B transposed byte by byte)
         let es = match k.ty(a).elem().map(|e| e.dtype()) {
             Some(DType::F16 | DType::BF16) => 2,
             Some(DType::F32) if g.wgmma => 4,
+            Some(DType::I8) if g.wgmma => 1,
             _ => continue,
         };
         let first_class = out.slot_bytes.len();
@@ -441,7 +443,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 None => (x, false),
             };
             let shared = flip || d.uses.get(&x) != Some(&1);
-            if shared && !(g.wgmma && es == 2 && shared_slot_ok(k, &d, layouts, src)) {
+            // (i8: only a B read through `trans` of a tile stored along K —
+            // `wgmma` reads i8 operands K-major only)
+            let kmajor_i8 = es == 1 && x == b && flip && d.uses.get(&src) == Some(&1);
+            if shared && !(g.wgmma && (es == 2 || kmajor_i8) && shared_slot_ok(k, &d, layouts, src)) {
                 continue;
             }
             if let Some(c) = out.class_of(src) {
@@ -462,7 +467,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 let lay = if shared {
                     // the tile as its source stores it, in whole atoms
                     // along its contiguous dimension (read K-major one way,
-                    // N- or M-major the other)
+                    // N- or M-major the other; i8 only K-major)
+                    if es == 1 && inner == Some(0) {
+                        continue;
+                    }
                     let lay = SlotLayout::Swizzled { es, transposed: inner == Some(0) };
                     if lay.rows_cols(&shape).is_none_or(|(_, cols)| !(cols * es).is_multiple_of(128)) {
                         continue;

@@ -93,9 +93,18 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();
     let mut tma_slot: HashSet<V> = HashSet::new();
+    // (i8 tiles read through `trans` as the B of dots: the readings an i8
+    // shared slot may have — `wgmma` reads i8 K-major only)
+    let (mut dot_b, mut readers): (HashSet<V>, HashMap<V, Vec<Option<V>>>) = Default::default();
     k.walk(&mut |op| {
         if let OpKind::LoadBlock { view, .. } = &op.kind {
             view_of.insert(op.results[0], *view);
+        }
+        if let OpKind::Dot { b, .. } = &op.kind {
+            dot_b.insert(*b);
+        }
+        for x in op.kind.operands() {
+            readers.entry(x).or_default().push(matches!(op.kind, OpKind::Trans { .. }).then(|| op.results[0]));
         }
         if let OpKind::Dot { a, b, .. } = &op.kind {
             if layouts.mma(&shape(op.results[0])).is_some_and(|g| g.wgmma) {
@@ -118,8 +127,10 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     let shared = async_copy::shared_slot_sources(k, &layouts);
     let shared_ok = |r: V| {
         let Some(i) = view_of.get(&r).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { return false };
-        let lay = async_copy::SlotLayout::Swizzled { es: 2, transposed: i == 0 };
-        shared.contains(&r) && k.ty(r).elem().is_some_and(|e| e.dtype().size_bytes() == 2) && async_copy::tma_slot(lay, &shape(r), i)
+        let es = k.ty(r).elem().map_or(0, |e| e.dtype().size_bytes() as u32);
+        let i8_ok = es == 1 && i != 0 && readers.get(&r).is_some_and(|u| u.len() == 1 && u[0].is_some_and(|t| dot_b.contains(&t) && uses.get(&t) == Some(&1)));
+        let lay = async_copy::SlotLayout::Swizzled { es, transposed: i == 0 };
+        shared.contains(&r) && (es == 2 || i8_ok) && async_copy::tma_slot(lay, &shape(r), i)
     };
     view_of
         .iter()

@@ -5,7 +5,7 @@
 //! already include the launch's divisibility-by-16 and equal-to-1 facts of
 //! the integer arguments). A view `view(base, [d0, d1], [s0, s1])` is a
 //! *TMA view* when
-//! - its elements are 16- or 32-bit (the operand types of `wgmma`, the
+//! - its elements are 8-, 16- or 32-bit (the operand types of `wgmma`, the
 //!   only consumer [`super::async_copy`] gives TMA loads to);
 //! - one stride is provably 1 (the *inner* dimension: `s1` for a row-major
 //!   view, `s0` for a transposed one) and the other provably a multiple of
@@ -275,7 +275,7 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, T
         }
         let Some(dtype) = k.ty(*base).elem().map(|e| e.dtype()) else { continue };
         let es = dtype.size_bytes() as u64;
-        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::I8) {
             continue;
         }
         let info = |x: V| axis.get(&x).copied();

@@ -786,6 +786,105 @@ pub fn dot_i8(dev: &Device, seed: u64) -> R {
     Ok(())
 }
 
+/// i8 products in the tile sizes of Hopper's warpgroup MMAs (`wgmma` k32
+/// into s32 reads both operands K-major): B given as a row-major `[K, N]`
+/// tensor (`BMODE` 0: staged transposed through registers), as `trans` of
+/// a block of a `[N, K]` tensor (1: a slot read K-major, the layout
+/// weights are stored in), or through a column-major `[K, N]` view (2); A
+/// by block loads (`PTR_A` false) or masked pointer loads.
+#[kernel]
+pub fn k_matmul_i8_tiles<const BM: i32, const BN: i32, const BK: i32, const BMODE: i32, const PTR_A: bool>(
+    a: Ptr<i8>,
+    b: Ptr<i8>,
+    c: Ptr<i32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    bias: i32,
+) {
+    let pm = program_id(0);
+    let pn = program_id(1);
+    let rm = pm * BM + arange(0, BM);
+    let va = view(a, [m, k], [k, 1]);
+    let mut acc = full([BM, BN], bias, i32);
+    for k0 in (0..k).step_by(BK) {
+        let mut ta = load_block(va, [pm * BM, k0], [BM, BK]);
+        if PTR_A {
+            let kk = k0 + arange(0, BK);
+            ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0));
+        }
+        if BMODE == 0 {
+            acc = dot(ta, load_block(view(b, [k, n], [n, 1]), [k0, pn * BN], [BK, BN]), acc);
+        }
+        if BMODE == 1 {
+            acc = dot(ta, trans(load_block(view(b, [n, k], [k, 1]), [pn * BN, k0], [BN, BK])), acc);
+        }
+        if BMODE == 2 {
+            acc = dot(ta, load_block(view(b, [k, n], [1, k]), [k0, pn * BN], [BK, BN]), acc);
+        }
+    }
+    store_block(view(c, [m, n], [n, 1]), [pm * BM, pn * BN], acc);
+}
+
+pub fn dot_i8_tiles(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, n, k, BM, BN, BK, warps): wgmma-sized tiles on CUDA (K in whole
+    // 128-byte atoms, M in 16-row slices of every warp); small ones that
+    // fit lavapipe's workgroup storage elsewhere
+    let shapes: &[(usize, usize, usize, i32, i32, i32, u32)] = if dev.kind() == DeviceKind::Cuda {
+        &[(100, 90, 300, 64, 64, 128, 4), (130, 200, 520, 128, 128, 128, 8), (64, 48, 128, 64, 16, 128, 4), (1, 256, 1000, 64, 256, 128, 4)]
+    } else {
+        &[(20, 18, 70, 16, 16, 32, 4)]
+    };
+    for &(m, n, k, bm, bn, bk, warps) in shapes {
+        for bmode in 0..3 {
+            for ptr_a in [false, true] {
+                let c = Ctx::new(
+                    "dot_i8_tiles",
+                    seed,
+                    format!("{m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk} warps={warps} B mode {bmode}{}", if ptr_a { ", A by pointers" } else { "" }),
+                );
+                let av: Vec<i8> = (0..m * k).map(|_| rand_int(&mut rng)).collect();
+                let bv: Vec<i8> = (0..k * n).map(|_| rand_int(&mut rng)).collect();
+                // B as stored: [K, N] row-major (modes 0) or [N, K] (1, 2)
+                let stored: Vec<i8> = if bmode == 0 { bv.clone() } else { (0..n * k).map(|i| bv[(i % k) * n + i / k]).collect() };
+                let bias = rng.int(-1 << 20, 1 << 20) as i32;
+                let mut out = poisoned::<i32>(dev, m * n + PAD)?;
+                let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(warps).num_stages(3);
+                c.launch(k_matmul_i8_tiles::launch(
+                    dev,
+                    grid,
+                    &upload(dev, &av)?,
+                    &upload(dev, &stored)?,
+                    &mut out,
+                    m as i32,
+                    n as i32,
+                    k as i32,
+                    bias,
+                    bm,
+                    bn,
+                    bk,
+                    bmode,
+                    ptr_a,
+                ))?;
+                let mut want = vec![bias; m * n];
+                for i in 0..m {
+                    for l in 0..k {
+                        let x = av[i * k + l] as i32;
+                        for j in 0..n {
+                            want[i * n + j] = want[i * n + j].wrapping_add(x * bv[l * n + j] as i32);
+                        }
+                    }
+                }
+                let got = download(&out)?;
+                check_eq(&c, "C = bias + A·B", &got[..m * n], &want, &|i| format!("C[{}][{}]", i / n, i % n))?;
+                check_pad(&c, "C", &got, m * n)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------ summation order
 
 /// One program sums one row of `B` f32 values.

@@ -17,6 +17,16 @@ impl<'k> PtxWriter<'k> {
         w
     }
 
+    /// Four i8 values (one per 32-bit register, in their low bytes) as one
+    /// 32-bit word, the first in the lowest byte.
+    pub(super) fn pack_b8(&mut self, b: &[String]) -> String {
+        let (lo, hi, w) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("prmt.b32 {lo}, {}, {}, 0x0040;", b[0], b[1]));
+        self.line(format!("prmt.b32 {hi}, {}, {}, 0x0040;", b[2], b[3]));
+        self.line(format!("prmt.b32 {w}, {lo}, {hi}, 0x5410;"));
+        w
+    }
+
     /// Store a 2-D tile (registers in the layout of `shape`) to shared
     /// memory row-major with a row pitch of `ld` bytes, in its own 16- or
     /// 32-bit format, each thread's runs of consecutive columns packed into

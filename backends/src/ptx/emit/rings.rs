@@ -87,8 +87,8 @@ impl<'k> PtxWriter<'k> {
         let c = self.ring_plan.class_of(res).expect("ring load");
         let shape = self.shape_u32(ptr);
         let es = self.dtype(res).size_bytes() as u32;
-        if shape.len() != 2 || !(es == 2 || es == 4) {
-            return self.err("cp.async ring for a tile that is not a 2-D 16- or 32-bit operand");
+        if shape.len() != 2 || !matches!(es, 1 | 2 | 4) {
+            return self.err("cp.async ring for a tile that is not a 2-D 8-, 16- or 32-bit operand");
         }
         // the slot this load takes was last read by an earlier `dot` (in
         // every warp): a barrier orders those reads before the copies,

@@ -9,12 +9,17 @@ impl<'k> PtxWriter<'k> {
     /// Store a 2-D tile of `es`-byte elements to shared memory in the layout
     /// a `wgmma` operand descriptor with 128-byte swizzling reads (see
     /// `wgmma_addr`), or its transpose (`transposed`: the tile's column `j`
-    /// is the slot's row `j` — tf32 B, read K-major). Returns nothing; every
-    /// thread stores its own runs (at most one 16-byte chunk per store;
-    /// single elements when transposed).
+    /// is the slot's row `j` — tf32 and i8 B, read K-major). Returns
+    /// nothing; every thread stores its own runs (at most one 16-byte chunk
+    /// per store; single elements when transposed, and i8 runs shorter than
+    /// a word).
     pub(super) fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, es: u32, transposed: bool) {
         let lay = self.layout(shape);
-        let ty = if es == 4 { "f32" } else { "b16" };
+        let ty = match es {
+            4 => "f32",
+            2 => "b16",
+            _ => "b8",
+        };
         if transposed {
             for (r, v) in regs.iter().enumerate() {
                 let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
@@ -30,11 +35,24 @@ impl<'k> PtxWriter<'k> {
                 let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
                 let a = self.wgmma_addr(&i, &j, shape[0], base, es);
                 let vals = &regs[r0 + p0..r0 + p0 + piece];
-                if piece == 1 {
-                    self.line(format!("st.shared.{ty} [{a}], {};", vals[0]));
+                if piece == 1 || (es == 1 && piece < 4) {
+                    for (e, v) in vals.iter().enumerate() {
+                        let ae = if e == 0 {
+                            a.clone()
+                        } else {
+                            let t = self.reg(RegClass::R);
+                            self.line(format!("add.u32 {t}, {a}, {e};"));
+                            t
+                        };
+                        self.line(format!("st.shared.{ty} [{ae}], {v};"));
+                    }
                     continue;
                 }
-                let words: Vec<String> = if es == 4 { vals.to_vec() } else { vals.chunks(2).map(|p| self.pack_b16(&p[0], &p[1])).collect() };
+                let words: Vec<String> = match es {
+                    4 => vals.to_vec(),
+                    2 => vals.chunks(2).map(|p| self.pack_b16(&p[0], &p[1])).collect(),
+                    _ => vals.chunks(4).map(|p| self.pack_b8(p)).collect(),
+                };
                 let wt = if es == 4 { "f32" } else { "b32" };
                 match words.len() {
                     1 => self.line(format!("st.shared.{wt} [{a}], {};", words[0])),
@@ -94,6 +112,7 @@ impl<'k> PtxWriter<'k> {
             DType::BF16 => ("bf16", 2),
             DType::F16 => ("f16", 2),
             DType::F32 => ("tf32", 4),
+            DType::I8 => ("s8", 1),
             d => return self.err(format!("wgmma path for a {d} dot")),
         };
         self.uses_wgmma = true;
@@ -136,7 +155,7 @@ impl<'k> PtxWriter<'k> {
         let mmajor_a = slot_transposed(ca, a);
         let kmajor_b = match cb {
             Some(_) => slot_transposed(cb, b),
-            None => es == 4 || (n * es) % 128 != 0,
+            None => es != 2 || (n * es) % 128 != 0,
         };
         // operands in registers are staged in the scratch space
         let (mut base, mut base_b) = (ra[0].clone(), rb[0].clone());
@@ -251,13 +270,15 @@ impl<'k> PtxWriter<'k> {
         // carried registers themselves, which nothing else reads until the
         // loop ends (a copy would make ptxas serialize the MMAs)
         let inflight = self.ring_plan.inflight.get(&res) == Some(&acc);
+        // (s32 accumulators for i8)
+        let acls = if es == 1 { RegClass::R } else { RegClass::F };
         let accs: Vec<String> = if inflight {
             racc.clone()
         } else {
             racc.iter()
                 .map(|v| {
-                    let t = self.reg(RegClass::F);
-                    self.mov(RegClass::F, &t, v);
+                    let t = self.reg(acls);
+                    self.mov(acls, &t, v);
                     t
                 })
                 .collect()
@@ -270,7 +291,7 @@ impl<'k> PtxWriter<'k> {
         let rn = (n / 8) as usize;
         let tcount = m / (16 * wm);
         // one instruction step takes 32 bytes of K (k16 of 16-bit, k8 of
-        // tf32); four of them make a 128-byte atom
+        // tf32, k32 of i8); four of them make a 128-byte atom
         let kstep = 32 / es;
         for ks in 0..kk / kstep {
             for t in 0..tcount {
@@ -300,6 +321,12 @@ impl<'k> PtxWriter<'k> {
                     // (tf32 has no transpose immediates: both operands
                     // K-major; 16-bit: "transposed" = M-major A, N-major B)
                     // (register A has no transpose immediate)
+                    // (i8: no scale or transpose immediates, both
+                    // operands K-major, s32 accumulators)
+                    if es == 1 {
+                        self.line(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.s32.s8.s8 {{{}}}, {dai}, {dbi}, {scale_d};", d.join(", ")));
+                        continue;
+                    }
                     let imm = if es == 4 {
                         "1, 1".to_string()
                     } else if reg_a.is_some() {
