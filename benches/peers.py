@@ -37,7 +37,7 @@ algorithm (checked against f64, best of five configurations), gemlite
 `--decode [--decode-shapes B:H:HK:SQ:SK:D,..]`: decode attention, SDPA per
 backend (µs, K/V read GB/s).
 
-usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--w8a8 [--w8-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -519,8 +519,32 @@ def dequant_peers():
         except Exception as e:
             print(f"{'tinygemm':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:100]}")
 
+def w8a8_peers():
+    """W8A8 peers: cuBLAS bf16 (x·Wᵀ, W [n, k]) and torch._int_mm (int8 ×
+    int8 → int32, B column-major: the same [n, k] weights transposed), each
+    on the same shapes; TOPS = 2·m·n·k / time."""
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
+    if "--w8-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--w8-shapes") + 1].split(",")]
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  W8A8")
+    for (m, n, k) in shapes:
+        ops = 2 * m * n * k
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        ms_dense = timeit(lambda i: torch.matmul(x, w.t()), 1, 100)
+        print(f"{'cublas-bf16':<12} {m}x{n}x{k}  {ms_dense*1e3:8.1f} us  {ops/(ms_dense*1e-3)/1e12:7.1f} TFLOP/s", flush=True)
+        try:
+            a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+            b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+            ms = timeit(lambda i: torch._int_mm(a, b), 1, 100)
+            print(f"{'int_mm':<12} {m}x{n}x{k}  {ms*1e3:8.1f} us  {ops/(ms*1e-3)/1e12:7.1f} TOPS  {ms_dense/ms:5.2f}x bf16", flush=True)
+        except Exception as e:
+            print(f"{'int_mm':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:160]}")
+
 def main():
     quick = "--quick" in sys.argv
+    if "--w8a8" in sys.argv:
+        return w8a8_peers()
     if "--attn-backward" in sys.argv:
         return attention_backward_peers()
     if "--attention" in sys.argv:

@@ -57,6 +57,8 @@
 #            tests on CUDA, memcheck and racecheck, then decode shapes next to
 #            the W4A16 peers (`dequant-user --library`, `peers.py --dequant`)
 #   quant-lib [SHAPES]: only the library's quantized GEMM, tuned, no peers
+#   w8a8 [SHAPES]: int8 conformance, W8A8 tests (memcheck, racecheck), the
+#            library's W8A8 GEMM next to cuBLAS bf16 and torch._int_mm
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
 #            second test kernel, checked against f64) next to cuBLAS bf16
 #            dense, a Triton kernel of the same algorithm, gemlite (wheel in
@@ -320,6 +322,19 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --library --device cuda --shapes $SH
     step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
     grep -E "^=== |conformance on|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|tinygemm|gemlite|triton" "$L" | tail -70
+    ;;
+  w8a8)
+    # W8A8 (issue 22): the CUDA conformance suite (i8 dots on mma.sync and
+    # wgmma, round, invariant B slots), the library's tests, memcheck and racecheck of the wgmma
+    # path, then the library next to cuBLAS bf16 and torch._int_mm
+    SH=${2:-4096x4096x4096,8192x8192x8192,16x8192x8192,128x8192x8192}
+    step conformance_cuda 250 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 250 $D/w8a8 --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/w8a8 --nocapture w8a8_gemm_matches
+    FERROTILE_TEST_DEVICES=cuda step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/w8a8 --nocapture w8a8_gemm_matches
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --w8a8 --device cuda --shapes $SH
+    step peers 300 python3 $D/peers.py --w8a8 --w8-shapes $SH
+    grep -E "^=== |conformance on|dot_i8|invariant|float_ops|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|int_mm" "$L" | tail -60
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)

@@ -120,6 +120,8 @@ pub enum UnOp {
     Cos,
     Floor,
     Ceil,
+    /// Round to the nearest integer, ties to even (`rint`, `torch.round`).
+    Round,
     /// Round to tf32 (10-bit mantissa, nearest-even; non-finite values
     /// unchanged): what `dot_tf32` does to its inputs, as an elementwise
     /// op, e.g. to round operands once before a `dot_tf32_trunc`.
@@ -148,6 +150,7 @@ impl UnOp {
             UnOp::Cos => "cos",
             UnOp::Floor => "floor",
             UnOp::Ceil => "ceil",
+            UnOp::Round => "round",
             UnOp::RoundTf32 => "round_tf32",
         }
     }

@@ -52,7 +52,10 @@ fn gen(rng: &mut Rng, b: i64) -> Option<Kernel> {
         let a = vals[rng.below(vals.len() as u64) as usize];
         let other = vals[rng.below(vals.len() as u64) as usize];
         let r = match rng.below(11) {
-            0 => k.unary(rng.pick(&[UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Abs, UnOp::Neg, UnOp::Tanh, UnOp::Sigmoid, UnOp::Erf, UnOp::Floor, UnOp::Sin]), a),
+            0 => k.unary(
+                rng.pick(&[UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Abs, UnOp::Neg, UnOp::Tanh, UnOp::Sigmoid, UnOp::Erf, UnOp::Floor, UnOp::Round, UnOp::Sin]),
+                a,
+            ),
             1 | 2 => k.binary(rng.pick(&[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Max, BinOp::Min]), a, other),
             3 => {
                 let cst = k.const_float(rng.pick(&[0.5, 2.0, -3.0, 1e30]), None);

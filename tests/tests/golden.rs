@@ -295,6 +295,17 @@ fn library_kernels_match_golden_files() {
     ));
     let spec = specialize(qv, &[32, 32, 8, 4096, 0, 0], &[f16]).unwrap();
     push(check("wgsl/wq_gemv.32x32.w8.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(qv))));
+    // W8A8: int8 `wgmma` with the weights through `trans` of a K-major
+    // TMA slot, scales and bias in the epilogue; the per-row quantization
+    use ferrotile_kernels::quant::{quantize_rows_kernel, w8a8_gemm_kernel};
+    let w8 = w8a8_gemm_kernel::ir();
+    let spec = specialize(w8, &[128, 256, 128, 8, 1, 0], &[bf]).unwrap();
+    push(check("ptx/w8a8_gemm.128x256x128.bias.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(w8, 90, 8, 2, Safety::Safe))));
+    let spec = specialize(w8, &[16, 32, 32, 8, 0, 1], &[f16]).unwrap();
+    push(check("wgsl/w8a8_gemm.16x32x32.relu.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(w8))));
+    let qr = quantize_rows_kernel::ir();
+    let spec = specialize(qr, &[1024], &[bf]).unwrap();
+    push(check("ptx/quantize_rows.1024.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qr, 90, 4, 0, Safety::Safe))));
     assert!(errs.is_empty(), "{} golden files differ:\n{}", errs.len(), errs.join("\n"));
 }
 

@@ -1122,3 +1122,51 @@ fn i8_dots_take_wgmma() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The library's W8A8 GEMM in every tuner candidate, bf16 and f16 out,
+/// with and without bias: on sm_90a int8 `wgmma` (k32 into s32) with both
+/// operands by TMA (two tensor maps: the activations, and the weights
+/// read through `trans` of their K-major slot), no spills; assembles for
+/// sm_80 too (`mma.sync` m16n8k32).
+#[test]
+fn every_w8a8_tuner_configuration_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    use ferrotile_kernels::quant as q;
+    let k = q::w8a8_gemm_kernel::ir();
+    let mut failures = vec![];
+    for tc in q::w8a8_candidates() {
+        for (t, bias) in [(DType::BF16, true), (DType::F16, false)] {
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, bias as i64, 0];
+            let spec = specialize(k, &consts, &[t]).unwrap();
+            for sm in [80, 90] {
+                let what = format!("w8a8 {consts:?} {t} {tc} sm_{sm}");
+                let opts = PtxOptions {
+                    arg_div16: vec![true; guarded_params(k)],
+                    pipeline: tc.num_stages.saturating_sub(1),
+                    ..PtxOptions::new(sm, tc.num_warps, k.params.len())
+                };
+                let p = match emit(&spec, &opts) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.push(format!("{what}: emit: {e}"));
+                        continue;
+                    }
+                };
+                if sm == 90 && !(p.text.contains(".s32.s8.s8") && p.mma_sync_dots.is_empty() && p.tensor_maps.len() == 2) {
+                    failures.push(format!(
+                        "{what}: wgmma s8 {}, mma.sync {:?}, {} tensor maps",
+                        p.text.contains(".s32.s8.s8"),
+                        p.mma_sync_dots,
+                        p.tensor_maps.len()
+                    ));
+                }
+                match ptxas::assemble(&px, &p.text, sm) {
+                    Ok(r) if sm == 90 && r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
+                    Ok(r) => println!("{what}: {} regs, {} B smem", r.registers, p.smem_bytes),
+                    Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

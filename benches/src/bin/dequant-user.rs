@@ -285,6 +285,63 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     Ok(pass)
 }
 
+/// The library's W8A8 GEMM (`quant::w8a8_gemm`, int8 tensor cores) on
+/// random int8 operands and scales, tuned on the first call; checked on
+/// sampled outputs against the exact integer product in f64, then timed
+/// (the GEMM alone, and `quantize_rows` of the activations alone).
+fn run_w8a8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::W8A8Config>) -> Result<bool, String> {
+    use ferrotile_kernels::quant::{quantize_rows, w8a8_gemm, Int8Packed, Int8Weights, W8A8Options};
+    let e = |e: ferrotile_kernels::LibError| e.to_string();
+    let f = |e: ferrotile::Error| e.to_string();
+    let mut rng = Rng::new(21);
+    let i8s = |rng: &mut Rng, len: usize| -> Vec<i8> { (0..len).map(|_| rng.int(-128, 127) as i8).collect() };
+    let xq = i8s(&mut rng, m * k);
+    let xs: Vec<f32> = (0..m).map(|_| rng.range(0.5, 2.0) as f32 / 127.0).collect();
+    let w = Int8Packed::new(i8s(&mut rng, n * k), (0..n).map(|_| rng.range(0.5, 2.0) as f32 / 127.0).collect(), n, k).map_err(e)?;
+    let wd = Int8Weights::upload(dev, &w).map_err(e)?;
+    let (xqd, xsd) = (dev.from_slice(&xq).map_err(f)?, dev.from_slice(&xs).map_err(f)?);
+    let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(f)?;
+    let opts = W8A8Options { config, ..Default::default() };
+    w8a8_gemm(dev, &xqd, &xsd, &wd, &mut o, m, &opts).map_err(e)?;
+    let got = o.to_vec().map_err(f)?;
+    let mut worst = 0.0f64;
+    let mut cells: Vec<(usize, usize)> = (0..64).map(|_| (rng.below(m as u64) as usize, rng.below(n as u64) as usize)).collect();
+    cells.extend([(0, 0), (m - 1, n - 1)]);
+    for &(i, j) in &cells {
+        let d: i64 = (0..k).map(|kk| xq[i * k + kk] as i64 * w.q[j * k + kk] as i64).sum();
+        let want = d as f64 * xs[i] as f64 * w.scales[j] as f64;
+        let g = got[i * n + j].to_f64();
+        worst = worst.max(if g.is_finite() { (g - want).abs() / (want.abs() + 1e-3) } else { f64::INFINITY });
+    }
+    let pass = worst <= 1.0 / 128.0;
+    if dev.kind() == ferrotile::DeviceKind::Cpu {
+        println!("w8a8 {m}x{n}x{k}: err {worst:.1e}{}", if pass { "" } else { "  FAIL" });
+        return Ok(pass);
+    }
+    let t = time_both(dev, 100, 20, || {
+        w8a8_gemm(dev, &xqd, &xsd, &wd, &mut o, m, &opts).map_err(|e| ferrotile::Error::Launch { kernel: "w8a8_gemm".into(), msg: e.to_string() })
+    })
+    .map_err(f)?;
+    // the activations' quantization, on bf16 rows of the same shape
+    let x: Buffer<bf16> = dev.from_slice(&(0..m * k).map(|_| bf16::from_f64(rng.normal())).collect::<Vec<_>>()).map_err(f)?;
+    let (mut q2, mut s2): (Buffer<i8>, Buffer<f32>) = (dev.zeros(m * k).map_err(f)?, dev.zeros(m).map_err(f)?);
+    let tq = time_both(dev, 100, 20, || {
+        quantize_rows(dev, &x, m, k, 0, &mut q2, &mut s2).map_err(|e| ferrotile::Error::Launch { kernel: "quantize_rows".into(), msg: e.to_string() })
+    })
+    .map_err(f)?;
+    let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
+    println!(
+        "library w8a8 {m}x{n}x{k} {cfg}  {:>8.1} us  {:>6.0} TOPS  (b2b {:>8.1})  quantize_rows {:>7.1} us {:>6.0} GB/s  err {worst:.1e}{}",
+        t.ms() * 1e3,
+        2.0 * (m * n * k) as f64 / (t.ms() * 1e-3) / 1e12,
+        t.b2b * 1e3,
+        tq.ms() * 1e3,
+        (m * k * 3 + m * 4) as f64 / (tq.ms() * 1e-3) / 1e9,
+        if pass { "" } else { "  FAIL" }
+    );
+    Ok(pass)
+}
+
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -304,7 +361,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES,..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -329,6 +386,32 @@ fn main() {
         .collect();
     println!("dequant-user on {}", dev.name());
     let mut ok = true;
+    if args.iter().any(|a| a == "--w8a8") {
+        // `--w8-configs BMxBNxBKxWARPSxSTAGES,..`: forced configurations too
+        let forced: Vec<ferrotile_kernels::quant::W8A8Config> = arg("--w8-configs")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|s| {
+                let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+                (v.len() == 5).then(|| ferrotile_kernels::quant::W8A8Config { bm: v[0], bn: v[1], bk: v[2], num_warps: v[3], num_stages: v[4] })
+            })
+            .collect();
+        for &[m, n, k] in &shapes {
+            for c in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
+                match run_w8a8(&dev, m, n, k, c) {
+                    Ok(o) => ok &= o,
+                    Err(e) => {
+                        println!("w8a8 {m}x{n}x{k} {c:?}: error: {e}");
+                        ok = false;
+                    }
+                }
+            }
+        }
+        if !ok {
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.iter().any(|a| a == "--library") {
         // `--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..`: forced configurations too
         let forced: Vec<ferrotile_kernels::quant::QuantConfig> = arg("--lib-configs")

@@ -434,6 +434,7 @@ pub fn funary(op: UnOp, v: f32) -> f32 {
         UnOp::Cos => v.cos(),
         UnOp::Floor => v.floor(),
         UnOp::Ceil => v.ceil(),
+        UnOp::Round => v.round_ties_even(),
         UnOp::RoundTf32 => super::tf32(v),
     }
 }

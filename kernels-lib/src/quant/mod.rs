@@ -1,4 +1,5 @@
-//! Quantized-weight GEMM (W4A16 and W8A16): `out = x · dequant(W)`, with
+//! Quantized-weight GEMM (W4A16 and W8A16; W8A8 in [`w8a8_gemm`], module
+//! `int8`): `out = x · dequant(W)`, with
 //! `x` of shape `[m, k]` in f16/bf16 and `W` of shape `[k, n]` stored in
 //! 4 or 8 bits with one scale (and optionally one zero point) per group of
 //! `group` rows of K and column.
@@ -32,7 +33,12 @@ use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::FloatElement;
 
+mod int8;
 mod kernels;
+pub use int8::{
+    quantize_int8, quantize_rows, quantize_rows_kernel, w8a8_candidates, w8a8_gemm, w8a8_gemm_kernel, Int8Packed, Int8Weights, W8A8Config, W8A8Options,
+    W8A8_MAX_K,
+};
 pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemv_kernel};
 
 /// Bits per weight and grouping of a quantized matrix.

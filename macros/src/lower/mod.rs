@@ -122,6 +122,7 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
     ("cos", &[1], "cos(x)"),
     ("floor", &[1], "floor(x)"),
     ("ceil", &[1], "ceil(x)"),
+    ("round", &[1], "round(x)"),
     ("round_tf32", &[1], "round_tf32(x)"),
     ("maximum", &[2], "maximum(a, b)"),
     ("minimum", &[2], "minimum(a, b)"),
@@ -166,6 +167,7 @@ const METHODS: &[&str] = &[
     "cos",
     "floor",
     "ceil",
+    "round",
     "expand_dims",
     "reshape",
     "broadcast_to",
@@ -189,6 +191,7 @@ fn unop(name: &str) -> Option<UnOp> {
         "cos" => UnOp::Cos,
         "floor" => UnOp::Floor,
         "ceil" => UnOp::Ceil,
+        "round" => UnOp::Round,
         "round_tf32" => UnOp::RoundTf32,
         _ => return None,
     })

@@ -374,6 +374,7 @@ const FLOAT_OPS: &[&str] = &[
     "a * 1.0004882812509095 (f16 halfway + tiny)",
     "a * 1.0039062500009095 (bf16 halfway + tiny)",
     "c.abs().sqrt()",
+    "round(a) (ties to even)",
 ];
 const FLOAT_CMP: &[&str] = &["a == b", "a != b", "a < b", "a <= b", "a > b", "a >= b", "a > 0 (weak int)", "a != a"];
 
@@ -409,6 +410,7 @@ pub fn k_float_ops<T: Float, const B: i32>(x: Ptr<T>, y: Ptr<T>, z: Ptr<T>, out:
     store(out + 15 * st + offs, a * 1.0004882812509095, m);
     store(out + 16 * st + offs, a * 1.0039062500009095, m);
     store(out + 17 * st + offs, c.abs().sqrt(), m);
+    store(out + 18 * st + offs, round(a), m);
     store(o_fma + offs, fma(a, b, c), m);
     store(cmp + offs, (a == b) as u8, m);
     store(cmp + st + offs, (a != b) as u8, m);
@@ -463,6 +465,7 @@ fn float_want<T: Flt>(a: f64, b: f64, c: f64) -> Vec<f64> {
         r(a * r(1.0004882812509095)),
         r(a * r(1.0039062500009095)),
         r(c.abs().sqrt()),
+        a.round_ties_even(),
     ]
 }
 
@@ -482,6 +485,12 @@ fn float_ops_t<T: Flt>(dev: &Device, seed: u64) -> R {
             xs[i] = T::from_f64(p);
             ys[i] = T::from_f64(q);
             zs[i] = T::from_f64(if i % 2 == 0 { nan } else { 1.0 });
+        }
+        // halfway values (round's ties go to even) after them
+        for (i, &t) in [0.5, 1.5, 2.5, -0.5, -2.5, 3.5, -7.5, 1024.5].iter().enumerate() {
+            if n / 10 + i < n {
+                xs[n / 10 + i] = T::from_f64(t);
+            }
         }
         let st = n + PAD;
         let mut out = poisoned::<T>(dev, st * FLOAT_OPS.len())?;

@@ -94,6 +94,7 @@ impl<'k> PtxWriter<'k> {
             UnOp::Rsqrt => self.line(format!("rsqrt.approx.f32 {y}, {x};")),
             UnOp::Floor => self.line(format!("cvt.rmi.f32.f32 {y}, {x};")),
             UnOp::Ceil => self.line(format!("cvt.rpi.f32.f32 {y}, {x};")),
+            UnOp::Round => self.line(format!("cvt.rni.f32.f32 {y}, {x};")),
             UnOp::RoundTf32 => return Ok(self.tf32_round(x)),
             UnOp::Sigmoid => {
                 let n = self.reg(RegClass::F);

@@ -279,6 +279,8 @@ impl<'k> WgslWriter<'k> {
             UnOp::Rsqrt => format!("inverseSqrt({x})"),
             UnOp::Floor => format!("floor({x})"),
             UnOp::Ceil => format!("ceil({x})"),
+            // (WGSL's round takes ties to even)
+            UnOp::Round => format!("round({x})"),
             UnOp::RoundTf32 => format!("{}({x})", self.helper("ft_tf32")),
             UnOp::Sigmoid => format!("{}({x})", self.helper("ft_sigmoid")),
             UnOp::Tanh => format!("{}({x})", self.helper("ft_tanh")),

@@ -1,0 +1,412 @@
+//! W8A8: int8 activations × int8 weights on the int8 tensor cores, with
+//! per-token activation scales and per-channel weight scales applied in
+//! the epilogue: `out[i, j] = act(sx[i] · sw[j] · Σ_k xq[i, k]·wq[j, k] +
+//! bias[j])`, in f16/bf16.
+//!
+//! **Weights** ([`Int8Packed`], on a device [`Int8Weights`]) are stored
+//! `[n, k]` row-major — output channel by input channel, as `nn.Linear`
+//! and int8 checkpoints hold them — with one f32 scale per output channel
+//! (symmetric: `w ≈ q · s`, `q ∈ [−127, 127]`). [`quantize_int8`] makes
+//! them from f32 weights (round to nearest); [`Int8Packed::new`] takes a
+//! checkpoint's. Stored along K, the weight tile is what Hopper's `wgmma`
+//! reads for int8 (both operands K-major): the kernel loads a `[BN, BK]`
+//! block and takes its `trans` as the product's B, and on sm_90a the
+//! compiler lands it by TMA straight into a K-major slot.
+//!
+//! **Activations** are quantized per row (token) by [`quantize_rows`]:
+//! `s = max|x| / 127`, `q = round(x · 127 / max|x|)` (ties to even), a
+//! row of zeros giving `s = 0` and `q = 0`.
+//!
+//! **The kernel** ([`w8a8_gemm_kernel`], in the DSL): `BM × BN` tiles in
+//! grouped order, a K loop of `dot(x_tile, trans(w_tile), acc)` into an
+//! i32 accumulator (exact: [`w8a8_gemm`] refuses K above 131071, where
+//! 127²·K could leave i32), then the scales, bias and activation in f32
+//! and one cast. Autotuned on CUDA; small tiles elsewhere (lavapipe's 32
+//! KiB of workgroup storage).
+
+use crate::gemm::Activation;
+use crate::LibError;
+use ferrotile::prelude::*;
+use ferrotile::FloatElement;
+
+/// Per-row symmetric int8 quantization of `x` (`[m, k]`, row stride
+/// `sx`): one program per row, two passes over it in `B`-wide chunks
+/// (the row's max |x|, then the rounded quotients), `q` contiguous
+/// `[m, k]`, `s[m]` the scales.
+#[kernel]
+pub fn quantize_rows_kernel<T: Float, const B: i32>(x: Ptr<T>, q: Ptr<i8>, s: Ptr<f32>, k: i32, sx: i64) {
+    let row = program_id(0) as i64;
+    let xr = x + row * sx;
+    let qr = q + row * (k as i64);
+    let mut amax = zeros([B], f32);
+    for c in (0..k).step_by(B) {
+        let cols = c + arange(0, B);
+        amax = maximum(amax, abs(load(xr + cols, cols < k, 0.0) as f32));
+    }
+    let a = max(amax, axis = 0);
+    let mut inv = 0.0;
+    if a > 0.0 {
+        inv = 127.0 / a;
+    }
+    store(s + row, a / 127.0);
+    for c in (0..k).step_by(B) {
+        let cols = c + arange(0, B);
+        let v = load(xr + cols, cols < k, 0.0) as f32;
+        let r = minimum(maximum(round(v * inv), -127.0), 127.0);
+        store(qr + cols, r as i8, cols < k);
+    }
+}
+
+/// `out = act(sx ⊗ sw ∘ (xq · wqᵀ) + bias)` (module doc): `xq` `[m, k]`
+/// (row stride `sxr`), `wq` `[n, k]`, `out` row stride `so`. `BIAS`: add
+/// `bias[n]`; `ACT`: 0 none, 1 ReLU, 2 exact GELU.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const BIAS: bool, const ACT: i32>(
+    xq: Ptr<i8>,
+    wq: Ptr<i8>,
+    xs: Ptr<f32>,
+    ws: Ptr<f32>,
+    bias: Ptr<U>,
+    out: Ptr<U>,
+    m: i32,
+    n: i32,
+    k: i32,
+    sxr: i32,
+    so: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one int8 MMA step)");
+    // grouped ordering: GROUP_M row tiles share their weight tiles in L2
+    let pid = program_id(0);
+    let num_pid_m = cdiv(m, BM);
+    let num_pid_n = cdiv(n, BN);
+    let in_group = GROUP_M * num_pid_n;
+    let first_m = (pid / in_group) * GROUP_M;
+    let group_m = minimum(num_pid_m - first_m, GROUP_M);
+    let pid_m = first_m + (pid % in_group) % group_m;
+    let pid_n = (pid % in_group) / group_m;
+    let vx = view(xq, [m, k], [sxr, 1]);
+    let vw = view(wq, [n, k], [k, 1]);
+    let mut acc = zeros([BM, BN], i32);
+    for k0 in (0..k).step_by(BK) {
+        let a = load_block(vx, [pid_m * BM, k0], [BM, BK]);
+        let b = load_block(vw, [pid_n * BN, k0], [BN, BK]);
+        acc = dot(a, trans(b), acc);
+    }
+    let rm = pid_m * BM + arange(0, BM);
+    let rn = pid_n * BN + arange(0, BN);
+    let m_ok = rm < m;
+    let n_ok = rn < n;
+    let scale = expand_dims(load(xs + rm, m_ok, 0.0), 1) * expand_dims(load(ws + rn, n_ok, 0.0), 0);
+    let mut o = (acc as f32) * scale;
+    if BIAS {
+        o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+    }
+    if ACT == 1 {
+        o = maximum(o, 0.0);
+    }
+    if ACT == 2 {
+        o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
+    }
+    let ptrs = out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0);
+    store(ptrs, o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
+}
+
+/// Largest K [`w8a8_gemm`] takes: 128·128·K stays inside i32 below 2¹⁷.
+pub const W8A8_MAX_K: usize = (1 << 17) - 1;
+
+/// Int8 weights `[n, k]` with per-output-channel scales (module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Int8Packed {
+    pub n: usize,
+    pub k: usize,
+    /// `[n, k]` row-major.
+    pub q: Vec<i8>,
+    /// `[n]`.
+    pub scales: Vec<f32>,
+}
+
+impl Int8Packed {
+    /// From a checkpoint's int8 weights (`[n, k]`, output channel by input
+    /// channel) and per-channel scales.
+    pub fn new(q: Vec<i8>, scales: Vec<f32>, n: usize, k: usize) -> Result<Self, LibError> {
+        if n == 0 || k == 0 || q.len() != n * k {
+            return Err(LibError::Shape(format!("w8a8: weights have {} elements, {n}×{k} (n × k) expected", q.len())));
+        }
+        if scales.len() != n {
+            return Err(LibError::Shape(format!("w8a8: {} weight scales for N = {n} output channels", scales.len())));
+        }
+        if let Some(i) = scales.iter().position(|s| !s.is_finite()) {
+            return Err(LibError::Config(format!("w8a8: weight scale {i} is not finite ({})", scales[i])));
+        }
+        Ok(Int8Packed { n, k, q, scales })
+    }
+
+    /// The dequantized weights as the product uses them, `[k, n]` (f64,
+    /// exact).
+    pub fn dequantize(&self) -> Vec<f64> {
+        let mut w = vec![0.0; self.k * self.n];
+        for j in 0..self.n {
+            for kk in 0..self.k {
+                w[kk * self.n + j] = self.q[j * self.k + kk] as f64 * self.scales[j] as f64;
+            }
+        }
+        w
+    }
+}
+
+/// Quantize a row-major `[k, n]` f32 matrix (as [`super::quantize`] takes
+/// it) per output channel: `s = max|w| / 127`, `q = round(w / s)`.
+pub fn quantize_int8(w: &[f32], k: usize, n: usize) -> Result<Int8Packed, LibError> {
+    if w.len() != k * n || k == 0 || n == 0 {
+        return Err(LibError::Shape(format!("w8a8: weights have {} elements, {k}×{n} expected", w.len())));
+    }
+    if let Some(i) = w.iter().position(|v| !v.is_finite()) {
+        return Err(LibError::Config(format!("w8a8: weight {i} is not finite ({})", w[i])));
+    }
+    let mut q = vec![0i8; n * k];
+    let mut scales = vec![0f32; n];
+    for j in 0..n {
+        let m = (0..k).map(|r| w[r * n + j].abs()).fold(0.0f32, f32::max);
+        let s = if m > 0.0 { m / 127.0 } else { 1.0 };
+        scales[j] = s;
+        for r in 0..k {
+            q[j * k + r] = (w[r * n + j] / s).round().clamp(-127.0, 127.0) as i8;
+        }
+    }
+    Int8Packed::new(q, scales, n, k)
+}
+
+/// [`Int8Packed`] on a device.
+pub struct Int8Weights {
+    pub n: usize,
+    pub k: usize,
+    pub q: Buffer<i8>,
+    pub scales: Buffer<f32>,
+}
+
+impl Int8Weights {
+    pub fn upload(dev: &Device, w: &Int8Packed) -> Result<Self, LibError> {
+        let w = Int8Packed::new(w.q.clone(), w.scales.clone(), w.n, w.k)?;
+        Ok(Int8Weights { n: w.n, k: w.k, q: dev.from_slice(&w.q)?, scales: dev.from_slice(&w.scales)? })
+    }
+}
+
+/// Quantize the `m` rows of `x` (`[m, k]`, row stride `x_row_stride`, 0:
+/// `k`) into `q` (`[m, k]`, contiguous) and `scales` (`[m]`) — module doc.
+pub fn quantize_rows<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    m: usize,
+    k: usize,
+    x_row_stride: usize,
+    q: &mut Buffer<i8>,
+    scales: &mut Buffer<f32>,
+) -> Result<(), LibError> {
+    let sx = if x_row_stride == 0 { k } else { x_row_stride };
+    if k == 0 || k > i32::MAX as usize / 2 || sx < k {
+        return Err(LibError::Shape(format!("quantize_rows: K = {k} must be positive and fit 32 bits, and the row stride {sx} at least K")));
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    let need = |what: &str, have: usize, want: usize| {
+        if have < want {
+            Err(LibError::Shape(format!("quantize_rows: `{what}` has {have} elements, {want} needed")))
+        } else {
+            Ok(())
+        }
+    };
+    need("x", x.len(), (m - 1) * sx + k)?;
+    need("q", q.len(), m * k)?;
+    need("scales", scales.len(), m)?;
+    if m > u32::MAX as usize / 2 {
+        return Err(LibError::Shape(format!("quantize_rows: M = {m} rows exceed the grid")));
+    }
+    let block = if dev.kind() == ferrotile::DeviceKind::Cuda { 1024 } else { 256 };
+    let cfg = LaunchConfig::new([m as u32, 1, 1]).num_warps(4);
+    quantize_rows_kernel::launch(dev, cfg, x, q, scales, k as i32, sx as i64, block)?;
+    Ok(())
+}
+
+/// Tile configuration of [`w8a8_gemm_kernel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct W8A8Config {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub num_warps: u32,
+    pub num_stages: u32,
+}
+
+impl W8A8Config {
+    fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
+        Ok(W8A8Config { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages })
+    }
+
+    fn to_tune(self) -> ferrotile::TuneConfig {
+        ferrotile::TuneConfig::new(self.num_warps).with("BM", self.bm as i64).with("BN", self.bn as i64).with("BK", self.bk as i64).stages(self.num_stages)
+    }
+
+    /// Without tuning: a mid-size `wgmma` tile on CUDA; lavapipe's 32 KiB
+    /// of workgroup storage and the CPU take small tiles.
+    pub fn default_for(dev: &Device) -> Self {
+        match dev.kind() {
+            ferrotile::DeviceKind::Cuda => W8A8Config { bm: 128, bn: 128, bk: 128, num_warps: 8, num_stages: 4 },
+            _ => W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1 },
+        }
+    }
+}
+
+/// The tuner's candidates (K in whole 128-byte swizzle atoms: BK 128 or
+/// 256; the operand rings of up to four stages within 228 KB).
+pub fn w8a8_candidates() -> Vec<ferrotile::TuneConfig> {
+    let c = |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages }.to_tune();
+    vec![
+        c(128, 256, 128, 8, 3),
+        c(128, 256, 128, 8, 4),
+        c(256, 128, 128, 8, 3),
+        c(128, 128, 128, 8, 4),
+        c(128, 128, 128, 4, 4),
+        c(128, 128, 256, 8, 3),
+        c(64, 256, 128, 4, 4),
+        c(64, 128, 128, 4, 4),
+        // (few rows: narrow tiles, so that the weights' tiles spread over
+        // the SMs)
+        c(64, 64, 128, 4, 4),
+        c(64, 64, 256, 4, 3),
+    ]
+}
+
+/// Options of [`w8a8_gemm`].
+pub struct W8A8Options<'a, U: FloatElement> {
+    /// Added to every row (`[n]`).
+    pub bias: Option<&'a Buffer<U>>,
+    pub activation: Activation,
+    /// Row stride of `xq` in elements (0: `k`).
+    pub x_row_stride: usize,
+    /// Row stride of `out` in elements (0: `n`).
+    pub out_row_stride: usize,
+    /// A fixed configuration instead of the tuner's.
+    pub config: Option<W8A8Config>,
+}
+
+impl<U: FloatElement> Default for W8A8Options<'_, U> {
+    fn default() -> Self {
+        W8A8Options { bias: None, activation: Activation::None, x_row_stride: 0, out_row_stride: 0, config: None }
+    }
+}
+
+/// `out[m, n] = act(xs ⊗ w.scales ∘ (xq · w.qᵀ) + bias)` (module doc):
+/// `xq` `[m, k]` int8 and `xs` `[m]` as [`quantize_rows`] makes them, `U`
+/// f16 or bf16.
+pub fn w8a8_gemm<U: FloatElement>(
+    dev: &Device,
+    xq: &Buffer<i8>,
+    xs: &Buffer<f32>,
+    w: &Int8Weights,
+    out: &mut Buffer<U>,
+    m: usize,
+    opts: &W8A8Options<U>,
+) -> Result<(), LibError> {
+    use ferrotile::ir::DType;
+    if !matches!(U::DTYPE, DType::F16 | DType::BF16) {
+        return Err(LibError::Config(format!("w8a8: the output must be f16 or bf16, got {}", U::DTYPE)));
+    }
+    let (n, k) = (w.n, w.k);
+    if k > W8A8_MAX_K {
+        return Err(LibError::Shape(format!("w8a8: K = {k} exceeds {W8A8_MAX_K} (the i32 accumulator could overflow)")));
+    }
+    if n > i32::MAX as usize / 2 || m > i32::MAX as usize / 2 {
+        return Err(LibError::Shape(format!("w8a8: {m}×{n} exceeds the 32-bit limits")));
+    }
+    let sx = if opts.x_row_stride == 0 { k } else { opts.x_row_stride };
+    let so = if opts.out_row_stride == 0 { n } else { opts.out_row_stride };
+    if sx < k || so < n || sx > i32::MAX as usize {
+        return Err(LibError::Shape(format!("w8a8: row strides ({sx} for xq, {so} for out) must be at least K = {k} / N = {n}")));
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    let need = |what: &str, have: usize, want: usize| {
+        if have < want {
+            Err(LibError::Shape(format!("w8a8: `{what}` has {have} elements, {want} needed")))
+        } else {
+            Ok(())
+        }
+    };
+    need("xq", xq.len(), (m - 1) * sx + k)?;
+    need("xs", xs.len(), m)?;
+    need("out", out.len(), (m - 1) * so + n)?;
+    need("w.q", w.q.len(), n * k)?;
+    need("w.scales", w.scales.len(), n)?;
+    if let Some(b) = opts.bias {
+        need("bias", b.len(), n)?;
+    }
+    let mut run = |c: W8A8Config| launch(dev, xq, xs, w, out, m, opts, (sx, so), c);
+    if let Some(c) = opts.config {
+        return run(c);
+    }
+    if dev.kind() != ferrotile::DeviceKind::Cuda || (m as u64) * (n as u64) * (k as u64) < (1 << 24) {
+        return run(W8A8Config::default_for(dev));
+    }
+    let b2 = |v: usize| v.max(1).next_power_of_two();
+    let key = format!("w8a8|{}|m<={}|n<={}|k<={}", U::DTYPE, b2(m), b2(n), b2(k));
+    static T: std::sync::OnceLock<ferrotile::Autotuner> = std::sync::OnceLock::new();
+    let tuner = T.get_or_init(|| ferrotile::Autotuner::new("w8a8_gemm", w8a8_candidates()).reps(5));
+    tuner.run(dev, &key, |tc| run(W8A8Config::from_tune(tc)?).map_err(crate::lib_to_launch))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch<U: FloatElement>(
+    dev: &Device,
+    xq: &Buffer<i8>,
+    xs: &Buffer<f32>,
+    w: &Int8Weights,
+    out: &mut Buffer<U>,
+    m: usize,
+    opts: &W8A8Options<U>,
+    (sx, so): (usize, usize),
+    c: W8A8Config,
+) -> Result<(), LibError> {
+    let ok = |v: u32, lo: u32, hi: u32| v.is_power_of_two() && (lo..=hi).contains(&v);
+    if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 {
+        return Err(LibError::Config(format!("w8a8: invalid configuration {c:?}")));
+    }
+    let n = w.n;
+    let tiles = m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
+    if tiles > u32::MAX as usize / 2 {
+        return Err(LibError::Shape(format!("w8a8: {tiles} tiles exceed the grid")));
+    }
+    let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
+    let placeholder = crate::scratch::placeholder::<U>(dev)?;
+    let bias = opts.bias.unwrap_or(&placeholder);
+    let act = match opts.activation {
+        Activation::None => 0,
+        Activation::Relu => 1,
+        Activation::Gelu => 2,
+    };
+    w8a8_gemm_kernel::launch(
+        dev,
+        cfg,
+        xq,
+        &w.q,
+        xs,
+        &w.scales,
+        bias,
+        out,
+        m as i32,
+        n as i32,
+        w.k as i32,
+        sx as i32,
+        so as i64,
+        c.bm as i32,
+        c.bn as i32,
+        c.bk as i32,
+        8,
+        opts.bias.is_some(),
+        act,
+    )?;
+    Ok(())
+}
