@@ -238,18 +238,32 @@ fn run(dev: &Device, m: usize, n: usize, k: usize, cfgs: &[Cfg]) -> Result<bool,
 /// The library's `quant::wq_gemm` on the same problem (its packed layout is
 /// the one this kernel reads): tuned on the first call, then timed as the
 /// user kernel is.
-fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::QuantConfig>) -> Result<bool, String> {
+fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::QuantConfig>, bits: u32) -> Result<bool, String> {
     use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantFormat, QuantOptions, QuantWeights};
     let e = |e: ferrotile_kernels::LibError| e.to_string();
     let p = problem(m, n, k, 3);
-    let packed = PackedWeights {
-        k,
-        n,
-        format: QuantFormat { bits: 4, group: GROUP, zeros: true },
-        qweight: p.w.clone(),
-        scales: p.s.clone(),
-        qzeros: p.z.clone(),
-        perm: None,
+    let packed = if bits == 4 {
+        PackedWeights {
+            k,
+            n,
+            format: QuantFormat { bits: 4, group: GROUP, zeros: true },
+            qweight: p.w.clone(),
+            scales: p.s.clone(),
+            qzeros: p.z.clone(),
+            perm: None,
+        }
+    } else {
+        // W8A16: per-channel symmetric, random bytes and scales
+        let mut rng = Rng::new(5);
+        PackedWeights {
+            k,
+            n,
+            format: QuantFormat { bits: 8, group: 0, zeros: false },
+            qweight: (0..k / 4 * n).map(|_| rng.next_u64() as i32).collect(),
+            scales: (0..n).map(|_| bf16::from_f64(rng.range(0.5, 1.5) / 64.0)).collect(),
+            qzeros: vec![],
+            perm: None,
+        }
     };
     let w = QuantWeights::upload(dev, &packed).map_err(e)?;
     let x: Buffer<bf16> = dev.from_slice(&p.x).map_err(|e| e.to_string())?;
@@ -273,10 +287,11 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
         })
         .map_err(|e| e.to_string())?
     };
-    let bytes = (p.w.len() * 4 + p.s.len() * 2 + p.z.len() * 4 + p.x.len() * 2 + m * n * 2) as f64;
+    let bytes = (packed.qweight.len() * 4 + packed.scales.len() * 2 + packed.qzeros.len() * 4 + p.x.len() * 2 + m * n * 2) as f64;
     let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
+    let fmt = if bits == 4 { format!("w4 g{GROUP}") } else { "w8 per-channel".to_string() };
     println!(
-        "library wq_gemm w4 g{GROUP} {m}x{n}x{k} {cfg}  {:>8.1} us (b2b {:>8.1})  {:>6.0} GB/s  err {worst:.1e}{}",
+        "library wq_gemm {fmt} {m}x{n}x{k} {cfg}  {:>8.1} us (b2b {:>8.1})  {:>6.0} GB/s  err {worst:.1e}{}",
         t.ms() * 1e3,
         t.b2b * 1e3,
         bytes / (t.ms() * 1e-3) / 1e9,
@@ -361,7 +376,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES,..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES,..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -424,7 +439,7 @@ fn main() {
             .collect();
         for &[m, n, k] in &shapes {
             for c in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
-                match run_library(&dev, m, n, k, c) {
+                match run_library(&dev, m, n, k, c, if args.iter().any(|a| a == "--w8") { 8 } else { 4 }) {
                     Ok(o) => ok &= o,
                     Err(e) => {
                         println!("library {m}x{n}x{k} {c:?}: error: {e}");

@@ -1,7 +1,7 @@
 //! The main job: run the kernel library on the best device available, verify
 //! every result against the f64 reference, and print a table: the row
-//! kernels (GB/s), attention forward, backward and decode (TFLOP/s) and the
-//! quantized GEMM (GB/s of its operands); each time is one cold
+//! kernels (GB/s), attention forward, backward and decode (TFLOP/s), the
+//! quantized GEMM (GB/s of its operands) and W8A8 (TOPS); each time is one cold
 //! call, compilation (and on CUDA the autotuner's first run) included.
 //!
 //! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
@@ -201,6 +201,46 @@ fn run_quant<T: FloatElement>(
     Ok(())
 }
 
+/// W8A8 (`quant::quantize_rows` of bf16 activations, then
+/// `quant::w8a8_gemm` on int8 weights with per-channel scales), checked on
+/// sampled outputs against f64 on the quantized operands (relative error;
+/// the output rounds to bf16); rate in TOPS of the GEMM (2·m·n·k over the
+/// two calls' time).
+fn run_w8a8(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), out: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile_kernels::quant::{quantize_int8, quantize_rows, w8a8_gemm, Int8Weights, W8A8Options};
+    let xv: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
+    let wf: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32 * 0.05).collect();
+    let packed = quantize_int8(&wf, k, n)?;
+    let w = Int8Weights::upload(dev, &packed)?;
+    let x = dev.from_slice(&xv)?;
+    let (mut xq, mut xs) = (dev.zeros::<i8>(m * k)?, dev.zeros::<f32>(m)?);
+    let mut y = dev.full(m * n, bf16::NAN)?;
+    let t = std::time::Instant::now();
+    quantize_rows(dev, &x, m, k, 0, &mut xq, &mut xs)?;
+    w8a8_gemm(dev, &xq, &xs, &w, &mut y, m, &W8A8Options::default())?;
+    dev.synchronize()?;
+    let secs = t.elapsed().as_secs_f64();
+    let (got, q, s) = (y.to_vec()?, xq.to_vec()?, xs.to_vec()?);
+    let mut err = 0.0f64;
+    for _ in 0..32 {
+        let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
+        let d: i64 = (0..k).map(|kk| q[i * k + kk] as i64 * packed.q[j * k + kk] as i64).sum();
+        let want = d as f64 * s[i] as f64 * packed.scales[j] as f64;
+        let g = got[i * n + j].to_f64();
+        err = err.max(if g.is_finite() { (g - want).abs() / (want.abs() + 1e-3) } else { f64::INFINITY });
+    }
+    out.push(Row {
+        kernel: "w8a8 gemm",
+        dtype: DType::BF16,
+        shape: (0, 0),
+        err,
+        tol: 1e-2,
+        secs,
+        attention: Some((format!("{m}x{n}x{k}"), format!("{:.2} TOPS", 2.0 * (m * n * k) as f64 / secs / 1e12))),
+    });
+    Ok(())
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dev = match Device::best() {
@@ -249,6 +289,14 @@ fn main() {
         let res = run_quant::<bf16>(&dev, &mut rng, s, QuantFormat { bits: 4, group: 128, zeros: true }, &mut rows)
             .and_then(|_| run_quant::<f16>(&dev, &mut rng, s, QuantFormat { bits: 8, group: 0, zeros: false }, &mut rows));
         if let Err(e) = res {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+    // W8A8: int8 activations (quantized per token here) × int8 weights
+    let wshapes: &[(usize, usize, usize)] = if gpu && !quick { &[(16, 4096, 4096), (4096, 4096, 4096)] } else { &[(5, 48, 96)] };
+    for &s in wshapes {
+        if let Err(e) = run_w8a8(&dev, &mut rng, s, &mut rows) {
             eprintln!("error: {e}");
             std::process::exit(1);
         }

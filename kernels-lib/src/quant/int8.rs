@@ -263,6 +263,11 @@ impl W8A8Config {
 pub fn w8a8_candidates() -> Vec<ferrotile::TuneConfig> {
     let c = |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages }.to_tune();
     vec![
+        // (256-deep steps at two stages: 1272 TOPS at 4096³ and 8192³ on
+        // the H200, where 128-deep ones at three or four reach 1120–1160 —
+        // RESULTS, session 19)
+        c(128, 256, 256, 8, 2),
+        c(256, 128, 256, 8, 2),
         c(128, 256, 128, 8, 3),
         c(128, 256, 128, 8, 4),
         c(256, 128, 128, 8, 3),
