@@ -299,10 +299,10 @@ fn library_kernels_match_golden_files() {
     // TMA slot, scales and bias in the epilogue; the per-row quantization
     use ferrotile_kernels::quant::{quantize_rows_kernel, w8a8_gemm_kernel};
     let w8 = w8a8_gemm_kernel::ir();
-    let spec = specialize(w8, &[128, 256, 128, 8, 1, 0], &[bf]).unwrap();
+    let spec = specialize(w8, &[128, 256, 128, 8, 1, 0, 0], &[bf]).unwrap();
     push(check("ptx/w8a8_gemm.128x256x128.bias.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(w8, 90, 8, 2, Safety::Safe))));
-    let spec = specialize(w8, &[16, 32, 32, 8, 0, 1], &[f16]).unwrap();
-    push(check("wgsl/w8a8_gemm.16x32x32.relu.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(w8))));
+    let spec = specialize(w8, &[16, 32, 32, 8, 0, 1, 1], &[f16]).unwrap();
+    push(check("wgsl/w8a8_gemm.16x32x32.split.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(w8))));
     let qr = quantize_rows_kernel::ir();
     let spec = specialize(qr, &[1024], &[bf]).unwrap();
     push(check("ptx/quantize_rows.1024.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qr, 90, 4, 0, Safety::Safe))));

@@ -1134,9 +1134,10 @@ fn every_w8a8_tuner_configuration_assembles() {
     use ferrotile_kernels::quant as q;
     let k = q::w8a8_gemm_kernel::ir();
     let mut failures = vec![];
-    for tc in q::w8a8_candidates() {
+    for tc in q::w8a8_candidates(1).into_iter().chain(q::w8a8_candidates(4096)) {
         for (t, bias) in [(DType::BF16, true), (DType::F16, false)] {
-            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, bias as i64, 0];
+            let split = tc.get("SPLIT_K").unwrap() > 1;
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, bias as i64, 0, split as i64];
             let spec = specialize(k, &consts, &[t]).unwrap();
             for sm in [80, 90] {
                 let what = format!("w8a8 {consts:?} {t} {tc} sm_{sm}");

@@ -376,7 +376,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES,..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -402,13 +402,20 @@ fn main() {
     println!("dequant-user on {}", dev.name());
     let mut ok = true;
     if args.iter().any(|a| a == "--w8a8") {
-        // `--w8-configs BMxBNxBKxWARPSxSTAGES,..`: forced configurations too
+        // `--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..`: forced configurations too
         let forced: Vec<ferrotile_kernels::quant::W8A8Config> = arg("--w8-configs")
             .unwrap_or_default()
             .split(',')
             .filter_map(|s| {
                 let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-                (v.len() == 5).then(|| ferrotile_kernels::quant::W8A8Config { bm: v[0], bn: v[1], bk: v[2], num_warps: v[3], num_stages: v[4] })
+                (v.len() == 5 || v.len() == 6).then(|| ferrotile_kernels::quant::W8A8Config {
+                    bm: v[0],
+                    bn: v[1],
+                    bk: v[2],
+                    num_warps: v[3],
+                    num_stages: v[4],
+                    split_k: v.get(5).copied().unwrap_or(1),
+                })
             })
             .collect();
         for &[m, n, k] in &shapes {

@@ -20,9 +20,11 @@
 //! **The kernel** ([`w8a8_gemm_kernel`], in the DSL): `BM × BN` tiles in
 //! grouped order, a K loop of `dot(x_tile, trans(w_tile), acc)` into an
 //! i32 accumulator (exact: [`w8a8_gemm`] refuses K above 131071, where
-//! 127²·K could leave i32), then the scales, bias and activation in f32
-//! and one cast. Autotuned on CUDA; small tiles elsewhere (lavapipe's 32
-//! KiB of workgroup storage).
+//! 128²·K could leave i32), then the scales, bias and activation in f32
+//! and one cast. For few rows K may be split over the grid's second axis
+//! (f32 partials, summed in a fixed order by `gemm::gemm_splitk_reduce`,
+//! which adds the bias and applies the activation). Autotuned on CUDA;
+//! small tiles elsewhere (lavapipe's 32 KiB of workgroup storage).
 
 use crate::gemm::Activation;
 use crate::LibError;
@@ -59,21 +61,27 @@ pub fn quantize_rows_kernel<T: Float, const B: i32>(x: Ptr<T>, q: Ptr<i8>, s: Pt
 
 /// `out = act(sx ⊗ sw ∘ (xq · wqᵀ) + bias)` (module doc): `xq` `[m, k]`
 /// (row stride `sxr`), `wq` `[n, k]`, `out` row stride `so`. `BIAS`: add
-/// `bias[n]`; `ACT`: 0 none, 1 ReLU, 2 exact GELU.
+/// `bias[n]`; `ACT`: 0 none, 1 ReLU, 2 exact GELU. `SPLIT`: the program's
+/// K range is `[program_id(1) · k_split, +k_split)` (`k_split` a multiple
+/// of `BK`) and it writes its scaled f32 partial to `part[program_id(1)]`
+/// (`[splits, m, n]`; bias and activation then come with the sum,
+/// `gemm::gemm_splitk_reduce`).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const BIAS: bool, const ACT: i32>(
+pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, const GROUP_M: i32, const BIAS: bool, const ACT: i32, const SPLIT: bool>(
     xq: Ptr<i8>,
     wq: Ptr<i8>,
     xs: Ptr<f32>,
     ws: Ptr<f32>,
     bias: Ptr<U>,
     out: Ptr<U>,
+    part: Ptr<f32>,
     m: i32,
     n: i32,
     k: i32,
     sxr: i32,
     so: i64,
+    k_split: i32,
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one int8 MMA step)");
     // grouped ordering: GROUP_M row tiles share their weight tiles in L2
@@ -87,8 +95,10 @@ pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, c
     let pid_n = (pid % in_group) / group_m;
     let vx = view(xq, [m, k], [sxr, 1]);
     let vw = view(wq, [n, k], [k, 1]);
+    let k_lo = program_id(1) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
     let mut acc = zeros([BM, BN], i32);
-    for k0 in (0..k).step_by(BK) {
+    for k0 in (k_lo..k_hi).step_by(BK) {
         let a = load_block(vx, [pid_m * BM, k0], [BM, BK]);
         let b = load_block(vw, [pid_n * BN, k0], [BN, BK]);
         acc = dot(a, trans(b), acc);
@@ -99,17 +109,22 @@ pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, c
     let n_ok = rn < n;
     let scale = expand_dims(load(xs + rm, m_ok, 0.0), 1) * expand_dims(load(ws + rn, n_ok, 0.0), 0);
     let mut o = (acc as f32) * scale;
-    if BIAS {
-        o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+    let ok = expand_dims(m_ok, 1) & expand_dims(n_ok, 0);
+    if SPLIT {
+        let mn = (m as i64) * (n as i64);
+        store(part + (program_id(1) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn, 0), o, ok);
+    } else {
+        if BIAS {
+            o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+        }
+        if ACT == 1 {
+            o = maximum(o, 0.0);
+        }
+        if ACT == 2 {
+            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
+        }
+        store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, ok);
     }
-    if ACT == 1 {
-        o = maximum(o, 0.0);
-    }
-    if ACT == 2 {
-        o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
-    }
-    let ptrs = out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0);
-    store(ptrs, o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
 }
 
 /// Largest K [`w8a8_gemm`] takes: 128·128·K stays inside i32 below 2¹⁷.
@@ -237,31 +252,57 @@ pub struct W8A8Config {
     pub bk: u32,
     pub num_warps: u32,
     pub num_stages: u32,
+    /// K split into this many ranges (1: none); the f32 partials are summed
+    /// by a second kernel in a fixed order.
+    pub split_k: u32,
 }
 
 impl W8A8Config {
     fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
-        Ok(W8A8Config { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, bk: tc.get("BK")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages })
+        Ok(W8A8Config {
+            bm: tc.get("BM")? as u32,
+            bn: tc.get("BN")? as u32,
+            bk: tc.get("BK")? as u32,
+            num_warps: tc.num_warps,
+            num_stages: tc.num_stages,
+            split_k: tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32,
+        })
     }
 
     fn to_tune(self) -> ferrotile::TuneConfig {
-        ferrotile::TuneConfig::new(self.num_warps).with("BM", self.bm as i64).with("BN", self.bn as i64).with("BK", self.bk as i64).stages(self.num_stages)
+        ferrotile::TuneConfig::new(self.num_warps)
+            .with("BM", self.bm as i64)
+            .with("BN", self.bn as i64)
+            .with("BK", self.bk as i64)
+            .with("SPLIT_K", self.split_k as i64)
+            .stages(self.num_stages)
     }
 
     /// Without tuning: a mid-size `wgmma` tile on CUDA; lavapipe's 32 KiB
     /// of workgroup storage and the CPU take small tiles.
     pub fn default_for(dev: &Device) -> Self {
         match dev.kind() {
-            ferrotile::DeviceKind::Cuda => W8A8Config { bm: 128, bn: 128, bk: 128, num_warps: 8, num_stages: 4 },
-            _ => W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1 },
+            ferrotile::DeviceKind::Cuda => W8A8Config { bm: 128, bn: 128, bk: 128, num_warps: 8, num_stages: 4, split_k: 1 },
+            _ => W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1 },
         }
     }
 }
 
-/// The tuner's candidates (K in whole 128-byte swizzle atoms: BK 128 or
-/// 256; the operand rings of up to four stages within 228 KB).
-pub fn w8a8_candidates() -> Vec<ferrotile::TuneConfig> {
-    let c = |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages }.to_tune();
+/// The tuner's candidates for `m` rows (K in whole 128-byte swizzle
+/// atoms: BK 128 or 256; the operand rings of up to four stages within 228
+/// KB; for few rows, narrow tiles and split K so that the weight stream
+/// spreads over every SM).
+pub fn w8a8_candidates(m: usize) -> Vec<ferrotile::TuneConfig> {
+    let c = |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages, split_k: 1 }.to_tune();
+    if m <= 64 {
+        let mut v = vec![];
+        for (bn, bk, stages) in [(64u32, 256u32, 3u32), (64, 128, 4), (128, 128, 4), (128, 256, 2)] {
+            for split in [1u32, 2, 4] {
+                v.push(W8A8Config { bm: 64, bn, bk, num_warps: 4, num_stages: stages, split_k: split }.to_tune());
+            }
+        }
+        return v;
+    }
     vec![
         // (256-deep steps at two stages: 1272 TOPS at 4096³ and 8192³ on
         // the H200, where 128-deep ones at three or four reach 1120–1160 —
@@ -276,9 +317,6 @@ pub fn w8a8_candidates() -> Vec<ferrotile::TuneConfig> {
         c(128, 128, 256, 8, 3),
         c(64, 256, 128, 4, 4),
         c(64, 128, 128, 4, 4),
-        // (few rows: narrow tiles, so that the weights' tiles spread over
-        // the SMs)
-        c(64, 64, 128, 4, 4),
         c(64, 64, 256, 4, 3),
     ]
 }
@@ -357,9 +395,10 @@ pub fn w8a8_gemm<U: FloatElement>(
     }
     let b2 = |v: usize| v.max(1).next_power_of_two();
     let key = format!("w8a8|{}|m<={}|n<={}|k<={}", U::DTYPE, b2(m), b2(n), b2(k));
-    static T: std::sync::OnceLock<ferrotile::Autotuner> = std::sync::OnceLock::new();
-    let tuner = T.get_or_init(|| ferrotile::Autotuner::new("w8a8_gemm", w8a8_candidates()).reps(5));
-    tuner.run(dev, &key, |tc| run(W8A8Config::from_tune(tc)?).map_err(crate::lib_to_launch))?;
+    // (one tuner per candidate list: few rows, or many)
+    static T: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
+    let tuners = T.get_or_init(|| [1, 128].map(|m| ferrotile::Autotuner::new("w8a8_gemm", w8a8_candidates(m)).reps(5)));
+    tuners[(m > 64) as usize].run(dev, &key, |tc| run(W8A8Config::from_tune(tc)?).map_err(crate::lib_to_launch))?;
     Ok(())
 }
 
@@ -376,15 +415,19 @@ fn launch<U: FloatElement>(
     c: W8A8Config,
 ) -> Result<(), LibError> {
     let ok = |v: u32, lo: u32, hi: u32| v.is_power_of_two() && (lo..=hi).contains(&v);
-    if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 {
+    if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 || !(1..=16).contains(&c.split_k) {
         return Err(LibError::Config(format!("w8a8: invalid configuration {c:?}")));
     }
-    let n = w.n;
+    let (n, k) = (w.n, w.k);
     let tiles = m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
     if tiles > u32::MAX as usize / 2 {
         return Err(LibError::Shape(format!("w8a8: {tiles} tiles exceed the grid")));
     }
-    let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
+    // K ranges of whole BK blocks
+    let bk = c.bk as usize;
+    let k_split = k.div_ceil(c.split_k as usize).div_ceil(bk) * bk;
+    let splits = k.div_ceil(k_split);
+    let cfg = LaunchConfig::new([tiles as u32, splits as u32, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = match opts.activation {
@@ -392,6 +435,8 @@ fn launch<U: FloatElement>(
         Activation::Relu => 1,
         Activation::Gelu => 2,
     };
+    let split = splits > 1;
+    let mut part = crate::scratch::workspace(dev, if split { splits * m * n } else { 1 })?;
     w8a8_gemm_kernel::launch(
         dev,
         cfg,
@@ -401,17 +446,45 @@ fn launch<U: FloatElement>(
         &w.scales,
         bias,
         out,
+        part.buffer(),
         m as i32,
         n as i32,
-        w.k as i32,
+        k as i32,
         sx as i32,
         so as i64,
+        k_split as i32,
         c.bm as i32,
         c.bn as i32,
         c.bk as i32,
         8,
         opts.bias.is_some(),
         act,
+        split,
     )?;
+    if split {
+        // the partials summed in split order, then bias, activation, cast
+        const BLOCK: usize = 256;
+        let programs = m * n.div_ceil(BLOCK);
+        if programs > u32::MAX as usize / 2 {
+            return Err(LibError::Shape(format!("w8a8: {m}×{n} exceeds the split-K reduction's grid")));
+        }
+        let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(2);
+        crate::gemm::gemm_splitk_reduce::launch(
+            dev,
+            launch,
+            part.buffer(),
+            out,
+            bias,
+            m as i32,
+            n as i32,
+            splits as i32,
+            so as i64,
+            0,
+            1.0,
+            BLOCK as i32,
+            act,
+            opts.bias.is_some(),
+        )?;
+    }
     Ok(())
 }
