@@ -61,6 +61,62 @@ elem!(i64, DType::I64, 8, |v| Scalar::I(v, DType::I64));
 elem!(i8, DType::I8, 1, |v| Scalar::I(v as i64, DType::I8));
 elem!(u8, DType::U8, 1, |v| Scalar::I(v as i64, DType::U8));
 
+macro_rules! fp8 {
+    ($t:ident, $d:expr, $f:expr, $doc:literal) => {
+        #[doc = $doc]
+        ///
+        /// Holds the code; [`FloatElement::from_f64`] rounds to nearest-even
+        /// and saturates to the largest finite value (NaN stays NaN), as the
+        /// kernels' casts do (`ferrotile_ir::numeric::fp8_encode`).
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[repr(transparent)]
+        pub struct $t(pub u8);
+
+        impl $t {
+            pub fn from_f32(v: f32) -> Self {
+                $t(ferrotile_ir::numeric::fp8_encode(v, $f))
+            }
+            pub fn to_f32(self) -> f32 {
+                ferrotile_ir::numeric::fp8_decode(self.0, $f)
+            }
+        }
+
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn to_le_bytes_vec(v: &[Self]) -> Vec<u8> {
+                v.iter().map(|x| x.0).collect()
+            }
+            fn from_le_bytes_slice(b: &[u8]) -> Vec<Self> {
+                b.iter().map(|&x| $t(x)).collect()
+            }
+            fn to_scalar(self) -> Scalar {
+                Scalar::F(self.to_f32() as f64, $d)
+            }
+        }
+
+        impl FloatElement for $t {
+            /// Rounded once (an f64 → f32 round to odd, then to the code:
+            /// correct to nearest-even, as for f16).
+            fn from_f64(v: f64) -> Self {
+                $t::from_f32(ferrotile_ir::numeric::f32_round_to_odd(v))
+            }
+            fn to_f64(self) -> f64 {
+                self.to_f32() as f64
+            }
+        }
+    };
+}
+
+fp8!(
+    f8e4m3,
+    DType::F8E4M3,
+    ferrotile_ir::numeric::Fp8::E4M3,
+    "An 8-bit float, OCP e4m3: 4 exponent bits, 3 mantissa bits, no infinities, ±448 the largest finite value."
+);
+fp8!(f8e5m2, DType::F8E5M2, ferrotile_ir::numeric::Fp8::E5M2, "An 8-bit float, OCP e5m2: 5 exponent bits, 2 mantissa bits, ±57344 the largest finite value.");
+
 impl sealed::Sealed for bool {}
 impl Element for bool {
     const DTYPE: DType = DType::Bool;

@@ -38,7 +38,7 @@ pub mod error;
 pub mod interp;
 pub mod runtime;
 
-pub use element::{bf16, f16, Element, FloatElement};
+pub use element::{bf16, f16, f8e4m3, f8e5m2, Element, FloatElement};
 pub use error::{Error, Result};
 pub use ferrotile_ir as ir;
 pub use ferrotile_macros::kernel;
@@ -55,7 +55,7 @@ pub trait Float {}
 
 /// Everything a kernel file needs.
 pub mod prelude {
-    pub use crate::{bf16, f16, kernel, Buffer, Device, Float, LaunchConfig, Ptr};
+    pub use crate::{bf16, f16, f8e4m3, f8e5m2, kernel, Buffer, Device, Float, LaunchConfig, Ptr};
 }
 
 /// Support for generated code; not a stable API.

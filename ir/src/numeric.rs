@@ -148,3 +148,137 @@ mod tests {
         assert_eq!(tf32_round(f32::MAX), f32::INFINITY);
     }
 }
+
+/// The two 8-bit float formats (OCP FP8): e4m3 (4 exponent bits, bias 7,
+/// 3 mantissa bits; no infinities, `0x7F` NaN, ±448 the largest finite)
+/// and e5m2 (5 exponent bits, bias 15, 2 mantissa bits; IEEE-like, ±57344
+/// the largest finite).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fp8 {
+    E4M3,
+    E5M2,
+}
+
+impl Fp8 {
+    /// Mantissa bits.
+    pub fn mant(self) -> u32 {
+        match self {
+            Fp8::E4M3 => 3,
+            Fp8::E5M2 => 2,
+        }
+    }
+    /// Exponent bias.
+    pub fn bias(self) -> u32 {
+        match self {
+            Fp8::E4M3 => 7,
+            Fp8::E5M2 => 15,
+        }
+    }
+    /// The f32 bits of the largest finite value (448, 57344).
+    pub fn max_bits(self) -> u32 {
+        match self {
+            Fp8::E4M3 => 0x43E0_0000,
+            Fp8::E5M2 => 0x4760_0000,
+        }
+    }
+    /// The f32 bits of the smallest normal value (2⁻⁶, 2⁻¹⁴).
+    pub fn min_normal_bits(self) -> u32 {
+        (128 - self.bias()) << 23
+    }
+    /// What an f32 below the smallest normal is multiplied by to give its
+    /// subnormal code (one unit of the last place: 2⁹, 2¹⁶).
+    pub fn subnormal_scale(self) -> f32 {
+        f32::from_bits((127 + self.bias() - 1 + self.mant()) << 23)
+    }
+}
+
+/// f32 → fp8 code: round to nearest-even, saturating to the largest finite
+/// value (infinities included; what `cvt.rn.satfinite` does), NaN → NaN
+/// (`0x7F` with the sign). The emitters write the same steps into PTX and
+/// WGSL: clamp |x|'s bits to the largest finite; below the smallest normal,
+/// the code is `rint(|x| · 2^(bias − 1 + mant))`; else the f32 bits rounded
+/// to `mant` mantissa bits (`+ 2^(22 − mant) − 1 + lsb`), shifted, re-biased.
+pub fn fp8_encode(x: f32, f: Fp8) -> u8 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 24) & 0x80) as u8;
+    let a = bits & 0x7FFF_FFFF;
+    if a > 0x7F80_0000 {
+        return sign | 0x7F;
+    }
+    let a = a.min(f.max_bits());
+    let code = if a < f.min_normal_bits() {
+        (f32::from_bits(a) * f.subnormal_scale()).round_ties_even() as u32
+    } else {
+        let sh = 23 - f.mant();
+        let r = a + (1 << (sh - 1)) - 1 + ((a >> sh) & 1);
+        (r >> sh) - ((127 - f.bias()) << f.mant())
+    };
+    sign | code as u8
+}
+
+/// fp8 code → f32 (exact).
+pub fn fp8_decode(b: u8, f: Fp8) -> f32 {
+    let sign = if b & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    let m = f.mant();
+    let mag = (b & 0x7F) as u32;
+    let (e, man) = (mag >> m, mag & ((1 << m) - 1));
+    let emax = (1 << (7 - m)) - 1;
+    let v = match f {
+        Fp8::E4M3 if mag == 0x7F => f32::NAN,
+        Fp8::E5M2 if e == emax && man != 0 => f32::NAN,
+        Fp8::E5M2 if e == emax => f32::INFINITY,
+        _ if e == 0 => man as f32 / f.subnormal_scale(),
+        _ => f32::from_bits(((e + 127 - f.bias()) << 23) | (man << (23 - m))),
+    };
+    sign * v
+}
+
+#[cfg(test)]
+mod fp8_tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_and_rounding_is_nearest_even() {
+        for f in [Fp8::E4M3, Fp8::E5M2] {
+            let mut finite = vec![];
+            for b in 0..=255u8 {
+                let v = fp8_decode(b, f);
+                if v.is_nan() {
+                    assert_eq!(fp8_encode(v, f) & 0x7F, 0x7F, "{f:?} {b:#x}");
+                    continue;
+                }
+                if v.is_infinite() {
+                    continue;
+                }
+                // (-0 encodes as 0x80, +0 as 0x00)
+                assert_eq!(fp8_encode(v, f), b, "{f:?} {b:#x} = {v}");
+                finite.push(v);
+            }
+            finite.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            finite.dedup();
+            // midpoints go to the code with an even mantissa; just off them, to the nearer
+            for w in finite.windows(2) {
+                let (lo, hi) = (w[0], w[1]);
+                let mid = ((lo as f64 + hi as f64) / 2.0) as f32;
+                let even = if fp8_encode(lo, f) & 1 == 0 { lo } else { hi };
+                assert_eq!(fp8_decode(fp8_encode(mid, f), f), even, "{f:?} tie {lo}..{hi}");
+                let below = f32::from_bits(mid.to_bits() - if mid > 0.0 { 1 } else { 0 });
+                if mid > 0.0 && below > lo {
+                    assert_eq!(fp8_decode(fp8_encode(below, f), f), lo, "{f:?} below {mid}");
+                }
+            }
+            // saturation
+            let max = f32::from_bits(f.max_bits());
+            for x in [max * 1.01, 1e30, f32::INFINITY] {
+                assert_eq!(fp8_decode(fp8_encode(x, f), f), max, "{f:?} {x}");
+                assert_eq!(fp8_decode(fp8_encode(-x, f), f), -max);
+            }
+        }
+        assert_eq!(fp8_decode(0x7E, Fp8::E4M3), 448.0);
+        assert_eq!(fp8_decode(0x01, Fp8::E4M3), 2f32.powi(-9));
+        assert_eq!(fp8_decode(0x7B, Fp8::E5M2), 57344.0);
+        assert_eq!(fp8_decode(0x01, Fp8::E5M2), 2f32.powi(-16));
+        assert_eq!(fp8_encode(1.0, Fp8::E4M3), 0x38);
+        assert_eq!(fp8_encode(1.0, Fp8::E5M2), 0x3C);
+    }
+}

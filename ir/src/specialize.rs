@@ -68,8 +68,8 @@ pub fn specialize(k: &Kernel, constexprs: &[i64], dtypes: &[DType]) -> Result<Ke
         }
     }
     for (n, d) in k.dtype_params.iter().zip(dtypes) {
-        if !matches!(d, DType::F32 | DType::F16 | DType::BF16) {
-            return Err(binding_err(format!("dtype parameter `{n}` must be f32, f16 or bf16, got {d}")));
+        if !d.is_float() || d.is_generic() {
+            return Err(binding_err(format!("dtype parameter `{n}` must be f32, f16, bf16, f8e4m3 or f8e5m2, got {d}")));
         }
     }
     let params = k

@@ -20,6 +20,10 @@ pub enum DType {
     F16,
     BF16,
     F32,
+    /// 8-bit floats (OCP FP8): held as their codes, computed in f32, and
+    /// rounded back to nearest-even, saturating (`numeric::fp8_encode`).
+    F8E4M3,
+    F8E5M2,
     /// A dtype parameter of a dtype-generic kernel (`<T: Float>`), by index.
     /// Only appears before specialization.
     Generic(u8),
@@ -27,7 +31,15 @@ pub enum DType {
 
 impl DType {
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::Generic(_))
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F8E4M3 | DType::F8E5M2 | DType::Generic(_))
+    }
+    /// The FP8 format of an 8-bit float dtype.
+    pub fn fp8(self) -> Option<crate::numeric::Fp8> {
+        match self {
+            DType::F8E4M3 => Some(crate::numeric::Fp8::E4M3),
+            DType::F8E5M2 => Some(crate::numeric::Fp8::E5M2),
+            _ => None,
+        }
     }
     pub fn is_int(self) -> bool {
         matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::U32 | DType::I64)
@@ -41,7 +53,7 @@ impl DType {
     /// Size in bytes of one element in memory.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::Bool | DType::I8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
             DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 => 8,
@@ -67,6 +79,8 @@ impl DType {
             "f16" => DType::F16,
             "bf16" => DType::BF16,
             "f32" => DType::F32,
+            "f8e4m3" => DType::F8E4M3,
+            "f8e5m2" => DType::F8E5M2,
             _ => return None,
         })
     }
@@ -81,6 +95,8 @@ impl DType {
             DType::F16 => "f16".into(),
             DType::BF16 => "bf16".into(),
             DType::F32 => "f32".into(),
+            DType::F8E4M3 => "f8e4m3".into(),
+            DType::F8E5M2 => "f8e5m2".into(),
             DType::Generic(i) => format!("$T{i}"),
         }
     }
@@ -91,7 +107,8 @@ impl DType {
             d => d,
         }
     }
-    pub const ALL: [DType; 9] = [DType::Bool, DType::I8, DType::U8, DType::I32, DType::U32, DType::I64, DType::F16, DType::BF16, DType::F32];
+    pub const ALL: [DType; 11] =
+        [DType::Bool, DType::I8, DType::U8, DType::I32, DType::U32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F8E4M3, DType::F8E5M2];
 }
 
 impl fmt::Display for DType {

@@ -24,6 +24,8 @@ fn rust_ty(d: DType, sig: &Sig) -> TokenStream {
         DType::F16 => quote!(::ferrotile::f16),
         DType::BF16 => quote!(::ferrotile::bf16),
         DType::F32 => quote!(f32),
+        DType::F8E4M3 => quote!(::ferrotile::f8e4m3),
+        DType::F8E5M2 => quote!(::ferrotile::f8e5m2),
         DType::Generic(i) => {
             let id = &sig.dtype_params[i as usize];
             quote!(#id)

@@ -35,6 +35,7 @@ mod arith;
 mod basic;
 mod casts;
 mod control;
+pub mod fp8;
 pub mod fused;
 pub mod reduce;
 mod safety;
@@ -103,6 +104,7 @@ pub fn cases() -> Vec<Case> {
         case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
         case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
         case!("dot_i8", "dot i8 -> i32 with accumulator", reduce::dot_i8),
+        case!("fp8", "f8e4m3/f8e5m2: casts from f32 (ties, saturation, NaN), loads, arithmetic, int → fp8, dot in wgmma tiles", fp8::fp8),
         case!(
             "dot_i8_tiles",
             "dot i8 -> i32 in wgmma-sized tiles: B row-major, through trans of [N, K], column-major view; A by block or pointer loads",

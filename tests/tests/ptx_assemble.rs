@@ -1171,3 +1171,50 @@ fn every_w8a8_tuner_configuration_assembles() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The conformance case `fp8`'s kernels assemble for sm_80 and sm_90a
+/// (fp8 codes decoded and encoded by bit operations on every target), and
+/// its dot in `wgmma` tiles takes `wgmma` e4m3/e5m2 into f32 with both
+/// operands by TMA (A, and B through `trans` of its K-major slot), without
+/// spills; on sm_80 it runs on the FMA path.
+#[test]
+fn fp8_kernels_assemble_and_dots_take_wgmma() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    use ferrotile_tests::conformance::fp8::{k_fp8_dot, k_fp8_encode, k_fp8_ops};
+    let mut failures = vec![];
+    for t in [DType::F8E4M3, DType::F8E5M2] {
+        let mut cases: Vec<(&str, &ferrotile::ir::Kernel, Vec<i64>, u32)> =
+            vec![("encode", k_fp8_encode::ir(), vec![256], 4), ("ops", k_fp8_ops::ir(), vec![128], 4)];
+        for (bm, bn, bk, w) in [(64i64, 64i64, 128i64, 4u32), (128, 128, 128, 8), (64, 16, 256, 4)] {
+            cases.push(("dot", k_fp8_dot::ir(), vec![bm, bn, bk], w));
+        }
+        for (name, k, consts, warps) in cases {
+            let spec = specialize(k, &consts, &[t]).unwrap();
+            for sm in [80, 90] {
+                let what = format!("{name} {consts:?} {t} sm_{sm}");
+                let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
+                let p = match emit(&spec, &opts) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.push(format!("{what}: emit: {e}"));
+                        continue;
+                    }
+                };
+                let ty = if t == DType::F8E4M3 { "e4m3" } else { "e5m2" };
+                if name == "dot" && sm == 90 && !(p.text.contains(&format!(".f32.{ty}.{ty}")) && p.tensor_maps.len() == 2) {
+                    failures.push(format!("{what}: wgmma {ty} {}, {} tensor maps", p.text.contains(&format!(".f32.{ty}.{ty}")), p.tensor_maps.len()));
+                }
+                match ptxas::assemble(&px, &p.text, sm) {
+                    // (sm_80's FMA-path dot holds these wgmma-sized tiles a
+                    // code per register, pipelined: it spills, as i8 does)
+                    Ok(r) if r.spill_loads + r.spill_stores > 0 && !(name == "dot" && sm == 80) => {
+                        failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores))
+                    }
+                    Ok(r) => println!("{what}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores),
+                    Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -103,6 +103,8 @@ pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
         (DType::F16 | DType::BF16, _) => Some(16),
         (DType::F32, p) if p.is_tf32() => Some(8),
         (DType::I8, _) => Some(32),
+        // (fp8: `wgmma` only — `plan`)
+        (DType::F8E4M3 | DType::F8E5M2, _) => Some(32),
         _ => None,
     }
 }
@@ -261,6 +263,8 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
             Some("tensor cores are off (FERROTILE_MMA=0)".to_string())
         } else if da == Some(DType::I8) && !mma_i8 {
             Some("i8 tensor cores are off (FERROTILE_MMA_I8=0)".to_string())
+        } else if da.is_some_and(|d| d.fp8().is_some()) && !wgmma {
+            Some("fp8 dots take tensor cores through wgmma only (sm_90a)".to_string())
         } else if da != db {
             Some(format!("operands of different dtypes ({da:?}, {db:?})"))
         } else {
@@ -290,6 +294,11 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
                             operand.insert(sb.clone(), kmajor_b_layout(&sb, num_warps));
                         }
                         Some(MmaGrid { wm: num_warps, wn: 1, wgmma: true })
+                    }
+                    // (fp8 has no mma.sync path here: the FMA path)
+                    Some(r) if da.is_some_and(|d| d.fp8().is_some()) => {
+                        fma_reasons.push((op.loc.line, format!("{r}: fp8 dots take tensor cores through wgmma only")));
+                        None
                     }
                     Some(r) => {
                         no_wgmma_reasons.push((op.loc.line, format!("{r}; runs on mma.sync")));

@@ -428,7 +428,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let es = match k.ty(a).elem().map(|e| e.dtype()) {
             Some(DType::F16 | DType::BF16) => 2,
             Some(DType::F32) if g.wgmma => 4,
-            Some(DType::I8) if g.wgmma => 1,
+            Some(DType::I8 | DType::F8E4M3 | DType::F8E5M2) if g.wgmma => 1,
             _ => continue,
         };
         let first_class = out.slot_bytes.len();

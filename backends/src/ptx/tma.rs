@@ -275,7 +275,7 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, T
         }
         let Some(dtype) = k.ty(*base).elem().map(|e| e.dtype()) else { continue };
         let es = dtype.size_bytes() as u64;
-        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::I8) {
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::I8 | DType::F8E4M3 | DType::F8E5M2) {
             continue;
         }
         let info = |x: V| axis.get(&x).copied();

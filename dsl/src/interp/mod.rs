@@ -31,7 +31,8 @@ fn scalar_data(s: Scalar) -> Data {
         Scalar::F(v, d) => match d {
             DType::F32 => Data::F32(vec![v as f32]),
             DType::F16 => Data::F16(vec![tile::f16_from_f64(v)]),
-            _ => Data::BF16(vec![tile::bf16_from_f64(v)]),
+            DType::BF16 => Data::BF16(vec![tile::bf16_from_f64(v)]),
+            d => Data::from_f64(vec![v], d),
         },
         Scalar::I(v, d) => Data::from_i64(vec![v], d),
     }
@@ -253,6 +254,7 @@ impl<'a> Prog<'a> {
                         DType::F32 => Data::F32(vec![*f as f32]),
                         DType::F16 => Data::F16(vec![tile::f16_from_f64(*f)]),
                         DType::BF16 => Data::BF16(vec![tile::bf16_from_f64(*f)]),
+                        DType::F8E4M3 | DType::F8E5M2 => Data::from_f64(vec![*f], d),
                         _ => Data::from_i64(vec![*f as i64], d),
                     },
                 }))
@@ -571,6 +573,8 @@ impl<'a> Prog<'a> {
             DType::I8 => g!(i8, I8, |b: &[u8]| b[0] as i8),
             DType::U8 => g!(u8, U8, |b: &[u8]| b[0]),
             DType::Bool => g!(bool, B, |b: &[u8]| b[0] != 0),
+            DType::F8E4M3 => g!(u8, F8E4M3, |b: &[u8]| b[0]),
+            DType::F8E5M2 => g!(u8, F8E5M2, |b: &[u8]| b[0]),
             DType::Generic(_) => unreachable!(),
         })
     }
@@ -621,6 +625,8 @@ impl<'a> Prog<'a> {
                 Data::I8(v) => put!(v, i8, |o, n| o.wrapping_add(n)),
                 Data::U8(v) => put!(v, u8, |o, n| o.wrapping_add(n)),
                 Data::B(v) => slot[0] = v[i] as u8,
+                Data::F8E4M3(v) | Data::F8E5M2(v) if !atomic => slot[0] = v[i],
+                Data::F8E4M3(_) | Data::F8E5M2(_) => return Err("atomic_add on fp8".into()),
                 Data::Ptr(_) | Data::View(_) => return Err("cannot store pointers".into()),
             }
         }

@@ -34,6 +34,9 @@ pub enum Data {
     F16(Vec<f16>),
     BF16(Vec<bf16>),
     F32(Vec<f32>),
+    /// fp8 codes (`ferrotile_ir::numeric::fp8_decode` gives the values).
+    F8E4M3(Vec<u8>),
+    F8E5M2(Vec<u8>),
     /// (parameter index, element offset) per element.
     Ptr(Vec<(u32, i64)>),
     View(Box<ViewVal>),
@@ -57,6 +60,8 @@ macro_rules! each_vec {
             Data::F16($v) => $e,
             Data::BF16($v) => $e,
             Data::F32($v) => $e,
+            Data::F8E4M3($v) => $e,
+            Data::F8E5M2($v) => $e,
             Data::Ptr($v) => $e,
             Data::View(_) => panic!("view has no elements"),
         }
@@ -75,6 +80,8 @@ macro_rules! map_vec {
             Data::F16($v) => Data::F16($e),
             Data::BF16($v) => Data::BF16($e),
             Data::F32($v) => Data::F32($e),
+            Data::F8E4M3($v) => Data::F8E4M3($e),
+            Data::F8E5M2($v) => Data::F8E5M2($e),
             Data::Ptr($v) => Data::Ptr($e),
             Data::View(v) => Data::View(v.clone()),
         }
@@ -104,6 +111,8 @@ impl Data {
             Data::F16(_) => DType::F16,
             Data::BF16(_) => DType::BF16,
             Data::F32(_) => DType::F32,
+            Data::F8E4M3(_) => DType::F8E4M3,
+            Data::F8E5M2(_) => DType::F8E5M2,
             Data::Ptr(_) | Data::View(_) => DType::I64,
         }
     }
@@ -125,6 +134,8 @@ impl Data {
             (Data::F16(x), Data::F16(y)) => Data::F16(sel(cond, x, y)),
             (Data::BF16(x), Data::BF16(y)) => Data::BF16(sel(cond, x, y)),
             (Data::F32(x), Data::F32(y)) => Data::F32(sel(cond, x, y)),
+            (Data::F8E4M3(x), Data::F8E4M3(y)) => Data::F8E4M3(sel(cond, x, y)),
+            (Data::F8E5M2(x), Data::F8E5M2(y)) => Data::F8E5M2(sel(cond, x, y)),
             (Data::Ptr(x), Data::Ptr(y)) => Data::Ptr(sel(cond, x, y)),
             _ => panic!("select of mismatched data"),
         }
@@ -140,6 +151,8 @@ impl Data {
             Data::F32(v) => Cow::Borrowed(v),
             Data::F16(v) => Cow::Owned(v.iter().map(|x| x.to_f32()).collect()),
             Data::BF16(v) => Cow::Owned(v.iter().map(|x| x.to_f32()).collect()),
+            Data::F8E4M3(v) => Cow::Owned(v.iter().map(|&x| fp8_decode(x, Fp8::E4M3)).collect()),
+            Data::F8E5M2(v) => Cow::Owned(v.iter().map(|&x| fp8_decode(x, Fp8::E5M2)).collect()),
             d => Cow::Owned(d.as_i64().iter().map(|&x| x as f32).collect()),
         }
     }
@@ -153,7 +166,7 @@ impl Data {
             Data::U8(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
             Data::I32(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
             Data::U32(v) => Cow::Owned(v.iter().map(|&x| x as i64).collect()),
-            Data::F16(_) | Data::BF16(_) | Data::F32(_) => Cow::Owned(self.as_f32().iter().map(|&x| x as i64).collect()),
+            Data::F16(_) | Data::BF16(_) | Data::F32(_) | Data::F8E4M3(_) | Data::F8E5M2(_) => Cow::Owned(self.as_f32().iter().map(|&x| x as i64).collect()),
             Data::Ptr(_) | Data::View(_) => panic!("pointer as integer"),
         }
     }
@@ -171,6 +184,8 @@ impl Data {
             DType::F32 => Data::F32(v),
             DType::F16 => Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
             DType::BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
+            DType::F8E4M3 => Data::F8E4M3(v.iter().map(|&x| fp8_encode(x, Fp8::E4M3)).collect()),
+            DType::F8E5M2 => Data::F8E5M2(v.iter().map(|&x| fp8_encode(x, Fp8::E5M2)).collect()),
             _ => Data::from_i64(v.iter().map(|&x| x as i64).collect(), d),
         }
     }
@@ -181,6 +196,8 @@ impl Data {
             DType::F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
             DType::F16 => Data::F16(v.iter().map(|&x| f16_from_f64(x)).collect()),
             DType::BF16 => Data::BF16(v.iter().map(|&x| bf16_from_f64(x)).collect()),
+            // (through a round-to-odd f32: one rounding)
+            DType::F8E4M3 | DType::F8E5M2 => Data::from_f32(v.iter().map(|&x| ferrotile_ir::numeric::f32_round_to_odd(x)).collect(), d),
             _ => Data::from_i64(v.iter().map(|&x| x as i64).collect(), d),
         }
     }
@@ -195,6 +212,7 @@ impl Data {
             DType::U32 => Data::U32(v.iter().map(|&x| x as u32).collect()),
             DType::I64 => Data::I64(v),
             DType::F32 | DType::F16 | DType::BF16 => Data::from_f32(v.iter().map(|&x| x as f32).collect(), d),
+            DType::F8E4M3 | DType::F8E5M2 => Data::from_f32(v.iter().map(|&x| i64_to_f32_odd(x)).collect(), d),
             DType::Generic(_) => panic!("generic dtype in the interpreter"),
         }
     }
@@ -222,9 +240,13 @@ impl Data {
         match (self, to) {
             (Data::F32(v), DType::F16) => Data::F16(v.iter().map(|&x| f16::from_f32(x)).collect()),
             (Data::F32(v), DType::BF16) => Data::BF16(v.iter().map(|&x| bf16::from_f32(x)).collect()),
-            (Data::F16(_) | Data::BF16(_) | Data::F32(_), DType::Bool) => Data::B(self.as_f32().iter().map(|&x| x != 0.0).collect()),
-            (Data::F16(_) | Data::BF16(_) | Data::F32(_), d) if d.is_float() => Data::from_f32(self.as_f32().into_owned(), d),
-            (Data::F16(_) | Data::BF16(_) | Data::F32(_), d) => {
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_) | Data::F8E4M3(_) | Data::F8E5M2(_), DType::Bool) => {
+                Data::B(self.as_f32().iter().map(|&x| x != 0.0).collect())
+            }
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_) | Data::F8E4M3(_) | Data::F8E5M2(_), d) if d.is_float() => {
+                Data::from_f32(self.as_f32().into_owned(), d)
+            }
+            (Data::F16(_) | Data::BF16(_) | Data::F32(_) | Data::F8E4M3(_) | Data::F8E5M2(_), d) => {
                 // saturating truncation per destination type
                 let f = self.as_f32();
                 match d {
@@ -243,7 +265,8 @@ impl Data {
                 match d {
                     DType::F32 => Data::F32(v.iter().map(|&x| x as f32).collect()),
                     DType::F16 => Data::F16(v.iter().map(|&x| f16::from_f32(i64_to_f32_odd(x))).collect()),
-                    _ => Data::BF16(v.iter().map(|&x| bf16::from_f32(i64_to_f32_odd(x))).collect()),
+                    DType::BF16 => Data::BF16(v.iter().map(|&x| bf16::from_f32(i64_to_f32_odd(x))).collect()),
+                    _ => Data::from_f32(v.iter().map(|&x| i64_to_f32_odd(x)).collect(), d),
                 }
             }
             (_, d) => Data::from_i64(self.as_i64().into_owned(), d),
@@ -259,8 +282,8 @@ impl Data {
     }
 }
 
-use ferrotile_ir::numeric::i64_to_f32_odd;
 pub use ferrotile_ir::numeric::{bf16_from_f64, f16_from_f64};
+use ferrotile_ir::numeric::{fp8_decode, fp8_encode, i64_to_f32_odd, Fp8};
 
 fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
     c.iter().zip(a.iter().zip(b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()

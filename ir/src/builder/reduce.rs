@@ -84,11 +84,11 @@ impl Builder {
                 .at(1));
         }
         let acc_d = match da {
-            DType::F16 | DType::BF16 | DType::F32 | DType::Generic(_) => DType::F32,
+            DType::F16 | DType::BF16 | DType::F32 | DType::F8E4M3 | DType::F8E5M2 | DType::Generic(_) => DType::F32,
             DType::I8 => DType::I32,
             other => {
                 return Err(TypeError::new(format!("dot does not support {other} inputs"))
-                    .hint("supported: f16, bf16, f32 (f32 accumulate) and i8 (i32 accumulate)")
+                    .hint("supported: f16, bf16, f32, f8e4m3, f8e5m2 (f32 accumulate) and i8 (i32 accumulate)")
                     .at(0))
             }
         };

@@ -6,6 +6,9 @@ use super::*;
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn widen_f32(&mut self, r: &str, d: DType) -> String {
+        if let Some(f) = d.fp8() {
+            return self.fp8_decode(r, f);
+        }
         match d {
             DType::F32 => r.to_string(),
             DType::F16 => {
@@ -32,6 +35,9 @@ impl<'k> PtxWriter<'k> {
     }
 
     pub(super) fn narrow_f32(&mut self, f: &str, d: DType) -> String {
+        if let Some(fmt) = d.fp8() {
+            return self.fp8_encode(f, fmt);
+        }
         match d {
             DType::F32 => f.to_string(),
             DType::F16 => {
@@ -48,6 +54,80 @@ impl<'k> PtxWriter<'k> {
             }
             _ => unreachable!(),
         }
+    }
+
+    /// An fp8 code (low byte of a 32-bit register) as the f32 it stands
+    /// for, by bit operations (every target, sm_80 included):
+    /// `|code| << (23 − mant)` plus the bias difference is the normal
+    /// value; a zero exponent field is subnormal (twice that minus the
+    /// smallest normal, exact in one FMA); e4m3's `0x7F` is NaN, e5m2's
+    /// top exponent infinity or NaN; then the sign.
+    pub(super) fn fp8_decode(&mut self, r: &str, f: ferrotile_ir::numeric::Fp8) -> String {
+        let m = f.mant();
+        let (t, u, s) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+        let (out, g) = (self.reg(RegClass::F), self.reg(RegClass::F));
+        let (sub, special) = (self.reg(RegClass::P), self.reg(RegClass::P));
+        self.line(format!("and.b32 {t}, {r}, 127;"));
+        self.line(format!("shl.b32 {u}, {t}, {};", 23 - m));
+        self.line(format!("add.u32 {u}, {u}, {};", (127 - f.bias()) << 23));
+        self.line(format!("mov.b32 {out}, {u};"));
+        self.line(format!("setp.lt.u32 {sub}, {t}, {};", 1u32 << m));
+        self.line(format!("fma.rn.f32 {g}, {out}, 0f40000000, {};", f32_hex(-(f32::from_bits(f.min_normal_bits()) as f64))));
+        self.line(format!("selp.f32 {out}, {g}, {out}, {sub};"));
+        let top = 127 - ((1u32 << m) - 1); // the top exponent field's first code
+        match f {
+            ferrotile_ir::numeric::Fp8::E4M3 => {
+                self.line(format!("setp.eq.u32 {special}, {t}, 127;"));
+                self.line(format!("@{special} mov.b32 {out}, 0x7FFFFFFF;"));
+            }
+            ferrotile_ir::numeric::Fp8::E5M2 => {
+                // (infinity for a zero mantissa, else a NaN)
+                self.line(format!("setp.ge.u32 {special}, {t}, {top};"));
+                self.line(format!("and.b32 {u}, {t}, {};", (1u32 << m) - 1));
+                self.line(format!("shl.b32 {u}, {u}, {};", 23 - m));
+                self.line(format!("or.b32 {u}, {u}, 0x7F800000;"));
+                self.line(format!("@{special} mov.b32 {out}, {u};"));
+            }
+        }
+        self.line(format!("and.b32 {s}, {r}, 128;"));
+        self.line(format!("shl.b32 {s}, {s}, 24;"));
+        self.line(format!("mov.b32 {u}, {out};"));
+        self.line(format!("or.b32 {u}, {u}, {s};"));
+        self.line(format!("mov.b32 {out}, {u};"));
+        out
+    }
+
+    /// An f32 rounded to the nearest fp8 code, ties to even, saturating
+    /// (NaN → `0x7F` with the sign): `ferrotile_ir::numeric::fp8_encode`'s
+    /// steps, in a 32-bit register.
+    pub(super) fn fp8_encode(&mut self, f: &str, fmt: ferrotile_ir::numeric::Fp8) -> String {
+        let (m, sh) = (fmt.mant(), 23 - fmt.mant());
+        let (b, a, s, lsb, r, code) =
+            (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+        let (af, sf) = (self.reg(RegClass::F), self.reg(RegClass::F));
+        let (nan, sub) = (self.reg(RegClass::P), self.reg(RegClass::P));
+        self.line(format!("mov.b32 {b}, {f};"));
+        self.line(format!("and.b32 {a}, {b}, 0x7FFFFFFF;"));
+        self.line(format!("shr.u32 {s}, {b}, 24;"));
+        self.line(format!("and.b32 {s}, {s}, 128;"));
+        self.line(format!("setp.gt.u32 {nan}, {a}, 0x7F800000;"));
+        self.line(format!("min.u32 {a}, {a}, {};", fmt.max_bits()));
+        // below the smallest normal: rint(|x| · 2^(bias − 1 + mant))
+        self.line(format!("mov.b32 {af}, {a};"));
+        self.line(format!("mul.rn.f32 {sf}, {af}, {};", f32_hex(fmt.subnormal_scale() as f64)));
+        self.line(format!("cvt.rni.u32.f32 {code}, {sf};"));
+        // else: the bits rounded to `mant` mantissa bits, re-biased
+        self.line(format!("shr.u32 {lsb}, {a}, {sh};"));
+        self.line(format!("and.b32 {lsb}, {lsb}, 1;"));
+        self.line(format!("add.u32 {r}, {a}, {};", (1u32 << (sh - 1)) - 1));
+        self.line(format!("add.u32 {r}, {r}, {lsb};"));
+        self.line(format!("shr.u32 {r}, {r}, {sh};"));
+        self.line(format!("sub.u32 {r}, {r}, {};", (127 - fmt.bias()) << m));
+        self.line(format!("setp.lt.u32 {sub}, {a}, {};", fmt.min_normal_bits()));
+        self.line(format!("selp.b32 {code}, {code}, {r}, {sub};"));
+        self.line(format!("@{nan} mov.b32 {code}, 127;"));
+        self.line(format!("or.b32 {code}, {code}, {s};"));
+        code
     }
 
     /// Re-normalize an 8-bit integer held in 32 bits after arithmetic.
@@ -419,6 +499,12 @@ impl<'k> PtxWriter<'k> {
                         f
                     }
                     RegClass::H => {
+                        let f = self.reg(RegClass::F);
+                        self.line(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
+                        self.narrow_f32(&f, to)
+                    }
+                    // (fp8: held as codes in 32-bit registers)
+                    RegClass::R if to.fp8().is_some() => {
                         let f = self.reg(RegClass::F);
                         self.line(format!("selp.f32 {f}, 0f3F800000, 0f00000000, {r};"));
                         self.narrow_f32(&f, to)

@@ -42,6 +42,9 @@ impl<'k> PtxWriter<'k> {
                         r
                     }
                     ParamKind::Scalar(d) => {
+                        if d.fp8().is_some() {
+                            return self.err("fp8 scalar arguments are not supported (pass an f32)");
+                        }
                         let c = reg_class(Elem::Val(d));
                         let r = self.reg(c);
                         match c {
@@ -98,6 +101,12 @@ impl<'k> PtxWriter<'k> {
                             Lit::Int(i) => *i,
                             Lit::Bool(b) => *b as i64,
                             Lit::Float(f) => *f as i64,
+                        };
+                        // (an fp8 constant: its code)
+                        let i = match (d.fp8(), l) {
+                            (Some(fmt), Lit::Float(f)) => ferrotile_ir::numeric::fp8_encode(f32_round_to_odd(*f), fmt) as i64,
+                            (Some(fmt), _) => ferrotile_ir::numeric::fp8_encode(i as f32, fmt) as i64,
+                            (None, _) => i,
                         };
                         let i = match d {
                             DType::I8 => i as i8 as i64,

@@ -16,6 +16,8 @@ impl<'k> PtxWriter<'k> {
             DType::I8 => "s8",
             DType::U8 => "u8",
             DType::Bool => "u8",
+            // (fp8: the code, zero-extended)
+            DType::F8E4M3 | DType::F8E5M2 => "u8",
             DType::Generic(_) => unreachable!(),
         }
     }

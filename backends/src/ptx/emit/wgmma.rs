@@ -113,6 +113,8 @@ impl<'k> PtxWriter<'k> {
             DType::F16 => ("f16", 2),
             DType::F32 => ("tf32", 4),
             DType::I8 => ("s8", 1),
+            DType::F8E4M3 => ("e4m3", 1),
+            DType::F8E5M2 => ("e5m2", 1),
             d => return self.err(format!("wgmma path for a {d} dot")),
         };
         self.uses_wgmma = true;
@@ -271,7 +273,8 @@ impl<'k> PtxWriter<'k> {
         // loop ends (a copy would make ptxas serialize the MMAs)
         let inflight = self.ring_plan.inflight.get(&res) == Some(&acc);
         // (s32 accumulators for i8)
-        let acls = if es == 1 { RegClass::R } else { RegClass::F };
+        let int = self.dtype(a) == DType::I8;
+        let acls = if int { RegClass::R } else { RegClass::F };
         let accs: Vec<String> = if inflight {
             racc.clone()
         } else {
@@ -323,8 +326,13 @@ impl<'k> PtxWriter<'k> {
                     // (register A has no transpose immediate)
                     // (i8: no scale or transpose immediates, both
                     // operands K-major, s32 accumulators)
-                    if es == 1 {
+                    if int {
                         self.line(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.s32.s8.s8 {{{}}}, {dai}, {dbi}, {scale_d};", d.join(", ")));
+                        continue;
+                    }
+                    // (fp8: scale immediates, no transposes — both K-major)
+                    if es == 1 {
+                        self.line(format!("wgmma.mma_async.sync.aligned.m64n{ni}k{kstep}.f32.{ty}.{ty} {{{}}}, {dai}, {dbi}, {scale_d}, 1, 1;", d.join(", ")));
                         continue;
                     }
                     let imm = if es == 4 {

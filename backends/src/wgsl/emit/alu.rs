@@ -10,6 +10,8 @@ impl<'k> WgslWriter<'k> {
         match d {
             DType::F16 => format!("{}({e})", self.helper("ft_rh")),
             DType::BF16 => format!("{}({e})", self.helper("ft_rb")),
+            DType::F8E4M3 => format!("{}({e})", self.helper("ft_e4m3_r")),
+            DType::F8E5M2 => format!("{}({e})", self.helper("ft_e5m2_r")),
             _ => e.to_string(),
         }
     }
@@ -320,7 +322,7 @@ impl<'k> WgslWriter<'k> {
         } else if wf == WTy::L {
             match to {
                 DType::F32 => format!("{}({r}, false)", self.helper("ft_l2f")),
-                DType::F16 | DType::BF16 => {
+                DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
                     let e = format!("{}({r}, true)", self.helper("ft_l2f"));
                     self.round_to(&e, to)
                 }
@@ -376,6 +378,8 @@ impl<'k> WgslWriter<'k> {
         match d {
             DType::F16 => format!("{}({v})", self.helper("ft_f2h")),
             DType::BF16 => format!("(bitcast<u32>({v}) >> 16u)"),
+            DType::F8E4M3 => format!("{}({v})", self.helper("ft_e4m3_enc")),
+            DType::F8E5M2 => format!("{}({v})", self.helper("ft_e5m2_enc")),
             DType::I8 => format!("(bitcast<u32>({v}) & 0xffu)"),
             _ => format!("({v} & 0xffu)"),
         }

@@ -45,6 +45,7 @@ impl<'k> WgslWriter<'k> {
                             DType::Bool => format!("{f} != 0u"),
                             DType::F16 => format!("{}({f} & 0xffffu)", self.helper("ft_h2f")),
                             DType::BF16 => format!("bitcast<f32>({f} << 16u)"),
+                            DType::F8E4M3 | DType::F8E5M2 => return self.err("fp8 scalar arguments are not supported (pass an f32)"),
                             DType::I8 => format!("extractBits({f}, 0u, 8u)"),
                             DType::U8 => format!("({f} & 0xffu)"),
                             DType::I64 => format!("vec2<u32>({f}, {f}h)"),
@@ -67,6 +68,10 @@ impl<'k> WgslWriter<'k> {
                         let v = match d {
                             DType::F16 => half::f16::from_f32(f32_round_to_odd(f)).to_f32(),
                             DType::BF16 => half::bf16::from_f32(f32_round_to_odd(f)).to_f32(),
+                            d if d.fp8().is_some() => {
+                                let fmt = d.fp8().unwrap();
+                                ferrotile_ir::numeric::fp8_decode(ferrotile_ir::numeric::fp8_encode(f32_round_to_odd(f), fmt), fmt)
+                            }
                             _ => f as f32,
                         };
                         f32_lit(v)

@@ -161,6 +161,11 @@ fn {name}(i: u32, v: u32) {{
                 let w = self.word(p, &format!("{i} >> 2u"));
                 format!("extractBits({w}, ({i} & 3u) << 3u, 8u)")
             }
+            DType::F8E4M3 | DType::F8E5M2 => {
+                let w = self.word(p, &format!("{i} >> 2u"));
+                let dec = self.helper(if d == DType::F8E4M3 { "ft_e4m3_dec" } else { "ft_e5m2_dec" });
+                format!("{dec}(extractBits({w}, ({i} & 3u) << 3u, 8u))")
+            }
             _ => return self.err(format!("memory of dtype {d}")),
         })
     }
@@ -253,7 +258,7 @@ fn {name}(i: u32, v: u32) {{
                 self.line(format!("atomicStore(&b{p}[2u * {i} + 1u], {v}.y);"));
             }
             DType::I64 => self.line(format!("b{p}[{i}] = {v};")),
-            DType::F16 | DType::BF16 | DType::I8 | DType::U8 => {
+            DType::F16 | DType::BF16 | DType::I8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 => {
                 let bits = self.bits16(v, d);
                 let h = self.buf_helper(p, "st");
                 self.line(format!("{h}({i}, {bits});"));

@@ -136,7 +136,8 @@ fn wty_of_elem(e: Elem) -> WTy {
 
 fn wty_of(d: DType) -> WTy {
     match d {
-        DType::F32 | DType::F16 | DType::BF16 => WTy::F,
+        // (fp8: the f32 value, rounded to the format after every op)
+        DType::F32 | DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => WTy::F,
         DType::I32 | DType::I8 => WTy::I,
         DType::I64 => WTy::L,
         DType::U32 | DType::U8 => WTy::U,

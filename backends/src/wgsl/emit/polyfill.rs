@@ -12,6 +12,41 @@ impl<'k> WgslWriter<'k> {
             return name.to_string();
         }
         let code = match name {
+            // fp8 (held as the f32 value): decode a code, encode with
+            // nearest-even rounding and saturation, round to the format —
+            // `ferrotile_ir::numeric::fp8_encode`'s steps
+            _ if name.starts_with("ft_e4m3_") || name.starts_with("ft_e5m2_") => {
+                let f = if name.starts_with("ft_e4m3_") { ferrotile_ir::numeric::Fp8::E4M3 } else { ferrotile_ir::numeric::Fp8::E5M2 };
+                let t = &name[..8];
+                let (m, sh) = (f.mant(), 23 - f.mant());
+                match &name[8..] {
+                    "dec" => {
+                        let special = match f {
+                            ferrotile_ir::numeric::Fp8::E4M3 => "if (t == 0x7fu) { v = bitcast<f32>(0x7fffffffu); }".to_string(),
+                            ferrotile_ir::numeric::Fp8::E5M2 => format!("if (t >= 0x7cu) {{ v = bitcast<f32>(0x7f800000u | ((t & 3u) << {sh}u)); }}"),
+                        };
+                        format!(
+                            "fn {t}dec(b: u32) -> f32 {{\n    let t = b & 0x7fu;\n    var v = bitcast<f32>((t << {sh}u) + {:#x}u);\n    if (t < {}u) {{ v = v * 2.0 - {}; }}\n    {special}\n    return bitcast<f32>(bitcast<u32>(v) | ((b & 0x80u) << 24u));\n}}\n",
+                            (127 - f.bias()) << 23,
+                            1u32 << m,
+                            f32_lit(f32::from_bits(f.min_normal_bits()))
+                        )
+                    }
+                    "enc" => format!(
+                        "fn {t}enc(x: f32) -> u32 {{\n    let b = bitcast<u32>(x);\n    let s = (b >> 24u) & 0x80u;\n    var a = b & 0x7fffffffu;\n    if (a > 0x7f800000u) {{ return s | 0x7fu; }}\n    a = min(a, {:#x}u);\n    if (a < {:#x}u) {{ return s | u32(round(bitcast<f32>(a) * {})); }}\n    let r = a + {:#x}u + ((a >> {sh}u) & 1u);\n    return s | ((r >> {sh}u) - {}u);\n}}\n",
+                        f.max_bits(),
+                        f.min_normal_bits(),
+                        f32_lit(f.subnormal_scale()),
+                        (1u32 << (sh - 1)) - 1,
+                        (127 - f.bias()) << m
+                    ),
+                    _ => {
+                        self.helper(&format!("{t}dec"));
+                        self.helper(&format!("{t}enc"));
+                        format!("fn {t}r(x: f32) -> f32 {{ return {t}dec({t}enc(x)); }}\n")
+                    }
+                }
+            }
             "ft_isnan" => "fn ft_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n".to_string(),
             "ft_fmax" | "ft_fmin" => {
                 self.helper("ft_isnan");

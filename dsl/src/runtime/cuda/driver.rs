@@ -292,7 +292,7 @@ impl CudaDevice {
             ferrotile_ir::DType::F32 if round_tf32 => D::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
             ferrotile_ir::DType::F32 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
             // (bytes copied as they are; out of bounds reads as 0 either way)
-            ferrotile_ir::DType::I8 => D::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            ferrotile_ir::DType::I8 | ferrotile_ir::DType::F8E4M3 | ferrotile_ir::DType::F8E5M2 => D::CU_TENSOR_MAP_DATA_TYPE_UINT8,
             d => return Err(format!("no tensor maps of {d}")),
         };
         let rank = m.dims.len();
