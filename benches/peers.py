@@ -37,7 +37,7 @@ algorithm (checked against f64, best of five configurations), gemlite
 `--decode [--decode-shapes B:H:HK:SQ:SK:D,..]`: decode attention, SDPA per
 backend (µs, K/V read GB/s).
 
-usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--w8a8 [--w8-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
+usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--w8a8|--fp8 [--w8-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
 import torch.nn.functional as F
@@ -541,8 +541,37 @@ def w8a8_peers():
         except Exception as e:
             print(f"{'int_mm':<12} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:160]}")
 
+def fp8_peers():
+    """FP8 peers: cuBLAS bf16 (x·Wᵀ) and torch._scaled_mm (e4m3, row-wise
+    scales, bf16 out; with and without fast accumulation), same shapes."""
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
+    if "--w8-shapes" in sys.argv:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--w8-shapes") + 1].split(",")]
+    print(f"torch {torch.__version__}  device: {torch.cuda.get_device_name()}  FP8")
+    for (m, n, k) in shapes:
+        ops = 2 * m * n * k
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        ms_dense = timeit(lambda i: torch.matmul(x, w.t()), 1, 100)
+        print(f"{'cublas-bf16':<12} {m}x{n}x{k}  {ms_dense*1e3:8.1f} us  {ops/(ms_dense*1e-3)/1e12:7.1f} TFLOP/s", flush=True)
+        a = x.to(torch.float8_e4m3fn)
+        b = w.to(torch.float8_e4m3fn).t()
+        sa = torch.rand(m, 1, device="cuda", dtype=torch.float32) + 0.5
+        sb = torch.rand(1, n, device="cuda", dtype=torch.float32) + 0.5
+        for fast in (True, False):
+            name = "scaled_mm" + ("-fast" if fast else "")
+            try:
+                f = lambda i: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
+                f(0)
+                ms = timeit(f, 1, 100)
+                print(f"{name:<14} {m}x{n}x{k}  {ms*1e3:8.1f} us  {ops/(ms*1e-3)/1e12:7.1f} TFLOP/s  {ms_dense/ms:5.2f}x bf16", flush=True)
+            except Exception as e:
+                print(f"{name:<14} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:160]}")
+
 def main():
     quick = "--quick" in sys.argv
+    if "--fp8" in sys.argv:
+        return fp8_peers()
     if "--w8a8" in sys.argv:
         return w8a8_peers()
     if "--attn-backward" in sys.argv:

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 cargo test --release --workspace --no-run
 cargo build --release -p ferrotile-benches
 mkdir -p .devbin
-for t in library gemm attention quant w8a8 conformance_cuda conformance_wgpu wgpu_runtime; do
+for t in library gemm attention quant w8a8 fp8 conformance_cuda conformance_wgpu wgpu_runtime; do
   f=$(ls -t target/release/deps/$t-* | grep -v '\.d$' | head -1)
   cp "$f" ".devbin/$t"
 done

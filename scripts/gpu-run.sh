@@ -59,6 +59,7 @@
 #   quant-lib [SHAPES]: only the library's quantized GEMM, tuned, no peers
 #   w8a8 [SHAPES]: int8 conformance, W8A8 tests (memcheck, racecheck), the
 #            library's W8A8 GEMM next to cuBLAS bf16 and torch._int_mm
+#   fp8 [SHAPES]: the same for the FP8 GEMM next to torch._scaled_mm
 #   dequant [SHAPES]: the user-written W4A16 GEMM (`dequant-user`, issue 20's
 #            second test kernel, checked against f64) next to cuBLAS bf16
 #            dense, a Triton kernel of the same algorithm, gemlite (wheel in
@@ -335,6 +336,19 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --w8a8 --device cuda --shapes $SH
     step peers 300 python3 $D/peers.py --w8a8 --w8-shapes $SH
     grep -E "^=== |conformance on|dot_i8|invariant|float_ops|FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|int_mm" "$L" | tail -60
+    ;;
+  fp8)
+    # FP8 (issue 22): the CUDA conformance case, the library's tests
+    # (memcheck, racecheck), then the library next to cuBLAS bf16 and
+    # torch._scaled_mm (row-wise, with and without fast accumulation)
+    SH=${2:-4096x4096x4096,8192x8192x8192}
+    FERROTILE_CASE=fp8 step conformance_fp8 200 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 250 $D/fp8 --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/fp8 --nocapture fp8_gemm_matches
+    FERROTILE_TEST_DEVICES=cuda step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/fp8 --nocapture fp8_gemm_matches
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --fp8 --device cuda --shapes $SH
+    step peers 300 python3 $D/peers.py --fp8 --w8-shapes $SH
+    grep -E "^=== |conformance on|fp8 |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|scaled_mm" "$L" | tail -60
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)

@@ -1123,7 +1123,7 @@ fn i8_dots_take_wgmma() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The library's W8A8 GEMM in every tuner candidate, bf16 and f16 out,
+/// The library's W8A8 GEMM (and FP8 GEMM) in every tuner candidate, bf16 and f16 out,
 /// with and without bias: on sm_90a int8 `wgmma` (k32 into s32) with both
 /// operands by TMA (two tensor maps: the activations, and the weights
 /// read through `trans` of their K-major slot), no spills; assembles for
@@ -1166,6 +1166,35 @@ fn every_w8a8_tuner_configuration_assembles() {
                     Ok(r) => println!("{what}: {} regs, {} B smem", r.registers, p.smem_bytes),
                     Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
                 }
+            }
+        }
+    }
+    // the library's FP8 GEMM in every tuner candidate (sm_90a)
+    let k = q::fp8_gemm_kernel::ir();
+    for tc in q::fp8_candidates() {
+        for (t, rowwise) in [(DType::F8E4M3, true), (DType::F8E5M2, false)] {
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, rowwise as i64, 1, 0];
+            let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
+            let what = format!("fp8_gemm {consts:?} {t} {tc}");
+            let opts = PtxOptions {
+                arg_div16: vec![true; guarded_params(k)],
+                pipeline: tc.num_stages.saturating_sub(1),
+                ..PtxOptions::new(90, tc.num_warps, k.params.len())
+            };
+            let p = match emit(&spec, &opts) {
+                Ok(p) => p,
+                Err(e) => {
+                    failures.push(format!("{what}: emit: {e}"));
+                    continue;
+                }
+            };
+            if !(p.text.contains(".f32.e4m3.e4m3") || p.text.contains(".f32.e5m2.e5m2")) || p.tensor_maps.len() != 2 || !p.mma_sync_dots.is_empty() {
+                failures.push(format!("{what}: no fp8 wgmma with two tensor maps ({} maps)", p.tensor_maps.len()));
+            }
+            match ptxas::assemble(&px, &p.text, 90) {
+                Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
+                Ok(r) => println!("{what}: {} regs", r.registers),
+                Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
             }
         }
     }

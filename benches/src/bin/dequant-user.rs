@@ -357,6 +357,58 @@ fn run_w8a8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile
     Ok(pass)
 }
 
+/// The library's FP8 GEMM (`quant::fp8_gemm`, e4m3, row-wise scales, bf16
+/// out) on random operands, tuned on the first call; checked on sampled
+/// outputs against f64 (the bf16 rounding and the tensor cores' fast
+/// accumulation: 2⁻¹² of Σ|terms|), then timed.
+fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::W8A8Config>) -> Result<bool, String> {
+    use ferrotile::f8e4m3;
+    use ferrotile_kernels::quant::{fp8_gemm, Fp8Options, Fp8Scales};
+    let f = |e: ferrotile::Error| e.to_string();
+    let mut rng = Rng::new(31);
+    let a: Vec<f8e4m3> = (0..m * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
+    let b: Vec<f8e4m3> = (0..n * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
+    let sa: Vec<f32> = (0..m).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
+    let sb: Vec<f32> = (0..n).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
+    let (ad, bd, sad, sbd) = (dev.from_slice(&a).map_err(f)?, dev.from_slice(&b).map_err(f)?, dev.from_slice(&sa).map_err(f)?, dev.from_slice(&sb).map_err(f)?);
+    let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(f)?;
+    let opts = Fp8Options { scales: Fp8Scales::Rows { a: &sad, b: &sbd }, config, ..Default::default() };
+    fp8_gemm(dev, &ad, &bd, &mut o, m, n, k, &opts).map_err(|e| e.to_string())?;
+    let got = o.to_vec().map_err(f)?;
+    let mut worst = 0.0f64;
+    for _ in 0..64 {
+        let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
+        let (mut d, mut mag) = (0.0f64, 0.0f64);
+        for kk in 0..k {
+            let p = a[i * k + kk].to_f32() as f64 * b[j * k + kk].to_f32() as f64;
+            d += p;
+            mag += p.abs();
+        }
+        let s = sa[i] as f64 * sb[j] as f64;
+        let g = got[i * n + j].to_f64();
+        let tol = (d * s).abs() / 200.0 + mag * s / 4096.0 + 1e-6;
+        worst = worst.max(if g.is_finite() { (g - d * s).abs() / tol } else { f64::INFINITY });
+    }
+    let pass = worst <= 1.0;
+    if dev.kind() == ferrotile::DeviceKind::Cpu {
+        println!("fp8 {m}x{n}x{k}: {worst:.2} of the tolerance{}", if pass { "" } else { "  FAIL" });
+        return Ok(pass);
+    }
+    let t = time_both(dev, 100, 20, || {
+        fp8_gemm(dev, &ad, &bd, &mut o, m, n, k, &opts).map_err(|e| ferrotile::Error::Launch { kernel: "fp8_gemm".into(), msg: e.to_string() })
+    })
+    .map_err(f)?;
+    let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
+    println!(
+        "library fp8 e4m3 rowwise {m}x{n}x{k} {cfg}  {:>8.1} us  {:>6.0} TFLOP/s  (b2b {:>8.1})  {worst:.2} of the tolerance{}",
+        t.ms() * 1e3,
+        2.0 * (m * n * k) as f64 / (t.ms() * 1e-3) / 1e12,
+        t.b2b * 1e3,
+        if pass { "" } else { "  FAIL" }
+    );
+    Ok(pass)
+}
+
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -376,7 +428,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -401,7 +453,7 @@ fn main() {
         .collect();
     println!("dequant-user on {}", dev.name());
     let mut ok = true;
-    if args.iter().any(|a| a == "--w8a8") {
+    if args.iter().any(|a| a == "--w8a8" || a == "--fp8") {
         // `--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..`: forced configurations too
         let forced: Vec<ferrotile_kernels::quant::W8A8Config> = arg("--w8-configs")
             .unwrap_or_default()
@@ -418,9 +470,10 @@ fn main() {
                 })
             })
             .collect();
+        let fp8 = args.iter().any(|a| a == "--fp8");
         for &[m, n, k] in &shapes {
             for c in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
-                match run_w8a8(&dev, m, n, k, c) {
+                match if fp8 { run_fp8(&dev, m, n, k, c) } else { run_w8a8(&dev, m, n, k, c) } {
                     Ok(o) => ok &= o,
                     Err(e) => {
                         println!("w8a8 {m}x{n}x{k} {c:?}: error: {e}");

@@ -1,7 +1,7 @@
 //! The main job: run the kernel library on the best device available, verify
 //! every result against the f64 reference, and print a table: the row
 //! kernels (GB/s), attention forward, backward and decode (TFLOP/s), the
-//! quantized GEMM (GB/s of its operands) and W8A8 (TOPS); each time is one cold
+//! quantized GEMM (GB/s of its operands), W8A8 (TOPS) and FP8 (TFLOP/s); each time is one cold
 //! call, compilation (and on CUDA the autotuner's first run) included.
 //!
 //! `cargo run --release -p ferrotile-benches --bin run-library [-- --quick]`
@@ -241,6 +241,49 @@ fn run_w8a8(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), out: 
     Ok(())
 }
 
+/// FP8 (`quant::fp8_gemm`: e4m3 operands, row-wise scales, bf16 out),
+/// checked on sampled outputs against f64 on the operands' values
+/// (relative to the terms' magnitude: the tensor cores' fast
+/// accumulation); rate in TFLOP/s.
+fn run_fp8(dev: &Device, rng: &mut Rng, (m, n, k): (usize, usize, usize), out: &mut Vec<Row>) -> Result<(), Box<dyn std::error::Error>> {
+    use ferrotile::f8e4m3;
+    use ferrotile_kernels::quant::{fp8_gemm, Fp8Options, Fp8Scales};
+    let a: Vec<f8e4m3> = (0..m * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
+    let b: Vec<f8e4m3> = (0..n * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
+    let sa: Vec<f32> = (0..m).map(|_| rng.range(0.5, 2.0) as f32).collect();
+    let sb: Vec<f32> = (0..n).map(|_| rng.range(0.5, 2.0) as f32).collect();
+    let (ad, bd, sad, sbd) = (dev.from_slice(&a)?, dev.from_slice(&b)?, dev.from_slice(&sa)?, dev.from_slice(&sb)?);
+    let mut y = dev.full(m * n, bf16::NAN)?;
+    let t = std::time::Instant::now();
+    fp8_gemm(dev, &ad, &bd, &mut y, m, n, k, &Fp8Options { scales: Fp8Scales::Rows { a: &sad, b: &sbd }, ..Default::default() })?;
+    dev.synchronize()?;
+    let secs = t.elapsed().as_secs_f64();
+    let got = y.to_vec()?;
+    let mut err = 0.0f64;
+    for _ in 0..32 {
+        let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
+        let (mut d, mut mag) = (0.0f64, 0.0f64);
+        for kk in 0..k {
+            let p = a[i * k + kk].to_f32() as f64 * b[j * k + kk].to_f32() as f64;
+            d += p;
+            mag += p.abs();
+        }
+        let s = sa[i] as f64 * sb[j] as f64;
+        let g = got[i * n + j].to_f64();
+        err = err.max(if g.is_finite() { (g - d * s).abs() / (mag * s) } else { f64::INFINITY });
+    }
+    out.push(Row {
+        kernel: "fp8 gemm",
+        dtype: DType::BF16,
+        shape: (0, 0),
+        err,
+        tol: 1e-2,
+        secs,
+        attention: Some((format!("e4m3 {m}x{n}x{k}"), format!("{:.2} TFLOP/s", 2.0 * (m * n * k) as f64 / secs / 1e12))),
+    });
+    Ok(())
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dev = match Device::best() {
@@ -293,10 +336,11 @@ fn main() {
             std::process::exit(1);
         }
     }
-    // W8A8: int8 activations (quantized per token here) × int8 weights
+    // W8A8: int8 activations (quantized per token here) × int8 weights;
+    // FP8: e4m3 with row-wise scales
     let wshapes: &[(usize, usize, usize)] = if gpu && !quick { &[(16, 4096, 4096), (4096, 4096, 4096)] } else { &[(5, 48, 96)] };
     for &s in wshapes {
-        if let Err(e) = run_w8a8(&dev, &mut rng, s, &mut rows) {
+        if let Err(e) = run_w8a8(&dev, &mut rng, s, &mut rows).and_then(|_| run_fp8(&dev, &mut rng, s, &mut rows)) {
             eprintln!("error: {e}");
             std::process::exit(1);
         }

@@ -1,5 +1,5 @@
 //! Quantized-weight GEMM (W4A16 and W8A16; W8A8 in [`w8a8_gemm`], module
-//! `int8`): `out = x · dequant(W)`, with
+//! `int8`; FP8 in [`fp8_gemm`], module `fp8`): `out = x · dequant(W)`, with
 //! `x` of shape `[m, k]` in f16/bf16 and `W` of shape `[k, n]` stored in
 //! 4 or 8 bits with one scale (and optionally one zero point) per group of
 //! `group` rows of K and column.
@@ -33,8 +33,10 @@ use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::FloatElement;
 
+mod fp8;
 mod int8;
 mod kernels;
+pub use fp8::{fp8_candidates, fp8_gemm, fp8_gemm_kernel, Fp8Options, Fp8Scales};
 pub use int8::{
     quantize_int8, quantize_rows, quantize_rows_kernel, w8a8_candidates, w8a8_gemm, w8a8_gemm_kernel, Int8Packed, Int8Weights, W8A8Config, W8A8Options,
     W8A8_MAX_K,
