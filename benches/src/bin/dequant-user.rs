@@ -386,7 +386,7 @@ fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_
         }
         let s = sa[i] as f64 * sb[j] as f64;
         let g = got[i * n + j].to_f64();
-        let tol = (d * s).abs() / 200.0 + mag * s / 4096.0 + 1e-6;
+        let tol = (d * s).abs() / 200.0 + mag * s * k.div_ceil(32) as f64 / 8192.0 + 1e-6;
         worst = worst.max(if g.is_finite() { (g - d * s).abs() / tol } else { f64::INFINITY });
     }
     let pass = worst <= 1.0;

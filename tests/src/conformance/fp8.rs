@@ -171,10 +171,11 @@ fn run<T: Fp8El>(dev: &Device, seed: u64) -> R {
                 }
             }
         }
-        // (the tensor cores add fp8 products with fewer bits than f32: a
-        // relative 2⁻¹² of the terms' magnitude)
+        // (Hopper's tensor cores add fp8 products keeping about 14 bits:
+        // 2⁻¹³ of the terms' magnitude per 32-deep step; f32 elsewhere)
         let got = download(&out)?;
-        check_with(&c, "C = A·Bᵀ", &got[..m * nn], &want, |i, g: f32, &w: &f64| (g as f64 - w).abs() <= mag[i] / 4096.0 + 1e-6, &|i| {
+        let steps = k.div_ceil(32) as f64;
+        check_with(&c, "C = A·Bᵀ", &got[..m * nn], &want, |i, g: f32, &w: &f64| (g as f64 - w).abs() <= mag[i] * steps / 8192.0 + 1e-6, &|i| {
             format!("C[{}][{}]", i / nn, i % nn)
         })?;
         check_pad(&c, "C", &got, m * nn)?;
