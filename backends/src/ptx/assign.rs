@@ -97,7 +97,7 @@ impl Plan {
 /// The instruction's K for a dot of these operand types, if tensor cores
 /// can run it: 16 for f16/bf16 (m16n8k16), 8 for tf32 (m16n8k8), 32 for
 /// i8 (m16n8k32 on `mma.sync`, k32 on `wgmma`; s32 accumulators —
-/// `PtxOptions::mma_i8`).
+/// `PtxOptions::mma_i8`) and fp8 (k32, `wgmma` only).
 pub fn mma_k(a: DType, precision: DotPrecision) -> Option<u32> {
     match (a, precision) {
         (DType::F16 | DType::BF16, _) => Some(16),
@@ -147,12 +147,12 @@ pub fn wgmma_grid(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: boo
 /// fills the first columns.
 pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: bool, k_atom: u32) -> Option<String> {
     let atom = k_atom;
-    // (tf32 and i8 B are read K-major only: staged transposed when they do
-    // not arrive so)
+    // (tf32 and 8-bit — i8, fp8 — B are read K-major only: staged
+    // transposed when they do not arrive so)
     let kmajor_b = kmajor_b || es != 2;
     // (N-major B: whole 64-column atoms; K-major: any `n8` instruction —
-    // for i8, whose instructions go n8, n16, n24 and then in steps of 16,
-    // a multiple of 16)
+    // for 8-bit operands a multiple of 16: i8's instructions go n8, n16,
+    // n24 and then in steps of 16)
     let step_n = if !kmajor_b {
         64
     } else if es == 1 {
@@ -175,7 +175,7 @@ pub fn wgmma_misfit(m: u32, n: u32, k: u32, num_warps: u32, es: u32, kmajor_b: b
     }
 }
 
-/// The layout of a tf32 or i8 `wgmma` dot's B tile (`k × n`) on its way
+/// The layout of a tf32 or 8-bit `wgmma` dot's B tile (`k × n`) on its way
 /// into shared memory: `wgmma` reads those B only K-major (row `n` of the slot
 /// holds column `n` of the tile), so each element moves on its own, and
 /// lanes go 8 along N (fastest) by 4 along K, one element per thread per

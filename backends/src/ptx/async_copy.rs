@@ -228,10 +228,10 @@ fn is_zero(d: &Defs, v: V) -> bool {
 ///   16-bit A from a transposed view (`view(a, [m, k], [1, lda])`: a
 ///   column-major A, or the swapped product's Bᵀ) M-major (`transposed`:
 ///   slot row `j` holds the tile's column `j`, 64-row atoms along M);
-///   tf32 and i8 A only K-major (`wgmma` reads them in no other layout).
+///   tf32 and 8-bit A only K-major (`wgmma` reads them in no other layout).
 /// - B is N-major (as stored) for 16-bit row-major sources, K-major
-///   (`transposed`) for tf32 and i8 — the only B layout `wgmma` reads for
-///   them —,
+///   (`transposed`) for tf32 and 8-bit (i8, fp8) — the only B layout
+///   `wgmma` reads for them —,
 ///   for 16-bit B from a transposed view (a column-major B), and for a B
 ///   narrower than one 128-byte atom row of N (N-major needs whole atoms;
 ///   K-major takes any N in steps of 8).
@@ -423,8 +423,8 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape) else { continue };
-        // f16/bf16, and tf32 and i8 on wgmma (mma.sync rounds tf32 operands
-        // in registers and stages i8 B transposed byte by byte)
+        // f16/bf16, and tf32, i8 and fp8 on wgmma (mma.sync rounds tf32
+        // operands in registers and stages i8 B transposed byte by byte)
         let es = match k.ty(a).elem().map(|e| e.dtype()) {
             Some(DType::F16 | DType::BF16) => 2,
             Some(DType::F32) if g.wgmma => 4,
@@ -443,10 +443,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 None => (x, false),
             };
             let shared = flip || d.uses.get(&x) != Some(&1);
-            // (i8: only a B read through `trans` of a tile stored along K —
-            // `wgmma` reads i8 operands K-major only)
-            let kmajor_i8 = es == 1 && x == b && flip && d.uses.get(&src) == Some(&1);
-            if shared && !(g.wgmma && (es == 2 || kmajor_i8) && shared_slot_ok(k, &d, layouts, src)) {
+            // (8-bit operands — i8, fp8 —: only a B read through `trans` of
+            // a tile stored along K; `wgmma` reads them K-major only)
+            let kmajor_byte = es == 1 && x == b && flip && d.uses.get(&src) == Some(&1);
+            if shared && !(g.wgmma && (es == 2 || kmajor_byte) && shared_slot_ok(k, &d, layouts, src)) {
                 continue;
             }
             if let Some(c) = out.class_of(src) {
@@ -467,7 +467,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 let lay = if shared {
                     // the tile as its source stores it, in whole atoms
                     // along its contiguous dimension (read K-major one way,
-                    // N- or M-major the other; i8 only K-major)
+                    // N- or M-major the other; 8-bit only K-major)
                     if es == 1 && inner == Some(0) {
                         continue;
                     }

@@ -83,7 +83,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
 /// layout plan puts on `wgmma`, in a slot shape the bulk copy can fill
 /// (`async_copy` decides) — used once, or (16-bit tiles) by several such
 /// dots, directly or through a `trans`, from one slot laid out as the view
-/// stores the tile (`AsyncPlan::flipped`).
+/// stores the tile (`AsyncPlan::flipped`; 8-bit tiles only once, as a B
+/// through a `trans`: stored along K).
 fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaView>) -> HashSet<V> {
     if tma_views.is_empty() {
         return HashSet::new();
@@ -93,8 +94,9 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();
     let mut tma_slot: HashSet<V> = HashSet::new();
-    // (i8 tiles read through `trans` as the B of dots: the readings an i8
-    // shared slot may have — `wgmma` reads i8 K-major only)
+    // (8-bit tiles — i8, fp8 — read through `trans` as the B of dots: the
+    // readings an 8-bit shared slot may have; `wgmma` reads them K-major
+    // only)
     let (mut dot_b, mut readers): (HashSet<V>, HashMap<V, Vec<Option<V>>>) = Default::default();
     k.walk(&mut |op| {
         if let OpKind::LoadBlock { view, .. } = &op.kind {
@@ -128,9 +130,10 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     let shared_ok = |r: V| {
         let Some(i) = view_of.get(&r).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { return false };
         let es = k.ty(r).elem().map_or(0, |e| e.dtype().size_bytes() as u32);
-        let i8_ok = es == 1 && i != 0 && readers.get(&r).is_some_and(|u| u.len() == 1 && u[0].is_some_and(|t| dot_b.contains(&t) && uses.get(&t) == Some(&1)));
+        let byte_ok =
+            es == 1 && i != 0 && readers.get(&r).is_some_and(|u| u.len() == 1 && u[0].is_some_and(|t| dot_b.contains(&t) && uses.get(&t) == Some(&1)));
         let lay = async_copy::SlotLayout::Swizzled { es, transposed: i == 0 };
-        shared.contains(&r) && (es == 2 || i8_ok) && async_copy::tma_slot(lay, &shape(r), i)
+        shared.contains(&r) && (es == 2 || byte_ok) && async_copy::tma_slot(lay, &shape(r), i)
     };
     view_of
         .iter()

@@ -51,6 +51,16 @@ pub fn k_fp8_ops<T: Float, const B: i32>(a: Ptr<T>, b: Ptr<T>, dec: Ptr<f32>, pr
     store(from_int + offs, (offs - 300) as T, m);
 }
 
+/// The dtypes by name: f32 → e4m3 → e5m2 → f32, and a constant tile.
+#[kernel]
+pub fn k_fp8_named<const B: i32>(x: Ptr<f32>, y: Ptr<f32>, c: Ptr<f8e4m3>, n: i32) {
+    let offs = program_id(0) * B + arange(0, B);
+    let m = offs < n;
+    let v = load(x + offs, m, 0.0) as f8e4m3;
+    store(y + offs, (v as f8e5m2) as f32, m);
+    store(c + offs, full([B], 2.7, f8e4m3) + zeros([B], f8e4m3), m);
+}
+
 /// `C = A·B` with A `[m, k]` and B given as `[n, k]` (read through
 /// `trans`), f32 out.
 #[kernel]
@@ -184,6 +194,17 @@ fn run<T: Fp8El>(dev: &Device, seed: u64) -> R {
 }
 
 pub fn fp8(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed ^ 7);
+    let n = 500;
+    let c = Ctx::new("fp8", seed, format!("dtypes by name: f32 → f8e4m3 → f8e5m2 → f32, constants, n={n}"));
+    let xs: Vec<f32> = (0..n).map(|_| (rng.normal() * 2f64.powi(rng.int(-12, 10) as i32)) as f32).collect();
+    let (mut y, mut k) = (poisoned::<f32>(dev, n + PAD)?, poisoned::<f8e4m3>(dev, n + PAD)?);
+    c.launch(k_fp8_named::launch(dev, cdiv(n, 128) as u32, &upload(dev, &xs)?, &mut y, &mut k, n as i32, 128))?;
+    let want: Vec<f32> = xs.iter().map(|&x| fp8_decode(fp8_encode(fp8_decode(fp8_encode(x, Fp8::E4M3), Fp8::E4M3), Fp8::E5M2), Fp8::E5M2)).collect();
+    check_with(&c, "(x as f8e4m3) as f8e5m2", &download(&y)?, &want, |_, g: f32, &w: &f32| g.to_bits() == w.to_bits(), &|i| format!("x = {:e}", xs[i]))?;
+    // (2.7 is not an e4m3 value: the constant is its nearest, 2.75)
+    let want: Vec<u8> = vec![fp8_encode(2.7, Fp8::E4M3); n];
+    check_with(&c, "full(2.7) + zeros", &download(&k)?, &want, |_, g: f8e4m3, &w| g.0 == w, &|_| String::new())?;
     run::<f8e4m3>(dev, seed)?;
     run::<f8e5m2>(dev, seed ^ 1)
 }
