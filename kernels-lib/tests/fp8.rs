@@ -1,5 +1,6 @@
 //! FP8 GEMM (`quant::fp8_gemm`) against f64 on the operands' exact values,
-//! on every device: e4m3 and e5m2, per-tensor and row-wise scales, bias and
+//! on every device: e4m3 and e5m2, per-tensor, row-wise and block-wise
+//! (1 × 128 / 128 × 128) scales, bias and
 //! each activation, a strided output (its gaps stay poisoned), odd M/N/K
 //! (K not a multiple of 16 takes the kernel off TMA), every tuner
 //! candidate on CUDA, and bad arguments as errors naming them.
@@ -25,7 +26,7 @@ struct Case {
     m: usize,
     n: usize,
     k: usize,
-    rowwise: bool,
+    scales: u8,
     bias: bool,
     act: Activation,
     so: usize,
@@ -39,14 +40,21 @@ fn run<T: FloatElement, U: FloatElement>(dev: &Device, c: &Case, config: Option<
     let val = |rng: &mut Rng| T::from_f64(rng.normal() * 2f64.powi(rng.int(-6, 2) as i32));
     let a: Vec<T> = (0..m * k).map(|_| val(rng)).collect();
     let b: Vec<T> = (0..n * k).map(|_| val(rng)).collect();
-    let sa: Vec<f32> = (0..m).map(|_| rng.range(0.5, 2.0) as f32).collect();
-    let sb: Vec<f32> = (0..n).map(|_| rng.range(0.5, 2.0) as f32).collect();
+    // (row-wise: [m] and [n]; block-wise: [m, ⌈k/128⌉] and [⌈n/128⌉, ⌈k/128⌉])
+    let kb = k.div_ceil(128);
+    let (la, lb) = if c.scales == 2 { (m * kb, n.div_ceil(128) * kb) } else { (m, n) };
+    let sa: Vec<f32> = (0..la).map(|_| rng.range(0.5, 2.0) as f32).collect();
+    let sb: Vec<f32> = (0..lb).map(|_| rng.range(0.5, 2.0) as f32).collect();
     let (ta, tb) = (rng.range(0.5, 2.0) as f32, rng.range(0.5, 2.0) as f32);
     let bias: Vec<U> = (0..n).map(|_| U::from_f64(rng.normal())).collect();
     let (ad, bd, sad, sbd, biasd) =
         (dev.from_slice(&a).unwrap(), dev.from_slice(&b).unwrap(), dev.from_slice(&sa).unwrap(), dev.from_slice(&sb).unwrap(), dev.from_slice(&bias).unwrap());
     let mut od = dev.from_slice(&vec![U::from_f64(f64::NAN); (m - 1) * so + n]).unwrap();
-    let scales = if c.rowwise { Fp8Scales::Rows { a: &sad, b: &sbd } } else { Fp8Scales::Tensor { a: ta, b: tb } };
+    let scales = match c.scales {
+        0 => Fp8Scales::Tensor { a: ta, b: tb },
+        1 => Fp8Scales::Rows { a: &sad, b: &sbd },
+        _ => Fp8Scales::Blocks { a: &sad, b: &sbd },
+    };
     let opts = Fp8Options { scales, bias: c.bias.then_some(&biasd), activation: c.act, out_row_stride: so, config };
     fp8_gemm(dev, &ad, &bd, &mut od, m, n, k, &opts).unwrap_or_else(|e| panic!("{} {m}x{n}x{k} {config:?}: {e}", dev.name()));
     let got = od.to_vec().unwrap();
@@ -59,13 +67,20 @@ fn run<T: FloatElement, U: FloatElement>(dev: &Device, c: &Case, config: Option<
             }
         }
         for j in 0..n {
+            // (the scale of each product: per tensor, per row pair, or per
+            // 128-deep K block)
+            let scale = |kk: usize| match c.scales {
+                0 => ta as f64 * tb as f64,
+                1 => sa[i] as f64 * sb[j] as f64,
+                _ => sa[i * kb + kk / 128] as f64 * sb[(j / 128) * kb + kk / 128] as f64,
+            };
             let (mut dot, mut mag) = (0.0f64, 0.0f64);
             for kk in 0..k {
-                let p = a[i * k + kk].to_f64() * b[j * k + kk].to_f64();
+                let p = a[i * k + kk].to_f64() * b[j * k + kk].to_f64() * scale(kk);
                 dot += p;
                 mag += p.abs();
             }
-            let s = if c.rowwise { sa[i] as f64 * sb[j] as f64 } else { ta as f64 * tb as f64 };
+            let s = 1.0;
             let (mut want, mut terms) = (dot * s, mag * s);
             if c.bias {
                 want += bias[j].to_f64();
@@ -87,18 +102,21 @@ fn run<T: FloatElement, U: FloatElement>(dev: &Device, c: &Case, config: Option<
 
 fn cases(dev: &Device) -> Vec<Case> {
     let mut v = vec![
-        Case { m: 3, n: 24, k: 64, rowwise: false, bias: false, act: Activation::None, so: 0 },
-        Case { m: 9, n: 33, k: 100, rowwise: true, bias: true, act: Activation::Relu, so: 0 },
-        Case { m: 20, n: 17, k: 130, rowwise: true, bias: true, act: Activation::Gelu, so: 21 },
+        Case { m: 3, n: 24, k: 64, scales: 0, bias: false, act: Activation::None, so: 0 },
+        Case { m: 9, n: 33, k: 100, scales: 1, bias: true, act: Activation::Relu, so: 0 },
+        Case { m: 20, n: 17, k: 130, scales: 1, bias: true, act: Activation::Gelu, so: 21 },
+        // block-wise (DeepSeek-V3): K over several 128-deep blocks, a tail
+        Case { m: 11, n: 40, k: 300, scales: 2, bias: true, act: Activation::None, so: 0 },
     ];
     if dev.kind() != DeviceKind::Cpu {
-        v.push(Case { m: 70, n: 90, k: 300, rowwise: false, bias: true, act: Activation::None, so: 0 });
+        v.push(Case { m: 70, n: 90, k: 300, scales: 0, bias: true, act: Activation::None, so: 0 });
     }
     if dev.kind() == DeviceKind::Cuda {
         v.extend([
-            Case { m: 300, n: 520, k: 1024, rowwise: true, bias: false, act: Activation::None, so: 0 },
-            Case { m: 129, n: 200, k: 1000, rowwise: false, bias: true, act: Activation::Relu, so: 0 },
-            Case { m: 512, n: 1024, k: 4096, rowwise: true, bias: true, act: Activation::Gelu, so: 1030 },
+            Case { m: 300, n: 520, k: 1024, scales: 1, bias: false, act: Activation::None, so: 0 },
+            Case { m: 129, n: 200, k: 1000, scales: 0, bias: true, act: Activation::Relu, so: 0 },
+            Case { m: 512, n: 1024, k: 4096, scales: 1, bias: true, act: Activation::Gelu, so: 1030 },
+            Case { m: 300, n: 520, k: 1000, scales: 2, bias: false, act: Activation::Relu, so: 0 },
         ]);
     }
     v
@@ -109,7 +127,7 @@ fn fp8_gemm_matches_f64() {
     for dev in devices() {
         let mut rng = Rng::new(13);
         for c in cases(&dev) {
-            let what = |t: &str| format!("{}: {t} {}x{}x{} rowwise {} bias {} {:?}", dev.name(), c.m, c.n, c.k, c.rowwise, c.bias, c.act);
+            let what = |t: &str| format!("{}: {t} {}x{}x{} scales {} bias {} {:?}", dev.name(), c.m, c.n, c.k, c.scales, c.bias, c.act);
             let e = run::<f8e4m3, bf16>(&dev, &c, None, &mut rng);
             assert!(e <= 1.0, "{}: {e:.2} × the tolerance", what("e4m3 → bf16"));
             let e = run::<f8e5m2, f16>(&dev, &c, None, &mut rng);
@@ -122,8 +140,8 @@ fn fp8_gemm_matches_f64() {
 fn fp8_every_tuner_candidate() {
     for dev in devices().into_iter().filter(|d| d.kind() == DeviceKind::Cuda) {
         let mut rng = Rng::new(14);
-        let c = Case { m: 200, n: 300, k: 640, rowwise: true, bias: true, act: Activation::None, so: 0 };
-        for tc in fp8_candidates() {
+        let c = Case { m: 200, n: 300, k: 640, scales: 1, bias: true, act: Activation::None, so: 0 };
+        for tc in fp8_candidates(false) {
             let cfg = W8A8Config {
                 bm: tc.values["BM"] as u32,
                 bn: tc.values["BN"] as u32,
@@ -134,6 +152,19 @@ fn fp8_every_tuner_candidate() {
             };
             let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
             assert!(e <= 1.0, "{cfg:?}: {e:.2} × the tolerance");
+        }
+        let c = Case { m: 200, n: 300, k: 640, scales: 2, bias: true, act: Activation::Relu, so: 0 };
+        for tc in fp8_candidates(true) {
+            let cfg = W8A8Config {
+                bm: tc.values["BM"] as u32,
+                bn: tc.values["BN"] as u32,
+                bk: tc.values["BK"] as u32,
+                num_warps: tc.num_warps,
+                num_stages: tc.num_stages,
+                split_k: 1,
+            };
+            let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
+            assert!(e <= 1.0, "block-wise {cfg:?}: {e:.2} × the tolerance");
         }
     }
 }
@@ -160,6 +191,14 @@ fn fp8_gemm_rejects_bad_arguments() {
     let bias: Buffer<bf16> = dev.zeros(3).unwrap();
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { bias: Some(&bias), ..Default::default() }), "`bias`");
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { out_row_stride: 7, ..Default::default() }), "row stride");
+    // block-wise: [m, ⌈k/128⌉] = 4 scales for `a`, [⌈n/128⌉, ⌈k/128⌉] = 1 for `b`
+    let (sa_b, s1): (Buffer<f32>, Buffer<f32>) = (dev.zeros(4).unwrap(), dev.zeros(1).unwrap());
+    err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { scales: Fp8Scales::Blocks { a: &s1, b: &s1 }, ..Default::default() }), "`scales.a`");
+    let blk = W8A8Config { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
+    err(
+        fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { scales: Fp8Scales::Blocks { a: &sa_b, b: &s1 }, config: Some(blk), ..Default::default() }),
+        "BK = 128",
+    );
     let cfg = W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 2 };
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { config: Some(cfg), ..Default::default() }), "split_k");
     let (ai, bi): (Buffer<bf16>, Buffer<bf16>) = (dev.zeros(64).unwrap(), dev.zeros(128).unwrap());

@@ -306,6 +306,8 @@ fn library_kernels_match_golden_files() {
     let f8 = ferrotile_kernels::quant::fp8_gemm_kernel::ir();
     let spec = specialize(f8, &[128, 256, 128, 8, 1, 0, 0], &[DType::F8E4M3, bf]).unwrap();
     push(check("ptx/fp8_gemm.128x256x128.e4m3.rowwise.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(f8, 90, 8, 2, Safety::Safe))));
+    let spec = specialize(f8, &[128, 128, 128, 8, 2, 1, 0], &[DType::F8E4M3, bf]).unwrap();
+    push(check("ptx/fp8_gemm.128x128x128.e4m3.blockwise.bias.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(f8, 90, 8, 2, Safety::Safe))));
     let qr = quantize_rows_kernel::ir();
     let spec = specialize(qr, &[1024], &[bf]).unwrap();
     push(check("ptx/quantize_rows.1024.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qr, 90, 4, 0, Safety::Safe))));

@@ -1169,11 +1169,14 @@ fn every_w8a8_tuner_configuration_assembles() {
             }
         }
     }
-    // the library's FP8 GEMM in every tuner candidate (sm_90a)
+    // the library's FP8 GEMM in every tuner candidate (sm_90a): row-wise
+    // and per-tensor scales, and the block-wise list
     let k = q::fp8_gemm_kernel::ir();
-    for tc in q::fp8_candidates() {
-        for (t, rowwise) in [(DType::F8E4M3, true), (DType::F8E5M2, false)] {
-            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, rowwise as i64, 1, 0];
+    let both = q::fp8_candidates(false).into_iter().map(|c| (c, false)).chain(q::fp8_candidates(true).into_iter().map(|c| (c, true)));
+    for (tc, blockwise) in both {
+        let modes: &[(DType, i64)] = if blockwise { &[(DType::F8E4M3, 2)] } else { &[(DType::F8E4M3, 1), (DType::F8E5M2, 0)] };
+        for &(t, scales) in modes {
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, scales, 1, 0];
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
             let opts = PtxOptions {

@@ -368,11 +368,18 @@ fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_
     let mut rng = Rng::new(31);
     let a: Vec<f8e4m3> = (0..m * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
     let b: Vec<f8e4m3> = (0..n * k).map(|_| f8e4m3::from_f32(rng.normal() as f32)).collect();
-    let sa: Vec<f32> = (0..m).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
-    let sb: Vec<f32> = (0..n).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
+    // (`FP8_BLOCKS=1`: DeepSeek-V3's block-wise scales instead of row-wise)
+    let blocks = std::env::var("FP8_BLOCKS").is_ok_and(|v| v == "1");
+    let kb = k.div_ceil(128);
+    let (la, lb) = if blocks { (m * kb, n.div_ceil(128) * kb) } else { (m, n) };
+    let sa: Vec<f32> = (0..la).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
+    let sb: Vec<f32> = (0..lb).map(|_| rng.range(0.5, 2.0) as f32 / 64.0).collect();
     let (ad, bd, sad, sbd) = (dev.from_slice(&a).map_err(f)?, dev.from_slice(&b).map_err(f)?, dev.from_slice(&sa).map_err(f)?, dev.from_slice(&sb).map_err(f)?);
     let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(f)?;
-    let opts = Fp8Options { scales: Fp8Scales::Rows { a: &sad, b: &sbd }, config, ..Default::default() };
+    let scales = if blocks { Fp8Scales::Blocks { a: &sad, b: &sbd } } else { Fp8Scales::Rows { a: &sad, b: &sbd } };
+    let opts = Fp8Options { scales, config, ..Default::default() };
+    let scale =
+        |i: usize, j: usize, kk: usize| if blocks { sa[i * kb + kk / 128] as f64 * sb[(j / 128) * kb + kk / 128] as f64 } else { sa[i] as f64 * sb[j] as f64 };
     fp8_gemm(dev, &ad, &bd, &mut o, m, n, k, &opts).map_err(|e| e.to_string())?;
     let got = o.to_vec().map_err(f)?;
     let mut worst = 0.0f64;
@@ -380,11 +387,11 @@ fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_
         let (i, j) = (rng.below(m as u64) as usize, rng.below(n as u64) as usize);
         let (mut d, mut mag) = (0.0f64, 0.0f64);
         for kk in 0..k {
-            let p = a[i * k + kk].to_f32() as f64 * b[j * k + kk].to_f32() as f64;
+            let p = a[i * k + kk].to_f32() as f64 * b[j * k + kk].to_f32() as f64 * scale(i, j, kk);
             d += p;
             mag += p.abs();
         }
-        let s = sa[i] as f64 * sb[j] as f64;
+        let s = 1.0;
         let g = got[i * n + j].to_f64();
         let tol = (d * s).abs() / 200.0 + mag * s * k.div_ceil(32) as f64 / 8192.0 + 1e-6;
         worst = worst.max(if g.is_finite() { (g - d * s).abs() / tol } else { f64::INFINITY });
@@ -400,7 +407,8 @@ fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_
     .map_err(f)?;
     let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
     println!(
-        "library fp8 e4m3 rowwise {m}x{n}x{k} {cfg}  {:>8.1} us  {:>6.0} TFLOP/s  (b2b {:>8.1})  {worst:.2} of the tolerance{}",
+        "library fp8 e4m3 {} {m}x{n}x{k} {cfg}  {:>8.1} us  {:>6.0} TFLOP/s  (b2b {:>8.1})  {worst:.2} of the tolerance{}",
+        if blocks { "blockwise" } else { "rowwise" },
         t.ms() * 1e3,
         2.0 * (m * n * k) as f64 / (t.ms() * 1e-3) / 1e12,
         t.b2b * 1e3,

@@ -1,7 +1,9 @@
 //! FP8 GEMM: `out[i, j] = act(sa · sb · Σ_k a[i, k]·b[j, k] + bias[j])`
 //! with `a` `[m, k]` and `b` `[n, k]` in `f8e4m3` or `f8e5m2`, scales per
-//! tensor or per row of `a` and of `b` (row-wise: one per token and one per
-//! output channel), f16/bf16 out.
+//! tensor, per row of `a` and of `b` (row-wise: one per token and one per
+//! output channel), or per block (DeepSeek-V3: 1 × 128 for `a`, 128 × 128
+//! for `b`, applied to each K block's product before it is accumulated),
+//! f16/bf16 out.
 //!
 //! **The kernel** ([`fp8_gemm_kernel`], in the DSL): grouped `BM × BN`
 //! tiles, `dot(a_tile, trans(b_tile), acc)` into f32 — on sm_90a the
@@ -19,9 +21,13 @@ use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::FloatElement;
 
-/// `out = act(scale ∘ (a · bᵀ) + bias)` (module doc). `ROWWISE`: the scale
-/// of `(i, j)` is `sa[i] · sb[j]` (times `ta · tb`); else `ta · tb`.
-/// `BIAS`: add `bias[n]`; `ACT`: 0 none, 1 ReLU, 2 exact GELU.
+/// `out = act(scale ∘ (a · bᵀ) + bias)` (module doc). `SCALES` 0: the
+/// scale is `ta · tb`; 1 (row-wise): `sa[i] · sb[j]` (times `ta · tb`); 2
+/// (block-wise, DeepSeek-V3's): each 128-deep K block `kb` of the product
+/// is scaled by `sa[i, kb] · sb[j / 128, kb]` (`a` in 1 × 128 blocks, `b`
+/// in 128 × 128) before it joins the f32 accumulator — `BK` must be 128
+/// and `BN` divide 128. `BIAS`: add `bias[n]`; `ACT`: 0 none, 1 ReLU, 2
+/// exact GELU.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn fp8_gemm_kernel<
@@ -31,7 +37,7 @@ pub fn fp8_gemm_kernel<
     const BN: i32,
     const BK: i32,
     const GROUP_M: i32,
-    const ROWWISE: bool,
+    const SCALES: i32,
     const BIAS: bool,
     const ACT: i32,
 >(
@@ -59,18 +65,27 @@ pub fn fp8_gemm_kernel<
     let pid_n = (pid % in_group) / group_m;
     let va = view(a, [m, k], [k, 1]);
     let vb = view(b, [n, k], [k, 1]);
-    let mut acc = zeros([BM, BN], f32);
-    for k0 in (0..k).step_by(BK) {
-        let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
-        let bt = load_block(vb, [pid_n * BN, k0], [BN, BK]);
-        acc = dot(at, trans(bt), acc);
-    }
     let rm = pid_m * BM + arange(0, BM);
     let rn = pid_n * BN + arange(0, BN);
     let m_ok = rm < m;
     let n_ok = rn < n;
+    let kblocks = cdiv(k, 128) as i64;
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
+        let bt = load_block(vb, [pid_n * BN, k0], [BN, BK]);
+        if SCALES == 2 {
+            // this K block's product, scaled, into the f32 accumulator
+            let kb = (k0 / 128) as i64;
+            let s_a = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
+            let s_b = load(sb + ((pid_n * BN / 128) as i64) * kblocks + kb);
+            acc = acc + dot(at, trans(bt)) * (expand_dims(s_a, 1) * s_b);
+        } else {
+            acc = dot(at, trans(bt), acc);
+        }
+    }
     let mut o = acc * (ta * tb);
-    if ROWWISE {
+    if SCALES == 1 {
         o = o * (expand_dims(load(sa + rm, m_ok, 0.0), 1) * expand_dims(load(sb + rn, n_ok, 0.0), 0));
     }
     if BIAS {
@@ -93,6 +108,11 @@ pub enum Fp8Scales<'a> {
     /// One per row of `a` (`[m]`) and one per row of `b` (`[n]`: per output
     /// channel).
     Rows { a: &'a Buffer<f32>, b: &'a Buffer<f32> },
+    /// DeepSeek-V3's block-wise scales: `a` per row and 128-deep K block
+    /// (`[m, ⌈k/128⌉]`), `b` per 128 × 128 block (`[⌈n/128⌉, ⌈k/128⌉]`).
+    /// Each K block's product is scaled before it is accumulated (in f32),
+    /// so the kernel takes 128-deep steps and tiles of at most 128 columns.
+    Blocks { a: &'a Buffer<f32>, b: &'a Buffer<f32> },
 }
 
 /// Options of [`fp8_gemm`].
@@ -114,9 +134,18 @@ impl<U: FloatElement> Default for Fp8Options<'_, U> {
 }
 
 /// The tuner's candidates: [`super::w8a8_candidates`]' tiles for many rows
-/// (fp8 moves the bytes int8 does), without split K.
-pub fn fp8_candidates() -> Vec<ferrotile::TuneConfig> {
-    super::w8a8_candidates(4096)
+/// (fp8 moves the bytes int8 does), without split K; for block-wise
+/// scales (`blockwise`), 128-deep steps at most 128 columns wide, with at
+/// most 64 accumulator elements per thread (each step's scaled product is
+/// a second accumulator-sized tile).
+pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
+    if !blockwise {
+        return super::w8a8_candidates(4096);
+    }
+    [(128u32, 128u32, 8u32, 3u32), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)]
+        .iter()
+        .map(|&(bm, bn, w, st)| ferrotile::TuneConfig::new(w).with("BM", bm as i64).with("BN", bn as i64).with("BK", 128).with("SPLIT_K", 1).stages(st))
+        .collect()
 }
 
 /// `out[m, n] = act(scales ∘ (a · bᵀ) + bias)` (module doc): `a` `[m, k]`
@@ -164,31 +193,40 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
         need("bias", bias.len(), n)?;
     }
     let placeholder = crate::scratch::placeholder::<f32>(dev)?;
-    let (sa, sb, ta, tb, rowwise) = match opts.scales {
+    let (sa, sb, ta, tb, mode) = match opts.scales {
         Fp8Scales::Tensor { a, b } => {
             if !a.is_finite() || !b.is_finite() {
                 return Err(LibError::Config(format!("fp8_gemm: the tensor scales must be finite, got {a} and {b}")));
             }
-            (&*placeholder, &*placeholder, a, b, false)
+            (&*placeholder, &*placeholder, a, b, 0)
         }
         Fp8Scales::Rows { a: sa, b: sb } => {
             need("scales.a", sa.len(), m)?;
             need("scales.b", sb.len(), n)?;
-            (sa, sb, 1.0, 1.0, true)
+            (sa, sb, 1.0, 1.0, 1)
+        }
+        Fp8Scales::Blocks { a: sa, b: sb } => {
+            let kb = k.div_ceil(128);
+            need("scales.a", sa.len(), m * kb)?;
+            need("scales.b", sb.len(), n.div_ceil(128) * kb)?;
+            (sa, sb, 1.0, 1.0, 2)
         }
     };
-    let mut run = |c: W8A8Config| launch(dev, (a, b, sa, sb), out, (m, n, k, so), (ta, tb, rowwise), opts, c);
+    let mut run = |c: W8A8Config| launch(dev, (a, b, sa, sb), out, (m, n, k, so), (ta, tb, mode), opts, c);
     if let Some(c) = opts.config {
         return run(c);
     }
+    // (block-wise scales: 128-deep steps, tiles of at most 128 columns)
+    let blocks = |c: W8A8Config| if mode == 2 { W8A8Config { bk: 128, bn: c.bn.min(128), ..c } } else { c };
     if dev.kind() != ferrotile::DeviceKind::Cuda || (m as u64) * (n as u64) * (k as u64) < (1 << 24) {
-        return run(W8A8Config::default_for(dev));
+        return run(blocks(W8A8Config::default_for(dev)));
     }
     let b2 = |v: usize| v.max(1).next_power_of_two();
-    let key = format!("fp8|{}|{}|m<={}|n<={}|k<={}", T::DTYPE, U::DTYPE, b2(m), b2(n), b2(k));
-    static TUNER: std::sync::OnceLock<ferrotile::Autotuner> = std::sync::OnceLock::new();
-    let tuner = TUNER.get_or_init(|| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates()).reps(5));
-    tuner.run(dev, &key, |tc| {
+    let key = format!("fp8|{}|{}|scales{mode}|m<={}|n<={}|k<={}", T::DTYPE, U::DTYPE, b2(m), b2(n), b2(k));
+    // (one tuner per candidate list: block-wise scales, or not)
+    static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
+    let tuners = TUNERS.get_or_init(|| [false, true].map(|b| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5)));
+    tuners[(mode == 2) as usize].run(dev, &key, |tc| {
         let c = W8A8Config {
             bm: tc.get("BM")? as u32,
             bn: tc.get("BN")? as u32,
@@ -197,7 +235,7 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
             num_stages: tc.num_stages,
             split_k: 1,
         };
-        run(c).map_err(crate::lib_to_launch)
+        run(blocks(c)).map_err(crate::lib_to_launch)
     })?;
     Ok(())
 }
@@ -208,13 +246,16 @@ fn launch<T: FloatElement, U: FloatElement>(
     (a, b, sa, sb): (&Buffer<T>, &Buffer<T>, &Buffer<f32>, &Buffer<f32>),
     out: &mut Buffer<U>,
     (m, n, k, so): (usize, usize, usize, usize),
-    (ta, tb, rowwise): (f32, f32, bool),
+    (ta, tb, mode): (f32, f32, i32),
     opts: &Fp8Options<U>,
     c: W8A8Config,
 ) -> Result<(), LibError> {
     let ok = |v: u32, lo: u32, hi: u32| v.is_power_of_two() && (lo..=hi).contains(&v);
     if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 || c.split_k != 1 {
         return Err(LibError::Config(format!("fp8_gemm: invalid configuration {c:?} (split_k must be 1)")));
+    }
+    if mode == 2 && (c.bk != 128 || c.bn > 128) {
+        return Err(LibError::Config(format!("fp8_gemm: block-wise scales need BK = 128 and BN ≤ 128, got {c:?}")));
     }
     let tiles = m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
     if tiles > u32::MAX as usize / 2 {
@@ -247,7 +288,7 @@ fn launch<T: FloatElement, U: FloatElement>(
         c.bn as i32,
         c.bk as i32,
         8,
-        rowwise,
+        mode,
         opts.bias.is_some(),
         act,
     )?;
