@@ -137,6 +137,16 @@ impl From<LibError> for ferrotile::Error {
     }
 }
 
+/// `Err(Shape)` naming buffer `what` of function `func` when it holds fewer
+/// than `want` elements.
+pub(crate) fn need_len(func: &str, what: &str, have: usize, want: usize) -> Result<(), LibError> {
+    if have < want {
+        Err(LibError::Shape(format!("{func}: `{what}` has {have} elements, {want} needed")))
+    } else {
+        Ok(())
+    }
+}
+
 pub(crate) fn lib_to_launch(e: LibError) -> ferrotile::Error {
     match e {
         LibError::Launch(e) => e,

@@ -142,27 +142,13 @@ fn fp8_every_tuner_candidate() {
         let mut rng = Rng::new(14);
         let c = Case { m: 200, n: 300, k: 640, scales: 1, bias: true, act: Activation::None, so: 0 };
         for tc in fp8_candidates(false) {
-            let cfg = W8A8Config {
-                bm: tc.values["BM"] as u32,
-                bn: tc.values["BN"] as u32,
-                bk: tc.values["BK"] as u32,
-                num_warps: tc.num_warps,
-                num_stages: tc.num_stages,
-                split_k: 1,
-            };
+            let cfg = W8A8Config::from_tune(&tc).unwrap();
             let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
             assert!(e <= 1.0, "{cfg:?}: {e:.2} × the tolerance");
         }
         let c = Case { m: 200, n: 300, k: 640, scales: 2, bias: true, act: Activation::Relu, so: 0 };
         for tc in fp8_candidates(true) {
-            let cfg = W8A8Config {
-                bm: tc.values["BM"] as u32,
-                bn: tc.values["BN"] as u32,
-                bk: tc.values["BK"] as u32,
-                num_warps: tc.num_warps,
-                num_stages: tc.num_stages,
-                split_k: 1,
-            };
+            let cfg = W8A8Config::from_tune(&tc).unwrap();
             let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
             assert!(e <= 1.0, "block-wise {cfg:?}: {e:.2} × the tolerance");
         }

@@ -141,14 +141,7 @@ fn w8a8_every_tuner_candidate() {
             Case { m: 33, n: 520, k: 1408, bias: true, act: Activation::Relu, strides: (0, 0) },
         ] {
             for tc in w8a8_candidates(c.m) {
-                let cfg = W8A8Config {
-                    bm: tc.values["BM"] as u32,
-                    bn: tc.values["BN"] as u32,
-                    bk: tc.values["BK"] as u32,
-                    num_warps: tc.num_warps,
-                    num_stages: tc.num_stages,
-                    split_k: tc.values["SPLIT_K"] as u32,
-                };
+                let cfg = W8A8Config::from_tune(&tc).unwrap();
                 let e = run::<bf16>(&dev, &c, Some(cfg), &mut rng);
                 assert!(e <= 1.0, "{}x{}x{} {cfg:?}: {e:.2} × the tolerance", c.m, c.n, c.k);
             }

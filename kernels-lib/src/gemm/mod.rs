@@ -56,6 +56,18 @@ pub enum Activation {
     Gelu,
 }
 
+impl Activation {
+    /// The `ACT` constexpr of the kernels' epilogues: 0 none, 1 ReLU, 2
+    /// exact GELU.
+    pub(crate) fn code(self) -> i32 {
+        match self {
+            Activation::None => 0,
+            Activation::Relu => 1,
+            Activation::Gelu => 2,
+        }
+    }
+}
+
 /// Tile configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmConfig {
@@ -431,11 +443,7 @@ fn launch_gemm<T: FloatElement, U: FloatElement>(
             &placeholder
         }
     };
-    let act = match opts.activation {
-        Activation::None => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    };
+    let act = opts.activation.code();
     let strides = [sam, sak, sbk, sbn];
     let epilogue = Epilogue { alpha: opts.alpha, act, has_bias: opts.bias.is_some() };
     if split > 1 {

@@ -144,7 +144,7 @@ pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
     }
     [(128u32, 128u32, 8u32, 3u32), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)]
         .iter()
-        .map(|&(bm, bn, w, st)| ferrotile::TuneConfig::new(w).with("BM", bm as i64).with("BN", bn as i64).with("BK", 128).with("SPLIT_K", 1).stages(st))
+        .map(|&(bm, bn, num_warps, num_stages)| W8A8Config { bm, bn, bk: 128, num_warps, num_stages, split_k: 1 }.to_tune())
         .collect()
 }
 
@@ -179,13 +179,7 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let need = |what: &str, have: usize, want: usize| {
-        if have < want {
-            Err(LibError::Shape(format!("fp8_gemm: `{what}` has {have} elements, {want} needed")))
-        } else {
-            Ok(())
-        }
-    };
+    let need = |what: &str, have: usize, want: usize| crate::need_len("fp8_gemm", what, have, want);
     need("a", a.len(), m * k)?;
     need("b", b.len(), n * k)?;
     need("out", out.len(), (m - 1) * so + n)?;
@@ -226,17 +220,7 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     // (one tuner per candidate list: block-wise scales, or not)
     static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
     let tuners = TUNERS.get_or_init(|| [false, true].map(|b| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5)));
-    tuners[(mode == 2) as usize].run(dev, &key, |tc| {
-        let c = W8A8Config {
-            bm: tc.get("BM")? as u32,
-            bn: tc.get("BN")? as u32,
-            bk: tc.get("BK")? as u32,
-            num_warps: tc.num_warps,
-            num_stages: tc.num_stages,
-            split_k: 1,
-        };
-        run(blocks(c)).map_err(crate::lib_to_launch)
-    })?;
+    tuners[(mode == 2) as usize].run(dev, &key, |tc| run(blocks(W8A8Config::from_tune(tc)?)).map_err(crate::lib_to_launch))?;
     Ok(())
 }
 
@@ -264,11 +248,7 @@ fn launch<T: FloatElement, U: FloatElement>(
     let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
-    let act = match opts.activation {
-        Activation::None => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    };
+    let act = opts.activation.code();
     fp8_gemm_kernel::launch(
         dev,
         cfg,

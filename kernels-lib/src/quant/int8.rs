@@ -225,13 +225,7 @@ pub fn quantize_rows<T: FloatElement>(
     if m == 0 {
         return Ok(());
     }
-    let need = |what: &str, have: usize, want: usize| {
-        if have < want {
-            Err(LibError::Shape(format!("quantize_rows: `{what}` has {have} elements, {want} needed")))
-        } else {
-            Ok(())
-        }
-    };
+    let need = |what: &str, have: usize, want: usize| crate::need_len("quantize_rows", what, have, want);
     need("x", x.len(), (m - 1) * sx + k)?;
     need("q", q.len(), m * k)?;
     need("scales", scales.len(), m)?;
@@ -258,7 +252,9 @@ pub struct W8A8Config {
 }
 
 impl W8A8Config {
-    fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
+    /// The configuration a tuner candidate ([`w8a8_candidates`],
+    /// [`super::fp8_candidates`]) names (`SPLIT_K` absent: 1).
+    pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         Ok(W8A8Config {
             bm: tc.get("BM")? as u32,
             bn: tc.get("BN")? as u32,
@@ -269,7 +265,7 @@ impl W8A8Config {
         })
     }
 
-    fn to_tune(self) -> ferrotile::TuneConfig {
+    pub(crate) fn to_tune(self) -> ferrotile::TuneConfig {
         ferrotile::TuneConfig::new(self.num_warps)
             .with("BM", self.bm as i64)
             .with("BN", self.bn as i64)
@@ -371,13 +367,7 @@ pub fn w8a8_gemm<U: FloatElement>(
     if m == 0 {
         return Ok(());
     }
-    let need = |what: &str, have: usize, want: usize| {
-        if have < want {
-            Err(LibError::Shape(format!("w8a8: `{what}` has {have} elements, {want} needed")))
-        } else {
-            Ok(())
-        }
-    };
+    let need = |what: &str, have: usize, want: usize| crate::need_len("w8a8", what, have, want);
     need("xq", xq.len(), (m - 1) * sx + k)?;
     need("xs", xs.len(), m)?;
     need("out", out.len(), (m - 1) * so + n)?;
@@ -430,11 +420,7 @@ fn launch<U: FloatElement>(
     let cfg = LaunchConfig::new([tiles as u32, splits as u32, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
-    let act = match opts.activation {
-        Activation::None => 0,
-        Activation::Relu => 1,
-        Activation::Gelu => 2,
-    };
+    let act = opts.activation.code();
     let split = splits > 1;
     let mut part = crate::scratch::workspace(dev, if split { splits * m * n } else { 1 })?;
     w8a8_gemm_kernel::launch(
