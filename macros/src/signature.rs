@@ -129,13 +129,17 @@ fn param_type(t: &Type, dtype_params: &[syn::Ident]) -> syn::Result<ParamKind> {
                     _ => return err(last, "`Ptr` takes one dtype", "write `Ptr<f32>`"),
                 };
                 return match dtype_of_type(inner, dtype_params) {
-                    Some(DType::Bool) | None => {
-                        err(inner, "unsupported element type for `Ptr`", "supported: f32, f16, bf16, i32, u32, i64, i8, u8, or a dtype parameter")
-                    }
+                    Some(DType::Bool) | None => err(
+                        inner,
+                        "unsupported element type for `Ptr`",
+                        "supported: f32, f16, bf16, f8e4m3, f8e5m2, i32, u32, i64, i8, u8, or a dtype parameter",
+                    ),
                     Some(d) => Ok(ParamKind::Ptr(d)),
                 };
             }
             match dtype_of_type(t, dtype_params) {
+                // (8-bit floats live in tensors; a scalar is passed as f32)
+                Some(d) if d.fp8().is_some() => err(t, "fp8 scalar arguments are not supported", "pass an `f32` and cast it in the kernel: `s as f8e4m3`"),
                 Some(d) => Ok(ParamKind::Scalar(d)),
                 None => err(t, "unsupported kernel argument type", HINT),
             }
