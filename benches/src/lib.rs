@@ -1,4 +1,13 @@
-//! Shared pieces of the benchmark and main-job binaries.
+//! The benchmark harness and the tools behind the `ferrotile` CLI
+//! (`ferrotile-cli`): the main job ([`job`]), the benchmark ([`bench`]),
+//! charts ([`chart`]), the backend report ([`devices`]) and the kernel
+//! dump ([`dump`]); below, the timing helpers they share.
+
+pub mod bench;
+pub mod chart;
+pub mod devices;
+pub mod dump;
+pub mod job;
 
 use ferrotile::Device;
 use std::time::Instant;

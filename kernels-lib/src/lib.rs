@@ -32,6 +32,39 @@ pub fn row_kernels() -> Vec<(&'static ferrotile::ir::Kernel, Vec<i64>)> {
     ]
 }
 
+/// Every kernel of the library by name, with its generic IR: what `ferrotile
+/// dump` specializes and prints, and what tools that walk the whole library
+/// iterate over. Each kernel's constexprs and dtype parameters are in its IR
+/// (`constexprs`, `dtype_params`).
+pub fn catalog() -> Vec<&'static ferrotile::ir::Kernel> {
+    vec![
+        softmax::softmax_row::ir(),
+        softmax::softmax_rows::ir(),
+        softmax::softmax_looped::ir(),
+        norm::layer_norm_row::ir(),
+        norm::layer_norm_looped::ir(),
+        norm::rms_norm_row::ir(),
+        norm::rms_norm_looped::ir(),
+        gemm::gemm_kernel::ir(),
+        gemm::gemm_splitk_reduce::ir(),
+        gemm::round_tf32_transpose_kernel::ir(),
+        attention::attention_fwd::ir(),
+        attention::attention_fwd_varlen::ir(),
+        attention::attention_decode::ir(),
+        attention::attention_combine::ir(),
+        attention::attention_bwd_pre::ir(),
+        attention::attention_bwd_dkdv::ir(),
+        attention::attention_bwd_dq::ir(),
+        attention::attention_bwd_sum::ir(),
+        quant::wq_gemm_kernel::ir(),
+        quant::wq_gemv_kernel::ir(),
+        quant::gather_columns::ir(),
+        quant::quantize_rows_kernel::ir(),
+        quant::w8a8_gemm_kernel::ir(),
+        quant::fp8_gemm_kernel::ir(),
+    ]
+}
+
 /// Errors of the library's host APIs.
 #[derive(Debug)]
 pub enum LibError {

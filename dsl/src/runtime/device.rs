@@ -162,6 +162,17 @@ impl Device {
         None
     }
 
+    /// A CUDA device's maximum SM clock in MHz, as the driver reports it
+    /// (1980 on an H200); `None` for other devices or where the driver does
+    /// not report it. Peak rates are SMs × per-SM rate × this clock.
+    pub fn clock_mhz(&self) -> Option<u32> {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return (c.clock_khz > 0).then_some(c.clock_khz / 1000);
+        }
+        None
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
     }

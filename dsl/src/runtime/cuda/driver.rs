@@ -48,6 +48,8 @@ pub struct CudaDevice {
     pub sm: u32,
     pub max_smem_optin: u32,
     pub num_sms: u32,
+    /// The SMs' maximum clock, kHz (0 where the driver does not say).
+    pub clock_khz: u32,
 }
 
 // SAFETY: the context handle is process-wide and every use first makes it
@@ -99,6 +101,8 @@ impl CudaDevice {
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32;
         let smem = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        // (deprecated in newer drivers' headers, still answered; 0 if not)
+        let clock = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).map_or(0, |c| c.max(0) as u32);
         let name = result::device::get_name(dev).map_err(drv)?;
         // (a blocking stream: it also waits for, and is waited for by, the
         // legacy default stream that synchronous copies use)
@@ -115,6 +119,7 @@ impl CudaDevice {
             sm: major * 10 + minor,
             max_smem_optin: smem,
             num_sms: sms,
+            clock_khz: clock,
         }))
     }
 
