@@ -66,6 +66,9 @@
 #            .whl/, carry it) and tinygemm (`peers.py --dequant`)
 #   ab:      the row-kernel and GEMM benches from a before and an after build,
 #            alternated twice (.devbin/bench-before, .devbin/bench)
+#   cli:     streams + cudarc interop tests (memcheck), `ferrotile devices`,
+#            `ferrotile run-library` with its chart, the row and GEMM benches
+#            next to their peers and their comparison chart
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -391,6 +394,24 @@ case "${1:-check}" in
       done
     done
     grep -E "^=== |GB/s|TFLOP|FAIL" "$L" | grep -v autotune | tail -60
+    ;;
+  cli)
+    # streams and cudarc interop (tests, memcheck of the cross-stream drop
+    # and the hand-overs), the `ferrotile` CLI: devices, the main job with
+    # its roofline chart, the row-kernel and GEMM benches next to their
+    # peers, and the comparison chart of those JSON lines
+    step streams 200 $D/streams --nocapture
+    step example 60 $D/ex_streams
+    step memcheck_streams 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/streams --nocapture cuda_buffer cudarc cuda_graph
+    step devices 60 $D/ferrotile devices
+    step run_library 400 $D/ferrotile run-library --svg "$OUT/library.svg" --json "$OUT/library.json"
+    step bench_rows 200 $D/ferrotile bench --device cuda --shapes 16384x4096,4096x16384 --json "$OUT/ft.json"
+    step peers_rows 240 python3 $D/peers.py --shapes 16384x4096,4096x16384 --json "$OUT/peers.json"
+    step bench_gemm 150 $D/ferrotile bench --device cuda --gemm --dtypes bf16,f16 --json "$OUT/gemm_ft.json"
+    step peers_gemm 60 python3 $D/peers.py --gemm --json "$OUT/gemm_cublas.json"
+    step chart 30 $D/ferrotile chart "$OUT/ft.json" "$OUT/peers.json" "$OUT/gemm_ft.json" "$OUT/gemm_cublas.json" -o "$OUT/peers.svg" --title "ferrotile and its peers, H200"
+    grep -E "^test |overlap|one-program|ERROR SUMMARY|^(cpu|cuda|wgpu|ptxas|best) " "$L" | head -30
+    grep -E "^(softmax|layer_norm|rms_norm|gemm|attn|quant|w8a8|fp8|roofline|all )" "$L" | tail -60
     ;;
   final)
     # everything that changed in a session, under one machine start: the

@@ -5,7 +5,8 @@
 //!   the fraction of the device's roofline it reaches (memory-bound results
 //!   against the copy bandwidth, the others against the tensor-core peak).
 //! - [`compare_svg`]: JSON lines of `bench` and `benches/peers.py` (any
-//!   number of files), one group of bars per case, one bar per
+//!   number of files), one group of bars per case that two or more
+//!   implementations ran, one bar per
 //!   implementation: its rate relative to the fastest implementation of the
 //!   case, labelled with the rate itself.
 
@@ -170,8 +171,10 @@ pub fn compare_svg(records: &[Value], title: &str) -> Res<String> {
             None => cases.push((case, vec![(imp, rate, unit)])),
         }
     }
+    // (a case with one implementation has nothing to compare)
+    cases.retain(|(_, list)| list.len() > 1);
     if cases.is_empty() {
-        return Err("no result with a kernel and a rate in the input".into());
+        return Err("no case with two implementations or more in the input".into());
     }
     // ferrotile first, then the peers in the order met
     impls.sort_by_key(|i| i != "ferrotile");
@@ -245,5 +248,7 @@ mod tests {
             assert!(svg.contains(want), "{want} missing");
         }
         assert!(compare_svg(&[], "cmp").is_err());
+        // a case only one implementation ran is left out
+        assert!(compare_svg(&recs[..1], "cmp").is_err());
     }
 }

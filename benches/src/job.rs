@@ -6,8 +6,9 @@
 //!
 //! Per result: the first call's time (`cold ms`: compilation and, on CUDA,
 //! the autotuner's first run included), the median of warm calls (`warm
-//! ms`; on GPUs the L2 is flushed before each by a 256 MiB copy, so
-//! memory-bound kernels read DRAM as they would in a model), the achieved
+//! ms`; on GPUs the L2 is evicted before each by reading 256 MiB, so
+//! memory-bound kernels read DRAM as they would in a model; a lone call's
+//! time includes its launch), the achieved
 //! rate, and `% roof`: the time the roofline allows over the time taken.
 //! The roofline ([`Roofs`]) is the measured device copy bandwidth for
 //! bytes and, on CUDA GPUs whose tensor-core rate per SM is known
@@ -19,7 +20,8 @@
 
 use crate::chart;
 use ferrotile::ir::DType;
-use ferrotile::{Buffer, Device, DeviceKind, FloatElement};
+use ferrotile::prelude::*;
+use ferrotile::{DeviceKind, FloatElement};
 use ferrotile_kernels::reference::{self, max_rel_err, Rng};
 use half::{bf16, f16};
 use std::path::PathBuf;
@@ -195,28 +197,43 @@ impl Row {
     }
 }
 
+/// Reads `x` (`B` elements per program) and writes one sum per program:
+/// evicts the L2 by *reading* 256 MiB, so that it holds clean lines only
+/// (a copy would leave up to the L2's size of dirty lines, whose write-back
+/// the next kernel's DRAM traffic would pay for: ~60 MB ≈ 15 µs on an
+/// H200, measured as a fixed cost on every warm call).
+#[ferrotile::kernel]
+fn evict_l2<const B: i32>(x: Ptr<f32>, out: Ptr<f32>) {
+    let offs = program_id(0) * B + arange(0, B);
+    store(out + program_id(0), sum(load(x + offs), 0));
+}
+
+const EVICT_BLOCK: usize = 4096;
+
 /// Times warm calls: the median of `reps` calls, each timed alone on the
-/// device ([`Device::time_ms`]), on GPUs after a copy of 256 MiB that
-/// evicts the operands from the L2.
+/// device ([`Device::time_ms`]), on GPUs after reading 256 MiB that evicts
+/// the operands from the L2 ([`evict_l2`]). A single call's time includes
+/// its launch (a few µs: `bench` times batches of launches instead).
 struct Warm {
     reps: usize,
-    flush: Option<(Buffer<u8>, Buffer<u8>)>,
+    flush: Option<(Buffer<f32>, Buffer<f32>)>,
 }
 
 impl Warm {
     fn new(dev: &Device) -> ferrotile::Result<Warm> {
+        let n = (256 << 20) / 4;
         Ok(match dev.kind() {
             DeviceKind::Cpu => Warm { reps: 1, flush: None },
             DeviceKind::Wgpu => Warm { reps: 3, flush: None },
-            DeviceKind::Cuda => Warm { reps: 10, flush: Some((dev.zeros(256 << 20)?, dev.zeros(256 << 20)?)) },
+            DeviceKind::Cuda => Warm { reps: 10, flush: Some((dev.zeros(n)?, dev.zeros(n / EVICT_BLOCK)?)) },
         })
     }
 
     fn time(&mut self, dev: &Device, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
         let mut ts = vec![];
         for _ in 0..self.reps {
-            if let Some((a, b)) = &mut self.flush {
-                a.copy_to(b)?;
+            if let Some((x, out)) = &mut self.flush {
+                evict_l2::launch(dev, (x.len() / EVICT_BLOCK) as u32, x, out, EVICT_BLOCK as i32)?;
             }
             let mut r = Ok(());
             ts.push(dev.time_ms(|| {

@@ -56,11 +56,18 @@ fn main_job_on_the_interpreter_writes_table_chart_and_json() {
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.len() >= 30, "{} results", lines.len());
     assert!(lines.iter().all(|v| v["ok"] == true && v["ms"].as_f64().unwrap() > 0.0));
-    // the chart of those results
+    // the chart of those results next to a peer's line for one case (as
+    // peers.py writes it); alone, no case has two implementations
     let out_svg = dir.join("c.svg");
     let (code, _, err) = ferrotile(&["chart", json.to_str().unwrap(), "-o", out_svg.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no case with two implementations"), "{err}");
+    let peer = dir.join("peer.json");
+    std::fs::write(&peer, r#"{"impl":"eager","kernel":"softmax","dtype":"f32","rows":64,"cols":1000,"ms":1.0,"gbs":0.5}"#).unwrap();
+    let (code, _, err) = ferrotile(&["chart", json.to_str().unwrap(), peer.to_str().unwrap(), "-o", out_svg.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(std::fs::read_to_string(&out_svg).unwrap().contains("ferrotile:"));
+    let svg = std::fs::read_to_string(&out_svg).unwrap();
+    assert!(svg.contains("softmax f32 64x1000") && svg.contains("eager: 0.5 GB/s") && svg.contains("ferrotile:"), "{svg}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -175,6 +175,18 @@ fn check_vec(op: &str, name: &str, len: usize, cols: usize) -> Result<(), LibErr
 
 /// Layer norm over rows of a row-major `rows × cols` matrix, with weight and
 /// bias of length `cols`. Autotuned on GPUs like [`crate::softmax()`].
+///
+/// ```
+/// use ferrotile::{bf16, Device};
+/// let dev = Device::cpu();
+/// let x = dev.from_slice(&[1.0f32, 2.0, 3.0, 4.0].map(bf16::from_f32))?;
+/// let (w, b) = (dev.from_slice(&[bf16::ONE; 4])?, dev.from_slice(&[bf16::ZERO; 4])?);
+/// let mut y = dev.zeros::<bf16>(4)?;
+/// ferrotile_kernels::layer_norm(&dev, &x, &w, &b, &mut y, 1, 4, 1e-5)?;
+/// // (x − 2.5) / sqrt(1.25)
+/// assert!((y.to_vec()?[0].to_f32() + 1.3416).abs() < 1e-2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm<T: FloatElement>(
     dev: &Device,
@@ -237,6 +249,18 @@ pub fn layer_norm_with<T: FloatElement>(
 
 /// RMSNorm over rows of a row-major `rows × cols` matrix, with weight of
 /// length `cols`. Autotuned on GPUs like [`crate::softmax()`].
+///
+/// ```
+/// use ferrotile::Device;
+/// let dev = Device::cpu();
+/// let x = dev.from_slice(&[3.0f32, 4.0])?;
+/// let w = dev.from_slice(&[1.0f32, 2.0])?;
+/// let mut y = dev.zeros::<f32>(2)?;
+/// ferrotile_kernels::rms_norm(&dev, &x, &w, &mut y, 1, 2, 0.0)?;
+/// let r = (12.5f32).sqrt(); // sqrt(mean(x²))
+/// assert!((y.to_vec()?[1] - 8.0 / r).abs() < 1e-5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());

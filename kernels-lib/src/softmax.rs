@@ -114,6 +114,17 @@ pub fn warps_for(block: usize, elem_bytes: usize) -> u32 {
 /// On a GPU the launch configuration is autotuned on first use per (dtype,
 /// row length bucket) — see [`ferrotile::Autotuner`]; on the CPU it is
 /// [`SoftmaxConfig::for_cols`].
+///
+/// ```
+/// use ferrotile::Device;
+/// let dev = Device::cpu(); // or Device::best()
+/// let x = dev.from_slice(&[1.0f32, 2.0, 3.0, 0.0, 0.0, 0.0])?;
+/// let mut y = dev.zeros::<f32>(6)?;
+/// ferrotile_kernels::softmax(&dev, &x, &mut y, 2, 3)?;
+/// let y = y.to_vec()?;
+/// assert!((y[2] - 0.665_241).abs() < 1e-5 && (y[3] - 1.0 / 3.0).abs() < 1e-6);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), LibError> {
     let h = SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());

@@ -216,6 +216,16 @@ impl Device {
     /// queues (device time without submission gaps), or wall-clock time with
     /// the device drained before and after where the adapter has no
     /// timestamp queries; wall-clock time on the CPU.
+    ///
+    /// ```
+    /// # use ferrotile::Device;
+    /// let dev = Device::best()?;
+    /// let src = dev.zeros::<u8>(1 << 20)?;
+    /// let mut dst = dev.zeros::<u8>(1 << 20)?;
+    /// let ms = dev.time_ms(|| src.copy_to(&mut dst))?;
+    /// assert!(ms >= 0.0);
+    /// # Ok::<(), ferrotile::Error>(())
+    /// ```
     pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f64> {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {
@@ -253,6 +263,22 @@ impl Device {
     /// copying to or from the host, synchronizing, timing, and so the
     /// autotuner's first run for a key — is an error: run the work once
     /// before capturing it. CUDA only: elsewhere an error value.
+    ///
+    /// ```
+    /// # use ferrotile::Device;
+    /// let dev = Device::best()?;
+    /// let x = dev.from_slice(&[1.0f32; 64])?;
+    /// let mut y = dev.zeros::<f32>(64)?;
+    /// match dev.capture(|| x.copy_to(&mut y)) {
+    ///     Ok(graph) => {
+    ///         graph.replay()?; // the copy runs now
+    ///         assert_eq!(y.to_vec()?, vec![1.0; 64]);
+    ///     }
+    ///     // the CPU interpreter and wgpu have no graphs: an error value
+    ///     Err(e) => assert!(dev.kind() != ferrotile::DeviceKind::Cuda, "{e}"),
+    /// }
+    /// # Ok::<(), ferrotile::Error>(())
+    /// ```
     pub fn capture(&self, f: impl FnOnce() -> Result<()>) -> Result<Graph> {
         #[cfg(feature = "cuda")]
         if let Some(c) = &self.cuda {

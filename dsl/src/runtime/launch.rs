@@ -25,6 +25,26 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Grid and options of one launch. Converts from `u32`, `(u32, u32)`,
 /// `(u32, u32, u32)` and `[u32; 3]` (the grid, with default options).
+///
+/// ```
+/// use ferrotile::prelude::*;
+///
+/// #[kernel]
+/// fn scale<const B: i32>(x: Ptr<f32>, a: f32, n: i32) {
+///     let i = program_id(0) * B + arange(0, B);
+///     store(x + i, load(x + i, i < n, 0.0) * a, i < n);
+/// }
+///
+/// let dev = Device::cpu();
+/// let mut x = dev.from_slice(&[1.0f32; 300])?;
+/// // a grid of 3 programs with default options (4 warps, 2 stages) ...
+/// scale::launch(&dev, 3, &mut x, 2.0, 300, 128)?;
+/// // ... or with options: 8 warps, checked (faults become errors)
+/// let cfg = LaunchConfig::new([3, 1, 1]).num_warps(8).checked(true);
+/// scale::launch(&dev, cfg, &mut x, 2.0, 300, 128)?;
+/// assert!(x.to_vec()?.iter().all(|&v| v == 4.0));
+/// # Ok::<(), ferrotile::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
     /// Programs along each axis; a zero anywhere launches nothing.

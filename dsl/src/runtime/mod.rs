@@ -10,9 +10,10 @@
 pub mod autotune;
 mod buffer;
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 mod device;
 mod launch;
+pub mod stream;
 #[cfg(feature = "wgpu")]
 mod webgpu;
 
@@ -24,3 +25,4 @@ pub use launch::{
     checked_by_default, launch, launch_unchecked, run_interpreted, set_specialization_observer, set_unguarded_for_measurement, specialize_cached, Arg,
     LaunchConfig,
 };
+pub use stream::{Event, Stream};

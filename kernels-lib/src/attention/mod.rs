@@ -308,6 +308,26 @@ fn check_problem<T: FloatElement>(
 /// module doc), and the per-row log-sum-exp into `lse` (`[batch, heads_q,
 /// seqlen_q]`, f32) when given. Every size, stride and option is checked
 /// first; errors name the argument.
+///
+/// ```
+/// use ferrotile::{f16, Device};
+/// use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem};
+/// let dev = Device::cpu();
+/// // batch 1, 2 query heads sharing 1 K/V head (MQA), 3 queries, 5 keys, d = 64
+/// let p = AttentionProblem::bhsd(1, 2, 1, 3, 5, 64);
+/// let q = dev.from_slice(&vec![f16::ZERO; 2 * 3 * 64])?; // equal scores everywhere
+/// let k = dev.from_slice(&vec![f16::ONE; 5 * 64])?;
+/// let v = dev.from_slice(&(0..5 * 64).map(|i| f16::from_f32((i / 64) as f32)).collect::<Vec<_>>())?;
+/// let mut out = dev.zeros::<f16>(2 * 3 * 64)?;
+/// attention(&dev, &q, &k, &v, &mut out, None, &p, &AttentionOptions::default())?;
+/// // uniform weights over the 5 keys: the mean of 0..5
+/// assert!(out.to_vec()?.iter().all(|o| (o.to_f32() - 2.0).abs() < 1e-3));
+/// // bottom-right causal: query i sees keys 0..=i + 2
+/// let opts = AttentionOptions { causal: true, ..Default::default() };
+/// attention(&dev, &q, &k, &v, &mut out, None, &p, &opts)?;
+/// assert!((out.to_vec()?[0].to_f32() - 1.0).abs() < 1e-3); // mean of 0, 1, 2
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn attention<T: FloatElement>(
     dev: &Device,

@@ -166,6 +166,22 @@ impl<U: FloatElement> Default for GemmOptions<'_, U> {
 
 /// `C = act(alpha · A·B + bias)` with A: M×K, B: K×N, C: M×N row-major,
 /// each `batch` times. Inputs of dtype `T` (f32, f16, bf16), output `U`.
+///
+/// ```
+/// use ferrotile::{bf16, Device};
+/// use ferrotile_kernels::gemm::{gemm, Activation, GemmOptions};
+/// let dev = Device::cpu();
+/// let (m, n, k) = (2, 3, 4);
+/// let a = dev.from_slice(&vec![bf16::ONE; m * k])?; // all ones
+/// let b = dev.from_slice(&(0..k * n).map(|i| bf16::from_f32(i as f32)).collect::<Vec<_>>())?;
+/// let bias = dev.from_slice(&[-100.0f32, 0.0, 1.0])?;
+/// let mut c = dev.zeros::<f32>(m * n)?; // bf16 in, f32 out
+/// let opts = GemmOptions { bias: Some(&bias), activation: Activation::Relu, ..Default::default() };
+/// gemm(&dev, &a, &b, &mut c, m, n, k, &opts)?;
+/// // column j sums 3j..: j=0: 0+3+6+9 = 18, −100 → ReLU 0; j=1: 22; j=2: 26 + 1
+/// assert_eq!(c.to_vec()?, vec![0.0, 22.0, 27.0, 0.0, 22.0, 27.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn gemm<T: FloatElement, U: FloatElement>(
     dev: &Device,

@@ -151,6 +151,24 @@ pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
 /// `out[m, n] = act(scales ∘ (a · bᵀ) + bias)` (module doc): `a` `[m, k]`
 /// and `b` `[n, k]` contiguous, both `f8e4m3` or both `f8e5m2`; `U` f16 or
 /// bf16.
+///
+/// ```
+/// use ferrotile::{bf16, f8e4m3, Device};
+/// use ferrotile_kernels::quant::{fp8_gemm, Fp8Options, Fp8Scales};
+/// let dev = Device::cpu();
+/// let (m, n, k) = (2, 3, 32);
+/// let a = dev.from_slice(&vec![f8e4m3::from_f32(0.5); m * k])?; // [m, k]
+/// let b = dev.from_slice(&vec![f8e4m3::from_f32(2.0); n * k])?; // [n, k]
+/// let sa = dev.from_slice(&[1.0f32, 2.0])?; // one per row of a
+/// let sb = dev.from_slice(&[1.0f32, 1.0, 0.5])?; // one per row of b
+/// let mut y = dev.zeros::<bf16>(m * n)?;
+/// let opts = Fp8Options { scales: Fp8Scales::Rows { a: &sa, b: &sb }, ..Default::default() };
+/// fp8_gemm(&dev, &a, &b, &mut y, m, n, k, &opts)?;
+/// // each dot is 32 · 0.5 · 2 = 32, then scaled
+/// let y: Vec<f32> = y.to_vec()?.iter().map(|v| v.to_f32()).collect();
+/// assert_eq!(y, vec![32.0, 32.0, 16.0, 64.0, 64.0, 32.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     dev: &Device,

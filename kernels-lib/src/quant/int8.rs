@@ -339,6 +339,24 @@ impl<U: FloatElement> Default for W8A8Options<'_, U> {
 /// `out[m, n] = act(xs ⊗ w.scales ∘ (xq · w.qᵀ) + bias)` (module doc):
 /// `xq` `[m, k]` int8 and `xs` `[m]` as [`quantize_rows`] makes them, `U`
 /// f16 or bf16.
+///
+/// ```
+/// use ferrotile::{bf16, Device};
+/// use ferrotile_kernels::quant::{quantize_int8, quantize_rows, w8a8_gemm, Int8Weights, W8A8Options};
+/// let dev = Device::cpu();
+/// let (m, n, k) = (2, 4, 32);
+/// let w: Vec<f32> = (0..k * n).map(|i| ((i % 5) as f32 - 2.0) * 0.1).collect(); // [k, n]
+/// let wq = Int8Weights::upload(&dev, &quantize_int8(&w, k, n)?)?; // per-channel int8
+/// let x = dev.from_slice(&vec![bf16::from_f32(0.5); m * k])?;
+/// // per-token int8 activations, then the int8 GEMM with both scales applied
+/// let (mut xq, mut xs) = (dev.zeros::<i8>(m * k)?, dev.zeros::<f32>(m)?);
+/// quantize_rows(&dev, &x, m, k, 0, &mut xq, &mut xs)?;
+/// let mut y = dev.zeros::<bf16>(m * n)?;
+/// w8a8_gemm(&dev, &xq, &xs, &wq, &mut y, m, &W8A8Options::default())?;
+/// let want: f32 = (0..k).map(|r| 0.5 * w[r * n + 1]).sum();
+/// assert!((y.to_vec()?[1].to_f32() - want).abs() < 0.02 * want.abs().max(0.1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn w8a8_gemm<U: FloatElement>(
     dev: &Device,
     xq: &Buffer<i8>,

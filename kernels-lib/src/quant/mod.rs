@@ -514,6 +514,25 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
 
 /// `out[m, n] = x[m, k] · dequant(w)` (module doc). `x` and `out` are
 /// row-major with the strides of `opts`; `T` is f16 or bf16.
+///
+/// ```
+/// use ferrotile::{f16, Device};
+/// use ferrotile_kernels::quant::{quantize, wq_gemm, QuantFormat, QuantOptions, QuantWeights};
+/// let dev = Device::cpu();
+/// let (m, n, k) = (1, 8, 64);
+/// let w: Vec<f32> = (0..k * n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0).collect(); // [k, n]
+/// // W4A16, groups of 32 rows, zero points
+/// let packed = quantize::<f16>(&w, k, n, QuantFormat { bits: 4, group: 32, zeros: true })?;
+/// let wq = QuantWeights::upload(&dev, &packed)?;
+/// let x = dev.from_slice(&vec![f16::ONE; m * k])?;
+/// let mut y = dev.zeros::<f16>(m * n)?;
+/// wq_gemm(&dev, &x, &wq, &mut y, m, &QuantOptions::default())?;
+/// // against the product with the dequantized weights (what the kernel computes)
+/// let dq = packed.dequantize(); // [k, n], f64
+/// let want: f64 = (0..k).map(|r| dq[r * n]).sum();
+/// assert!((y.to_vec()?[0].to_f64() - want).abs() < 0.05);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn wq_gemm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out: &mut Buffer<T>, m: usize, opts: &QuantOptions) -> Result<(), LibError> {
     use ferrotile::ir::DType;
     if !matches!(T::DTYPE, DType::F16 | DType::BF16) {

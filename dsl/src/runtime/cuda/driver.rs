@@ -50,6 +50,73 @@ pub struct CudaDevice {
     pub num_sms: u32,
     /// The SMs' maximum clock, kHz (0 where the driver does not say).
     pub clock_khz: u32,
+    /// Every stream made or wrapped for this device ([`Self::new_stream`],
+    /// [`Self::wrap_stream`]) that is still alive: what "all work on the
+    /// device" means for reading buffers back, freeing them and
+    /// `synchronize`.
+    streams: std::sync::Mutex<Vec<std::sync::Weak<StreamInner>>>,
+}
+
+/// A CUDA stream of the runtime's: its own (destroyed on drop, after its
+/// work) or a caller's (`owned: false`, kept alive by `keep` when the caller
+/// handed over a handle that owns it, e.g. cudarc's `Arc<CudaStream>`).
+pub struct StreamInner {
+    pub raw: sys::CUstream,
+    owned: bool,
+    dev: Arc<CudaDevice>,
+    _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+// SAFETY: stream handles are usable from any thread of the process (the
+// driver API is thread-safe; each use binds the context first).
+unsafe impl Send for StreamInner {}
+unsafe impl Sync for StreamInner {}
+
+impl std::fmt::Debug for StreamInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stream({:p}, {})", self.raw, if self.owned { "own" } else { "the caller's" })
+    }
+}
+
+impl StreamInner {
+    pub fn synchronize(&self) -> CuResult<()> {
+        self.dev.not_capturing("synchronize")?;
+        self.dev.bind()?;
+        unsafe { sys::cuStreamSynchronize(self.raw) }.result().map_err(drv)
+    }
+    /// An event recorded on this stream now.
+    pub fn record(&self) -> CuResult<Event> {
+        self.dev.bind()?;
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
+        let ev = Event { e, stream: self.raw };
+        ev.record()?;
+        Ok(ev)
+    }
+    /// Work queued on this stream from now on waits for `e`.
+    pub fn wait(&self, e: &Event) -> CuResult<()> {
+        self.dev.bind()?;
+        unsafe { sys::cuStreamWaitEvent(self.raw, e.e, 0) }.result().map_err(drv)
+    }
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if self.owned && self.dev.bind().is_ok() {
+            unsafe {
+                let _ = sys::cuStreamSynchronize(self.raw);
+                let _ = sys::cuStreamDestroy_v2(self.raw);
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The streams the calling thread's work goes to, innermost scope last
+    /// ([`CudaDevice::scoped`]).
+    static CURRENT: std::cell::RefCell<Vec<Arc<StreamInner>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 // SAFETY: the context handle is process-wide and every use first makes it
@@ -120,6 +187,7 @@ impl CudaDevice {
             max_smem_optin: smem,
             num_sms: sms,
             clock_khz: clock,
+            streams: std::sync::Mutex::new(vec![]),
         }))
     }
 
@@ -140,9 +208,72 @@ impl CudaDevice {
     }
 
     /// The stream the calling thread's work goes to: its capture stream
-    /// while it captures, the device's stream otherwise.
+    /// while it captures, else the innermost stream scope of the thread for
+    /// this device ([`Self::scoped`]), else the device's stream.
     fn stream(&self) -> sys::CUstream {
-        self.own_capture(|c| c.stream).unwrap_or(self.stream)
+        if let Some(s) = self.own_capture(|c| c.stream) {
+            return s;
+        }
+        CURRENT.with(|c| c.borrow().iter().rev().find(|s| std::ptr::eq(Arc::as_ptr(&s.dev), self)).map(|s| s.raw)).unwrap_or(self.stream)
+    }
+
+    /// A new stream of the runtime's own. Blocking with respect to the
+    /// legacy stream, as the device's stream is: the synchronous host
+    /// copies order themselves with its work.
+    pub fn new_stream(self: &Arc<Self>) -> CuResult<Arc<StreamInner>> {
+        self.bind()?;
+        let mut raw = std::ptr::null_mut();
+        unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_DEFAULT as u32) }.result().map_err(drv)?;
+        Ok(self.register(StreamInner { raw, owned: true, dev: self.clone(), _keep: None }))
+    }
+
+    /// A caller's stream (`raw`, of this device's context), never destroyed
+    /// by the runtime; `keep` is held as long as the stream is (the owner
+    /// of the handle, when the caller has one).
+    ///
+    /// # Safety
+    /// `raw` is a live stream of this device's primary context and stays
+    /// alive as long as the returned stream, unless `keep` keeps it alive.
+    pub unsafe fn wrap_stream(self: &Arc<Self>, raw: sys::CUstream, keep: Option<Box<dyn std::any::Any + Send + Sync>>) -> CuResult<Arc<StreamInner>> {
+        self.bind()?;
+        // the stream must belong to our context (the primary one)
+        let mut ctx = std::ptr::null_mut();
+        unsafe { sys::cuStreamGetCtx(raw, &mut ctx) }.result().map_err(drv)?;
+        if ctx != self.ctx {
+            return Err(format!("the stream belongs to another CUDA context than device {}'s primary context", self.ordinal));
+        }
+        Ok(self.register(StreamInner { raw, owned: false, dev: self.clone(), _keep: keep }))
+    }
+
+    fn register(&self, s: StreamInner) -> Arc<StreamInner> {
+        let s = Arc::new(s);
+        let mut list = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&s));
+        s
+    }
+
+    /// Runs `f` with `s` as the calling thread's stream for this device.
+    pub fn scoped<R>(s: &Arc<StreamInner>, f: impl FnOnce() -> R) -> R {
+        struct Pop;
+        impl Drop for Pop {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.borrow_mut().pop());
+            }
+        }
+        CURRENT.with(|c| c.borrow_mut().push(s.clone()));
+        let _pop = Pop;
+        f()
+    }
+
+    /// The raw handle of the stream the calling thread's work goes to now.
+    pub fn current_stream(&self) -> sys::CUstream {
+        self.stream()
+    }
+
+    /// The raw primary context.
+    pub fn raw_context(&self) -> sys::CUcontext {
+        self.ctx
     }
 
     /// An error if a capture is open (for operations that synchronize).
@@ -236,9 +367,16 @@ impl CudaDevice {
         self.wait_stream()
     }
 
-    /// Wait for the device's stream (the context bound by the caller).
+    /// Wait for the device's stream and every live stream made or wrapped
+    /// for it (the context bound by the caller): all work that may touch
+    /// a buffer of this device.
     fn wait_stream(&self) -> CuResult<()> {
-        unsafe { sys::cuStreamSynchronize(self.stream) }.result().map_err(drv)
+        unsafe { sys::cuStreamSynchronize(self.stream) }.result().map_err(drv)?;
+        let live: Vec<Arc<StreamInner>> = self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(|w| w.upgrade()).collect();
+        for s in live {
+            unsafe { sys::cuStreamSynchronize(s.raw) }.result().map_err(drv)?;
+        }
+        Ok(())
     }
 
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> CuResult<DevMem> {
@@ -247,7 +385,7 @@ impl CudaDevice {
         let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(drv)?;
         // zero-fill so that fresh buffers read as zeros, as on the CPU
         unsafe { result::memset_d8_sync(ptr, 0, bytes.max(1)) }.map_err(drv)?;
-        Ok(DevMem { ptr, bytes, dev: self.clone() })
+        Ok(DevMem { ptr, bytes, dev: self.clone(), owner: Owner::Runtime })
     }
 
     pub fn load(&self, ptx: &str, entry: &str) -> CuResult<Loaded> {
@@ -340,7 +478,7 @@ impl CudaDevice {
         self.not_capturing("timing")?;
         self.bind()?;
         let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(drv)?;
-        Ok(Event { e, stream: self.stream })
+        Ok(Event { e, stream: self.stream() })
     }
 }
 
@@ -370,11 +508,11 @@ impl std::fmt::Debug for Graph {
 }
 
 impl Graph {
-    /// Queue the graph's work on the device's stream.
+    /// Queue the graph's work on the calling thread's stream.
     pub fn launch(&self) -> CuResult<()> {
         self.dev.not_capturing("replaying a graph")?;
         self.dev.bind()?;
-        unsafe { sys::cuGraphLaunch(self.exec, self.dev.stream) }.result().map_err(drv)
+        unsafe { sys::cuGraphLaunch(self.exec, self.dev.stream()) }.result().map_err(drv)
     }
 }
 
@@ -416,11 +554,24 @@ impl Drop for Loaded {
     }
 }
 
-/// Device memory; freed (after the device is idle) on drop.
+/// Device memory; freed (after the device's streams are done with it) on
+/// drop when the runtime owns it.
 pub struct DevMem {
     pub ptr: u64,
     pub bytes: usize,
     dev: Arc<CudaDevice>,
+    owner: Owner,
+}
+
+/// Who frees a [`DevMem`].
+pub enum Owner {
+    /// The runtime (`cuMemAlloc`; `cuMemFree` on drop).
+    Runtime,
+    /// The caller, who keeps it alive longer than the buffer (raw pointers).
+    Caller,
+    /// This value, dropped after the device's streams are done (a
+    /// cudarc `CudaSlice` handed over, which frees itself).
+    Handle(Box<dyn std::any::Any + Send + Sync>),
 }
 
 impl std::fmt::Debug for DevMem {
@@ -430,6 +581,29 @@ impl std::fmt::Debug for DevMem {
 }
 
 impl DevMem {
+    /// Memory the runtime did not allocate, `bytes` long at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + bytes` is device memory of `dev`'s context, alive until
+    /// the `DevMem` drops (`Owner::Caller`) or as long as `owner` is.
+    pub unsafe fn foreign(dev: &Arc<CudaDevice>, ptr: u64, bytes: usize, owner: Owner) -> DevMem {
+        DevMem { ptr, bytes, dev: dev.clone(), owner }
+    }
+    /// Gives up the memory without freeing it: the handle it came with,
+    /// if any (the caller takes over).
+    pub fn release(mut self) -> Option<Box<dyn std::any::Any + Send + Sync>> {
+        if self.dev.bind().is_ok() {
+            let _ = self.dev.wait_stream();
+        }
+        match std::mem::replace(&mut self.owner, Owner::Caller) {
+            Owner::Handle(h) => Some(h),
+            _ => None,
+        }
+    }
+    /// Whether a handed-over owner ([`Owner::Handle`]) holds the memory.
+    pub fn is_handle(&self) -> bool {
+        matches!(self.owner, Owner::Handle(_))
+    }
     pub fn device(&self) -> &Arc<CudaDevice> {
         &self.dev
     }
@@ -442,6 +616,9 @@ impl DevMem {
         if src.is_empty() {
             return Ok(());
         }
+        // (after every stream's queued work: a caller's non-blocking stream
+        // does not order itself with this synchronous copy)
+        self.dev.wait_stream()?;
         unsafe { result::memcpy_htod_sync(self.ptr, src) }.map_err(drv)
     }
     /// Device-to-device copy of all of `src` (same size), queued on the stream.
@@ -466,12 +643,18 @@ impl DevMem {
 
 impl Drop for DevMem {
     fn drop(&mut self) {
+        if matches!(self.owner, Owner::Caller) {
+            return;
+        }
         if self.dev.bind().is_ok() {
             let _ = self.dev.wait_stream();
-            unsafe {
-                let _ = result::free_sync(self.ptr);
+            if matches!(self.owner, Owner::Runtime) {
+                unsafe {
+                    let _ = result::free_sync(self.ptr);
+                }
             }
         }
+        // (a handle drops after the wait, and frees what it owns)
     }
 }
 
@@ -481,10 +664,37 @@ pub struct Event {
 }
 
 unsafe impl Send for Event {}
+unsafe impl Sync for Event {}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Event({:p})", self.e)
+    }
+}
 
 impl Event {
     pub fn record(&self) -> CuResult<()> {
         unsafe { result::event::record(self.e, self.stream) }.map_err(drv)
+    }
+    /// Wait on the host until the work before the event is done.
+    pub fn synchronize(&self) -> CuResult<()> {
+        unsafe { result::event::synchronize(self.e) }.map_err(drv)
+    }
+    /// Whether the work before the event is done (never waits).
+    pub fn query(&self) -> CuResult<bool> {
+        match unsafe { sys::cuEventQuery(self.e) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(format!("{e:?}")),
+        }
+    }
+    /// The calling thread's current stream waits for this event.
+    pub fn wait_on_current(&self, dev: &CudaDevice) -> CuResult<()> {
+        dev.bind()?;
+        unsafe { sys::cuStreamWaitEvent(dev.stream(), self.e, 0) }.result().map_err(drv)
+    }
+    pub fn raw(&self) -> sys::CUevent {
+        self.e
     }
     /// Milliseconds from `self` to `end` (waits for `end`).
     pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {
