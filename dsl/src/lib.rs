@@ -44,7 +44,7 @@ pub use element::{bf16, f16, f8e4m3, f8e5m2, Element, FloatElement};
 pub use error::{Error, Result};
 pub use ferrotile_ir as ir;
 pub use ferrotile_macros::kernel;
-pub use runtime::{Autotuner, Buffer, Device, DeviceKind, Event, Graph, LaunchConfig, Stream, TuneConfig};
+pub use runtime::{Autotuner, Buffer, Device, DeviceKind, Event, Graph, LaunchConfig, PinnedBuffer, Stream, TuneConfig};
 
 /// Marker for pointer arguments in kernel signatures: `x: Ptr<f32>`.
 /// Only meaningful inside `#[kernel]` functions; the launcher takes a

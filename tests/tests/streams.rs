@@ -213,3 +213,35 @@ fn cudarc_slices_and_streams_pass_without_copies() {
     // SAFETY: refused before use (misaligned)
     assert!(unsafe { ferrotile::Buffer::<f32>::from_raw_cuda(&dev, addr + 2, 4) }.is_err());
 }
+
+#[test]
+fn pinned_buffers_copy_asynchronously_and_safely_on_every_device() {
+    for dev in devices() {
+        let n = 1 << 20;
+        let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+        let s = dev.new_stream().unwrap();
+        let mut p = dev.pinned_from_slice(&host).unwrap();
+        let mut x = dev.zeros::<f32>(n).unwrap();
+        let mut y = dev.zeros::<f32>(n).unwrap();
+        s.scope(|| x.upload(&p)).unwrap();
+        // overwriting the source waits for the queued upload: x keeps `host`
+        p.copy_from_slice(&vec![-1.0; n]).unwrap();
+        s.scope(|| add_one::launch(&dev, n.div_ceil(256) as u32, &x, &mut y, n as i32)).unwrap();
+        let mut back = dev.pinned::<f32>(n).unwrap();
+        s.scope(|| y.download(&mut back)).unwrap();
+        let got = back.to_vec().unwrap(); // waits for the download
+        assert!(got.iter().zip(&host).all(|(g, h)| *g == h + 1.0), "{}", dev.name());
+        assert!(p.to_vec().unwrap().iter().all(|&v| v == -1.0));
+        // lengths and devices are checked
+        assert!(x.upload(&dev.pinned::<f32>(3).unwrap()).is_err());
+        if dev.kind() != ferrotile::DeviceKind::Cpu {
+            assert!(x.upload(&Device::cpu().pinned::<f32>(n).unwrap()).is_err());
+        }
+        // a pinned buffer dropped with a copy in flight waits for it
+        let q = dev.pinned_from_slice(&host).unwrap();
+        s.scope(|| x.upload(&q)).unwrap();
+        drop(q);
+        assert_eq!(x.to_vec().unwrap()[999], 999.0);
+        println!("{}: pinned copies ok", dev.name());
+    }
+}

@@ -13,6 +13,7 @@ mod buffer;
 pub(crate) mod cuda;
 mod device;
 mod launch;
+pub mod pinned;
 pub mod stream;
 #[cfg(feature = "wgpu")]
 mod webgpu;
@@ -25,4 +26,5 @@ pub use launch::{
     checked_by_default, launch, launch_unchecked, run_interpreted, set_specialization_observer, set_unguarded_for_measurement, specialize_cached, Arg,
     LaunchConfig,
 };
+pub use pinned::PinnedBuffer;
 pub use stream::{Event, Stream};

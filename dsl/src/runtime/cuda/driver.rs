@@ -658,6 +658,115 @@ impl Drop for DevMem {
     }
 }
 
+/// Page-locked host memory (`cuMemHostAlloc`): what asynchronous copies
+/// read from and write to. Every copy queued on it leaves an event in
+/// `pending`; the host touches the bytes, and frees them, only after those.
+pub struct PinnedMem {
+    ptr: *mut u8,
+    pub bytes: usize,
+    dev: Arc<CudaDevice>,
+    pending: std::sync::Mutex<Vec<Event>>,
+}
+
+// SAFETY: the allocation is process-wide host memory; access to its bytes
+// goes through `with`/`with_mut`, after the pending copies, under `&`/`&mut`.
+unsafe impl Send for PinnedMem {}
+unsafe impl Sync for PinnedMem {}
+
+impl PinnedMem {
+    pub fn new(dev: &Arc<CudaDevice>, bytes: usize) -> CuResult<PinnedMem> {
+        dev.not_capturing("a pinned allocation")?;
+        dev.bind()?;
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(drv)? as *mut u8;
+        // zero-filled, as device buffers are
+        unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(1)) };
+        Ok(PinnedMem { ptr, bytes, dev: dev.clone(), pending: std::sync::Mutex::new(vec![]) })
+    }
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+    /// Waits for every copy queued on this memory.
+    pub fn wait(&self) -> CuResult<()> {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if p.is_empty() {
+            return Ok(());
+        }
+        self.dev.bind()?;
+        for e in p.iter() {
+            e.synchronize()?;
+        }
+        p.clear();
+        Ok(())
+    }
+    /// The bytes, after the pending copies.
+    pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> CuResult<R> {
+        self.wait()?;
+        // SAFETY: no copy is in flight (waited for), and a new one needs
+        // `&mut self` (download) or is a read (upload), which `&self` allows.
+        Ok(f(unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }))
+    }
+    /// The bytes, writable, after the pending copies.
+    pub fn with_mut<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> CuResult<R> {
+        self.wait()?;
+        // SAFETY: `&mut self`: no other access; no copy in flight.
+        Ok(f(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }))
+    }
+    fn note(&self, stream: sys::CUstream) -> CuResult<()> {
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(drv)?;
+        let ev = Event { e, stream };
+        ev.record()?;
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        // (drop the events already passed)
+        p.retain(|e| !e.query().unwrap_or(false));
+        p.push(ev);
+        Ok(())
+    }
+}
+
+impl Drop for PinnedMem {
+    fn drop(&mut self) {
+        if self.wait().is_ok() {
+            unsafe {
+                let _ = result::free_host(self.ptr as *mut c_void);
+            }
+        }
+        // (a failed wait leaks the memory rather than free it under a copy)
+    }
+}
+
+impl DevMem {
+    /// Queues a copy of `src` (same size) into this memory on the calling
+    /// thread's stream; the host does not wait.
+    pub fn upload(&self, src: &PinnedMem) -> CuResult<()> {
+        self.dev.not_capturing("an asynchronous copy")?;
+        if src.bytes != self.bytes {
+            return Err(format!("copy of {} bytes into {}", src.bytes, self.bytes));
+        }
+        self.dev.bind()?;
+        let stream = self.dev.stream();
+        if self.bytes > 0 {
+            unsafe { sys::cuMemcpyHtoDAsync_v2(self.ptr, src.ptr as *const c_void, self.bytes, stream) }.result().map_err(drv)?;
+        }
+        src.note(stream)
+    }
+    /// Queues a copy of this memory into `dst` (same size) on the calling
+    /// thread's stream; the host does not wait.
+    pub fn download(&self, dst: &mut PinnedMem) -> CuResult<()> {
+        self.dev.not_capturing("an asynchronous copy")?;
+        if dst.bytes != self.bytes {
+            return Err(format!("copy of {} bytes into {}", self.bytes, dst.bytes));
+        }
+        // (no earlier copy may still read what this one overwrites)
+        dst.wait()?;
+        self.dev.bind()?;
+        let stream = self.dev.stream();
+        if self.bytes > 0 {
+            unsafe { sys::cuMemcpyDtoHAsync_v2(dst.ptr as *mut c_void, self.ptr, self.bytes, stream) }.result().map_err(drv)?;
+        }
+        dst.note(stream)
+    }
+}
+
 pub struct Event {
     e: sys::CUevent,
     stream: sys::CUstream,
