@@ -94,8 +94,9 @@ impl<T: Element> Buffer<T> {
     }
 
     /// `len` elements of device memory at `ptr`, as a buffer of `dev`; the
-    /// caller keeps the memory alive and frees it. An error on a device that
-    /// is not CUDA or for a misaligned address.
+    /// caller owns the memory and may free it once the buffer is dropped
+    /// (the drop waits for ferrotile's work queued on it). An error on a
+    /// device that is not CUDA or for a misaligned address.
     ///
     /// # Safety
     /// `ptr .. ptr + len·size_of::<T>()` is memory of `dev`'s context
@@ -137,7 +138,8 @@ impl<T: Element + DeviceRepr> Buffer<T> {
 
     /// Gives a buffer made by [`Buffer::from_cudarc`] back as its slice,
     /// after ferrotile's work on it is done. An error for other buffers
-    /// (use [`Buffer::as_cudarc`]) and while a graph still holds the buffer.
+    /// (use [`Buffer::as_cudarc`]) and while a graph still holds the buffer
+    /// (the buffer is consumed either way).
     pub fn into_cudarc(self) -> Result<CudaSlice<T>> {
         let Storage::Cuda(m) = self.mem else {
             return Err(Error::Buffer("Buffer::into_cudarc: not a CUDA buffer".into()));

@@ -40,8 +40,9 @@ pub struct WgslOptions {
     /// `unpack2x16float` (exact) instead of integer code, which needs naga's
     /// `SHADER_FLOAT16_IN_FLOAT32` capability. Rounding to f16 always stays
     /// in software (WGSL leaves the rounding of f32→f16 conversions
-    /// unspecified), so no `enable f16;` is emitted (naga 27 cannot bitcast
-    /// u32 → `vec2<f16>` anyway) and results are identical either way.
+    /// unspecified), so no `enable f16;` is emitted (naga 27, when this was
+    /// written, could not bitcast u32 → `vec2<f16>` either) and results are
+    /// identical either way.
     pub shader_f16: bool,
     /// Bytes of `var<workgroup>` storage the device allows
     /// (`maxComputeWorkgroupStorageSize`; WebGPU's default is 16384, lavapipe

@@ -567,7 +567,8 @@ pub struct DevMem {
 pub enum Owner {
     /// The runtime (`cuMemAlloc`; `cuMemFree` on drop).
     Runtime,
-    /// The caller, who keeps it alive longer than the buffer (raw pointers).
+    /// The caller, who keeps it alive until the buffer is dropped (the
+    /// drop waits for the work queued on it; raw pointers).
     Caller,
     /// This value, dropped after the device's streams are done (a
     /// cudarc `CudaSlice` handed over, which frees itself).
@@ -643,9 +644,8 @@ impl DevMem {
 
 impl Drop for DevMem {
     fn drop(&mut self) {
-        if matches!(self.owner, Owner::Caller) {
-            return;
-        }
+        // (the caller's memory too: once the buffer is gone, the caller may
+        // free it, so no queued work may still use it)
         if self.dev.bind().is_ok() {
             let _ = self.dev.wait_stream();
             if matches!(self.owner, Owner::Runtime) {

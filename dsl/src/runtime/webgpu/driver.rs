@@ -48,8 +48,9 @@ pub struct WgpuDevice {
     pub base_options: WgslOptions,
     /// An error raised outside an error scope, or the device-lost reason.
     pending: Arc<Mutex<Option<String>>>,
-    /// Error scopes are a per-device stack in wgpu 27: calls from several
-    /// threads take turns so that each error reaches the call that caused it.
+    /// Error scopes are a per-device stack (wgpu 30's scope guards pop in
+    /// order): calls from several threads take turns so that each error
+    /// reaches the call that caused it.
     scope_lock: Mutex<()>,
     /// TIMESTAMP_QUERY (dispatches) and TIMESTAMP_QUERY_INSIDE_ENCODERS
     /// (copies) were granted.
@@ -90,11 +91,11 @@ impl WgpuDevice {
     }
 
     fn open_inner() -> WgResult<Arc<WgpuDevice>> {
-        let instance = wgpu::Instance::new(&wgpu::InstanceDescriptor::from_env_or_default());
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = match std::env::var("WGPU_ADAPTER_NAME") {
             Ok(want) if !want.is_empty() => {
                 let want = want.to_lowercase();
-                let all = instance.enumerate_adapters(wgpu::Backends::all());
+                let all = block_on(instance.enumerate_adapters(wgpu::Backends::all()));
                 let names: Vec<String> = all.iter().map(|a| a.get_info().name).collect();
                 all.into_iter()
                     .find(|a| a.get_info().name.to_lowercase().contains(&want))
@@ -104,6 +105,9 @@ impl WgpuDevice {
                 power_preference: wgpu::PowerPreference::from_env().unwrap_or(wgpu::PowerPreference::HighPerformance),
                 force_fallback_adapter: false,
                 compatible_surface: None,
+                // (the adapter's own limits, not rounded down to a bucket:
+                // kernels size their workgroup storage by them)
+                apply_limit_buckets: false,
             }))
             .map_err(|e| format!("no wgpu adapter: {e}"))?,
         };
@@ -113,9 +117,8 @@ impl WgpuDevice {
         // Subgroup shuffles only where subgroups hold at least a warp of
         // consecutive invocations (the emitter's assumption);
         // FERROTILE_WGPU_SUBGROUPS=0 turns them off.
-        let subgroups = features.contains(wgpu::Features::SUBGROUP)
-            && limits.min_subgroup_size >= 32
-            && std::env::var("FERROTILE_WGPU_SUBGROUPS").map_or(true, |v| v != "0");
+        let subgroups =
+            features.contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size >= 32 && std::env::var("FERROTILE_WGPU_SUBGROUPS").map_or(true, |v| v != "0");
         let mut required_features = wgpu::Features::empty();
         if subgroups {
             required_features |= wgpu::Features::SUBGROUP;
@@ -195,13 +198,14 @@ impl WgpuDevice {
     fn scoped<T>(&self, f: impl FnOnce() -> T) -> WgResult<T> {
         let _turn = self.scope_lock.lock().unwrap_or_else(|x| x.into_inner());
         self.take_pending()?;
-        self.device.push_error_scope(wgpu::ErrorFilter::Internal);
-        self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let r = f();
         let mut errs = vec![];
-        for _ in 0..3 {
-            if let Some(e) = block_on(self.device.pop_error_scope()) {
+        // (innermost first: scopes pop as a stack)
+        for scope in [validation, oom, internal] {
+            if let Some(e) = block_on(scope.pop()) {
                 errs.push(e.to_string());
             }
         }
@@ -252,7 +256,7 @@ impl WgpuDevice {
         for (i, r) in rx.iter() {
             r.map_err(|e| format!("wgpu map_async (timestamps): {e}"))?;
             let b = &t.reads[i];
-            let v = b.slice(..).get_mapped_range();
+            let v = b.slice(..).get_mapped_range().map_err(|e| format!("wgpu get_mapped_range (timestamps): {e}"))?;
             let begin = u64::from_le_bytes(v[0..8].try_into().unwrap());
             let end = u64::from_le_bytes(v[8..16].try_into().unwrap());
             ticks += end.saturating_sub(begin);
@@ -301,7 +305,7 @@ impl WgpuDevice {
     /// so that a shader declaring it `array<vec4<T>>` sees every element.
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> WgResult<WgpuMem> {
         let padded = bytes.div_ceil(16).max(1) * 16;
-        if padded as u64 > self.limits.max_buffer_size || padded as u64 > self.limits.max_storage_buffer_binding_size as u64 {
+        if padded as u64 > self.limits.max_buffer_size || padded as u64 > self.limits.max_storage_buffer_binding_size {
             return Err(format!(
                 "a buffer of {bytes} bytes exceeds the adapter's limits (max_buffer_size {}, max_storage_buffer_binding_size {})",
                 self.limits.max_buffer_size, self.limits.max_storage_buffer_binding_size
@@ -353,7 +357,7 @@ impl WgpuDevice {
                 .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&k.entry), source: wgpu::ShaderSource::Wgsl(k.text.as_str().into()) });
             let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
             let pl =
-                self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: None, bind_group_layouts: &[&layout], push_constant_ranges: &[] });
+                self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: None, bind_group_layouts: &[Some(&layout)], immediate_size: 0 });
             let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(&k.entry),
                 layout: Some(&pl),
@@ -376,7 +380,7 @@ impl WgpuDevice {
             return Err(format!("grid {grid:?} exceeds the adapter's {maxd} workgroups per dimension"));
         }
         self.scoped(|| {
-            let ubuf = (p.uniform_size > 0).then(|| {
+            let ubuf = if p.uniform_size > 0 {
                 let mut data = uniform.to_vec();
                 data.resize(p.uniform_size as usize, 0);
                 let b = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -385,10 +389,12 @@ impl WgpuDevice {
                     usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: true,
                 });
-                b.slice(..).get_mapped_range_mut().copy_from_slice(&data);
+                b.slice(..).get_mapped_range_mut().map_err(|e| format!("wgpu get_mapped_range_mut: {e}"))?.copy_from_slice(&data);
                 b.unmap();
-                b
-            });
+                Some(b)
+            } else {
+                None
+            };
             let mut entries = vec![];
             for b in &p.bindings {
                 let resource = match &b.kind {
@@ -484,7 +490,7 @@ impl WgpuMem {
         });
         d.synchronize()?;
         rx.recv().map_err(|_| "wgpu map callback dropped".to_string())?.map_err(|e| format!("wgpu map_async: {e}"))?;
-        let out = staging.slice(..).get_mapped_range()[..self.bytes].to_vec();
+        let out = staging.slice(..).get_mapped_range().map_err(|e| format!("wgpu get_mapped_range: {e}"))?[..self.bytes].to_vec();
         staging.unmap();
         Ok(out)
     }
