@@ -14,8 +14,11 @@ mod sealed {
 /// `i8`, `u8`, `bool` (sealed: the runtime trusts `DTYPE` and the byte
 /// conversions).
 pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static + std::fmt::Debug + PartialEq {
+    /// The IR dtype of this type (`f32` → `DType::F32`, ...).
     const DTYPE: DType;
+    /// The values' bytes, little-endian, as buffers hold them.
     fn to_le_bytes_vec(v: &[Self]) -> Vec<u8>;
+    /// Values from little-endian bytes (a whole number of elements).
     fn from_le_bytes_slice(b: &[u8]) -> Vec<Self>;
     /// The value as a scalar argument.
     fn to_scalar(self) -> Scalar;
@@ -23,7 +26,9 @@ pub trait Element: sealed::Sealed + Copy + Send + Sync + 'static + std::fmt::Deb
 
 /// The element types a dtype-generic kernel (`<T: Float>`) accepts.
 pub trait FloatElement: Element {
+    /// The nearest value of this type (round to nearest even).
     fn from_f64(v: f64) -> Self;
+    /// The value, exactly (every f32/f16/bf16/fp8 value is an f64).
     fn to_f64(self) -> f64;
 }
 
@@ -74,9 +79,12 @@ macro_rules! fp8 {
         pub struct $t(pub u8);
 
         impl $t {
+            /// The nearest value, ties to even; out of range saturates to
+            /// the largest finite value; NaN stays NaN.
             pub fn from_f32(v: f32) -> Self {
                 $t(ferrotile_ir::numeric::fp8_encode(v, $f))
             }
+            /// The value as f32 (exact).
             pub fn to_f32(self) -> f32 {
                 ferrotile_ir::numeric::fp8_decode(self.0, $f)
             }
@@ -162,11 +170,14 @@ impl FloatElement for bf16 {
 /// every integer dtype) and dtype.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scalar {
+    /// A floating-point value and its dtype.
     F(f64, DType),
+    /// An integer (or bool) value and its dtype.
     I(i64, DType),
 }
 
 impl Scalar {
+    /// The scalar's dtype.
     pub fn dtype(&self) -> DType {
         match self {
             Scalar::F(_, d) | Scalar::I(_, d) => *d,

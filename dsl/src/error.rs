@@ -13,17 +13,42 @@ pub enum Error {
     Specialize(#[from] SpecializeError),
     /// Arguments do not match the kernel's declaration.
     #[error("launching kernel `{kernel}`: {msg}")]
-    Launch { kernel: String, msg: String },
+    Launch {
+        /// The kernel's name.
+        kernel: String,
+        /// What does not match.
+        msg: String,
+    },
     /// The CPU interpreter met something invalid while running (an
     /// out-of-bounds access of an unguarded launch, ...), at a source
     /// location. Guarded launches report faults as [`Error::Fault`].
     #[error("kernel `{kernel}` ({file}:{line}) in program {program:?}: {msg}")]
-    Runtime { kernel: String, file: String, line: u32, program: [u32; 3], msg: String },
+    Runtime {
+        /// The kernel's name.
+        kernel: String,
+        /// The source file of the kernel.
+        file: String,
+        /// The source line of the operation.
+        line: u32,
+        /// The program (`program_id` along x, y, z) that met it.
+        program: [u32; 3],
+        /// What happened.
+        msg: String,
+    },
     /// A checked launch ([`crate::LaunchConfig::checked`]) faulted: an
     /// unmasked out-of-bounds access, a view outside its buffer, a loop
     /// step ≤ 0 — the first in program order, at its source line.
     #[error("kernel `{kernel}` ({file}:{line}): {msg}")]
-    Fault { kernel: String, file: String, line: u32, msg: String },
+    Fault {
+        /// The kernel's name.
+        kernel: String,
+        /// The source file of the kernel.
+        file: String,
+        /// The source line of the faulting access.
+        line: u32,
+        /// The fault and the buffer it concerns.
+        msg: String,
+    },
     /// Buffer creation/copy problems.
     #[error("buffer error: {0}")]
     Buffer(String),
@@ -32,7 +57,12 @@ pub enum Error {
     DeviceUnavailable(String),
     /// A backend failed (emission, assembly, driver).
     #[error("backend error in kernel `{kernel}`: {msg}")]
-    Backend { kernel: String, msg: String },
+    Backend {
+        /// The kernel's name (empty for device operations).
+        kernel: String,
+        /// The backend's message.
+        msg: String,
+    },
 }
 
 impl std::fmt::Debug for Error {
@@ -41,6 +71,7 @@ impl std::fmt::Debug for Error {
     }
 }
 
+/// `Result` with ferrotile's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

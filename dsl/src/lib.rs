@@ -31,6 +31,8 @@
 //! it: today the CPU interpreter ([`interp`]), the reference semantics.
 //! See `ARCHITECTURE.md`.
 
+#![warn(missing_docs)]
+
 extern crate self as ferrotile;
 
 pub mod element;

@@ -1,8 +1,10 @@
-//! The ferrotile kernel library, written in the DSL: [`softmax`],
+//! The ferrotile kernel library, written in the DSL: [`softmax()`],
 //! [`norm::layer_norm`], [`norm::rms_norm`], [`gemm::gemm`],
 //! [`attention::attention`] and [`quant::wq_gemm`], each with a host API that
 //! validates shapes and picks block sizes, and an f64 reference in
-//! [`reference`].
+//! [`mod@reference`].
+
+#![warn(missing_docs)]
 
 pub mod attention;
 pub mod gemm;

@@ -37,7 +37,7 @@ pub fn layer_norm_row<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T
 /// Layer norm for rows longer than a tile, in two passes over the row: the
 /// statistics pass accumulates per-lane sums of `x - K` and `(x - K)^2` with
 /// the shift `K = x[row, 0]` (the shifted-data variance algorithm: accurate
-/// when K is a sample of the row, unlike the raw E[x²] - E[x]²), then the
+/// when K is a sample of the row, unlike the raw E\[x²\] - E\[x\]²), then the
 /// output pass normalizes.
 #[kernel]
 pub fn layer_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, b: Ptr<T>, n_cols: i32, x_stride: i32, y_stride: i32, eps: f32) {
@@ -153,8 +153,11 @@ pub fn rms_norm_looped<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<
 /// Configuration of the normalization kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NormConfig {
+    /// Columns per block (the whole row, or the loop step when `looped`).
     pub block: u32,
+    /// Loop over the row in blocks (long rows) instead of one block per row.
     pub looped: bool,
+    /// Warps per program.
     pub num_warps: u32,
 }
 
@@ -206,6 +209,7 @@ pub fn layer_norm<T: FloatElement>(
     })
 }
 
+/// [`layer_norm`] with a fixed configuration (no tuning).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_with<T: FloatElement>(
     dev: &Device,
@@ -271,6 +275,7 @@ pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: 
     })
 }
 
+/// [`rms_norm`] with a fixed configuration (no tuning).
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_with<T: FloatElement>(
     dev: &Device,

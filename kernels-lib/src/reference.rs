@@ -49,6 +49,7 @@ pub fn rms_norm(x: &[f64], w: &[f64], rows: usize, cols: usize, eps: f64) -> Vec
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator with this seed.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
@@ -57,6 +58,7 @@ impl Rng {
         let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed);
         (Rng(s), s)
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
         let mut z = self.0;
@@ -74,6 +76,7 @@ impl Rng {
         let u2 = self.uniform();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
+    /// Uniform in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
@@ -85,9 +88,11 @@ impl Rng {
     pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
         lo.wrapping_add(self.below(hi.wrapping_sub(lo) as u64 + 1) as i64)
     }
+    /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
         self.uniform() < p
     }
+    /// A uniformly chosen element of `xs`.
     pub fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
         xs[self.below(xs.len() as u64) as usize]
     }

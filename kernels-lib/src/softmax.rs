@@ -78,6 +78,7 @@ pub struct SoftmaxConfig {
     pub block: u32,
     /// Use the looped kernel even if the row fits in one tile.
     pub looped: bool,
+    /// Warps per program.
     pub num_warps: u32,
     /// Rows per program (a power of two; above 1 only for rows that fit in
     /// one tile, not `looped`): [`softmax_rows`].

@@ -56,7 +56,16 @@ impl HostMem {
 /// One argument of an interpreted launch: a buffer in host memory (`len`
 /// elements of `dtype`) or a scalar.
 pub enum InterpArg<'a> {
-    Buffer { mem: &'a HostMem, len: usize, dtype: DType },
+    /// A buffer argument.
+    Buffer {
+        /// Its memory.
+        mem: &'a HostMem,
+        /// Its length in elements.
+        len: usize,
+        /// Its element type.
+        dtype: DType,
+    },
+    /// A scalar argument.
     Scalar(Scalar),
 }
 

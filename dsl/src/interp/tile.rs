@@ -15,36 +15,56 @@ use ferrotile_ir::{BinOp, CmpOp, DType, UnOp};
 use half::{bf16, f16};
 use std::borrow::Cow;
 
+/// A block view's value: a window of a pointer parameter's buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ViewVal {
+    /// The kernel parameter whose buffer it views.
     pub param: u32,
+    /// Element offset of the view's origin.
     pub base: i64,
+    /// Extent along each axis (elements outside read as the fill value).
     pub shape: Vec<i64>,
+    /// Element stride along each axis.
     pub strides: Vec<i64>,
 }
 
+/// The elements of a tile, one vector per dtype (row-major).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
+    /// `bool`.
     B(Vec<bool>),
+    /// `i8`.
     I8(Vec<i8>),
+    /// `u8`.
     U8(Vec<u8>),
+    /// `i32`.
     I32(Vec<i32>),
+    /// `u32`.
     U32(Vec<u32>),
+    /// `i64`.
     I64(Vec<i64>),
+    /// `f16`.
     F16(Vec<f16>),
+    /// `bf16`.
     BF16(Vec<bf16>),
+    /// `f32`.
     F32(Vec<f32>),
     /// fp8 codes (`ferrotile_ir::numeric::fp8_decode` gives the values).
     F8E4M3(Vec<u8>),
+    /// fp8 e5m2 codes.
     F8E5M2(Vec<u8>),
     /// (parameter index, element offset) per element.
     Ptr(Vec<(u32, i64)>),
+    /// A block view (a scalar value).
     View(Box<ViewVal>),
 }
 
+/// A value of the interpreter: a shape (empty for scalars) and its elements.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tile {
+    /// Extent along each axis.
     pub shape: Vec<usize>,
+    /// The elements, row-major.
     pub data: Data,
 }
 
@@ -89,6 +109,7 @@ macro_rules! map_vec {
 }
 
 impl Data {
+    /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
             Data::View(_) => 1,
@@ -96,10 +117,12 @@ impl Data {
         }
     }
 
+    /// Whether there is no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The elements' dtype (`Ptr` and `View` report I64: addresses).
     pub fn dtype(&self) -> DType {
         match self {
             Data::B(_) => DType::Bool,
@@ -141,6 +164,7 @@ impl Data {
         }
     }
 
+    /// `n` copies of the first element.
     pub fn splat(&self, n: usize) -> Data {
         map_vec!(self, v => vec![v[0]; n])
     }
@@ -171,6 +195,7 @@ impl Data {
         }
     }
 
+    /// The elements of a `bool` tile (a mask).
     pub fn as_bool(&self) -> &[bool] {
         match self {
             Data::B(v) => v,
@@ -233,6 +258,8 @@ impl Data {
         }
     }
 
+    /// Every element converted to `to`, by the casting rules in the
+    /// module doc.
     pub fn cast(&self, to: DType) -> Data {
         if self.dtype() == to {
             return self.clone();
@@ -273,6 +300,7 @@ impl Data {
         }
     }
 
+    /// `n` zeros of dtype `d`.
     pub fn zeros(d: DType, n: usize) -> Data {
         if d.is_float() {
             Data::from_f32(vec![0.0; n], d)
@@ -289,6 +317,7 @@ fn sel<T: Copy>(c: &[bool], a: &[T], b: &[T]) -> Vec<T> {
     c.iter().zip(a.iter().zip(b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()
 }
 
+/// Bit width of `d`.
 pub fn bits(d: DType) -> u32 {
     d.bits()
 }
@@ -353,6 +382,8 @@ fn fbin(op: BinOp, a: f32, b: f32) -> f32 {
     }
 }
 
+/// Integer binary op on `w`-bit values (wrapping; division rules in the
+/// module doc); `Err` for ops the builder types away.
 pub fn ibin(op: BinOp, a: i64, b: i64, w: u32, signed: bool) -> Result<i64, String> {
     Ok(match op {
         BinOp::Add => a.wrapping_add(b),
@@ -391,6 +422,7 @@ pub fn ibin(op: BinOp, a: i64, b: i64, w: u32, signed: bool) -> Result<i64, Stri
     })
 }
 
+/// Elementwise comparison of equal-length data of one dtype: a mask.
 pub fn cmp(op: CmpOp, a: &Data, b: &Data) -> Data {
     fn go<T: PartialOrd + Copy>(op: CmpOp, x: &[T], y: &[T]) -> Vec<bool> {
         x.iter()
@@ -416,6 +448,7 @@ pub fn cmp(op: CmpOp, a: &Data, b: &Data) -> Data {
     })
 }
 
+/// Elementwise unary op (16-bit floats computed in f32 and rounded).
 pub fn unary(op: UnOp, x: &Data) -> Data {
     let d = x.dtype();
     if d.is_float() {
@@ -439,6 +472,7 @@ pub fn unary(op: UnOp, x: &Data) -> Data {
     Data::from_i64(r, d)
 }
 
+/// A float unary op on one f32 value.
 pub fn funary(op: UnOp, v: f32) -> f32 {
     match op {
         UnOp::Neg => -v,

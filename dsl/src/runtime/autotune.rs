@@ -34,18 +34,23 @@ use std::sync::{Mutex, OnceLock};
 pub struct TuneConfig {
     /// Constexpr values by name (e.g. `BLOCK_M = 128`).
     pub values: BTreeMap<String, i64>,
+    /// Warps per program ([`crate::LaunchConfig::num_warps`]).
     pub num_warps: u32,
+    /// Pipelining depth ([`crate::LaunchConfig::num_stages`]).
     pub num_stages: u32,
 }
 
 impl TuneConfig {
+    /// A configuration with `num_warps` warps, 2 stages and no constexprs.
     pub fn new(num_warps: u32) -> Self {
         TuneConfig { values: BTreeMap::new(), num_warps, num_stages: 2 }
     }
+    /// With the constexpr `name` set to `v`.
     pub fn with(mut self, name: &str, v: i64) -> Self {
         self.values.insert(name.to_string(), v);
         self
     }
+    /// With `s` stages.
     pub fn stages(mut self, s: u32) -> Self {
         self.num_stages = s;
         self
@@ -86,6 +91,7 @@ impl std::fmt::Display for TuneConfig {
 /// What tuning found for one key.
 #[derive(Clone, Debug)]
 pub struct TuneReport {
+    /// The configuration chosen.
     pub best: TuneConfig,
     /// (config, median ms) of every configuration that ran.
     pub timings: Vec<(TuneConfig, f64)>,
@@ -178,6 +184,7 @@ impl Autotuner {
         self
     }
 
+    /// The candidate configurations, in the order given.
     pub fn configs(&self) -> &[TuneConfig] {
         &self.configs
     }

@@ -51,12 +51,15 @@ impl<T: Element> Buffer<T> {
     pub(crate) fn new(device: Device, mem: Storage, len: usize) -> Self {
         Buffer { device, mem, len, _t: PhantomData }
     }
+    /// Elements in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer holds no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.device
     }

@@ -121,6 +121,7 @@ impl Device {
         }
     }
 
+    /// Which backend this device is: the CPU interpreter, CUDA or wgpu.
     pub fn kind(&self) -> DeviceKind {
         self.kind
     }
@@ -173,10 +174,12 @@ impl Device {
         None
     }
 
+    /// Host threads the CPU interpreter runs programs on (1 elsewhere).
     pub fn threads(&self) -> usize {
         self.threads
     }
 
+    /// A name for messages and reports, e.g. `cuda:0 NVIDIA H200 (sm_90)`.
     pub fn name(&self) -> String {
         match self.kind {
             DeviceKind::Cpu => format!("cpu interpreter ({} threads)", self.threads),

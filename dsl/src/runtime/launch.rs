@@ -89,6 +89,8 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
+    /// A launch of `grid` programs with the defaults: 4 warps, 2 stages,
+    /// clusters of 1, checking as the process default, no hints.
     pub fn new(grid: [u32; 3]) -> Self {
         LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None, programs_per_sm: 0, pipeline_every_loop: false }
     }
@@ -102,14 +104,17 @@ impl LaunchConfig {
         self.checked = Some(on);
         self
     }
+    /// Clusters of `c` programs along x (see [`LaunchConfig::cluster`]).
     pub fn cluster(mut self, c: u32) -> Self {
         self.cluster = c;
         self
     }
+    /// `w` warps per program.
     pub fn num_warps(mut self, w: u32) -> Self {
         self.num_warps = w;
         self
     }
+    /// `s` pipelining stages (see [`LaunchConfig::num_stages`]).
     pub fn num_stages(mut self, s: u32) -> Self {
         self.num_stages = s;
         self
@@ -145,17 +150,33 @@ impl From<[u32; 3]> for LaunchConfig {
 /// One launch argument, as generated launchers build them.
 #[derive(Clone)]
 pub enum Arg<'a> {
-    Buffer { mem: Storage, dtype: DType, len: usize, device: &'a Device, writable: bool },
+    /// A buffer for a `Ptr<T>` parameter.
+    Buffer {
+        /// Its memory.
+        mem: Storage,
+        /// Its element type.
+        dtype: DType,
+        /// Its length in elements.
+        len: usize,
+        /// Its device.
+        device: &'a Device,
+        /// Whether the launcher took it by `&mut` (the kernel may write it).
+        writable: bool,
+    },
+    /// A scalar argument.
     Scalar(Scalar),
 }
 
 impl<'a> Arg<'a> {
+    /// A buffer the kernel only reads.
     pub fn buffer<T: Element>(b: &'a Buffer<T>) -> Self {
         Arg::Buffer { mem: b.mem.clone(), dtype: T::DTYPE, len: b.len(), device: b.device(), writable: false }
     }
+    /// A buffer the kernel may write.
     pub fn buffer_mut<T: Element>(b: &'a mut Buffer<T>) -> Self {
         Arg::Buffer { mem: b.mem.clone(), dtype: T::DTYPE, len: b.len(), device: b.device(), writable: true }
     }
+    /// A scalar argument of type `T`.
     pub fn scalar<T: Element>(v: T) -> Self {
         Arg::Scalar(v.to_scalar())
     }

@@ -74,9 +74,11 @@ impl Device {
 }
 
 impl<T: Element> PinnedBuffer<T> {
+    /// Elements in the buffer.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer holds no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

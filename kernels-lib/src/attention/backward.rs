@@ -29,7 +29,9 @@ use ferrotile::{DeviceKind, FloatElement};
 /// `bn` keys per step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackwardConfig {
+    /// Tiles of the dK/dV kernel.
     pub dkdv: AttentionConfig,
+    /// Tiles of the dQ kernel.
     pub dq: AttentionConfig,
 }
 

@@ -52,8 +52,11 @@ pub use varlen::{attention_varlen, TokenStrides, VarlenProblem};
 /// sequence; the head dimension is contiguous (stride 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strides {
+    /// Elements between consecutive batch entries.
     pub batch: usize,
+    /// Elements between consecutive heads.
     pub head: usize,
+    /// Elements between consecutive positions (rows).
     pub seq: usize,
 }
 
@@ -71,16 +74,25 @@ impl Strides {
 /// The problem: sizes, and the strides of Q, K, V and the output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionProblem {
+    /// Batch entries.
     pub batch: usize,
+    /// Query heads.
     pub heads_q: usize,
     /// K/V heads: divides `heads_q` (GQA; 1: MQA; `heads_q`: MHA).
     pub heads_kv: usize,
+    /// Query rows per sequence.
     pub seqlen_q: usize,
+    /// Keys per sequence.
     pub seqlen_k: usize,
+    /// Head dimension (≤ 256; padded to a power of two inside the kernels).
     pub head_dim: usize,
+    /// Strides of `q`.
     pub q: Strides,
+    /// Strides of `k`.
     pub k: Strides,
+    /// Strides of `v`.
     pub v: Strides,
+    /// Strides of `out` (and of `dO`, `dQ` in the backward).
     pub o: Strides,
 }
 
@@ -109,6 +121,7 @@ pub struct AttentionConfig {
     pub bm: u32,
     /// Keys per loop step.
     pub bn: u32,
+    /// Warps per program.
     pub num_warps: u32,
     /// 2 or more: K/V loads run `num_stages − 1` steps ahead.
     pub num_stages: u32,
@@ -169,7 +182,9 @@ pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
 pub struct DecodeConfig {
     /// Keys per loop step.
     pub bn: u32,
+    /// Warps per program.
     pub num_warps: u32,
+    /// Pipelining depth of the key loop.
     pub num_stages: u32,
     /// Key splits (flash-decoding) before the combine step; `None`: as
     /// many as fill the GPU (1 on the CPU interpreter and WGSL).

@@ -21,7 +21,9 @@ use ferrotile::FloatElement;
 /// dimension contiguous).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenStrides {
+    /// Elements between consecutive tokens.
     pub token: usize,
+    /// Elements between consecutive heads.
     pub head: usize,
 }
 
@@ -37,18 +39,29 @@ impl TokenStrides {
 /// `max_seqlen_k` tokens long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VarlenProblem {
+    /// Sequences (`cu_seqlens` has `batch + 1` entries).
     pub batch: usize,
+    /// Query heads.
     pub heads_q: usize,
     /// K/V heads: divides `heads_q`.
     pub heads_kv: usize,
+    /// Head dimension.
     pub head_dim: usize,
+    /// Query tokens of all sequences together.
     pub total_q: usize,
+    /// Key tokens of all sequences together.
     pub total_k: usize,
+    /// The longest query sequence (sizes the grid).
     pub max_seqlen_q: usize,
+    /// The longest key sequence.
     pub max_seqlen_k: usize,
+    /// Strides of `q`.
     pub q: TokenStrides,
+    /// Strides of `k`.
     pub k: TokenStrides,
+    /// Strides of `v`.
     pub v: TokenStrides,
+    /// Strides of `out`.
     pub o: TokenStrides,
 }
 

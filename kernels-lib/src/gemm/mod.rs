@@ -48,9 +48,12 @@ pub enum Layout {
     ColMajor,
 }
 
+/// The epilogue's activation, applied after the bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
+    /// None: the output is `alpha · A·B + bias`.
     None,
+    /// `max(x, 0)`.
     Relu,
     /// Exact (erf) GELU.
     Gelu,
@@ -71,10 +74,15 @@ impl Activation {
 /// Tile configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmConfig {
+    /// Rows of C per program.
     pub bm: u32,
+    /// Columns of C per program.
     pub bn: u32,
+    /// K per step.
     pub bk: u32,
+    /// Programs grouped along M for L2 reuse (0: no grouping).
     pub group_m: u32,
+    /// Warps per program.
     pub num_warps: u32,
     /// 2 or more: the K loop's operand loads are prefetched `num_stages - 1`
     /// iterations ahead (software pipelining: on the wgmma path through a
@@ -118,6 +126,7 @@ impl GemmConfig {
         })
     }
 
+    /// The configuration used without the tuner for an `m × n` output.
     pub fn default_for(m: usize, n: usize) -> Self {
         let t = |x: usize| {
             if x >= 64 {
@@ -134,11 +143,15 @@ impl GemmConfig {
 
 /// Options of [`gemm`].
 pub struct GemmOptions<'a, U: FloatElement> {
+    /// How A is stored.
     pub a_layout: Layout,
+    /// How B is stored.
     pub b_layout: Layout,
     /// Bias of length N, added to every row.
     pub bias: Option<&'a Buffer<U>>,
+    /// The activation after the bias.
     pub activation: Activation,
+    /// Scales the product before the bias.
     pub alpha: f32,
     /// For f32 inputs: round them to tf32 before the products (tensor-core
     /// semantics); exact f32 products otherwise.
@@ -566,9 +579,13 @@ pub fn kernel_args([m, n]: [usize; 2], [sam, sak, sbk, sbn, sab, sbb]: [i64; 6],
 /// sab, sbb]`, `scm` and `scn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelArgs {
+    /// The kernel's `[m, n]` (swapped for the transposed product).
     pub mn: [usize; 2],
+    /// The kernel's `[sam, sak, sbk, sbn, sab, sbb]`.
     pub strides: [i64; 6],
+    /// C's stride along the kernel's M.
     pub scm: i64,
+    /// C's stride along the kernel's N.
     pub scn: i64,
 }
 
@@ -593,7 +610,7 @@ fn views_pay_off<T: FloatElement>(dev: &Device, strides: [i64; 6], split: (usize
         && views_rule(T::DTYPE.size_bytes() as u32, strides, split, cfg, tf32)
 }
 
-/// The device-independent part of [`views_pay_off`]'s rule, for operands of
+/// The device-independent part of `views_pay_off`'s rule, for operands of
 /// `es`-byte elements with strides `[sam, sak, sbk, sbn, sab, sbb]` (as
 /// `gemm_kernel` receives them: [`kernel_args`]), `(splits, k_split)` and
 /// `cfg`. Public so a test can hold it to what the PTX backend does

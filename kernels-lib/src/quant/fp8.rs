@@ -104,21 +104,39 @@ pub fn fp8_gemm_kernel<
 #[derive(Clone, Copy)]
 pub enum Fp8Scales<'a> {
     /// One scale for `a` and one for `b`.
-    Tensor { a: f32, b: f32 },
+    Tensor {
+        /// The scale of `a`.
+        a: f32,
+        /// The scale of `b`.
+        b: f32,
+    },
     /// One per row of `a` (`[m]`) and one per row of `b` (`[n]`: per output
     /// channel).
-    Rows { a: &'a Buffer<f32>, b: &'a Buffer<f32> },
+    Rows {
+        /// `[m]`.
+        a: &'a Buffer<f32>,
+        /// `[n]`.
+        b: &'a Buffer<f32>,
+    },
     /// DeepSeek-V3's block-wise scales: `a` per row and 128-deep K block
     /// (`[m, ⌈k/128⌉]`), `b` per 128 × 128 block (`[⌈n/128⌉, ⌈k/128⌉]`).
     /// Each K block's product is scaled before it is accumulated (in f32),
     /// so the kernel takes 128-deep steps and tiles of at most 128 columns.
-    Blocks { a: &'a Buffer<f32>, b: &'a Buffer<f32> },
+    Blocks {
+        /// `[m, ⌈k/128⌉]`.
+        a: &'a Buffer<f32>,
+        /// `[⌈n/128⌉, ⌈k/128⌉]`.
+        b: &'a Buffer<f32>,
+    },
 }
 
 /// Options of [`fp8_gemm`].
 pub struct Fp8Options<'a, U: FloatElement> {
+    /// How the product is scaled.
     pub scales: Fp8Scales<'a>,
+    /// Added to every row (`[n]`).
     pub bias: Option<&'a Buffer<U>>,
+    /// The activation after the bias.
     pub activation: Activation,
     /// Row stride of `out` in elements (0: `n`).
     pub out_row_stride: usize,

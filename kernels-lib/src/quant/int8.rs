@@ -133,7 +133,9 @@ pub const W8A8_MAX_K: usize = (1 << 17) - 1;
 /// Int8 weights `[n, k]` with per-output-channel scales (module doc).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Int8Packed {
+    /// Output channels.
     pub n: usize,
+    /// K.
     pub k: usize,
     /// `[n, k]` row-major.
     pub q: Vec<i8>,
@@ -194,13 +196,18 @@ pub fn quantize_int8(w: &[f32], k: usize, n: usize) -> Result<Int8Packed, LibErr
 
 /// [`Int8Packed`] on a device.
 pub struct Int8Weights {
+    /// Output channels.
     pub n: usize,
+    /// K.
     pub k: usize,
+    /// The int8 weights on the device (`[n, k]`).
     pub q: Buffer<i8>,
+    /// Per-channel scales on the device (`[n]`).
     pub scales: Buffer<f32>,
 }
 
 impl Int8Weights {
+    /// Copies packed weights to `dev` (checked first).
     pub fn upload(dev: &Device, w: &Int8Packed) -> Result<Self, LibError> {
         let w = Int8Packed::new(w.q.clone(), w.scales.clone(), w.n, w.k)?;
         Ok(Int8Weights { n: w.n, k: w.k, q: dev.from_slice(&w.q)?, scales: dev.from_slice(&w.scales)? })
@@ -241,10 +248,15 @@ pub fn quantize_rows<T: FloatElement>(
 /// Tile configuration of [`w8a8_gemm_kernel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct W8A8Config {
+    /// Rows of the output per program.
     pub bm: u32,
+    /// Output columns per program.
     pub bn: u32,
+    /// K per step.
     pub bk: u32,
+    /// Warps per program.
     pub num_warps: u32,
+    /// Pipelining depth of the K loop.
     pub num_stages: u32,
     /// K split into this many ranges (1: none); the f32 partials are summed
     /// by a second kernel in a fixed order.
@@ -321,6 +333,7 @@ pub fn w8a8_candidates(m: usize) -> Vec<ferrotile::TuneConfig> {
 pub struct W8A8Options<'a, U: FloatElement> {
     /// Added to every row (`[n]`).
     pub bias: Option<&'a Buffer<U>>,
+    /// The activation after the bias.
     pub activation: Activation,
     /// Row stride of `xq` in elements (0: `k`).
     pub x_row_stride: usize,

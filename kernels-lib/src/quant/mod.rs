@@ -94,8 +94,11 @@ impl QuantFormat {
 /// A quantized `[k, n]` matrix in the layout the kernel reads (module doc).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedWeights<T> {
+    /// Rows of the weight matrix (the product's K).
     pub k: usize,
+    /// Columns (output channels, N).
     pub n: usize,
+    /// Bits, group size and zero points.
     pub format: QuantFormat,
     /// `[k / P, n]`.
     pub qweight: Vec<i32>,
@@ -354,10 +357,15 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
 
 /// [`PackedWeights`] on a device.
 pub struct QuantWeights<T: FloatElement> {
+    /// K.
     pub k: usize,
+    /// N.
     pub n: usize,
+    /// Bits, group size and zero points.
     pub format: QuantFormat,
+    /// Packed weights on the device (the layout of [`PackedWeights::qweight`]).
     pub qweight: Buffer<i32>,
+    /// Scales on the device (`[groups, n]`).
     pub scales: Buffer<T>,
     /// A one-element placeholder when symmetric.
     pub qzeros: Buffer<i32>,
@@ -368,6 +376,7 @@ pub struct QuantWeights<T: FloatElement> {
 }
 
 impl<T: FloatElement> QuantWeights<T> {
+    /// Copies packed weights to `dev` (checked against their format first).
     pub fn upload(dev: &Device, w: &PackedWeights<T>) -> Result<Self, LibError> {
         w.validate()?;
         let qzeros = if w.qzeros.is_empty() { dev.from_slice(&[0i32])? } else { dev.from_slice(&w.qzeros)? };
@@ -392,10 +401,15 @@ impl<T: FloatElement> QuantWeights<T> {
 /// [`wq_gemv_kernel`]: one row of `x`, no tensor cores).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuantConfig {
+    /// Rows of the output per program (1: the GEMV kernel).
     pub bm: u32,
+    /// Output columns per program.
     pub bn: u32,
+    /// K per step (divides the group size).
     pub bk: u32,
+    /// Warps per program.
     pub num_warps: u32,
+    /// Pipelining depth of the K loop.
     pub num_stages: u32,
     /// K split into this many ranges (1: none).
     pub split_k: u32,
