@@ -500,23 +500,30 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
     } else {
         &[64, 128]
     };
-    for &bm in bms {
-        for &bn in &[64u32, 128] {
-            for &bkcap in &[64u32, 128] {
-                let bk = QuantConfig::bk_for(group, k, bkcap);
-                // (BK = BM would give the weight tile the accumulator's
-                // shape, and layouts are chosen per shape: the accumulator's
-                // would keep the weight loads from running once per word)
-                if bk == bm {
-                    continue;
-                }
-                for &split in if m <= 64 { &[1u32, 2, 4, 8][..] } else { &[1u32][..] } {
-                    // (four stages of 128-deep steps spill)
-                    for &stages in if bk <= 64 { &[3u32, 4][..] } else { &[3u32][..] } {
-                        let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
-                        let t = c.to_tune();
-                        if !v.contains(&t) {
-                            v.push(t);
+    for avoid_square in [true, false] {
+        if !v.is_empty() {
+            break;
+        }
+        for &bm in bms {
+            for &bn in &[64u32, 128] {
+                for &bkcap in &[64u32, 128] {
+                    let bk = QuantConfig::bk_for(group, k, bkcap);
+                    // (BK = BM would give the weight tile the accumulator's
+                    // shape, and layouts are chosen per shape: the accumulator's
+                    // would keep the weight loads from running once per word —
+                    // avoided unless the group leaves no other BK: group 16
+                    // at M ≤ 16, group 32 at 17 ≤ M ≤ 32)
+                    if bk == bm && avoid_square {
+                        continue;
+                    }
+                    for &split in if m <= 64 { &[1u32, 2, 4, 8][..] } else { &[1u32][..] } {
+                        // (four stages of 128-deep steps spill)
+                        for &stages in if bk <= 64 { &[3u32, 4][..] } else { &[3u32][..] } {
+                            let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
+                            let t = c.to_tune();
+                            if !v.contains(&t) {
+                                v.push(t);
+                            }
                         }
                     }
                 }
@@ -621,13 +628,21 @@ fn wq_gemm_ordered<T: FloatElement>(
 fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Autotuner> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    // one tuner per candidate list (the list depends on the M bucket and
-    // on which BK divide the group)
-    static T: OnceLock<Mutex<HashMap<Vec<String>, Arc<ferrotile::Autotuner>>>> = OnceLock::new();
-    let cands = quant_candidates(m, group, k);
-    let key: Vec<String> = cands.iter().map(|c| format!("{c:?}")).collect();
+    // One tuner per candidate list, looked up by what the list depends on
+    // (`quant_candidates`: the M bucket, and the group and K through the
+    // BKs that divide them). The list is built only on a miss: building and
+    // comparing it on every call cost ~90 µs of host time per call, more
+    // than the M = 1 kernel itself (31 µs on an H200).
+    let bucket = match m {
+        1 => 1,
+        2..=16 => 16,
+        17..=32 => 32,
+        33..=64 => 64,
+        _ => usize::MAX,
+    };
+    static T: OnceLock<Mutex<HashMap<(usize, usize, usize), Arc<ferrotile::Autotuner>>>> = OnceLock::new();
     let mut map = T.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(key).or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", cands).reps(5))).clone()
+    map.entry((bucket, group, k)).or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", quant_candidates(m, group, k)).reps(5))).clone()
 }
 
 fn launch<T: FloatElement>(
@@ -794,4 +809,25 @@ fn reduce<T: FloatElement>(
         false,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `quant_tuner` keys its tuners by (M bucket, group, K): within a
+    /// bucket the candidate list must not depend on M.
+    #[test]
+    fn candidate_lists_are_constant_within_a_tuner_bucket() {
+        for (group, k) in [(128, 8192), (16, 4096), (32, 4096), (4096, 4096), (64, 14336)] {
+            for (lo, hi) in [(1, 1), (2, 16), (17, 32), (33, 64), (65, 300)] {
+                let first = quant_candidates(lo, group, k);
+                // (every group size has candidates, at every M)
+                assert!(!first.is_empty(), "no candidate for m = {lo}, group {group}");
+                for m in lo..=hi {
+                    assert_eq!(quant_candidates(m, group, k), first, "m = {m}, group {group}, k {k}");
+                }
+            }
+        }
+    }
 }
