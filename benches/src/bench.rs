@@ -42,7 +42,9 @@ use crate::{median_of, time_both, Timing};
 use ferrotile::ir::DType;
 use ferrotile::prelude::*;
 use ferrotile::{Buffer, Device, FloatElement};
+use ferrotile_kernels::norm::{layer_norm_with, NormConfig};
 use ferrotile_kernels::reference::{self, max_rel_err, Rng};
+use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
 use half::bf16;
 use std::path::PathBuf;
 
@@ -181,41 +183,32 @@ pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, 
 
 // (Measured slower than one row per program on the H200; see git history of benches/NOTES.md.)
 
+/// GB/s of the single-tile softmax and layer-norm on `rows × cols` of `T`
+/// with `warps` warps (one sweep cell).
+fn sweep_one<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, warps: u32) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let block = cols.next_power_of_two() as u32;
+    let n = rows * cols;
+    let gbs = |ms: f64| 2.0 * (n * T::DTYPE.size_bytes()) as f64 / (ms * 1e-3) / 1e9;
+    let x = dev.from_slice(&rand_vec::<T>(rng, n, 4.0))?;
+    let mut y = dev.zeros::<T>(n)?;
+    let w = dev.from_slice(&rand_vec::<T>(rng, cols, 1.0))?;
+    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
+    let nm = NormConfig { block, looped: false, num_warps: warps };
+    softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
+    layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
+    let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
+    let t2 = median(dev, 20, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+    Ok((gbs(t1), gbs(t2)))
+}
+
 /// `--sweep`: GB/s of the single-tile kernels for every num_warps.
 fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> {
-    use ferrotile_kernels::norm::{layer_norm_with, NormConfig};
-    use ferrotile_kernels::softmax::{softmax_with, SoftmaxConfig};
     println!("sweep: GB/s by num_warps (single-tile kernels)");
     for &(rows, cols) in &[(16384usize, 1024usize), (16384, 4096), (4096, 16384)] {
         for dt in ["f32", "bf16"] {
             let mut line = format!("{:<10} {:<5} {:>11}", "softmax/ln", dt, format!("{rows}x{cols}"));
             for warps in [1u32, 2, 4, 8, 16, 32] {
-                let block = cols.next_power_of_two() as u32;
-                let n = rows * cols;
-                let gbs = |ms: f64, es: usize| 2.0 * (n * es) as f64 / (ms * 1e-3) / 1e9;
-                let (a, b) = if dt == "f32" {
-                    let x = dev.from_slice(&rand_vec::<f32>(rng, n, 4.0))?;
-                    let mut y = dev.zeros::<f32>(n)?;
-                    let w = dev.from_slice(&rand_vec::<f32>(rng, cols, 1.0))?;
-                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
-                    let nm = NormConfig { block, looped: false, num_warps: warps };
-                    softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
-                    layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
-                    let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
-                    let t2 = median(dev, 20, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
-                    (gbs(t1, 4), gbs(t2, 4))
-                } else {
-                    let x = dev.from_slice(&rand_vec::<bf16>(rng, n, 4.0))?;
-                    let mut y = dev.zeros::<bf16>(n)?;
-                    let w = dev.from_slice(&rand_vec::<bf16>(rng, cols, 1.0))?;
-                    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
-                    let nm = NormConfig { block, looped: false, num_warps: warps };
-                    softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
-                    layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
-                    let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
-                    let t2 = median(dev, 20, || layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
-                    (gbs(t1, 2), gbs(t2, 2))
-                };
+                let (a, b) = if dt == "f32" { sweep_one::<f32>(dev, rng, rows, cols, warps)? } else { sweep_one::<bf16>(dev, rng, rows, cols, warps)? };
                 line += &format!("  w{warps}:{a:.0}/{b:.0}");
             }
             println!("{line}");

@@ -76,22 +76,6 @@ pub fn list() -> String {
     ferrotile_kernels::catalog().iter().map(|k| signature(k) + "\n").collect()
 }
 
-fn parse_dtype(s: &str) -> Option<DType> {
-    Some(match s {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        "i8" => DType::I8,
-        "i32" => DType::I32,
-        "i64" => DType::I64,
-        "u8" => DType::U8,
-        "u32" => DType::U32,
-        "f8e4m3" => DType::F8E4M3,
-        "f8e5m2" => DType::F8E5M2,
-        _ => return None,
-    })
-}
-
 /// Specializes `args.kernel` and renders what `args.emit` asks for: the
 /// text to print on stdout, and notes for stderr.
 pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
@@ -131,7 +115,7 @@ pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
     let mut types = vec![];
     for t in &k.dtype_params {
         types.push(match dts.iter().find(|(n, _)| n == t) {
-            Some((_, v)) => parse_dtype(v).ok_or_else(|| format!("--dtype {t}={v}: unknown dtype"))?,
+            Some((_, v)) => DType::from_rust(v).ok_or_else(|| format!("--dtype {t}={v}: unknown dtype"))?,
             None => {
                 notes.push(format!("{t} = f32 (no --dtype {t}=…)"));
                 DType::F32

@@ -17,17 +17,7 @@ use std::time::Instant;
 /// and exits with code 2 (a named device is never replaced by another).
 pub fn device_arg(args: &[String]) -> Device {
     let name = args.iter().position(|a| a == "--device").and_then(|i| args.get(i + 1)).map(String::as_str);
-    let dev = match name {
-        Some("cpu") => Ok(Device::cpu()),
-        Some("cuda") => Device::cuda(0),
-        Some("wgpu") => Device::wgpu(),
-        Some(d) => {
-            eprintln!("unknown device {d}");
-            std::process::exit(2)
-        }
-        None => Device::best(),
-    };
-    dev.unwrap_or_else(|e| {
+    job::open_device(name).unwrap_or_else(|e| {
         eprintln!("no device: {e}");
         std::process::exit(2)
     })

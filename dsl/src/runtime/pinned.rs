@@ -128,10 +128,8 @@ impl<T: Element> Buffer<T> {
         }
         match (&self.mem, &src.mem) {
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(d), Mem::Cuda(h)) => {
-                d.device().keep_alive(d);
-                d.upload(h).map_err(be)
-            }
+            // (no capture to keep the memory for: uploads refuse captures)
+            (Storage::Cuda(d), Mem::Cuda(h)) => d.upload(h).map_err(be),
             (_, Mem::Plain(v)) => self.copy_from_slice(&T::from_le_bytes_slice(v)),
             #[allow(unreachable_patterns)]
             _ => Err(Error::Buffer("upload: pinned memory of another kind of device".into())),

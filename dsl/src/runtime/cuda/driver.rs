@@ -266,11 +266,6 @@ impl CudaDevice {
         f()
     }
 
-    /// The raw handle of the stream the calling thread's work goes to now.
-    pub fn current_stream(&self) -> sys::CUstream {
-        self.stream()
-    }
-
     /// The raw primary context.
     pub fn raw_context(&self) -> sys::CUcontext {
         self.ctx
@@ -681,9 +676,6 @@ impl PinnedMem {
         // zero-filled, as device buffers are
         unsafe { std::ptr::write_bytes(ptr, 0, bytes.max(1)) };
         Ok(PinnedMem { ptr, bytes, dev: dev.clone(), pending: std::sync::Mutex::new(vec![]) })
-    }
-    pub fn device(&self) -> &Arc<CudaDevice> {
-        &self.dev
     }
     /// Waits for every copy queued on this memory.
     pub fn wait(&self) -> CuResult<()> {
