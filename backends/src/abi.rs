@@ -27,7 +27,9 @@ pub enum ParamAbi {
 /// A tensor map's encoding inputs, innermost dimension first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorMapArgs {
+    /// Device address of the map's first element, in bytes (16-byte aligned).
     pub address: u64,
+    /// Extent of each dimension, in elements, innermost first.
     pub dims: Vec<u64>,
     /// Byte strides of dimensions 1.. (the innermost is contiguous).
     pub strides: Vec<u64>,
@@ -60,21 +62,37 @@ impl TensorMapArgs {
 /// 4-byte aligned).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UniformField {
+    /// Index of the scalar kernel parameter.
     pub param: u32,
+    /// Byte offset of the field in the uniform struct.
     pub offset: u32,
+    /// The parameter's dtype, which decides its encoding (above).
     pub dtype: DType,
 }
 
+/// What one WGSL binding holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BindingKind {
     /// Pointer parameter `param`: a storage buffer of `dtype` elements (32-bit
     /// dtypes as themselves, f16/bf16/i8/u8 packed little-endian in u32
     /// words: the buffer's byte size must be rounded up to a multiple of 4).
     /// `read_only` buffers are `var<storage, read>`.
-    Storage { param: u32, dtype: DType, read_only: bool },
+    Storage {
+        /// Index of the pointer parameter.
+        param: u32,
+        /// Element dtype of the buffer.
+        dtype: DType,
+        /// The kernel never writes through the pointer.
+        read_only: bool,
+    },
     /// All scalar parameters in one `var<uniform>` struct of `size` bytes
     /// (rounded up to 16).
-    Uniform { fields: Vec<UniformField>, size: u32 },
+    Uniform {
+        /// One field per scalar parameter, in parameter order.
+        fields: Vec<UniformField>,
+        /// Size of the struct in bytes (a multiple of 16).
+        size: u32,
+    },
 }
 
 /// One `@group(group) @binding(binding)` resource. Every pointer parameter
@@ -83,8 +101,11 @@ pub enum BindingKind {
 /// an automatic one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingAbi {
+    /// The `@group` index (the emitter puts every binding in group 0).
     pub group: u32,
+    /// The `@binding` index within the group.
     pub binding: u32,
+    /// What the binding holds.
     pub kind: BindingKind,
 }
 

@@ -9,6 +9,7 @@
 //!   emit in tests and CI.
 //! - [`wgsl`]: WGSL; `wgsl::validate` (feature `wgsl`) runs naga over it.
 
+#![warn(missing_docs)]
 // Index loops over several parallel per-dimension / per-register arrays
 // read better than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
@@ -24,8 +25,11 @@ pub mod wgsl;
 /// the PTX and WGSL emitters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmitError {
+    /// Name of the kernel.
     pub kernel: String,
+    /// Source line (1-based) of the op at fault; 0 when there is none.
     pub line: u32,
+    /// What cannot be compiled, and why.
     pub msg: String,
 }
 

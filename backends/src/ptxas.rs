@@ -7,17 +7,27 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// What `ptxas -v` reported for one assembled kernel.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PtxasReport {
+    /// Registers per thread.
     pub registers: u32,
+    /// Bytes of spill stores.
     pub spill_stores: u32,
+    /// Bytes of spill loads.
     pub spill_loads: u32,
+    /// Bytes of stack frame per thread.
     pub stack_frame: u32,
+    /// Bytes of static shared memory (`smem`; the dynamic shared memory of
+    /// [`crate::ptx::PtxKernel`] is not included).
     pub shared: u32,
     /// Full verbose output.
     pub log: String,
 }
 
+/// Where `ptxas` is: `$FERROTILE_PTXAS`, then the path written in the first `.tools/ptxas-path`
+/// found from the current directory upwards, then `ptxas` on `PATH`; `None` when none of them
+/// exists.
 pub fn find() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("FERROTILE_PTXAS") {
         let p = PathBuf::from(p);

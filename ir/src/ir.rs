@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub struct V(pub u32);
 
 impl V {
+    /// The index into [`Kernel::values`] as a `usize`.
     pub fn idx(self) -> usize {
         self.0 as usize
     }
@@ -30,12 +31,17 @@ impl V {
 /// Source location (1-based line, 0-based column) of the user's token.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
 pub struct Loc {
+    /// 1-based line; 0 when unknown (ops that passes synthesize).
     pub line: u32,
+    /// 0-based column of the token's first character.
     pub col: u32,
 }
 
+/// What is known about one SSA value: its type, its value when it is a constexpr, and names for
+/// dumps. [`Kernel::values`] holds one per [`V`].
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub struct ValueInfo {
+    /// The value's type (a tile, a scalar — a tile of rank 0 — or a view).
     pub ty: Type,
     /// For constexpr-class scalars (literals, constexpr parameters and
     /// arithmetic on them): the value as an expression over constexprs.
@@ -50,6 +56,7 @@ pub struct ValueInfo {
     pub layout: Option<u32>,
 }
 
+/// What a run-time kernel parameter is.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum ParamKind {
     /// Global-memory pointer to elements of a dtype.
@@ -58,67 +65,117 @@ pub enum ParamKind {
     Scalar(DType),
 }
 
+/// A run-time parameter of the kernel, in launch order; [`OpKind::Param`] reads it by index.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Param {
+    /// The name in the source (the guard pass's hidden parameters are named like `len(x)`).
     pub name: String,
+    /// Pointer or scalar, and of which dtype.
     pub kind: ParamKind,
     /// Whether the kernel may write through this pointer (store/atomic).
     pub written: bool,
 }
 
+/// A compile-time (`const` generic) parameter: bound to a value at specialization, referred to by
+/// index from [`CExpr::Param`].
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct ConstexprParam {
+    /// The name in the source.
     pub name: String,
     /// `i32`, `u32`, `i64` or `bool`.
     pub dtype: DType,
 }
 
+/// Elementwise binary operators ([`OpKind::Binary`]): both operands have one dtype, and so does
+/// the result. Integer semantics (wrapping, division by zero, shifts) are those of
+/// `docs/semantics.md`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum BinOp {
+    /// `a + b` (integers wrap).
     Add,
+    /// `a - b` (integers wrap).
     Sub,
+    /// `a * b` (integers wrap).
     Mul,
+    /// `a / b`; integers truncate toward zero, with `x / 0 = x` and `MIN / -1 = MIN`.
     Div,
+    /// `a % b` on integers, truncating (`x % 0 = 0`); not defined on floats.
     Rem,
+    /// Bitwise and `&` of integers or bools (not floats).
     And,
+    /// Bitwise or `|` of integers or bools (not floats).
     Or,
+    /// Bitwise exclusive or `^` of integers or bools (not floats).
     Xor,
+    /// `a << b` on integers; an amount below 0 or at least the bit width gives 0.
     Shl,
+    /// `a >> b` on integers: arithmetic for signed dtypes, logical for unsigned ones; an amount
+    /// below 0 or at least the bit width gives 0 (−1 for a negative signed `a`).
     Shr,
+    /// `maximum(a, b)`; on floats, the non-NaN operand when one is NaN.
     Max,
+    /// `minimum(a, b)`; on floats, the non-NaN operand when one is NaN.
     Min,
-    /// Logical and/or on booleans (`&&`, `||`).
+    /// Logical and `&&` of bools.
     LAnd,
+    /// Logical or `||` of bools.
     LOr,
 }
 
+/// Elementwise comparisons ([`OpKind::Cmp`]) of two operands of one dtype; the result is bool.
+/// Floats compare as IEEE-754 does (every comparison with NaN is false but `Ne`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum CmpOp {
+    /// `a == b`.
     Eq,
+    /// `a != b`.
     Ne,
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
 }
 
+/// Elementwise unary operators ([`OpKind::Unary`]); the result has the operand's type. All but
+/// `Neg`, `Not` and `Abs` need a float operand ([`UnOp::float_only`]); f16/bf16/fp8 compute in f32
+/// and round back.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum UnOp {
+    /// `-x` (integers wrap); not defined on bool.
     Neg,
+    /// `!x`: logical not of a bool, bitwise not of an integer; not defined on floats.
     Not,
+    /// `eˣ`.
     Exp,
+    /// `2ˣ`.
     Exp2,
+    /// Natural logarithm.
     Log,
+    /// Base-2 logarithm.
     Log2,
+    /// Square root.
     Sqrt,
+    /// Reciprocal square root, `1 / sqrt(x)`.
     Rsqrt,
+    /// Absolute value (integers wrap: `abs(MIN) = MIN`).
     Abs,
+    /// Logistic function `1 / (1 + e⁻ˣ)`.
     Sigmoid,
+    /// Hyperbolic tangent.
     Tanh,
+    /// Error function.
     Erf,
+    /// Sine (of radians).
     Sin,
+    /// Cosine (of radians).
     Cos,
+    /// Round toward −∞.
     Floor,
+    /// Round toward +∞.
     Ceil,
     /// Round to the nearest integer, ties to even (`rint`, `torch.round`).
     Round,
@@ -129,9 +186,11 @@ pub enum UnOp {
 }
 
 impl UnOp {
+    /// Whether the op needs a float operand (all but `Neg`, `Not` and `Abs`).
     pub fn float_only(self) -> bool {
         !matches!(self, UnOp::Neg | UnOp::Not | UnOp::Abs)
     }
+    /// The DSL's name of the op (`exp`, `round_tf32`, …), as messages and the text form spell it.
     pub fn name(self) -> &'static str {
         match self {
             UnOp::Neg => "neg",
@@ -156,17 +215,25 @@ impl UnOp {
     }
 }
 
+/// Reductions along one axis ([`OpKind::Reduce`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum ReduceOp {
+    /// Sum of the elements; i8/u8 sum to i32, bool is rejected.
     Sum,
+    /// Largest element.
     Max,
+    /// Smallest element.
     Min,
+    /// Index (i32) along the axis of the largest element; the first one on ties.
     Argmax,
+    /// Index (i32) along the axis of the smallest element; the first one on ties.
     Argmin,
 }
 
+/// Scans along one axis ([`OpKind::Scan`]).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum ScanOp {
+    /// Inclusive prefix sum (element `i` is the sum of elements `0..=i`); i8/u8 accumulate to i32.
     Cumsum,
 }
 
@@ -194,9 +261,12 @@ impl DotPrecision {
 /// A literal constant.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Lit {
+    /// An integer constant; the result value's dtype gives its width (the builder keeps it in
+    /// range).
     Int(i64),
     /// Stored by bit pattern so that infinities and NaN survive JSON.
     Float(#[serde(with = "f64_bits")] f64),
+    /// A bool constant.
     Bool(bool),
 }
 
@@ -205,7 +275,10 @@ pub enum Lit {
 /// in a `Yield`.
 #[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize)]
 pub struct Block {
+    /// Block arguments: a `For` body's induction variable then its carried values; empty for `If`
+    /// branches and the kernel body.
     pub args: Vec<V>,
+    /// The ops in program order.
     pub ops: Vec<Op>,
 }
 
@@ -219,13 +292,22 @@ impl Block {
     }
 }
 
+/// One operation: what it computes, the values it defines and where in the source it came from.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub struct Op {
+    /// The operation and its operands.
     pub kind: OpKind,
+    /// The values it defines: one for most ops; none for `Store`, `AtomicAdd`, `StoreBlock`,
+    /// `Yield`, `StaticAssert` and `Print`; one per carried value for `For` and per yielded value
+    /// for `If`.
     pub results: Vec<V>,
+    /// Source location of the user's token.
     pub loc: Loc,
 }
 
+/// The operations of the IR. Operands are [`V`]s; result types are those the
+/// [`Builder`](crate::Builder) infers, described per variant. In specialized IR, the operands of
+/// elementwise ops ([`OpKind::is_elementwise`]) already have the result's shape.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum OpKind {
     /// Run-time kernel argument by index.
@@ -233,121 +315,216 @@ pub enum OpKind {
     /// Constexpr-class scalar whose value is `cval` of the result (constexpr
     /// parameters and arithmetic on them). Becomes `Const` at specialization.
     Constexpr(CExpr),
+    /// A literal; its dtype is the result's (a weak literal takes the other operand's dtype when
+    /// it is used).
     Const(Lit),
+    /// This program's index along grid axis 0, 1 or 2, as an i32 scalar.
     ProgramId(u8),
+    /// The number of programs along grid axis 0, 1 or 2, as an i32 scalar.
     NumPrograms(u8),
     /// `[start, end)` as an i32 tile of length `end - start`.
     Arange {
+        /// First value.
         start: CExpr,
+        /// One past the last value; `end - start` is a power of two.
         end: CExpr,
     },
     /// Scalar broadcast to a tile of the given shape.
     Splat {
+        /// The scalar.
         x: V,
+        /// The result's shape.
         shape: Vec<Dim>,
     },
     /// Broadcast of size-1 dims to `shape` (same rank).
     Broadcast {
+        /// The tile, of the same rank as `shape`.
         x: V,
+        /// The result's shape.
         shape: Vec<Dim>,
     },
+    /// A dimension of size 1 inserted at `axis`: the same elements, rank one higher.
     ExpandDims {
+        /// The tile or scalar.
         x: V,
+        /// Where the new dimension goes in the result, `0..=rank(x)`.
         axis: u8,
     },
+    /// The elements of `x` in row-major order, read as a tile of `shape` (the same number of
+    /// elements).
     Reshape {
+        /// The tile.
         x: V,
+        /// The result's shape.
         shape: Vec<Dim>,
     },
+    /// Permuted axes: result dimension `i` is dimension `perm[i]` of `x`.
     Trans {
+        /// The tile.
         x: V,
+        /// A permutation of `0..rank(x)`.
         perm: Vec<u8>,
     },
+    /// `op` applied elementwise to two value tiles of one dtype; the result has that dtype.
     Binary {
+        /// The operator.
         op: BinOp,
+        /// Left operand.
         a: V,
+        /// Right operand.
         b: V,
     },
+    /// Elementwise comparison of two tiles of one dtype; the result is a bool tile.
     Cmp {
+        /// The comparison.
         op: CmpOp,
+        /// Left operand.
         a: V,
+        /// Right operand.
         b: V,
     },
+    /// `op` applied elementwise; the result has the type of `x`.
     Unary {
+        /// The operator.
         op: UnOp,
+        /// The operand.
         x: V,
     },
+    /// Fused multiply-add `a * b + c`, elementwise on float tiles of one dtype (WGSL may not
+    /// fuse: `docs/semantics.md`).
     Fma {
+        /// First factor.
         a: V,
+        /// Second factor.
         b: V,
+        /// Addend.
         c: V,
     },
+    /// Elementwise `if cond { a } else { b }`; `a` and `b` have one element type (values of one
+    /// dtype, or pointers to one dtype), which is the result's.
     Select {
+        /// Bool tile choosing `a` where true.
         cond: V,
+        /// Elements taken where `cond` is true.
         a: V,
+        /// Elements taken where `cond` is false.
         b: V,
     },
+    /// Elementwise conversion to dtype `to`: float → integer truncates toward zero and saturates
+    /// (NaN → 0), integer → narrower integer wraps, anything → float rounds to nearest-even, and
+    /// → bool is `x != 0`.
     Cast {
+        /// The value tile converted.
         x: V,
+        /// The result's dtype.
         to: DType,
     },
     /// The same bits read as another 32-bit dtype (f32, i32, u32).
     Bitcast {
+        /// A tile of f32, i32 or u32.
         x: V,
+        /// The dtype to read the bits as: f32, i32 or u32.
         to: DType,
     },
     /// Pointer tile plus integer offset tile (in elements).
     AddPtr {
+        /// Pointer tile.
         ptr: V,
+        /// Integer tile of the same shape: the offsets, in elements of the pointee dtype.
         offset: V,
     },
+    /// Reads memory through every pointer of `ptr`; the result is a tile of the pointee dtype and
+    /// of `ptr`'s shape. Masked-off lanes read nothing and give `other`, or 0 without it.
     Load {
+        /// Pointer tile.
         ptr: V,
+        /// Bool tile of the same shape: the lanes that read.
         mask: Option<V>,
+        /// Value of the masked-off lanes (only with a mask): a tile of the pointee dtype and the
+        /// same shape.
         other: Option<V>,
     },
+    /// Writes `value` through every pointer of `ptr`; masked-off lanes write nothing. No result.
     Store {
+        /// Pointer tile.
         ptr: V,
+        /// Tile of the pointee dtype and the same shape.
         value: V,
+        /// Bool tile of the same shape: the lanes that write.
         mask: Option<V>,
     },
+    /// Adds `value` atomically to the element each pointer of `ptr` points at (f32, f16, bf16, i32
+    /// or u32); masked-off lanes do nothing. No result.
     AtomicAdd {
+        /// Pointer tile.
         ptr: V,
+        /// Tile of the pointee dtype and the same shape: the amounts added.
         value: V,
+        /// Bool tile of the same shape: the lanes that add.
         mask: Option<V>,
     },
+    /// A view (`view<dtype, rank>`, rank 1 to 3) of a tensor in global memory: the element at
+    /// coordinates `i` is at `base + Σₖ i[k]·strides[k]`, for each `i[k]` in `0..shape[k]`.
     MakeView {
+        /// Scalar pointer to the tensor's element `(0, …, 0)` (a kernel argument).
         base: V,
+        /// Integer scalars (i32 or i64): the extent of each dimension.
         shape: Vec<V>,
+        /// Integer scalars (i32 or i64): the stride of each dimension, in elements.
         strides: Vec<V>,
     },
     /// Load a `shape` tile at element `offsets` of a view; elements outside
     /// the view read as zero.
     LoadBlock {
+        /// The view.
         view: V,
+        /// Integer scalars, one per dimension of the view: the coordinates of the block's first
+        /// element.
         offsets: Vec<V>,
+        /// The block's shape (the result's), of the view's rank.
         shape: Vec<Dim>,
     },
     /// Store a tile at `offsets`; elements outside the view are not written.
     StoreBlock {
+        /// The view.
         view: V,
+        /// Integer scalars, one per dimension of the view: the coordinates of the block's first
+        /// element.
         offsets: Vec<V>,
+        /// The tile written: the view's dtype and rank.
         value: V,
     },
+    /// `op` over dimension `axis` of `x`; the result has that dimension removed (a scalar from a
+    /// rank-1 tile). Its dtype is i32 for `Argmax`/`Argmin` and for sums of i8/u8, else `x`'s.
     Reduce {
+        /// The reduction.
         op: ReduceOp,
+        /// The tile reduced.
         x: V,
+        /// The dimension reduced, `0..rank(x)`.
         axis: u8,
     },
+    /// `op` along dimension `axis` of `x`; the result has `x`'s shape (dtype i32 for i8/u8
+    /// inputs).
     Scan {
+        /// The scan.
         op: ScanOp,
+        /// The tile scanned.
         x: V,
+        /// The dimension scanned along, `0..rank(x)`.
         axis: u8,
     },
+    /// Matrix product plus accumulator, `a · b + acc`, of an `[M, K]` and a `[K, N]` tile of one
+    /// dtype into an `[M, N]` tile of the accumulator's dtype: f32 for float inputs, i32 for i8.
+    /// Every dimension is at least 16.
     Dot {
+        /// Left operand, `[M, K]`.
         a: V,
+        /// Right operand, `[K, N]`, of `a`'s dtype.
         b: V,
+        /// Accumulator, `[M, N]` (a splat of zeros when the user passed none).
         acc: V,
+        /// How f32 inputs are multiplied (ignored for other dtypes).
         precision: DotPrecision,
     },
     /// `for iv in (lo..hi).step_by(step)` with loop-carried values:
@@ -355,25 +532,43 @@ pub enum OpKind {
     /// a `Yield` of the next carried values; the op's results are the final
     /// carried values.
     For {
+        /// First value of the induction variable (an integer scalar).
         lo: V,
+        /// Exclusive bound of the induction variable (the same dtype as `lo`).
         hi: V,
+        /// Increment, of the same dtype (positive; a step ≤ 0 at run time runs no iterations).
         step: V,
+        /// Initial values of the carried values.
         inits: Vec<V>,
+        /// The loop body.
         body: Block,
     },
     /// Both regions end in a `Yield` of values of the result types.
     If {
+        /// Scalar bool condition.
         cond: V,
+        /// The region run when `cond` is true.
         then_: Block,
+        /// The region run when `cond` is false (just a `Yield` when the source has no `else`).
         else_: Block,
     },
+    /// Ends a nested region and passes its values out: a `For` body's next carried values, an `If`
+    /// branch's results.
     Yield(Vec<V>),
+    /// A compile-time assertion whose condition depends on constexprs: the specializer decides it
+    /// and fails with `msg` when it is false. Never in specialized IR.
     StaticAssert {
+        /// Bool constexpr scalar.
         cond: V,
+        /// The user's message.
         msg: String,
     },
+    /// Debug print of `prefix` and the values of `args`: the interpreter prints one line per
+    /// program (with its program id); the GPU backends emit nothing.
     Print {
+        /// Text printed before the values.
         prefix: String,
+        /// Tiles or scalars printed.
         args: Vec<V>,
     },
 }
@@ -479,6 +674,7 @@ impl OpKind {
         }
     }
 
+    /// The nested regions: a `For`'s body, an `If`'s two branches; none for other ops.
     pub fn regions(&self) -> Vec<&Block> {
         match self {
             OpKind::For { body, .. } => vec![body],
@@ -503,6 +699,8 @@ impl OpKind {
         )
     }
 
+    /// Whether the op must stay even when its results are unused (memory writes, `print`,
+    /// `static_assert`, control flow, `yield`): what dead-code elimination keeps.
     pub fn has_side_effects(&self) -> bool {
         matches!(
             self,
@@ -518,30 +716,41 @@ impl OpKind {
     }
 }
 
+/// A kernel: its parameters (run-time, constexpr, dtype), the type of every value and its body;
+/// generic or specialized (see the module doc).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub struct Kernel {
+    /// The kernel's name (the Rust function's).
     pub name: String,
     /// Source file the kernel was written in (for error messages).
     pub file: String,
+    /// Run-time parameters in launch order (after the guard pass, followed by its hidden ones).
     pub params: Vec<Param>,
+    /// Constexpr parameters, in declaration order (the index of [`CExpr::Param`]).
     pub constexprs: Vec<ConstexprParam>,
     /// Names of dtype parameters (`<T: Float>`), by `DType::Generic` index.
     pub dtype_params: Vec<String>,
+    /// Every SSA value, indexed by [`V`].
     pub values: Vec<ValueInfo>,
+    /// The top-level region: no arguments, no `Yield`.
     pub body: Block,
     /// True once `specialize` produced it; see the module doc.
     pub specialized: bool,
-    /// Constexpr values and dtypes this kernel was specialized with.
+    /// The constexpr values this kernel was specialized with, in declaration order (bools as
+    /// 0/1); empty while generic.
     #[serde(default)]
     pub bound_constexprs: Vec<i64>,
+    /// The dtypes bound to [`Kernel::dtype_params`], in order; empty while generic.
     #[serde(default)]
     pub bound_dtypes: Vec<DType>,
 }
 
 impl Kernel {
+    /// Type of value `v`.
     pub fn ty(&self, v: V) -> &Type {
         &self.values[v.idx()].ty
     }
+    /// Everything known about value `v`.
     pub fn info(&self, v: V) -> &ValueInfo {
         &self.values[v.idx()]
     }

@@ -155,7 +155,9 @@ mod tests {
 /// the largest finite).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fp8 {
+    /// 4 exponent bits, 3 mantissa bits.
     E4M3,
+    /// 5 exponent bits, 2 mantissa bits.
     E5M2,
 }
 

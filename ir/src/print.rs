@@ -6,6 +6,7 @@ use crate::ir::*;
 
 use std::fmt::Write;
 
+/// The text form of `k` (module doc).
 pub fn print(k: &Kernel) -> String {
     let mut s = String::new();
     let generics: Vec<String> = k

@@ -17,12 +17,19 @@ use crate::ir::*;
 use crate::types::*;
 use std::collections::HashMap;
 
+/// Why a kernel could not be specialized with a binding; it displays as one line naming the
+/// kernel, its source location, the binding and the message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpecializeError {
+    /// The kernel's name.
     pub kernel: String,
+    /// The kernel's source file.
     pub file: String,
+    /// Location of the op that failed (the default, line 0, when the binding itself is wrong).
     pub loc: Loc,
+    /// The binding, as `BLOCK=128, T=f16` (empty when the binding itself is wrong).
     pub binding: String,
+    /// What went wrong.
     pub msg: String,
 }
 

@@ -11,18 +11,30 @@ use std::fmt;
 /// Element type of a scalar or tile.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, PartialOrd, Ord)]
 pub enum DType {
+    /// Boolean (masks, comparisons); one byte in memory.
     Bool,
+    /// 8-bit signed integer.
     I8,
+    /// 8-bit unsigned integer.
     U8,
+    /// 32-bit signed integer (the dtype of indices, `arange` and weak integer literals).
     I32,
+    /// 32-bit unsigned integer.
     U32,
+    /// 64-bit signed integer.
     I64,
+    /// IEEE-754 half precision (binary16); computed in f32, rounded after every op.
     F16,
+    /// bfloat16 (f32's 8-bit exponent, 7 mantissa bits); computed in f32, rounded after every op.
     BF16,
+    /// IEEE-754 single precision.
     F32,
-    /// 8-bit floats (OCP FP8): held as their codes, computed in f32, and
+    /// 8-bit float (OCP FP8) with 4 exponent and 3 mantissa bits, no infinities. Both FP8
+    /// dtypes are held as their codes, computed in f32, and
     /// rounded back to nearest-even, saturating (`numeric::fp8_encode`).
     F8E4M3,
+    /// OCP FP8 with 5 exponent and 2 mantissa bits (IEEE-like, with infinities); held and computed
+    /// like `F8E4M3`.
     F8E5M2,
     /// A dtype parameter of a dtype-generic kernel (`<T: Float>`), by index.
     /// Only appears before specialization.
@@ -30,6 +42,8 @@ pub enum DType {
 }
 
 impl DType {
+    /// Whether the dtype is a float (f16, bf16, f32, fp8), counting a dtype parameter: those are
+    /// always floats.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F8E4M3 | DType::F8E5M2 | DType::Generic(_))
     }
@@ -41,12 +55,15 @@ impl DType {
             _ => None,
         }
     }
+    /// Whether the dtype is an integer (signed or not; bool is not one).
     pub fn is_int(self) -> bool {
         matches!(self, DType::I8 | DType::U8 | DType::I32 | DType::U32 | DType::I64)
     }
+    /// Whether the dtype is a signed integer.
     pub fn is_signed(self) -> bool {
         matches!(self, DType::I8 | DType::I32 | DType::I64)
     }
+    /// Whether this is a dtype parameter not yet bound.
     pub fn is_generic(self) -> bool {
         matches!(self, DType::Generic(_))
     }
@@ -84,6 +101,8 @@ impl DType {
             _ => return None,
         })
     }
+    /// The Rust spelling (`f32`, `bf16`, …), as [`DType::from_rust`] reads it; a dtype parameter
+    /// is `$T0`, `$T1`, ….
     pub fn name(self) -> String {
         match self {
             DType::Bool => "bool".into(),
@@ -107,6 +126,7 @@ impl DType {
             d => d,
         }
     }
+    /// Every concrete dtype, in declaration order.
     pub const ALL: [DType; 11] =
         [DType::Bool, DType::I8, DType::U8, DType::I32, DType::U32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F8E4M3, DType::F8E5M2];
 }
@@ -120,25 +140,45 @@ impl fmt::Display for DType {
 /// Binary operators of constexpr dimension expressions.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum CBin {
+    /// `a + b` (wrapping).
     Add,
+    /// `a - b` (wrapping).
     Sub,
+    /// `a * b` (wrapping).
     Mul,
+    /// `a / b`, truncating toward zero; dividing by zero is an error.
     Div,
+    /// `a % b`, truncating toward zero; by zero is an error.
     Rem,
+    /// `a << b` (the amount taken modulo 64).
     Shl,
+    /// `a >> b`, arithmetic (the amount taken modulo 64).
     Shr,
+    /// Bitwise and.
     And,
+    /// Bitwise or.
     Or,
+    /// Bitwise exclusive or.
     Xor,
+    /// `a == b`, as 1 or 0.
     Eq,
+    /// `a != b`, as 1 or 0.
     Ne,
+    /// `a < b`, as 1 or 0.
     Lt,
+    /// `a <= b`, as 1 or 0.
     Le,
+    /// `a > b`, as 1 or 0.
     Gt,
+    /// `a >= b`, as 1 or 0.
     Ge,
+    /// 1 when both are non-zero, else 0.
     LAnd,
+    /// 1 when either is non-zero, else 0.
     LOr,
+    /// The smaller of the two.
     Min,
+    /// The larger of the two.
     Max,
     /// Broadcast of two dimensions (equal, or one of them 1); an error when
     /// neither holds. Only produced by shape inference.
@@ -149,11 +189,15 @@ pub enum CBin {
 /// value of a constexpr scalar. After specialization every one is a `Lit`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum CExpr {
+    /// A known value.
     Lit(i64),
     /// Constexpr parameter by index, with its name for printing.
     Param(u32, String),
+    /// A binary operation on two expressions.
     Bin(CBin, Box<CExpr>, Box<CExpr>),
+    /// Negation (wrapping).
     Neg(Box<CExpr>),
+    /// Logical not: 1 for 0, else 0.
     Not(Box<CExpr>),
 }
 
@@ -161,9 +205,11 @@ pub enum CExpr {
 pub type Dim = CExpr;
 
 impl CExpr {
+    /// A literal.
     pub fn lit(v: i64) -> CExpr {
         CExpr::Lit(v)
     }
+    /// The value, when the expression is a literal.
     pub fn known(&self) -> Option<i64> {
         match self {
             CExpr::Lit(v) => Some(*v),
@@ -217,6 +263,9 @@ impl CExpr {
     }
 }
 
+/// `op` applied to two values as constexpr arithmetic does (i64, wrapping; comparisons and logical
+/// ops give 0 or 1); `Err` on division or remainder by zero and on dimensions that cannot be
+/// broadcast.
 pub fn eval_bin(op: CBin, x: i64, y: i64) -> Result<i64, String> {
     Ok(match op {
         CBin::Add => x.wrapping_add(y),
@@ -302,19 +351,24 @@ impl fmt::Display for CExpr {
 /// pointer to elements of a dtype.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Elem {
+    /// A value of the dtype.
     Val(DType),
+    /// A pointer to an element of the dtype in global memory.
     Ptr(DType),
 }
 
 impl Elem {
+    /// The dtype of the value, or of the element pointed at.
     pub fn dtype(self) -> DType {
         match self {
             Elem::Val(d) | Elem::Ptr(d) => d,
         }
     }
+    /// Whether the element is a pointer.
     pub fn is_ptr(self) -> bool {
         matches!(self, Elem::Ptr(_))
     }
+    /// Dtype parameters substituted (see [`DType::subst`]).
     pub fn subst(self, dtypes: &[DType]) -> Elem {
         match self {
             Elem::Val(d) => Elem::Val(d.subst(dtypes)),
@@ -335,55 +389,69 @@ impl fmt::Display for Elem {
 /// Type of an SSA value. A scalar is a tile of rank 0.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 pub enum Type {
+    /// A tile: `elem`s in a row-major array of `shape`.
     Tile {
+        /// What each element is.
         elem: Elem,
+        /// The extent of each dimension, outermost first; empty for a scalar.
         shape: Vec<Dim>,
     },
     /// A block/tensor view: base pointer, shape and strides of a global
     /// tensor of `rank` dimensions, from which tiles are loaded by offset.
     View {
+        /// Element dtype of the tensor.
         dtype: DType,
+        /// Number of dimensions (1 to 3).
         rank: usize,
     },
 }
 
 impl Type {
+    /// The scalar type of dtype `d`.
     pub fn scalar(d: DType) -> Type {
         Type::Tile { elem: Elem::Val(d), shape: vec![] }
     }
+    /// The tile type of `elem`s of `shape`.
     pub fn tile(elem: Elem, shape: Vec<Dim>) -> Type {
         Type::Tile { elem, shape }
     }
+    /// What each element is; `None` for a view.
     pub fn elem(&self) -> Option<Elem> {
         match self {
             Type::Tile { elem, .. } => Some(*elem),
             Type::View { .. } => None,
         }
     }
+    /// The tile's dimensions; empty for scalars and views.
     pub fn shape(&self) -> &[Dim] {
         match self {
             Type::Tile { shape, .. } => shape,
             Type::View { .. } => &[],
         }
     }
+    /// Number of dimensions; 0 for scalars and views.
     pub fn rank(&self) -> usize {
         self.shape().len()
     }
+    /// Whether this is a tile of rank 0 (a value or a pointer; a view is not a scalar).
     pub fn is_scalar(&self) -> bool {
         matches!(self, Type::Tile { shape, .. } if shape.is_empty())
     }
+    /// The dtype of a value tile or scalar; `None` for pointers and views.
     pub fn dtype(&self) -> Option<DType> {
         match self {
             Type::Tile { elem: Elem::Val(d), .. } => Some(*d),
             _ => None,
         }
     }
+    /// The same element type with another shape (a view is returned unchanged).
     pub fn with_shape(&self, shape: Vec<Dim>) -> Type {
         match self {
             Type::Tile { elem, .. } => Type::Tile { elem: *elem, shape },
             v => v.clone(),
         }
     }
+    /// A tile of this type's shape with elements `elem`.
     pub fn with_elem(&self, elem: Elem) -> Type {
         Type::Tile { elem, shape: self.shape().to_vec() }
     }
@@ -393,6 +461,7 @@ impl Type {
     }
 }
 
+/// A shape as types print it: `[d0, d1, …]`.
 pub fn fmt_shape(shape: &[Dim]) -> String {
     let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("[{}]", parts.join(", "))

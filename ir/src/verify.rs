@@ -12,14 +12,18 @@ use crate::ir::*;
 use crate::types::*;
 use std::collections::HashSet;
 
+/// A broken invariant of specialized IR.
 #[derive(Debug, Clone)]
 pub struct VerifyError {
+    /// Location of the offending op (the default for errors about a whole region).
     pub loc: Loc,
+    /// What is broken, with the op abbreviated.
     pub msg: String,
 }
 
 type R = Result<(), VerifyError>;
 
+/// Check that `k` satisfies the invariants of specialized IR (module doc).
 pub fn verify(k: &Kernel) -> R {
     let mut defined = HashSet::new();
     let mut scope = vec![];

@@ -39,9 +39,14 @@ use std::collections::HashMap;
 /// Facts along one dimension (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Info {
+    /// Length of the runs of consecutive values.
     pub contig: u64,
+    /// A power of two dividing the first value of every run (elements for integers, bytes for
+    /// pointers).
     pub div: u64,
+    /// Length of the runs of equal values.
     pub constancy: u64,
+    /// Every element is 1.
     pub unit: bool,
 }
 
@@ -59,6 +64,7 @@ impl Facts {
     pub fn dim(&self, d: usize) -> Info {
         self.dims[d.min(self.dims.len() - 1)]
     }
+    /// The facts along the last dimension (what vectorization reads).
     pub fn last(&self) -> Info {
         *self.dims.last().unwrap()
     }

@@ -41,6 +41,8 @@ pub struct ConvertPlan {
 }
 
 impl ConvertPlan {
+    /// The plan moving a tile of shape `src` into shape `dst` by `movement`; with `pad_rows`, each
+    /// innermost source row takes one more slot (not for [`Movement::Linear`]).
     pub fn new(movement: &Movement, src: &[u32], dst: &[u32], pad_rows: bool) -> Self {
         let rank = src.len();
         let pad = pad_rows && !matches!(movement, Movement::Linear);

@@ -30,12 +30,19 @@
 //! use every bit of the lane and warp ids — the threads that differ only in
 //! the unused bits hold copies.
 
+/// A blocked layout: per dimension, elements per thread, lanes, warps and repetitions, and how the
+/// lane and warp ids map onto them (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Blocked {
+    /// The tile's shape (powers of two).
     pub shape: Vec<u32>,
+    /// Contiguous elements each thread holds along each dimension ("size per thread").
     pub spt: Vec<u32>,
+    /// Lanes along each dimension ("threads per warp").
     pub tpw: Vec<u32>,
+    /// Warps along each dimension ("warps per CTA").
     pub wpc: Vec<u32>,
+    /// Repetitions of the pattern along each dimension, to cover the shape.
     pub reps: Vec<u32>,
     /// Bit offset of each dimension's lane field inside the lane id.
     pub lane_shift: Vec<u32>,
@@ -263,6 +270,7 @@ impl Blocked {
         (31 & !lanes, (num_warps - 1) & !warps)
     }
 
+    /// Number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -282,6 +290,8 @@ impl Blocked {
         self.coverage(d) > self.shape[d]
     }
 
+    /// Whether indices wrap along some dimension, so that several threads hold copies of an
+    /// element.
     pub fn any_replication(&self) -> bool {
         (0..self.rank()).any(|d| self.replicated(d))
     }
@@ -337,6 +347,7 @@ impl Blocked {
         s
     }
 
+    /// Number of elements of the shape.
     pub fn numel(&self) -> u32 {
         self.shape.iter().product()
     }
@@ -348,12 +359,16 @@ impl Blocked {
 /// the kernel's prologue (a PTX register, a WGSL `let`). Element `r` of a
 /// thread sits at `(reg_offsets[r][d] + thread[d]) mod shape[d]`.
 pub struct ThreadLayout {
+    /// The layout.
     pub bl: Blocked,
+    /// Each register's constant coordinate offsets ([`Blocked::reg_offsets`]).
     pub reg_offsets: Vec<Vec<u32>>,
+    /// The emitter's name of this thread's offset along each dimension.
     pub thread: Vec<String>,
 }
 
 impl ThreadLayout {
+    /// Registers per thread.
     pub fn regs(&self) -> usize {
         self.reg_offsets.len()
     }
@@ -370,6 +385,7 @@ impl ThreadLayout {
         }
         lin
     }
+    /// Coordinates of register `r` of invocation `t` (host side).
     pub fn coords_of(&self, t: u32, r: usize) -> Vec<u32> {
         let mut lin = self.lin_of(t, r);
         let mut c = vec![0u32; self.bl.rank()];

@@ -16,6 +16,8 @@ use crate::EmitError;
 use ferrotile_ir::*;
 use std::collections::HashMap;
 
+/// An emitter's rematerialization state for one kernel: the defining ops, the costs found so far
+/// and the per-block cache of recomputed values (see the module doc).
 pub struct Remat<'k> {
     k: &'k Kernel,
     defs: HashMap<V, &'k Op>,
@@ -30,6 +32,7 @@ impl<'k> Remat<'k> {
     /// store's mask — bounds of two dims and of the buffer — fits).
     pub const BUDGET: u32 = 24;
 
+    /// The state for kernel `k`, with an empty cache.
     pub fn new(k: &'k Kernel) -> Self {
         let mut defs = HashMap::new();
         k.walk(&mut |op| {
@@ -51,6 +54,7 @@ impl<'k> Remat<'k> {
         self.defs.get(&v).copied()
     }
 
+    /// The kernel it answers for.
     pub fn kernel(&self) -> &'k Kernel {
         self.k
     }
@@ -117,18 +121,24 @@ impl<'k> Remat<'k> {
         }
     }
 
+    /// Open a block: what is recomputed from now on is cached until the matching [`Remat::leave`].
     pub fn enter(&mut self) {
         self.cache.push(HashMap::new());
     }
 
+    /// Close the innermost block, forgetting what was recomputed in it.
     pub fn leave(&mut self) {
         self.cache.pop();
     }
 
+    /// The register holding value `key.0` at index expressions `key.1`, if an open block
+    /// recomputed it.
     pub fn cached(&self, key: &(V, Vec<String>)) -> Option<String> {
         self.cache.iter().rev().find_map(|m| m.get(key)).cloned()
     }
 
+    /// Record in the innermost open block that `key` (a value at index expressions) was recomputed
+    /// into register `reg`.
     pub fn remember(&mut self, key: (V, Vec<String>), reg: String) {
         if let Some(m) = self.cache.last_mut() {
             m.insert(key, reg);
@@ -142,7 +152,9 @@ pub type Vals = HashMap<V, Vec<String>>;
 /// What an emitter provides so that [`remat_into`] can recompute values in
 /// its own instructions.
 pub trait Emitter<'k> {
+    /// The emitter's [`Remat`] state.
     fn remat_state(&mut self) -> &mut Remat<'k>;
+    /// The registers bound to each value; [`with_bound`] rebinds them for one recomputation.
     fn vals_mut(&mut self) -> &mut Vals;
     /// Registers per thread of tile `v` in its layout.
     fn nregs_of(&mut self, v: V) -> Result<usize, EmitError>;

@@ -46,11 +46,16 @@ use std::collections::{HashMap, HashSet};
 /// layout `wgmma` writes ([`Blocked::wgmma_acc`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MmaGrid {
+    /// Warps along M (rows).
     pub wm: u32,
+    /// Warps along N (columns); 1 with `wgmma`.
     pub wn: u32,
+    /// The dot runs as warpgroup MMAs (`wgmma`) rather than per-warp `mma.sync`.
     pub wgmma: bool,
 }
 
+/// The layout of every tile shape of a kernel (see the module doc), and why `dot`s missed the
+/// faster paths.
 #[derive(Clone, Debug, Default)]
 pub struct Plan {
     mma: HashMap<Vec<u32>, MmaGrid>,

@@ -69,6 +69,8 @@ use super::assign::Plan;
 use ferrotile_ir::*;
 use std::collections::HashMap;
 
+/// Which loads fill shared-memory operand rings, grouped in classes, and each class's ring (see
+/// the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct AsyncPlan {
     /// Load result → class index.
@@ -117,10 +119,18 @@ pub enum SlotLayout {
     /// `wgmma`'s 128-byte swizzled operand layout (`emit::stage_wgmma`) of
     /// `es`-byte elements; `transposed`: slot row `j` holds the tile's column
     /// `j` (tf32 B, which `wgmma` reads only K-major).
-    Swizzled { es: u32, transposed: bool },
+    Swizzled {
+        /// Element size in bytes.
+        es: u32,
+        /// Slot row `j` holds the tile's column `j`.
+        transposed: bool,
+    },
     /// `mma.sync`'s: row `i` at `i · pitch` bytes, 16 bytes of padding per
     /// row so that `ldmatrix` reads are bank-conflict free (`emit::stage`).
-    Padded { pitch: u32 },
+    Padded {
+        /// Bytes from one row to the next: the row's 16-bit elements plus 16 bytes of padding.
+        pitch: u32,
+    },
 }
 
 impl SlotLayout {
@@ -136,6 +146,8 @@ impl SlotLayout {
 }
 
 impl AsyncPlan {
+    /// The class of a planned load or loop-carried value (a flipped `trans` counts as its source);
+    /// `None` for other values.
     pub fn class_of(&self, v: V) -> Option<usize> {
         let v = self.source(v);
         self.loads.get(&v).copied().or_else(|| self.carried.get(&v).map(|c| c.0))
@@ -311,7 +323,7 @@ fn shared_slot_ok(k: &Kernel, d: &Defs, layouts: &Plan, v: V) -> bool {
 
 /// The values one swizzled slot would serve in more than one reading — read
 /// more than once, or through a `trans` — all of them `wgmma` operand
-/// readings ([`shared_slot_ok`]): what `compile.rs` keeps as bulk-copied
+/// readings (`shared_slot_ok`): what `compile.rs` keeps as bulk-copied
 /// block loads for [`AsyncPlan::flipped`] slots.
 pub fn shared_slot_sources(k: &Kernel, layouts: &Plan) -> std::collections::HashSet<V> {
     let mut d = Defs::default();

@@ -36,10 +36,14 @@ pub mod warp_spec;
 pub use crate::abi::ParamAbi;
 pub use compile::emit;
 
+/// How to compile a kernel to PTX: the target, the warp count, what the launch knows about the
+/// integer arguments, and which code paths to take ([`PtxOptions::new`] sets the defaults).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PtxOptions {
     /// 80 or 90.
     pub sm: u32,
+    /// Warps per program (a power of two, 1 to 32), not counting a warp-specialized kernel's
+    /// producer warpgroup.
     pub num_warps: u32,
     /// Per kernel parameter: integer scalar known divisible by 16.
     pub arg_div16: Vec<bool>,
@@ -158,12 +162,20 @@ impl PtxOptions {
     }
 }
 
+/// An emitted kernel: its PTX text and what the CUDA driver needs to launch it.
 #[derive(Clone, Debug)]
 pub struct PtxKernel {
+    /// Name of the `.entry` function (`ft_` and the kernel's name).
     pub entry: String,
+    /// The PTX module.
     pub text: String,
+    /// Dynamic shared memory the launch must request, in bytes (0: none).
     pub smem_bytes: u32,
+    /// Threads per program (the CUDA block): `32 · num_warps`, plus 128 for the producer
+    /// warpgroup when the kernel is warp-specialized.
     pub threads: u32,
+    /// How each parameter is passed, in order: the kernel's own, then the guard's hidden ones; the
+    /// tensor maps ([`PtxKernel::tensor_maps`]) follow them.
     pub params: Vec<ParamAbi>,
     /// Why `dot`s of this kernel stay on the FMA path: (source line, reason).
     pub fma_dots: Vec<(u32, String)>,
@@ -184,7 +196,9 @@ pub struct PtxKernel {
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorMapSpec {
+    /// The view the map describes, with the recipe the host resolves per launch.
     pub view: tma::TmaView,
+    /// The box one bulk copy moves: elements per dimension, innermost first.
     pub box_dims: Vec<u32>,
     /// f32 elements rounded to tf32 by the copy (a `TFLOAT32` map).
     pub round_tf32: bool,

@@ -50,9 +50,13 @@ use std::collections::HashMap;
 pub enum HExpr {
     /// Integer scalar argument `i` (sign-extended).
     Arg(u32),
+    /// A constant.
     Const(i64),
+    /// Sum (wrapping).
     Add(Box<HExpr>, Box<HExpr>),
+    /// Difference (wrapping).
     Sub(Box<HExpr>, Box<HExpr>),
+    /// Product (wrapping).
     Mul(Box<HExpr>, Box<HExpr>),
     /// The value truncated to 32 bits and sign-extended (i32 arithmetic).
     Wrap32(Box<HExpr>),
@@ -78,6 +82,7 @@ impl HExpr {
 pub struct TmaView {
     /// The pointer argument the base starts from.
     pub param: u32,
+    /// Element dtype of the view.
     pub dtype: DType,
     /// Element offset of the base from the pointer argument.
     pub offset: HExpr,
@@ -98,9 +103,13 @@ pub struct TmaView {
 /// (0: none).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchTerm {
+    /// Grid axis of the program id.
     pub axis: u8,
+    /// Divisor of the program id (1: not divided).
     pub div: u32,
+    /// Modulus applied after the division (0: none).
     pub modulo: u32,
+    /// Elements the base advances per unit of `p`.
     pub stride: HExpr,
 }
 
@@ -119,6 +128,7 @@ impl BatchTerm {
 pub use crate::abi::TensorMapArgs;
 
 impl TmaView {
+    /// Rank of the tensor map: the view's two dimensions plus one per batch term.
     pub fn rank(&self) -> usize {
         2 + self.batch.len()
     }

@@ -27,6 +27,8 @@ pub mod validate;
 pub use crate::abi::{BindingAbi, BindingKind, UniformField};
 pub use compile::emit;
 
+/// How to compile a kernel to WGSL: workgroup size, device capabilities and limits, what the
+/// launch knows about the integer arguments; the [`Default`] is a portable baseline.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WgslOptions {
     /// Invocations per workgroup: a power of two, 32..=1024 (default 128).
@@ -81,12 +83,17 @@ impl Default for WgslOptions {
     }
 }
 
+/// An emitted compute shader and what the wgpu driver needs to launch it.
 #[derive(Clone, Debug)]
 pub struct WgslKernel {
+    /// The WGSL module.
     pub text: String,
     /// Name of the `@compute` entry point.
     pub entry: String,
+    /// Invocations per workgroup (`@workgroup_size`).
     pub workgroup_size: u32,
+    /// The resources to bind: a storage buffer per pointer parameter, then, when the kernel has
+    /// scalar parameters, one uniform struct.
     pub bindings: Vec<BindingAbi>,
     /// Bytes of `var<workgroup>` storage the shader declares.
     pub workgroup_storage_bytes: u32,

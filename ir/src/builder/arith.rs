@@ -126,6 +126,9 @@ impl Builder {
         Ok((a, b, shape))
     }
 
+    /// `a op b`. A pointer plus or minus an integer becomes [`OpKind::AddPtr`]; otherwise the
+    /// operands are brought to one dtype (weak ones adopt the other's) and broadcast to one shape,
+    /// and integer or bool constexprs fold to a constexpr.
     pub fn binary(&mut self, op: BinOp, a: V, b: V) -> R<V> {
         let (ta, tb) = (self.tile_ty(a, 0)?, self.tile_ty(b, 1)?);
         let (ea, eb) = (ta.elem().unwrap(), tb.elem().unwrap());
@@ -181,6 +184,8 @@ impl Builder {
         Ok(self.emit1(OpKind::AddPtr { ptr: p, offset: o }, Type::tile(elem, shape)))
     }
 
+    /// `a op b`, a comparison: operands brought to one dtype and broadcast; the result is bool.
+    /// Integer and bool constexprs fold.
     pub fn cmp(&mut self, op: CmpOp, a: V, b: V) -> R<V> {
         self.tile_ty(a, 0)?;
         self.tile_ty(b, 1)?;
@@ -202,6 +207,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Cmp { op, a, b }, Type::tile(Elem::Val(DType::Bool), shape)))
     }
 
+    /// `op(x)`. A float-only op turns a weak integer into f32 and rejects other non-floats; `-`
+    /// and `!` of a constexpr fold.
     pub fn unary(&mut self, op: UnOp, x: V) -> R<V> {
         let t = self.tile_ty(x, 0)?;
         let mut d = match t.elem().unwrap() {
@@ -234,6 +241,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Unary { op, x }, ty))
     }
 
+    /// `fma(a, b, c)`: `a * b + c` on floats, the three operands brought to one dtype and
+    /// broadcast together.
     pub fn fma(&mut self, a: V, b: V, c: V) -> R<V> {
         let (a, b, d) = self.unify(a, b)?;
         let (a, c, d2) = self.unify(a, c).map_err(|e| if e.operand == Some(1) { e.at(2) } else { e })?;
@@ -250,6 +259,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Fma { a, b, c }, Type::tile(Elem::Val(d), shape)))
     }
 
+    /// `select(cond, a, b)`: `cond` a bool tile; `a` and `b` values brought to one dtype, or
+    /// pointers to one dtype; the three broadcast together.
     pub fn select(&mut self, cond: V, a: V, b: V) -> R<V> {
         let tc = self.tile_ty(cond, 0)?;
         if tc.elem() != Some(Elem::Val(DType::Bool)) {
@@ -272,6 +283,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Select { cond, a, b }, Type::tile(elem, shape)))
     }
 
+    /// `x as to`: elementwise conversion. A strong `x` that already has dtype `to` is returned as
+    /// it is; a constexpr scalar cast to an integer or bool dtype stays a constexpr.
     pub fn cast(&mut self, x: V, to: DType) -> R<V> {
         let t = self.tile_ty(x, 0)?;
         let from = match t.elem().unwrap() {

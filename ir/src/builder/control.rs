@@ -111,6 +111,7 @@ impl Builder {
         Ok(cond)
     }
 
+    /// Open an `if` on a scalar bool; the ops appended next form the then-branch.
     pub fn begin_if(&mut self, cond: V) -> R<()> {
         let cond = self.check_if_cond(cond)?;
         let loc = self.loc;
@@ -119,6 +120,8 @@ impl Builder {
         Ok(())
     }
 
+    /// Close the then-branch, whose values out are `then_yields` (one per variable the `if`
+    /// assigns), and open the else-branch.
     pub fn begin_else(&mut self, then_yields: Vec<V>) {
         let Some(Frame::IfThen { cond, loc }) = self.frames.pop() else { panic!("begin_else without begin_if") };
         let then_ = self.blocks.pop().unwrap();
@@ -169,6 +172,9 @@ impl Builder {
         Ok(results)
     }
 
+    /// `static_assert(cond, msg)`: `cond` must be a bool constexpr. An error at once when it is
+    /// known false, nothing when known true; otherwise an [`OpKind::StaticAssert`] the specializer
+    /// decides.
     pub fn static_assert(&mut self, cond: V, msg: &str) -> R<()> {
         let e = self.cexpr_of(cond, "the condition of static_assert").map_err(|e| e.at(0))?;
         if self.ty(cond).dtype() != Some(DType::Bool) {
@@ -185,6 +191,7 @@ impl Builder {
         Ok(())
     }
 
+    /// `print(prefix, args)`: a debug print of tiles and scalars ([`OpKind::Print`]).
     pub fn print(&mut self, prefix: &str, args: Vec<V>) -> R<()> {
         for (i, a) in args.iter().enumerate() {
             self.tile_ty(*a, i + 1)?;

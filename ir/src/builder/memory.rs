@@ -21,6 +21,9 @@ impl Builder {
         Ok(())
     }
 
+    /// `load(ptr, mask, other)`: the values behind a pointer tile. `other` needs a mask and is
+    /// converted to the pointee dtype if weak; pointer, mask and `other` are broadcast to one
+    /// shape.
     pub fn load(&mut self, ptr: V, mask: Option<V>, other: Option<V>) -> R<V> {
         let d = self.ptr_elem(ptr, "load")?;
         if other.is_some() && mask.is_none() {
@@ -101,10 +104,14 @@ impl Builder {
         Ok(())
     }
 
+    /// `store(ptr, value, mask)`: writes `value` (a weak one converted to the pointee dtype)
+    /// through `ptr` where `mask` holds, all three broadcast to one shape.
     pub fn store(&mut self, ptr: V, value: V, mask: Option<V>) -> R<()> {
         self.store_like(ptr, value, mask, false)
     }
 
+    /// `atomic_add(ptr, value, mask)`: as [`Builder::store`], adding atomically; pointees f32,
+    /// f16, bf16, i32 or u32 only.
     pub fn atomic_add(&mut self, ptr: V, value: V, mask: Option<V>) -> R<()> {
         self.store_like(ptr, value, mask, true)
     }
@@ -124,6 +131,8 @@ impl Builder {
         Ok(out)
     }
 
+    /// `view(base, shape, strides)`: a view of rank 1 to 3 of the tensor at scalar pointer `base`;
+    /// dims and strides are integer scalars, those not i32 or i64 cast to i32.
     pub fn make_view(&mut self, base: V, shape: Vec<V>, strides: Vec<V>) -> R<V> {
         let d = self.ptr_elem(base, "view")?;
         if !self.ty(base).is_scalar() {
@@ -152,6 +161,8 @@ impl Builder {
         }
     }
 
+    /// `load_block(view, offsets, shape)`: the tile of `shape` whose first element is at `offsets`
+    /// in the view, one offset and one dimension per view dimension.
     pub fn load_block(&mut self, view: V, offsets: Vec<V>, shape: Vec<Dim>) -> R<V> {
         let (d, rank) = self.view_ty(view)?;
         if offsets.len() != rank || shape.len() != rank {
@@ -171,6 +182,8 @@ impl Builder {
         Ok(self.emit1(OpKind::LoadBlock { view, offsets, shape: shape.clone() }, Type::tile(Elem::Val(d), shape)))
     }
 
+    /// `store_block(view, offsets, value)`: writes a tile of the view's dtype and rank with its
+    /// first element at `offsets`.
     pub fn store_block(&mut self, view: V, offsets: Vec<V>, value: V) -> R<()> {
         let (d, rank) = self.view_ty(view)?;
         let vt = self.tile_ty(value, 2)?;

@@ -32,19 +32,25 @@ use crate::types::*;
 /// is to blame when that is known, so the macro can point at it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TypeError {
+    /// What is wrong, without a location (the caller attaches it).
     pub msg: String,
+    /// How to fix it, printed after the message as `= help: …`.
     pub hint: Option<String>,
+    /// The operand to blame (0-based), when known.
     pub operand: Option<usize>,
 }
 
 impl TypeError {
+    /// An error with message `msg`, no hint and no operand.
     pub fn new(msg: impl Into<String>) -> Self {
         TypeError { msg: msg.into(), hint: None, operand: None }
     }
+    /// This error with a help line.
     pub fn hint(mut self, h: impl Into<String>) -> Self {
         self.hint = Some(h.into());
         self
     }
+    /// This error blaming operand `operand` (0-based).
     pub fn at(mut self, operand: usize) -> Self {
         self.operand = Some(operand);
         self
@@ -69,10 +75,15 @@ enum Frame {
     IfElse { cond: V, then_: Block, then_yields: Vec<V>, loc: Loc },
 }
 
+/// Builds a [`Kernel`] op by op, inferring and checking every result type (see the module doc).
+/// Regions are opened and closed with `begin_for`/`end_for` and `begin_if`/`begin_else`/`end_if`;
+/// [`Builder::finish`] returns the kernel.
 pub struct Builder {
+    /// The kernel under construction; its `body` is filled in by [`Builder::finish`].
     pub kernel: Kernel,
     blocks: Vec<Block>,
     frames: Vec<Frame>,
+    /// The source location given to the ops appended next; callers set it per token.
     pub loc: Loc,
     /// Facts that turn silent mistakes into type errors (`emit`).
     facts: Facts,
@@ -114,6 +125,9 @@ impl CExpr {
     }
 }
 
+/// The NumPy broadcast of two shapes (aligned at their last dimension). A pair of dimensions that
+/// are equal only for some constexpr values becomes `bcast(a, b)`, checked at specialization;
+/// `Err` when a pair provably differs and neither is 1.
 pub fn broadcast_shapes(a: &[Dim], b: &[Dim]) -> R<Vec<Dim>> {
     let r = a.len().max(b.len());
     let mut out = Vec::with_capacity(r);
@@ -207,6 +221,7 @@ fn check_binop_dtype(op: BinOp, d: DType) -> R<()> {
     }
 }
 
+/// The operator as messages spell it (`+`, `<<`, `maximum`, …).
 pub fn binop_str(op: BinOp) -> &'static str {
     match op {
         BinOp::Add => "+",

@@ -18,6 +18,9 @@ impl Builder {
         Ok(a as usize)
     }
 
+    /// `op(x, axis)` (a negative axis counts from the end). Rejects the sum of a bool tile, and
+    /// `max`, `min`, `argmax` and `argmin` of a masked `load` without `other`, whose masked-off
+    /// zeros they would count.
     pub fn reduce(&mut self, op: ReduceOp, x: V, axis: i64) -> R<V> {
         let t = self.tile_ty(x, 0)?;
         let name = format!("{op:?}").to_lowercase();
@@ -49,6 +52,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Reduce { op, x, axis: a as u8 }, Type::tile(Elem::Val(rd), shape)))
     }
 
+    /// `cumsum(x, axis)` (a negative axis counts from the end); i8/u8 accumulate to i32, bool is
+    /// rejected.
     pub fn scan(&mut self, op: ScanOp, x: V, axis: i64) -> R<V> {
         let t = self.tile_ty(x, 0)?;
         let a = self.axis_of(&t, axis, "cumsum")?;

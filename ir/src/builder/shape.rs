@@ -12,6 +12,8 @@ impl Builder {
         self.emit1(OpKind::Splat { x, shape: shape.to_vec() }, ty)
     }
 
+    /// `expand_dims(x, axis)`: a dimension of size 1 inserted at `axis` (a negative axis counts
+    /// from the end: `-1` appends one).
     pub fn expand_dims(&mut self, x: V, axis: i64) -> R<V> {
         let ty = self.tile_ty(x, 0)?;
         let r = ty.rank() as i64;
@@ -77,6 +79,8 @@ impl Builder {
         self.broadcast_to(x, &shape)
     }
 
+    /// `reshape(x, shape)`: the same elements in row-major order, in a shape (dimensions powers of
+    /// two) of as many elements; `x` itself when the shape does not change.
     pub fn reshape(&mut self, x: V, shape: Vec<Dim>) -> R<V> {
         let ty = self.tile_ty(x, 0)?;
         for d in &shape {
@@ -98,6 +102,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Reshape { x, shape }, new_ty))
     }
 
+    /// `trans(x, perm)`: result dimension `i` is dimension `perm[i]` of `x`; `perm: None` swaps
+    /// the two dimensions of a rank-2 tile.
     pub fn trans(&mut self, x: V, perm: Option<Vec<i64>>) -> R<V> {
         let ty = self.tile_ty(x, 0)?;
         let r = ty.rank();

@@ -5,6 +5,8 @@
 use super::*;
 
 impl Builder {
+    /// A builder for a kernel with these parameters and an empty body; `file` is the source file
+    /// named in errors.
     pub fn new(name: &str, file: &str, params: Vec<Param>, constexprs: Vec<ConstexprParam>, dtype_params: Vec<String>) -> Self {
         let kernel = Kernel {
             name: name.to_string(),
@@ -28,14 +30,17 @@ impl Builder {
         self.kernel
     }
 
+    /// Type of value `v`.
     pub fn ty(&self, v: V) -> &Type {
         &self.kernel.values[v.idx()].ty
     }
 
+    /// Everything known about value `v`.
     pub fn info(&self, v: V) -> &ValueInfo {
         &self.kernel.values[v.idx()]
     }
 
+    /// Give `v` the user's variable name, for dumps; a value keeps the first name it gets.
     pub fn set_name(&mut self, v: V, name: &str) {
         let info = &mut self.kernel.values[v.idx()];
         if info.name.is_none() {
@@ -88,6 +93,8 @@ impl Builder {
         v
     }
 
+    /// Read run-time parameter `idx`: a scalar pointer (`ptr<d>`) or a scalar of its dtype, named
+    /// after the parameter.
     pub fn param(&mut self, idx: usize) -> V {
         let p = &self.kernel.params[idx];
         let ty = match p.kind {
@@ -100,6 +107,8 @@ impl Builder {
         v
     }
 
+    /// Read constexpr parameter `idx`: a weak scalar of its declared dtype whose value is the
+    /// parameter.
     pub fn constexpr_param(&mut self, idx: usize) -> V {
         let c = &self.kernel.constexprs[idx];
         let (name, dtype) = (c.name.clone(), c.dtype);
@@ -144,6 +153,8 @@ impl Builder {
         }
     }
 
+    /// A float literal; `dtype: None` makes it weak (f32 unless the other operand is another float
+    /// dtype).
     pub fn const_float(&mut self, val: f64, dtype: Option<DType>) -> V {
         let d = dtype.unwrap_or(DType::F32);
         let v = self.new_value(Type::scalar(d), None, dtype.is_none());
@@ -151,15 +162,18 @@ impl Builder {
         v
     }
 
+    /// A bool literal (a constexpr).
     pub fn const_bool(&mut self, b: bool) -> V {
         self.constexpr(CExpr::Lit(b as i64), DType::Bool, false)
     }
 
+    /// `program_id(axis)`: this program's index along grid axis 0, 1 or 2, an i32 scalar.
     pub fn program_id(&mut self, axis: i64) -> R<V> {
         check_axis3(axis)?;
         Ok(self.emit1(OpKind::ProgramId(axis as u8), Type::scalar(DType::I32)))
     }
 
+    /// `num_programs(axis)`: the number of programs along grid axis 0, 1 or 2, an i32 scalar.
     pub fn num_programs(&mut self, axis: i64) -> R<V> {
         check_axis3(axis)?;
         Ok(self.emit1(OpKind::NumPrograms(axis as u8), Type::scalar(DType::I32)))
@@ -175,6 +189,8 @@ impl Builder {
         }
     }
 
+    /// `arange(start, end)`: the i32 tile `start, start + 1, …, end - 1`; once known, its length
+    /// must be a power of two, at most 2²⁰.
     pub fn arange(&mut self, start: CExpr, end: CExpr) -> R<V> {
         let len = CExpr::bin(CBin::Sub, end.clone(), start.clone());
         if let Some(n) = len.known() {
@@ -183,6 +199,8 @@ impl Builder {
         Ok(self.emit1(OpKind::Arange { start, end }, Type::tile(Elem::Val(DType::I32), vec![len])))
     }
 
+    /// `full(shape, value, dtype)`: a tile of `shape` (dimensions powers of two) with every
+    /// element the scalar `value`, which must already be of `dtype` unless it is weak.
     pub fn full(&mut self, shape: Vec<Dim>, value: V, dtype: DType) -> R<V> {
         for d in &shape {
             if let Some(n) = d.known() {

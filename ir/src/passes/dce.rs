@@ -9,6 +9,7 @@
 use crate::ir::*;
 use std::collections::HashSet;
 
+/// Remove the dead ops of `k` (module doc), repeating until none is left.
 pub fn dce(k: &mut Kernel) {
     loop {
         let mut used = HashSet::new();

@@ -93,17 +93,24 @@ pub fn guarded_params(k: &Kernel) -> usize {
 /// What can fault at a site.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Fault {
+    /// A `load` out of its buffer.
     Load,
+    /// A `store` out of its buffer.
     Store,
+    /// An `atomic_add` out of its buffer.
     AtomicAdd,
+    /// A `view` that addresses elements outside its buffer (it is then treated as empty).
     View,
+    /// A `for` whose step is not positive (it then runs no iterations).
     LoopStep,
 }
 
 /// An op that can fault at run time, in the order of [`Kernel::walk`].
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Site {
+    /// Location of the op.
     pub loc: Loc,
+    /// What faults there.
     pub fault: Fault,
     /// The pointer parameters the access may touch.
     pub params: Vec<u32>,
