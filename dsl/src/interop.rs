@@ -11,7 +11,8 @@
 //!   `CudaSlice<T>` for the length of a borrow (cuBLAS, your kernels);
 //! - [`Stream::from_cudarc`] runs ferrotile's work on a cudarc stream
 //!   ([`Stream::scope`]), ordered with what cudarc queues there;
-//! - [`Buffer::from_raw_cuda`] / [`Buffer::cuda_ptr`] and
+//! - [`Buffer::from_raw_cuda`] (and [`Buffer::from_raw_cuda_ordered`],
+//!   whose drop leaves the ordering to the caller) / [`Buffer::cuda_ptr`] and
 //!   [`Stream::from_raw_cuda`] / [`Stream::raw_cuda`] do the same with raw
 //!   handles, for other CUDA libraries.
 //!
@@ -110,6 +111,29 @@ impl<T: Element> Buffer<T> {
         let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
         // SAFETY: the caller's promise.
         let m = unsafe { DevMem::foreign(c, ptr, bytes, Owner::Caller) };
+        Ok(Buffer::new(dev.clone(), Storage::Cuda(Arc::new(m)), len))
+    }
+
+    /// As [`Buffer::from_raw_cuda`], but dropping the buffer does not wait
+    /// for ferrotile's work on it: for memory whose release the caller
+    /// orders after that work on the device — a framework's tensor, freed
+    /// stream-ordered (`cuMemFreeAsync`, as cudarc's `CudaSlice` does) on
+    /// the stream ferrotile's work went to ([`Stream::from_cudarc`] +
+    /// [`Stream::scope`]). No host synchronization per hand-over: what the
+    /// candle integration (`ferrotile-candle`) uses for its tensors.
+    ///
+    /// # Safety
+    /// As [`Buffer::from_raw_cuda`]; and the memory is not freed or reused
+    /// before the work ferrotile queued on it while the buffer lived has
+    /// finished on the device (stream order or an explicit wait).
+    pub unsafe fn from_raw_cuda_ordered(dev: &Device, ptr: u64, len: usize) -> Result<Buffer<T>> {
+        let c = cuda_of(dev)?;
+        if !ptr.is_multiple_of(T::DTYPE.size_bytes().max(1) as u64) {
+            return Err(Error::Buffer(format!("Buffer::from_raw_cuda_ordered: address {ptr:#x} is not aligned to {}", T::DTYPE)));
+        }
+        let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
+        // SAFETY: the caller's promise.
+        let m = unsafe { DevMem::foreign(c, ptr, bytes, Owner::Ordered) };
         Ok(Buffer::new(dev.clone(), Storage::Cuda(Arc::new(m)), len))
     }
 }

@@ -40,6 +40,8 @@ pub mod error;
 #[cfg(feature = "cuda")]
 pub mod interop;
 pub mod interp;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod runtime;
 
 pub use element::{bf16, f16, f8e4m3, f8e5m2, Element, FloatElement};

@@ -130,10 +130,17 @@ impl std::fmt::Debug for CudaDevice {
     }
 }
 
-/// Whether a CUDA driver library can be loaded at all.
+/// Whether a CUDA driver library can be loaded at all: the driver's names
+/// on Linux and Windows. (Not `sys::is_culib_present`: it exists only when
+/// cudarc loads the library at run time, and another crate in the build —
+/// candle's CUDA side — may make cudarc link it instead; then it is loaded
+/// already and the open below finds it.)
 pub fn driver_present() -> bool {
-    // SAFETY: only tries to dlopen the library.
-    unsafe { sys::is_culib_present() }
+    ["libcuda.so.1", "libcuda.so", "nvcuda.dll"].iter().any(|name| {
+        // SAFETY: loading the driver library runs its initializers, as
+        // cudarc's own loading does; nothing from it is called here.
+        unsafe { libloading::Library::new(*name) }.is_ok()
+    })
 }
 
 impl CudaDevice {
@@ -210,7 +217,7 @@ impl CudaDevice {
     /// The stream the calling thread's work goes to: its capture stream
     /// while it captures, else the innermost stream scope of the thread for
     /// this device ([`Self::scoped`]), else the device's stream.
-    fn stream(&self) -> sys::CUstream {
+    pub(crate) fn stream(&self) -> sys::CUstream {
         if let Some(s) = self.own_capture(|c| c.stream) {
             return s;
         }
@@ -565,6 +572,10 @@ pub enum Owner {
     /// The caller, who keeps it alive until the buffer is dropped (the
     /// drop waits for the work queued on it; raw pointers).
     Caller,
+    /// The caller, who releases it only after the work ferrotile queued on
+    /// it (stream-ordered, as a cudarc `CudaSlice` on the stream the work
+    /// went to): the drop does not wait.
+    Ordered,
     /// This value, dropped after the device's streams are done (a
     /// cudarc `CudaSlice` handed over, which frees itself).
     Handle(Box<dyn std::any::Any + Send + Sync>),
@@ -640,7 +651,11 @@ impl DevMem {
 impl Drop for DevMem {
     fn drop(&mut self) {
         // (the caller's memory too: once the buffer is gone, the caller may
-        // free it, so no queued work may still use it)
+        // free it, so no queued work may still use it — unless the caller
+        // orders its release after that work itself)
+        if matches!(self.owner, Owner::Ordered) {
+            return;
+        }
         if self.dev.bind().is_ok() {
             let _ = self.dev.wait_stream();
             if matches!(self.owner, Owner::Runtime) {
