@@ -69,13 +69,16 @@
 #   cli:     streams + cudarc interop tests (memcheck), `ferrotile devices`,
 #            `ferrotile run-library` with its chart, the row and GEMM benches
 #            next to their peers and their comparison chart
+#   ecosystem: candle's CUDA tensors through ferrotile-candle (memcheck
+#            too), NCCL collectives, the tensor-parallel example, the W4A16
+#            GEMV's host time per call
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
 # Experiment modes of past sessions (x11a, final11, sweep10, ...) live in
 # scripts/experiments/gpu-run-sessions.sh.
 set -uo pipefail
-D=.devbin
+D=${DEVBIN:-.devbin}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 L=$OUT/all.log
 S=$OUT/summary.txt
@@ -412,6 +415,22 @@ case "${1:-check}" in
     step chart 30 $D/ferrotile chart "$OUT/ft.json" "$OUT/peers.json" "$OUT/gemm_ft.json" "$OUT/gemm_cublas.json" -o "$OUT/peers.svg" --title "ferrotile and its peers, H200"
     grep -E "^test |overlap|one-program|ERROR SUMMARY|^(cpu|cuda|wgpu|ptxas|best) " "$L" | head -30
     grep -E "^(softmax|layer_norm|rms_norm|gemm|attn|quant|w8a8|fp8|roofline|all )" "$L" | tail -60
+    ;;
+  ecosystem)
+    # the candle integration with candle's CUDA side (scripts/candle-cuda.sh
+    # builds the test binary: $D/candle_ops, linked against the machine's
+    # CUDA libraries), under memcheck too; NCCL collectives on every GPU;
+    # the tensor-parallel example; the W4A16 GEMV's host time per call
+    # (`dequant-user --library`: tuned and forced configurations)
+    export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    step candle 300 $D/candle_ops --nocapture
+    step memcheck_candle 300 compute-sanitizer --tool memcheck --error-exitcode 9 $D/candle_ops --nocapture
+    step nccl 120 $D/nccl --nocapture
+    step tp 300 $D/ex_tensor_parallel
+    step tp_4096 120 $D/ex_tensor_parallel --m 4096 --d 4096
+    SH=${2:-1x8192x8192,16x8192x8192}
+    step host_time 200 $D/dequant-user --device cuda --library --shapes $SH --lib-configs 1x256x64x8x2x4,1x256x64x8x3x4,16x64x128x4x3x4
+    grep -E "^test |panicked|ERROR SUMMARY|skipped|^\| |^MLP|library wq_gemm" "$L" | head -60
     ;;
   final)
     # everything that changed in a session, under one machine start: the

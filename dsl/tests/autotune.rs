@@ -92,3 +92,31 @@ fn an_empty_autotuner_is_an_error() {
         other => panic!("expected a launch error, got {other:?}"),
     }
 }
+
+/// A tuned call costs one lookup, not work per candidate: with 2000
+/// candidates it is as cheap as with 2 (it used to hash every candidate's
+/// text on every call — ~1 µs per candidate, more than a decode kernel).
+#[test]
+fn a_tuned_call_does_not_grow_with_the_candidates() {
+    let dir = std::env::temp_dir().join(format!("ferrotile-autotune-cost-{}", std::process::id()));
+    std::env::set_var("FERROTILE_CACHE_DIR", &dir);
+    let dev = Device::cpu();
+    let per_call = |n: usize| -> f64 {
+        let t = Autotuner::new("cost", (0..n).map(|i| TuneConfig::new(4).with("BLOCK", i as i64)).collect()).reps(1);
+        let key = format!("n={n}");
+        t.run(&dev, &key, |_| Ok(())).unwrap();
+        // (best of five batches: robust to a busy machine)
+        (0..5)
+            .map(|_| {
+                let s = std::time::Instant::now();
+                for _ in 0..2000 {
+                    t.run(&dev, &key, |_| Ok(())).unwrap();
+                }
+                s.elapsed().as_secs_f64() / 2000.0
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (few, many) = (per_call(2), per_call(2000));
+    assert!(many < 10.0 * few + 2e-6, "a tuned call: {:.2} µs with 2000 candidates, {:.2} µs with 2", many * 1e6, few * 1e6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
