@@ -6,7 +6,7 @@
 //! prints them at run time.
 //!
 //! The options the PTX is emitted with are the runtime's defaults for a
-//! launch on aligned buffers (`arg_div16` on every integer scalar),
+//! launch on aligned buffers (`arg_div` 16 on every integer scalar),
 //! `--stages` as `num_stages`, `--unit` naming the scalars known to be 1
 //! (the unit strides the runtime detects), guarded unless `--unchecked`.
 
@@ -137,7 +137,7 @@ pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
                 subgroups: true,
                 shader_f16: true,
                 max_workgroup_storage: 49152,
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 arg_one: k.params.iter().map(|p| args.unit.contains(&p.name)).collect(),
                 safety,
                 ..Default::default()
@@ -147,7 +147,7 @@ pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
         }
         Emit::Ptx => {
             let opts = PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 arg_one: k.params.iter().map(|p| args.unit.contains(&p.name)).collect(),
                 pipeline: args.stages.saturating_sub(1),
                 safety,

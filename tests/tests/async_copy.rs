@@ -67,7 +67,7 @@ fn used_twice(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, s: Ptr<f32>, n: i32) {
 
 fn ptx(k: &ferrotile::ir::Kernel, stages: u32) -> String {
     let spec = specialize(k, &[], &[]).unwrap();
-    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, warp_specialize: true, ..PtxOptions::new(90, 4, k.params.len()) };
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, warp_specialize: true, ..PtxOptions::new(90, 4, k.params.len()) };
     emit(&spec, &opts).unwrap_or_else(|e| panic!("{}: {e}", k.name)).text
 }
 

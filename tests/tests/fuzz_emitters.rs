@@ -133,7 +133,8 @@ fn exercise(rng: &mut Rng, k: &'static Kernel, b: i64, px: Option<&std::path::Pa
     }
     for sm in [80, 90] {
         for safety in [Safety::Unchecked, Safety::Safe, Safety::Checked] {
-            let o = PtxOptions { arg_div16: vec![rng.chance(0.5); guarded_params(&spec)], safety, ..PtxOptions::new(sm, 4, spec.params.len()) };
+            let o =
+                PtxOptions { arg_div: vec![if rng.chance(0.5) { 16 } else { 1 }; guarded_params(&spec)], safety, ..PtxOptions::new(sm, 4, spec.params.len()) };
             // (an emitter error is a value; only what it emits must assemble)
             if let Ok(p) = ptx::emit(&spec, &o) {
                 stats[1] += 1;

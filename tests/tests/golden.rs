@@ -73,7 +73,7 @@ fn fnv1a(s: &str) -> u64 {
 fn ptx_opts(k: &Kernel, sm: u32, num_warps: u32, pipeline: u32) -> PtxOptions {
     // (unguarded, as `launch_unchecked` compiles: the text the compiler's
     // own decisions make; the guards have goldens of their own)
-    PtxOptions { arg_div16: vec![true; k.params.len()], pipeline, safety: Safety::Unchecked, ..PtxOptions::new(sm, num_warps, k.params.len()) }
+    PtxOptions { arg_div: vec![16; k.params.len()], pipeline, safety: Safety::Unchecked, ..PtxOptions::new(sm, num_warps, k.params.len()) }
 }
 
 /// Integer parameters named in `units` are known to equal 1 (unit strides).
@@ -101,7 +101,7 @@ fn lavapipe(k: &Kernel) -> WgslOptions {
         subgroups: false,
         shader_f16: false,
         max_workgroup_storage: 32768,
-        arg_div16: vec![true; k.params.len()],
+        arg_div: vec![16; k.params.len()],
         arg_one: vec![],
         safety: Safety::Unchecked,
         slice_layouts: true,
@@ -114,7 +114,7 @@ fn nvidia(k: &Kernel, warps: u32) -> WgslOptions {
         subgroups: true,
         shader_f16: true,
         max_workgroup_storage: 49152,
-        arg_div16: vec![true; k.params.len()],
+        arg_div: vec![16; k.params.len()],
         arg_one: vec![],
         safety: Safety::Unchecked,
         slice_layouts: true,
@@ -219,13 +219,13 @@ fn library_kernels_match_golden_files() {
     // Guarded, as `launch` compiles them (every buffer length a multiple
     // of 16): a row kernel single-tile and looped (checked too), GEMM on
     // TMA (views checked on the host), on cp.async rings and on FMA.
-    let guarded = |k: &Kernel, sm, warps, stages, safety| PtxOptions { arg_div16: vec![true; guarded_params(k)], safety, ..ptx_opts(k, sm, warps, stages) };
+    let guarded = |k: &Kernel, sm, warps, stages, safety| PtxOptions { arg_div: vec![16; guarded_params(k)], safety, ..ptx_opts(k, sm, warps, stages) };
     for (k, block, dt, warps) in [(softmax_row::ir(), 4096, DType::F32, 8), (layer_norm_looped::ir(), 2048, DType::F16, 4)] {
         let spec = specialize(k, &[block], &[dt]).unwrap();
         let base = format!("{}.{block}.{dt}", k.name);
         push(check(&format!("ptx/{base}.sm90.safe.ptx"), &emit_ptx(&spec, &guarded(k, 90, warps, 1, Safety::Safe))));
         push(check(&format!("ptx/{base}.sm90.checked.ptx"), &emit_ptx(&spec, &guarded(k, 90, warps, 1, Safety::Checked))));
-        let wo = WgslOptions { arg_div16: vec![true; guarded_params(k)], safety: Safety::Safe, ..lavapipe(k) };
+        let wo = WgslOptions { arg_div: vec![16; guarded_params(k)], safety: Safety::Safe, ..lavapipe(k) };
         push(check(&format!("wgsl/{base}.lavapipe.safe.wgsl"), &emit_wgsl(&spec, &wo)));
     }
     for c in gemms.iter().filter(|c| ["wgmma_tma_bf16", "mma_sync_cp_async_bf16", "fma_f32"].contains(&c.name)) {
@@ -330,7 +330,7 @@ fn conformance_kernels_match_golden_digests() {
     for k in &specs {
         let id = format!("{} [{}]", k.name, k.describe_binding());
         for (sm, div16) in [(80, false), (80, true), (90, false), (90, true)] {
-            let o = PtxOptions { arg_div16: vec![div16; k.params.len()], ..ptx_opts(k, sm, 4, 1) };
+            let o = PtxOptions { arg_div: vec![if div16 { 16 } else { 1 }; k.params.len()], ..ptx_opts(k, sm, 4, 1) };
             let text = emit_ptx(k, &o);
             lines.push(format!("{id} sm{sm}{} {:016x} {}", if div16 { " div16" } else { "" }, fnv1a(&text), text.len()));
         }

@@ -130,7 +130,7 @@ fn view_gemm_without_tma_gets_cp_async() {
     for views in [0, 1] {
         let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, views], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            arg_div16: vec![true; guarded_params(g)],
+            arg_div: vec![16; guarded_params(g)],
             arg_one: one.clone(),
             pipeline: 2,
             warp_specialize: true,
@@ -153,9 +153,31 @@ fn lowered_view_loads_vectorize_only_when_aligned() {
     let k = views_mix::ir();
     let spec = specialize(k, &[], &[]).unwrap();
     for (ldx_div16, want) in [(true, true), (false, false)] {
-        let div16: Vec<bool> = k.params.iter().map(|p| p.name != "ldx" || ldx_div16).collect();
-        let opts = PtxOptions { arg_div16: div16, warp_specialize: true, ..PtxOptions::new(90, 1, k.params.len()) };
+        let div16: Vec<u32> = k.params.iter().map(|p| if p.name != "ldx" || ldx_div16 { 16 } else { 1 }).collect();
+        let opts = PtxOptions { arg_div: div16, warp_specialize: true, ..PtxOptions::new(90, 1, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(p.text.contains("ld.global.v4"), want, "ldx divisible by 16: {ldx_div16}");
+    }
+}
+
+/// Row strides that are not multiples of 16 still give 16-byte vectors
+/// when the launch's divisibility fact proves the rows aligned: the library
+/// softmax over rows of 1000 bf16 elements (stride divisible by 8 — 2000
+/// bytes) or 1004 f32 elements (divisible by 4) loads whole 16-byte vectors;
+/// with a stride divisible only by 4 (bf16) or 2 (f32) it must not.
+#[test]
+fn row_loads_vectorize_by_the_strides_power_of_two() {
+    let k = ferrotile_kernels::softmax::softmax_row::ir();
+    for (dt, aligned, unaligned) in [(DType::BF16, 8, 4), (DType::F32, 4, 2)] {
+        let spec = specialize(k, &[1024], &[dt]).unwrap();
+        for (d, want) in [(aligned, true), (unaligned, false), (16, true)] {
+            // (n_cols and both strides share the fact; pointers are aligned)
+            let div: Vec<u32> = k.params.iter().map(|p| if matches!(p.name.as_str(), "n_cols" | "x_stride" | "y_stride") { d } else { 16 }).collect();
+            let mut div = div;
+            div.resize(guarded_params(k), 16);
+            let p = emit(&spec, &PtxOptions { arg_div: div, ..PtxOptions::new(90, 4, k.params.len()) }).unwrap();
+            let vec16 = p.text.contains("ld.global.v4.b32") || p.text.contains("ld.global.v4.f32") || p.text.contains("ld.global.v4.u32");
+            assert_eq!(vec16, want, "{dt} rows, stride divisible by {d}");
+        }
     }
 }

@@ -24,7 +24,7 @@ fn library_kernels_assemble_for_sm80_and_sm90() {
                 for div16 in [false, true] {
                     for sm in [80, 90] {
                         let opts = PtxOptions {
-                            arg_div16: vec![div16; guarded_params(k)],
+                            arg_div: vec![if div16 { 16 } else { 1 }; guarded_params(k)],
                             pipeline: 1,
                             warp_specialize: true,
                             ..PtxOptions::new(sm, warps, k.params.len())
@@ -98,13 +98,8 @@ fn gemm_kernel_assembles_for_sm80_and_sm90() {
             // (unit strides sak and sbn: vectorized operand loads)
             let tc = cx[0] >= 64 && cx[2] >= 32;
             let one: Vec<bool> = unit_strides(k, false).into_iter().map(|u| tc && u).collect();
-            let opts = PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
-                arg_one: one,
-                pipeline: 1,
-                warp_specialize: true,
-                ..PtxOptions::new(sm, 4, k.params.len())
-            };
+            let opts =
+                PtxOptions { arg_div: vec![16; guarded_params(k)], arg_one: one, pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 4, k.params.len()) };
             match emit(&spec, &opts) {
                 Err(e) => failures.push(format!("emit {t}->{u} {cx:?}: {e}")),
                 // every configuration above has f16/bf16 inputs or tf32 and
@@ -173,7 +168,7 @@ fn every_gemm_tuner_configuration_assembles() {
                 }
                 let one = if unit { one.clone() } else { vec![false; k.params.len()] };
                 let opts = PtxOptions {
-                    arg_div16: vec![true; guarded_params(k)],
+                    arg_div: vec![16; guarded_params(k)],
                     arg_one: one,
                     pipeline: tc.num_stages.saturating_sub(1),
                     warp_specialize: true,
@@ -229,7 +224,7 @@ fn wgmma_gemm_rings_and_waits() {
     let tile = (128 * 64 + 64 * 256) * 2;
     for stages in [1u32, 2, 3] {
         let opts = PtxOptions {
-            arg_div16: vec![true; guarded_params(k)],
+            arg_div: vec![16; guarded_params(k)],
             arg_one: one.clone(),
             pipeline: stages - 1,
             warp_specialize: true,
@@ -269,8 +264,7 @@ fn splitk_reduce_assembles() {
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
             for sm in [80, 90] {
-                let opts =
-                    PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
+                let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
                 match emit(&spec, &opts)
                     .map_err(|e| e.to_string())
                     .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
@@ -300,8 +294,7 @@ fn wgmma_gemm_tma_rings() {
     let spec = specialize(k, &[128, 256, 64, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for stages in [1u32, 2, 3] {
-        let opts =
-            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one.clone(), pipeline: stages - 1, ..PtxOptions::new(90, 8, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], arg_one: one.clone(), pipeline: stages - 1, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let boxes: Vec<Vec<u32>> = p.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
@@ -389,8 +382,8 @@ fn wgmma_gemm_tma_rings() {
             }
         }
     }
-    let div16: Vec<bool> = k.params.iter().map(|p| p.name != "sam").collect();
-    let opts = PtxOptions { arg_div16: div16, arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
+    let div16: Vec<u32> = k.params.iter().map(|p| if p.name != "sam" { 16 } else { 1 }).collect();
+    let opts = PtxOptions { arg_div: div16, arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
     let p = emit(&spec, &opts).unwrap();
     assert_eq!(p.tensor_maps.len(), 1, "A's view needs a row stride known to be a multiple of 16 elements");
 }
@@ -415,7 +408,7 @@ fn gemm_views_every_tuner_configuration_assembles() {
             let spec = specialize(k, &[bm, bn, bk, tc.get("GROUP_M").unwrap(), 0, 0, 0, 1], &[t, t]).unwrap();
             for sm in [80, 90] {
                 let opts = PtxOptions {
-                    arg_div16: vec![true; guarded_params(k)],
+                    arg_div: vec![16; guarded_params(k)],
                     arg_one: one.clone(),
                     pipeline: tc.num_stages.saturating_sub(1),
                     warp_specialize: true,
@@ -471,7 +464,7 @@ fn wgmma_tma_kmajor_b() {
         let types = if std::ptr::eq(k, gemm) { vec![dt, dt] } else { vec![] };
         let spec = specialize(k, &cx, &types).unwrap();
         let opts =
-            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
+            PtxOptions { arg_div: vec![16; guarded_params(k)], arg_one: one, pipeline: 2, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("{} {cx:?} {dt}", k.name);
@@ -509,7 +502,7 @@ fn swapped_decode_takes_wgmma_m64n16() {
     for (bn, bk, ws) in [(16, 128, false), (16, 128, true), (16, 256, true), (32, 128, true)] {
         let spec = specialize(k, &[64, bn, bk, 8, 0, 2, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            arg_div16: vec![true; guarded_params(k)],
+            arg_div: vec![16; guarded_params(k)],
             arg_one: one.clone(),
             pipeline: 3,
             warp_specialize: ws,
@@ -549,8 +542,7 @@ fn fma_dot_register_blocked() {
     let spec = specialize(k, &[128, 128, 32, 8, 0, 0, 0, 0], &[DType::F32, DType::F32]).unwrap();
     let px = ptxas::find_or_skip();
     for sm in [80, 90] {
-        let opts =
-            PtxOptions { arg_div16: vec![true; guarded_params(k)], arg_one: one.clone(), warp_specialize: true, ..PtxOptions::new(sm, 8, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], arg_one: one.clone(), warp_specialize: true, ..PtxOptions::new(sm, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         // the dot's k loop: the block between the label its backward
@@ -602,9 +594,10 @@ fn gemm_views_rule_matches_the_backend() {
     for tc in gemm_candidates() {
         let cfg = GemmConfig::from_tune(&tc).unwrap();
         let split_k = cfg.split_k as usize;
-        // (4104: strides that are whole 16-byte multiples but not multiples
-        // of 16 elements — no alignment fact, no tensor map)
-        for size in [4096i64, 4104] {
+        // (4104: strides that are whole 16-byte multiples for 16-bit and
+        // 32-bit elements but not multiples of 16 elements — the launch's
+        // power-of-two fact proves them; 4100: only for f32)
+        for size in [4096i64, 4104, 4100] {
             let (m, n, kk) = (if split_k > 1 { 16 } else { size }, size, size);
             let k_split = if split_k > 1 { (kk as usize).div_ceil(split_k).div_ceil(cfg.bk as usize) * cfg.bk as usize } else { kk as usize };
             for (dt, tf32, b_col, a_col) in modes {
@@ -638,12 +631,12 @@ fn gemm_views_rule_matches_the_backend() {
                         _ => return None,
                     })
                 };
-                let div16: Vec<bool> = k.params.iter().map(|p| arg(&p.name).is_some_and(|v| v % 16 == 0)).collect();
+                let div16: Vec<u32> = k.params.iter().map(|p| arg(&p.name).map_or(1, ferrotile_backends::plan::axis::arg_div)).collect();
                 let one: Vec<bool> = k.params.iter().map(|p| arg(&p.name) == Some(1)).collect();
                 let cx = [cfg.bm as i64, cfg.bn as i64, cfg.bk as i64, cfg.group_m as i64, 0, 0, tf32 as i64, 1];
                 let spec = specialize(k, &cx, &[dt, if split_k > 1 { DType::F32 } else { dt }]).unwrap();
                 let opts = PtxOptions {
-                    arg_div16: div16,
+                    arg_div: div16,
                     arg_one: one,
                     pipeline: cfg.num_stages.saturating_sub(1),
                     warp_specialize: true,
@@ -696,7 +689,7 @@ fn epilogue_stores_are_16_bytes() {
         let spec = specialize(k, &[128, 256, cx_bk, 8, 0, 0, tf32, 1], &[dt, dt]).unwrap();
         for ws in [false, true] {
             let opts = PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 arg_one: one.clone(),
                 pipeline: 2,
                 warp_specialize: ws,
@@ -716,8 +709,8 @@ fn epilogue_stores_are_16_bytes() {
             }
             // a row stride of C not known to be a multiple of 16 elements:
             // the store keeps the accumulator layout
-            let div16: Vec<bool> = k.params.iter().map(|p| p.name != "scm").collect();
-            let p = emit(&spec, &PtxOptions { arg_div16: div16, ..opts }).unwrap();
+            let div16: Vec<u32> = k.params.iter().map(|p| if p.name != "scm" { 16 } else { 1 }).collect();
+            let p = emit(&spec, &PtxOptions { arg_div: div16, ..opts }).unwrap();
             assert!(!p.text.contains("st.global.v4") && !k_loop(&p.text).1.contains("ld.shared.v4"), "{what}: no staging without the alignment fact");
         }
     }
@@ -741,7 +734,7 @@ fn every_attention_tuner_configuration_assembles() {
                 let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
-                        arg_div16: vec![true; guarded_params(k)],
+                        arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
@@ -789,7 +782,7 @@ fn attention_decode_and_combine_assemble() {
         for (t, causal, seqlens, split, lse) in [(DType::BF16, 0, 0, 1, 0), (DType::F16, 1, 1, 0, 1)] {
             let spec = specialize(k, &[bm, 64, dp, g, causal, seqlens, split, lse], &[t]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, 4, k.params.len()) };
+                let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, 4, k.params.len()) };
                 let what = format!("attention_decode {t} BM={bm} DP={dp} G={g} causal={causal} seqlens={seqlens} split={split} sm_{sm}");
                 match emit(&spec, &opts) {
                     Err(e) => failures.push(format!("{what}: emit: {e}")),
@@ -826,7 +819,7 @@ fn attention_decode_and_combine_assemble() {
         for t in [DType::BF16, DType::F16] {
             let spec = specialize(c, &[sp, dp, 1], &[t]).unwrap();
             for sm in [80, 90] {
-                let opts = PtxOptions { arg_div16: vec![true; guarded_params(c)], ..PtxOptions::new(sm, 4, c.params.len()) };
+                let opts = PtxOptions { arg_div: vec![16; guarded_params(c)], ..PtxOptions::new(sm, 4, c.params.len()) };
                 match emit(&spec, &opts)
                     .map_err(|e| e.to_string())
                     .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
@@ -858,8 +851,7 @@ fn every_attention_backward_configuration_assembles() {
     let mut check = |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool, maps: usize| {
         let spec = specialize(k, consts, &[t]).unwrap();
         for sm in [80, 90] {
-            let opts =
-                PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages.saturating_sub(1), ..PtxOptions::new(sm, warps, k.params.len()) };
+            let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages.saturating_sub(1), ..PtxOptions::new(sm, warps, k.params.len()) };
             let what = format!("{what} {t} sm_{sm}");
             let p = match emit(&spec, &opts) {
                 Ok(p) => p,
@@ -941,7 +933,7 @@ fn attention_varlen_assembles() {
                 let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
-                        arg_div16: vec![true; guarded_params(k)],
+                        arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
@@ -980,7 +972,7 @@ fn invariant_and_shared_slots() {
     for (bm, kk, n, warps) in [(64i64, 64i64, 64i64, 4u32), (128, 128, 64, 8)] {
         let spec = specialize(k, &[bm, kk, n], &[DType::BF16]).unwrap();
         for sm in [80, 90] {
-            let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
+            let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
             let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("BM={bm} K={kk} N={n} sm_{sm}: {e}"));
             if sm == 90 {
                 let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
@@ -1024,7 +1016,7 @@ fn every_quant_tuner_configuration_assembles() {
                 let spec = specialize(k, &consts, &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
-                        arg_div16: vec![true; guarded_params(k)],
+                        arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
                         pipeline_every_loop: gemv,
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
@@ -1093,7 +1085,7 @@ fn i8_dots_take_wgmma() {
                 let spec = specialize(k, &[bm, bn, bk, bmode, ptr_a as i64], &[]).unwrap();
                 for sm in [80, 90] {
                     let what = format!("BM={bm} BN={bn} BK={bk} B mode {bmode} pointer A {ptr_a} sm_{sm}");
-                    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
+                    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
                     let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
                     if sm == 90 {
                         let maps = p.tensor_maps.len();
@@ -1142,7 +1134,7 @@ fn every_w8a8_tuner_configuration_assembles() {
             for sm in [80, 90] {
                 let what = format!("w8a8 {consts:?} {t} {tc} sm_{sm}");
                 let opts = PtxOptions {
-                    arg_div16: vec![true; guarded_params(k)],
+                    arg_div: vec![16; guarded_params(k)],
                     pipeline: tc.num_stages.saturating_sub(1),
                     ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                 };
@@ -1180,7 +1172,7 @@ fn every_w8a8_tuner_configuration_assembles() {
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
             let opts = PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 pipeline: tc.num_stages.saturating_sub(1),
                 ..PtxOptions::new(90, tc.num_warps, k.params.len())
             };
@@ -1224,7 +1216,7 @@ fn fp8_kernels_assemble_and_dots_take_wgmma() {
             let spec = specialize(k, &consts, &[t]).unwrap();
             for sm in [80, 90] {
                 let what = format!("{name} {consts:?} {t} sm_{sm}");
-                let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
+                let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, warps, k.params.len()) };
                 let p = match emit(&spec, &opts) {
                     Ok(p) => p,
                     Err(e) => {

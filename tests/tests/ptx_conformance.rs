@@ -27,8 +27,12 @@ fn conformance_kernels_assemble() {
     for k in &specs {
         for div16 in [false, true] {
             for sm in [80, 90] {
-                let opts =
-                    PtxOptions { arg_div16: vec![div16; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 4, k.params.len()) };
+                let opts = PtxOptions {
+                    arg_div: vec![if div16 { 16 } else { 1 }; guarded_params(k)],
+                    pipeline: 1,
+                    warp_specialize: true,
+                    ..PtxOptions::new(sm, 4, k.params.len())
+                };
                 match emit(k, &opts) {
                     Err(e) => failures.push(format!("emit {} [{}]: {e}", k.name, k.describe_binding())),
                     Ok(p) => match ptxas::assemble(&px, &p.text, sm) {

@@ -33,7 +33,7 @@ fn attention_operands_stay_in_registers() {
         for causal in [0, 1] {
             let spec = specialize(k, &[bm, bn, d, causal], &[DType::BF16]).unwrap();
             for register_a in [true, false] {
-                let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, register_a, ..PtxOptions::new(sm, warps, k.params.len()) };
+                let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, register_a, ..PtxOptions::new(sm, warps, k.params.len()) };
                 let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} sm{sm}: {e:?}"));
                 let what = format!("attention {bm}x{bn}x{d} {warps} warps sm_{sm} causal {causal} register_a {register_a}");
                 let staged: Vec<_> = p.conversions.iter().filter(|(_, w)| w.contains("dot operand A")).collect();
@@ -66,7 +66,7 @@ fn programs_per_sm_caps_registers() {
     let spec = specialize(k, &[128, 64, 64, 0], &[DType::BF16]).unwrap();
     let px = ptxas::find_or_skip();
     for per_sm in [0, 2] {
-        let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, programs_per_sm: per_sm, ..PtxOptions::new(90, 8, k.params.len()) };
+        let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, programs_per_sm: per_sm, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &o).unwrap();
         assert_eq!(p.text.contains(".minnctapersm 2"), per_sm == 2);
         if let Some(px) = &px {
@@ -90,7 +90,7 @@ fn strided_grouped_views_become_rank4_tensor_maps() {
     let k = k_attention_strided::ir();
     let spec = specialize(k, &[64, 64, 64, 2], &[DType::F16]).unwrap();
     // (off: not tensor-map views)
-    let o = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 1, tma_terms: false, ..PtxOptions::new(90, 4, k.params.len()) };
+    let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, tma_terms: false, ..PtxOptions::new(90, 4, k.params.len()) };
     assert!(emit(&spec, &o).unwrap().tensor_maps.is_empty());
     let o = PtxOptions { tma_terms: true, ..o };
     let p = emit(&spec, &o).unwrap();

@@ -35,7 +35,7 @@ fn softmax_rows_barriers() {
     let k = softmax_rows::ir();
     for (r, b, warps, want) in [(8, 256, 4, 0), (2, 4096, 8, 6)] {
         let spec = specialize(k, &[r, b], &[]).unwrap();
-        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(90, warps, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(90, warps, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         assert_eq!(bars(&p.text), want, "R={r} B={b} warps={warps}");
     }
@@ -57,7 +57,7 @@ fn row_statistics_broadcast_back_without_shared_memory() {
         let spec = specialize(k, &[r, b, c], &[]).unwrap();
         let mut counts = vec![];
         for slices in [false, true] {
-            let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], slice_layouts: slices, ..PtxOptions::new(90, warps, k.params.len()) };
+            let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], slice_layouts: slices, ..PtxOptions::new(90, warps, k.params.len()) };
             let p = emit(&spec, &opts).unwrap();
             counts.push(bars(&p.text));
             if let Some(px) = &px {
@@ -88,7 +88,7 @@ fn library_multi_row_softmax_assembles() {
                 let spec = specialize(k, &[r, b], &[dt]).unwrap();
                 for warps in [4u32, 8] {
                     for sm in [80, 90] {
-                        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
+                        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(sm, warps, k.params.len()) };
                         let p = emit(&spec, &opts).unwrap();
                         // a row of `b` elements spans b / (16 bytes per lane · 32 lanes) warps
                         let per_warp = 32 * 16 / dt.size_bytes() as i64;
@@ -116,7 +116,7 @@ fn conversions_are_explained() {
     let k = k_row_stats::ir();
     let spec = specialize(k, &[8, 256, 64], &[]).unwrap();
     for slices in [false, true] {
-        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], slice_layouts: slices, ..PtxOptions::new(90, 4, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], slice_layouts: slices, ..PtxOptions::new(90, 4, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         if slices {
             assert!(p.conversions.is_empty(), "{:?}", p.conversions);
@@ -130,7 +130,7 @@ fn conversions_are_explained() {
     let spec = specialize(k, &[], &[]).unwrap();
     for sm in [80, 90] {
         for register_a in [true, false] {
-            let p = emit(&spec, &PtxOptions { arg_div16: vec![true; guarded_params(k)], register_a, ..PtxOptions::new(sm, 4, k.params.len()) }).unwrap();
+            let p = emit(&spec, &PtxOptions { arg_div: vec![16; guarded_params(k)], register_a, ..PtxOptions::new(sm, 4, k.params.len()) }).unwrap();
             let staged = p.conversions.iter().any(|(_, w)| w.starts_with("dot operand A [64, 64] staged from registers"));
             assert_eq!(staged, !register_a, "sm_{sm} register_a {register_a}: {:?}", p.conversions);
         }
@@ -222,7 +222,7 @@ fn wgsl_uses_the_same_slice_layouts() {
     let mut counts = vec![];
     for slices in [false, true] {
         for subgroups in [false, true] {
-            let o = WgslOptions { subgroups, slice_layouts: slices, arg_div16: vec![true; guarded_params(k)], ..WgslOptions::default() };
+            let o = WgslOptions { subgroups, slice_layouts: slices, arg_div: vec![16; guarded_params(k)], ..WgslOptions::default() };
             let w = wgsl::emit(&spec, &o).unwrap();
             if let Err(e) = validate(&w) {
                 panic!("naga: slices {slices} subgroups {subgroups}: {e}");

@@ -49,7 +49,7 @@ fn producer_warp_only_where_its_slice_is_scalar() {
     for (gather, split) in [(0, true), (1, false)] {
         let spec = specialize(k, &[128, 128, 64, gather], &[DType::BF16]).unwrap();
         for ws in [false, true] {
-            let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, warp_specialize: ws, ..PtxOptions::new(90, 8, k.params.len()) };
+            let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, warp_specialize: ws, ..PtxOptions::new(90, 8, k.params.len()) };
             let p = emit(&spec, &opts).unwrap();
             let t = &p.text;
             let what = format!("gather {gather}, warp_specialize {ws}");
@@ -116,12 +116,8 @@ fn attention_loop_splits_and_assembles() {
     for (bm, bn, d, warps) in [(64, 64, 64, 4), (128, 64, 64, 8), (128, 128, 64, 8)] {
         let spec = specialize(k, &[bm, bn, d], &[DType::BF16]).unwrap();
         for (ws, stages) in [(false, 2), (true, 2), (true, 3)] {
-            let opts = PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
-                pipeline: stages - 1,
-                warp_specialize: ws,
-                ..PtxOptions::new(90, warps, k.params.len())
-            };
+            let opts =
+                PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, warp_specialize: ws, ..PtxOptions::new(90, warps, k.params.len()) };
             let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} ws {ws}: {e:?}"));
             let t = &p.text;
             let what = format!(
@@ -179,7 +175,7 @@ fn clusters_multicast_only_uniform_tiles() {
     ] {
         let spec = specialize(k, &[64, 16, bk, group_m, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
         let opts = PtxOptions {
-            arg_div16: vec![true; guarded_params(k)],
+            arg_div: vec![16; guarded_params(k)],
             arg_one: one.clone(),
             pipeline: 3,
             warp_specialize: ws,
@@ -239,7 +235,7 @@ fn one_stream_refills_before_waiting() {
     let k = ws_gemm::ir();
     let spec = specialize(k, &[128, 128, 64, 0], &[DType::BF16]).unwrap();
     for pipeline in [1, 2, 3, 11] {
-        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline, ..PtxOptions::new(90, 8, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline, ..PtxOptions::new(90, 8, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         assert!(p.smem_bytes >= (pipeline + 2) * 32768, "pipeline {pipeline}: {} bytes of rings", p.smem_bytes);

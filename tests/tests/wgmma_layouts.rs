@@ -47,7 +47,7 @@ fn narrow_n_takes_wgmma_only_with_a_kmajor_b() {
         [(16, false, Some("m64n16k16")), (32, false, Some("m64n32k16")), (64, false, Some("m64n64k16")), (16, true, None), (64, true, Some("m64n64k16"))]
     {
         let spec = specialize(k, &[64, bn, 64, row_b2 as i64], &[DType::BF16]).unwrap();
-        let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: 2, ..PtxOptions::new(90, 4, k.params.len()) };
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(90, 4, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
         let t = &p.text;
         let what = format!("BN = {bn}, row-major B2: {row_b2}");

@@ -23,7 +23,7 @@ struct Tally {
 
 fn check(k: &Kernel, what: &str, t: &mut Tally) {
     // the last variant: every integer argument divisible by 16 (vec4 accesses where provable)
-    let aligned = WgslOptions { arg_div16: vec![true; guarded_params(k)], ..WgslOptions::default() };
+    let aligned = WgslOptions { arg_div: vec![16; guarded_params(k)], ..WgslOptions::default() };
     check_with(k, what, t, &[WgslOptions::default(), WgslOptions { shader_f16: true, ..WgslOptions::default() }, aligned]);
 }
 
@@ -72,7 +72,7 @@ fn library_kernels_validate() {
                     WgslOptions { subgroups: true, ..d.clone() },
                     WgslOptions { workgroup_size: 64, ..d.clone() },
                     WgslOptions { workgroup_size: 256, subgroups: true, ..d.clone() },
-                    WgslOptions { subgroups: true, arg_div16: vec![true; guarded_params(&spec)], ..d.clone() },
+                    WgslOptions { subgroups: true, arg_div: vec![16; guarded_params(&spec)], ..d.clone() },
                 ];
                 check_with(&spec, &format!("{} [{}]", k.name, spec.describe_binding()), &mut t, &variants);
             }
@@ -165,14 +165,14 @@ fn vec4_access_where_provable() {
     // params: x, y, n_cols, x_stride, y_stride
     let spec = specialize(k, &[4096], &[DType::F32]).unwrap();
     // (5 parameters, then the guard's two buffer lengths, divisible by 16)
-    let all = WgslOptions { workgroup_size: 256, arg_div16: vec![true; 7], ..WgslOptions::default() };
+    let all = WgslOptions { workgroup_size: 256, arg_div: vec![16; 7], ..WgslOptions::default() };
     let w = emit(&spec, &all).unwrap();
     validate(&w).unwrap();
     assert!(w.text.contains("b0: array<vec4<f32>>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);
     // 4096 elements over 256 invocations: 4 vec4 loads and 4 vec4 stores each
     assert_eq!(w.text.matches("= b0[").count(), 4, "{}", w.text);
     assert_eq!(w.text.matches(" >> 2u] = vec4<f32>(").count(), 4, "{}", w.text);
-    let odd_x = WgslOptions { arg_div16: vec![true, true, true, false, true, true, true], ..all.clone() };
+    let odd_x = WgslOptions { arg_div: vec![16, 16, 16, 1, 16, 16, 16], ..all.clone() };
     let w = emit(&spec, &odd_x).unwrap();
     validate(&w).unwrap();
     assert!(w.text.contains("b0: array<f32>") && w.text.contains("b1: array<vec4<f32>>"), "{}", w.text);

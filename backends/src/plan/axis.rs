@@ -3,10 +3,12 @@
 //! can be vectorized, repeated addresses loaded once, and small integers
 //! converted to floats without the slow conversion unit.
 //!
-//! Takes a specialized kernel and, per integer scalar argument, whether its
-//! run-time value is divisible by 16 and whether it is exactly 1 (the launch
-//! specializes on both, as Triton does: a unit stride is what makes a
-//! strided operand contiguous). Returns, per value and per dimension
+//! Takes a specialized kernel and, per integer scalar argument, a power of
+//! two (1 to 16, [`arg_div`]) dividing its run-time value and whether it is
+//! exactly 1 (the launch specializes on both: a unit stride is what makes a
+//! strided operand contiguous, and a row stride of 1000 bf16 elements —
+//! divisible by 8, not 16 — still starts every row on a 16-byte boundary,
+//! which Triton's divisible-by-16-or-not would miss). Returns, per value and per dimension
 //! ([`Facts::dims`]; a scalar has one entry, true along every dimension):
 //!
 //! - `contig`: length of runs of consecutive values (a power of two),
@@ -100,16 +102,27 @@ fn pow2_div(v: i64) -> u64 {
     }
 }
 
+/// The fact the launch records about an integer argument `v`: the largest
+/// power of two up to 16 dividing it (16 for 0). Five classes, so a kernel
+/// is compiled at most five times per integer argument.
+pub fn arg_div(v: i64) -> u32 {
+    if v == 0 {
+        16
+    } else {
+        1 << v.unsigned_abs().trailing_zeros().min(4)
+    }
+}
+
 /// The facts of the last dimension of every value (what vectorization
 /// needs).
-pub fn analyze(k: &Kernel, arg_div16: &[bool], arg_one: &[bool]) -> HashMap<V, Info> {
-    analyze_all(k, arg_div16, arg_one).into_iter().map(|(v, f)| (v, f.last())).collect()
+pub fn analyze(k: &Kernel, arg_div: &[u32], arg_one: &[bool]) -> HashMap<V, Info> {
+    analyze_all(k, arg_div, arg_one).into_iter().map(|(v, f)| (v, f.last())).collect()
 }
 
 /// Every dimension's facts and the ranges.
-pub fn analyze_all(k: &Kernel, arg_div16: &[bool], arg_one: &[bool]) -> HashMap<V, Facts> {
+pub fn analyze_all(k: &Kernel, arg_div: &[u32], arg_one: &[bool]) -> HashMap<V, Facts> {
     let mut m = HashMap::new();
-    block(k, &k.body, arg_div16, arg_one, &mut m);
+    block(k, &k.body, arg_div, arg_one, &mut m);
     m
 }
 
@@ -166,22 +179,22 @@ fn fit(d: Option<DType>, lo: Option<i128>, hi: Option<i128>) -> (Option<i64>, Op
     }
 }
 
-fn block(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, Facts>) {
+fn block(k: &Kernel, b: &Block, adiv: &[u32], a1: &[bool], m: &mut HashMap<V, Facts>) {
     let mut defs: HashMap<V, &OpKind> = HashMap::new();
     k.walk(&mut |op| {
         if let Some(r) = op.results.first() {
             defs.insert(*r, &op.kind);
         }
     });
-    block_in(k, b, a16, a1, m, &defs);
+    block_in(k, b, adiv, a1, m, &defs);
 }
 
-fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V, Facts>, defs: &HashMap<V, &OpKind>) {
+fn block_in(k: &Kernel, b: &Block, adiv: &[u32], a1: &[bool], m: &mut HashMap<V, Facts>, defs: &HashMap<V, &OpKind>) {
     for op in &b.ops {
         let get = |m: &HashMap<V, Facts>, v: V| m.get(&v).cloned().unwrap_or_else(|| Facts::unknown(k.ty(v).rank()));
         let Some(&res) = op.results.first() else {
             if let OpKind::For { .. } | OpKind::If { .. } = &op.kind {
-                nested(k, op, a16, a1, m, defs);
+                nested(k, op, adiv, a1, m, defs);
             }
             continue;
         };
@@ -199,7 +212,7 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
                 match k.params[i].kind {
                     ParamKind::Ptr(_) => Some(Facts { dims: vec![Info::scalar(16)], range: (None, None) }),
                     ParamKind::Scalar(d) if d.is_int() => {
-                        let mut info = Info::scalar(if a16.get(i).copied().unwrap_or(false) { 16 } else { 1 });
+                        let mut info = Info::scalar(adiv.get(i).copied().unwrap_or(1).clamp(1, 16) as u64);
                         info.unit = a1.get(i).copied().unwrap_or(false);
                         Some(Facts { dims: vec![info], range: (None, None) })
                     }
@@ -386,7 +399,7 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
                 Some(Facts { dims, range: (Some(0), Some(1)) })
             }
             OpKind::For { .. } | OpKind::If { .. } => {
-                nested(k, op, a16, a1, m, defs);
+                nested(k, op, adiv, a1, m, defs);
                 None
             }
             _ => None,
@@ -397,7 +410,7 @@ fn block_in(k: &Kernel, b: &Block, a16: &[bool], a1: &[bool], m: &mut HashMap<V,
     }
 }
 
-fn nested(k: &Kernel, op: &Op, a16: &[bool], a1: &[bool], m: &mut HashMap<V, Facts>, defs: &HashMap<V, &OpKind>) {
+fn nested(k: &Kernel, op: &Op, adiv: &[u32], a1: &[bool], m: &mut HashMap<V, Facts>, defs: &HashMap<V, &OpKind>) {
     match &op.kind {
         OpKind::For { lo, hi, step, body, .. } => {
             let get = |m: &HashMap<V, Facts>, v: V| m.get(&v).cloned().unwrap_or_else(|| Facts::unknown(0));
@@ -414,11 +427,11 @@ fn nested(k: &Kernel, op: &Op, a16: &[bool], a1: &[bool], m: &mut HashMap<V, Fac
                 _ => (None, None),
             };
             m.insert(body.args[0], Facts { dims: vec![Info::scalar(d)], range });
-            block_in(k, body, a16, a1, m, defs);
+            block_in(k, body, adiv, a1, m, defs);
         }
         OpKind::If { then_, else_, .. } => {
-            block_in(k, then_, a16, a1, m, defs);
-            block_in(k, else_, a16, a1, m, defs);
+            block_in(k, then_, adiv, a1, m, defs);
+            block_in(k, else_, adiv, a1, m, defs);
         }
         _ => {}
     }

@@ -31,7 +31,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     }
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
     let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 {
-        tma::views(k, &axis::analyze(k, &o.arg_div16, &o.arg_one), o.tma_terms)
+        tma::views(k, &axis::analyze(k, &o.arg_div, &o.arg_one), o.tma_terms)
     } else {
         HashMap::new()
     };
@@ -64,7 +64,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         }
     });
     let vec = (16 / min_es.max(2)).min(8) as u32;
-    let facts = axis::analyze_all(k, &o.arg_div16, &o.arg_one);
+    let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8).with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);

@@ -45,8 +45,9 @@ pub struct PtxOptions {
     /// Warps per program (a power of two, 1 to 32), not counting a warp-specialized kernel's
     /// producer warpgroup.
     pub num_warps: u32,
-    /// Per kernel parameter: integer scalar known divisible by 16.
-    pub arg_div16: Vec<bool>,
+    /// Per kernel parameter: a power of two (1 to 16) known to divide the
+    /// integer argument ([`crate::plan::axis::arg_div`]; 1: nothing known).
+    pub arg_div: Vec<u32>,
     /// Per kernel parameter: integer scalar known to equal 1 (unit strides).
     pub arg_one: Vec<bool>,
     /// Run eligible `dot`s on tensor cores (`mma.sync`); false: FMA loops.
@@ -142,7 +143,7 @@ impl PtxOptions {
         PtxOptions {
             sm,
             num_warps,
-            arg_div16: vec![false; n_params],
+            arg_div: vec![1; n_params],
             arg_one: vec![false; n_params],
             mma: true,
             wgmma: true,

@@ -74,7 +74,7 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> Result<WgslKernel, EmitError> {
     let nwarps = o.workgroup_size / 32;
     let values =
         if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| crate::plan::layout::Blocked::canonical(s, nwarps, vec)) } else { Default::default() };
-    emit::write(Plans { kernel: k, vec, axis: axis::analyze(k, &o.arg_div16, &o.arg_one), base, uniform: uniform_values(k), bufs, values }, o)
+    emit::write(Plans { kernel: k, vec, axis: axis::analyze(k, &o.arg_div, &o.arg_one), base, uniform: uniform_values(k), bufs, values }, o)
 }
 
 /// Which parameter every pointer and view value points into

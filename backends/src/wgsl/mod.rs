@@ -50,12 +50,13 @@ pub struct WgslOptions {
     /// (`maxComputeWorkgroupStorageSize`; WebGPU's default is 16384, lavapipe
     /// and most GPUs 32768).
     pub max_workgroup_storage: u32,
-    /// Per parameter: the launch's integer argument is divisible by 16
-    /// (missing entries: unknown). With [`WgslOptions::arg_one`] this feeds
+    /// Per parameter: a power of two (1 to 16) dividing the launch's
+    /// integer argument ([`crate::plan::axis::arg_div`]; missing entries:
+    /// unknown). With [`WgslOptions::arg_one`] this feeds
     /// the axis analysis that proves loads and stores contiguous and
     /// 16-byte aligned, so they can move whole `vec4`s (the launch caches
     /// one shader per combination, as the CUDA runtime does).
-    pub arg_div16: Vec<bool>,
+    pub arg_div: Vec<u32>,
     /// Per parameter: the launch's integer argument is exactly 1.
     pub arg_one: Vec<bool>,
     /// How accesses are guarded ([`ferrotile_ir::passes::guard`]; the
@@ -75,7 +76,7 @@ impl Default for WgslOptions {
             subgroups: false,
             shader_f16: false,
             max_workgroup_storage: 32768,
-            arg_div16: vec![],
+            arg_div: vec![],
             arg_one: vec![],
             safety: ferrotile_ir::passes::Safety::Safe,
             slice_layouts: true,

@@ -405,7 +405,7 @@ fn emit(args: &[String]) {
     let k = attn_fwd::ir();
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
     let opts = PtxOptions {
-        arg_div16: vec![true; guarded_params(k)],
+        arg_div: vec![16; guarded_params(k)],
         pipeline: stages - 1,
         tma: true,
         warp_specialize: ws,

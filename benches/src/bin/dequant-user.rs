@@ -441,7 +441,7 @@ fn emit(args: &[String]) {
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let k = if std::env::var("SPLIT").is_ok() { w4a16_split::ir() } else { w4a16::ir() };
     let spec = specialize(k, &[t[0], t[1], t[2], GROUP as i64], &[]).unwrap();
-    let opts = PtxOptions { arg_div16: vec![true; guarded_params(k)], pipeline: stages - 1, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, ..PtxOptions::new(sm, warps, k.params.len()) };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
     ferrotile_benches::explain_ptx(&p);
     println!("{}", p.text);

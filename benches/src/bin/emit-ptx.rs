@@ -52,7 +52,7 @@ fn main() {
         let p = emit(
             &spec,
             &PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 arg_one: one,
                 pipeline: stages.saturating_sub(1),
                 warp_specialize: a.iter().any(|x| x == "ws"),
@@ -78,7 +78,7 @@ fn main() {
         let p = emit(
             &spec,
             &PtxOptions {
-                arg_div16: vec![true; guarded_params(k)],
+                arg_div: vec![16; guarded_params(k)],
                 pipeline: stages.saturating_sub(1),
                 pipeline_every_loop: gemv,
                 ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
@@ -119,7 +119,7 @@ fn main() {
             subgroups: true,
             shader_f16: true,
             max_workgroup_storage: 49152,
-            arg_div16: vec![true; guarded_params(k)],
+            arg_div: vec![16; guarded_params(k)],
             ..Default::default()
         };
         let w = ferrotile_backends::wgsl::emit(&spec, &o).unwrap_or_else(|e| {
@@ -132,7 +132,7 @@ fn main() {
     let p = emit(
         &spec,
         &PtxOptions {
-            arg_div16: vec![true; guarded_params(k)],
+            arg_div: vec![16; guarded_params(k)],
             pipeline: 1,
             warp_specialize: true,
             safety: if a.iter().any(|x| x == "unchecked") { Safety::Unchecked } else { Safety::Safe },

@@ -85,7 +85,7 @@ pub fn hidden_params(k: &Kernel, s: Safety) -> Vec<Hidden> {
 
 /// How many parameters `k` has once guarded (its own and the hidden ones
 /// of [`Safety::Safe`]): the length of per-parameter facts such as
-/// `PtxOptions::arg_div16` that cover the buffer lengths too.
+/// `PtxOptions::arg_div` that cover the buffer lengths too.
 pub fn guarded_params(k: &Kernel) -> usize {
     k.params.len() + hidden_params(k, Safety::Safe).len()
 }

@@ -633,8 +633,9 @@ pub fn views_rule(es: u32, [sam, sak, sbk, sbn, sab, sbb]: [i64; 6], (splits, k_
     let (a_rows, a_cols) = if kmajor_a { (cfg.bm, cfg.bk) } else { (cfg.bk, cfg.bm) };
     let (b_rows, b_cols) = if kmajor_b { (cfg.bn, cfg.bk) } else { (cfg.bk, cfg.bn) };
     a_ok && b_ok
-        // (in elements: the launch's alignment facts are divisibility by 16)
-        && [a_outer, b_outer, sab, sbb].iter().all(|s| s % 16 == 0)
+        // (tensor maps need strides in whole 16 bytes; the launch's facts
+        // prove it from the power of two dividing each stride)
+        && [a_outer, b_outer, sab, sbb].iter().all(|s| (s * es) % 16 == 0)
         && (splits == 1 || k_split % cfg.bk as usize == 0)
         // (policy: an unpipelined loop has nothing to overlap bulk copies
         // with; it keeps the pointer loads)

@@ -36,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<bool>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool));
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool));
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
@@ -97,11 +97,13 @@ pub(crate) fn launch(
 ) -> Result<()> {
     let cuda = dev.cuda.as_ref().expect("cuda device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
-    let div16: Vec<bool> = args
+    // (the power of two up to 16 dividing each integer argument: what
+    // proves rows aligned for vector loads; part of the cache key)
+    let div: Vec<u32> = args
         .iter()
         .map(|a| match a {
-            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => v % 16 == 0,
-            _ => false,
+            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => ferrotile_backends::plan::axis::arg_div(*v),
+            _ => 1,
         })
         .collect();
     let one: Vec<bool> = args
@@ -117,7 +119,7 @@ pub(crate) fn launch(
             cuda.ordinal,
             cx.to_vec(),
             dts.to_vec(),
-            div16.clone(),
+            div.clone(),
             one.clone(),
             cfg.num_warps,
             cfg.num_stages,
@@ -133,7 +135,7 @@ pub(crate) fn launch(
         let opts = PtxOptions {
             sm: cuda.ptx_target(),
             num_warps: cfg.num_warps,
-            arg_div16: div16.clone(),
+            arg_div: div.clone(),
             arg_one: one.clone(),
             mma: env_flag("FERROTILE_MMA", true),
             wgmma: env_flag("FERROTILE_WGMMA", true),

@@ -26,7 +26,7 @@ struct Compiled {
     fields: Vec<wgsl::UniformField>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, u32, Vec<bool>, Vec<bool>, Safety);
+type Key = (usize, usize, Vec<i64>, Vec<DType>, u32, Vec<u32>, Vec<bool>, Safety);
 
 fn cache() -> &'static Mutex<HashMap<Key, Arc<Compiled>>> {
     static C: OnceLock<Mutex<HashMap<Key, Arc<Compiled>>>> = OnceLock::new();
@@ -65,17 +65,24 @@ pub(crate) fn launch(
     if !wg.is_power_of_two() {
         wg = 1 << (31 - wg.leading_zeros());
     }
-    // integer arguments divisible by 16 / equal to 1: what lets the emitter
-    // prove accesses contiguous and aligned (vec4), as on CUDA
-    let int_fact = |f: fn(i64) -> bool| -> Vec<bool> { args.iter().map(|a| matches!(a, Arg::Scalar(Scalar::I(v, d)) if d.is_int() && f(*v))).collect() };
-    let (div16, one) = (int_fact(|v| v % 16 == 0), int_fact(|v| v == 1));
-    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div16.clone(), one.clone(), safety);
+    // the power of two dividing each integer argument, and which equal 1:
+    // what lets the emitter prove accesses contiguous and aligned (vec4),
+    // as on CUDA
+    let div: Vec<u32> = args
+        .iter()
+        .map(|a| match a {
+            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => ferrotile_backends::plan::axis::arg_div(*v),
+            _ => 1,
+        })
+        .collect();
+    let one: Vec<bool> = args.iter().map(|a| matches!(a, Arg::Scalar(Scalar::I(v, d)) if d.is_int() && *v == 1)).collect();
+    let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div.clone(), one.clone(), safety);
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         match hit {
             Some(c) => c,
             None => {
-                let opts = WgslOptions { workgroup_size: wg, arg_div16: div16, arg_one: one, safety, ..w.base_options.clone() };
+                let opts = WgslOptions { workgroup_size: wg, arg_div: div, arg_one: one, safety, ..w.base_options.clone() };
                 let wk = wgsl_for(spec, &opts)?;
                 if std::env::var("FERROTILE_DUMP_WGSL").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
                     eprintln!("{}", wk.text);
