@@ -72,6 +72,9 @@
 #   ecosystem: candle's CUDA tensors through ferrotile-candle (memcheck
 #            too), NCCL collectives, the tensor-parallel example, the W4A16
 #            GEMV's host time per call
+#   facts:   tests on CUDA, row kernels on short rows next to PyTorch, the
+#            main job, the W4A16 host time (session 21's launch facts and
+#            autotuner fix)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -431,6 +434,23 @@ case "${1:-check}" in
     SH=${2:-1x8192x8192,16x8192x8192}
     step host_time 200 $D/dequant-user --device cuda --library --shapes $SH --lib-configs 1x256x64x8x2x4,1x256x64x8x3x4,16x64x128x4x3x4
     grep -E "^test |panicked|ERROR SUMMARY|skipped|^\| |^MLP|library wq_gemm" "$L" | head -60
+    ;;
+  facts)
+    # the launch's power-of-two divisibility facts (session 21): CUDA
+    # conformance, library / GEMM / quant tests, then the row kernels on
+    # short unaligned-to-16 rows next to PyTorch, the main job, and the
+    # W4A16 host time per call after the autotuner fix
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step library 200 $D/library
+    FERROTILE_TEST_DEVICES=cuda step gemm 300 $D/gemm
+    FERROTILE_TEST_DEVICES=cuda step quant 200 $D/quant
+    SH=${2:-16384x1000,4097x777,16384x1024}
+    step bench_rows 200 $D/ferrotile bench --device cuda --shapes $SH --json "$OUT/ft.json"
+    step peers_rows 240 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    step run_library 420 $D/ferrotile run-library --svg "$OUT/library.svg" --json "$OUT/library.json"
+    step host_time 200 $D/dequant-user --device cuda --library --shapes 1x8192x8192,16x8192x8192
+    grep -E "conformance on|test result|FAILED|panicked|library wq_gemm" "$L" | head -30
+    grep -E "^(softmax|layer_norm|rms_norm|gemm|attn|quant|w8a8|fp8|roofline|all )" "$L" | tail -70
     ;;
   final)
     # everything that changed in a session, under one machine start: the
