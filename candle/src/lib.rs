@@ -239,8 +239,10 @@ mod cuda {
     pub fn input<T: Float>(name: &str, what: &str, cx: &Ctx, s: &CudaStorage, l: &Layout) -> candle_core::Result<Buffer<T>> {
         let (a, b) = contiguous(name, what, l)?;
         let slice = s.as_cuda_slice::<T>()?;
-        // (the pointer is read on candle's stream, where the kernels go;
-        // the read is recorded there for cudarc's cross-stream tracking)
+        // (taken on candle's stream, where the kernels go: with cudarc's
+        // event tracking that stream first waits for the tensor's writers
+        // on other streams; [`finish`] records the kernels' reads after
+        // them)
         let (base, _read) = slice.device_ptr(&cx.cstream);
         let ptr = base + (a * std::mem::size_of::<T>()) as u64;
         // SAFETY: `a..b` lies in the slice (candle's layout); the tensor
@@ -265,8 +267,16 @@ mod cuda {
         Ok((out, buf))
     }
 
-    pub fn finish<T: Float>(cx: Ctx, out: CudaSlice<T>, shape: Shape) -> (CudaStorage, Shape) {
-        (CudaStorage::wrap_cuda_slice(out, cx.cdev), shape)
+    /// The output as candle storage, once the kernels are queued: their
+    /// reads of `inputs` and write of `out` are recorded on candle's stream
+    /// after them (cudarc's events), so work on other streams that uses
+    /// these tensors waits for the kernels, not just for their queueing.
+    pub fn finish<T: Float>(cx: Ctx, inputs: &[&CudaStorage], mut out: CudaSlice<T>, shape: Shape) -> candle_core::Result<(CudaStorage, Shape)> {
+        for s in inputs {
+            drop(s.as_cuda_slice::<T>()?.device_ptr(&cx.cstream));
+        }
+        drop(out.device_ptr_mut(&cx.cstream));
+        Ok((CudaStorage::wrap_cuda_slice(out, cx.cdev), shape))
     }
 }
 
@@ -299,7 +309,7 @@ impl<O: Op1> CustomOp1 for Custom<O> {
             let x = cuda::input::<T>(name, "x", &cx, s, l)?;
             let (out, mut y) = cuda::output::<T>(name, &cx, &shape)?;
             cx.stream.scope(|| self.0.run(&cx.dev, &x, l.dims(), &mut y)).map_err(|e| msg(name, e))?;
-            Ok(cuda::finish(cx, out, shape))
+            cuda::finish(cx, &[s], out, shape)
         })
     }
 }
@@ -337,7 +347,7 @@ impl<O: Op2> CustomOp2 for Custom<O> {
             let b = cuda::input::<T>(name, "b", &cx, s2, l2)?;
             let (out, mut y) = cuda::output::<T>(name, &cx, &shape)?;
             cx.stream.scope(|| self.0.run(&cx.dev, (&a, l1.dims()), (&b, l2.dims()), &mut y)).map_err(|e| msg(name, e))?;
-            Ok(cuda::finish(cx, out, shape))
+            cuda::finish(cx, &[s1, s2], out, shape)
         })
     }
 }
@@ -381,7 +391,7 @@ impl<O: Op3> CustomOp3 for Custom<O> {
             cx.stream
                 .scope(|| self.0.run(&cx.dev, (&a, l1.dims()), (&b, l2.dims()), (&c, l3.dims()), &mut y))
                 .map_err(|e| msg(name, e))?;
-            Ok(cuda::finish(cx, out, shape))
+            cuda::finish(cx, &[s1, s2, s3], out, shape)
         })
     }
 }
