@@ -104,14 +104,8 @@ impl<T: Element> Buffer<T> {
     /// (device or managed), alive and not freed while the buffer (or a
     /// graph that captured it) lives.
     pub unsafe fn from_raw_cuda(dev: &Device, ptr: u64, len: usize) -> Result<Buffer<T>> {
-        let c = cuda_of(dev)?;
-        if !ptr.is_multiple_of(T::DTYPE.size_bytes().max(1) as u64) {
-            return Err(Error::Buffer(format!("Buffer::from_raw_cuda: address {ptr:#x} is not aligned to {}", T::DTYPE)));
-        }
-        let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
         // SAFETY: the caller's promise.
-        let m = unsafe { DevMem::foreign(c, ptr, bytes, Owner::Caller) };
-        Ok(Buffer::new(dev.clone(), Storage::Cuda(Arc::new(m)), len))
+        unsafe { Self::raw_cuda(dev, ptr, len, Owner::Caller, "Buffer::from_raw_cuda") }
     }
 
     /// As [`Buffer::from_raw_cuda`], but dropping the buffer does not wait
@@ -127,13 +121,24 @@ impl<T: Element> Buffer<T> {
     /// before the work ferrotile queued on it while the buffer lived has
     /// finished on the device (stream order or an explicit wait).
     pub unsafe fn from_raw_cuda_ordered(dev: &Device, ptr: u64, len: usize) -> Result<Buffer<T>> {
+        // SAFETY: the caller's promise.
+        unsafe { Self::raw_cuda(dev, ptr, len, Owner::Ordered, "Buffer::from_raw_cuda_ordered") }
+    }
+
+    /// The two constructors above: `len` elements at `ptr`, checked for
+    /// alignment and size, freed (or not) as `owner` says.
+    ///
+    /// # Safety
+    /// As [`Buffer::from_raw_cuda`] (and `from_raw_cuda_ordered` for
+    /// [`Owner::Ordered`]).
+    unsafe fn raw_cuda(dev: &Device, ptr: u64, len: usize, owner: Owner, what: &str) -> Result<Buffer<T>> {
         let c = cuda_of(dev)?;
         if !ptr.is_multiple_of(T::DTYPE.size_bytes().max(1) as u64) {
-            return Err(Error::Buffer(format!("Buffer::from_raw_cuda_ordered: address {ptr:#x} is not aligned to {}", T::DTYPE)));
+            return Err(Error::Buffer(format!("{what}: address {ptr:#x} is not aligned to {}", T::DTYPE)));
         }
         let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
-        // SAFETY: the caller's promise.
-        let m = unsafe { DevMem::foreign(c, ptr, bytes, Owner::Ordered) };
+        // SAFETY: the caller's promise, passed on.
+        let m = unsafe { DevMem::foreign(c, ptr, bytes, owner) };
         Ok(Buffer::new(dev.clone(), Storage::Cuda(Arc::new(m)), len))
     }
 }

@@ -32,11 +32,7 @@ fn ne(what: &str, e: result::NcclError) -> Error {
 /// Whether an NCCL library can be loaded (checked before any call into
 /// cudarc's bindings, which would panic without one).
 fn nccl_present() -> bool {
-    ["libnccl.so.2", "libnccl.so"].iter().any(|name| {
-        // SAFETY: loading the library runs its initializers, as cudarc's
-        // own loading does; nothing from it is called here.
-        unsafe { libloading::Library::new(*name) }.is_ok()
-    })
+    crate::runtime::cuda::driver::library_present(&["libnccl.so.2", "libnccl.so"])
 }
 
 /// How a reduction combines the ranks' values.
@@ -143,12 +139,9 @@ impl Comm {
     /// that the buffer is on this rank's device.
     fn prepare<T: Element>(&self, b: &Buffer<T>, what: &str) -> Result<(u64, sys::cudaStream_t)> {
         let cuda = self.dev.cuda.as_ref().expect("a CUDA device");
-        let Storage::Cuda(m) = &b.mem else {
+        let (Storage::Cuda(m), true) = (&b.mem, b.device().same(&self.dev)) else {
             return Err(Error::Buffer(format!("{what}: a buffer of {}, not of rank {}'s {}", b.device().name(), self.rank, self.dev.name())));
         };
-        if !b.device().same(&self.dev) {
-            return Err(Error::Buffer(format!("{what}: a buffer of {}, not of rank {}'s {}", b.device().name(), self.rank, self.dev.name())));
-        }
         cuda.bind().map_err(Error::DeviceUnavailable)?;
         Ok((m.ptr, cuda.stream() as sys::cudaStream_t))
     }

@@ -147,6 +147,21 @@ impl From<[u32; 3]> for LaunchConfig {
     }
 }
 
+/// What the GPU backends specialize on about the launch's integer
+/// arguments, per argument: the power of two up to 16 dividing it
+/// ([`ferrotile_backends::plan::axis::arg_div`]; 1 for other arguments) —
+/// what proves rows aligned for vector loads — and whether it equals 1 (a
+/// unit stride). Part of both drivers' compile-cache keys.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+pub(crate) fn int_arg_facts(args: &[Arg<'_>]) -> (Vec<u32>, Vec<bool>) {
+    args.iter()
+        .map(|a| match a {
+            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => (ferrotile_backends::plan::axis::arg_div(*v), *v == 1),
+            _ => (1, false),
+        })
+        .unzip()
+}
+
 /// One launch argument, as generated launchers build them.
 #[derive(Clone)]
 pub enum Arg<'a> {

@@ -136,9 +136,15 @@ impl std::fmt::Debug for CudaDevice {
 /// candle's CUDA side — may make cudarc link it instead; then it is loaded
 /// already and the open below finds it.)
 pub fn driver_present() -> bool {
-    ["libcuda.so.1", "libcuda.so", "nvcuda.dll"].iter().any(|name| {
-        // SAFETY: loading the driver library runs its initializers, as
-        // cudarc's own loading does; nothing from it is called here.
+    library_present(&["libcuda.so.1", "libcuda.so", "nvcuda.dll"])
+}
+
+/// Whether a shared library loads under one of `names` (checked before
+/// calling into cudarc's bindings for it, which panic without it).
+pub(crate) fn library_present(names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        // SAFETY: loading a library runs its initializers, as cudarc's own
+        // loading does; nothing from it is called here.
         unsafe { libloading::Library::new(*name) }.is_ok()
     })
 }

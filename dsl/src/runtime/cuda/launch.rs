@@ -97,22 +97,7 @@ pub(crate) fn launch(
 ) -> Result<()> {
     let cuda = dev.cuda.as_ref().expect("cuda device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
-    // (the power of two up to 16 dividing each integer argument: what
-    // proves rows aligned for vector loads; part of the cache key)
-    let div: Vec<u32> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => ferrotile_backends::plan::axis::arg_div(*v),
-            _ => 1,
-        })
-        .collect();
-    let one: Vec<bool> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => *v == 1,
-            _ => false,
-        })
-        .collect();
+    let (div, one) = crate::runtime::launch::int_arg_facts(args);
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key = (
             k as *const Kernel as usize,

@@ -65,17 +65,9 @@ pub(crate) fn launch(
     if !wg.is_power_of_two() {
         wg = 1 << (31 - wg.leading_zeros());
     }
-    // the power of two dividing each integer argument, and which equal 1:
-    // what lets the emitter prove accesses contiguous and aligned (vec4),
-    // as on CUDA
-    let div: Vec<u32> = args
-        .iter()
-        .map(|a| match a {
-            Arg::Scalar(Scalar::I(v, d)) if d.is_int() => ferrotile_backends::plan::axis::arg_div(*v),
-            _ => 1,
-        })
-        .collect();
-    let one: Vec<bool> = args.iter().map(|a| matches!(a, Arg::Scalar(Scalar::I(v, d)) if d.is_int() && *v == 1)).collect();
+    // (what lets the emitter prove accesses contiguous and aligned, vec4,
+    // as on CUDA)
+    let (div, one) = crate::runtime::launch::int_arg_facts(args);
     let key: Key = (k as *const Kernel as usize, Arc::as_ptr(w) as usize, cx.to_vec(), dts.to_vec(), wg, div.clone(), one.clone(), safety);
     let compiled = {
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
