@@ -75,6 +75,11 @@
 #   facts:   tests on CUDA, row kernels on short rows next to PyTorch, the
 #            main job, the W4A16 host time (session 21's launch facts and
 #            autotuner fix)
+#   views [SHAPES]: transposed views on `mma.sync` (session 22): CUDA
+#            conformance with and without `wgmma`, the column-major GEMM
+#            tests on `mma.sync`, attention and quant tests, memcheck and
+#            racecheck of the decode tests, then decode shapes (default and
+#            forced configurations) next to SDPA per backend
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -311,6 +316,19 @@ case "${1:-check}" in
     step decode 200 $D/attn-user --decode-shapes $SH
     step peers 200 python3 $D/peers.py --decode --decode-shapes $SH
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^decode|^copy|^sdpa" "$L" | tail -60
+    ;;
+  views)
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    FERROTILE_WGMMA=0 step conformance_mma 200 $D/conformance_cuda --nocapture
+    FERROTILE_WGMMA=0 step gemm_mma 240 $D/gemm --nocapture gemm_half_precisions_and_layouts gemm_views
+    FERROTILE_TEST_DEVICES=cpu,cuda step attention_tests 300 $D/attention
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention attention_matches
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention attention_matches
+    SH=${2:-32:32:32:1:8192:128,32:32:8:1:8192:128,32:32:32:8:8192:128,32:32:8:8:8192:128}
+    step decode 300 $D/attn-user --decode-shapes $SH ${3:+--decode-configs $3}
+    step peers 200 python3 $D/peers.py --decode --decode-shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^decode|^copy|^sdpa" "$L" | tail -70
     ;;
   tma-terms)
     # TMA views whose base has program-id terms (strided [b,s,h,d], GQA):

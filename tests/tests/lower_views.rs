@@ -65,7 +65,7 @@ fn interp(k: &Kernel, m: usize, n: usize, ldx: usize, shift: i32, x: &[f32]) -> 
 
 fn lowered(k: &Kernel) -> Kernel {
     let mut l = k.clone();
-    lower_views(&mut l, &|_| false);
+    lower_views(&mut l, &|_| false, &|_| false);
     verify(&l).unwrap_or_else(|e| panic!("lowered kernel does not verify: {e:?}\n{}", l.to_text()));
     let mut blocks = 0;
     l.walk(&mut |op| blocks += matches!(op.kind, OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. }) as usize);
@@ -81,6 +81,11 @@ fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
 fn lowered_views_read_and_write_the_same() {
     let spec = specialize(views_mix::ir(), &[], &[]).unwrap();
     let low = lowered(&spec);
+    // the transposed view (unit stride on dimension 0) is loaded in
+    // storage order, then transposed; the others are not
+    let mut trans = 0;
+    low.walk(&mut |op| trans += matches!(op.kind, OpKind::Trans { .. }) as usize);
+    assert_eq!(trans, 1, "one transposed view load:\n{}", low.to_text());
     let mut seed = 0x9e37_79b9u64;
     for (m, n, ldx, shift) in [(8usize, 16usize, 16usize, 0i32), (10, 20, 24, 3), (17, 33, 40, 5), (4, 50, 64, -2)] {
         let x: Vec<f32> = (0..m * ldx)
@@ -140,6 +145,29 @@ fn view_gemm_without_tma_gets_cp_async() {
         assert_eq!(p.text.matches("cp.async.cg.shared.global").count(), 24, "views {views}");
         assert!(!p.text.contains("ld.global.b16") && !p.text.contains("ld.global.u16"), "views {views}: no scalar operand loads");
     }
+}
+
+/// A column-major B (a transposed view: unit stride along K) on
+/// `mma.sync`: loaded in storage order (`lower_views`), it fills its ring
+/// with 16-byte `cp.async` copies like a row-major B, and `ldmatrix` reads
+/// its `[N, K]` slot without `.trans` (`AsyncPlan::flipped`) — before, each
+/// element was a 2-byte load through registers.
+#[test]
+fn column_major_b_on_mma_sync_copies_in_16_bytes() {
+    let g = ferrotile_kernels::gemm::gemm_kernel::ir();
+    let spec = specialize(g, &[128, 128, 32, 8, 0, 0, 0, 1], &[DType::BF16, DType::BF16]).unwrap();
+    let row = unit_strides(g, false);
+    // (sbk instead of sbn: B's unit stride along K)
+    let col: Vec<bool> = g.params.iter().zip(&row).map(|(p, &u)| if p.name == "sbn" { false } else { u || p.name == "sbk" }).collect();
+    let ptx = |one: &Vec<bool>| {
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(g)], arg_one: one.clone(), pipeline: 2, ..PtxOptions::new(80, 4, g.params.len()) };
+        emit(&spec, &opts).unwrap().text
+    };
+    let (r, c) = (ptx(&row), ptx(&col));
+    assert_eq!(c.matches("cp.async.cg.shared.global").count(), r.matches("cp.async.cg.shared.global").count());
+    assert!(!c.contains("ld.global.b16") && !c.contains("ld.global.u16"), "no scalar operand loads");
+    assert!(r.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), "row-major B: ldmatrix .trans");
+    assert!(!c.contains(".trans.shared.b16"), "column-major B: ldmatrix without .trans");
 }
 
 /// Lowered view loads vectorize exactly where the row stride allows: with

@@ -27,6 +27,12 @@
 //! product `Cᵀ = Bᵀ·Aᵀ`) the M-major slot, each what a bulk copy fills
 //! as the data is stored.
 //!
+//! On `mma.sync`, a 16-bit B that is `trans(y)` of a ring tile `y` read
+//! once (a transposed view, loaded in storage order by
+//! `ferrotile_ir::passes::lower_views`) is flipped too: `y`'s padded slot
+//! holds B with its rows along N, which `ldmatrix` without `.trans` reads
+//! as B fragments.
+//!
 //! With a prefetch distance `d` (`num_stages - 1`) the carried value is a
 //! chain of `d` loop values (the pass's shift register), each initialized by
 //! a prologue load.
@@ -104,7 +110,8 @@ pub struct AsyncPlan {
     /// round (value → `y`): a 16-bit swizzled slot holds a tile in 128-byte
     /// atoms along its contiguous dimension, which is K-major for one
     /// reading and N-major (B) or M-major (A) for the transposed one, so
-    /// the transpose moves no data. No code is emitted for such a `trans`.
+    /// the transpose moves no data; likewise an `mma.sync` B whose padded
+    /// slot holds it as `[N, K]` rows. No code is emitted for such a `trans`.
     pub flipped: HashMap<V, V>,
     /// Loads of loop-invariant operands (a `load_block` before the loop
     /// whose `dot` runs inside it) that fill a one-slot class once; the
@@ -454,7 +461,12 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                 Some(y) => (y, true),
                 None => (x, false),
             };
-            let shared = flip || d.uses.get(&x) != Some(&1);
+            // (a 16-bit `mma.sync` B read once through `trans` of a tile
+            // read once: its padded slot holds the tile as stored, rows
+            // along N, and `ldmatrix` reads it without `.trans` — the
+            // transposed views `lower_views` loads in storage order)
+            let mma_flip = !g.wgmma && es == 2 && x == b && flip && d.uses.get(&src) == Some(&1);
+            let shared = (flip || d.uses.get(&x) != Some(&1)) && !mma_flip;
             // (8-bit operands — i8, fp8 —: only a B read through `trans` of
             // a tile stored along K; `wgmma` reads them K-major only)
             let kmajor_byte = es == 1 && x == b && flip && d.uses.get(&src) == Some(&1);

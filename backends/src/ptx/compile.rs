@@ -30,11 +30,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         return Err(err(format!("unsupported target sm_{}; ferrotile emits sm_80 and sm_90", o.sm)));
     }
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
-    let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 {
-        tma::views(k, &axis::analyze(k, &o.arg_div, &o.arg_one), o.tma_terms)
-    } else {
-        HashMap::new()
-    };
+    let view_axis = if has_views { axis::analyze(k, &o.arg_div, &o.arg_one) } else { HashMap::new() };
+    let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &view_axis, o.tma_terms) } else { HashMap::new() };
+    // (strides the launch proves to be 1: transposed views load in storage order)
+    let unit = |v: V| view_axis.get(&v).is_some_and(|i| i.unit);
     // The IR passes of the PTX target: views lowered to pointer accesses
     // except the block loads a TMA copy serves, then pipelining. (They
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
@@ -51,7 +50,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     });
     let k = &*passes::run(
         k,
-        &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop),
+        &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop).unit(&unit),
     );
     // Widest 16-byte vector of the narrowest memory element decides how many
     // consecutive elements a thread owns along the last dimension.

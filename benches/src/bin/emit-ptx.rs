@@ -65,6 +65,30 @@ fn main() {
         println!("{}", p.text);
         return;
     }
+    if a[1] == "attention_decode" {
+        // `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N]`
+        let k = ferrotile_kernels::attention::attention_decode::ir();
+        let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
+        let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(3);
+        let mut cx: Vec<i64> = t.clone();
+        cx.extend([0, 0, 0, 0]);
+        let spec = specialize(k, &cx, &[dt]).unwrap();
+        let p = emit(
+            &spec,
+            &PtxOptions {
+                arg_div: vec![16; guarded_params(k)],
+                pipeline: stages.saturating_sub(1),
+                ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
+            },
+        )
+        .unwrap();
+        for (line, what) in &p.conversions {
+            eprintln!("line {line}: {what}");
+        }
+        eprintln!("shared memory: {} bytes", p.smem_bytes);
+        println!("{}", p.text);
+        return;
+    }
     if a[1] == "wq_gemm" || a[1] == "wq_gemv" {
         let gemv = a[1] == "wq_gemv";
         let k = if gemv { ferrotile_kernels::quant::wq_gemv_kernel::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };

@@ -14,6 +14,16 @@
 //! load(ptr, mask, 0)            /  store(ptr, value, mask)
 //! ```
 //!
+//! A 2-D `load_block` of a *transposed* view — the unit stride (a literal
+//! `1`, or a value the caller knows is 1) on dimension 0, not on
+//! dimension 1 — is lowered in storage order:
+//! the `[s1, s0]` block of the view with its dimensions swapped, then
+//! `trans`. Its addresses then run along the block's last dimension, which
+//! the backends' layouts vectorize; a `trans` read once by a `dot` costs
+//! nothing on the PTX backend (the operand's ring slot is read the other
+//! way, `AsyncPlan::flipped`), and elsewhere it is a register
+//! conversion instead of one scalar, uncoalesced load per element.
+//!
 //! Guarantees: the same values are read and written, and exactly the
 //! in-view elements are touched (the interpreter's `load_block` semantics:
 //! outside the view reads zero and writes nothing); the result verifies
@@ -35,29 +45,43 @@ fn new_value(k: &mut Kernel, ty: Type) -> V {
 
 /// Lower every block access whose `load_block` result `keep` rejects (every
 /// `store_block`), see the module doc.
-pub fn lower_views(k: &mut Kernel, keep: &dyn Fn(V) -> bool) {
+/// `unit`: stride values the caller knows to be 1 (launch facts); literal
+/// ones are found here.
+pub fn lower_views(k: &mut Kernel, keep: &dyn Fn(V) -> bool, unit: &dyn Fn(V) -> bool) {
     let mut views: HashMap<V, (V, Vec<V>, Vec<V>)> = HashMap::new();
-    k.walk(&mut |op| {
-        if let OpKind::MakeView { base, shape, strides } = &op.kind {
+    // integer constants (literals, and casts of them), for unit strides
+    let mut consts: HashMap<V, i64> = HashMap::new();
+    k.walk(&mut |op| match &op.kind {
+        OpKind::MakeView { base, shape, strides } => {
             views.insert(op.results[0], (*base, shape.clone(), strides.clone()));
         }
+        OpKind::Const(Lit::Int(x)) => {
+            consts.insert(op.results[0], *x);
+        }
+        OpKind::Cast { x, .. } => {
+            if let Some(c) = consts.get(x).copied() {
+                consts.insert(op.results[0], c);
+            }
+        }
+        _ => {}
     });
     if views.is_empty() {
         return;
     }
     let mut body = std::mem::take(&mut k.body);
-    block(k, &mut body, &views, keep);
+    let one = |v: V| consts.get(&v) == Some(&1) || unit(v);
+    block(k, &mut body, &views, &one, keep);
     k.body = body;
 }
 
-fn block(k: &mut Kernel, b: &mut Block, views: &HashMap<V, (V, Vec<V>, Vec<V>)>, keep: &dyn Fn(V) -> bool) {
+fn block(k: &mut Kernel, b: &mut Block, views: &HashMap<V, (V, Vec<V>, Vec<V>)>, one: &dyn Fn(V) -> bool, keep: &dyn Fn(V) -> bool) {
     let ops = std::mem::take(&mut b.ops);
     for mut op in ops {
         match &mut op.kind {
-            OpKind::For { body, .. } => block(k, body, views, keep),
+            OpKind::For { body, .. } => block(k, body, views, one, keep),
             OpKind::If { then_, else_, .. } => {
-                block(k, then_, views, keep);
-                block(k, else_, views, keep);
+                block(k, then_, views, one, keep);
+                block(k, else_, views, one, keep);
             }
             _ => {}
         }
@@ -65,15 +89,36 @@ fn block(k: &mut Kernel, b: &mut Block, views: &HashMap<V, (V, Vec<V>, Vec<V>)>,
             OpKind::LoadBlock { view, offsets, .. } if !keep(op.results[0]) => {
                 let shape = k.ty(op.results[0]).shape().to_vec();
                 let dtype = k.ty(op.results[0]).dtype().expect("block of values");
-                let (ptr, mask) = address(k, &mut b.ops, &views[&view], &offsets, &shape, dtype, op.loc);
+                let (base, dims, strides) = &views[&view];
+                // a 2-D view whose unit stride is on dimension 0 (a
+                // transposed view): the block is loaded in storage order
+                // (`[s1, s0]`, contiguous along its last dimension) and
+                // transposed (module doc)
+                let flip = shape.len() == 2 && one(strides[0]) && !one(strides[1]);
+                let (view_t, offs_t, shape_t);
+                let (vw, offs, sh) = if flip {
+                    view_t = (*base, vec![dims[1], dims[0]], vec![strides[1], strides[0]]);
+                    offs_t = vec![offsets[1], offsets[0]];
+                    shape_t = vec![shape[1].clone(), shape[0].clone()];
+                    (&view_t, &offs_t, &shape_t)
+                } else {
+                    (&views[&view], &offsets, &shape)
+                };
+                let (ptr, mask) = address(k, &mut b.ops, vw, offs, sh, dtype, op.loc);
                 let zero = match dtype {
                     d if d.is_float() => Lit::Float(0.0),
                     DType::Bool => Lit::Bool(false),
                     _ => Lit::Int(0),
                 };
                 let z = push(k, &mut b.ops, OpKind::Const(zero), Type::scalar(dtype), op.loc);
-                let other = push(k, &mut b.ops, OpKind::Splat { x: z, shape: shape.clone() }, Type::tile(Elem::Val(dtype), shape), op.loc);
-                b.ops.push(Op { kind: OpKind::Load { ptr, mask: Some(mask), other: Some(other) }, results: op.results, loc: op.loc });
+                let other = push(k, &mut b.ops, OpKind::Splat { x: z, shape: sh.clone() }, Type::tile(Elem::Val(dtype), sh.clone()), op.loc);
+                if flip {
+                    let t = new_value(k, Type::tile(Elem::Val(dtype), sh.clone()));
+                    b.ops.push(Op { kind: OpKind::Load { ptr, mask: Some(mask), other: Some(other) }, results: vec![t], loc: op.loc });
+                    b.ops.push(Op { kind: OpKind::Trans { x: t, perm: vec![1, 0] }, results: op.results, loc: op.loc });
+                } else {
+                    b.ops.push(Op { kind: OpKind::Load { ptr, mask: Some(mask), other: Some(other) }, results: op.results, loc: op.loc });
+                }
             }
             OpKind::StoreBlock { view, offsets, value } => {
                 let shape = k.ty(value).shape().to_vec();

@@ -53,6 +53,8 @@ pub struct PassOptions<'a> {
     /// `load_block`s whose result this predicate accepts; `None`: keep
     /// every block access.
     pub lower_views: Option<&'a dyn Fn(V) -> bool>,
+    /// Values known to be 1 at launch (unit strides: [`lower_views`]).
+    pub unit: Option<&'a dyn Fn(V) -> bool>,
     /// Prefetch distance of `dot` loops (`num_stages − 1`); 0: off.
     pub pipeline_depth: u32,
     /// Prefetch the loads of loops without a `dot` too.
@@ -69,6 +71,7 @@ impl<'a> PassOptions<'a> {
             host_checked_views: Some(host_checked),
             index_pointers: false,
             lower_views: Some(keep),
+            unit: None,
             pipeline_depth,
             pipeline_every_loop: false,
         }
@@ -81,9 +84,15 @@ impl<'a> PassOptions<'a> {
             host_checked_views: None,
             index_pointers: false,
             lower_views: None,
+            unit: None,
             pipeline_depth: gpu_pipeline_depth,
             pipeline_every_loop: false,
         }
+    }
+    /// These options with `unit` naming the values known to be 1.
+    pub fn unit(mut self, unit: &'a dyn Fn(V) -> bool) -> Self {
+        self.unit = Some(unit);
+        self
     }
     /// These options with loops without a `dot` pipelined as well.
     pub fn every_loop(mut self, on: bool) -> Self {
@@ -93,7 +102,7 @@ impl<'a> PassOptions<'a> {
     /// The WGSL backend: accesses guarded (against their buffer's end:
     /// pointers are u32 indices).
     pub fn wgsl(safety: Safety) -> Self {
-        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, pipeline_depth: 0, pipeline_every_loop: false }
+        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, unit: None, pipeline_depth: 0, pipeline_every_loop: false }
     }
 }
 
@@ -106,7 +115,7 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     }
     if let Some(keep) = o.lower_views {
         if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
-            lower_views::lower_views(k.to_mut(), keep);
+            lower_views::lower_views(k.to_mut(), keep, o.unit.unwrap_or(&|_| false));
         }
     }
     if o.pipeline_depth > 0 {

@@ -120,6 +120,10 @@ const INT_OPS: &[&str] = &[
     "abs(a)",
     "a * 3 + 5",
     "compound (+= *= -= ^= /= %=)",
+    "a / 8",
+    "a % 8",
+    "a / 7",
+    "a % 5",
 ];
 const CMP_OPS: &[&str] = &["a == b", "a != b", "a < b", "a <= b", "a > b", "a >= b", "a >= 1 (weak literal)"];
 
@@ -160,6 +164,11 @@ macro_rules! int_ops_kernel {
             acc /= dv;
             acc %= dv;
             store(out + 16 * st + offs, acc, m);
+            // constant divisors (a shift for powers of two on PTX)
+            store(out + 17 * st + offs, a / 8, m);
+            store(out + 18 * st + offs, a % 8, m);
+            store(out + 19 * st + offs, a / 7, m);
+            store(out + 20 * st + offs, a % 5, m);
             store(cmp + offs, (a == b) as u8, m);
             store(cmp + st + offs, (a != b) as u8, m);
             store(cmp + 2 * st + offs, (a < b) as u8, m);
@@ -201,6 +210,10 @@ fn int_want<T: IntRef>(a: T, b: T, d: T, s: T) -> Vec<T> {
         a.abs(),
         a.mul(T::wrap(3)).add(T::wrap(5)),
         acc,
+        a.div(T::wrap(8)),
+        a.rem(T::wrap(8)),
+        a.div(T::wrap(7)),
+        a.rem(T::wrap(5)),
     ]
 }
 

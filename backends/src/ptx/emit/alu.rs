@@ -258,6 +258,16 @@ impl<'k> PtxWriter<'k> {
 
     pub(super) fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
         let d = self.dtype(a);
+        // a constant divisor other than 0 and -1 needs none of the guards
+        // below and goes to ptxas as an immediate, which it strength-reduces
+        // (a shift for powers of two, a multiply-high otherwise)
+        let const_divisor = if matches!(o, BinOp::Div | BinOp::Rem) && d.is_int() && d != DType::Bool {
+            let remat = &self.remat;
+            let def = |u: V| remat.def_of(u).map(|op| &op.kind);
+            crate::plan::axis::int_constant(&def, b).filter(|c| *c != 0 && *c != -1)
+        } else {
+            None
+        };
         let (ra, rb) = (self.get(a), self.get(b));
         let mut out = vec![];
         for i in 0..ra.len() {
@@ -337,7 +347,33 @@ impl<'k> PtxWriter<'k> {
                     }
                     BinOp::LAnd | BinOp::LOr => return self.err("logical op on integers"),
                 };
-                if matches!(o, BinOp::Div | BinOp::Rem) {
+                if let Some(dv) = const_divisor.filter(|c| *c > 1 && (*c as u64).is_power_of_two()) {
+                    // by 2^s: a shift, rounding toward zero for signed
+                    // dividends (add 2^s − 1 to negative ones first)
+                    let sh = dv.trailing_zeros();
+                    let q = if d.is_signed() {
+                        let (t, q) = (self.reg(c), self.reg(c));
+                        self.line(format!("shr.s{bits} {t}, {x}, {};", bits - 1));
+                        self.line(format!("shr.u{bits} {t}, {t}, {};", bits as u32 - sh));
+                        self.line(format!("add.s{bits} {t}, {x}, {t};"));
+                        self.line(format!("shr.s{bits} {q}, {t}, {sh};"));
+                        q
+                    } else {
+                        let q = self.reg(c);
+                        self.line(format!("shr.u{bits} {q}, {x}, {sh};"));
+                        q
+                    };
+                    if o == BinOp::Div {
+                        self.line(format!("mov.b{bits} {r}, {q};"));
+                    } else {
+                        // x − q·2^s
+                        let t = self.reg(c);
+                        self.line(format!("shl.b{bits} {t}, {q}, {sh};"));
+                        self.line(format!("sub.s{bits} {r}, {x}, {t};"));
+                    }
+                } else if let Some(dv) = const_divisor {
+                    self.line(format!("{ins} {r}, {x}, {dv};"));
+                } else if matches!(o, BinOp::Div | BinOp::Rem) {
                     // one semantics on every backend (docs/semantics.md):
                     // x / 0 = x, x % 0 = 0, MIN / -1 = MIN, MIN % -1 = 0 —
                     // divide by 1 instead of 0 (and of -1: x % 1 = 0; the

@@ -89,7 +89,8 @@ impl<'k> PtxWriter<'k> {
     /// `dot` on tensor cores (`mma.sync`): the operands are staged in
     /// shared memory in their own dtype, rows padded by 16 bytes (32 for
     /// tf32 B) so that the 8 rows one fragment load touches fall in distinct
-    /// banks; fragments are read with `ldmatrix` (f16/bf16; `.trans` for B)
+    /// banks; fragments are read with `ldmatrix` (f16/bf16; `.trans` for B
+    /// but a B read from the slot of its transpose, `AsyncPlan::flipped`)
     /// or `ld.shared` (tf32), and multiplied into the accumulator registers,
     /// which the mma layout of the result shape (see `assign`) already holds
     /// as `m16n8` fragments: the accumulator never moves.
@@ -114,8 +115,11 @@ impl<'k> PtxWriter<'k> {
         };
         // (an operand ring's padded rows are these: `async_copy`; i8's B
         // rows are its columns)
-        let (lda, ldb) = (kk * es + 16, if int { kk + 16 } else { n * es + if tf32 { 32 } else { 16 } });
         let (ca, cb) = (self.ring_plan.class_of(a), self.ring_plan.class_of(b));
+        // B read from the ring slot of its transpose (`AsyncPlan::flipped`:
+        // rows along N, K contiguous): `ldmatrix` without `.trans`
+        let flip_b = !tf32 && !int && self.ring_plan.flipped.contains_key(&b);
+        let (lda, ldb) = (kk * es + 16, if int || flip_b { kk * es + 16 } else { n * es + if tf32 { 32 } else { 16 } });
         // A computed in registers that already hold the m16n8k16 A
         // fragments (an accumulator of the same warp rows, cast to 16 bits)
         // feeds the MMAs from its registers (`ptx::fragments`)
@@ -236,13 +240,25 @@ impl<'k> PtxWriter<'k> {
                 8 * wm
             );
             let _ = writeln!(p, "\tmul.lo.u32 {oa}, {oa}, {lda};\n\tshr.u32 {t}, {lane}, 4;\n\tmad.lo.u32 {oa}, {t}, 16, {oa};");
-            // b (.trans): matrices (k 0-7 | 8-15) × (n tile j | j+1)
-            let _ = writeln!(p, "\tand.b32 {ob}, {lane}, 7;\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 8, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};");
-            let _ = writeln!(
-                p,
-                "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};",
-                8 * wn
-            );
+            if flip_b {
+                // b from `[N, K]` rows: matrices (n tile j: k 0-7 | 8-15)
+                // then (n tile j+1: k 0-7 | 8-15)
+                let _ = writeln!(
+                    p,
+                    "\tshr.u32 {ob}, {lane}, 4;\n\tmul.lo.u32 {ob}, {ob}, {};\n\tmad.lo.u32 {ob}, {wnr}, 8, {ob};\n\tand.b32 {t}, {lane}, 7;\n\tadd.u32 {ob}, {ob}, {t};",
+                    8 * wn
+                );
+                let _ = writeln!(p, "\tmul.lo.u32 {ob}, {ob}, {ldb};\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 16, {ob};");
+            } else {
+                // b (.trans): matrices (k 0-7 | 8-15) × (n tile j | j+1)
+                let _ =
+                    writeln!(p, "\tand.b32 {ob}, {lane}, 7;\n\tbfe.u32 {t}, {lane}, 3, 1;\n\tmad.lo.u32 {ob}, {t}, 8, {ob};\n\tmul.lo.u32 {ob}, {ob}, {ldb};");
+                let _ = writeln!(
+                    p,
+                    "\tshr.u32 {t}, {lane}, 4;\n\tmul.lo.u32 {t}, {t}, {};\n\tmad.lo.u32 {t}, {wnr}, 8, {t};\n\tmad.lo.u32 {ob}, {t}, 2, {ob};",
+                    8 * wn
+                );
+            }
         }
         self.pro.push_str(&p);
         let (pa, pb) = (self.reg(RegClass::R), self.reg(RegClass::R));
@@ -297,8 +313,14 @@ impl<'k> PtxWriter<'k> {
             let mut bf: Vec<Vec<String>> = vec![];
             let mut j = 0;
             while j < rn {
-                let off = if int { j * 8 * wn * ldb + ks * kstep } else { ks * kstep * ldb + j * 8 * wn * es };
-                let tr = if int { "" } else { ".trans" };
+                let off = if int {
+                    j * 8 * wn * ldb + ks * kstep
+                } else if flip_b {
+                    j * 8 * wn * ldb + ks * kstep * es
+                } else {
+                    ks * kstep * ldb + j * 8 * wn * es
+                };
+                let tr = if int || flip_b { "" } else { ".trans" };
                 if tf32 {
                     let r: Vec<String> = (0..2).map(|_| self.reg(RegClass::R)).collect();
                     self.line(format!("ld.shared.b32 {}, [{pb}+{off}];", r[0]));
