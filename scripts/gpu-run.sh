@@ -80,6 +80,11 @@
 #            tests on `mma.sync`, attention and quant tests, memcheck and
 #            racecheck of the decode tests, then decode shapes (default and
 #            forced configurations) next to SDPA per backend
+#   paged:   index loads pipelined with the loads they address (session
+#            22): CUDA conformance, attention (paged cases) and quant tests,
+#            memcheck over attention, decode from contiguous and paged
+#            caches next to SDPA per backend, the W4A16 library next to its
+#            peers (carry .whl)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -329,6 +334,19 @@ case "${1:-check}" in
     step decode 300 $D/attn-user --decode-shapes $SH ${3:+--decode-configs $3}
     step peers 200 python3 $D/peers.py --decode --decode-shapes $SH
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^decode|^copy|^sdpa" "$L" | tail -70
+    ;;
+  paged)
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cpu,cuda step attention_tests 300 $D/attention
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention attention_matches
+    SH=32:32:32:1:8192:128,32:32:8:1:8192:128,32:32:32:8:8192:128,32:32:8:8:8192:128
+    step decode 400 $D/attn-user --decode-shapes $SH --paged 16,64,256
+    step peers 200 python3 $D/peers.py --decode --decode-shapes $SH
+    QS=1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --library --device cuda --shapes $QS
+    step peers_dq 300 python3 $D/peers.py --dequant --dq-shapes $QS
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^decode|^copy|^sdpa|^library|cublas|tinygemm|gemlite" "$L" | tail -90
     ;;
   tma-terms)
     # TMA views whose base has program-id terms (strided [b,s,h,d], GQA):

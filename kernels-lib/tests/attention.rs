@@ -37,10 +37,44 @@ struct Case {
     splits: Option<u32>,
     /// backward tiles, forced
     backward: Option<BackwardConfig>,
+    /// decode from a paged copy of K and V with pages of this many keys
+    /// (vLLM's `[pages, page_size, heads_kv, d]`, pages in a scrambled
+    /// order with unused ones between them)
+    paged: Option<usize>,
 }
 
 fn case(p: AttentionProblem) -> Case {
-    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None, seqlens: None, splits: None, backward: None }
+    Case { p, causal: false, window: (None, None), scale: None, lse: true, config: None, seqlens: None, splits: None, backward: None, paged: None }
+}
+
+/// The paged copy of a `[batch, heads_kv, seqlen_k, d]` tensor `x` (strides
+/// `st`) in pages of `ps` keys: the cache `[pages, ps, heads_kv, d]`, its
+/// page count and the block table (`[batch, max_pages]`; slots past an
+/// entry's pages hold an index far outside the cache, which must never be
+/// read). Entry `b`'s page `j` is cache page `(b·mp + j)·7 mod pages` — a
+/// scramble, with every third page unused.
+fn paged_copy<T: FloatElement>(x: &[T], p: &AttentionProblem, st: &Strides, ps: usize) -> (Vec<T>, usize, Vec<i32>, usize) {
+    let used = p.seqlen_k.div_ceil(ps).max(1);
+    let mp = used + 1;
+    let pages = (p.batch * mp * 3).div_ceil(2).max(2) | 1;
+    let (hk, d) = (p.heads_kv, p.head_dim);
+    let cs = Strides::bshd(hk, ps, d);
+    let mut cache = vec![T::from_f64(f64::NAN); pages * ps * hk * d];
+    let mut table = vec![i32::MAX / 2; p.batch * mp];
+    for b in 0..p.batch {
+        for j in 0..used {
+            let pg = ((b * mp + j) * 7) % pages;
+            table[b * mp + j] = pg as i32;
+            for r in 0..ps.min(p.seqlen_k.saturating_sub(j * ps)) {
+                for h in 0..hk {
+                    for e in 0..d {
+                        cache[pg * cs.batch + r * cs.seq + h * cs.head + e] = x[b * st.batch + h * st.head + (j * ps + r) * st.seq + e];
+                    }
+                }
+            }
+        }
+    }
+    (cache, pages, table, mp)
 }
 
 /// Elements a tensor of `heads × seq` rows of `d` with strides `s` spans.
@@ -65,16 +99,34 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
     let (qf, kf, vf) = (f(&qh), f(&kh), f(&vh));
     let olen = span(p.batch, p.heads_q, p.seqlen_q, p.head_dim, &p.o);
     let q = dev.from_slice(&qh).unwrap();
-    let k = dev.from_slice(&kh).unwrap();
-    let v = dev.from_slice(&vh).unwrap();
+    // (paged: K and V from a scrambled paged copy, the problem's K/V strides
+    // those of the cache)
+    let mut pc = *p;
+    let (k, v, table, paged) = match c.paged {
+        Some(ps) => {
+            let ((kc, pages, table, mp), (vc, _, _, _)) = (paged_copy(&kh, p, &p.k, ps), paged_copy(&vh, p, &p.v, ps));
+            pc.k = Strides::bshd(p.heads_kv, ps, p.head_dim);
+            pc.v = pc.k;
+            let table = dev.from_slice(&table).unwrap();
+            (dev.from_slice(&kc).unwrap(), dev.from_slice(&vc).unwrap(), Some(table), Some((ps, pages, mp)))
+        }
+        None => (dev.from_slice(&kh).unwrap(), dev.from_slice(&vh).unwrap(), None, None),
+    };
+    let paged = paged.map(|(page_size, num_pages, max_pages)| ferrotile_kernels::attention::PagedKv {
+        block_table: table.as_ref().unwrap(),
+        max_pages,
+        page_size,
+        num_pages,
+    });
     let mut o = dev.full(olen, T::from_f64(f64::NAN)).unwrap();
     let nl = p.batch * p.heads_q * p.seqlen_q;
     let mut l = dev.full(nl, f32::NAN).unwrap();
     let seqlens = c.seqlens.as_ref().map(|s| dev.from_slice(s).unwrap());
     let decode = c.splits.map(|sp| DecodeConfig { splits: Some(sp), ..DecodeConfig::default_for(dev, (p.heads_q / p.heads_kv) * p.seqlen_q) });
-    let opts = AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode, backward: None };
+    let opts =
+        AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode, backward: None, paged };
     let what = format!(
-        "attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?} seqlens={:?} splits={:?}",
+        "attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?} seqlens={:?} splits={:?} paged={:?}",
         T::DTYPE,
         dev.name(),
         c.causal,
@@ -82,9 +134,10 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
         c.scale,
         c.config,
         c.seqlens,
-        c.splits
+        c.splits,
+        c.paged
     );
-    attention(dev, &q, &k, &v, &mut o, if c.lse { Some(&mut l) } else { None }, p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    attention(dev, &q, &k, &v, &mut o, if c.lse { Some(&mut l) } else { None }, &pc, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     let got = o.to_vec().unwrap();
     let got_l = l.to_vec().unwrap();
     let scale = c.scale.map_or(1.0 / (p.head_dim as f64).sqrt(), |s| s as f64);
@@ -176,6 +229,12 @@ fn cases(dev: &Device) -> Vec<Case> {
         // no keys at all: zero rows and a log-sum-exp of +inf, forward and decode
         Case { causal: true, ..case(bhsd(1, 2, 2, 20, 0, 32)) },
         case(bhsd(1, 2, 1, 3, 0, 64)),
+        // a paged cache: pages smaller than, equal to and larger than a key
+        // step, with splits, per-entry key counts, causal and GQA
+        Case { paged: Some(16), splits: Some(3), ..case(bhsd(2, 4, 2, 1, 300, 64)) },
+        Case { paged: Some(32), causal: true, seqlens: Some(vec![190, 7, 0]), ..case(bshd(3, 4, 1, 5, 190, 64)) },
+        Case { paged: Some(256), lse: false, ..case(bshd(1, 4, 2, 3, 77, 80)) },
+        Case { paged: Some(64), seqlens: Some(vec![100, 257]), ..case(bhsd(2, 8, 8, 1, 257, 128)) },
     ]);
     // strided: Q with padded rows, K and V in different layouts, the output
     // `[b, h, s, d]` with a gap after each row
@@ -192,6 +251,7 @@ fn cases(dev: &Device) -> Vec<Case> {
             Case { window: (Some(100), Some(50)), ..case(bhsd(1, 4, 2, 777, 777, 128)) },
             // decode at serving sizes: splits chosen to fill the GPU
             case(bshd(32, 32, 8, 1, 8192, 128)),
+            Case { paged: Some(16), seqlens: Some((0..8).map(|b| 4096 - 333 * b).collect()), ..case(bshd(8, 32, 8, 1, 4096, 128)) },
             Case { causal: true, seqlens: Some((0..4).map(|b| 4096 - 1000 * b).collect()), ..case(bhsd(4, 32, 32, 8, 4096, 128)) },
         ]);
         // large enough for the autotuner (every candidate then runs; left
@@ -275,6 +335,30 @@ fn attention_rejects_bad_arguments() {
     let p2 = AttentionProblem { q: Strides::bhsd(2, 1, 16), k: Strides::bhsd(2, 8, 16), v: Strides::bhsd(2, 8, 16), o: Strides::bhsd(2, 1, 16), ..p2 };
     let e = err(attention(&dev, &q3, &k3, &v3, &mut o3, None, &p2, &AttentionOptions { seqlens_k: Some(&sl), ..opts }));
     assert!(e.contains("`seqlens_k`") && e.contains("batch"), "{e}");
+    // paged caches: decode only; the table's size, a power-of-two page
+    // size, keys within the table, pages within K and V
+    use ferrotile_kernels::attention::PagedKv;
+    let table = dev.from_slice(&[0i32, 1, 2, 3]).unwrap();
+    let pk = |max_pages: usize, page_size: usize, num_pages: usize| PagedKv { block_table: &table, max_pages, page_size, num_pages };
+    let pd = AttentionProblem { k: Strides::bshd(2, 4, 16), v: Strides::bshd(2, 4, 16), ..p2 };
+    let paged = |pg: PagedKv<'_>, pr: &AttentionProblem, o: &mut ferrotile::Buffer<f16>| {
+        err(attention(&dev, &q3, &k3, &v3, o, None, pr, &AttentionOptions { paged: Some(pg), ..opts }))
+    };
+    let e = paged(pk(3, 4, 2), &pd, &mut o3);
+    assert!(e.contains("`block_table`"), "{e}");
+    let e = paged(pk(2, 3, 2), &AttentionProblem { batch: 1, ..pd }, &mut o3);
+    assert!(e.contains("`page_size`"), "{e}");
+    let e = paged(pk(1, 4, 2), &AttentionProblem { batch: 1, ..pd }, &mut o3);
+    assert!(e.contains("`seqlen_k`") && e.contains("max_pages"), "{e}");
+    let e = paged(pk(2, 4, 9), &AttentionProblem { batch: 1, ..pd }, &mut o3);
+    assert!(e.contains("paged `k`"), "{e}");
+    let e = paged(pk(2, 4, 0), &AttentionProblem { batch: 1, ..pd }, &mut o3);
+    assert!(e.contains("`num_pages`"), "{e}");
+    let long_paged = AttentionProblem { k: Strides::bshd(2, 4, 16), v: Strides::bshd(2, 4, 16), ..long };
+    let e = err(attention(&dev, &q2, &k, &v, &mut o2, None, &long_paged, &AttentionOptions { paged: Some(pk(2, 4, 2)), ..opts }));
+    assert!(e.contains("`paged`") && e.contains("decode"), "{e}");
+    // a valid paged problem runs
+    attention(&dev, &q3, &k3, &v3, &mut o3, None, &AttentionProblem { batch: 1, ..pd }, &AttentionOptions { paged: Some(pk(2, 4, 2)), ..opts }).unwrap();
     // empty problems are no work, not errors
     attention(&dev, &q, &k, &v, &mut o, None, &AttentionProblem { seqlen_q: 0, ..p }, &opts).unwrap();
 }

@@ -255,9 +255,11 @@ fn library_kernels_match_golden_files() {
     let spec = specialize(f, &[16, 16, 64, 2, 1, 1, 1], &[bf]).unwrap();
     push(check("wgsl/attention_fwd.d64.gqa2.window.lse.bf16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(f))));
     let dk = attention_decode::ir();
-    let spec = specialize(dk, &[16, 64, 128, 4, 1, 1, 1, 0], &[bf]).unwrap();
+    let spec = specialize(dk, &[16, 64, 128, 4, 1, 1, 1, 0, 0], &[bf]).unwrap();
     push(check("ptx/attention_decode.gqa4.d128.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(dk, 90, 4, 2, Safety::Unchecked))));
-    let spec = specialize(dk, &[16, 16, 64, 1, 0, 0, 0, 1], &[f16]).unwrap();
+    let spec = specialize(dk, &[16, 64, 128, 1, 0, 1, 0, 0, 1], &[bf]).unwrap();
+    push(check("ptx/attention_decode.paged.d128.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(dk, 90, 4, 2, Safety::Unchecked))));
+    let spec = specialize(dk, &[16, 16, 64, 1, 0, 0, 0, 1, 0], &[f16]).unwrap();
     push(check("wgsl/attention_decode.d64.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(dk))));
     let c = attention_combine::ir();
     let spec = specialize(c, &[16, 128, 1], &[bf]).unwrap();

@@ -152,3 +152,72 @@ fn pipelined_dotless_loop_matches_the_original() {
         }
     }
 }
+
+/// A `dot` loop whose operand rows are addressed through an index loaded
+/// in the same iteration (a paged cache: `page = table[j / 16]`, rows
+/// `page·16 + r`): the index load and the load it addresses are both
+/// issued ahead, the index masked like any prefetch (the table holds
+/// exactly the pages the loop visits, so an unmasked prefetch past the end
+/// would read out of bounds, which the interpreter rejects).
+#[ferrotile::kernel]
+fn paged_dot(a: Ptr<f32>, b: Ptr<f32>, table: Ptr<i32>, out: Ptr<f32>, nk: i32) {
+    let r = arange(0, 16);
+    let mut acc = zeros([16, 16], f32);
+    for j in (0..nk).step_by(16) {
+        let page = load(table + j / 16);
+        let rows = page * 16 + r;
+        let ok = j + r < nk;
+        let bt = load(b + expand_dims(rows, 1) * 16 + expand_dims(r, 0), expand_dims(ok, 1), 0.0);
+        let at = load(a + expand_dims(r, 1) * nk + expand_dims(j + r, 0), expand_dims(ok, 0), 0.0);
+        acc = dot(at, bt, acc);
+    }
+    store(out + expand_dims(r, 1) * 16 + expand_dims(r, 0), acc);
+}
+
+#[test]
+fn index_loads_are_pipelined_with_the_loads_they_address() {
+    use ferrotile::__private::Arg;
+    use ferrotile::ir::passes::pipeline::pipeline_depth;
+    use ferrotile::Device;
+    let spec = specialize(paged_dot::ir(), &[], &[]).unwrap();
+    let dev = Device::cpu();
+    let mut seed = 0x2545_f491u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 40) as f32 / 65536.0 - 128.0
+    };
+    for nk in [0usize, 5, 16, 37, 64] {
+        let pages = nk.div_ceil(16);
+        // the pages in a scrambled order, in a pool twice as large
+        let table: Vec<i32> = (0..pages.max(1)).map(|p| ((p * 5 + 3) % (2 * pages.max(1))) as i32).collect();
+        let table = &table[..pages.max(1)];
+        let a: Vec<f32> = (0..16 * nk.max(1)).map(|_| rnd()).collect();
+        let b: Vec<f32> = (0..2 * pages.max(1) * 16 * 16).map(|_| rnd()).collect();
+        let run = |k: &ferrotile::ir::Kernel, table: &[i32]| -> Vec<u32> {
+            let (ab, bb, tb) = (dev.from_slice(&a).unwrap(), dev.from_slice(&b).unwrap(), dev.from_slice(table).unwrap());
+            let mut out = dev.full(256, f32::NAN).unwrap();
+            let args = vec![Arg::buffer(&ab), Arg::buffer(&bb), Arg::buffer(&tb), Arg::buffer_mut(&mut out), Arg::scalar(nk as i32)];
+            ferrotile::runtime::run_interpreted(k, &dev, [1, 1, 1], &args).unwrap();
+            drop(args);
+            out.to_vec().unwrap().iter().map(|v| v.to_bits()).collect()
+        };
+        // (nk = 0 reads no page: an empty table)
+        let table = if nk == 0 { &table[..0] } else { table };
+        let want = run(&spec, table);
+        for depth in 1..=3u32 {
+            let mut piped = spec.clone();
+            pipeline_depth(&mut piped, depth);
+            verify(&piped).unwrap_or_else(|e| panic!("depth {depth}: does not verify: {e:?}"));
+            let mut carried = 0;
+            piped.walk(&mut |op| {
+                if let OpKind::For { inits, .. } = &op.kind {
+                    carried = inits.len();
+                }
+            });
+            assert_eq!(carried, 1 + 3 * depth as usize, "acc + depth × (index, a, b):\n{}", piped.to_text());
+            assert_eq!(run(&piped, table), want, "nk {nk} depth {depth}");
+        }
+    }
+}

@@ -340,8 +340,9 @@ fn run_decode<T: FloatElement>(
     [b, h, hk, sq, sk, d]: [usize; 6],
     cfgs: &[Option<ferrotile_kernels::attention::DecodeConfig>],
     tol: f64,
+    pages: &[usize],
 ) -> Result<bool, String> {
-    use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem};
+    use ferrotile_kernels::attention::{attention, AttentionOptions, AttentionProblem, PagedKv, Strides};
     let e = |e: ferrotile::Error| e.to_string();
     let p = AttentionProblem::bhsd(b, h, hk, sq, sk, d);
     let mut rng = Rng::new(7);
@@ -388,6 +389,61 @@ fn run_decode<T: FloatElement>(
         );
         all &= pass;
     }
+    // the same cache paged (vLLM's `[pages, page_size, hk, d]`, the pages
+    // of each entry scattered over the pool), default configuration
+    for &ps in pages {
+        let mp = sk.div_ceil(ps);
+        let np = b * mp;
+        // (a bijection: 7919 is prime and does not divide the pool)
+        let page_of = |bb: usize, j: usize| ((bb * mp + j) * 7919) % np;
+        let table: Vec<i32> = (0..b).flat_map(|bb| (0..mp).map(move |j| page_of(bb, j) as i32)).collect();
+        let paged_copy = |x: &[T]| -> Vec<T> {
+            let mut c = vec![T::from_f64(0.0); np * ps * hk * d];
+            for bb in 0..b {
+                for hh in 0..hk {
+                    for t in 0..sk {
+                        let dst = ((page_of(bb, t / ps) * ps + t % ps) * hk + hh) * d;
+                        let src = ((bb * hk + hh) * sk + t) * d;
+                        c[dst..dst + d].copy_from_slice(&x[src..src + d]);
+                    }
+                }
+            }
+            c
+        };
+        let (kp, vp): (Buffer<T>, Buffer<T>) = (dev.from_slice(&paged_copy(&kh)).map_err(e)?, dev.from_slice(&paged_copy(&vh)).map_err(e)?);
+        let tb = dev.from_slice(&table).map_err(e)?;
+        let cs = Strides::bshd(hk, ps, d);
+        let pp = AttentionProblem { k: cs, v: cs, ..p };
+        let opts = AttentionOptions { paged: Some(PagedKv { block_table: &tb, max_pages: mp, page_size: ps, num_pages: np }), ..Default::default() };
+        let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
+        let launch = |o: &mut Buffer<T>| {
+            attention(dev, &q, &kp, &vp, o, None, &pp, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
+        };
+        if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
+            println!("decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} paged{ps}: error: {err}", T::DTYPE);
+            all = false;
+            continue;
+        }
+        let got = o.to_vec().map_err(e)?;
+        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(3), 16, 1.0 / (d as f64).sqrt(), None, None);
+        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
+            Timing { b2b: f64::NAN, graph: None }
+        } else {
+            time_both(dev, 50, 10, || launch(&mut o)).map_err(e)?
+        };
+        let kv_bytes = (2 * b * hk * sk * d * std::mem::size_of::<T>()) as f64;
+        let pass = worst <= tol;
+        println!(
+            "decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {:<14} {:>9.1} us (b2b {:>9.1})  {:>7.0} GB/s KV  err {worst:.1e}{}",
+            T::DTYPE,
+            format!("paged{ps}"),
+            t.ms() * 1e3,
+            t.b2b * 1e3,
+            kv_bytes / (t.ms() * 1e-3) / 1e9,
+            if pass { "" } else { "  FAIL" }
+        );
+        all &= pass;
+    }
     Ok(all)
 }
 
@@ -420,7 +476,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..]: the library's decode path (µs, KV GB/s)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -478,10 +534,12 @@ fn main() {
                         .collect()
                 })
                 .unwrap_or_default();
+            // `--paged PS,..`: also from a paged copy of the cache (bf16)
+            let pages: Vec<usize> = arg("--paged").map(|c| c.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or_default();
             let runs = if forced.is_empty() {
-                vec![run_decode::<bf16>(&dev, dims, &[None], 2e-2), run_decode::<f16>(&dev, dims, &[None], 5e-3)]
+                vec![run_decode::<bf16>(&dev, dims, &[None], 2e-2, &pages), run_decode::<f16>(&dev, dims, &[None], 5e-3, &[])]
             } else {
-                vec![run_decode::<bf16>(&dev, dims, &forced, 2e-2)]
+                vec![run_decode::<bf16>(&dev, dims, &forced, 2e-2, &pages)]
             };
             for r in runs {
                 match r {

@@ -7,7 +7,8 @@
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split]`
-//! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel)
+//! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel);
+//! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
 //! `unchecked`: a row kernel without the guards (as `launch_unchecked`).
@@ -66,12 +67,12 @@ fn main() {
         return;
     }
     if a[1] == "attention_decode" {
-        // `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N]`
+        // `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
         let k = ferrotile_kernels::attention::attention_decode::ir();
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(3);
         let mut cx: Vec<i64> = t.clone();
-        cx.extend([0, 0, 0, 0]);
+        cx.extend([0, 0, 0, 0, a.iter().any(|x| x == "paged") as i64]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(
             &spec,

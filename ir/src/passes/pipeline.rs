@@ -5,8 +5,10 @@
 //! `dot`, the *prefetchable* loads of its body — top-level loads whose
 //! pointer, mask and `other` depend only on the induction variable and on
 //! values defined before the loop, through pure ops (index arithmetic,
-//! comparisons, pointer offsets) — are rewritten so that iteration `i`
-//! consumes tiles loaded during iteration `i - 1`:
+//! comparisons, pointer offsets) and through other prefetchable loads (an
+//! index read from a table that addresses the next load: gathers, paged
+//! caches) — are rewritten so that iteration `i` consumes tiles loaded
+//! during iteration `i - 1`:
 //!
 //! ```text
 //! p = load(ptr(lo), mask(lo) & (lo < hi))           // prologue
@@ -32,7 +34,8 @@
 //! are functions of `iv` and loop-invariant values only, so evaluating them
 //! for `iv + s` one iteration early is exact); no additional memory is
 //! touched: the prefetch past the last iteration, and the prologue of a loop
-//! that runs zero times, are fully masked off (a `load_block`, which has no
+//! that runs zero times, are fully masked off (index loads too: the loads
+//! they address then see `other` and are masked off as well) (a `load_block`, which has no
 //! mask, is moved far outside its view instead: its first offset becomes
 //! `MIN/2` of its type, so it reads zeros and touches nothing). The result
 //! verifies.
@@ -106,14 +109,21 @@ fn block(k: &mut Kernel, b: &mut Block, depth: u32, every_loop: bool) {
 
 /// Ops that may be evaluated for an iteration that does not run (the
 /// prefetch past the end): no memory access and nothing that can trap —
-/// integer division is left out (a divisor that is only nonzero inside the
-/// loop's range would divide by zero).
+/// integer division included, which is total in the language (`x / 0 =
+/// x`, `x % 0 = 0`, `MIN / −1 = MIN` on every backend: docs/semantics.md).
+/// (Loads are handled by the caller: masked off for such an iteration.)
 fn is_pure(kind: &OpKind) -> bool {
-    if let OpKind::Binary { op: BinOp::Div | BinOp::Rem, .. } = kind {
-        return false;
-    }
     kind.is_elementwise()
-        || matches!(kind, OpKind::Const(_) | OpKind::Arange { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. })
+        || matches!(
+            kind,
+            OpKind::Const(_)
+                | OpKind::ProgramId(_)
+                | OpKind::NumPrograms(_)
+                | OpKind::Arange { .. }
+                | OpKind::Splat { .. }
+                | OpKind::Broadcast { .. }
+                | OpKind::ExpandDims { .. }
+        )
 }
 
 /// Whether a block (or a region inside it) stores: then a load of iteration
@@ -146,22 +156,22 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
     let iv = body.args[0];
     let mut inside = HashSet::new();
     defined_in(body, &mut inside);
-    // values computable from iv and loop invariants: top-level pure ops
+    // values computable from iv and loop invariants: top-level pure ops,
+    // and loads of such addresses (the loop writes no memory, so a load
+    // evaluated early reads what it reads in its own iteration): an index
+    // loaded from a table may address the next load (a gather, a paged
+    // cache), and both are issued ahead
+    let is_load = |o: &Op| matches!(o.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. });
     let mut pure: HashSet<V> = HashSet::new();
     pure.insert(iv);
     let ok = |v: V, pure: &HashSet<V>| !inside.contains(&v) || pure.contains(&v);
     for o in &body.ops {
-        if is_pure(&o.kind) && o.kind.operands().iter().all(|v| ok(*v, &pure)) {
+        if (is_pure(&o.kind) || is_load(o)) && o.kind.operands().iter().all(|v| ok(*v, &pure)) {
             pure.extend(o.results.iter().copied());
         }
     }
-    let loads: Vec<usize> = body
-        .ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| matches!(o.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && o.kind.operands().iter().all(|v| ok(*v, &pure)))
-        .map(|(i, _)| i)
-        .collect();
+    let loads: Vec<usize> =
+        body.ops.iter().enumerate().filter(|(_, o)| is_load(o) && o.kind.operands().iter().all(|v| ok(*v, &pure))).map(|(i, _)| i).collect();
     if loads.is_empty() {
         return vec![];
     }
@@ -174,7 +184,9 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
             stack.extend(body.ops[def[&v]].kind.operands());
         }
     }
-    let cone: Vec<usize> = (0..body.ops.len()).filter(|i| body.ops[*i].results.iter().any(|r| need.contains(r))).collect();
+    // (in body order; loads among them are the index loads of other loads)
+    let load_set: HashSet<usize> = loads.iter().copied().collect();
+    let cone: Vec<usize> = (0..body.ops.len()).filter(|i| load_set.contains(i) || body.ops[*i].results.iter().any(|r| need.contains(r))).collect();
     let iv_ty = k.ty(iv).clone();
     let bool_ty = Type::scalar(DType::Bool);
 
@@ -186,18 +198,19 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
         map.insert(iv, at);
         let live = new_value(k, bool_ty.clone());
         out.push(Op { kind: OpKind::Cmp { op: CmpOp::Lt, a: at, b: hi }, results: vec![live], loc });
-        for &i in &cone {
-            let mut o = ops_src[i].clone();
-            o.kind.map_operands(&mut |v| *map.get(&v).unwrap_or(&v));
-            let rs: Vec<V> = o.results.iter().map(|r| like(k, *r)).collect();
-            for (a, b) in o.results.iter().zip(&rs) {
-                map.insert(*a, *b);
-            }
-            o.results = rs;
-            out.push(o);
-        }
         let mut loaded = vec![];
-        for &i in &loads {
+        for &i in &cone {
+            if !load_set.contains(&i) {
+                let mut o = ops_src[i].clone();
+                o.kind.map_operands(&mut |v| *map.get(&v).unwrap_or(&v));
+                let rs: Vec<V> = o.results.iter().map(|r| like(k, *r)).collect();
+                for (a, b) in o.results.iter().zip(&rs) {
+                    map.insert(*a, *b);
+                }
+                o.results = rs;
+                out.push(o);
+                continue;
+            }
             let src = &ops_src[i];
             let m = |v: &V| *map.get(v).unwrap_or(v);
             if let OpKind::LoadBlock { view, offsets, shape } = &src.kind {
@@ -213,13 +226,19 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
                 let offs: Vec<V> = std::iter::once(o0b).chain(offsets[1..].iter().map(m)).collect();
                 let r = like(k, src.results[0]);
                 out.push(Op { kind: OpKind::LoadBlock { view: m(view), offsets: offs, shape: shape.clone() }, results: vec![r], loc: src.loc });
+                map.insert(src.results[0], r);
                 loaded.push(r);
                 continue;
             }
             let OpKind::Load { ptr, mask, other } = &src.kind else { unreachable!() };
             let shape = k.ty(src.results[0]).shape().to_vec();
-            let splat = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
-            out.push(Op { kind: OpKind::Splat { x: live, shape: shape.clone() }, results: vec![splat], loc: src.loc });
+            let splat = if shape.is_empty() {
+                live
+            } else {
+                let t = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
+                out.push(Op { kind: OpKind::Splat { x: live, shape: shape.clone() }, results: vec![t], loc: src.loc });
+                t
+            };
             let mask2 = match mask {
                 Some(mv) => {
                     let both = new_value(k, Type::tile(Elem::Val(DType::Bool), shape.clone()));
@@ -230,6 +249,7 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
             };
             let r = like(k, src.results[0]);
             out.push(Op { kind: OpKind::Load { ptr: m(ptr), mask: Some(mask2), other: other.as_ref().map(m) }, results: vec![r], loc: src.loc });
+            map.insert(src.results[0], r);
             loaded.push(r);
         }
         (out, loaded)
@@ -277,7 +297,6 @@ fn rewrite_loop(k: &mut Kernel, op: &mut Op, depth: u32, every_loop: bool) -> Ve
             }
         }
     }
-    let load_set: HashSet<usize> = loads.iter().copied().collect();
     body.ops = pre.into_iter().chain(src_ops.into_iter().enumerate().filter(|(i, _)| !load_set.contains(i)).map(|(_, o)| o)).collect();
     replace(body, &subst);
     if let Some(Op { kind: OpKind::Yield(ys), .. }) = body.ops.last_mut() {

@@ -100,7 +100,12 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
 /// `G` query heads that share the K/V head (row `r`: head `G·kv + r / nq`,
 /// query `r % nq`), so each K/V tile is read once for all of them. Keys of
 /// batch entry `b`: `seqlens[b]` with `SEQLENS`, else `nk`; the program
-/// covers `[s·chunk, min(keys, (s+1)·chunk))`. `CAUSAL`: bottom-right
+/// covers `[s·chunk, min(keys, (s+1)·chunk))`. `PAGED`: K and V are a
+/// paged cache of pages of `2^page_shift` keys — key `c` of entry `b` is
+/// row `c mod 2^page_shift` of page `block_table[b · max_pages + (c >>
+/// page_shift)]` (`kb`, `vb`: the page
+/// stride; `ks`, `vs`: the row stride in a page); a page index outside
+/// `0..num_pages` skips its keys. `CAUSAL`: bottom-right
 /// aligned to the entry's key count. `SPLIT`: the normalized partial output
 /// (f32, rows of `DP`) and the partial natural-log log-sum-exp (−∞ for no
 /// key) go to `part_o` / `part_l` at row `((b·Hq + h)·nq + i)·splits + s`
@@ -118,6 +123,7 @@ pub fn attention_decode<
     const SEQLENS: bool,
     const SPLIT: bool,
     const LSE: bool,
+    const PAGED: bool,
 >(
     q: Ptr<T>,
     k: Ptr<T>,
@@ -127,6 +133,10 @@ pub fn attention_decode<
     part_o: Ptr<f32>,
     part_l: Ptr<f32>,
     seqlens: Ptr<i32>,
+    block_table: Ptr<i32>,
+    max_pages: i32,
+    page_shift: i32,
+    num_pages: i32,
     nq: i32,
     nk: i32,
     d: i32,
@@ -171,8 +181,28 @@ pub fn attention_decode<
     let mut acc = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
-        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
-        s = select(expand_dims(cols < keys, 0), s, f32::NEG_INFINITY);
+        let mut key_ok = cols < keys;
+        // (placeholders: one branch below replaces them)
+        let mut kt = zeros([DP, BN], f32) as T;
+        let mut vt = zeros([BN, DP], f32) as T;
+        if PAGED {
+            // key `c` of entry `b`: row `c % page_size` of page
+            // `block_table[b, c / page_size]`; a page outside the cache
+            // skips its keys (never read)
+            let pg = load(block_table + b * (max_pages as i64) + ((cols >> page_shift) as i64), key_ok, -1);
+            key_ok = key_ok & (pg >= 0) & (pg < num_pages);
+            let within = (cols & ((1 << page_shift) - 1)) as i64;
+            let ld_ok = expand_dims(key_ok, 1) & expand_dims(dims < d, 0);
+            let krow = (pg as i64) * kb + (program_id(1) as i64) * kh + within * ks;
+            let vrow = (pg as i64) * vb + (program_id(1) as i64) * vh + within * vs;
+            kt = trans(load(k + expand_dims(krow, 1) + expand_dims(dims as i64, 0), ld_ok, 0.0));
+            vt = load(v + expand_dims(vrow, 1) + expand_dims(dims as i64, 0), ld_ok, 0.0);
+        } else {
+            kt = load_block(vkt, [0, j], [DP, BN]);
+            vt = load_block(vv, [j, 0], [BN, DP]);
+        }
+        let mut s = dot(qt, kt, zeros([BM, BN], f32)) * qk_scale;
+        s = select(expand_dims(key_ok, 0), s, f32::NEG_INFINITY);
         if CAUSAL {
             s = select(expand_dims(cols, 0) <= expand_dims(qi + (keys - nq), 1), s, f32::NEG_INFINITY);
         }
@@ -181,7 +211,7 @@ pub fn attention_decode<
         let p = exp2(s - expand_dims(m_use, 1));
         let alpha = exp2(m_i - m_use);
         l_i = l_i * alpha + sum(p, 1);
-        acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
+        acc = dot(p as T, vt, acc * expand_dims(alpha, 1));
         m_i = m_new;
     }
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);

@@ -206,9 +206,38 @@ impl DecodeConfig {
     }
 }
 
+/// A paged K/V cache, as vLLM and FlashAttention's `block_table` keep
+/// it: K and V hold `num_pages` pages of `page_size` keys each, and key
+/// `c` of batch entry `b` is row `c % page_size` of page `block_table[b ·
+/// max_pages + c / page_size]`. The problem's `k` / `v` strides then
+/// describe the cache: `batch` steps from one page to the next, `seq`
+/// from one row of a page to the next, `head` between K/V heads (vLLM's
+/// `[num_pages, page_size, heads_kv, head_dim]` is
+/// [`Strides::bshd`]`(heads_kv, page_size, head_dim)`), and `seqlen_k`
+/// bounds every entry's keys (`seqlens_k` gives each its own count).
+/// Decode path only (`seqlen_q ≤ 16`).
+///
+/// The table lives on the device and is not read on the host: an entry
+/// outside `0..num_pages` skips its keys (they are never read, as keys
+/// past `seqlens_k`).
+#[derive(Clone, Copy, Debug)]
+pub struct PagedKv<'a> {
+    /// `[batch, max_pages]` page indices (i32).
+    pub block_table: &'a Buffer<i32>,
+    /// Entries per batch row of `block_table`.
+    pub max_pages: usize,
+    /// Keys per page: a power of two.
+    pub page_size: usize,
+    /// Pages in the K and V caches.
+    pub num_pages: usize,
+}
+
 /// Options of [`attention`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttentionOptions<'a> {
+    /// A paged K/V cache ([`PagedKv`]); `None`: K and V are `[batch,
+    /// heads_kv, seqlen_k, head_dim]` tensors as the strides say.
+    pub paged: Option<PagedKv<'a>>,
     /// Keys of each batch entry (decode against a KV cache of `seqlen_k`
     /// rows, of which entry `b` uses the first `seqlens_k[b]`; values are
     /// clamped to `0..=seqlen_k`). Only with the decode path (`seqlen_q ≤
@@ -358,13 +387,13 @@ pub fn attention<T: FloatElement>(
         check_problem::<T>("attention", p, opts, &[], &[])?;
         return Ok(());
     }
-    let args = check_problem::<T>(
-        "attention",
-        p,
-        opts,
-        &[("q", q.len(), p.heads_q, p.seqlen_q, &p.q), ("k", k.len(), p.heads_kv, p.seqlen_k, &p.k), ("v", v.len(), p.heads_kv, p.seqlen_k, &p.v)],
-        &[("out", out.len(), p.heads_q, p.seqlen_q, &p.o)],
-    )?;
+    let kv: &[Tensor<'_>] = &[("k", k.len(), p.heads_kv, p.seqlen_k, &p.k), ("v", v.len(), p.heads_kv, p.seqlen_k, &p.v)];
+    let inputs: Vec<Tensor<'_>> =
+        std::iter::once(("q", q.len(), p.heads_q, p.seqlen_q, &p.q)).chain(kv.iter().copied().filter(|_| opts.paged.is_none())).collect();
+    let args = check_problem::<T>("attention", p, opts, &inputs, &[("out", out.len(), p.heads_q, p.seqlen_q, &p.o)])?;
+    if let Some(pg) = &opts.paged {
+        check_paged(p, pg, k.len(), v.len())?;
+    }
     let d = p.head_dim;
     let lse_buf = match lse {
         Some(l) => {
@@ -404,6 +433,12 @@ pub fn attention<T: FloatElement>(
         if sl.len() < p.batch {
             return Err(LibError::Shape(format!("attention: `seqlens_k` has {} elements, batch = {}", sl.len(), p.batch)));
         }
+    }
+    if opts.paged.is_some() && !decode {
+        return Err(LibError::Config(format!(
+            "attention: a paged K/V cache (`paged`) needs the decode path (seqlen_q ≤ 16 with at most 128 query rows per K/V head — on WGSL at most 4096 elements of them —, no window, no forced `config`); here seqlen_q = {}, {rows} rows",
+            p.seqlen_q
+        )));
     }
     if decode || opts.decode.is_some() {
         if !decode {
@@ -533,6 +568,49 @@ fn launch_fwd<T: FloatElement>(
 /// The decode path: [`attention_decode`] over `splits` key ranges, then
 /// [`attention_combine`] when there is more than one.
 #[allow(clippy::too_many_arguments)]
+/// The checks of a paged cache: the table's size, a power-of-two page
+/// size, keys per entry within the table, and K and V holding `[num_pages,
+/// heads_kv, page_size, head_dim]` by their strides.
+fn check_paged(p: &AttentionProblem, pg: &PagedKv<'_>, k_len: usize, v_len: usize) -> Result<(), LibError> {
+    if !pg.page_size.is_power_of_two() || pg.page_size > 1 << 20 {
+        return Err(LibError::Config(format!("attention: paged `page_size` = {} must be a power of two (at most 2^20)", pg.page_size)));
+    }
+    if pg.num_pages == 0 || pg.num_pages > i32::MAX as usize || pg.max_pages == 0 {
+        return Err(LibError::Shape(format!(
+            "attention: paged `num_pages` = {} and `max_pages` = {} must be at least 1 (num_pages below 2^31)",
+            pg.num_pages, pg.max_pages
+        )));
+    }
+    let keys = pg.max_pages.checked_mul(pg.page_size);
+    if keys.is_none_or(|x| x < p.seqlen_k) {
+        return Err(LibError::Shape(format!(
+            "attention: paged `seqlen_k` = {} is more than `max_pages` × `page_size` = {} × {} keys",
+            p.seqlen_k, pg.max_pages, pg.page_size
+        )));
+    }
+    let need = p.batch.checked_mul(pg.max_pages).filter(|&n| n <= i32::MAX as usize);
+    if need.is_none_or(|n| pg.block_table.len() < n) {
+        return Err(LibError::Shape(format!(
+            "attention: paged `block_table` has {} elements, [batch, max_pages] = [{}, {}] needed",
+            pg.block_table.len(),
+            p.batch,
+            pg.max_pages
+        )));
+    }
+    for (name, len, st) in [("k", k_len, &p.k), ("v", v_len, &p.v)] {
+        match max_index(pg.num_pages, p.heads_kv, pg.page_size, p.head_dim, st) {
+            Some(m) if m < len && m <= i64::MAX as usize => {}
+            _ => {
+                return Err(LibError::Shape(format!(
+                    "attention: paged `{name}` has {len} elements; its pages [{}, {}, {}, {}] with strides {st:?} reach past them",
+                    pg.num_pages, p.heads_kv, pg.page_size, p.head_dim
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn decode_fwd<T: FloatElement>(
     dev: &Device,
     q: &Buffer<T>,
@@ -550,6 +628,10 @@ fn decode_fwd<T: FloatElement>(
         return Err(LibError::Config(format!("attention: decode bn = {} must be a power of two ≥ 16", cfg.bn)));
     }
     let bm = (g * p.seqlen_q).next_power_of_two().max(16);
+    // (a paged key tile `[bn, dp]` of the accumulator's shape `[bm, dp]`
+    // would take its mma layout — layouts are per shape — and be copied 4
+    // bytes at a time; views of a contiguous cache take TMA instead)
+    let cfg = if opts.decode.is_none() && opts.paged.is_some() && cfg.bn as usize == bm { DecodeConfig { bn: 32, ..cfg } } else { cfg };
     let bn = cfg.bn as usize;
     let tiles = p.seqlen_k.div_ceil(bn).max(1);
     let splits = match cfg.splits {
@@ -589,6 +671,14 @@ fn decode_fwd<T: FloatElement>(
             &seq_placeholder
         }
     };
+    let table_placeholder;
+    let (table, max_pages, page_shift, num_pages) = match &opts.paged {
+        Some(pg) => (pg.block_table, pg.max_pages as i32, pg.page_size.trailing_zeros() as i32, pg.num_pages as i32),
+        None => {
+            table_placeholder = crate::scratch::placeholder::<i32>(dev)?;
+            (&*table_placeholder, 0, 0, 0)
+        }
+    };
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * nq), s(nq));
     let grid = [splits as u32, p.heads_kv as u32, p.batch as u32];
@@ -604,6 +694,10 @@ fn decode_fwd<T: FloatElement>(
         part_o,
         part_l,
         seqlens,
+        table,
+        max_pages,
+        page_shift,
+        num_pages,
         nq as i32,
         p.seqlen_k as i32,
         p.head_dim as i32,
@@ -632,6 +726,7 @@ fn decode_fwd<T: FloatElement>(
         opts.seqlens_k.is_some(),
         split,
         has_lse,
+        opts.paged.is_some(),
     )?;
     if split {
         let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4);
