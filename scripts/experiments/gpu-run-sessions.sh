@@ -4,7 +4,7 @@
 # that earlier entries of benches/RESULTS.md and benches/NOTES.md cited (see
 # `git log -p benches/RESULTS.md`); some set switches that no longer exist
 # (FERROTILE_X_EARLY, FERROTILE_X_RELNOW, FERROTILE_X_CLUSTER1,
-# FERROTILE_X_NOMMA, FERROTILE_X_L2PROMO: the runtime ignores them now, so
+# FERROTILE_X_NOMMA, FERROTILE_X_L2PROMO, FERROTILE_REMAT_LOADS: the runtime ignores them now, so
 # those runs no longer measure what they measured then). Kept to reproduce
 # or adapt a past experiment, not for routine checks.
 #
@@ -16,6 +16,10 @@
 # its place in the tree). Logs go to $OUT; a summary prints last.
 #
 # Modes (session of 2026-11-29/30 in which each was used):
+#   remat:      session 22 (2026-12-02): loads re-read per row instead of
+#               broadcast through shared memory (`FERROTILE_REMAT_LOADS`,
+#               reverted after this run: slower), dead code removed after
+#               pipelining; tests, memcheck, paged decode off/on, W4A16
 #   swap:       session 9: swapped decode product tests, racecheck, decode
 #               tuned with every candidate's time, one stream and producer
 #               warpgroup, cuBLAS, ncu of the winner
@@ -347,6 +351,19 @@ ts.sort(); print('torch.sum bf16 8192x8192 graph us', ts[len(ts)//2]*1e3, 'TB/s'
     FERROTILE_AUTOTUNE_PRINT=1 step bench_wgpu 150 $D/bench --device wgpu --shapes 16384x4096,4096x16384 --kernels softmax,layer_norm --dtypes f32
     grep -E "GB/s|autotune.*->" "$L" | tail -12
     ;;
-  *) echo "usage: gpu-run-sessions.sh swap|verify9|ncufull|cluster|ncucluster|sweep10|graph10|pdl10|verify10|final10|final11|cluster1|last10|x11a|x11b|x11c|x11d|rows11|rows-wgpu"; exit 2 ;;
+  remat)
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cpu,cuda step attention_tests 300 $D/attention
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant
+    FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention attention_matches
+    SH=32:32:32:1:8192:128,32:32:8:1:8192:128
+    FERROTILE_REMAT_LOADS=0 step decode_off 300 $D/attn-user --decode-shapes $SH --decode-configs 64x4x3 --paged 64
+    step decode_on 300 $D/attn-user --decode-shapes $SH --decode-configs 64x4x3 --paged 64
+    QS=1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096
+    FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --library --device cuda --shapes $QS
+    step peers_dq 120 python3 $D/peers.py --dequant --dq-shapes 1x8192x8192,16x8192x8192
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^decode|^copy|^library|cublas|tinygemm|gemlite" "$L" | tail -60
+    ;;
+  *) echo "usage: gpu-run-sessions.sh remat|swap|verify9|ncufull|cluster|ncucluster|sweep10|graph10|pdl10|verify10|final10|final11|cluster1|last10|x11a|x11b|x11c|x11d|rows11|rows-wgpu"; exit 2 ;;
 esac
 cat "$S"

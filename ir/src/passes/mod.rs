@@ -21,8 +21,8 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`pipeline`] at `num_stages − 1`, to check the rewrite the GPU runs) |
-//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`pipeline`] at `num_stages − 1` → [`dce`], to check the rewrite the GPU runs) |
+//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic) |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
@@ -119,7 +119,14 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
         }
     }
     if o.pipeline_depth > 0 {
+        let before: Kernel = (*k).clone();
         pipeline::pipeline_loops(k.to_mut(), o.pipeline_depth, o.pipeline_every_loop);
+        // (a pipelined loop keeps its body's address and mask arithmetic for
+        // the loads it replaced: dead, and where it held a layout conversion
+        // the emitter would still write its shared-memory round trip)
+        if *k != before {
+            dce::dce(k.to_mut());
+        }
     }
     k
 }

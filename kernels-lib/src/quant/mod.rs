@@ -482,7 +482,11 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                 let bk = QuantConfig::bk_for(group, k, bkcap);
                 for &split in &[1u32, 4, 8, 16] {
                     for &warps in &[4u32, 8] {
-                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: 3, split_k: split };
+                        // (8 warps with 32 weights per thread spill at 3
+                        // stages on sm_90 — 24–32 B — since the scales and
+                        // zero points are prefetched with the words: 2)
+                        let stages = if warps == 8 && bn * bk / (32 * warps) <= 32 { 2 } else { 3 };
+                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
                             v.push(t);
@@ -517,8 +521,12 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                         continue;
                     }
                     for &split in if m <= 64 { &[1u32, 2, 4, 8][..] } else { &[1u32][..] } {
-                        // (four stages of 128-deep steps spill)
-                        for &stages in if bk <= 64 { &[3u32, 4][..] } else { &[3u32][..] } {
+                        // (four stages of 128-deep steps spill; so do three
+                        // of 32-deep steps of 128-row tiles and of 128-deep
+                        // ones at 16 rows on sm_80 — 12–28 B — since the
+                        // scales and zero points are prefetched too: two)
+                        let deep: &[u32] = if (bm == 128 && bk <= 32) || (bm == 16 && bk >= 128) || (bm == 64 && bn == 64 && bk <= 32) { &[2] } else { &[3] };
+                        for &stages in if bk <= 64 && deep == [3] { &[3u32, 4][..] } else { deep } {
                             let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
                             let t = c.to_tune();
                             if !v.contains(&t) {
