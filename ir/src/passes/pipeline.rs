@@ -34,11 +34,11 @@
 //! are functions of `iv` and loop-invariant values only, so evaluating them
 //! for `iv + s` one iteration early is exact); no additional memory is
 //! touched: the prefetch past the last iteration, and the prologue of a loop
-//! that runs zero times, are fully masked off (index loads too: the loads
-//! they address then see `other` and are masked off as well) (a `load_block`, which has no
-//! mask, is moved far outside its view instead: its first offset becomes
-//! `MIN/2` of its type, so it reads zeros and touches nothing). The result
-//! verifies.
+//! that runs zero times, are fully masked off — index loads too, and the
+//! loads they address are then masked off as well (a `load_block`, which
+//! has no mask, is moved far outside its view instead: its first offset
+//! becomes `MIN/2` of its type, so it reads zeros and touches nothing).
+//! The result verifies.
 
 use crate::ir::*;
 use crate::types::*;
