@@ -103,9 +103,9 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
 /// covers `[s·chunk, min(keys, (s+1)·chunk))`. `PAGED`: K and V are a
 /// paged cache of pages of `2^page_shift` keys — key `c` of entry `b` is
 /// row `c mod 2^page_shift` of page `block_table[b · max_pages + (c >>
-/// page_shift)]` (`kb`, `vb`: the page
-/// stride; `ks`, `vs`: the row stride in a page); a page index outside
-/// `0..num_pages` skips its keys. `CAUSAL`: bottom-right
+/// page_shift)]` (`kb`, `vb`: the page stride; `ks`, `vs`: the row stride
+/// in a page); a page index outside `0..num_pages` skips its keys.
+/// `CAUSAL`: bottom-right
 /// aligned to the entry's key count. `SPLIT`: the normalized partial output
 /// (f32, rows of `DP`) and the partial natural-log log-sum-exp (−∞ for no
 /// key) go to `part_o` / `part_l` at row `((b·Hq + h)·nq + i)·splits + s`
