@@ -356,17 +356,16 @@ fn run_decode<T: FloatElement>(
     };
     let (qh, kh, vh) = (gen(b * h * sq * d), gen(b * hk * sk * d), gen(b * hk * sk * d));
     let (q, k, v): (Buffer<T>, Buffer<T>, Buffer<T>) = (dev.from_slice(&qh).map_err(e)?, dev.from_slice(&kh).map_err(e)?, dev.from_slice(&vh).map_err(e)?);
-    let mut all = true;
-    for &cfg in cfgs {
+    // one decode call: launched, checked against f64 on sampled rows of
+    // the logical (contiguous) cache, timed, printed; false when wrong
+    let measure = |name: &str, k: &Buffer<T>, v: &Buffer<T>, pl: &AttentionProblem, opts: &AttentionOptions<'_>| -> Result<bool, String> {
         let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
-        let opts = AttentionOptions { decode: cfg, ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
-            attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
+            attention(dev, &q, k, v, o, None, pl, opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
         };
         if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
-            println!("decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {cfg:?}: error: {err}", T::DTYPE);
-            all = false;
-            continue;
+            println!("decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {name}: error: {err}", T::DTYPE);
+            return Ok(false);
         }
         let got = o.to_vec().map_err(e)?;
         let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(3), 16, 1.0 / (d as f64).sqrt(), None, None);
@@ -377,8 +376,6 @@ fn run_decode<T: FloatElement>(
         };
         let kv_bytes = (2 * b * hk * sk * d * std::mem::size_of::<T>()) as f64;
         let pass = worst <= tol;
-        let name =
-            cfg.map_or("auto".to_string(), |c| format!("{}x{}w{}s/{}", c.bn, c.num_warps, c.num_stages, c.splits.map_or("auto".into(), |x| x.to_string())));
         println!(
             "decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {name:<14} {:>9.1} us (b2b {:>9.1})  {:>7.0} GB/s KV  err {worst:.1e}{}",
             T::DTYPE,
@@ -387,7 +384,13 @@ fn run_decode<T: FloatElement>(
             kv_bytes / (t.ms() * 1e-3) / 1e9,
             if pass { "" } else { "  FAIL" }
         );
-        all &= pass;
+        Ok(pass)
+    };
+    let mut all = true;
+    for &cfg in cfgs {
+        let name =
+            cfg.map_or("auto".to_string(), |c| format!("{}x{}w{}s/{}", c.bn, c.num_warps, c.num_stages, c.splits.map_or("auto".into(), |x| x.to_string())));
+        all &= measure(&name, &k, &v, &p, &AttentionOptions { decode: cfg, ..Default::default() })?;
     }
     // the same cache paged (vLLM's `[pages, page_size, hk, d]`, the pages
     // of each entry scattered over the pool), default configuration
@@ -413,36 +416,8 @@ fn run_decode<T: FloatElement>(
         let (kp, vp): (Buffer<T>, Buffer<T>) = (dev.from_slice(&paged_copy(&kh)).map_err(e)?, dev.from_slice(&paged_copy(&vh)).map_err(e)?);
         let tb = dev.from_slice(&table).map_err(e)?;
         let cs = Strides::bshd(hk, ps, d);
-        let pp = AttentionProblem { k: cs, v: cs, ..p };
         let opts = AttentionOptions { paged: Some(PagedKv { block_table: &tb, max_pages: mp, page_size: ps, num_pages: np }), ..Default::default() };
-        let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
-        let launch = |o: &mut Buffer<T>| {
-            attention(dev, &q, &kp, &vp, o, None, &pp, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
-        };
-        if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
-            println!("decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} paged{ps}: error: {err}", T::DTYPE);
-            all = false;
-            continue;
-        }
-        let got = o.to_vec().map_err(e)?;
-        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(3), 16, 1.0 / (d as f64).sqrt(), None, None);
-        let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
-            Timing { b2b: f64::NAN, graph: None }
-        } else {
-            time_both(dev, 50, 10, || launch(&mut o)).map_err(e)?
-        };
-        let kv_bytes = (2 * b * hk * sk * d * std::mem::size_of::<T>()) as f64;
-        let pass = worst <= tol;
-        println!(
-            "decode {:<5} b{b} h{h}/{hk} q{sq} kv{sk} d{d} {:<14} {:>9.1} us (b2b {:>9.1})  {:>7.0} GB/s KV  err {worst:.1e}{}",
-            T::DTYPE,
-            format!("paged{ps}"),
-            t.ms() * 1e3,
-            t.b2b * 1e3,
-            kv_bytes / (t.ms() * 1e-3) / 1e9,
-            if pass { "" } else { "  FAIL" }
-        );
-        all &= pass;
+        all &= measure(&format!("paged{ps}"), &kp, &vp, &AttentionProblem { k: cs, v: cs, ..p }, &opts)?;
     }
     Ok(all)
 }

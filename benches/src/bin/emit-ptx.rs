@@ -83,11 +83,7 @@ fn main() {
             },
         )
         .unwrap();
-        for (line, what) in &p.conversions {
-            eprintln!("line {line}: {what}");
-        }
-        eprintln!("shared memory: {} bytes", p.smem_bytes);
-        println!("{}", p.text);
+        print_explained(&p);
         return;
     }
     if a[1] == "wq_gemm" || a[1] == "wq_gemv" {
@@ -110,11 +106,7 @@ fn main() {
             },
         )
         .unwrap();
-        for (line, what) in &p.conversions {
-            eprintln!("line {line}: {what}");
-        }
-        eprintln!("shared memory: {} bytes", p.smem_bytes);
-        println!("{}", p.text);
+        print_explained(&p);
         return;
     }
     let k = match a[1].as_str() {
@@ -165,5 +157,15 @@ fn main() {
         },
     )
     .unwrap();
+    println!("{}", p.text);
+}
+
+/// The PTX on stdout; the compiler's explanations (conversions through
+/// shared memory) and the shared memory it takes on stderr.
+fn print_explained(p: &ferrotile_backends::ptx::PtxKernel) {
+    for (line, what) in &p.conversions {
+        eprintln!("line {line}: {what}");
+    }
+    eprintln!("shared memory: {} bytes", p.smem_bytes);
     println!("{}", p.text);
 }
