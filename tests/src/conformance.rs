@@ -98,6 +98,11 @@ pub fn cases() -> Vec<Case> {
         case!("reduce_float", "sum max min argmax argmin along axes 0 and 1; f32/f16/bf16", reduce::reduce_float),
         case!("row_stats", "multi-row programs: row statistics broadcast back into their rows; carried row vectors", reduce::row_stats),
         case!("sum_order", "sum combines partials in a tree (a large value plus many small ones)", reduce::sum_order),
+        case!(
+            "partial_sums",
+            "loop-carried accumulators summed along one axis after the loop (fma, e + acc, a 1-D row), next to one also reduced with max",
+            reduce::partial_sums
+        ),
         case!("reduce_int", "sum (i8/u8 -> i32) max min argmax argmin along axes 0 and 1; integers", reduce::reduce_int),
         case!("cumsum", "cumsum along axes 0 and 1; floats and integers (i8 -> i32)", reduce::cumsum),
         case!("dot", "dot f32/f16/bf16 -> f32 with accumulator, K loop with masked tails", reduce::dot_float),

@@ -18,7 +18,10 @@
 //! - [`slices`]: which values keep the slice layout a reduction leaves
 //!   them in (and `expand_dims` / elementwise ops over them), instead of
 //!   their shape's default layout — so a row statistic broadcasts back into
-//!   its rows without shared memory (both printers).
+//!   its rows without shared memory (both printers);
+//! - [`partial`]: which loop-carried accumulators, only ever summed along
+//!   one axis after their loop, are carried pre-summed inside each thread
+//!   (the PTX printer).
 //!
 //! A tile's *default* layout is a function of its shape (the PTX backend's
 //! `assign` adds the tensor-core accumulator layouts per shape); `slices`
@@ -28,6 +31,7 @@ pub mod axis;
 pub mod convert;
 pub mod layout;
 pub mod mathfn;
+pub mod partial;
 pub mod reduce;
 pub mod remat;
 pub mod slices;

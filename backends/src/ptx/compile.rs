@@ -74,7 +74,13 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // cluster — kept as the stream structure only with `warp_specialize`)
     let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
     let values = if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec)) } else { Default::default() };
-    emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values }, o)
+    // (accumulators that another plan holds elsewhere stay as they are)
+    let partial = if o.partial_accumulators {
+        crate::plan::partial::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), &|v| values.contains_key(&v) || ring_plan.class_of(v).is_some())
+    } else {
+        Default::default()
+    };
+    emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values, partial }, o)
 }
 
 /// The `load_block`s a TMA copy serves, which view lowering keeps: of a

@@ -130,6 +130,13 @@ pub struct PtxOptions {
     /// the register path (the CUDA runtime reads
     /// `FERROTILE_INVARIANT_SLOTS=0`, for A/B runs).
     pub invariant_slots: bool,
+    /// A loop-carried f32 accumulator that the loop only adds into and
+    /// that is only summed along one axis afterwards is carried pre-summed
+    /// inside each thread ([`crate::plan::partial`]: a GEMV's `[BK, BN]`
+    /// accumulator takes one register per column a thread holds instead of
+    /// one per element); false: carried whole (the CUDA runtime reads
+    /// `FERROTILE_PARTIAL_ACC=0`, for A/B runs).
+    pub partial_accumulators: bool,
 }
 
 impl PtxOptions {
@@ -159,6 +166,7 @@ impl PtxOptions {
             programs_per_sm: 0,
             tma_terms: true,
             invariant_slots: true,
+            partial_accumulators: true,
         }
     }
 }
@@ -186,6 +194,11 @@ pub struct PtxKernel {
     /// Where a tile goes through shared memory to change layout, and why:
     /// (source line, what moves) — `FERROTILE_EXPLAIN=1` prints them.
     pub conversions: Vec<(u32, String)>,
+    /// Accumulators carried pre-summed along the axis their loop's result
+    /// is summed over ([`crate::plan::partial`]): (source line of the
+    /// update, registers per thread the tile would take, registers it
+    /// takes) — `FERROTILE_EXPLAIN=1` prints them.
+    pub partial_sums: Vec<(u32, usize, usize)>,
     /// Tensor maps the kernel takes after its own parameters, in order:
     /// the view and the box (elements per dimension, innermost first; 128-byte
     /// swizzle, out-of-bounds elements zero). The host builds each with

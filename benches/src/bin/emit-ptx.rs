@@ -102,6 +102,7 @@ fn main() {
                 arg_div: vec![16; guarded_params(k)],
                 pipeline: stages.saturating_sub(1),
                 pipeline_every_loop: gemv,
+                partial_accumulators: std::env::var("FERROTILE_PARTIAL_ACC").map_or(true, |v| v != "0"),
                 ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
             },
         )
@@ -165,6 +166,9 @@ fn main() {
 fn print_explained(p: &ferrotile_backends::ptx::PtxKernel) {
     for (line, what) in &p.conversions {
         eprintln!("line {line}: {what}");
+    }
+    for (line, whole, held) in &p.partial_sums {
+        eprintln!("line {line}: accumulator carried pre-summed: {held} registers per thread instead of {whole}");
     }
     eprintln!("shared memory: {} bytes", p.smem_bytes);
     println!("{}", p.text);

@@ -484,8 +484,12 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                     for &warps in &[4u32, 8] {
                         // (8 warps with 32 weights per thread spill at 3
                         // stages on sm_90 — 24–32 B — since the scales and
-                        // zero points are prefetched with the words: 2)
-                        let stages = if warps == 8 && bn * bk / (32 * warps) <= 32 { 2 } else { 3 };
+                        // zero points are prefetched with the words: 2; so
+                        // do 4 warps with 64 per thread on sm_80 — 12–18 B
+                        // of 16-bit scales, at 168 registers, since the
+                        // accumulator is carried pre-summed)
+                        let per_thread = bn * bk / (32 * warps);
+                        let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread == 64) { 2 } else { 3 };
                         let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {

@@ -1009,3 +1009,84 @@ pub fn row_stats(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+// ------------------------------------------- accumulators summed after a loop
+
+/// Loop-carried tiles only ever summed along one axis after their loop (the
+/// PTX backend carries them pre-summed inside each thread:
+/// `plan::partial`), next to ones that are not: a GEMV's `fma` form with a
+/// non-zero initial value, an `e + acc` form summed twice, and an
+/// accumulator that is also reduced with `max` (carried whole).
+#[kernel]
+pub fn k_acc_gemv<const BK: i32, const BN: i32>(x: Ptr<f32>, w: Ptr<f32>, y: Ptr<f32>, sq: Ptr<f32>, top: Ptr<f32>, n: i32, k: i32) {
+    let rn = program_id(0) * BN + arange(0, BN);
+    let n_ok = expand_dims(rn < n, 0);
+    let mut acc = full([BK, BN], 0.5, f32);
+    let mut s2 = zeros([BK, BN], f32);
+    let mut t = zeros([BK, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = expand_dims(kk < k, 1);
+        let xv = load(broadcast_to(expand_dims(x + kk, 1), [BK, BN]), k_ok, 0.0);
+        let wv = load(w + expand_dims(kk * n, 1) + expand_dims(rn, 0), k_ok & n_ok, 0.0);
+        acc = fma(xv, wv, acc);
+        s2 = wv * wv + s2;
+        t = t + wv;
+    }
+    let ok = rn < n;
+    // (the initial 0.5 counts once per element of the tile)
+    store(y + rn, sum(acc, 0) - 0.5 * (BK as f32), ok);
+    store(sq + rn, sum(s2, 0) * 0.5 + sum(s2, 0) * 0.5, ok);
+    store(top + rn, sum(t, 0) + max(t, axis = 0), ok);
+}
+
+/// One program sums a whole vector through a `[B]` accumulator.
+#[kernel]
+pub fn k_acc_vector<const B: i32>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let mut acc = zeros([B], f32);
+    for s in (0..n).step_by(B) {
+        let i = s + arange(0, B);
+        acc = acc + load(x + i, i < n, 0.0);
+    }
+    store(out, sum(acc, 0));
+}
+
+/// [`k_acc_gemv`] and [`k_acc_vector`] against f64, for sizes that do and
+/// do not divide the blocks, and every split of the tile over warps.
+pub fn partial_sums(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (n, k, BK, BN, warps)
+    for &(n, k, bk, bn, warps) in
+        &[(37usize, 300usize, 64i32, 32i32, 4u32), (256, 1000, 64, 256, 8), (5, 17, 16, 8, 1), (100, 64, 32, 64, 2), (70, 129, 128, 64, 4)]
+    {
+        let c = Ctx::new("partial_sums", seed, format!("gemv n={n} k={k} BK={bk} BN={bn} warps={warps}"));
+        let xs: Vec<f32> = (0..k).map(|_| rng.normal() as f32).collect();
+        let ws: Vec<f32> = (0..k * n).map(|_| rng.normal() as f32).collect();
+        let (mut y, mut sq, mut top) = (poisoned::<f32>(dev, n + PAD)?, poisoned::<f32>(dev, n + PAD)?, poisoned::<f32>(dev, n + PAD)?);
+        let cfg = LaunchConfig::new([cdiv(n, bn as usize) as u32, 1, 1]).num_warps(warps);
+        c.launch(k_acc_gemv::launch(dev, cfg, &upload(dev, &xs)?, &upload(dev, &ws)?, &mut y, &mut sq, &mut top, n as i32, k as i32, bk, bn))?;
+        let (mut w_y, mut w_sq, mut w_top) = (vec![], vec![], vec![]);
+        let kp = cdiv(k, bk as usize) * bk as usize;
+        for j in 0..n {
+            let col: Vec<f64> = (0..k).map(|i| ws[i * n + j] as f64).collect();
+            w_y.push((0..k).map(|i| xs[i] as f64 * col[i]).sum::<f64>());
+            w_sq.push(col.iter().map(|v| v * v).sum::<f64>());
+            // per row of the tile, its column's values at k0 + row
+            let rows = (0..bk as usize).map(|r| (r..kp).step_by(bk as usize).filter(|&i| i < k).map(|i| col[i]).sum::<f64>());
+            w_top.push(col.iter().sum::<f64>() + rows.fold(f64::NEG_INFINITY, f64::max));
+        }
+        let at = |j: usize| format!("column {j}");
+        check_float(&c, "sum(fma(x, w, acc), 0)", &download(&y)?, &w_y, 8, 1e-5, 1e-4, &at)?;
+        check_float(&c, "sum(w * w + acc, 0), summed twice", &download(&sq)?, &w_sq, 8, 1e-5, 1e-4, &at)?;
+        check_float(&c, "sum(t, 0) + max(t, 0)", &download(&top)?, &w_top, 8, 1e-5, 1e-4, &at)?;
+    }
+    for &(n, b, warps) in &[(10000usize, 4096i32, 4u32), (333, 1024, 1), (4096, 512, 2)] {
+        let c = Ctx::new("partial_sums", seed, format!("vector n={n} B={b} warps={warps}"));
+        let xs: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+        let mut out = poisoned::<f32>(dev, 1 + PAD)?;
+        c.launch(k_acc_vector::launch(dev, LaunchConfig::new([1, 1, 1]).num_warps(warps), &upload(dev, &xs)?, &mut out, n as i32, b))?;
+        let want = xs.iter().map(|&v| v as f64).sum::<f64>();
+        check_float(&c, "sum(acc + x)", &download(&out)?, &[want], 8, 1e-5, 1e-4, &|_| format!("{n} normal values"))?;
+    }
+    Ok(())
+}

@@ -196,6 +196,10 @@ impl<'k> PtxWriter<'k> {
             }
             // the elementwise ops (`OpKind::is_elementwise`), listed for
             // the exhaustive match
+            // an accumulator's update, added into its chains
+            kind @ (OpKind::Fma { .. } | OpKind::Binary { .. }) if res.is_some_and(|r| self.partial.contains_key(&r)) => {
+                Some(self.partial_update(kind, res.unwrap())?)
+            }
             kind @ (OpKind::Binary { .. }
             | OpKind::Cmp { .. }
             | OpKind::Unary { .. }
@@ -299,10 +303,16 @@ impl<'k> PtxWriter<'k> {
                     let c = self.reg_class_of(*a);
                     // (in the carried value's layout: [`crate::plan::slices`])
                     let src = self.get_as(*init, *a);
+                    // (an accumulator carried pre-summed enters as the sums
+                    // of its initial value's registers: [`crate::plan::partial`])
+                    let src = match self.partial.get(a).cloned() {
+                        Some(p) => self.fold_partial(&p, &src),
+                        None => src,
+                    };
                     // a tile whose registers repeat (loaded once per run:
                     // `load_alias_pattern`) entering and yielded with the
                     // same repetition carries one register per run
-                    if !self.vlay.contains_key(a) {
+                    if !self.vlay.contains_key(a) && !self.partial.contains_key(a) {
                         if let Some(pat) = pat {
                             if pat.len() == src.len() && (0..src.len()).all(|i| src[i] == src[pat[i]]) {
                                 for i in 0..regs.len() {

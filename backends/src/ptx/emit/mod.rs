@@ -96,6 +96,9 @@ struct PtxWriter<'k> {
     /// Values not in their shape's default layout ([`crate::plan::slices`]),
     /// the thread layouts of those layouts, and their index registers.
     vlay: crate::plan::slices::ValueLayouts,
+    /// Accumulators carried pre-summed along the axis their loop's result
+    /// is summed over ([`crate::plan::partial`]): one register per chain.
+    partial: crate::plan::partial::PartialAccs,
     olayouts: HashMap<crate::plan::layout::Blocked, std::rc::Rc<Layout>>,
     oidx_cache: HashMap<(crate::plan::layout::Blocked, usize, usize), String>,
     /// The layout the op being emitted computes in, when it is not its
@@ -203,11 +206,13 @@ pub(super) struct Plans<'k> {
     pub warp_spec: Option<super::warp_spec::WsPlan>,
     /// Values in a layout other than their shape's ([`crate::plan::slices`]).
     pub values: crate::plan::slices::ValueLayouts,
+    /// Accumulators carried pre-summed ([`crate::plan::partial`]).
+    pub partial: crate::plan::partial::PartialAccs,
 }
 
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
-    let Plans { kernel: k, vec, layouts: layout_plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values: vlay } = p;
+    let Plans { kernel: k, vec, layouts: layout_plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values: vlay, partial } = p;
     let mut em = PtxWriter {
         k,
         o,
@@ -219,6 +224,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         layouts: HashMap::new(),
         idx_cache: HashMap::new(),
         vlay,
+        partial,
         olayouts: HashMap::new(),
         oidx_cache: HashMap::new(),
         want: None,
@@ -466,6 +472,12 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
+    let mut partial_sums = vec![];
+    k.walk(&mut |op| {
+        if let Some(p) = op.results.first().and_then(|r| em.partial.get(r)).filter(|_| matches!(op.kind, OpKind::Fma { .. } | OpKind::Binary { .. })) {
+            partial_sums.push((op.loc.line, p.groups.iter().map(|g| g.len()).sum::<usize>(), p.regs()));
+        }
+    });
     Ok(PtxKernel {
         entry,
         text,
@@ -475,6 +487,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         fma_dots: em.layout_plan.fma_reasons.clone(),
         mma_sync_dots: em.layout_plan.no_wgmma_reasons.clone(),
         conversions: em.explain.clone(),
+        partial_sums,
         tensor_maps,
     })
 }

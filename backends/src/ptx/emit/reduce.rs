@@ -83,6 +83,12 @@ impl<'k> PtxWriter<'k> {
             }
         }
         let groups = &plan.groups;
+        // what each group's in-thread step combines: its registers, or the
+        // chains of an accumulator carried pre-summed
+        let inputs: Vec<Vec<usize>> = match self.partial.get(&x) {
+            Some(p) if o == ReduceOp::Sum && p.axis == axis => (0..p.groups.len()).map(|g| (g * p.chains..(g + 1) * p.chains).collect()).collect(),
+            _ => groups.clone(),
+        };
         let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
             if let (Some(ai), Some(bi)) = (ai, bi) {
                 // (value, index): take b if better, or equal with smaller index, or a is NaN
@@ -136,7 +142,7 @@ impl<'k> PtxWriter<'k> {
         };
         // 1. in-thread
         let mut partial: Vec<(String, Option<String>)> = vec![];
-        for rs in groups {
+        for rs in &inputs {
             // pairwise tree: short dependency chains, index order kept for argmax ties
             let mut level: Vec<(String, Option<String>)> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
             while level.len() > 1 {
@@ -294,6 +300,62 @@ impl<'k> PtxWriter<'k> {
         }
         self.bar();
         Ok(out)
+    }
+
+    /// Registers of a tile (`full`, in its default layout) folded into the
+    /// chains of the partial accumulator `p` ([`crate::plan::partial`]):
+    /// each chain the sum of the registers that add into it.
+    pub(super) fn fold_partial(&mut self, p: &crate::plan::partial::Partial, full: &[String]) -> Vec<String> {
+        let mut out: Vec<Option<String>> = vec![None; p.regs()];
+        for (r, s) in p.slot_of().into_iter().enumerate() {
+            let x = self.widen_f32(&full[r], DType::F32);
+            out[s] = Some(match out[s].take() {
+                None => x,
+                Some(t) => {
+                    let y = self.reg(RegClass::F);
+                    self.line(format!("add.rn.f32 {y}, {t}, {x};"));
+                    y
+                }
+            });
+        }
+        out.into_iter().map(|r| r.expect("every chain has a register")).collect()
+    }
+
+    /// The update of an accumulator carried pre-summed — `fma(a, b, acc)`
+    /// or `acc + e` — added into its chains: each register of the
+    /// operands into the chain of its position, positions across groups
+    /// interleaved (independent chains side by side).
+    pub(super) fn partial_update(&mut self, kind: &OpKind, res: V) -> R<Vec<String>> {
+        let p = self.partial.get(&res).cloned().expect("a partial accumulator");
+        let (acc, fa, fb) = match kind {
+            OpKind::Fma { a, b, c } => (*c, *a, Some(*b)),
+            OpKind::Binary { op: BinOp::Add, a, b } if self.partial.contains_key(a) => (*a, *b, None),
+            OpKind::Binary { op: BinOp::Add, a, b } => (*b, *a, None),
+            _ => return self.err("an accumulator carried pre-summed is updated by an fma or an add only"),
+        };
+        let mut cur = self.get_raw(acc);
+        let (da, ra) = (self.dtype(fa), self.get(fa));
+        let rb = fb.map(|b| (self.dtype(b), self.get(b)));
+        let at = |r: &Vec<String>, i: usize| r[i.min(r.len() - 1)].clone();
+        let slot = p.slot_of();
+        let n = p.groups[0].len();
+        for pos in 0..n {
+            for g in &p.groups {
+                let r = g[pos];
+                let s = slot[r];
+                let x = self.widen_f32(&at(&ra, r), da);
+                let y = self.reg(RegClass::F);
+                match &rb {
+                    Some((db, rb)) => {
+                        let w = self.widen_f32(&at(rb, r), *db);
+                        self.line(format!("fma.rn.f32 {y}, {x}, {w}, {};", cur[s]));
+                    }
+                    None => self.line(format!("add.rn.f32 {y}, {}, {x};", cur[s])),
+                }
+                cur[s] = y;
+            }
+        }
+        Ok(cur)
     }
 
     pub(super) fn shfl(&mut self, v: &str, c: RegClass, mask: u32) -> String {

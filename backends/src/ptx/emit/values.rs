@@ -112,6 +112,9 @@ impl<'k> PtxWriter<'k> {
         if let Some(bl) = self.vlay.get(&v) {
             return bl.regs();
         }
+        if let Some(p) = self.partial.get(&v) {
+            return p.regs();
+        }
         let s = self.shape_u32(v);
         if s.is_empty() {
             1

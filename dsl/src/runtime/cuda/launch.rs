@@ -136,6 +136,7 @@ pub(crate) fn launch(
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
+            partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
@@ -150,6 +151,15 @@ pub(crate) fn launch(
             }
             for (line, what) in &pk.conversions {
                 eprintln!("ferrotile: `{}` ({}:{line}) [{}], {} warps: through shared memory: {what}", k.name, k.file, spec.describe_binding(), cfg.num_warps);
+            }
+            for (line, whole, held) in &pk.partial_sums {
+                eprintln!(
+                    "ferrotile: `{}` ({}:{line}) [{}], {} warps: accumulator carried pre-summed: {held} registers per thread instead of {whole}",
+                    k.name,
+                    k.file,
+                    spec.describe_binding(),
+                    cfg.num_warps
+                );
             }
         }
         if let Some(dir) = disk_dir() {
