@@ -85,6 +85,11 @@
 #            memcheck over attention, decode from contiguous and paged
 #            caches next to SDPA per backend, the W4A16 library next to its
 #            peers (carry .whl)
+#   partial: partial accumulators (session 23): CUDA conformance (case
+#            partial_sums), the quantized-GEMM tests on CUDA, memcheck, then
+#            the W4A16 and W8A16 library with FERROTILE_PARTIAL_ACC=0 and on,
+#            alternated twice, each tuned into its own cache, next to the
+#            W4A16 peers (carry .whl)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -394,6 +399,21 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step library 300 $D/dequant-user --fp8 --device cuda --shapes $SH
     step peers 300 python3 $D/peers.py --fp8 --w8-shapes $SH
     grep -E "^=== |conformance on|fp8 |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|cublas|scaled_mm" "$L" | tail -60
+    ;;
+  partial)
+    SH=${2:-1x8192x8192,16x8192x8192,1x4096x14336,1x14336x4096}
+    SH8=${3:-1x8192x8192,16x8192x8192,1x4096x14336}
+    step conformance_cuda 250 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 250 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture wq_gemm_matches
+    for r in 1 2; do
+      for v in 0 1; do
+        FERROTILE_PARTIAL_ACC=$v FERROTILE_CACHE_DIR=/tmp/cache$v FERROTILE_AUTOTUNE_PRINT=1 step "w4_partial$v" 300 $D/dequant-user --library --device cuda --shapes $SH
+        FERROTILE_PARTIAL_ACC=$v FERROTILE_CACHE_DIR=/tmp/cache$v FERROTILE_AUTOTUNE_PRINT=1 step "w8_partial$v" 300 $D/dequant-user --library --w8 --device cuda --shapes $SH8
+      done
+    done
+    step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |conformance on|partial_sums|FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | tail -90
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)
