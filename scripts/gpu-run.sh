@@ -415,6 +415,20 @@ case "${1:-check}" in
     step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
     grep -E "^=== |conformance on|partial_sums|FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | tail -90
     ;;
+  gemv)
+    # the one-row quantized GEMV (session 23): forced configurations of the
+    # W4A16 and W8A16 library at 1x8192x8192 (BMxBNxBKxWARPSxSTAGESxSPLIT),
+    # then ncu of one GEMV launch and of its split-K reduction
+    CF=${2:-1x128x64x4x2x8,1x128x64x4x3x8,1x128x64x4x4x8,1x256x64x8x2x4,1x256x64x8x3x4,1x128x128x4x2x8,1x128x128x8x3x4,1x64x128x4x3x8,1x128x64x8x3x8,1x128x64x4x2x16,1x128x64x4x2x4,1x128x64x4x2x1}
+    step w4_forced 300 $D/dequant-user --library --device cuda --shapes 1x8192x8192 --lib-configs $CF
+    step w8_forced 300 $D/dequant-user --library --w8 --device cuda --shapes 1x8192x8192 --lib-configs $CF
+    NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
+    P=${3:-1x128x64x4x2x8}
+    step ncu_w4 120 $NCU --kernel-name regex:wq_gemv --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
+    step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
+    step ncu_w8 120 $NCU --kernel-name regex:wq_gemv --launch-skip 2 --launch-count 1 $D/dequant-user --library --w8 --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
+    grep -E "^=== |^library|error|Duration|Throughput|Issue Slots|Issued Ipc|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|No Eligible|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth" "$L" | tail -120
+    ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)
     SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}

@@ -221,3 +221,48 @@ fn index_loads_are_pipelined_with_the_loads_they_address() {
         }
     }
 }
+
+/// The split-K reduction's loop over the partials (`gemm_splitk_reduce`,
+/// launched with `pipeline_every_loop`: `gemm::splitk_reduce_launch`) is
+/// pipelined — the loads of later partials issued ahead — and sums exactly
+/// what it did, for fewer partials than the prefetch distance too.
+#[test]
+fn splitk_reduction_is_pipelined() {
+    use ferrotile::__private::Arg;
+    use ferrotile::ir::passes::pipeline::pipeline_loops;
+    use ferrotile::Device;
+    let g = ferrotile_kernels::gemm::gemm_splitk_reduce::ir();
+    let dev = Device::cpu();
+    let spec = specialize(g, &[64, 0, 0], &[DType::BF16]).unwrap();
+    for (m, n, split) in [(1usize, 100usize, 1usize), (2, 64, 2), (3, 130, 5), (1, 200, 8)] {
+        let ws: Vec<f32> = (0..split * m * n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37).collect();
+        let run = |kern: &ferrotile::ir::Kernel| -> Vec<f32> {
+            let wb = dev.from_slice(&ws).unwrap();
+            let bias = dev.full(1, ferrotile::bf16::ZERO).unwrap();
+            let mut out = dev.full(m * n, ferrotile::bf16::NAN).unwrap();
+            let args = vec![
+                Arg::buffer(&wb),
+                Arg::buffer_mut(&mut out),
+                Arg::buffer(&bias),
+                Arg::scalar(m as i32),
+                Arg::scalar(n as i32),
+                Arg::scalar(split as i32),
+                Arg::scalar(n as i64),
+                Arg::scalar(0i64),
+                Arg::scalar(1.0f32),
+            ];
+            ferrotile::runtime::run_interpreted(kern, &dev, [(m * n.div_ceil(64)) as u32, 1, 1], &args).unwrap();
+            drop(args);
+            out.to_vec().unwrap().iter().map(|v| v.to_f32()).collect()
+        };
+        let want = run(&spec);
+        for depth in [1, 3, 7] {
+            let mut piped = spec.clone();
+            pipeline_loops(&mut piped, depth, true);
+            assert_ne!(piped, spec, "depth {depth}: the loop over the partials is pipelined");
+            verify(&piped).unwrap();
+            let got = run(&piped);
+            assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "m {m} n {n} split {split} depth {depth}");
+        }
+    }
+}

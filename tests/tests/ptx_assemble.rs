@@ -253,7 +253,9 @@ fn wgmma_gemm_rings_and_waits() {
     }
 }
 
-/// Split-K's reduction kernel, for every output dtype and epilogue.
+/// Split-K's reduction kernel, for every output dtype and epilogue, and
+/// pipelined as the library launches it (`pipeline_every_loop`, the loads
+/// of up to 8 partials in flight).
 #[test]
 fn splitk_reduce_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
@@ -263,14 +265,22 @@ fn splitk_reduce_assembles() {
         // constexprs: BLOCK, ACT, HAS_BIAS
         for cx in [[256i64, 0, 0], [256, 2, 1], [256, 1, 1]] {
             let spec = specialize(k, &cx, &[u]).unwrap();
-            for sm in [80, 90] {
-                let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(sm, 2, k.params.len()) };
+            for (sm, depth) in [(80, 1), (90, 1), (80, 7), (90, 3)] {
+                let every = depth > 1;
+                let opts = PtxOptions {
+                    arg_div: vec![16; guarded_params(k)],
+                    pipeline: depth,
+                    pipeline_every_loop: every,
+                    warp_specialize: !every,
+                    ..PtxOptions::new(sm, 2, k.params.len())
+                };
                 match emit(&spec, &opts)
                     .map_err(|e| e.to_string())
                     .and_then(|p| ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n")))
                 {
-                    Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm}: {} regs", r.registers),
-                    Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm}: {e}")),
+                    Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm} depth {depth}: spills")),
+                    Ok(r) => println!("splitk_reduce {u} {cx:?} sm_{sm} depth {depth}: {} regs", r.registers),
+                    Err(e) => failures.push(format!("splitk_reduce {u} {cx:?} sm_{sm} depth {depth}: {e}")),
                 }
             }
         }

@@ -519,8 +519,11 @@ fn main() {
                 (v.len() == 6).then(|| ferrotile_kernels::quant::QuantConfig { bm: v[0], bn: v[1], bk: v[2], num_warps: v[3], num_stages: v[4], split_k: v[5] })
             })
             .collect();
+        // (`--only-forced`: without the tuned configuration first — one
+        // kernel to profile)
+        let tuned = !args.iter().any(|a| a == "--only-forced");
         for &[m, n, k] in &shapes {
-            for c in std::iter::once(None).chain(forced.iter().copied().map(Some)) {
+            for c in tuned.then_some(None).into_iter().chain(forced.iter().copied().map(Some)) {
                 match run_library(&dev, m, n, k, c, if args.iter().any(|a| a == "--w8") { 8 } else { 4 }) {
                     Ok(o) => ok &= o,
                     Err(e) => {

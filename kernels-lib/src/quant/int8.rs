@@ -480,12 +480,7 @@ fn launch<U: FloatElement>(
     )?;
     if split {
         // the partials summed in split order, then bias, activation, cast
-        const BLOCK: usize = 256;
-        let programs = m * n.div_ceil(BLOCK);
-        if programs > u32::MAX as usize / 2 {
-            return Err(LibError::Shape(format!("w8a8: {m}×{n} exceeds the split-K reduction's grid")));
-        }
-        let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(2);
+        let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("w8a8: {m}×{n} exceeds the split-K reduction's grid")))?;
         crate::gemm::gemm_splitk_reduce::launch(
             dev,
             launch,
@@ -498,7 +493,7 @@ fn launch<U: FloatElement>(
             so as i64,
             0,
             1.0,
-            BLOCK as i32,
+            crate::gemm::SPLITK_REDUCE_BLOCK as i32,
             act,
             opts.bias.is_some(),
         )?;

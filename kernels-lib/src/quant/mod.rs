@@ -800,10 +800,8 @@ fn reduce<T: FloatElement>(
     out: &mut Buffer<T>,
     (m, n, splits, so): (usize, usize, usize, usize),
 ) -> Result<(), LibError> {
-    const BLOCK: usize = 256;
     let placeholder = crate::scratch::placeholder::<T>(dev)?;
-    let programs = m * n.div_ceil(BLOCK);
-    let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(2);
+    let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("wq_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
     crate::gemm::gemm_splitk_reduce::launch(
         dev,
         launch,
@@ -816,7 +814,7 @@ fn reduce<T: FloatElement>(
         so as i64,
         0,
         1.0,
-        BLOCK as i32,
+        crate::gemm::SPLITK_REDUCE_BLOCK as i32,
         0,
         false,
     )?;
