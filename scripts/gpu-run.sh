@@ -90,6 +90,10 @@
 #            the W4A16 and W8A16 library with FERROTILE_PARTIAL_ACC=0 and on,
 #            alternated twice, each tuned into its own cache, next to the
 #            W4A16 peers (carry .whl)
+#   reduce:  the split-K reduction pipelined (session 23): quantized-GEMM,
+#            split-K GEMM and W8A8 tests on CUDA, memcheck, then W4A16 /
+#            W8A16 / W8A8 decode and the dense bf16/f16 16x8192x8192 GEMM next
+#            to their peers, and ncu of one reduction (carry .whl)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -428,6 +432,23 @@ case "${1:-check}" in
     step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
     step ncu_w8 120 $NCU --kernel-name regex:wq_gemv --launch-skip 2 --launch-count 1 $D/dequant-user --library --w8 --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
     grep -E "^=== |^library|error|Duration|Throughput|Issue Slots|Issued Ipc|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|No Eligible|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth" "$L" | tail -120
+    ;;
+  reduce)
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    SH8=${3:-1x8192x8192,16x8192x8192,1x4096x14336}
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 250 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step gemm_split 200 $D/gemm --nocapture gemm_split_k
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 250 $D/w8a8 --nocapture w8a8_gemm_matches
+    FERROTILE_TEST_DEVICES=cuda step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/gemm --nocapture gemm_split_k
+    FERROTILE_AUTOTUNE_PRINT=1 step w4 300 $D/dequant-user --library --device cuda --shapes $SH
+    FERROTILE_AUTOTUNE_PRINT=1 step w8 300 $D/dequant-user --library --w8 --device cuda --shapes $SH8
+    FERROTILE_AUTOTUNE_PRINT=1 step w8a8 200 $D/dequant-user --w8a8 --device cuda --shapes 16x8192x8192,64x8192x8192
+    FERROTILE_AUTOTUNE_PRINT=1 step gemm_decode 120 $D/bench --device cuda --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
+    step peers_gemm 90 python3 $D/peers.py --gemm --gemm-shape 16x8192x8192 --dtypes bf16,f16
+    NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy"
+    step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs 1x128x64x4x2x8
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite|TFLOP|GB/s|Duration|Achieved Occ" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)
