@@ -685,7 +685,22 @@ fn launch_split_k<T: FloatElement, U: FloatElement>(
     launch_kernel(dev, a, b, ws.buffer(), &placeholder, [m, n, k, batch], strides, (split, k_split, (batch * mn) as i64), raw, tf32, cfg)?;
     let launch = splitk_reduce_launch(m, n, batch, split).ok_or_else(|| LibError::Shape(format!("gemm: {m}×{n} is too large for split-K's reduction grid")))?;
     let (mi, ni) = (m as i64, n as i64);
-    gemm_splitk_reduce::launch(dev, launch, ws.buffer(), c, bias, m as i32, n as i32, split as i32, ni, mi * ni, e.alpha, SPLITK_REDUCE_BLOCK as i32, e.act, e.has_bias)?;
+    gemm_splitk_reduce::launch(
+        dev,
+        launch,
+        ws.buffer(),
+        c,
+        bias,
+        m as i32,
+        n as i32,
+        split as i32,
+        ni,
+        mi * ni,
+        e.alpha,
+        SPLITK_REDUCE_BLOCK as i32,
+        e.act,
+        e.has_bias,
+    )?;
     Ok(())
 }
 

@@ -480,7 +480,8 @@ fn launch<U: FloatElement>(
     )?;
     if split {
         // the partials summed in split order, then bias, activation, cast
-        let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("w8a8: {m}×{n} exceeds the split-K reduction's grid")))?;
+        let launch =
+            crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("w8a8: {m}×{n} exceeds the split-K reduction's grid")))?;
         crate::gemm::gemm_splitk_reduce::launch(
             dev,
             launch,

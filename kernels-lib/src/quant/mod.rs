@@ -801,7 +801,8 @@ fn reduce<T: FloatElement>(
     (m, n, splits, so): (usize, usize, usize, usize),
 ) -> Result<(), LibError> {
     let placeholder = crate::scratch::placeholder::<T>(dev)?;
-    let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("wq_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
+    let launch =
+        crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("wq_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
     crate::gemm::gemm_splitk_reduce::launch(
         dev,
         launch,
