@@ -94,6 +94,9 @@
 #            split-K GEMM and W8A8 tests on CUDA, memcheck, then W4A16 /
 #            W8A16 / W8A8 decode and the dense bf16/f16 16x8192x8192 GEMM next
 #            to their peers, and ncu of one reduction (carry .whl)
+#   odd:     the thread runs follow the widest access (session 23): CUDA
+#            conformance, library and quantized-GEMM tests on CUDA, then the
+#            row kernels on odd and aligned widths next to PyTorch
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -449,6 +452,17 @@ case "${1:-check}" in
     NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy"
     step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs 1x128x64x4x2x8
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite|TFLOP|GB/s|Duration|Achieved Occ" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
+    ;;
+  odd)
+    SH=${2:-4097x777,4096x4095,16384x1000,16384x1024}
+    step conformance_cuda 250 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step library_tests 250 $D/library --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 250 $D/quant --nocapture
+    FERROTILE_AUTOTUNE_PRINT=1 step bench_rows 200 $D/bench --device cuda --shapes $SH --json "$OUT/ft.json"
+    step peers_rows 200 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
+    grep -E "^=== |conformance on|FAILED|panicked|test result|GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | cut -c1-160 | tail -60
+    cat "$OUT/table.md"
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)

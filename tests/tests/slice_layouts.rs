@@ -234,3 +234,21 @@ fn wgsl_uses_the_same_slice_layouts() {
     assert!(counts[2] < counts[0] && counts[3] < counts[1], "{counts:?}");
     assert_eq!(counts[3], 0, "with subgroups a row of 256 reduces within a warp's invocations");
 }
+
+/// A thread owns as many consecutive elements along a row as the widest
+/// access the kernel can make: eight 2-byte elements (16 bytes) when the
+/// row stride and length are multiples of 8, two when only of 2 (4-byte
+/// accesses), one when odd — then a warp's scalar loads cover consecutive
+/// addresses instead of each lane reading its own 16-byte run element by
+/// element. The loads follow: `v4.b32`, `v2.b16` pairs or single `b16`s.
+#[test]
+fn thread_runs_follow_the_widest_access() {
+    let k = ferrotile_kernels::softmax::softmax_row::ir();
+    let spec = specialize(k, &[1024], &[DType::BF16]).unwrap();
+    for (div, elems, load) in [(16u32, 8u32, "ld.global.v4.b32"), (2, 2, "ld.global.v2.b16"), (1, 1, "ld.global.b16")] {
+        let p = emit(&spec, &PtxOptions { arg_div: vec![div; guarded_params(k)], ..PtxOptions::new(90, 2, k.params.len()) }).unwrap();
+        assert_eq!(p.vector_elems, elems, "arguments divisible by {div}");
+        let loads: Vec<&str> = p.text.lines().filter(|l| l.contains("ld.global")).collect();
+        assert!(!loads.is_empty() && loads.iter().all(|l| l.contains(load)), "div {div}: {loads:?}");
+    }
+}

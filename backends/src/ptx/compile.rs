@@ -52,18 +52,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         k,
         &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop).unit(&unit),
     );
-    // Widest 16-byte vector of the narrowest memory element decides how many
-    // consecutive elements a thread owns along the last dimension.
-    let mut min_es = 4usize;
-    k.walk(&mut |op| {
-        if let OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } = &op.kind {
-            if let Some(e) = k.ty(*ptr).elem() {
-                min_es = min_es.min(e.dtype().size_bytes().max(1));
-            }
-        }
-    });
-    let vec = (16 / min_es.max(2)).min(8) as u32;
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
+    let vec = vector_elems(k, &facts);
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8).with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
@@ -145,4 +135,45 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
         .filter(|(r, v)| tma_views.contains_key(v) && ((uses.get(r) == Some(&1) && tma_slot.contains(r)) || shared_ok(**r)))
         .map(|(r, _)| *r)
         .collect()
+}
+
+/// How many consecutive elements a thread owns along the last dimension of
+/// the canonical layouts: the widest access any tile load or store of the
+/// kernel can make — 16 bytes of its element, within what its pointer's
+/// contiguity and alignment and its mask's constancy prove (as
+/// `emit::memory::vec_width` decides per access) — capped by the widest
+/// 16-byte vector of the narrowest memory element. Where no access can be
+/// wider than one element (rows of odd length or stride: `x + row · 777`),
+/// each thread holds one element per repetition and a warp's scalar
+/// accesses cover consecutive addresses; a thread owning eight consecutive
+/// 2-byte elements, loaded one by one, made each warp instruction touch 16
+/// sectors 16 bytes apart (H200, session 21: bf16 softmax over 777 columns
+/// took longer than f32).
+fn vector_elems(k: &Kernel, facts: &HashMap<V, axis::Facts>) -> u32 {
+    let (mut min_es, mut widest, mut any) = (4u64, 1u64, false);
+    k.walk(&mut |op| {
+        let (OpKind::Load { ptr, mask, .. } | OpKind::Store { ptr, mask, .. }) = &op.kind else { return };
+        let Some(e) = k.ty(*ptr).elem() else { return };
+        let es = e.dtype().size_bytes().max(1) as u64;
+        min_es = min_es.min(es);
+        if k.ty(*ptr).rank() == 0 {
+            return;
+        }
+        any = true;
+        let Some(i) = facts.get(ptr).map(|f| f.last()) else { return };
+        let mut v = (16 / es).min(i.contig).min(i.div / es);
+        if let Some(m) = mask {
+            v = v.min(facts.get(m).map_or(1, |f| f.last().constancy));
+        }
+        widest = widest.max(v);
+    });
+    let cap = (16 / min_es.max(2)).min(8);
+    if !any {
+        return cap as u32;
+    }
+    let mut w = 1;
+    while w * 2 <= widest.min(cap) {
+        w *= 2;
+    }
+    w as u32
 }

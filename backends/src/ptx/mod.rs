@@ -199,6 +199,10 @@ pub struct PtxKernel {
     /// update, registers per thread the tile would take, registers it
     /// takes) — `FERROTILE_EXPLAIN=1` prints them.
     pub partial_sums: Vec<(u32, usize, usize)>,
+    /// Consecutive elements a thread owns along the last dimension of the
+    /// canonical layouts: the widest access the kernel's loads and stores
+    /// can make (1 where none is provably wider than one element).
+    pub vector_elems: u32,
     /// Tensor maps the kernel takes after its own parameters, in order:
     /// the view and the box (elements per dimension, innermost first; 128-byte
     /// swizzle, out-of-bounds elements zero). The host builds each with

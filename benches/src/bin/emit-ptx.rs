@@ -147,10 +147,13 @@ fn main() {
         println!("{}", w.text);
         return;
     }
+    // (`div=N`: what the launch proves of every integer argument — 1 for
+    // odd row lengths and strides)
+    let div: u32 = a.iter().find_map(|x| x.strip_prefix("div=")).and_then(|v| v.parse().ok()).unwrap_or(16);
     let p = emit(
         &spec,
         &PtxOptions {
-            arg_div: vec![16; guarded_params(k)],
+            arg_div: vec![div; guarded_params(k)],
             pipeline: 1,
             warp_specialize: true,
             safety: if a.iter().any(|x| x == "unchecked") { Safety::Unchecked } else { Safety::Safe },

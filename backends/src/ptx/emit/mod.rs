@@ -488,6 +488,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         mma_sync_dots: em.layout_plan.no_wgmma_reasons.clone(),
         conversions: em.explain.clone(),
         partial_sums,
+        vector_elems: em.vec,
         tensor_maps,
     })
 }
