@@ -194,12 +194,13 @@ impl<'k> PtxWriter<'k> {
                 let plan = ConvertPlan::new(&Movement::Permute(perm), &src, &dst, true);
                 Some(self.convert(*x, &src, &dst, &plan)?)
             }
-            // the elementwise ops (`OpKind::is_elementwise`), listed for
-            // the exhaustive match
             // an accumulator's update, added into its chains
+            // ([`crate::plan::partial`])
             kind @ (OpKind::Fma { .. } | OpKind::Binary { .. }) if res.is_some_and(|r| self.partial.contains_key(&r)) => {
                 Some(self.partial_update(kind, res.unwrap())?)
             }
+            // the elementwise ops (`OpKind::is_elementwise`), listed for
+            // the exhaustive match
             kind @ (OpKind::Binary { .. }
             | OpKind::Cmp { .. }
             | OpKind::Unary { .. }

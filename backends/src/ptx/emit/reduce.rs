@@ -87,7 +87,8 @@ impl<'k> PtxWriter<'k> {
         // chains of an accumulator carried pre-summed
         let inputs: Vec<Vec<usize>> = match self.partial.get(&x) {
             Some(p) if o == ReduceOp::Sum && p.axis == axis => (0..p.groups.len()).map(|g| (g * p.chains..(g + 1) * p.chains).collect()).collect(),
-            _ => groups.clone(),
+            Some(_) => return self.err("an accumulator carried pre-summed is reduced only by a sum along its axis"),
+            None => groups.clone(),
         };
         let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
             if let (Some(ai), Some(bi)) = (ai, bi) {
