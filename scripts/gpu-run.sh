@@ -97,6 +97,9 @@
 #   odd:     the thread runs follow the widest access (session 23): CUDA
 #            conformance, library and quantized-GEMM tests on CUDA, then the
 #            row kernels on odd and aligned widths next to PyTorch
+#   libcheck: the library's attention, GEMM (tuner sweeps skipped), FP8
+#            and W8A8 tests on CUDA after a layout change (session 23:
+#            `vector_elems`)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -463,6 +466,13 @@ case "${1:-check}" in
     python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
     grep -E "^=== |conformance on|FAILED|panicked|test result|GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | cut -c1-160 | tail -60
     cat "$OUT/table.md"
+    ;;
+  libcheck)
+    FERROTILE_TEST_DEVICES=cuda step attention_tests 240 $D/attention --nocapture
+    FERROTILE_TEST_DEVICES=cuda step gemm_tests 150 $D/gemm --nocapture --skip every_tuner_configuration
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 90 $D/fp8 --nocapture
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 60 $D/w8a8 --nocapture --skip w8a8_every --skip w8a8_gemm_matches
+    grep -E "^=== |FAILED|panicked|test result" "$L" | tail -30
     ;;
   quant-lib)
     # only the library's quantized GEMM on the decode shapes (tuned; no peers)
