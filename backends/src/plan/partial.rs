@@ -22,8 +22,9 @@
 //!   result is yielded in `acc`'s place and used nowhere else;
 //! - every use of the loop's result is a `sum` along one axis `d`;
 //! - the tile is f32 (the adds are f32 adds either way);
-//! - in the default layout of its shape, a thread holds several registers
-//!   per group along `d` and no element twice (no replication along `d`).
+//! - in the default layout of its shape, a thread holds more registers per
+//!   group along `d` than the chains below, and no element twice (no
+//!   replication along `d`).
 //!
 //! Guarantees: the carried value, the update's result and the loop's
 //! result all map to one [`Partial`]; a thread's chain `j` of group `g`
@@ -41,9 +42,10 @@
 //! register's were before, and now also across the registers it folds —
 //! where the final `sum` adds the chains, lanes and warps in a tree.
 //!
-//! The PTX emitter reads this plan (`emit/control.rs` for the loop's entry,
-//! `emit/alu.rs` for the update, `emit/reduce.rs` for the sum); the WGSL
-//! emitter does not yet (its registers are the shader compiler's).
+//! The PTX emitter reads this plan (`emit/control.rs`: the loop's entry and
+//! the update's dispatch; `emit/reduce.rs`: the fold of the initial value,
+//! the update into the chains, the sum from them); the WGSL emitter does
+//! not yet (its registers are the shader compiler's).
 
 use super::layout::Blocked;
 use super::reduce::ReducePlan;
