@@ -78,6 +78,17 @@ impl Facts {
 const BIG: u64 = 1 << 30;
 
 impl Info {
+    /// Elements of `es` bytes one access can move at once along this
+    /// dimension of a pointer tile: 16 bytes, within the runs of
+    /// consecutive addresses, the alignment of their first address and the
+    /// constancy `mask_constancy` of the mask over them; a power of two, at
+    /// least 1. (The PTX backend's loads and stores, and the thread runs of
+    /// its canonical layouts, are sized from it.)
+    pub fn access_width(&self, es: u64, mask_constancy: u64) -> u64 {
+        let v = (16 / es).min(self.contig).min(self.div / es).min(mask_constancy).max(1);
+        1 << (63 - v.leading_zeros())
+    }
+
     fn unknown() -> Info {
         Info::new(1, 1, 1)
     }

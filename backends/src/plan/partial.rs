@@ -121,7 +121,8 @@ pub fn assign(k: &Kernel, layout: &mut dyn FnMut(&[u32]) -> Blocked, elsewhere: 
                 OpKind::Binary { op: BinOp::Add, a, b } => (*a == arg) != (*b == arg),
                 _ => false,
             };
-            if !addend || n_uses(arg) != 1 || n_uses(y) != 1 || ys.iter().filter(|&&v| v == y).count() != 1 {
+            // (the yield counts as a use of `y`: one use is the yield alone)
+            if !addend || n_uses(arg) != 1 || n_uses(y) != 1 {
                 continue;
             }
             // every use of the result: a sum along one axis

@@ -140,8 +140,8 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
 /// How many consecutive elements a thread owns along the last dimension of
 /// the canonical layouts: the widest access any tile load or store of the
 /// kernel can make — 16 bytes of its element, within what its pointer's
-/// contiguity and alignment and its mask's constancy prove (as
-/// `emit::memory::vec_width` decides per access) — capped by the widest
+/// contiguity and alignment and its mask's constancy prove
+/// ([`axis::Info::access_width`], as each access is sized) — capped by the widest
 /// 16-byte vector of the narrowest memory element. Where no access can be
 /// wider than one element (rows of odd length or stride: `x + row · 777`),
 /// each thread holds one element per repetition and a warp's scalar
@@ -161,19 +161,14 @@ fn vector_elems(k: &Kernel, facts: &HashMap<V, axis::Facts>) -> u32 {
         }
         any = true;
         let Some(i) = facts.get(ptr).map(|f| f.last()) else { return };
-        let mut v = (16 / es).min(i.contig).min(i.div / es);
-        if let Some(m) = mask {
-            v = v.min(facts.get(m).map_or(1, |f| f.last().constancy));
-        }
-        widest = widest.max(v);
+        let k = mask.map_or(u64::MAX, |m| facts.get(&m).map_or(1, |f| f.last().constancy));
+        widest = widest.max(i.access_width(es, k));
     });
+    // (both powers of two)
     let cap = (16 / min_es.max(2)).min(8);
-    if !any {
-        return cap as u32;
+    if any {
+        widest.min(cap) as u32
+    } else {
+        cap as u32
     }
-    let mut w = 1;
-    while w * 2 <= widest.min(cap) {
-        w *= 2;
-    }
-    w as u32
 }

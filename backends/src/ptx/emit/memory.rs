@@ -34,27 +34,15 @@ impl<'k> PtxWriter<'k> {
         if lay.bl.any_replication() {
             return 1;
         }
-        let es = self.dtype(ptr).size_bytes() as u64;
-        let pi = self.axis.get(&ptr).copied();
-        let mut v = lay.bl.spt[shape.len() - 1] as u64;
-        v = v.min(16 / es);
-        if let Some(i) = pi {
-            v = v.min(i.contig).min(i.div / es.max(1));
-        } else {
-            v = 1;
-        }
-        if let Some(m) = mask {
-            let k = self.axis.get(&m).map(|i| i.constancy).unwrap_or(1);
-            v = v.min(k);
-        }
+        let es = (self.dtype(ptr).size_bytes() as u64).max(1);
+        let Some(pi) = self.axis.get(&ptr).copied() else { return 1 };
+        let k = mask.map_or(u64::MAX, |m| self.axis.get(&m).map(|i| i.constancy).unwrap_or(1));
+        // (the layout's runs and the widths are powers of two)
+        let mut v = (lay.bl.spt[shape.len() - 1] as u64).min(pi.access_width(es, k));
         if es == 1 {
             v = v.min(4);
         }
-        let mut w = 1;
-        while w * 2 <= v {
-            w *= 2;
-        }
-        w as usize
+        v as usize
     }
 
     pub(super) fn load(&mut self, ptr: V, mask: Option<V>, other: Option<V>, res: V) -> R<Vec<String>> {
@@ -134,18 +122,14 @@ impl<'k> PtxWriter<'k> {
         let lay = self.layout(&shape);
         let es = d.size_bytes() as u64;
         for d0 in 0..rank.saturating_sub(1) {
-            let i = f.dim(d0);
-            let mut v = (lay.bl.spt[d0] as u64).min(i.contig).min(16 / es).min((i.div / es).max(1));
+            let k = mf.as_ref().map_or(u64::MAX, |m| m.dim(d0).constancy);
+            let mut v = (lay.bl.spt[d0] as u64).min(f.dim(d0).access_width(es, k));
             if es == 1 {
                 v = v.min(4);
-            }
-            if let Some(m) = &mf {
-                v = v.min(m.dim(d0).constancy);
             }
             if v < 2 || lay.bl.replicated(d0) {
                 continue;
             }
-            let v = 1u64 << (63 - v.leading_zeros());
             let mut groups: Vec<(Vec<u32>, Vec<Option<usize>>)> = vec![];
             let mut ok = true;
             for (hi, &h) in heads.iter().enumerate() {
