@@ -96,10 +96,24 @@ impl<'k> WgslWriter<'k> {
     pub(super) fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
         let d = self.dtype(a);
         let w = wty_of(d);
+        // an i64 divisor 2^s (s ≥ 1, a constant): shifts and masks instead
+        // of the emulated division, whose loop every call site inlines
+        // (lavapipe's shader compiler spent minutes on a kernel with many)
+        let pow2_divisor = if w == WTy::L && matches!(o, BinOp::Div | BinOp::Rem) {
+            let remat = &self.remat;
+            let def = |u: V| remat.def_of(u).map(|op| &op.kind);
+            crate::plan::axis::int_constant(&def, b).filter(|c| *c > 1 && (*c as u64).is_power_of_two()).map(|c| c.trailing_zeros())
+        } else {
+            None
+        };
         let (ra, rb) = (self.get(a), self.get(b));
         let mut out = vec![];
         for i in 0..ra.len() {
             let (x, y) = (&ra[i], &rb[i]);
+            if let Some(sh) = pow2_divisor {
+                out.push(self.i64_div_pow2(o, x, sh));
+                continue;
+            }
             let e = match w {
                 WTy::F => {
                     let e = match o {
@@ -123,8 +137,8 @@ impl<'k> WgslWriter<'k> {
                     BinOp::Add => format!("{}({x}, {y})", self.helper("ft_add64")),
                     BinOp::Sub => format!("{}({x}, {y})", self.helper("ft_sub64")),
                     BinOp::Mul => format!("{}({x}, {y})", self.helper("ft_mul64")),
-                    BinOp::Div => format!("{}({x}, {y}).xy", self.helper("ft_divrem64")),
-                    BinOp::Rem => format!("{}({x}, {y}).zw", self.helper("ft_divrem64")),
+                    BinOp::Div => format!("{}.xy", self.divrem64(x, y)),
+                    BinOp::Rem => format!("{}.zw", self.divrem64(x, y)),
                     BinOp::And => format!("{x} & {y}"),
                     BinOp::Or => format!("{x} | {y}"),
                     BinOp::Xor => format!("{x} ^ {y}"),
@@ -174,6 +188,46 @@ impl<'k> WgslWriter<'k> {
             out.push(self.let_(w, e));
         }
         Ok(out)
+    }
+
+    /// The `vec4` (quotient, remainder) of the emulated i64 division `x /
+    /// y`, computed once per block for a pair of immutable registers (every
+    /// call site inlines the division's loop into the shader).
+    fn divrem64(&mut self, x: &str, y: &str) -> String {
+        let key = (x.to_string(), y.to_string());
+        let cacheable = !self.vars.contains(x) && !self.vars.contains(y);
+        if cacheable {
+            if let Some(r) = self.divrem.iter().rev().find_map(|m| m.get(&key)) {
+                return r.clone();
+            }
+        }
+        let f = self.helper("ft_divrem64");
+        let r = self.let_(WTy::Q, format!("{f}({x}, {y})"));
+        if cacheable {
+            if let Some(m) = self.divrem.last_mut() {
+                m.insert(key, r.clone());
+            }
+        }
+        r
+    }
+
+    /// `x / 2^sh` (truncating) or `x % 2^sh` (the dividend's sign) of an
+    /// i64 `x` (`vec2<u32>`, low word first), `1 ≤ sh ≤ 62`: negative
+    /// dividends add `2^sh − 1` before the arithmetic shift.
+    fn i64_div_pow2(&mut self, o: BinOp, x: &str, sh: u32) -> String {
+        let m = (1u64 << sh) - 1;
+        let bias = format!("select(vec2<u32>(0u, 0u), vec2<u32>({}u, {}u), bitcast<i32>({x}.y) < 0i)", m as u32, (m >> 32) as u32);
+        let add = self.helper("ft_add64");
+        let biased = self.let_(WTy::L, format!("{add}({x}, {bias})"));
+        let e = if o == BinOp::Div {
+            let shr = self.helper("ft_shr64");
+            format!("{shr}({biased}, vec2<u32>({sh}u, 0u))")
+        } else {
+            // x − (x + bias) with its low sh bits cleared
+            let sub = self.helper("ft_sub64");
+            format!("{sub}({x}, {biased} & vec2<u32>({}u, {}u))", !m as u32, (!m >> 32) as u32)
+        };
+        self.let_(WTy::L, e)
     }
 
     pub(super) fn cmp(&mut self, o: CmpOp, a: V, b: V) -> Vec<String> {

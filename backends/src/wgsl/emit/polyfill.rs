@@ -298,7 +298,11 @@ fn ft_udivrem64(n: vec2<u32>, d: vec2<u32>) -> vec4<u32> {
     if (n.y == 0u && d.y == 0u && d.x != 0u) { return vec4<u32>(n.x / d.x, 0u, n.x % d.x, 0u); }
     var q = vec2<u32>(0u, 0u);
     var r = vec2<u32>(0u, 0u);
-    for (var i: i32 = 63i; i >= 0i; i = i - 1i) {
+    // from the dividend's highest set bit down (none when n == 0): a trip
+    // count the shader compiler cannot unroll (a fixed 64 made lavapipe's
+    // LLVM spend minutes per shader with several divisions)
+    let top = select(31i - i32(countLeadingZeros(n.x)), 63i - i32(countLeadingZeros(n.y)), n.y != 0u);
+    for (var i: i32 = top; i >= 0i; i = i - 1i) {
         let bit = select((n.x >> u32(i)) & 1u, (n.y >> u32(i - 32i)) & 1u, i >= 32i);
         r = vec2<u32>((r.x << 1u) | bit, (r.y << 1u) | (r.x >> 31u));
         if (r.y > d.y || (r.y == d.y && r.x >= d.x)) {
