@@ -105,6 +105,7 @@ fn lavapipe(k: &Kernel) -> WgslOptions {
         arg_one: vec![],
         safety: Safety::Unchecked,
         slice_layouts: true,
+        word_stores: true,
     }
 }
 
@@ -118,6 +119,7 @@ fn nvidia(k: &Kernel, warps: u32) -> WgslOptions {
         arg_one: vec![],
         safety: Safety::Unchecked,
         slice_layouts: true,
+        word_stores: true,
     }
 }
 

@@ -67,6 +67,12 @@ pub struct WgslOptions {
     /// reduction leaves them in ([`crate::plan::slices`]), as on PTX; false:
     /// every value in its shape's canonical layout.
     pub slice_layouts: bool,
+    /// Written 16-bit buffers whose every store provably writes whole
+    /// aligned words are plain `array<u32>`, stored a word at a time
+    /// (`emit/memory.rs::mark_word_buffers`); false: every written 8/16-bit
+    /// buffer atomic, as before (the runtime's `FERROTILE_WGSL_WORD_STORES=0`,
+    /// for A/B runs).
+    pub word_stores: bool,
 }
 
 impl Default for WgslOptions {
@@ -80,6 +86,7 @@ impl Default for WgslOptions {
             arg_one: vec![],
             safety: ferrotile_ir::passes::Safety::Safe,
             slice_layouts: true,
+            word_stores: true,
         }
     }
 }

@@ -3,7 +3,7 @@
 // `ws`: f32
 @group(0) @binding(0) var<storage, read> b0: array<f32>;
 // `c`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `bias`: bf16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 struct FtArgs {
@@ -122,19 +122,6 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
-
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
 
 @compute @workgroup_size(128)
 fn ft_gemm_splitk_reduce(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
@@ -393,34 +380,14 @@ fn ft_gemm_splitk_reduce(@builtin(local_invocation_index) ft_tid: u32, @builtin(
     let t242: f32 = ft_rb(t222);
     let t243: u32 = (bitcast<u32>(t235) >> 16u);
     let t244: u32 = (bitcast<u32>(t236) >> 16u);
-    if ((t45) && (t46) && (t227 & 1u) == 0u && t228 == t227 + 1u && (t227 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t227 >> 1u], t243 | (t244 << 16u));
-    } else {
-        if (t45) { ft_st_b1(t227, t243); }
-        if (t46) { ft_st_b1(t228, t244); }
-    }
+    if (t45) { b1[t227 >> 1u] = t243 | (t244 << 16u); }
     let t245: u32 = (bitcast<u32>(t237) >> 16u);
     let t246: u32 = (bitcast<u32>(t238) >> 16u);
-    if ((t47) && (t48) && (t229 & 1u) == 0u && t230 == t229 + 1u && (t229 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t229 >> 1u], t245 | (t246 << 16u));
-    } else {
-        if (t47) { ft_st_b1(t229, t245); }
-        if (t48) { ft_st_b1(t230, t246); }
-    }
+    if (t47) { b1[t229 >> 1u] = t245 | (t246 << 16u); }
     let t247: u32 = (bitcast<u32>(t239) >> 16u);
     let t248: u32 = (bitcast<u32>(t240) >> 16u);
-    if ((t49) && (t50) && (t231 & 1u) == 0u && t232 == t231 + 1u && (t231 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t231 >> 1u], t247 | (t248 << 16u));
-    } else {
-        if (t49) { ft_st_b1(t231, t247); }
-        if (t50) { ft_st_b1(t232, t248); }
-    }
+    if (t49) { b1[t231 >> 1u] = t247 | (t248 << 16u); }
     let t249: u32 = (bitcast<u32>(t241) >> 16u);
     let t250: u32 = (bitcast<u32>(t242) >> 16u);
-    if ((t51) && (t52) && (t233 & 1u) == 0u && t234 == t233 + 1u && (t233 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t233 >> 1u], t249 | (t250 << 16u));
-    } else {
-        if (t51) { ft_st_b1(t233, t249); }
-        if (t52) { ft_st_b1(t234, t250); }
-    }
+    if (t51) { b1[t233 >> 1u] = t249 | (t250 << 16u); }
 }

@@ -3,7 +3,7 @@
 // `x`: f16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: f16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: f16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 // `b`: f16 packed in u32 words
@@ -117,61 +117,48 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even f16 value
 fn ft_rh(x: f32) -> f32 { return ft_h2f(ft_f2h(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t22: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t23: u32 = t22 + 0u;
-    let t25: u32 = t22 + 1u;
-    let t27: u32 = t22 + 256u;
-    let t29: u32 = t22 + 257u;
-    let t31: u32 = t22 + 512u;
-    let t33: u32 = t22 + 513u;
-    let t35: u32 = t22 + 768u;
-    let t37: u32 = t22 + 769u;
-    let t39: u32 = t22 + 1024u;
-    let t41: u32 = t22 + 1025u;
-    let t43: u32 = t22 + 1280u;
-    let t45: u32 = t22 + 1281u;
-    let t47: u32 = t22 + 1536u;
-    let t49: u32 = t22 + 1537u;
-    let t51: u32 = t22 + 1792u;
-    let t53: u32 = t22 + 1793u;
-    let t1: vec2<u32> = vec2<u32>(ft_args.p8, ft_args.p8h);
-    let t2: u32 = 0u + t1.x;
-    let t3: vec2<u32> = vec2<u32>(ft_args.p9, ft_args.p9h);
-    let t4: u32 = 0u + t3.x;
-    let t5: vec2<u32> = vec2<u32>(ft_args.p10, ft_args.p10h);
-    let t6: u32 = 0u + t5.x;
-    let t7: vec2<u32> = vec2<u32>(ft_args.p11, ft_args.p11h);
-    let t8: u32 = 0u + t7.x;
-    let t9: i32 = ft_args.p4;
-    let t10: i32 = ft_args.p5;
-    let t11: i32 = ft_args.p6;
-    let t12: f32 = ft_args.p7;
-    let t13: i32 = 2048i;
-    let t14: i32 = i32(ft_wid.x);
-    let t15: vec2<u32> = vec2<u32>(bitcast<u32>(t14), select(0u, 0xffffffffu, t14 < 0i));
-    let t16: vec2<u32> = vec2<u32>(bitcast<u32>(t10), select(0u, 0xffffffffu, t10 < 0i));
-    let t17: vec2<u32> = ft_mul64(t15, t16);
-    let t18: u32 = 0u + t17.x;
-    let t19: vec2<u32> = vec2<u32>(bitcast<u32>(t11), select(0u, 0xffffffffu, t11 < 0i));
-    let t20: vec2<u32> = ft_mul64(t15, t19);
-    let t21: u32 = 0u + t20.x;
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t23: u32 = t1 + 0u;
+    let t25: u32 = t1 + 1u;
+    let t27: u32 = t1 + 256u;
+    let t29: u32 = t1 + 257u;
+    let t31: u32 = t1 + 512u;
+    let t33: u32 = t1 + 513u;
+    let t35: u32 = t1 + 768u;
+    let t37: u32 = t1 + 769u;
+    let t39: u32 = t1 + 1024u;
+    let t41: u32 = t1 + 1025u;
+    let t43: u32 = t1 + 1280u;
+    let t45: u32 = t1 + 1281u;
+    let t47: u32 = t1 + 1536u;
+    let t49: u32 = t1 + 1537u;
+    let t51: u32 = t1 + 1792u;
+    let t53: u32 = t1 + 1793u;
+    let t2: vec2<u32> = vec2<u32>(ft_args.p8, ft_args.p8h);
+    let t3: u32 = 0u + t2.x;
+    let t4: vec2<u32> = vec2<u32>(ft_args.p9, ft_args.p9h);
+    let t5: u32 = 0u + t4.x;
+    let t6: vec2<u32> = vec2<u32>(ft_args.p10, ft_args.p10h);
+    let t7: u32 = 0u + t6.x;
+    let t8: vec2<u32> = vec2<u32>(ft_args.p11, ft_args.p11h);
+    let t9: u32 = 0u + t8.x;
+    let t10: i32 = ft_args.p4;
+    let t11: i32 = ft_args.p5;
+    let t12: i32 = ft_args.p6;
+    let t13: f32 = ft_args.p7;
+    let t14: i32 = 2048i;
+    let t15: i32 = i32(ft_wid.x);
+    let t16: vec2<u32> = vec2<u32>(bitcast<u32>(t15), select(0u, 0xffffffffu, t15 < 0i));
+    let t17: vec2<u32> = vec2<u32>(bitcast<u32>(t11), select(0u, 0xffffffffu, t11 < 0i));
+    let t18: vec2<u32> = ft_mul64(t16, t17);
+    let t19: u32 = 0u + t18.x;
+    let t20: vec2<u32> = vec2<u32>(bitcast<u32>(t12), select(0u, 0xffffffffu, t12 < 0i));
+    let t21: vec2<u32> = ft_mul64(t16, t20);
+    let t22: u32 = 0u + t21.x;
     let t24: i32 = i32(t23) + 0i;
     let t26: i32 = i32(t25) + 0i;
     let t28: i32 = i32(t27) + 0i;
@@ -188,17 +175,17 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t50: i32 = i32(t49) + 0i;
     let t52: i32 = i32(t51) + 0i;
     let t54: i32 = i32(t53) + 0i;
-    let t55: f32 = ft_i2f(t9);
-    let t56: bool = t18 < t2;
-    let t57: u32 = select(0u, t18, t56);
+    let t55: f32 = ft_i2f(t10);
+    let t56: bool = t19 < t3;
+    let t57: u32 = select(0u, t19, t56);
     let t58: f32 = select(0.0f, ft_h2f(extractBits(b0[t57 >> 1u], (t57 & 1u) << 4u, 16u)), t56);
     let t59: f32 = t58;
     let t60: f32 = 0.0f;
     let t61: f32 = 0.0f;
     let t62: i32 = 0i;
-    let t63: u32 = bitcast<u32>(t9) - bitcast<u32>(t62);
-    let t64: u32 = bitcast<u32>(max(t13, 1i));
-    let t65: u32 = select(0u, t63 / t64 + select(0u, 1u, t63 % t64 != 0u), t9 > t62 && t13 > 0i);
+    let t63: u32 = bitcast<u32>(t10) - bitcast<u32>(t62);
+    let t64: u32 = bitcast<u32>(max(t14, 1i));
+    let t65: u32 = select(0u, t63 / t64 + select(0u, 1u, t63 % t64 != 0u), t10 > t62 && t14 > 0i);
     var t66: f32 = t60;
     var t67: f32 = t60;
     var t68: f32 = t60;
@@ -232,7 +219,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     var t96: f32 = t61;
     var t97: f32 = t61;
     for (var t98: u32 = 0u; t98 < t65; t98 = t98 + 1u) {
-        let t99: i32 = t62 + bitcast<i32>(t98 * bitcast<u32>(t13));
+        let t99: i32 = t62 + bitcast<i32>(t98 * bitcast<u32>(t14));
         let t100: f32 = t66;
         let t101: f32 = t67;
         let t102: f32 = t68;
@@ -281,55 +268,55 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t145: i32 = t99 + t50;
         let t146: i32 = t99 + t52;
         let t147: i32 = t99 + t54;
-        let t148: bool = t132 < t9;
-        let t149: bool = t133 < t9;
-        let t150: bool = t134 < t9;
-        let t151: bool = t135 < t9;
-        let t152: bool = t136 < t9;
-        let t153: bool = t137 < t9;
-        let t154: bool = t138 < t9;
-        let t155: bool = t139 < t9;
-        let t156: bool = t140 < t9;
-        let t157: bool = t141 < t9;
-        let t158: bool = t142 < t9;
-        let t159: bool = t143 < t9;
-        let t160: bool = t144 < t9;
-        let t161: bool = t145 < t9;
-        let t162: bool = t146 < t9;
-        let t163: bool = t147 < t9;
-        let t164: u32 = t18 + bitcast<u32>(t132);
-        let t165: u32 = t18 + bitcast<u32>(t133);
-        let t166: u32 = t18 + bitcast<u32>(t134);
-        let t167: u32 = t18 + bitcast<u32>(t135);
-        let t168: u32 = t18 + bitcast<u32>(t136);
-        let t169: u32 = t18 + bitcast<u32>(t137);
-        let t170: u32 = t18 + bitcast<u32>(t138);
-        let t171: u32 = t18 + bitcast<u32>(t139);
-        let t172: u32 = t18 + bitcast<u32>(t140);
-        let t173: u32 = t18 + bitcast<u32>(t141);
-        let t174: u32 = t18 + bitcast<u32>(t142);
-        let t175: u32 = t18 + bitcast<u32>(t143);
-        let t176: u32 = t18 + bitcast<u32>(t144);
-        let t177: u32 = t18 + bitcast<u32>(t145);
-        let t178: u32 = t18 + bitcast<u32>(t146);
-        let t179: u32 = t18 + bitcast<u32>(t147);
+        let t148: bool = t132 < t10;
+        let t149: bool = t133 < t10;
+        let t150: bool = t134 < t10;
+        let t151: bool = t135 < t10;
+        let t152: bool = t136 < t10;
+        let t153: bool = t137 < t10;
+        let t154: bool = t138 < t10;
+        let t155: bool = t139 < t10;
+        let t156: bool = t140 < t10;
+        let t157: bool = t141 < t10;
+        let t158: bool = t142 < t10;
+        let t159: bool = t143 < t10;
+        let t160: bool = t144 < t10;
+        let t161: bool = t145 < t10;
+        let t162: bool = t146 < t10;
+        let t163: bool = t147 < t10;
+        let t164: u32 = t19 + bitcast<u32>(t132);
+        let t165: u32 = t19 + bitcast<u32>(t133);
+        let t166: u32 = t19 + bitcast<u32>(t134);
+        let t167: u32 = t19 + bitcast<u32>(t135);
+        let t168: u32 = t19 + bitcast<u32>(t136);
+        let t169: u32 = t19 + bitcast<u32>(t137);
+        let t170: u32 = t19 + bitcast<u32>(t138);
+        let t171: u32 = t19 + bitcast<u32>(t139);
+        let t172: u32 = t19 + bitcast<u32>(t140);
+        let t173: u32 = t19 + bitcast<u32>(t141);
+        let t174: u32 = t19 + bitcast<u32>(t142);
+        let t175: u32 = t19 + bitcast<u32>(t143);
+        let t176: u32 = t19 + bitcast<u32>(t144);
+        let t177: u32 = t19 + bitcast<u32>(t145);
+        let t178: u32 = t19 + bitcast<u32>(t146);
+        let t179: u32 = t19 + bitcast<u32>(t147);
         let t180: f32 = 0.0f;
-        let t181: bool = t164 < t2;
-        let t182: bool = t165 < t2;
-        let t183: bool = t166 < t2;
-        let t184: bool = t167 < t2;
-        let t185: bool = t168 < t2;
-        let t186: bool = t169 < t2;
-        let t187: bool = t170 < t2;
-        let t188: bool = t171 < t2;
-        let t189: bool = t172 < t2;
-        let t190: bool = t173 < t2;
-        let t191: bool = t174 < t2;
-        let t192: bool = t175 < t2;
-        let t193: bool = t176 < t2;
-        let t194: bool = t177 < t2;
-        let t195: bool = t178 < t2;
-        let t196: bool = t179 < t2;
+        let t181: bool = t164 < t3;
+        let t182: bool = t165 < t3;
+        let t183: bool = t166 < t3;
+        let t184: bool = t167 < t3;
+        let t185: bool = t168 < t3;
+        let t186: bool = t169 < t3;
+        let t187: bool = t170 < t3;
+        let t188: bool = t171 < t3;
+        let t189: bool = t172 < t3;
+        let t190: bool = t173 < t3;
+        let t191: bool = t174 < t3;
+        let t192: bool = t175 < t3;
+        let t193: bool = t176 < t3;
+        let t194: bool = t177 < t3;
+        let t195: bool = t178 < t3;
+        let t196: bool = t179 < t3;
         let t197: bool = t148 && t181;
         let t198: bool = t149 && t182;
         let t199: bool = t150 && t183;
@@ -583,7 +570,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t396: f32 = 0.0f;
     let t397: f32 = ft_fmax(t395, t396);
     let t398: f32 = t59 + t367;
-    let t399: f32 = t397 + t12;
+    let t399: f32 = t397 + t13;
     let t400: f32 = inverseSqrt(t399);
     let t401: f32 = bitcast<f32>(0x7f800000u);
     let t402: bool = ((t393 < t401) && !ft_isnan(t393) && !ft_isnan(t401));
@@ -596,9 +583,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     if (t946) {
         let t405: f32 = 0.0f;
         let t406: i32 = 0i;
-        let t407: u32 = bitcast<u32>(t9) - bitcast<u32>(t406);
-        let t408: u32 = bitcast<u32>(max(t13, 1i));
-        let t409: u32 = select(0u, t407 / t408 + select(0u, 1u, t407 % t408 != 0u), t9 > t406 && t13 > 0i);
+        let t407: u32 = bitcast<u32>(t10) - bitcast<u32>(t406);
+        let t408: u32 = bitcast<u32>(max(t14, 1i));
+        let t409: u32 = select(0u, t407 / t408 + select(0u, 1u, t407 % t408 != 0u), t10 > t406 && t14 > 0i);
         var t410: f32 = t405;
         var t411: f32 = t405;
         var t412: f32 = t405;
@@ -616,7 +603,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t424: f32 = t405;
         var t425: f32 = t405;
         for (var t426: u32 = 0u; t426 < t409; t426 = t426 + 1u) {
-            let t427: i32 = t406 + bitcast<i32>(t426 * bitcast<u32>(t13));
+            let t427: i32 = t406 + bitcast<i32>(t426 * bitcast<u32>(t14));
             let t428: f32 = t410;
             let t429: f32 = t411;
             let t430: f32 = t412;
@@ -649,55 +636,55 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t457: i32 = t427 + t50;
             let t458: i32 = t427 + t52;
             let t459: i32 = t427 + t54;
-            let t460: bool = t444 < t9;
-            let t461: bool = t445 < t9;
-            let t462: bool = t446 < t9;
-            let t463: bool = t447 < t9;
-            let t464: bool = t448 < t9;
-            let t465: bool = t449 < t9;
-            let t466: bool = t450 < t9;
-            let t467: bool = t451 < t9;
-            let t468: bool = t452 < t9;
-            let t469: bool = t453 < t9;
-            let t470: bool = t454 < t9;
-            let t471: bool = t455 < t9;
-            let t472: bool = t456 < t9;
-            let t473: bool = t457 < t9;
-            let t474: bool = t458 < t9;
-            let t475: bool = t459 < t9;
-            let t476: u32 = t18 + bitcast<u32>(t444);
-            let t477: u32 = t18 + bitcast<u32>(t445);
-            let t478: u32 = t18 + bitcast<u32>(t446);
-            let t479: u32 = t18 + bitcast<u32>(t447);
-            let t480: u32 = t18 + bitcast<u32>(t448);
-            let t481: u32 = t18 + bitcast<u32>(t449);
-            let t482: u32 = t18 + bitcast<u32>(t450);
-            let t483: u32 = t18 + bitcast<u32>(t451);
-            let t484: u32 = t18 + bitcast<u32>(t452);
-            let t485: u32 = t18 + bitcast<u32>(t453);
-            let t486: u32 = t18 + bitcast<u32>(t454);
-            let t487: u32 = t18 + bitcast<u32>(t455);
-            let t488: u32 = t18 + bitcast<u32>(t456);
-            let t489: u32 = t18 + bitcast<u32>(t457);
-            let t490: u32 = t18 + bitcast<u32>(t458);
-            let t491: u32 = t18 + bitcast<u32>(t459);
+            let t460: bool = t444 < t10;
+            let t461: bool = t445 < t10;
+            let t462: bool = t446 < t10;
+            let t463: bool = t447 < t10;
+            let t464: bool = t448 < t10;
+            let t465: bool = t449 < t10;
+            let t466: bool = t450 < t10;
+            let t467: bool = t451 < t10;
+            let t468: bool = t452 < t10;
+            let t469: bool = t453 < t10;
+            let t470: bool = t454 < t10;
+            let t471: bool = t455 < t10;
+            let t472: bool = t456 < t10;
+            let t473: bool = t457 < t10;
+            let t474: bool = t458 < t10;
+            let t475: bool = t459 < t10;
+            let t476: u32 = t19 + bitcast<u32>(t444);
+            let t477: u32 = t19 + bitcast<u32>(t445);
+            let t478: u32 = t19 + bitcast<u32>(t446);
+            let t479: u32 = t19 + bitcast<u32>(t447);
+            let t480: u32 = t19 + bitcast<u32>(t448);
+            let t481: u32 = t19 + bitcast<u32>(t449);
+            let t482: u32 = t19 + bitcast<u32>(t450);
+            let t483: u32 = t19 + bitcast<u32>(t451);
+            let t484: u32 = t19 + bitcast<u32>(t452);
+            let t485: u32 = t19 + bitcast<u32>(t453);
+            let t486: u32 = t19 + bitcast<u32>(t454);
+            let t487: u32 = t19 + bitcast<u32>(t455);
+            let t488: u32 = t19 + bitcast<u32>(t456);
+            let t489: u32 = t19 + bitcast<u32>(t457);
+            let t490: u32 = t19 + bitcast<u32>(t458);
+            let t491: u32 = t19 + bitcast<u32>(t459);
             let t492: f32 = 0.0f;
-            let t493: bool = t476 < t2;
-            let t494: bool = t477 < t2;
-            let t495: bool = t478 < t2;
-            let t496: bool = t479 < t2;
-            let t497: bool = t480 < t2;
-            let t498: bool = t481 < t2;
-            let t499: bool = t482 < t2;
-            let t500: bool = t483 < t2;
-            let t501: bool = t484 < t2;
-            let t502: bool = t485 < t2;
-            let t503: bool = t486 < t2;
-            let t504: bool = t487 < t2;
-            let t505: bool = t488 < t2;
-            let t506: bool = t489 < t2;
-            let t507: bool = t490 < t2;
-            let t508: bool = t491 < t2;
+            let t493: bool = t476 < t3;
+            let t494: bool = t477 < t3;
+            let t495: bool = t478 < t3;
+            let t496: bool = t479 < t3;
+            let t497: bool = t480 < t3;
+            let t498: bool = t481 < t3;
+            let t499: bool = t482 < t3;
+            let t500: bool = t483 < t3;
+            let t501: bool = t484 < t3;
+            let t502: bool = t485 < t3;
+            let t503: bool = t486 < t3;
+            let t504: bool = t487 < t3;
+            let t505: bool = t488 < t3;
+            let t506: bool = t489 < t3;
+            let t507: bool = t490 < t3;
+            let t508: bool = t491 < t3;
             let t509: bool = t460 && t493;
             let t510: bool = t461 && t494;
             let t511: bool = t462 && t495;
@@ -882,9 +869,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t664: f32 = ft_fmax(t662, t663);
         let t665: f32 = 0.0f;
         let t666: i32 = 0i;
-        let t667: u32 = bitcast<u32>(t9) - bitcast<u32>(t666);
-        let t668: u32 = bitcast<u32>(max(t13, 1i));
-        let t669: u32 = select(0u, t667 / t668 + select(0u, 1u, t667 % t668 != 0u), t9 > t666 && t13 > 0i);
+        let t667: u32 = bitcast<u32>(t10) - bitcast<u32>(t666);
+        let t668: u32 = bitcast<u32>(max(t14, 1i));
+        let t669: u32 = select(0u, t667 / t668 + select(0u, 1u, t667 % t668 != 0u), t10 > t666 && t14 > 0i);
         var t670: f32 = t665;
         var t671: f32 = t665;
         var t672: f32 = t665;
@@ -902,7 +889,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t684: f32 = t665;
         var t685: f32 = t665;
         for (var t686: u32 = 0u; t686 < t669; t686 = t686 + 1u) {
-            let t687: i32 = t666 + bitcast<i32>(t686 * bitcast<u32>(t13));
+            let t687: i32 = t666 + bitcast<i32>(t686 * bitcast<u32>(t14));
             let t688: f32 = t670;
             let t689: f32 = t671;
             let t690: f32 = t672;
@@ -935,55 +922,55 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t717: i32 = t687 + t50;
             let t718: i32 = t687 + t52;
             let t719: i32 = t687 + t54;
-            let t720: bool = t704 < t9;
-            let t721: bool = t705 < t9;
-            let t722: bool = t706 < t9;
-            let t723: bool = t707 < t9;
-            let t724: bool = t708 < t9;
-            let t725: bool = t709 < t9;
-            let t726: bool = t710 < t9;
-            let t727: bool = t711 < t9;
-            let t728: bool = t712 < t9;
-            let t729: bool = t713 < t9;
-            let t730: bool = t714 < t9;
-            let t731: bool = t715 < t9;
-            let t732: bool = t716 < t9;
-            let t733: bool = t717 < t9;
-            let t734: bool = t718 < t9;
-            let t735: bool = t719 < t9;
-            let t736: u32 = t18 + bitcast<u32>(t704);
-            let t737: u32 = t18 + bitcast<u32>(t705);
-            let t738: u32 = t18 + bitcast<u32>(t706);
-            let t739: u32 = t18 + bitcast<u32>(t707);
-            let t740: u32 = t18 + bitcast<u32>(t708);
-            let t741: u32 = t18 + bitcast<u32>(t709);
-            let t742: u32 = t18 + bitcast<u32>(t710);
-            let t743: u32 = t18 + bitcast<u32>(t711);
-            let t744: u32 = t18 + bitcast<u32>(t712);
-            let t745: u32 = t18 + bitcast<u32>(t713);
-            let t746: u32 = t18 + bitcast<u32>(t714);
-            let t747: u32 = t18 + bitcast<u32>(t715);
-            let t748: u32 = t18 + bitcast<u32>(t716);
-            let t749: u32 = t18 + bitcast<u32>(t717);
-            let t750: u32 = t18 + bitcast<u32>(t718);
-            let t751: u32 = t18 + bitcast<u32>(t719);
+            let t720: bool = t704 < t10;
+            let t721: bool = t705 < t10;
+            let t722: bool = t706 < t10;
+            let t723: bool = t707 < t10;
+            let t724: bool = t708 < t10;
+            let t725: bool = t709 < t10;
+            let t726: bool = t710 < t10;
+            let t727: bool = t711 < t10;
+            let t728: bool = t712 < t10;
+            let t729: bool = t713 < t10;
+            let t730: bool = t714 < t10;
+            let t731: bool = t715 < t10;
+            let t732: bool = t716 < t10;
+            let t733: bool = t717 < t10;
+            let t734: bool = t718 < t10;
+            let t735: bool = t719 < t10;
+            let t736: u32 = t19 + bitcast<u32>(t704);
+            let t737: u32 = t19 + bitcast<u32>(t705);
+            let t738: u32 = t19 + bitcast<u32>(t706);
+            let t739: u32 = t19 + bitcast<u32>(t707);
+            let t740: u32 = t19 + bitcast<u32>(t708);
+            let t741: u32 = t19 + bitcast<u32>(t709);
+            let t742: u32 = t19 + bitcast<u32>(t710);
+            let t743: u32 = t19 + bitcast<u32>(t711);
+            let t744: u32 = t19 + bitcast<u32>(t712);
+            let t745: u32 = t19 + bitcast<u32>(t713);
+            let t746: u32 = t19 + bitcast<u32>(t714);
+            let t747: u32 = t19 + bitcast<u32>(t715);
+            let t748: u32 = t19 + bitcast<u32>(t716);
+            let t749: u32 = t19 + bitcast<u32>(t717);
+            let t750: u32 = t19 + bitcast<u32>(t718);
+            let t751: u32 = t19 + bitcast<u32>(t719);
             let t752: f32 = 0.0f;
-            let t753: bool = t736 < t2;
-            let t754: bool = t737 < t2;
-            let t755: bool = t738 < t2;
-            let t756: bool = t739 < t2;
-            let t757: bool = t740 < t2;
-            let t758: bool = t741 < t2;
-            let t759: bool = t742 < t2;
-            let t760: bool = t743 < t2;
-            let t761: bool = t744 < t2;
-            let t762: bool = t745 < t2;
-            let t763: bool = t746 < t2;
-            let t764: bool = t747 < t2;
-            let t765: bool = t748 < t2;
-            let t766: bool = t749 < t2;
-            let t767: bool = t750 < t2;
-            let t768: bool = t751 < t2;
+            let t753: bool = t736 < t3;
+            let t754: bool = t737 < t3;
+            let t755: bool = t738 < t3;
+            let t756: bool = t739 < t3;
+            let t757: bool = t740 < t3;
+            let t758: bool = t741 < t3;
+            let t759: bool = t742 < t3;
+            let t760: bool = t743 < t3;
+            let t761: bool = t744 < t3;
+            let t762: bool = t745 < t3;
+            let t763: bool = t746 < t3;
+            let t764: bool = t747 < t3;
+            let t765: bool = t748 < t3;
+            let t766: bool = t749 < t3;
+            let t767: bool = t750 < t3;
+            let t768: bool = t751 < t3;
             let t769: bool = t720 && t753;
             let t770: bool = t721 && t754;
             let t771: bool = t722 && t755;
@@ -1182,7 +1169,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         workgroupBarrier();
         let t939: f32 = ft_div(t938, t55);
         let t940: f32 = t664 * t664;
-        let t941: f32 = ft_div(t12, t940);
+        let t941: f32 = ft_div(t13, t940);
         let t942: f32 = t939 + t941;
         let t943: f32 = inverseSqrt(t942);
         let t944: f32 = ft_div(t943, t664);
@@ -1191,11 +1178,11 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         t404 = t400;
     }
     let t947: i32 = 0i;
-    let t948: u32 = bitcast<u32>(t9) - bitcast<u32>(t947);
-    let t949: u32 = bitcast<u32>(max(t13, 1i));
-    let t950: u32 = select(0u, t948 / t949 + select(0u, 1u, t948 % t949 != 0u), t9 > t947 && t13 > 0i);
+    let t948: u32 = bitcast<u32>(t10) - bitcast<u32>(t947);
+    let t949: u32 = bitcast<u32>(max(t14, 1i));
+    let t950: u32 = select(0u, t948 / t949 + select(0u, 1u, t948 % t949 != 0u), t10 > t947 && t14 > 0i);
     for (var t951: u32 = 0u; t951 < t950; t951 = t951 + 1u) {
-        let t952: i32 = t947 + bitcast<i32>(t951 * bitcast<u32>(t13));
+        let t952: i32 = t947 + bitcast<i32>(t951 * bitcast<u32>(t14));
         let t953: i32 = t952 + t24;
         let t954: i32 = t952 + t26;
         let t955: i32 = t952 + t28;
@@ -1212,55 +1199,55 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t966: i32 = t952 + t50;
         let t967: i32 = t952 + t52;
         let t968: i32 = t952 + t54;
-        let t969: bool = t953 < t9;
-        let t970: bool = t954 < t9;
-        let t971: bool = t955 < t9;
-        let t972: bool = t956 < t9;
-        let t973: bool = t957 < t9;
-        let t974: bool = t958 < t9;
-        let t975: bool = t959 < t9;
-        let t976: bool = t960 < t9;
-        let t977: bool = t961 < t9;
-        let t978: bool = t962 < t9;
-        let t979: bool = t963 < t9;
-        let t980: bool = t964 < t9;
-        let t981: bool = t965 < t9;
-        let t982: bool = t966 < t9;
-        let t983: bool = t967 < t9;
-        let t984: bool = t968 < t9;
-        let t985: u32 = t18 + bitcast<u32>(t953);
-        let t986: u32 = t18 + bitcast<u32>(t954);
-        let t987: u32 = t18 + bitcast<u32>(t955);
-        let t988: u32 = t18 + bitcast<u32>(t956);
-        let t989: u32 = t18 + bitcast<u32>(t957);
-        let t990: u32 = t18 + bitcast<u32>(t958);
-        let t991: u32 = t18 + bitcast<u32>(t959);
-        let t992: u32 = t18 + bitcast<u32>(t960);
-        let t993: u32 = t18 + bitcast<u32>(t961);
-        let t994: u32 = t18 + bitcast<u32>(t962);
-        let t995: u32 = t18 + bitcast<u32>(t963);
-        let t996: u32 = t18 + bitcast<u32>(t964);
-        let t997: u32 = t18 + bitcast<u32>(t965);
-        let t998: u32 = t18 + bitcast<u32>(t966);
-        let t999: u32 = t18 + bitcast<u32>(t967);
-        let t1000: u32 = t18 + bitcast<u32>(t968);
+        let t969: bool = t953 < t10;
+        let t970: bool = t954 < t10;
+        let t971: bool = t955 < t10;
+        let t972: bool = t956 < t10;
+        let t973: bool = t957 < t10;
+        let t974: bool = t958 < t10;
+        let t975: bool = t959 < t10;
+        let t976: bool = t960 < t10;
+        let t977: bool = t961 < t10;
+        let t978: bool = t962 < t10;
+        let t979: bool = t963 < t10;
+        let t980: bool = t964 < t10;
+        let t981: bool = t965 < t10;
+        let t982: bool = t966 < t10;
+        let t983: bool = t967 < t10;
+        let t984: bool = t968 < t10;
+        let t985: u32 = t19 + bitcast<u32>(t953);
+        let t986: u32 = t19 + bitcast<u32>(t954);
+        let t987: u32 = t19 + bitcast<u32>(t955);
+        let t988: u32 = t19 + bitcast<u32>(t956);
+        let t989: u32 = t19 + bitcast<u32>(t957);
+        let t990: u32 = t19 + bitcast<u32>(t958);
+        let t991: u32 = t19 + bitcast<u32>(t959);
+        let t992: u32 = t19 + bitcast<u32>(t960);
+        let t993: u32 = t19 + bitcast<u32>(t961);
+        let t994: u32 = t19 + bitcast<u32>(t962);
+        let t995: u32 = t19 + bitcast<u32>(t963);
+        let t996: u32 = t19 + bitcast<u32>(t964);
+        let t997: u32 = t19 + bitcast<u32>(t965);
+        let t998: u32 = t19 + bitcast<u32>(t966);
+        let t999: u32 = t19 + bitcast<u32>(t967);
+        let t1000: u32 = t19 + bitcast<u32>(t968);
         let t1001: f32 = 0.0f;
-        let t1002: bool = t985 < t2;
-        let t1003: bool = t986 < t2;
-        let t1004: bool = t987 < t2;
-        let t1005: bool = t988 < t2;
-        let t1006: bool = t989 < t2;
-        let t1007: bool = t990 < t2;
-        let t1008: bool = t991 < t2;
-        let t1009: bool = t992 < t2;
-        let t1010: bool = t993 < t2;
-        let t1011: bool = t994 < t2;
-        let t1012: bool = t995 < t2;
-        let t1013: bool = t996 < t2;
-        let t1014: bool = t997 < t2;
-        let t1015: bool = t998 < t2;
-        let t1016: bool = t999 < t2;
-        let t1017: bool = t1000 < t2;
+        let t1002: bool = t985 < t3;
+        let t1003: bool = t986 < t3;
+        let t1004: bool = t987 < t3;
+        let t1005: bool = t988 < t3;
+        let t1006: bool = t989 < t3;
+        let t1007: bool = t990 < t3;
+        let t1008: bool = t991 < t3;
+        let t1009: bool = t992 < t3;
+        let t1010: bool = t993 < t3;
+        let t1011: bool = t994 < t3;
+        let t1012: bool = t995 < t3;
+        let t1013: bool = t996 < t3;
+        let t1014: bool = t997 < t3;
+        let t1015: bool = t998 < t3;
+        let t1016: bool = t999 < t3;
+        let t1017: bool = t1000 < t3;
         let t1018: bool = t969 && t1002;
         let t1019: bool = t970 && t1003;
         let t1020: bool = t971 && t1004;
@@ -1342,22 +1329,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1096: u32 = 0u + bitcast<u32>(t967);
         let t1097: u32 = 0u + bitcast<u32>(t968);
         let t1098: f32 = 0.0f;
-        let t1099: bool = t1082 < t6;
-        let t1100: bool = t1083 < t6;
-        let t1101: bool = t1084 < t6;
-        let t1102: bool = t1085 < t6;
-        let t1103: bool = t1086 < t6;
-        let t1104: bool = t1087 < t6;
-        let t1105: bool = t1088 < t6;
-        let t1106: bool = t1089 < t6;
-        let t1107: bool = t1090 < t6;
-        let t1108: bool = t1091 < t6;
-        let t1109: bool = t1092 < t6;
-        let t1110: bool = t1093 < t6;
-        let t1111: bool = t1094 < t6;
-        let t1112: bool = t1095 < t6;
-        let t1113: bool = t1096 < t6;
-        let t1114: bool = t1097 < t6;
+        let t1099: bool = t1082 < t7;
+        let t1100: bool = t1083 < t7;
+        let t1101: bool = t1084 < t7;
+        let t1102: bool = t1085 < t7;
+        let t1103: bool = t1086 < t7;
+        let t1104: bool = t1087 < t7;
+        let t1105: bool = t1088 < t7;
+        let t1106: bool = t1089 < t7;
+        let t1107: bool = t1090 < t7;
+        let t1108: bool = t1091 < t7;
+        let t1109: bool = t1092 < t7;
+        let t1110: bool = t1093 < t7;
+        let t1111: bool = t1094 < t7;
+        let t1112: bool = t1095 < t7;
+        let t1113: bool = t1096 < t7;
+        let t1114: bool = t1097 < t7;
         let t1115: bool = t969 && t1099;
         let t1116: bool = t970 && t1100;
         let t1117: bool = t971 && t1101;
@@ -1439,22 +1426,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1193: u32 = 0u + bitcast<u32>(t967);
         let t1194: u32 = 0u + bitcast<u32>(t968);
         let t1195: f32 = 0.0f;
-        let t1196: bool = t1179 < t8;
-        let t1197: bool = t1180 < t8;
-        let t1198: bool = t1181 < t8;
-        let t1199: bool = t1182 < t8;
-        let t1200: bool = t1183 < t8;
-        let t1201: bool = t1184 < t8;
-        let t1202: bool = t1185 < t8;
-        let t1203: bool = t1186 < t8;
-        let t1204: bool = t1187 < t8;
-        let t1205: bool = t1188 < t8;
-        let t1206: bool = t1189 < t8;
-        let t1207: bool = t1190 < t8;
-        let t1208: bool = t1191 < t8;
-        let t1209: bool = t1192 < t8;
-        let t1210: bool = t1193 < t8;
-        let t1211: bool = t1194 < t8;
+        let t1196: bool = t1179 < t9;
+        let t1197: bool = t1180 < t9;
+        let t1198: bool = t1181 < t9;
+        let t1199: bool = t1182 < t9;
+        let t1200: bool = t1183 < t9;
+        let t1201: bool = t1184 < t9;
+        let t1202: bool = t1185 < t9;
+        let t1203: bool = t1186 < t9;
+        let t1204: bool = t1187 < t9;
+        let t1205: bool = t1188 < t9;
+        let t1206: bool = t1189 < t9;
+        let t1207: bool = t1190 < t9;
+        let t1208: bool = t1191 < t9;
+        let t1209: bool = t1192 < t9;
+        let t1210: bool = t1193 < t9;
+        let t1211: bool = t1194 < t9;
         let t1212: bool = t969 && t1196;
         let t1213: bool = t970 && t1197;
         let t1214: bool = t971 && t1198;
@@ -1519,22 +1506,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1273: f32 = t1255;
         let t1274: f32 = t1257;
         let t1275: f32 = t1259;
-        let t1276: u32 = t21 + bitcast<u32>(t953);
-        let t1277: u32 = t21 + bitcast<u32>(t954);
-        let t1278: u32 = t21 + bitcast<u32>(t955);
-        let t1279: u32 = t21 + bitcast<u32>(t956);
-        let t1280: u32 = t21 + bitcast<u32>(t957);
-        let t1281: u32 = t21 + bitcast<u32>(t958);
-        let t1282: u32 = t21 + bitcast<u32>(t959);
-        let t1283: u32 = t21 + bitcast<u32>(t960);
-        let t1284: u32 = t21 + bitcast<u32>(t961);
-        let t1285: u32 = t21 + bitcast<u32>(t962);
-        let t1286: u32 = t21 + bitcast<u32>(t963);
-        let t1287: u32 = t21 + bitcast<u32>(t964);
-        let t1288: u32 = t21 + bitcast<u32>(t965);
-        let t1289: u32 = t21 + bitcast<u32>(t966);
-        let t1290: u32 = t21 + bitcast<u32>(t967);
-        let t1291: u32 = t21 + bitcast<u32>(t968);
+        let t1276: u32 = t22 + bitcast<u32>(t953);
+        let t1277: u32 = t22 + bitcast<u32>(t954);
+        let t1278: u32 = t22 + bitcast<u32>(t955);
+        let t1279: u32 = t22 + bitcast<u32>(t956);
+        let t1280: u32 = t22 + bitcast<u32>(t957);
+        let t1281: u32 = t22 + bitcast<u32>(t958);
+        let t1282: u32 = t22 + bitcast<u32>(t959);
+        let t1283: u32 = t22 + bitcast<u32>(t960);
+        let t1284: u32 = t22 + bitcast<u32>(t961);
+        let t1285: u32 = t22 + bitcast<u32>(t962);
+        let t1286: u32 = t22 + bitcast<u32>(t963);
+        let t1287: u32 = t22 + bitcast<u32>(t964);
+        let t1288: u32 = t22 + bitcast<u32>(t965);
+        let t1289: u32 = t22 + bitcast<u32>(t966);
+        let t1290: u32 = t22 + bitcast<u32>(t967);
+        let t1291: u32 = t22 + bitcast<u32>(t968);
         let t1292: f32 = t1066 - t398;
         let t1293: f32 = t1067 - t398;
         let t1294: f32 = t1068 - t398;
@@ -1615,22 +1602,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1369: f32 = ft_rh(t1353);
         let t1370: f32 = ft_rh(t1354);
         let t1371: f32 = ft_rh(t1355);
-        let t1372: bool = t1276 < t4;
-        let t1373: bool = t1277 < t4;
-        let t1374: bool = t1278 < t4;
-        let t1375: bool = t1279 < t4;
-        let t1376: bool = t1280 < t4;
-        let t1377: bool = t1281 < t4;
-        let t1378: bool = t1282 < t4;
-        let t1379: bool = t1283 < t4;
-        let t1380: bool = t1284 < t4;
-        let t1381: bool = t1285 < t4;
-        let t1382: bool = t1286 < t4;
-        let t1383: bool = t1287 < t4;
-        let t1384: bool = t1288 < t4;
-        let t1385: bool = t1289 < t4;
-        let t1386: bool = t1290 < t4;
-        let t1387: bool = t1291 < t4;
+        let t1372: bool = t1276 < t5;
+        let t1373: bool = t1277 < t5;
+        let t1374: bool = t1278 < t5;
+        let t1375: bool = t1279 < t5;
+        let t1376: bool = t1280 < t5;
+        let t1377: bool = t1281 < t5;
+        let t1378: bool = t1282 < t5;
+        let t1379: bool = t1283 < t5;
+        let t1380: bool = t1284 < t5;
+        let t1381: bool = t1285 < t5;
+        let t1382: bool = t1286 < t5;
+        let t1383: bool = t1287 < t5;
+        let t1384: bool = t1288 < t5;
+        let t1385: bool = t1289 < t5;
+        let t1386: bool = t1290 < t5;
+        let t1387: bool = t1291 < t5;
         let t1388: bool = t969 && t1372;
         let t1389: bool = t970 && t1373;
         let t1390: bool = t971 && t1374;
@@ -1649,67 +1636,27 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1403: bool = t984 && t1387;
         let t1404: u32 = ft_f2h(t1356);
         let t1405: u32 = ft_f2h(t1357);
-        if ((t1388) && (t1389) && (t1276 & 1u) == 0u && t1277 == t1276 + 1u && (t1276 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1276 >> 1u], t1404 | (t1405 << 16u));
-        } else {
-            if (t1388) { ft_st_b1(t1276, t1404); }
-            if (t1389) { ft_st_b1(t1277, t1405); }
-        }
+        if (t1388) { b1[t1276 >> 1u] = t1404 | (t1405 << 16u); }
         let t1406: u32 = ft_f2h(t1358);
         let t1407: u32 = ft_f2h(t1359);
-        if ((t1390) && (t1391) && (t1278 & 1u) == 0u && t1279 == t1278 + 1u && (t1278 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1278 >> 1u], t1406 | (t1407 << 16u));
-        } else {
-            if (t1390) { ft_st_b1(t1278, t1406); }
-            if (t1391) { ft_st_b1(t1279, t1407); }
-        }
+        if (t1390) { b1[t1278 >> 1u] = t1406 | (t1407 << 16u); }
         let t1408: u32 = ft_f2h(t1360);
         let t1409: u32 = ft_f2h(t1361);
-        if ((t1392) && (t1393) && (t1280 & 1u) == 0u && t1281 == t1280 + 1u && (t1280 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1280 >> 1u], t1408 | (t1409 << 16u));
-        } else {
-            if (t1392) { ft_st_b1(t1280, t1408); }
-            if (t1393) { ft_st_b1(t1281, t1409); }
-        }
+        if (t1392) { b1[t1280 >> 1u] = t1408 | (t1409 << 16u); }
         let t1410: u32 = ft_f2h(t1362);
         let t1411: u32 = ft_f2h(t1363);
-        if ((t1394) && (t1395) && (t1282 & 1u) == 0u && t1283 == t1282 + 1u && (t1282 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1282 >> 1u], t1410 | (t1411 << 16u));
-        } else {
-            if (t1394) { ft_st_b1(t1282, t1410); }
-            if (t1395) { ft_st_b1(t1283, t1411); }
-        }
+        if (t1394) { b1[t1282 >> 1u] = t1410 | (t1411 << 16u); }
         let t1412: u32 = ft_f2h(t1364);
         let t1413: u32 = ft_f2h(t1365);
-        if ((t1396) && (t1397) && (t1284 & 1u) == 0u && t1285 == t1284 + 1u && (t1284 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1284 >> 1u], t1412 | (t1413 << 16u));
-        } else {
-            if (t1396) { ft_st_b1(t1284, t1412); }
-            if (t1397) { ft_st_b1(t1285, t1413); }
-        }
+        if (t1396) { b1[t1284 >> 1u] = t1412 | (t1413 << 16u); }
         let t1414: u32 = ft_f2h(t1366);
         let t1415: u32 = ft_f2h(t1367);
-        if ((t1398) && (t1399) && (t1286 & 1u) == 0u && t1287 == t1286 + 1u && (t1286 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1286 >> 1u], t1414 | (t1415 << 16u));
-        } else {
-            if (t1398) { ft_st_b1(t1286, t1414); }
-            if (t1399) { ft_st_b1(t1287, t1415); }
-        }
+        if (t1398) { b1[t1286 >> 1u] = t1414 | (t1415 << 16u); }
         let t1416: u32 = ft_f2h(t1368);
         let t1417: u32 = ft_f2h(t1369);
-        if ((t1400) && (t1401) && (t1288 & 1u) == 0u && t1289 == t1288 + 1u && (t1288 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1288 >> 1u], t1416 | (t1417 << 16u));
-        } else {
-            if (t1400) { ft_st_b1(t1288, t1416); }
-            if (t1401) { ft_st_b1(t1289, t1417); }
-        }
+        if (t1400) { b1[t1288 >> 1u] = t1416 | (t1417 << 16u); }
         let t1418: u32 = ft_f2h(t1370);
         let t1419: u32 = ft_f2h(t1371);
-        if ((t1402) && (t1403) && (t1290 & 1u) == 0u && t1291 == t1290 + 1u && (t1290 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1290 >> 1u], t1418 | (t1419 << 16u));
-        } else {
-            if (t1402) { ft_st_b1(t1290, t1418); }
-            if (t1403) { ft_st_b1(t1291, t1419); }
-        }
+        if (t1402) { b1[t1290 >> 1u] = t1418 | (t1419 << 16u); }
     }
 }

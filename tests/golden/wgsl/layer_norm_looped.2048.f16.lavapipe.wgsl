@@ -3,7 +3,7 @@
 // `x`: f16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: f16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: f16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 // `b`: f16 packed in u32 words
@@ -109,53 +109,40 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even f16 value
 fn ft_rh(x: f32) -> f32 { return ft_h2f(ft_f2h(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t14: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t15: u32 = t14 + 0u;
-    let t17: u32 = t14 + 1u;
-    let t19: u32 = t14 + 256u;
-    let t21: u32 = t14 + 257u;
-    let t23: u32 = t14 + 512u;
-    let t25: u32 = t14 + 513u;
-    let t27: u32 = t14 + 768u;
-    let t29: u32 = t14 + 769u;
-    let t31: u32 = t14 + 1024u;
-    let t33: u32 = t14 + 1025u;
-    let t35: u32 = t14 + 1280u;
-    let t37: u32 = t14 + 1281u;
-    let t39: u32 = t14 + 1536u;
-    let t41: u32 = t14 + 1537u;
-    let t43: u32 = t14 + 1792u;
-    let t45: u32 = t14 + 1793u;
-    let t1: i32 = ft_args.p4;
-    let t2: i32 = ft_args.p5;
-    let t3: i32 = ft_args.p6;
-    let t4: f32 = ft_args.p7;
-    let t5: i32 = 2048i;
-    let t6: i32 = i32(ft_wid.x);
-    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
-    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t9: vec2<u32> = ft_mul64(t7, t8);
-    let t10: u32 = 0u + t9.x;
-    let t11: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t12: vec2<u32> = ft_mul64(t7, t11);
-    let t13: u32 = 0u + t12.x;
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t15: u32 = t1 + 0u;
+    let t17: u32 = t1 + 1u;
+    let t19: u32 = t1 + 256u;
+    let t21: u32 = t1 + 257u;
+    let t23: u32 = t1 + 512u;
+    let t25: u32 = t1 + 513u;
+    let t27: u32 = t1 + 768u;
+    let t29: u32 = t1 + 769u;
+    let t31: u32 = t1 + 1024u;
+    let t33: u32 = t1 + 1025u;
+    let t35: u32 = t1 + 1280u;
+    let t37: u32 = t1 + 1281u;
+    let t39: u32 = t1 + 1536u;
+    let t41: u32 = t1 + 1537u;
+    let t43: u32 = t1 + 1792u;
+    let t45: u32 = t1 + 1793u;
+    let t2: i32 = ft_args.p4;
+    let t3: i32 = ft_args.p5;
+    let t4: i32 = ft_args.p6;
+    let t5: f32 = ft_args.p7;
+    let t6: i32 = 2048i;
+    let t7: i32 = i32(ft_wid.x);
+    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t7), select(0u, 0xffffffffu, t7 < 0i));
+    let t9: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t10: vec2<u32> = ft_mul64(t8, t9);
+    let t11: u32 = 0u + t10.x;
+    let t12: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t13: vec2<u32> = ft_mul64(t8, t12);
+    let t14: u32 = 0u + t13.x;
     let t16: i32 = i32(t15) + 0i;
     let t18: i32 = i32(t17) + 0i;
     let t20: i32 = i32(t19) + 0i;
@@ -172,15 +159,15 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t42: i32 = i32(t41) + 0i;
     let t44: i32 = i32(t43) + 0i;
     let t46: i32 = i32(t45) + 0i;
-    let t47: f32 = ft_i2f(t1);
-    let t48: f32 = ft_h2f(extractBits(b0[t10 >> 1u], (t10 & 1u) << 4u, 16u));
+    let t47: f32 = ft_i2f(t2);
+    let t48: f32 = ft_h2f(extractBits(b0[t11 >> 1u], (t11 & 1u) << 4u, 16u));
     let t49: f32 = t48;
     let t50: f32 = 0.0f;
     let t51: f32 = 0.0f;
     let t52: i32 = 0i;
-    let t53: u32 = bitcast<u32>(t1) - bitcast<u32>(t52);
-    let t54: u32 = bitcast<u32>(max(t5, 1i));
-    let t55: u32 = select(0u, t53 / t54 + select(0u, 1u, t53 % t54 != 0u), t1 > t52 && t5 > 0i);
+    let t53: u32 = bitcast<u32>(t2) - bitcast<u32>(t52);
+    let t54: u32 = bitcast<u32>(max(t6, 1i));
+    let t55: u32 = select(0u, t53 / t54 + select(0u, 1u, t53 % t54 != 0u), t2 > t52 && t6 > 0i);
     var t56: f32 = t50;
     var t57: f32 = t50;
     var t58: f32 = t50;
@@ -214,7 +201,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     var t86: f32 = t51;
     var t87: f32 = t51;
     for (var t88: u32 = 0u; t88 < t55; t88 = t88 + 1u) {
-        let t89: i32 = t52 + bitcast<i32>(t88 * bitcast<u32>(t5));
+        let t89: i32 = t52 + bitcast<i32>(t88 * bitcast<u32>(t6));
         let t90: f32 = t56;
         let t91: f32 = t57;
         let t92: f32 = t58;
@@ -263,38 +250,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t135: i32 = t89 + t42;
         let t136: i32 = t89 + t44;
         let t137: i32 = t89 + t46;
-        let t138: bool = t122 < t1;
-        let t139: bool = t123 < t1;
-        let t140: bool = t124 < t1;
-        let t141: bool = t125 < t1;
-        let t142: bool = t126 < t1;
-        let t143: bool = t127 < t1;
-        let t144: bool = t128 < t1;
-        let t145: bool = t129 < t1;
-        let t146: bool = t130 < t1;
-        let t147: bool = t131 < t1;
-        let t148: bool = t132 < t1;
-        let t149: bool = t133 < t1;
-        let t150: bool = t134 < t1;
-        let t151: bool = t135 < t1;
-        let t152: bool = t136 < t1;
-        let t153: bool = t137 < t1;
-        let t154: u32 = t10 + bitcast<u32>(t122);
-        let t155: u32 = t10 + bitcast<u32>(t123);
-        let t156: u32 = t10 + bitcast<u32>(t124);
-        let t157: u32 = t10 + bitcast<u32>(t125);
-        let t158: u32 = t10 + bitcast<u32>(t126);
-        let t159: u32 = t10 + bitcast<u32>(t127);
-        let t160: u32 = t10 + bitcast<u32>(t128);
-        let t161: u32 = t10 + bitcast<u32>(t129);
-        let t162: u32 = t10 + bitcast<u32>(t130);
-        let t163: u32 = t10 + bitcast<u32>(t131);
-        let t164: u32 = t10 + bitcast<u32>(t132);
-        let t165: u32 = t10 + bitcast<u32>(t133);
-        let t166: u32 = t10 + bitcast<u32>(t134);
-        let t167: u32 = t10 + bitcast<u32>(t135);
-        let t168: u32 = t10 + bitcast<u32>(t136);
-        let t169: u32 = t10 + bitcast<u32>(t137);
+        let t138: bool = t122 < t2;
+        let t139: bool = t123 < t2;
+        let t140: bool = t124 < t2;
+        let t141: bool = t125 < t2;
+        let t142: bool = t126 < t2;
+        let t143: bool = t127 < t2;
+        let t144: bool = t128 < t2;
+        let t145: bool = t129 < t2;
+        let t146: bool = t130 < t2;
+        let t147: bool = t131 < t2;
+        let t148: bool = t132 < t2;
+        let t149: bool = t133 < t2;
+        let t150: bool = t134 < t2;
+        let t151: bool = t135 < t2;
+        let t152: bool = t136 < t2;
+        let t153: bool = t137 < t2;
+        let t154: u32 = t11 + bitcast<u32>(t122);
+        let t155: u32 = t11 + bitcast<u32>(t123);
+        let t156: u32 = t11 + bitcast<u32>(t124);
+        let t157: u32 = t11 + bitcast<u32>(t125);
+        let t158: u32 = t11 + bitcast<u32>(t126);
+        let t159: u32 = t11 + bitcast<u32>(t127);
+        let t160: u32 = t11 + bitcast<u32>(t128);
+        let t161: u32 = t11 + bitcast<u32>(t129);
+        let t162: u32 = t11 + bitcast<u32>(t130);
+        let t163: u32 = t11 + bitcast<u32>(t131);
+        let t164: u32 = t11 + bitcast<u32>(t132);
+        let t165: u32 = t11 + bitcast<u32>(t133);
+        let t166: u32 = t11 + bitcast<u32>(t134);
+        let t167: u32 = t11 + bitcast<u32>(t135);
+        let t168: u32 = t11 + bitcast<u32>(t136);
+        let t169: u32 = t11 + bitcast<u32>(t137);
         let t170: f32 = 0.0f;
         let t171: u32 = select(0u, t154, t138);
         let t172: f32 = select(t170, ft_h2f(extractBits(b0[t171 >> 1u], (t171 & 1u) << 4u, 16u)), t138);
@@ -533,7 +520,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t354: f32 = 0.0f;
     let t355: f32 = ft_fmax(t353, t354);
     let t356: f32 = t49 + t325;
-    let t357: f32 = t355 + t4;
+    let t357: f32 = t355 + t5;
     let t358: f32 = inverseSqrt(t357);
     let t359: f32 = bitcast<f32>(0x7f800000u);
     let t360: bool = ((t351 < t359) && !ft_isnan(t351) && !ft_isnan(t359));
@@ -546,9 +533,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     if (t840) {
         let t363: f32 = 0.0f;
         let t364: i32 = 0i;
-        let t365: u32 = bitcast<u32>(t1) - bitcast<u32>(t364);
-        let t366: u32 = bitcast<u32>(max(t5, 1i));
-        let t367: u32 = select(0u, t365 / t366 + select(0u, 1u, t365 % t366 != 0u), t1 > t364 && t5 > 0i);
+        let t365: u32 = bitcast<u32>(t2) - bitcast<u32>(t364);
+        let t366: u32 = bitcast<u32>(max(t6, 1i));
+        let t367: u32 = select(0u, t365 / t366 + select(0u, 1u, t365 % t366 != 0u), t2 > t364 && t6 > 0i);
         var t368: f32 = t363;
         var t369: f32 = t363;
         var t370: f32 = t363;
@@ -566,7 +553,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t382: f32 = t363;
         var t383: f32 = t363;
         for (var t384: u32 = 0u; t384 < t367; t384 = t384 + 1u) {
-            let t385: i32 = t364 + bitcast<i32>(t384 * bitcast<u32>(t5));
+            let t385: i32 = t364 + bitcast<i32>(t384 * bitcast<u32>(t6));
             let t386: f32 = t368;
             let t387: f32 = t369;
             let t388: f32 = t370;
@@ -599,38 +586,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t415: i32 = t385 + t42;
             let t416: i32 = t385 + t44;
             let t417: i32 = t385 + t46;
-            let t418: bool = t402 < t1;
-            let t419: bool = t403 < t1;
-            let t420: bool = t404 < t1;
-            let t421: bool = t405 < t1;
-            let t422: bool = t406 < t1;
-            let t423: bool = t407 < t1;
-            let t424: bool = t408 < t1;
-            let t425: bool = t409 < t1;
-            let t426: bool = t410 < t1;
-            let t427: bool = t411 < t1;
-            let t428: bool = t412 < t1;
-            let t429: bool = t413 < t1;
-            let t430: bool = t414 < t1;
-            let t431: bool = t415 < t1;
-            let t432: bool = t416 < t1;
-            let t433: bool = t417 < t1;
-            let t434: u32 = t10 + bitcast<u32>(t402);
-            let t435: u32 = t10 + bitcast<u32>(t403);
-            let t436: u32 = t10 + bitcast<u32>(t404);
-            let t437: u32 = t10 + bitcast<u32>(t405);
-            let t438: u32 = t10 + bitcast<u32>(t406);
-            let t439: u32 = t10 + bitcast<u32>(t407);
-            let t440: u32 = t10 + bitcast<u32>(t408);
-            let t441: u32 = t10 + bitcast<u32>(t409);
-            let t442: u32 = t10 + bitcast<u32>(t410);
-            let t443: u32 = t10 + bitcast<u32>(t411);
-            let t444: u32 = t10 + bitcast<u32>(t412);
-            let t445: u32 = t10 + bitcast<u32>(t413);
-            let t446: u32 = t10 + bitcast<u32>(t414);
-            let t447: u32 = t10 + bitcast<u32>(t415);
-            let t448: u32 = t10 + bitcast<u32>(t416);
-            let t449: u32 = t10 + bitcast<u32>(t417);
+            let t418: bool = t402 < t2;
+            let t419: bool = t403 < t2;
+            let t420: bool = t404 < t2;
+            let t421: bool = t405 < t2;
+            let t422: bool = t406 < t2;
+            let t423: bool = t407 < t2;
+            let t424: bool = t408 < t2;
+            let t425: bool = t409 < t2;
+            let t426: bool = t410 < t2;
+            let t427: bool = t411 < t2;
+            let t428: bool = t412 < t2;
+            let t429: bool = t413 < t2;
+            let t430: bool = t414 < t2;
+            let t431: bool = t415 < t2;
+            let t432: bool = t416 < t2;
+            let t433: bool = t417 < t2;
+            let t434: u32 = t11 + bitcast<u32>(t402);
+            let t435: u32 = t11 + bitcast<u32>(t403);
+            let t436: u32 = t11 + bitcast<u32>(t404);
+            let t437: u32 = t11 + bitcast<u32>(t405);
+            let t438: u32 = t11 + bitcast<u32>(t406);
+            let t439: u32 = t11 + bitcast<u32>(t407);
+            let t440: u32 = t11 + bitcast<u32>(t408);
+            let t441: u32 = t11 + bitcast<u32>(t409);
+            let t442: u32 = t11 + bitcast<u32>(t410);
+            let t443: u32 = t11 + bitcast<u32>(t411);
+            let t444: u32 = t11 + bitcast<u32>(t412);
+            let t445: u32 = t11 + bitcast<u32>(t413);
+            let t446: u32 = t11 + bitcast<u32>(t414);
+            let t447: u32 = t11 + bitcast<u32>(t415);
+            let t448: u32 = t11 + bitcast<u32>(t416);
+            let t449: u32 = t11 + bitcast<u32>(t417);
             let t450: f32 = 0.0f;
             let t451: u32 = select(0u, t434, t418);
             let t452: f32 = select(t450, ft_h2f(extractBits(b0[t451 >> 1u], (t451 & 1u) << 4u, 16u)), t418);
@@ -800,9 +787,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t590: f32 = ft_fmax(t588, t589);
         let t591: f32 = 0.0f;
         let t592: i32 = 0i;
-        let t593: u32 = bitcast<u32>(t1) - bitcast<u32>(t592);
-        let t594: u32 = bitcast<u32>(max(t5, 1i));
-        let t595: u32 = select(0u, t593 / t594 + select(0u, 1u, t593 % t594 != 0u), t1 > t592 && t5 > 0i);
+        let t593: u32 = bitcast<u32>(t2) - bitcast<u32>(t592);
+        let t594: u32 = bitcast<u32>(max(t6, 1i));
+        let t595: u32 = select(0u, t593 / t594 + select(0u, 1u, t593 % t594 != 0u), t2 > t592 && t6 > 0i);
         var t596: f32 = t591;
         var t597: f32 = t591;
         var t598: f32 = t591;
@@ -820,7 +807,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t610: f32 = t591;
         var t611: f32 = t591;
         for (var t612: u32 = 0u; t612 < t595; t612 = t612 + 1u) {
-            let t613: i32 = t592 + bitcast<i32>(t612 * bitcast<u32>(t5));
+            let t613: i32 = t592 + bitcast<i32>(t612 * bitcast<u32>(t6));
             let t614: f32 = t596;
             let t615: f32 = t597;
             let t616: f32 = t598;
@@ -853,38 +840,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t643: i32 = t613 + t42;
             let t644: i32 = t613 + t44;
             let t645: i32 = t613 + t46;
-            let t646: bool = t630 < t1;
-            let t647: bool = t631 < t1;
-            let t648: bool = t632 < t1;
-            let t649: bool = t633 < t1;
-            let t650: bool = t634 < t1;
-            let t651: bool = t635 < t1;
-            let t652: bool = t636 < t1;
-            let t653: bool = t637 < t1;
-            let t654: bool = t638 < t1;
-            let t655: bool = t639 < t1;
-            let t656: bool = t640 < t1;
-            let t657: bool = t641 < t1;
-            let t658: bool = t642 < t1;
-            let t659: bool = t643 < t1;
-            let t660: bool = t644 < t1;
-            let t661: bool = t645 < t1;
-            let t662: u32 = t10 + bitcast<u32>(t630);
-            let t663: u32 = t10 + bitcast<u32>(t631);
-            let t664: u32 = t10 + bitcast<u32>(t632);
-            let t665: u32 = t10 + bitcast<u32>(t633);
-            let t666: u32 = t10 + bitcast<u32>(t634);
-            let t667: u32 = t10 + bitcast<u32>(t635);
-            let t668: u32 = t10 + bitcast<u32>(t636);
-            let t669: u32 = t10 + bitcast<u32>(t637);
-            let t670: u32 = t10 + bitcast<u32>(t638);
-            let t671: u32 = t10 + bitcast<u32>(t639);
-            let t672: u32 = t10 + bitcast<u32>(t640);
-            let t673: u32 = t10 + bitcast<u32>(t641);
-            let t674: u32 = t10 + bitcast<u32>(t642);
-            let t675: u32 = t10 + bitcast<u32>(t643);
-            let t676: u32 = t10 + bitcast<u32>(t644);
-            let t677: u32 = t10 + bitcast<u32>(t645);
+            let t646: bool = t630 < t2;
+            let t647: bool = t631 < t2;
+            let t648: bool = t632 < t2;
+            let t649: bool = t633 < t2;
+            let t650: bool = t634 < t2;
+            let t651: bool = t635 < t2;
+            let t652: bool = t636 < t2;
+            let t653: bool = t637 < t2;
+            let t654: bool = t638 < t2;
+            let t655: bool = t639 < t2;
+            let t656: bool = t640 < t2;
+            let t657: bool = t641 < t2;
+            let t658: bool = t642 < t2;
+            let t659: bool = t643 < t2;
+            let t660: bool = t644 < t2;
+            let t661: bool = t645 < t2;
+            let t662: u32 = t11 + bitcast<u32>(t630);
+            let t663: u32 = t11 + bitcast<u32>(t631);
+            let t664: u32 = t11 + bitcast<u32>(t632);
+            let t665: u32 = t11 + bitcast<u32>(t633);
+            let t666: u32 = t11 + bitcast<u32>(t634);
+            let t667: u32 = t11 + bitcast<u32>(t635);
+            let t668: u32 = t11 + bitcast<u32>(t636);
+            let t669: u32 = t11 + bitcast<u32>(t637);
+            let t670: u32 = t11 + bitcast<u32>(t638);
+            let t671: u32 = t11 + bitcast<u32>(t639);
+            let t672: u32 = t11 + bitcast<u32>(t640);
+            let t673: u32 = t11 + bitcast<u32>(t641);
+            let t674: u32 = t11 + bitcast<u32>(t642);
+            let t675: u32 = t11 + bitcast<u32>(t643);
+            let t676: u32 = t11 + bitcast<u32>(t644);
+            let t677: u32 = t11 + bitcast<u32>(t645);
             let t678: f32 = 0.0f;
             let t679: u32 = select(0u, t662, t646);
             let t680: f32 = select(t678, ft_h2f(extractBits(b0[t679 >> 1u], (t679 & 1u) << 4u, 16u)), t646);
@@ -1068,7 +1055,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         workgroupBarrier();
         let t833: f32 = ft_div(t832, t47);
         let t834: f32 = t590 * t590;
-        let t835: f32 = ft_div(t4, t834);
+        let t835: f32 = ft_div(t5, t834);
         let t836: f32 = t833 + t835;
         let t837: f32 = inverseSqrt(t836);
         let t838: f32 = ft_div(t837, t590);
@@ -1077,11 +1064,11 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         t362 = t358;
     }
     let t841: i32 = 0i;
-    let t842: u32 = bitcast<u32>(t1) - bitcast<u32>(t841);
-    let t843: u32 = bitcast<u32>(max(t5, 1i));
-    let t844: u32 = select(0u, t842 / t843 + select(0u, 1u, t842 % t843 != 0u), t1 > t841 && t5 > 0i);
+    let t842: u32 = bitcast<u32>(t2) - bitcast<u32>(t841);
+    let t843: u32 = bitcast<u32>(max(t6, 1i));
+    let t844: u32 = select(0u, t842 / t843 + select(0u, 1u, t842 % t843 != 0u), t2 > t841 && t6 > 0i);
     for (var t845: u32 = 0u; t845 < t844; t845 = t845 + 1u) {
-        let t846: i32 = t841 + bitcast<i32>(t845 * bitcast<u32>(t5));
+        let t846: i32 = t841 + bitcast<i32>(t845 * bitcast<u32>(t6));
         let t847: i32 = t846 + t16;
         let t848: i32 = t846 + t18;
         let t849: i32 = t846 + t20;
@@ -1098,38 +1085,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t860: i32 = t846 + t42;
         let t861: i32 = t846 + t44;
         let t862: i32 = t846 + t46;
-        let t863: bool = t847 < t1;
-        let t864: bool = t848 < t1;
-        let t865: bool = t849 < t1;
-        let t866: bool = t850 < t1;
-        let t867: bool = t851 < t1;
-        let t868: bool = t852 < t1;
-        let t869: bool = t853 < t1;
-        let t870: bool = t854 < t1;
-        let t871: bool = t855 < t1;
-        let t872: bool = t856 < t1;
-        let t873: bool = t857 < t1;
-        let t874: bool = t858 < t1;
-        let t875: bool = t859 < t1;
-        let t876: bool = t860 < t1;
-        let t877: bool = t861 < t1;
-        let t878: bool = t862 < t1;
-        let t879: u32 = t10 + bitcast<u32>(t847);
-        let t880: u32 = t10 + bitcast<u32>(t848);
-        let t881: u32 = t10 + bitcast<u32>(t849);
-        let t882: u32 = t10 + bitcast<u32>(t850);
-        let t883: u32 = t10 + bitcast<u32>(t851);
-        let t884: u32 = t10 + bitcast<u32>(t852);
-        let t885: u32 = t10 + bitcast<u32>(t853);
-        let t886: u32 = t10 + bitcast<u32>(t854);
-        let t887: u32 = t10 + bitcast<u32>(t855);
-        let t888: u32 = t10 + bitcast<u32>(t856);
-        let t889: u32 = t10 + bitcast<u32>(t857);
-        let t890: u32 = t10 + bitcast<u32>(t858);
-        let t891: u32 = t10 + bitcast<u32>(t859);
-        let t892: u32 = t10 + bitcast<u32>(t860);
-        let t893: u32 = t10 + bitcast<u32>(t861);
-        let t894: u32 = t10 + bitcast<u32>(t862);
+        let t863: bool = t847 < t2;
+        let t864: bool = t848 < t2;
+        let t865: bool = t849 < t2;
+        let t866: bool = t850 < t2;
+        let t867: bool = t851 < t2;
+        let t868: bool = t852 < t2;
+        let t869: bool = t853 < t2;
+        let t870: bool = t854 < t2;
+        let t871: bool = t855 < t2;
+        let t872: bool = t856 < t2;
+        let t873: bool = t857 < t2;
+        let t874: bool = t858 < t2;
+        let t875: bool = t859 < t2;
+        let t876: bool = t860 < t2;
+        let t877: bool = t861 < t2;
+        let t878: bool = t862 < t2;
+        let t879: u32 = t11 + bitcast<u32>(t847);
+        let t880: u32 = t11 + bitcast<u32>(t848);
+        let t881: u32 = t11 + bitcast<u32>(t849);
+        let t882: u32 = t11 + bitcast<u32>(t850);
+        let t883: u32 = t11 + bitcast<u32>(t851);
+        let t884: u32 = t11 + bitcast<u32>(t852);
+        let t885: u32 = t11 + bitcast<u32>(t853);
+        let t886: u32 = t11 + bitcast<u32>(t854);
+        let t887: u32 = t11 + bitcast<u32>(t855);
+        let t888: u32 = t11 + bitcast<u32>(t856);
+        let t889: u32 = t11 + bitcast<u32>(t857);
+        let t890: u32 = t11 + bitcast<u32>(t858);
+        let t891: u32 = t11 + bitcast<u32>(t859);
+        let t892: u32 = t11 + bitcast<u32>(t860);
+        let t893: u32 = t11 + bitcast<u32>(t861);
+        let t894: u32 = t11 + bitcast<u32>(t862);
         let t895: f32 = 0.0f;
         let t896: u32 = select(0u, t879, t863);
         let t897: f32 = select(t895, ft_h2f(extractBits(b0[t896 >> 1u], (t896 & 1u) << 4u, 16u)), t863);
@@ -1309,22 +1296,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1071: f32 = t1053;
         let t1072: f32 = t1055;
         let t1073: f32 = t1057;
-        let t1074: u32 = t13 + bitcast<u32>(t847);
-        let t1075: u32 = t13 + bitcast<u32>(t848);
-        let t1076: u32 = t13 + bitcast<u32>(t849);
-        let t1077: u32 = t13 + bitcast<u32>(t850);
-        let t1078: u32 = t13 + bitcast<u32>(t851);
-        let t1079: u32 = t13 + bitcast<u32>(t852);
-        let t1080: u32 = t13 + bitcast<u32>(t853);
-        let t1081: u32 = t13 + bitcast<u32>(t854);
-        let t1082: u32 = t13 + bitcast<u32>(t855);
-        let t1083: u32 = t13 + bitcast<u32>(t856);
-        let t1084: u32 = t13 + bitcast<u32>(t857);
-        let t1085: u32 = t13 + bitcast<u32>(t858);
-        let t1086: u32 = t13 + bitcast<u32>(t859);
-        let t1087: u32 = t13 + bitcast<u32>(t860);
-        let t1088: u32 = t13 + bitcast<u32>(t861);
-        let t1089: u32 = t13 + bitcast<u32>(t862);
+        let t1074: u32 = t14 + bitcast<u32>(t847);
+        let t1075: u32 = t14 + bitcast<u32>(t848);
+        let t1076: u32 = t14 + bitcast<u32>(t849);
+        let t1077: u32 = t14 + bitcast<u32>(t850);
+        let t1078: u32 = t14 + bitcast<u32>(t851);
+        let t1079: u32 = t14 + bitcast<u32>(t852);
+        let t1080: u32 = t14 + bitcast<u32>(t853);
+        let t1081: u32 = t14 + bitcast<u32>(t854);
+        let t1082: u32 = t14 + bitcast<u32>(t855);
+        let t1083: u32 = t14 + bitcast<u32>(t856);
+        let t1084: u32 = t14 + bitcast<u32>(t857);
+        let t1085: u32 = t14 + bitcast<u32>(t858);
+        let t1086: u32 = t14 + bitcast<u32>(t859);
+        let t1087: u32 = t14 + bitcast<u32>(t860);
+        let t1088: u32 = t14 + bitcast<u32>(t861);
+        let t1089: u32 = t14 + bitcast<u32>(t862);
         let t1090: f32 = t928 - t356;
         let t1091: f32 = t929 - t356;
         let t1092: f32 = t930 - t356;
@@ -1407,67 +1394,27 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1169: f32 = ft_rh(t1153);
         let t1170: u32 = ft_f2h(t1154);
         let t1171: u32 = ft_f2h(t1155);
-        if ((t863) && (t864) && (t1074 & 1u) == 0u && t1075 == t1074 + 1u && (t1074 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1074 >> 1u], t1170 | (t1171 << 16u));
-        } else {
-            if (t863) { ft_st_b1(t1074, t1170); }
-            if (t864) { ft_st_b1(t1075, t1171); }
-        }
+        if (t863) { b1[t1074 >> 1u] = t1170 | (t1171 << 16u); }
         let t1172: u32 = ft_f2h(t1156);
         let t1173: u32 = ft_f2h(t1157);
-        if ((t865) && (t866) && (t1076 & 1u) == 0u && t1077 == t1076 + 1u && (t1076 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1076 >> 1u], t1172 | (t1173 << 16u));
-        } else {
-            if (t865) { ft_st_b1(t1076, t1172); }
-            if (t866) { ft_st_b1(t1077, t1173); }
-        }
+        if (t865) { b1[t1076 >> 1u] = t1172 | (t1173 << 16u); }
         let t1174: u32 = ft_f2h(t1158);
         let t1175: u32 = ft_f2h(t1159);
-        if ((t867) && (t868) && (t1078 & 1u) == 0u && t1079 == t1078 + 1u && (t1078 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1078 >> 1u], t1174 | (t1175 << 16u));
-        } else {
-            if (t867) { ft_st_b1(t1078, t1174); }
-            if (t868) { ft_st_b1(t1079, t1175); }
-        }
+        if (t867) { b1[t1078 >> 1u] = t1174 | (t1175 << 16u); }
         let t1176: u32 = ft_f2h(t1160);
         let t1177: u32 = ft_f2h(t1161);
-        if ((t869) && (t870) && (t1080 & 1u) == 0u && t1081 == t1080 + 1u && (t1080 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1080 >> 1u], t1176 | (t1177 << 16u));
-        } else {
-            if (t869) { ft_st_b1(t1080, t1176); }
-            if (t870) { ft_st_b1(t1081, t1177); }
-        }
+        if (t869) { b1[t1080 >> 1u] = t1176 | (t1177 << 16u); }
         let t1178: u32 = ft_f2h(t1162);
         let t1179: u32 = ft_f2h(t1163);
-        if ((t871) && (t872) && (t1082 & 1u) == 0u && t1083 == t1082 + 1u && (t1082 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1082 >> 1u], t1178 | (t1179 << 16u));
-        } else {
-            if (t871) { ft_st_b1(t1082, t1178); }
-            if (t872) { ft_st_b1(t1083, t1179); }
-        }
+        if (t871) { b1[t1082 >> 1u] = t1178 | (t1179 << 16u); }
         let t1180: u32 = ft_f2h(t1164);
         let t1181: u32 = ft_f2h(t1165);
-        if ((t873) && (t874) && (t1084 & 1u) == 0u && t1085 == t1084 + 1u && (t1084 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1084 >> 1u], t1180 | (t1181 << 16u));
-        } else {
-            if (t873) { ft_st_b1(t1084, t1180); }
-            if (t874) { ft_st_b1(t1085, t1181); }
-        }
+        if (t873) { b1[t1084 >> 1u] = t1180 | (t1181 << 16u); }
         let t1182: u32 = ft_f2h(t1166);
         let t1183: u32 = ft_f2h(t1167);
-        if ((t875) && (t876) && (t1086 & 1u) == 0u && t1087 == t1086 + 1u && (t1086 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1086 >> 1u], t1182 | (t1183 << 16u));
-        } else {
-            if (t875) { ft_st_b1(t1086, t1182); }
-            if (t876) { ft_st_b1(t1087, t1183); }
-        }
+        if (t875) { b1[t1086 >> 1u] = t1182 | (t1183 << 16u); }
         let t1184: u32 = ft_f2h(t1168);
         let t1185: u32 = ft_f2h(t1169);
-        if ((t877) && (t878) && (t1088 & 1u) == 0u && t1089 == t1088 + 1u && (t1088 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1088 >> 1u], t1184 | (t1185 << 16u));
-        } else {
-            if (t877) { ft_st_b1(t1088, t1184); }
-            if (t878) { ft_st_b1(t1089, t1185); }
-        }
+        if (t877) { b1[t1088 >> 1u] = t1184 | (t1185 << 16u); }
     }
 }

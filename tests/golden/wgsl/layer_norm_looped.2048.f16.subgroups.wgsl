@@ -3,7 +3,7 @@
 // `x`: f16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: f16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: f16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 // `b`: f16 packed in u32 words
@@ -102,53 +102,40 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even f16 value
 fn ft_rh(x: f32) -> f32 { return ft_h2f(ft_f2h(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t14: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t15: u32 = t14 + 0u;
-    let t17: u32 = t14 + 1u;
-    let t19: u32 = t14 + 256u;
-    let t21: u32 = t14 + 257u;
-    let t23: u32 = t14 + 512u;
-    let t25: u32 = t14 + 513u;
-    let t27: u32 = t14 + 768u;
-    let t29: u32 = t14 + 769u;
-    let t31: u32 = t14 + 1024u;
-    let t33: u32 = t14 + 1025u;
-    let t35: u32 = t14 + 1280u;
-    let t37: u32 = t14 + 1281u;
-    let t39: u32 = t14 + 1536u;
-    let t41: u32 = t14 + 1537u;
-    let t43: u32 = t14 + 1792u;
-    let t45: u32 = t14 + 1793u;
-    let t1: i32 = ft_args.p4;
-    let t2: i32 = ft_args.p5;
-    let t3: i32 = ft_args.p6;
-    let t4: f32 = ft_args.p7;
-    let t5: i32 = 2048i;
-    let t6: i32 = i32(ft_wid.x);
-    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
-    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t9: vec2<u32> = ft_mul64(t7, t8);
-    let t10: u32 = 0u + t9.x;
-    let t11: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t12: vec2<u32> = ft_mul64(t7, t11);
-    let t13: u32 = 0u + t12.x;
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t15: u32 = t1 + 0u;
+    let t17: u32 = t1 + 1u;
+    let t19: u32 = t1 + 256u;
+    let t21: u32 = t1 + 257u;
+    let t23: u32 = t1 + 512u;
+    let t25: u32 = t1 + 513u;
+    let t27: u32 = t1 + 768u;
+    let t29: u32 = t1 + 769u;
+    let t31: u32 = t1 + 1024u;
+    let t33: u32 = t1 + 1025u;
+    let t35: u32 = t1 + 1280u;
+    let t37: u32 = t1 + 1281u;
+    let t39: u32 = t1 + 1536u;
+    let t41: u32 = t1 + 1537u;
+    let t43: u32 = t1 + 1792u;
+    let t45: u32 = t1 + 1793u;
+    let t2: i32 = ft_args.p4;
+    let t3: i32 = ft_args.p5;
+    let t4: i32 = ft_args.p6;
+    let t5: f32 = ft_args.p7;
+    let t6: i32 = 2048i;
+    let t7: i32 = i32(ft_wid.x);
+    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t7), select(0u, 0xffffffffu, t7 < 0i));
+    let t9: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t10: vec2<u32> = ft_mul64(t8, t9);
+    let t11: u32 = 0u + t10.x;
+    let t12: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t13: vec2<u32> = ft_mul64(t8, t12);
+    let t14: u32 = 0u + t13.x;
     let t16: i32 = i32(t15) + 0i;
     let t18: i32 = i32(t17) + 0i;
     let t20: i32 = i32(t19) + 0i;
@@ -165,15 +152,15 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t42: i32 = i32(t41) + 0i;
     let t44: i32 = i32(t43) + 0i;
     let t46: i32 = i32(t45) + 0i;
-    let t47: f32 = ft_i2f(t1);
-    let t48: f32 = ft_h2f(extractBits(b0[t10 >> 1u], (t10 & 1u) << 4u, 16u));
+    let t47: f32 = ft_i2f(t2);
+    let t48: f32 = ft_h2f(extractBits(b0[t11 >> 1u], (t11 & 1u) << 4u, 16u));
     let t49: f32 = t48;
     let t50: f32 = 0.0f;
     let t51: f32 = 0.0f;
     let t52: i32 = 0i;
-    let t53: u32 = bitcast<u32>(t1) - bitcast<u32>(t52);
-    let t54: u32 = bitcast<u32>(max(t5, 1i));
-    let t55: u32 = select(0u, t53 / t54 + select(0u, 1u, t53 % t54 != 0u), t1 > t52 && t5 > 0i);
+    let t53: u32 = bitcast<u32>(t2) - bitcast<u32>(t52);
+    let t54: u32 = bitcast<u32>(max(t6, 1i));
+    let t55: u32 = select(0u, t53 / t54 + select(0u, 1u, t53 % t54 != 0u), t2 > t52 && t6 > 0i);
     var t56: f32 = t50;
     var t57: f32 = t50;
     var t58: f32 = t50;
@@ -207,7 +194,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     var t86: f32 = t51;
     var t87: f32 = t51;
     for (var t88: u32 = 0u; t88 < t55; t88 = t88 + 1u) {
-        let t89: i32 = t52 + bitcast<i32>(t88 * bitcast<u32>(t5));
+        let t89: i32 = t52 + bitcast<i32>(t88 * bitcast<u32>(t6));
         let t90: f32 = t56;
         let t91: f32 = t57;
         let t92: f32 = t58;
@@ -256,38 +243,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t135: i32 = t89 + t42;
         let t136: i32 = t89 + t44;
         let t137: i32 = t89 + t46;
-        let t138: bool = t122 < t1;
-        let t139: bool = t123 < t1;
-        let t140: bool = t124 < t1;
-        let t141: bool = t125 < t1;
-        let t142: bool = t126 < t1;
-        let t143: bool = t127 < t1;
-        let t144: bool = t128 < t1;
-        let t145: bool = t129 < t1;
-        let t146: bool = t130 < t1;
-        let t147: bool = t131 < t1;
-        let t148: bool = t132 < t1;
-        let t149: bool = t133 < t1;
-        let t150: bool = t134 < t1;
-        let t151: bool = t135 < t1;
-        let t152: bool = t136 < t1;
-        let t153: bool = t137 < t1;
-        let t154: u32 = t10 + bitcast<u32>(t122);
-        let t155: u32 = t10 + bitcast<u32>(t123);
-        let t156: u32 = t10 + bitcast<u32>(t124);
-        let t157: u32 = t10 + bitcast<u32>(t125);
-        let t158: u32 = t10 + bitcast<u32>(t126);
-        let t159: u32 = t10 + bitcast<u32>(t127);
-        let t160: u32 = t10 + bitcast<u32>(t128);
-        let t161: u32 = t10 + bitcast<u32>(t129);
-        let t162: u32 = t10 + bitcast<u32>(t130);
-        let t163: u32 = t10 + bitcast<u32>(t131);
-        let t164: u32 = t10 + bitcast<u32>(t132);
-        let t165: u32 = t10 + bitcast<u32>(t133);
-        let t166: u32 = t10 + bitcast<u32>(t134);
-        let t167: u32 = t10 + bitcast<u32>(t135);
-        let t168: u32 = t10 + bitcast<u32>(t136);
-        let t169: u32 = t10 + bitcast<u32>(t137);
+        let t138: bool = t122 < t2;
+        let t139: bool = t123 < t2;
+        let t140: bool = t124 < t2;
+        let t141: bool = t125 < t2;
+        let t142: bool = t126 < t2;
+        let t143: bool = t127 < t2;
+        let t144: bool = t128 < t2;
+        let t145: bool = t129 < t2;
+        let t146: bool = t130 < t2;
+        let t147: bool = t131 < t2;
+        let t148: bool = t132 < t2;
+        let t149: bool = t133 < t2;
+        let t150: bool = t134 < t2;
+        let t151: bool = t135 < t2;
+        let t152: bool = t136 < t2;
+        let t153: bool = t137 < t2;
+        let t154: u32 = t11 + bitcast<u32>(t122);
+        let t155: u32 = t11 + bitcast<u32>(t123);
+        let t156: u32 = t11 + bitcast<u32>(t124);
+        let t157: u32 = t11 + bitcast<u32>(t125);
+        let t158: u32 = t11 + bitcast<u32>(t126);
+        let t159: u32 = t11 + bitcast<u32>(t127);
+        let t160: u32 = t11 + bitcast<u32>(t128);
+        let t161: u32 = t11 + bitcast<u32>(t129);
+        let t162: u32 = t11 + bitcast<u32>(t130);
+        let t163: u32 = t11 + bitcast<u32>(t131);
+        let t164: u32 = t11 + bitcast<u32>(t132);
+        let t165: u32 = t11 + bitcast<u32>(t133);
+        let t166: u32 = t11 + bitcast<u32>(t134);
+        let t167: u32 = t11 + bitcast<u32>(t135);
+        let t168: u32 = t11 + bitcast<u32>(t136);
+        let t169: u32 = t11 + bitcast<u32>(t137);
         let t170: f32 = 0.0f;
         let t171: u32 = select(0u, t154, t138);
         let t172: f32 = select(t170, ft_h2f(extractBits(b0[t171 >> 1u], (t171 & 1u) << 4u, 16u)), t138);
@@ -540,7 +527,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     let t378: f32 = 0.0f;
     let t379: f32 = ft_fmax(t377, t378);
     let t380: f32 = t49 + t337;
-    let t381: f32 = t379 + t4;
+    let t381: f32 = t379 + t5;
     let t382: f32 = inverseSqrt(t381);
     let t383: f32 = bitcast<f32>(0x7f800000u);
     let t384: bool = ((t375 < t383) && !ft_isnan(t375) && !ft_isnan(t383));
@@ -553,9 +540,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
     if (t888) {
         let t387: f32 = 0.0f;
         let t388: i32 = 0i;
-        let t389: u32 = bitcast<u32>(t1) - bitcast<u32>(t388);
-        let t390: u32 = bitcast<u32>(max(t5, 1i));
-        let t391: u32 = select(0u, t389 / t390 + select(0u, 1u, t389 % t390 != 0u), t1 > t388 && t5 > 0i);
+        let t389: u32 = bitcast<u32>(t2) - bitcast<u32>(t388);
+        let t390: u32 = bitcast<u32>(max(t6, 1i));
+        let t391: u32 = select(0u, t389 / t390 + select(0u, 1u, t389 % t390 != 0u), t2 > t388 && t6 > 0i);
         var t392: f32 = t387;
         var t393: f32 = t387;
         var t394: f32 = t387;
@@ -573,7 +560,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t406: f32 = t387;
         var t407: f32 = t387;
         for (var t408: u32 = 0u; t408 < t391; t408 = t408 + 1u) {
-            let t409: i32 = t388 + bitcast<i32>(t408 * bitcast<u32>(t5));
+            let t409: i32 = t388 + bitcast<i32>(t408 * bitcast<u32>(t6));
             let t410: f32 = t392;
             let t411: f32 = t393;
             let t412: f32 = t394;
@@ -606,38 +593,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t439: i32 = t409 + t42;
             let t440: i32 = t409 + t44;
             let t441: i32 = t409 + t46;
-            let t442: bool = t426 < t1;
-            let t443: bool = t427 < t1;
-            let t444: bool = t428 < t1;
-            let t445: bool = t429 < t1;
-            let t446: bool = t430 < t1;
-            let t447: bool = t431 < t1;
-            let t448: bool = t432 < t1;
-            let t449: bool = t433 < t1;
-            let t450: bool = t434 < t1;
-            let t451: bool = t435 < t1;
-            let t452: bool = t436 < t1;
-            let t453: bool = t437 < t1;
-            let t454: bool = t438 < t1;
-            let t455: bool = t439 < t1;
-            let t456: bool = t440 < t1;
-            let t457: bool = t441 < t1;
-            let t458: u32 = t10 + bitcast<u32>(t426);
-            let t459: u32 = t10 + bitcast<u32>(t427);
-            let t460: u32 = t10 + bitcast<u32>(t428);
-            let t461: u32 = t10 + bitcast<u32>(t429);
-            let t462: u32 = t10 + bitcast<u32>(t430);
-            let t463: u32 = t10 + bitcast<u32>(t431);
-            let t464: u32 = t10 + bitcast<u32>(t432);
-            let t465: u32 = t10 + bitcast<u32>(t433);
-            let t466: u32 = t10 + bitcast<u32>(t434);
-            let t467: u32 = t10 + bitcast<u32>(t435);
-            let t468: u32 = t10 + bitcast<u32>(t436);
-            let t469: u32 = t10 + bitcast<u32>(t437);
-            let t470: u32 = t10 + bitcast<u32>(t438);
-            let t471: u32 = t10 + bitcast<u32>(t439);
-            let t472: u32 = t10 + bitcast<u32>(t440);
-            let t473: u32 = t10 + bitcast<u32>(t441);
+            let t442: bool = t426 < t2;
+            let t443: bool = t427 < t2;
+            let t444: bool = t428 < t2;
+            let t445: bool = t429 < t2;
+            let t446: bool = t430 < t2;
+            let t447: bool = t431 < t2;
+            let t448: bool = t432 < t2;
+            let t449: bool = t433 < t2;
+            let t450: bool = t434 < t2;
+            let t451: bool = t435 < t2;
+            let t452: bool = t436 < t2;
+            let t453: bool = t437 < t2;
+            let t454: bool = t438 < t2;
+            let t455: bool = t439 < t2;
+            let t456: bool = t440 < t2;
+            let t457: bool = t441 < t2;
+            let t458: u32 = t11 + bitcast<u32>(t426);
+            let t459: u32 = t11 + bitcast<u32>(t427);
+            let t460: u32 = t11 + bitcast<u32>(t428);
+            let t461: u32 = t11 + bitcast<u32>(t429);
+            let t462: u32 = t11 + bitcast<u32>(t430);
+            let t463: u32 = t11 + bitcast<u32>(t431);
+            let t464: u32 = t11 + bitcast<u32>(t432);
+            let t465: u32 = t11 + bitcast<u32>(t433);
+            let t466: u32 = t11 + bitcast<u32>(t434);
+            let t467: u32 = t11 + bitcast<u32>(t435);
+            let t468: u32 = t11 + bitcast<u32>(t436);
+            let t469: u32 = t11 + bitcast<u32>(t437);
+            let t470: u32 = t11 + bitcast<u32>(t438);
+            let t471: u32 = t11 + bitcast<u32>(t439);
+            let t472: u32 = t11 + bitcast<u32>(t440);
+            let t473: u32 = t11 + bitcast<u32>(t441);
             let t474: f32 = 0.0f;
             let t475: u32 = select(0u, t458, t442);
             let t476: f32 = select(t474, ft_h2f(extractBits(b0[t475 >> 1u], (t475 & 1u) << 4u, 16u)), t442);
@@ -814,9 +801,9 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t626: f32 = ft_fmax(t624, t625);
         let t627: f32 = 0.0f;
         let t628: i32 = 0i;
-        let t629: u32 = bitcast<u32>(t1) - bitcast<u32>(t628);
-        let t630: u32 = bitcast<u32>(max(t5, 1i));
-        let t631: u32 = select(0u, t629 / t630 + select(0u, 1u, t629 % t630 != 0u), t1 > t628 && t5 > 0i);
+        let t629: u32 = bitcast<u32>(t2) - bitcast<u32>(t628);
+        let t630: u32 = bitcast<u32>(max(t6, 1i));
+        let t631: u32 = select(0u, t629 / t630 + select(0u, 1u, t629 % t630 != 0u), t2 > t628 && t6 > 0i);
         var t632: f32 = t627;
         var t633: f32 = t627;
         var t634: f32 = t627;
@@ -834,7 +821,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         var t646: f32 = t627;
         var t647: f32 = t627;
         for (var t648: u32 = 0u; t648 < t631; t648 = t648 + 1u) {
-            let t649: i32 = t628 + bitcast<i32>(t648 * bitcast<u32>(t5));
+            let t649: i32 = t628 + bitcast<i32>(t648 * bitcast<u32>(t6));
             let t650: f32 = t632;
             let t651: f32 = t633;
             let t652: f32 = t634;
@@ -867,38 +854,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
             let t679: i32 = t649 + t42;
             let t680: i32 = t649 + t44;
             let t681: i32 = t649 + t46;
-            let t682: bool = t666 < t1;
-            let t683: bool = t667 < t1;
-            let t684: bool = t668 < t1;
-            let t685: bool = t669 < t1;
-            let t686: bool = t670 < t1;
-            let t687: bool = t671 < t1;
-            let t688: bool = t672 < t1;
-            let t689: bool = t673 < t1;
-            let t690: bool = t674 < t1;
-            let t691: bool = t675 < t1;
-            let t692: bool = t676 < t1;
-            let t693: bool = t677 < t1;
-            let t694: bool = t678 < t1;
-            let t695: bool = t679 < t1;
-            let t696: bool = t680 < t1;
-            let t697: bool = t681 < t1;
-            let t698: u32 = t10 + bitcast<u32>(t666);
-            let t699: u32 = t10 + bitcast<u32>(t667);
-            let t700: u32 = t10 + bitcast<u32>(t668);
-            let t701: u32 = t10 + bitcast<u32>(t669);
-            let t702: u32 = t10 + bitcast<u32>(t670);
-            let t703: u32 = t10 + bitcast<u32>(t671);
-            let t704: u32 = t10 + bitcast<u32>(t672);
-            let t705: u32 = t10 + bitcast<u32>(t673);
-            let t706: u32 = t10 + bitcast<u32>(t674);
-            let t707: u32 = t10 + bitcast<u32>(t675);
-            let t708: u32 = t10 + bitcast<u32>(t676);
-            let t709: u32 = t10 + bitcast<u32>(t677);
-            let t710: u32 = t10 + bitcast<u32>(t678);
-            let t711: u32 = t10 + bitcast<u32>(t679);
-            let t712: u32 = t10 + bitcast<u32>(t680);
-            let t713: u32 = t10 + bitcast<u32>(t681);
+            let t682: bool = t666 < t2;
+            let t683: bool = t667 < t2;
+            let t684: bool = t668 < t2;
+            let t685: bool = t669 < t2;
+            let t686: bool = t670 < t2;
+            let t687: bool = t671 < t2;
+            let t688: bool = t672 < t2;
+            let t689: bool = t673 < t2;
+            let t690: bool = t674 < t2;
+            let t691: bool = t675 < t2;
+            let t692: bool = t676 < t2;
+            let t693: bool = t677 < t2;
+            let t694: bool = t678 < t2;
+            let t695: bool = t679 < t2;
+            let t696: bool = t680 < t2;
+            let t697: bool = t681 < t2;
+            let t698: u32 = t11 + bitcast<u32>(t666);
+            let t699: u32 = t11 + bitcast<u32>(t667);
+            let t700: u32 = t11 + bitcast<u32>(t668);
+            let t701: u32 = t11 + bitcast<u32>(t669);
+            let t702: u32 = t11 + bitcast<u32>(t670);
+            let t703: u32 = t11 + bitcast<u32>(t671);
+            let t704: u32 = t11 + bitcast<u32>(t672);
+            let t705: u32 = t11 + bitcast<u32>(t673);
+            let t706: u32 = t11 + bitcast<u32>(t674);
+            let t707: u32 = t11 + bitcast<u32>(t675);
+            let t708: u32 = t11 + bitcast<u32>(t676);
+            let t709: u32 = t11 + bitcast<u32>(t677);
+            let t710: u32 = t11 + bitcast<u32>(t678);
+            let t711: u32 = t11 + bitcast<u32>(t679);
+            let t712: u32 = t11 + bitcast<u32>(t680);
+            let t713: u32 = t11 + bitcast<u32>(t681);
             let t714: f32 = 0.0f;
             let t715: u32 = select(0u, t698, t682);
             let t716: f32 = select(t714, ft_h2f(extractBits(b0[t715 >> 1u], (t715 & 1u) << 4u, 16u)), t682);
@@ -1089,7 +1076,7 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         workgroupBarrier();
         let t881: f32 = ft_div(t880, t47);
         let t882: f32 = t626 * t626;
-        let t883: f32 = ft_div(t4, t882);
+        let t883: f32 = ft_div(t5, t882);
         let t884: f32 = t881 + t883;
         let t885: f32 = inverseSqrt(t884);
         let t886: f32 = ft_div(t885, t626);
@@ -1098,11 +1085,11 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         t386 = t382;
     }
     let t889: i32 = 0i;
-    let t890: u32 = bitcast<u32>(t1) - bitcast<u32>(t889);
-    let t891: u32 = bitcast<u32>(max(t5, 1i));
-    let t892: u32 = select(0u, t890 / t891 + select(0u, 1u, t890 % t891 != 0u), t1 > t889 && t5 > 0i);
+    let t890: u32 = bitcast<u32>(t2) - bitcast<u32>(t889);
+    let t891: u32 = bitcast<u32>(max(t6, 1i));
+    let t892: u32 = select(0u, t890 / t891 + select(0u, 1u, t890 % t891 != 0u), t2 > t889 && t6 > 0i);
     for (var t893: u32 = 0u; t893 < t892; t893 = t893 + 1u) {
-        let t894: i32 = t889 + bitcast<i32>(t893 * bitcast<u32>(t5));
+        let t894: i32 = t889 + bitcast<i32>(t893 * bitcast<u32>(t6));
         let t895: i32 = t894 + t16;
         let t896: i32 = t894 + t18;
         let t897: i32 = t894 + t20;
@@ -1119,38 +1106,38 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t908: i32 = t894 + t42;
         let t909: i32 = t894 + t44;
         let t910: i32 = t894 + t46;
-        let t911: bool = t895 < t1;
-        let t912: bool = t896 < t1;
-        let t913: bool = t897 < t1;
-        let t914: bool = t898 < t1;
-        let t915: bool = t899 < t1;
-        let t916: bool = t900 < t1;
-        let t917: bool = t901 < t1;
-        let t918: bool = t902 < t1;
-        let t919: bool = t903 < t1;
-        let t920: bool = t904 < t1;
-        let t921: bool = t905 < t1;
-        let t922: bool = t906 < t1;
-        let t923: bool = t907 < t1;
-        let t924: bool = t908 < t1;
-        let t925: bool = t909 < t1;
-        let t926: bool = t910 < t1;
-        let t927: u32 = t10 + bitcast<u32>(t895);
-        let t928: u32 = t10 + bitcast<u32>(t896);
-        let t929: u32 = t10 + bitcast<u32>(t897);
-        let t930: u32 = t10 + bitcast<u32>(t898);
-        let t931: u32 = t10 + bitcast<u32>(t899);
-        let t932: u32 = t10 + bitcast<u32>(t900);
-        let t933: u32 = t10 + bitcast<u32>(t901);
-        let t934: u32 = t10 + bitcast<u32>(t902);
-        let t935: u32 = t10 + bitcast<u32>(t903);
-        let t936: u32 = t10 + bitcast<u32>(t904);
-        let t937: u32 = t10 + bitcast<u32>(t905);
-        let t938: u32 = t10 + bitcast<u32>(t906);
-        let t939: u32 = t10 + bitcast<u32>(t907);
-        let t940: u32 = t10 + bitcast<u32>(t908);
-        let t941: u32 = t10 + bitcast<u32>(t909);
-        let t942: u32 = t10 + bitcast<u32>(t910);
+        let t911: bool = t895 < t2;
+        let t912: bool = t896 < t2;
+        let t913: bool = t897 < t2;
+        let t914: bool = t898 < t2;
+        let t915: bool = t899 < t2;
+        let t916: bool = t900 < t2;
+        let t917: bool = t901 < t2;
+        let t918: bool = t902 < t2;
+        let t919: bool = t903 < t2;
+        let t920: bool = t904 < t2;
+        let t921: bool = t905 < t2;
+        let t922: bool = t906 < t2;
+        let t923: bool = t907 < t2;
+        let t924: bool = t908 < t2;
+        let t925: bool = t909 < t2;
+        let t926: bool = t910 < t2;
+        let t927: u32 = t11 + bitcast<u32>(t895);
+        let t928: u32 = t11 + bitcast<u32>(t896);
+        let t929: u32 = t11 + bitcast<u32>(t897);
+        let t930: u32 = t11 + bitcast<u32>(t898);
+        let t931: u32 = t11 + bitcast<u32>(t899);
+        let t932: u32 = t11 + bitcast<u32>(t900);
+        let t933: u32 = t11 + bitcast<u32>(t901);
+        let t934: u32 = t11 + bitcast<u32>(t902);
+        let t935: u32 = t11 + bitcast<u32>(t903);
+        let t936: u32 = t11 + bitcast<u32>(t904);
+        let t937: u32 = t11 + bitcast<u32>(t905);
+        let t938: u32 = t11 + bitcast<u32>(t906);
+        let t939: u32 = t11 + bitcast<u32>(t907);
+        let t940: u32 = t11 + bitcast<u32>(t908);
+        let t941: u32 = t11 + bitcast<u32>(t909);
+        let t942: u32 = t11 + bitcast<u32>(t910);
         let t943: f32 = 0.0f;
         let t944: u32 = select(0u, t927, t911);
         let t945: f32 = select(t943, ft_h2f(extractBits(b0[t944 >> 1u], (t944 & 1u) << 4u, 16u)), t911);
@@ -1330,22 +1317,22 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1119: f32 = t1101;
         let t1120: f32 = t1103;
         let t1121: f32 = t1105;
-        let t1122: u32 = t13 + bitcast<u32>(t895);
-        let t1123: u32 = t13 + bitcast<u32>(t896);
-        let t1124: u32 = t13 + bitcast<u32>(t897);
-        let t1125: u32 = t13 + bitcast<u32>(t898);
-        let t1126: u32 = t13 + bitcast<u32>(t899);
-        let t1127: u32 = t13 + bitcast<u32>(t900);
-        let t1128: u32 = t13 + bitcast<u32>(t901);
-        let t1129: u32 = t13 + bitcast<u32>(t902);
-        let t1130: u32 = t13 + bitcast<u32>(t903);
-        let t1131: u32 = t13 + bitcast<u32>(t904);
-        let t1132: u32 = t13 + bitcast<u32>(t905);
-        let t1133: u32 = t13 + bitcast<u32>(t906);
-        let t1134: u32 = t13 + bitcast<u32>(t907);
-        let t1135: u32 = t13 + bitcast<u32>(t908);
-        let t1136: u32 = t13 + bitcast<u32>(t909);
-        let t1137: u32 = t13 + bitcast<u32>(t910);
+        let t1122: u32 = t14 + bitcast<u32>(t895);
+        let t1123: u32 = t14 + bitcast<u32>(t896);
+        let t1124: u32 = t14 + bitcast<u32>(t897);
+        let t1125: u32 = t14 + bitcast<u32>(t898);
+        let t1126: u32 = t14 + bitcast<u32>(t899);
+        let t1127: u32 = t14 + bitcast<u32>(t900);
+        let t1128: u32 = t14 + bitcast<u32>(t901);
+        let t1129: u32 = t14 + bitcast<u32>(t902);
+        let t1130: u32 = t14 + bitcast<u32>(t903);
+        let t1131: u32 = t14 + bitcast<u32>(t904);
+        let t1132: u32 = t14 + bitcast<u32>(t905);
+        let t1133: u32 = t14 + bitcast<u32>(t906);
+        let t1134: u32 = t14 + bitcast<u32>(t907);
+        let t1135: u32 = t14 + bitcast<u32>(t908);
+        let t1136: u32 = t14 + bitcast<u32>(t909);
+        let t1137: u32 = t14 + bitcast<u32>(t910);
         let t1138: f32 = t976 - t380;
         let t1139: f32 = t977 - t380;
         let t1140: f32 = t978 - t380;
@@ -1428,67 +1415,27 @@ fn ft_layer_norm_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(w
         let t1217: f32 = ft_rh(t1201);
         let t1218: u32 = ft_f2h(t1202);
         let t1219: u32 = ft_f2h(t1203);
-        if ((t911) && (t912) && (t1122 & 1u) == 0u && t1123 == t1122 + 1u && (t1122 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1122 >> 1u], t1218 | (t1219 << 16u));
-        } else {
-            if (t911) { ft_st_b1(t1122, t1218); }
-            if (t912) { ft_st_b1(t1123, t1219); }
-        }
+        if (t911) { b1[t1122 >> 1u] = t1218 | (t1219 << 16u); }
         let t1220: u32 = ft_f2h(t1204);
         let t1221: u32 = ft_f2h(t1205);
-        if ((t913) && (t914) && (t1124 & 1u) == 0u && t1125 == t1124 + 1u && (t1124 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1124 >> 1u], t1220 | (t1221 << 16u));
-        } else {
-            if (t913) { ft_st_b1(t1124, t1220); }
-            if (t914) { ft_st_b1(t1125, t1221); }
-        }
+        if (t913) { b1[t1124 >> 1u] = t1220 | (t1221 << 16u); }
         let t1222: u32 = ft_f2h(t1206);
         let t1223: u32 = ft_f2h(t1207);
-        if ((t915) && (t916) && (t1126 & 1u) == 0u && t1127 == t1126 + 1u && (t1126 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1126 >> 1u], t1222 | (t1223 << 16u));
-        } else {
-            if (t915) { ft_st_b1(t1126, t1222); }
-            if (t916) { ft_st_b1(t1127, t1223); }
-        }
+        if (t915) { b1[t1126 >> 1u] = t1222 | (t1223 << 16u); }
         let t1224: u32 = ft_f2h(t1208);
         let t1225: u32 = ft_f2h(t1209);
-        if ((t917) && (t918) && (t1128 & 1u) == 0u && t1129 == t1128 + 1u && (t1128 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1128 >> 1u], t1224 | (t1225 << 16u));
-        } else {
-            if (t917) { ft_st_b1(t1128, t1224); }
-            if (t918) { ft_st_b1(t1129, t1225); }
-        }
+        if (t917) { b1[t1128 >> 1u] = t1224 | (t1225 << 16u); }
         let t1226: u32 = ft_f2h(t1210);
         let t1227: u32 = ft_f2h(t1211);
-        if ((t919) && (t920) && (t1130 & 1u) == 0u && t1131 == t1130 + 1u && (t1130 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1130 >> 1u], t1226 | (t1227 << 16u));
-        } else {
-            if (t919) { ft_st_b1(t1130, t1226); }
-            if (t920) { ft_st_b1(t1131, t1227); }
-        }
+        if (t919) { b1[t1130 >> 1u] = t1226 | (t1227 << 16u); }
         let t1228: u32 = ft_f2h(t1212);
         let t1229: u32 = ft_f2h(t1213);
-        if ((t921) && (t922) && (t1132 & 1u) == 0u && t1133 == t1132 + 1u && (t1132 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1132 >> 1u], t1228 | (t1229 << 16u));
-        } else {
-            if (t921) { ft_st_b1(t1132, t1228); }
-            if (t922) { ft_st_b1(t1133, t1229); }
-        }
+        if (t921) { b1[t1132 >> 1u] = t1228 | (t1229 << 16u); }
         let t1230: u32 = ft_f2h(t1214);
         let t1231: u32 = ft_f2h(t1215);
-        if ((t923) && (t924) && (t1134 & 1u) == 0u && t1135 == t1134 + 1u && (t1134 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1134 >> 1u], t1230 | (t1231 << 16u));
-        } else {
-            if (t923) { ft_st_b1(t1134, t1230); }
-            if (t924) { ft_st_b1(t1135, t1231); }
-        }
+        if (t923) { b1[t1134 >> 1u] = t1230 | (t1231 << 16u); }
         let t1232: u32 = ft_f2h(t1216);
         let t1233: u32 = ft_f2h(t1217);
-        if ((t925) && (t926) && (t1136 & 1u) == 0u && t1137 == t1136 + 1u && (t1136 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t1136 >> 1u], t1232 | (t1233 << 16u));
-        } else {
-            if (t925) { ft_st_b1(t1136, t1232); }
-            if (t926) { ft_st_b1(t1137, t1233); }
-        }
+        if (t925) { b1[t1136 >> 1u] = t1232 | (t1233 << 16u); }
     }
 }

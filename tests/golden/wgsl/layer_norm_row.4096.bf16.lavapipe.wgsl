@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: bf16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 // `b`: bf16 packed in u32 words
@@ -86,62 +86,49 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t7: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t8: u32 = t7 + 0u;
-    let t10: u32 = t7 + 1u;
-    let t12: u32 = t7 + 256u;
-    let t14: u32 = t7 + 257u;
-    let t16: u32 = t7 + 512u;
-    let t18: u32 = t7 + 513u;
-    let t20: u32 = t7 + 768u;
-    let t22: u32 = t7 + 769u;
-    let t24: u32 = t7 + 1024u;
-    let t26: u32 = t7 + 1025u;
-    let t28: u32 = t7 + 1280u;
-    let t30: u32 = t7 + 1281u;
-    let t32: u32 = t7 + 1536u;
-    let t34: u32 = t7 + 1537u;
-    let t36: u32 = t7 + 1792u;
-    let t38: u32 = t7 + 1793u;
-    let t40: u32 = t7 + 2048u;
-    let t42: u32 = t7 + 2049u;
-    let t44: u32 = t7 + 2304u;
-    let t46: u32 = t7 + 2305u;
-    let t48: u32 = t7 + 2560u;
-    let t50: u32 = t7 + 2561u;
-    let t52: u32 = t7 + 2816u;
-    let t54: u32 = t7 + 2817u;
-    let t56: u32 = t7 + 3072u;
-    let t58: u32 = t7 + 3073u;
-    let t60: u32 = t7 + 3328u;
-    let t62: u32 = t7 + 3329u;
-    let t64: u32 = t7 + 3584u;
-    let t66: u32 = t7 + 3585u;
-    let t68: u32 = t7 + 3840u;
-    let t70: u32 = t7 + 3841u;
-    let t1: i32 = ft_args.p4;
-    let t2: i32 = ft_args.p5;
-    let t3: i32 = ft_args.p6;
-    let t4: f32 = ft_args.p7;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t8: u32 = t1 + 0u;
+    let t10: u32 = t1 + 1u;
+    let t12: u32 = t1 + 256u;
+    let t14: u32 = t1 + 257u;
+    let t16: u32 = t1 + 512u;
+    let t18: u32 = t1 + 513u;
+    let t20: u32 = t1 + 768u;
+    let t22: u32 = t1 + 769u;
+    let t24: u32 = t1 + 1024u;
+    let t26: u32 = t1 + 1025u;
+    let t28: u32 = t1 + 1280u;
+    let t30: u32 = t1 + 1281u;
+    let t32: u32 = t1 + 1536u;
+    let t34: u32 = t1 + 1537u;
+    let t36: u32 = t1 + 1792u;
+    let t38: u32 = t1 + 1793u;
+    let t40: u32 = t1 + 2048u;
+    let t42: u32 = t1 + 2049u;
+    let t44: u32 = t1 + 2304u;
+    let t46: u32 = t1 + 2305u;
+    let t48: u32 = t1 + 2560u;
+    let t50: u32 = t1 + 2561u;
+    let t52: u32 = t1 + 2816u;
+    let t54: u32 = t1 + 2817u;
+    let t56: u32 = t1 + 3072u;
+    let t58: u32 = t1 + 3073u;
+    let t60: u32 = t1 + 3328u;
+    let t62: u32 = t1 + 3329u;
+    let t64: u32 = t1 + 3584u;
+    let t66: u32 = t1 + 3585u;
+    let t68: u32 = t1 + 3840u;
+    let t70: u32 = t1 + 3841u;
+    let t2: i32 = ft_args.p4;
+    let t3: i32 = ft_args.p5;
+    let t4: i32 = ft_args.p6;
+    let t5: f32 = ft_args.p7;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
     let t9: i32 = i32(t8) + 0i;
     let t11: i32 = i32(t10) + 0i;
     let t13: i32 = i32(t12) + 0i;
@@ -174,40 +161,40 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t67: i32 = i32(t66) + 0i;
     let t69: i32 = i32(t68) + 0i;
     let t71: i32 = i32(t70) + 0i;
-    let t72: bool = t9 < t1;
-    let t73: bool = t11 < t1;
-    let t74: bool = t13 < t1;
-    let t75: bool = t15 < t1;
-    let t76: bool = t17 < t1;
-    let t77: bool = t19 < t1;
-    let t78: bool = t21 < t1;
-    let t79: bool = t23 < t1;
-    let t80: bool = t25 < t1;
-    let t81: bool = t27 < t1;
-    let t82: bool = t29 < t1;
-    let t83: bool = t31 < t1;
-    let t84: bool = t33 < t1;
-    let t85: bool = t35 < t1;
-    let t86: bool = t37 < t1;
-    let t87: bool = t39 < t1;
-    let t88: bool = t41 < t1;
-    let t89: bool = t43 < t1;
-    let t90: bool = t45 < t1;
-    let t91: bool = t47 < t1;
-    let t92: bool = t49 < t1;
-    let t93: bool = t51 < t1;
-    let t94: bool = t53 < t1;
-    let t95: bool = t55 < t1;
-    let t96: bool = t57 < t1;
-    let t97: bool = t59 < t1;
-    let t98: bool = t61 < t1;
-    let t99: bool = t63 < t1;
-    let t100: bool = t65 < t1;
-    let t101: bool = t67 < t1;
-    let t102: bool = t69 < t1;
-    let t103: bool = t71 < t1;
-    let t104: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t105: vec2<u32> = ft_mul64(t6, t104);
+    let t72: bool = t9 < t2;
+    let t73: bool = t11 < t2;
+    let t74: bool = t13 < t2;
+    let t75: bool = t15 < t2;
+    let t76: bool = t17 < t2;
+    let t77: bool = t19 < t2;
+    let t78: bool = t21 < t2;
+    let t79: bool = t23 < t2;
+    let t80: bool = t25 < t2;
+    let t81: bool = t27 < t2;
+    let t82: bool = t29 < t2;
+    let t83: bool = t31 < t2;
+    let t84: bool = t33 < t2;
+    let t85: bool = t35 < t2;
+    let t86: bool = t37 < t2;
+    let t87: bool = t39 < t2;
+    let t88: bool = t41 < t2;
+    let t89: bool = t43 < t2;
+    let t90: bool = t45 < t2;
+    let t91: bool = t47 < t2;
+    let t92: bool = t49 < t2;
+    let t93: bool = t51 < t2;
+    let t94: bool = t53 < t2;
+    let t95: bool = t55 < t2;
+    let t96: bool = t57 < t2;
+    let t97: bool = t59 < t2;
+    let t98: bool = t61 < t2;
+    let t99: bool = t63 < t2;
+    let t100: bool = t65 < t2;
+    let t101: bool = t67 < t2;
+    let t102: bool = t69 < t2;
+    let t103: bool = t71 < t2;
+    let t104: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t105: vec2<u32> = ft_mul64(t7, t104);
     let t106: u32 = 0u + t105.x;
     let t107: u32 = t106 + bitcast<u32>(t9);
     let t108: u32 = t106 + bitcast<u32>(t11);
@@ -338,7 +325,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t233: f32 = t199;
     let t234: f32 = t201;
     let t235: f32 = t203;
-    let t236: f32 = ft_i2f(t1);
+    let t236: f32 = ft_i2f(t2);
     let t237: f32 = t204 + t205;
     let t238: f32 = t206 + t207;
     let t239: f32 = t208 + t209;
@@ -538,7 +525,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t416: f32 = bitcast<f32>(ft_smem[t415 * 1u + 0u]);
     workgroupBarrier();
     let t417: f32 = ft_div(t416, t236);
-    let t418: f32 = t417 + t4;
+    let t418: f32 = t417 + t5;
     let t419: f32 = inverseSqrt(t418);
     let t420: f32 = bitcast<f32>(0x7f800000u);
     let t421: bool = ((t417 < t420) && !ft_isnan(t417) && !ft_isnan(t420));
@@ -749,7 +736,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         workgroupBarrier();
         let t604: f32 = ft_div(t603, t236);
         let t605: f32 = t498 * t498;
-        let t606: f32 = ft_div(t4, t605);
+        let t606: f32 = ft_div(t5, t605);
         let t607: f32 = t604 + t606;
         let t608: f32 = inverseSqrt(t607);
         let t609: f32 = ft_div(t608, t498);
@@ -1015,8 +1002,8 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t867: f32 = t833;
     let t868: f32 = t835;
     let t869: f32 = t837;
-    let t870: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t871: vec2<u32> = ft_mul64(t6, t870);
+    let t870: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t871: vec2<u32> = ft_mul64(t7, t870);
     let t872: u32 = 0u + t871.x;
     let t873: u32 = t872 + bitcast<u32>(t9);
     let t874: u32 = t872 + bitcast<u32>(t11);
@@ -1180,130 +1167,50 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t1032: f32 = ft_rb(t1000);
     let t1033: u32 = (bitcast<u32>(t1001) >> 16u);
     let t1034: u32 = (bitcast<u32>(t1002) >> 16u);
-    if ((t72) && (t73) && (t873 & 1u) == 0u && t874 == t873 + 1u && (t873 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t873 >> 1u], t1033 | (t1034 << 16u));
-    } else {
-        if (t72) { ft_st_b1(t873, t1033); }
-        if (t73) { ft_st_b1(t874, t1034); }
-    }
+    if (t72) { b1[t873 >> 1u] = t1033 | (t1034 << 16u); }
     let t1035: u32 = (bitcast<u32>(t1003) >> 16u);
     let t1036: u32 = (bitcast<u32>(t1004) >> 16u);
-    if ((t74) && (t75) && (t875 & 1u) == 0u && t876 == t875 + 1u && (t875 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t875 >> 1u], t1035 | (t1036 << 16u));
-    } else {
-        if (t74) { ft_st_b1(t875, t1035); }
-        if (t75) { ft_st_b1(t876, t1036); }
-    }
+    if (t74) { b1[t875 >> 1u] = t1035 | (t1036 << 16u); }
     let t1037: u32 = (bitcast<u32>(t1005) >> 16u);
     let t1038: u32 = (bitcast<u32>(t1006) >> 16u);
-    if ((t76) && (t77) && (t877 & 1u) == 0u && t878 == t877 + 1u && (t877 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t877 >> 1u], t1037 | (t1038 << 16u));
-    } else {
-        if (t76) { ft_st_b1(t877, t1037); }
-        if (t77) { ft_st_b1(t878, t1038); }
-    }
+    if (t76) { b1[t877 >> 1u] = t1037 | (t1038 << 16u); }
     let t1039: u32 = (bitcast<u32>(t1007) >> 16u);
     let t1040: u32 = (bitcast<u32>(t1008) >> 16u);
-    if ((t78) && (t79) && (t879 & 1u) == 0u && t880 == t879 + 1u && (t879 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t879 >> 1u], t1039 | (t1040 << 16u));
-    } else {
-        if (t78) { ft_st_b1(t879, t1039); }
-        if (t79) { ft_st_b1(t880, t1040); }
-    }
+    if (t78) { b1[t879 >> 1u] = t1039 | (t1040 << 16u); }
     let t1041: u32 = (bitcast<u32>(t1009) >> 16u);
     let t1042: u32 = (bitcast<u32>(t1010) >> 16u);
-    if ((t80) && (t81) && (t881 & 1u) == 0u && t882 == t881 + 1u && (t881 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t881 >> 1u], t1041 | (t1042 << 16u));
-    } else {
-        if (t80) { ft_st_b1(t881, t1041); }
-        if (t81) { ft_st_b1(t882, t1042); }
-    }
+    if (t80) { b1[t881 >> 1u] = t1041 | (t1042 << 16u); }
     let t1043: u32 = (bitcast<u32>(t1011) >> 16u);
     let t1044: u32 = (bitcast<u32>(t1012) >> 16u);
-    if ((t82) && (t83) && (t883 & 1u) == 0u && t884 == t883 + 1u && (t883 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t883 >> 1u], t1043 | (t1044 << 16u));
-    } else {
-        if (t82) { ft_st_b1(t883, t1043); }
-        if (t83) { ft_st_b1(t884, t1044); }
-    }
+    if (t82) { b1[t883 >> 1u] = t1043 | (t1044 << 16u); }
     let t1045: u32 = (bitcast<u32>(t1013) >> 16u);
     let t1046: u32 = (bitcast<u32>(t1014) >> 16u);
-    if ((t84) && (t85) && (t885 & 1u) == 0u && t886 == t885 + 1u && (t885 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t885 >> 1u], t1045 | (t1046 << 16u));
-    } else {
-        if (t84) { ft_st_b1(t885, t1045); }
-        if (t85) { ft_st_b1(t886, t1046); }
-    }
+    if (t84) { b1[t885 >> 1u] = t1045 | (t1046 << 16u); }
     let t1047: u32 = (bitcast<u32>(t1015) >> 16u);
     let t1048: u32 = (bitcast<u32>(t1016) >> 16u);
-    if ((t86) && (t87) && (t887 & 1u) == 0u && t888 == t887 + 1u && (t887 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t887 >> 1u], t1047 | (t1048 << 16u));
-    } else {
-        if (t86) { ft_st_b1(t887, t1047); }
-        if (t87) { ft_st_b1(t888, t1048); }
-    }
+    if (t86) { b1[t887 >> 1u] = t1047 | (t1048 << 16u); }
     let t1049: u32 = (bitcast<u32>(t1017) >> 16u);
     let t1050: u32 = (bitcast<u32>(t1018) >> 16u);
-    if ((t88) && (t89) && (t889 & 1u) == 0u && t890 == t889 + 1u && (t889 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t889 >> 1u], t1049 | (t1050 << 16u));
-    } else {
-        if (t88) { ft_st_b1(t889, t1049); }
-        if (t89) { ft_st_b1(t890, t1050); }
-    }
+    if (t88) { b1[t889 >> 1u] = t1049 | (t1050 << 16u); }
     let t1051: u32 = (bitcast<u32>(t1019) >> 16u);
     let t1052: u32 = (bitcast<u32>(t1020) >> 16u);
-    if ((t90) && (t91) && (t891 & 1u) == 0u && t892 == t891 + 1u && (t891 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t891 >> 1u], t1051 | (t1052 << 16u));
-    } else {
-        if (t90) { ft_st_b1(t891, t1051); }
-        if (t91) { ft_st_b1(t892, t1052); }
-    }
+    if (t90) { b1[t891 >> 1u] = t1051 | (t1052 << 16u); }
     let t1053: u32 = (bitcast<u32>(t1021) >> 16u);
     let t1054: u32 = (bitcast<u32>(t1022) >> 16u);
-    if ((t92) && (t93) && (t893 & 1u) == 0u && t894 == t893 + 1u && (t893 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t893 >> 1u], t1053 | (t1054 << 16u));
-    } else {
-        if (t92) { ft_st_b1(t893, t1053); }
-        if (t93) { ft_st_b1(t894, t1054); }
-    }
+    if (t92) { b1[t893 >> 1u] = t1053 | (t1054 << 16u); }
     let t1055: u32 = (bitcast<u32>(t1023) >> 16u);
     let t1056: u32 = (bitcast<u32>(t1024) >> 16u);
-    if ((t94) && (t95) && (t895 & 1u) == 0u && t896 == t895 + 1u && (t895 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t895 >> 1u], t1055 | (t1056 << 16u));
-    } else {
-        if (t94) { ft_st_b1(t895, t1055); }
-        if (t95) { ft_st_b1(t896, t1056); }
-    }
+    if (t94) { b1[t895 >> 1u] = t1055 | (t1056 << 16u); }
     let t1057: u32 = (bitcast<u32>(t1025) >> 16u);
     let t1058: u32 = (bitcast<u32>(t1026) >> 16u);
-    if ((t96) && (t97) && (t897 & 1u) == 0u && t898 == t897 + 1u && (t897 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t897 >> 1u], t1057 | (t1058 << 16u));
-    } else {
-        if (t96) { ft_st_b1(t897, t1057); }
-        if (t97) { ft_st_b1(t898, t1058); }
-    }
+    if (t96) { b1[t897 >> 1u] = t1057 | (t1058 << 16u); }
     let t1059: u32 = (bitcast<u32>(t1027) >> 16u);
     let t1060: u32 = (bitcast<u32>(t1028) >> 16u);
-    if ((t98) && (t99) && (t899 & 1u) == 0u && t900 == t899 + 1u && (t899 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t899 >> 1u], t1059 | (t1060 << 16u));
-    } else {
-        if (t98) { ft_st_b1(t899, t1059); }
-        if (t99) { ft_st_b1(t900, t1060); }
-    }
+    if (t98) { b1[t899 >> 1u] = t1059 | (t1060 << 16u); }
     let t1061: u32 = (bitcast<u32>(t1029) >> 16u);
     let t1062: u32 = (bitcast<u32>(t1030) >> 16u);
-    if ((t100) && (t101) && (t901 & 1u) == 0u && t902 == t901 + 1u && (t901 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t901 >> 1u], t1061 | (t1062 << 16u));
-    } else {
-        if (t100) { ft_st_b1(t901, t1061); }
-        if (t101) { ft_st_b1(t902, t1062); }
-    }
+    if (t100) { b1[t901 >> 1u] = t1061 | (t1062 << 16u); }
     let t1063: u32 = (bitcast<u32>(t1031) >> 16u);
     let t1064: u32 = (bitcast<u32>(t1032) >> 16u);
-    if ((t102) && (t103) && (t903 & 1u) == 0u && t904 == t903 + 1u && (t903 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t903 >> 1u], t1063 | (t1064 << 16u));
-    } else {
-        if (t102) { ft_st_b1(t903, t1063); }
-        if (t103) { ft_st_b1(t904, t1064); }
-    }
+    if (t102) { b1[t903 >> 1u] = t1063 | (t1064 << 16u); }
 }

@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: bf16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 // `b`: bf16 packed in u32 words
@@ -86,46 +86,33 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(256)
 fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t7: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 7u));
-    let t8: u32 = t7 + 0u;
-    let t10: u32 = t7 + 1u;
-    let t12: u32 = t7 + 512u;
-    let t14: u32 = t7 + 513u;
-    let t16: u32 = t7 + 1024u;
-    let t18: u32 = t7 + 1025u;
-    let t20: u32 = t7 + 1536u;
-    let t22: u32 = t7 + 1537u;
-    let t24: u32 = t7 + 2048u;
-    let t26: u32 = t7 + 2049u;
-    let t28: u32 = t7 + 2560u;
-    let t30: u32 = t7 + 2561u;
-    let t32: u32 = t7 + 3072u;
-    let t34: u32 = t7 + 3073u;
-    let t36: u32 = t7 + 3584u;
-    let t38: u32 = t7 + 3585u;
-    let t1: i32 = ft_args.p4;
-    let t2: i32 = ft_args.p5;
-    let t3: i32 = ft_args.p6;
-    let t4: f32 = ft_args.p7;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 7u));
+    let t8: u32 = t1 + 0u;
+    let t10: u32 = t1 + 1u;
+    let t12: u32 = t1 + 512u;
+    let t14: u32 = t1 + 513u;
+    let t16: u32 = t1 + 1024u;
+    let t18: u32 = t1 + 1025u;
+    let t20: u32 = t1 + 1536u;
+    let t22: u32 = t1 + 1537u;
+    let t24: u32 = t1 + 2048u;
+    let t26: u32 = t1 + 2049u;
+    let t28: u32 = t1 + 2560u;
+    let t30: u32 = t1 + 2561u;
+    let t32: u32 = t1 + 3072u;
+    let t34: u32 = t1 + 3073u;
+    let t36: u32 = t1 + 3584u;
+    let t38: u32 = t1 + 3585u;
+    let t2: i32 = ft_args.p4;
+    let t3: i32 = ft_args.p5;
+    let t4: i32 = ft_args.p6;
+    let t5: f32 = ft_args.p7;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
     let t9: i32 = i32(t8) + 0i;
     let t11: i32 = i32(t10) + 0i;
     let t13: i32 = i32(t12) + 0i;
@@ -142,24 +129,24 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t35: i32 = i32(t34) + 0i;
     let t37: i32 = i32(t36) + 0i;
     let t39: i32 = i32(t38) + 0i;
-    let t40: bool = t9 < t1;
-    let t41: bool = t11 < t1;
-    let t42: bool = t13 < t1;
-    let t43: bool = t15 < t1;
-    let t44: bool = t17 < t1;
-    let t45: bool = t19 < t1;
-    let t46: bool = t21 < t1;
-    let t47: bool = t23 < t1;
-    let t48: bool = t25 < t1;
-    let t49: bool = t27 < t1;
-    let t50: bool = t29 < t1;
-    let t51: bool = t31 < t1;
-    let t52: bool = t33 < t1;
-    let t53: bool = t35 < t1;
-    let t54: bool = t37 < t1;
-    let t55: bool = t39 < t1;
-    let t56: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t57: vec2<u32> = ft_mul64(t6, t56);
+    let t40: bool = t9 < t2;
+    let t41: bool = t11 < t2;
+    let t42: bool = t13 < t2;
+    let t43: bool = t15 < t2;
+    let t44: bool = t17 < t2;
+    let t45: bool = t19 < t2;
+    let t46: bool = t21 < t2;
+    let t47: bool = t23 < t2;
+    let t48: bool = t25 < t2;
+    let t49: bool = t27 < t2;
+    let t50: bool = t29 < t2;
+    let t51: bool = t31 < t2;
+    let t52: bool = t33 < t2;
+    let t53: bool = t35 < t2;
+    let t54: bool = t37 < t2;
+    let t55: bool = t39 < t2;
+    let t56: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t57: vec2<u32> = ft_mul64(t7, t56);
     let t58: u32 = 0u + t57.x;
     let t59: u32 = t58 + bitcast<u32>(t9);
     let t60: u32 = t58 + bitcast<u32>(t11);
@@ -226,7 +213,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t121: f32 = t103;
     let t122: f32 = t105;
     let t123: f32 = t107;
-    let t124: f32 = ft_i2f(t1);
+    let t124: f32 = ft_i2f(t2);
     let t125: f32 = t108 + t109;
     let t126: f32 = t110 + t111;
     let t127: f32 = t112 + t113;
@@ -384,7 +371,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t272: f32 = t270 + t271;
     workgroupBarrier();
     let t273: f32 = ft_div(t272, t124);
-    let t274: f32 = t273 + t4;
+    let t274: f32 = t273 + t5;
     let t275: f32 = inverseSqrt(t274);
     let t276: f32 = bitcast<f32>(0x7f800000u);
     let t277: bool = ((t273 < t276) && !ft_isnan(t273) && !ft_isnan(t276));
@@ -553,7 +540,7 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         workgroupBarrier();
         let t428: f32 = ft_div(t427, t124);
         let t429: f32 = t346 * t346;
-        let t430: f32 = ft_div(t4, t429);
+        let t430: f32 = ft_div(t5, t429);
         let t431: f32 = t428 + t430;
         let t432: f32 = inverseSqrt(t431);
         let t433: f32 = ft_div(t432, t346);
@@ -691,8 +678,8 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t563: f32 = t545;
     let t564: f32 = t547;
     let t565: f32 = t549;
-    let t566: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t567: vec2<u32> = ft_mul64(t6, t566);
+    let t566: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t567: vec2<u32> = ft_mul64(t7, t566);
     let t568: u32 = 0u + t567.x;
     let t569: u32 = t568 + bitcast<u32>(t9);
     let t570: u32 = t568 + bitcast<u32>(t11);
@@ -776,66 +763,26 @@ fn ft_layer_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t648: f32 = ft_rb(t632);
     let t649: u32 = (bitcast<u32>(t633) >> 16u);
     let t650: u32 = (bitcast<u32>(t634) >> 16u);
-    if ((t40) && (t41) && (t569 & 1u) == 0u && t570 == t569 + 1u && (t569 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t569 >> 1u], t649 | (t650 << 16u));
-    } else {
-        if (t40) { ft_st_b1(t569, t649); }
-        if (t41) { ft_st_b1(t570, t650); }
-    }
+    if (t40) { b1[t569 >> 1u] = t649 | (t650 << 16u); }
     let t651: u32 = (bitcast<u32>(t635) >> 16u);
     let t652: u32 = (bitcast<u32>(t636) >> 16u);
-    if ((t42) && (t43) && (t571 & 1u) == 0u && t572 == t571 + 1u && (t571 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t571 >> 1u], t651 | (t652 << 16u));
-    } else {
-        if (t42) { ft_st_b1(t571, t651); }
-        if (t43) { ft_st_b1(t572, t652); }
-    }
+    if (t42) { b1[t571 >> 1u] = t651 | (t652 << 16u); }
     let t653: u32 = (bitcast<u32>(t637) >> 16u);
     let t654: u32 = (bitcast<u32>(t638) >> 16u);
-    if ((t44) && (t45) && (t573 & 1u) == 0u && t574 == t573 + 1u && (t573 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t573 >> 1u], t653 | (t654 << 16u));
-    } else {
-        if (t44) { ft_st_b1(t573, t653); }
-        if (t45) { ft_st_b1(t574, t654); }
-    }
+    if (t44) { b1[t573 >> 1u] = t653 | (t654 << 16u); }
     let t655: u32 = (bitcast<u32>(t639) >> 16u);
     let t656: u32 = (bitcast<u32>(t640) >> 16u);
-    if ((t46) && (t47) && (t575 & 1u) == 0u && t576 == t575 + 1u && (t575 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t575 >> 1u], t655 | (t656 << 16u));
-    } else {
-        if (t46) { ft_st_b1(t575, t655); }
-        if (t47) { ft_st_b1(t576, t656); }
-    }
+    if (t46) { b1[t575 >> 1u] = t655 | (t656 << 16u); }
     let t657: u32 = (bitcast<u32>(t641) >> 16u);
     let t658: u32 = (bitcast<u32>(t642) >> 16u);
-    if ((t48) && (t49) && (t577 & 1u) == 0u && t578 == t577 + 1u && (t577 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t577 >> 1u], t657 | (t658 << 16u));
-    } else {
-        if (t48) { ft_st_b1(t577, t657); }
-        if (t49) { ft_st_b1(t578, t658); }
-    }
+    if (t48) { b1[t577 >> 1u] = t657 | (t658 << 16u); }
     let t659: u32 = (bitcast<u32>(t643) >> 16u);
     let t660: u32 = (bitcast<u32>(t644) >> 16u);
-    if ((t50) && (t51) && (t579 & 1u) == 0u && t580 == t579 + 1u && (t579 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t579 >> 1u], t659 | (t660 << 16u));
-    } else {
-        if (t50) { ft_st_b1(t579, t659); }
-        if (t51) { ft_st_b1(t580, t660); }
-    }
+    if (t50) { b1[t579 >> 1u] = t659 | (t660 << 16u); }
     let t661: u32 = (bitcast<u32>(t645) >> 16u);
     let t662: u32 = (bitcast<u32>(t646) >> 16u);
-    if ((t52) && (t53) && (t581 & 1u) == 0u && t582 == t581 + 1u && (t581 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t581 >> 1u], t661 | (t662 << 16u));
-    } else {
-        if (t52) { ft_st_b1(t581, t661); }
-        if (t53) { ft_st_b1(t582, t662); }
-    }
+    if (t52) { b1[t581 >> 1u] = t661 | (t662 << 16u); }
     let t663: u32 = (bitcast<u32>(t647) >> 16u);
     let t664: u32 = (bitcast<u32>(t648) >> 16u);
-    if ((t54) && (t55) && (t583 & 1u) == 0u && t584 == t583 + 1u && (t583 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t583 >> 1u], t663 | (t664 << 16u));
-    } else {
-        if (t54) { ft_st_b1(t583, t663); }
-        if (t55) { ft_st_b1(t584, t664); }
-    }
+    if (t54) { b1[t583 >> 1u] = t663 | (t664 << 16u); }
 }

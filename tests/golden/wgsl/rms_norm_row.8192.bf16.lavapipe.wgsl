@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: bf16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 struct FtArgs {
@@ -84,94 +84,81 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t7: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t8: u32 = t7 + 0u;
-    let t10: u32 = t7 + 1u;
-    let t12: u32 = t7 + 256u;
-    let t14: u32 = t7 + 257u;
-    let t16: u32 = t7 + 512u;
-    let t18: u32 = t7 + 513u;
-    let t20: u32 = t7 + 768u;
-    let t22: u32 = t7 + 769u;
-    let t24: u32 = t7 + 1024u;
-    let t26: u32 = t7 + 1025u;
-    let t28: u32 = t7 + 1280u;
-    let t30: u32 = t7 + 1281u;
-    let t32: u32 = t7 + 1536u;
-    let t34: u32 = t7 + 1537u;
-    let t36: u32 = t7 + 1792u;
-    let t38: u32 = t7 + 1793u;
-    let t40: u32 = t7 + 2048u;
-    let t42: u32 = t7 + 2049u;
-    let t44: u32 = t7 + 2304u;
-    let t46: u32 = t7 + 2305u;
-    let t48: u32 = t7 + 2560u;
-    let t50: u32 = t7 + 2561u;
-    let t52: u32 = t7 + 2816u;
-    let t54: u32 = t7 + 2817u;
-    let t56: u32 = t7 + 3072u;
-    let t58: u32 = t7 + 3073u;
-    let t60: u32 = t7 + 3328u;
-    let t62: u32 = t7 + 3329u;
-    let t64: u32 = t7 + 3584u;
-    let t66: u32 = t7 + 3585u;
-    let t68: u32 = t7 + 3840u;
-    let t70: u32 = t7 + 3841u;
-    let t72: u32 = t7 + 4096u;
-    let t74: u32 = t7 + 4097u;
-    let t76: u32 = t7 + 4352u;
-    let t78: u32 = t7 + 4353u;
-    let t80: u32 = t7 + 4608u;
-    let t82: u32 = t7 + 4609u;
-    let t84: u32 = t7 + 4864u;
-    let t86: u32 = t7 + 4865u;
-    let t88: u32 = t7 + 5120u;
-    let t90: u32 = t7 + 5121u;
-    let t92: u32 = t7 + 5376u;
-    let t94: u32 = t7 + 5377u;
-    let t96: u32 = t7 + 5632u;
-    let t98: u32 = t7 + 5633u;
-    let t100: u32 = t7 + 5888u;
-    let t102: u32 = t7 + 5889u;
-    let t104: u32 = t7 + 6144u;
-    let t106: u32 = t7 + 6145u;
-    let t108: u32 = t7 + 6400u;
-    let t110: u32 = t7 + 6401u;
-    let t112: u32 = t7 + 6656u;
-    let t114: u32 = t7 + 6657u;
-    let t116: u32 = t7 + 6912u;
-    let t118: u32 = t7 + 6913u;
-    let t120: u32 = t7 + 7168u;
-    let t122: u32 = t7 + 7169u;
-    let t124: u32 = t7 + 7424u;
-    let t126: u32 = t7 + 7425u;
-    let t128: u32 = t7 + 7680u;
-    let t130: u32 = t7 + 7681u;
-    let t132: u32 = t7 + 7936u;
-    let t134: u32 = t7 + 7937u;
-    let t1: i32 = ft_args.p3;
-    let t2: i32 = ft_args.p4;
-    let t3: i32 = ft_args.p5;
-    let t4: f32 = ft_args.p6;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t8: u32 = t1 + 0u;
+    let t10: u32 = t1 + 1u;
+    let t12: u32 = t1 + 256u;
+    let t14: u32 = t1 + 257u;
+    let t16: u32 = t1 + 512u;
+    let t18: u32 = t1 + 513u;
+    let t20: u32 = t1 + 768u;
+    let t22: u32 = t1 + 769u;
+    let t24: u32 = t1 + 1024u;
+    let t26: u32 = t1 + 1025u;
+    let t28: u32 = t1 + 1280u;
+    let t30: u32 = t1 + 1281u;
+    let t32: u32 = t1 + 1536u;
+    let t34: u32 = t1 + 1537u;
+    let t36: u32 = t1 + 1792u;
+    let t38: u32 = t1 + 1793u;
+    let t40: u32 = t1 + 2048u;
+    let t42: u32 = t1 + 2049u;
+    let t44: u32 = t1 + 2304u;
+    let t46: u32 = t1 + 2305u;
+    let t48: u32 = t1 + 2560u;
+    let t50: u32 = t1 + 2561u;
+    let t52: u32 = t1 + 2816u;
+    let t54: u32 = t1 + 2817u;
+    let t56: u32 = t1 + 3072u;
+    let t58: u32 = t1 + 3073u;
+    let t60: u32 = t1 + 3328u;
+    let t62: u32 = t1 + 3329u;
+    let t64: u32 = t1 + 3584u;
+    let t66: u32 = t1 + 3585u;
+    let t68: u32 = t1 + 3840u;
+    let t70: u32 = t1 + 3841u;
+    let t72: u32 = t1 + 4096u;
+    let t74: u32 = t1 + 4097u;
+    let t76: u32 = t1 + 4352u;
+    let t78: u32 = t1 + 4353u;
+    let t80: u32 = t1 + 4608u;
+    let t82: u32 = t1 + 4609u;
+    let t84: u32 = t1 + 4864u;
+    let t86: u32 = t1 + 4865u;
+    let t88: u32 = t1 + 5120u;
+    let t90: u32 = t1 + 5121u;
+    let t92: u32 = t1 + 5376u;
+    let t94: u32 = t1 + 5377u;
+    let t96: u32 = t1 + 5632u;
+    let t98: u32 = t1 + 5633u;
+    let t100: u32 = t1 + 5888u;
+    let t102: u32 = t1 + 5889u;
+    let t104: u32 = t1 + 6144u;
+    let t106: u32 = t1 + 6145u;
+    let t108: u32 = t1 + 6400u;
+    let t110: u32 = t1 + 6401u;
+    let t112: u32 = t1 + 6656u;
+    let t114: u32 = t1 + 6657u;
+    let t116: u32 = t1 + 6912u;
+    let t118: u32 = t1 + 6913u;
+    let t120: u32 = t1 + 7168u;
+    let t122: u32 = t1 + 7169u;
+    let t124: u32 = t1 + 7424u;
+    let t126: u32 = t1 + 7425u;
+    let t128: u32 = t1 + 7680u;
+    let t130: u32 = t1 + 7681u;
+    let t132: u32 = t1 + 7936u;
+    let t134: u32 = t1 + 7937u;
+    let t2: i32 = ft_args.p3;
+    let t3: i32 = ft_args.p4;
+    let t4: i32 = ft_args.p5;
+    let t5: f32 = ft_args.p6;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
     let t9: i32 = i32(t8) + 0i;
     let t11: i32 = i32(t10) + 0i;
     let t13: i32 = i32(t12) + 0i;
@@ -236,72 +223,72 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t131: i32 = i32(t130) + 0i;
     let t133: i32 = i32(t132) + 0i;
     let t135: i32 = i32(t134) + 0i;
-    let t136: bool = t9 < t1;
-    let t137: bool = t11 < t1;
-    let t138: bool = t13 < t1;
-    let t139: bool = t15 < t1;
-    let t140: bool = t17 < t1;
-    let t141: bool = t19 < t1;
-    let t142: bool = t21 < t1;
-    let t143: bool = t23 < t1;
-    let t144: bool = t25 < t1;
-    let t145: bool = t27 < t1;
-    let t146: bool = t29 < t1;
-    let t147: bool = t31 < t1;
-    let t148: bool = t33 < t1;
-    let t149: bool = t35 < t1;
-    let t150: bool = t37 < t1;
-    let t151: bool = t39 < t1;
-    let t152: bool = t41 < t1;
-    let t153: bool = t43 < t1;
-    let t154: bool = t45 < t1;
-    let t155: bool = t47 < t1;
-    let t156: bool = t49 < t1;
-    let t157: bool = t51 < t1;
-    let t158: bool = t53 < t1;
-    let t159: bool = t55 < t1;
-    let t160: bool = t57 < t1;
-    let t161: bool = t59 < t1;
-    let t162: bool = t61 < t1;
-    let t163: bool = t63 < t1;
-    let t164: bool = t65 < t1;
-    let t165: bool = t67 < t1;
-    let t166: bool = t69 < t1;
-    let t167: bool = t71 < t1;
-    let t168: bool = t73 < t1;
-    let t169: bool = t75 < t1;
-    let t170: bool = t77 < t1;
-    let t171: bool = t79 < t1;
-    let t172: bool = t81 < t1;
-    let t173: bool = t83 < t1;
-    let t174: bool = t85 < t1;
-    let t175: bool = t87 < t1;
-    let t176: bool = t89 < t1;
-    let t177: bool = t91 < t1;
-    let t178: bool = t93 < t1;
-    let t179: bool = t95 < t1;
-    let t180: bool = t97 < t1;
-    let t181: bool = t99 < t1;
-    let t182: bool = t101 < t1;
-    let t183: bool = t103 < t1;
-    let t184: bool = t105 < t1;
-    let t185: bool = t107 < t1;
-    let t186: bool = t109 < t1;
-    let t187: bool = t111 < t1;
-    let t188: bool = t113 < t1;
-    let t189: bool = t115 < t1;
-    let t190: bool = t117 < t1;
-    let t191: bool = t119 < t1;
-    let t192: bool = t121 < t1;
-    let t193: bool = t123 < t1;
-    let t194: bool = t125 < t1;
-    let t195: bool = t127 < t1;
-    let t196: bool = t129 < t1;
-    let t197: bool = t131 < t1;
-    let t198: bool = t133 < t1;
-    let t199: bool = t135 < t1;
-    let t200: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t201: vec2<u32> = ft_mul64(t6, t200);
+    let t136: bool = t9 < t2;
+    let t137: bool = t11 < t2;
+    let t138: bool = t13 < t2;
+    let t139: bool = t15 < t2;
+    let t140: bool = t17 < t2;
+    let t141: bool = t19 < t2;
+    let t142: bool = t21 < t2;
+    let t143: bool = t23 < t2;
+    let t144: bool = t25 < t2;
+    let t145: bool = t27 < t2;
+    let t146: bool = t29 < t2;
+    let t147: bool = t31 < t2;
+    let t148: bool = t33 < t2;
+    let t149: bool = t35 < t2;
+    let t150: bool = t37 < t2;
+    let t151: bool = t39 < t2;
+    let t152: bool = t41 < t2;
+    let t153: bool = t43 < t2;
+    let t154: bool = t45 < t2;
+    let t155: bool = t47 < t2;
+    let t156: bool = t49 < t2;
+    let t157: bool = t51 < t2;
+    let t158: bool = t53 < t2;
+    let t159: bool = t55 < t2;
+    let t160: bool = t57 < t2;
+    let t161: bool = t59 < t2;
+    let t162: bool = t61 < t2;
+    let t163: bool = t63 < t2;
+    let t164: bool = t65 < t2;
+    let t165: bool = t67 < t2;
+    let t166: bool = t69 < t2;
+    let t167: bool = t71 < t2;
+    let t168: bool = t73 < t2;
+    let t169: bool = t75 < t2;
+    let t170: bool = t77 < t2;
+    let t171: bool = t79 < t2;
+    let t172: bool = t81 < t2;
+    let t173: bool = t83 < t2;
+    let t174: bool = t85 < t2;
+    let t175: bool = t87 < t2;
+    let t176: bool = t89 < t2;
+    let t177: bool = t91 < t2;
+    let t178: bool = t93 < t2;
+    let t179: bool = t95 < t2;
+    let t180: bool = t97 < t2;
+    let t181: bool = t99 < t2;
+    let t182: bool = t101 < t2;
+    let t183: bool = t103 < t2;
+    let t184: bool = t105 < t2;
+    let t185: bool = t107 < t2;
+    let t186: bool = t109 < t2;
+    let t187: bool = t111 < t2;
+    let t188: bool = t113 < t2;
+    let t189: bool = t115 < t2;
+    let t190: bool = t117 < t2;
+    let t191: bool = t119 < t2;
+    let t192: bool = t121 < t2;
+    let t193: bool = t123 < t2;
+    let t194: bool = t125 < t2;
+    let t195: bool = t127 < t2;
+    let t196: bool = t129 < t2;
+    let t197: bool = t131 < t2;
+    let t198: bool = t133 < t2;
+    let t199: bool = t135 < t2;
+    let t200: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t201: vec2<u32> = ft_mul64(t7, t200);
     let t202: u32 = 0u + t201.x;
     let t203: u32 = t202 + bitcast<u32>(t9);
     let t204: u32 = t202 + bitcast<u32>(t11);
@@ -706,9 +693,9 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t595: u32 = t587 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
     let t596: f32 = bitcast<f32>(ft_smem[t595 * 1u + 0u]);
     workgroupBarrier();
-    let t597: f32 = ft_i2f(t1);
+    let t597: f32 = ft_i2f(t2);
     let t598: f32 = ft_div(t596, t597);
-    let t599: f32 = t598 + t4;
+    let t599: f32 = t598 + t5;
     let t600: f32 = inverseSqrt(t599);
     let t601: f32 = bitcast<f32>(0x7f800000u);
     let t602: bool = ((t598 < t601) && !ft_isnan(t598) && !ft_isnan(t601));
@@ -1077,10 +1064,10 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
         let t943: u32 = t935 | ((0u & 31u) << 0u) | ((0u >> 5u) << 5u);
         let t944: f32 = bitcast<f32>(ft_smem[t943 * 1u + 0u]);
         workgroupBarrier();
-        let t945: f32 = ft_i2f(t1);
+        let t945: f32 = ft_i2f(t2);
         let t946: f32 = ft_div(t944, t945);
         let t947: f32 = t743 * t743;
-        let t948: f32 = ft_div(t4, t947);
+        let t948: f32 = ft_div(t5, t947);
         let t949: f32 = t946 + t948;
         let t950: f32 = inverseSqrt(t949);
         let t951: f32 = ft_div(t950, t743);
@@ -1345,8 +1332,8 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t1208: f32 = t1142;
     let t1209: f32 = t1144;
     let t1210: f32 = t1146;
-    let t1211: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t1212: vec2<u32> = ft_mul64(t6, t1211);
+    let t1211: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t1212: vec2<u32> = ft_mul64(t7, t1211);
     let t1213: u32 = 0u + t1212.x;
     let t1214: u32 = t1213 + bitcast<u32>(t9);
     let t1215: u32 = t1213 + bitcast<u32>(t11);
@@ -1606,258 +1593,98 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t1469: f32 = ft_rb(t1405);
     let t1470: u32 = (bitcast<u32>(t1406) >> 16u);
     let t1471: u32 = (bitcast<u32>(t1407) >> 16u);
-    if ((t136) && (t137) && (t1214 & 1u) == 0u && t1215 == t1214 + 1u && (t1214 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1214 >> 1u], t1470 | (t1471 << 16u));
-    } else {
-        if (t136) { ft_st_b1(t1214, t1470); }
-        if (t137) { ft_st_b1(t1215, t1471); }
-    }
+    if (t136) { b1[t1214 >> 1u] = t1470 | (t1471 << 16u); }
     let t1472: u32 = (bitcast<u32>(t1408) >> 16u);
     let t1473: u32 = (bitcast<u32>(t1409) >> 16u);
-    if ((t138) && (t139) && (t1216 & 1u) == 0u && t1217 == t1216 + 1u && (t1216 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1216 >> 1u], t1472 | (t1473 << 16u));
-    } else {
-        if (t138) { ft_st_b1(t1216, t1472); }
-        if (t139) { ft_st_b1(t1217, t1473); }
-    }
+    if (t138) { b1[t1216 >> 1u] = t1472 | (t1473 << 16u); }
     let t1474: u32 = (bitcast<u32>(t1410) >> 16u);
     let t1475: u32 = (bitcast<u32>(t1411) >> 16u);
-    if ((t140) && (t141) && (t1218 & 1u) == 0u && t1219 == t1218 + 1u && (t1218 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1218 >> 1u], t1474 | (t1475 << 16u));
-    } else {
-        if (t140) { ft_st_b1(t1218, t1474); }
-        if (t141) { ft_st_b1(t1219, t1475); }
-    }
+    if (t140) { b1[t1218 >> 1u] = t1474 | (t1475 << 16u); }
     let t1476: u32 = (bitcast<u32>(t1412) >> 16u);
     let t1477: u32 = (bitcast<u32>(t1413) >> 16u);
-    if ((t142) && (t143) && (t1220 & 1u) == 0u && t1221 == t1220 + 1u && (t1220 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1220 >> 1u], t1476 | (t1477 << 16u));
-    } else {
-        if (t142) { ft_st_b1(t1220, t1476); }
-        if (t143) { ft_st_b1(t1221, t1477); }
-    }
+    if (t142) { b1[t1220 >> 1u] = t1476 | (t1477 << 16u); }
     let t1478: u32 = (bitcast<u32>(t1414) >> 16u);
     let t1479: u32 = (bitcast<u32>(t1415) >> 16u);
-    if ((t144) && (t145) && (t1222 & 1u) == 0u && t1223 == t1222 + 1u && (t1222 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1222 >> 1u], t1478 | (t1479 << 16u));
-    } else {
-        if (t144) { ft_st_b1(t1222, t1478); }
-        if (t145) { ft_st_b1(t1223, t1479); }
-    }
+    if (t144) { b1[t1222 >> 1u] = t1478 | (t1479 << 16u); }
     let t1480: u32 = (bitcast<u32>(t1416) >> 16u);
     let t1481: u32 = (bitcast<u32>(t1417) >> 16u);
-    if ((t146) && (t147) && (t1224 & 1u) == 0u && t1225 == t1224 + 1u && (t1224 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1224 >> 1u], t1480 | (t1481 << 16u));
-    } else {
-        if (t146) { ft_st_b1(t1224, t1480); }
-        if (t147) { ft_st_b1(t1225, t1481); }
-    }
+    if (t146) { b1[t1224 >> 1u] = t1480 | (t1481 << 16u); }
     let t1482: u32 = (bitcast<u32>(t1418) >> 16u);
     let t1483: u32 = (bitcast<u32>(t1419) >> 16u);
-    if ((t148) && (t149) && (t1226 & 1u) == 0u && t1227 == t1226 + 1u && (t1226 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1226 >> 1u], t1482 | (t1483 << 16u));
-    } else {
-        if (t148) { ft_st_b1(t1226, t1482); }
-        if (t149) { ft_st_b1(t1227, t1483); }
-    }
+    if (t148) { b1[t1226 >> 1u] = t1482 | (t1483 << 16u); }
     let t1484: u32 = (bitcast<u32>(t1420) >> 16u);
     let t1485: u32 = (bitcast<u32>(t1421) >> 16u);
-    if ((t150) && (t151) && (t1228 & 1u) == 0u && t1229 == t1228 + 1u && (t1228 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1228 >> 1u], t1484 | (t1485 << 16u));
-    } else {
-        if (t150) { ft_st_b1(t1228, t1484); }
-        if (t151) { ft_st_b1(t1229, t1485); }
-    }
+    if (t150) { b1[t1228 >> 1u] = t1484 | (t1485 << 16u); }
     let t1486: u32 = (bitcast<u32>(t1422) >> 16u);
     let t1487: u32 = (bitcast<u32>(t1423) >> 16u);
-    if ((t152) && (t153) && (t1230 & 1u) == 0u && t1231 == t1230 + 1u && (t1230 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1230 >> 1u], t1486 | (t1487 << 16u));
-    } else {
-        if (t152) { ft_st_b1(t1230, t1486); }
-        if (t153) { ft_st_b1(t1231, t1487); }
-    }
+    if (t152) { b1[t1230 >> 1u] = t1486 | (t1487 << 16u); }
     let t1488: u32 = (bitcast<u32>(t1424) >> 16u);
     let t1489: u32 = (bitcast<u32>(t1425) >> 16u);
-    if ((t154) && (t155) && (t1232 & 1u) == 0u && t1233 == t1232 + 1u && (t1232 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1232 >> 1u], t1488 | (t1489 << 16u));
-    } else {
-        if (t154) { ft_st_b1(t1232, t1488); }
-        if (t155) { ft_st_b1(t1233, t1489); }
-    }
+    if (t154) { b1[t1232 >> 1u] = t1488 | (t1489 << 16u); }
     let t1490: u32 = (bitcast<u32>(t1426) >> 16u);
     let t1491: u32 = (bitcast<u32>(t1427) >> 16u);
-    if ((t156) && (t157) && (t1234 & 1u) == 0u && t1235 == t1234 + 1u && (t1234 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1234 >> 1u], t1490 | (t1491 << 16u));
-    } else {
-        if (t156) { ft_st_b1(t1234, t1490); }
-        if (t157) { ft_st_b1(t1235, t1491); }
-    }
+    if (t156) { b1[t1234 >> 1u] = t1490 | (t1491 << 16u); }
     let t1492: u32 = (bitcast<u32>(t1428) >> 16u);
     let t1493: u32 = (bitcast<u32>(t1429) >> 16u);
-    if ((t158) && (t159) && (t1236 & 1u) == 0u && t1237 == t1236 + 1u && (t1236 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1236 >> 1u], t1492 | (t1493 << 16u));
-    } else {
-        if (t158) { ft_st_b1(t1236, t1492); }
-        if (t159) { ft_st_b1(t1237, t1493); }
-    }
+    if (t158) { b1[t1236 >> 1u] = t1492 | (t1493 << 16u); }
     let t1494: u32 = (bitcast<u32>(t1430) >> 16u);
     let t1495: u32 = (bitcast<u32>(t1431) >> 16u);
-    if ((t160) && (t161) && (t1238 & 1u) == 0u && t1239 == t1238 + 1u && (t1238 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1238 >> 1u], t1494 | (t1495 << 16u));
-    } else {
-        if (t160) { ft_st_b1(t1238, t1494); }
-        if (t161) { ft_st_b1(t1239, t1495); }
-    }
+    if (t160) { b1[t1238 >> 1u] = t1494 | (t1495 << 16u); }
     let t1496: u32 = (bitcast<u32>(t1432) >> 16u);
     let t1497: u32 = (bitcast<u32>(t1433) >> 16u);
-    if ((t162) && (t163) && (t1240 & 1u) == 0u && t1241 == t1240 + 1u && (t1240 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1240 >> 1u], t1496 | (t1497 << 16u));
-    } else {
-        if (t162) { ft_st_b1(t1240, t1496); }
-        if (t163) { ft_st_b1(t1241, t1497); }
-    }
+    if (t162) { b1[t1240 >> 1u] = t1496 | (t1497 << 16u); }
     let t1498: u32 = (bitcast<u32>(t1434) >> 16u);
     let t1499: u32 = (bitcast<u32>(t1435) >> 16u);
-    if ((t164) && (t165) && (t1242 & 1u) == 0u && t1243 == t1242 + 1u && (t1242 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1242 >> 1u], t1498 | (t1499 << 16u));
-    } else {
-        if (t164) { ft_st_b1(t1242, t1498); }
-        if (t165) { ft_st_b1(t1243, t1499); }
-    }
+    if (t164) { b1[t1242 >> 1u] = t1498 | (t1499 << 16u); }
     let t1500: u32 = (bitcast<u32>(t1436) >> 16u);
     let t1501: u32 = (bitcast<u32>(t1437) >> 16u);
-    if ((t166) && (t167) && (t1244 & 1u) == 0u && t1245 == t1244 + 1u && (t1244 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1244 >> 1u], t1500 | (t1501 << 16u));
-    } else {
-        if (t166) { ft_st_b1(t1244, t1500); }
-        if (t167) { ft_st_b1(t1245, t1501); }
-    }
+    if (t166) { b1[t1244 >> 1u] = t1500 | (t1501 << 16u); }
     let t1502: u32 = (bitcast<u32>(t1438) >> 16u);
     let t1503: u32 = (bitcast<u32>(t1439) >> 16u);
-    if ((t168) && (t169) && (t1246 & 1u) == 0u && t1247 == t1246 + 1u && (t1246 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1246 >> 1u], t1502 | (t1503 << 16u));
-    } else {
-        if (t168) { ft_st_b1(t1246, t1502); }
-        if (t169) { ft_st_b1(t1247, t1503); }
-    }
+    if (t168) { b1[t1246 >> 1u] = t1502 | (t1503 << 16u); }
     let t1504: u32 = (bitcast<u32>(t1440) >> 16u);
     let t1505: u32 = (bitcast<u32>(t1441) >> 16u);
-    if ((t170) && (t171) && (t1248 & 1u) == 0u && t1249 == t1248 + 1u && (t1248 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1248 >> 1u], t1504 | (t1505 << 16u));
-    } else {
-        if (t170) { ft_st_b1(t1248, t1504); }
-        if (t171) { ft_st_b1(t1249, t1505); }
-    }
+    if (t170) { b1[t1248 >> 1u] = t1504 | (t1505 << 16u); }
     let t1506: u32 = (bitcast<u32>(t1442) >> 16u);
     let t1507: u32 = (bitcast<u32>(t1443) >> 16u);
-    if ((t172) && (t173) && (t1250 & 1u) == 0u && t1251 == t1250 + 1u && (t1250 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1250 >> 1u], t1506 | (t1507 << 16u));
-    } else {
-        if (t172) { ft_st_b1(t1250, t1506); }
-        if (t173) { ft_st_b1(t1251, t1507); }
-    }
+    if (t172) { b1[t1250 >> 1u] = t1506 | (t1507 << 16u); }
     let t1508: u32 = (bitcast<u32>(t1444) >> 16u);
     let t1509: u32 = (bitcast<u32>(t1445) >> 16u);
-    if ((t174) && (t175) && (t1252 & 1u) == 0u && t1253 == t1252 + 1u && (t1252 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1252 >> 1u], t1508 | (t1509 << 16u));
-    } else {
-        if (t174) { ft_st_b1(t1252, t1508); }
-        if (t175) { ft_st_b1(t1253, t1509); }
-    }
+    if (t174) { b1[t1252 >> 1u] = t1508 | (t1509 << 16u); }
     let t1510: u32 = (bitcast<u32>(t1446) >> 16u);
     let t1511: u32 = (bitcast<u32>(t1447) >> 16u);
-    if ((t176) && (t177) && (t1254 & 1u) == 0u && t1255 == t1254 + 1u && (t1254 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1254 >> 1u], t1510 | (t1511 << 16u));
-    } else {
-        if (t176) { ft_st_b1(t1254, t1510); }
-        if (t177) { ft_st_b1(t1255, t1511); }
-    }
+    if (t176) { b1[t1254 >> 1u] = t1510 | (t1511 << 16u); }
     let t1512: u32 = (bitcast<u32>(t1448) >> 16u);
     let t1513: u32 = (bitcast<u32>(t1449) >> 16u);
-    if ((t178) && (t179) && (t1256 & 1u) == 0u && t1257 == t1256 + 1u && (t1256 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1256 >> 1u], t1512 | (t1513 << 16u));
-    } else {
-        if (t178) { ft_st_b1(t1256, t1512); }
-        if (t179) { ft_st_b1(t1257, t1513); }
-    }
+    if (t178) { b1[t1256 >> 1u] = t1512 | (t1513 << 16u); }
     let t1514: u32 = (bitcast<u32>(t1450) >> 16u);
     let t1515: u32 = (bitcast<u32>(t1451) >> 16u);
-    if ((t180) && (t181) && (t1258 & 1u) == 0u && t1259 == t1258 + 1u && (t1258 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1258 >> 1u], t1514 | (t1515 << 16u));
-    } else {
-        if (t180) { ft_st_b1(t1258, t1514); }
-        if (t181) { ft_st_b1(t1259, t1515); }
-    }
+    if (t180) { b1[t1258 >> 1u] = t1514 | (t1515 << 16u); }
     let t1516: u32 = (bitcast<u32>(t1452) >> 16u);
     let t1517: u32 = (bitcast<u32>(t1453) >> 16u);
-    if ((t182) && (t183) && (t1260 & 1u) == 0u && t1261 == t1260 + 1u && (t1260 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1260 >> 1u], t1516 | (t1517 << 16u));
-    } else {
-        if (t182) { ft_st_b1(t1260, t1516); }
-        if (t183) { ft_st_b1(t1261, t1517); }
-    }
+    if (t182) { b1[t1260 >> 1u] = t1516 | (t1517 << 16u); }
     let t1518: u32 = (bitcast<u32>(t1454) >> 16u);
     let t1519: u32 = (bitcast<u32>(t1455) >> 16u);
-    if ((t184) && (t185) && (t1262 & 1u) == 0u && t1263 == t1262 + 1u && (t1262 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1262 >> 1u], t1518 | (t1519 << 16u));
-    } else {
-        if (t184) { ft_st_b1(t1262, t1518); }
-        if (t185) { ft_st_b1(t1263, t1519); }
-    }
+    if (t184) { b1[t1262 >> 1u] = t1518 | (t1519 << 16u); }
     let t1520: u32 = (bitcast<u32>(t1456) >> 16u);
     let t1521: u32 = (bitcast<u32>(t1457) >> 16u);
-    if ((t186) && (t187) && (t1264 & 1u) == 0u && t1265 == t1264 + 1u && (t1264 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1264 >> 1u], t1520 | (t1521 << 16u));
-    } else {
-        if (t186) { ft_st_b1(t1264, t1520); }
-        if (t187) { ft_st_b1(t1265, t1521); }
-    }
+    if (t186) { b1[t1264 >> 1u] = t1520 | (t1521 << 16u); }
     let t1522: u32 = (bitcast<u32>(t1458) >> 16u);
     let t1523: u32 = (bitcast<u32>(t1459) >> 16u);
-    if ((t188) && (t189) && (t1266 & 1u) == 0u && t1267 == t1266 + 1u && (t1266 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1266 >> 1u], t1522 | (t1523 << 16u));
-    } else {
-        if (t188) { ft_st_b1(t1266, t1522); }
-        if (t189) { ft_st_b1(t1267, t1523); }
-    }
+    if (t188) { b1[t1266 >> 1u] = t1522 | (t1523 << 16u); }
     let t1524: u32 = (bitcast<u32>(t1460) >> 16u);
     let t1525: u32 = (bitcast<u32>(t1461) >> 16u);
-    if ((t190) && (t191) && (t1268 & 1u) == 0u && t1269 == t1268 + 1u && (t1268 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1268 >> 1u], t1524 | (t1525 << 16u));
-    } else {
-        if (t190) { ft_st_b1(t1268, t1524); }
-        if (t191) { ft_st_b1(t1269, t1525); }
-    }
+    if (t190) { b1[t1268 >> 1u] = t1524 | (t1525 << 16u); }
     let t1526: u32 = (bitcast<u32>(t1462) >> 16u);
     let t1527: u32 = (bitcast<u32>(t1463) >> 16u);
-    if ((t192) && (t193) && (t1270 & 1u) == 0u && t1271 == t1270 + 1u && (t1270 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1270 >> 1u], t1526 | (t1527 << 16u));
-    } else {
-        if (t192) { ft_st_b1(t1270, t1526); }
-        if (t193) { ft_st_b1(t1271, t1527); }
-    }
+    if (t192) { b1[t1270 >> 1u] = t1526 | (t1527 << 16u); }
     let t1528: u32 = (bitcast<u32>(t1464) >> 16u);
     let t1529: u32 = (bitcast<u32>(t1465) >> 16u);
-    if ((t194) && (t195) && (t1272 & 1u) == 0u && t1273 == t1272 + 1u && (t1272 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1272 >> 1u], t1528 | (t1529 << 16u));
-    } else {
-        if (t194) { ft_st_b1(t1272, t1528); }
-        if (t195) { ft_st_b1(t1273, t1529); }
-    }
+    if (t194) { b1[t1272 >> 1u] = t1528 | (t1529 << 16u); }
     let t1530: u32 = (bitcast<u32>(t1466) >> 16u);
     let t1531: u32 = (bitcast<u32>(t1467) >> 16u);
-    if ((t196) && (t197) && (t1274 & 1u) == 0u && t1275 == t1274 + 1u && (t1274 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1274 >> 1u], t1530 | (t1531 << 16u));
-    } else {
-        if (t196) { ft_st_b1(t1274, t1530); }
-        if (t197) { ft_st_b1(t1275, t1531); }
-    }
+    if (t196) { b1[t1274 >> 1u] = t1530 | (t1531 << 16u); }
     let t1532: u32 = (bitcast<u32>(t1468) >> 16u);
     let t1533: u32 = (bitcast<u32>(t1469) >> 16u);
-    if ((t198) && (t199) && (t1276 & 1u) == 0u && t1277 == t1276 + 1u && (t1276 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t1276 >> 1u], t1532 | (t1533 << 16u));
-    } else {
-        if (t198) { ft_st_b1(t1276, t1532); }
-        if (t199) { ft_st_b1(t1277, t1533); }
-    }
+    if (t198) { b1[t1276 >> 1u] = t1532 | (t1533 << 16u); }
 }

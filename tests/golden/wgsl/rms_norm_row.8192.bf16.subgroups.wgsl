@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 // `w`: bf16 packed in u32 words
 @group(0) @binding(2) var<storage, read> b2: array<u32>;
 struct FtArgs {
@@ -84,46 +84,33 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(512)
 fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t7: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 15u));
-    let t8: u32 = t7 + 0u;
-    let t10: u32 = t7 + 1u;
-    let t12: u32 = t7 + 1024u;
-    let t14: u32 = t7 + 1025u;
-    let t16: u32 = t7 + 2048u;
-    let t18: u32 = t7 + 2049u;
-    let t20: u32 = t7 + 3072u;
-    let t22: u32 = t7 + 3073u;
-    let t24: u32 = t7 + 4096u;
-    let t26: u32 = t7 + 4097u;
-    let t28: u32 = t7 + 5120u;
-    let t30: u32 = t7 + 5121u;
-    let t32: u32 = t7 + 6144u;
-    let t34: u32 = t7 + 6145u;
-    let t36: u32 = t7 + 7168u;
-    let t38: u32 = t7 + 7169u;
-    let t1: i32 = ft_args.p3;
-    let t2: i32 = ft_args.p4;
-    let t3: i32 = ft_args.p5;
-    let t4: f32 = ft_args.p6;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 15u));
+    let t8: u32 = t1 + 0u;
+    let t10: u32 = t1 + 1u;
+    let t12: u32 = t1 + 1024u;
+    let t14: u32 = t1 + 1025u;
+    let t16: u32 = t1 + 2048u;
+    let t18: u32 = t1 + 2049u;
+    let t20: u32 = t1 + 3072u;
+    let t22: u32 = t1 + 3073u;
+    let t24: u32 = t1 + 4096u;
+    let t26: u32 = t1 + 4097u;
+    let t28: u32 = t1 + 5120u;
+    let t30: u32 = t1 + 5121u;
+    let t32: u32 = t1 + 6144u;
+    let t34: u32 = t1 + 6145u;
+    let t36: u32 = t1 + 7168u;
+    let t38: u32 = t1 + 7169u;
+    let t2: i32 = ft_args.p3;
+    let t3: i32 = ft_args.p4;
+    let t4: i32 = ft_args.p5;
+    let t5: f32 = ft_args.p6;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
     let t9: i32 = i32(t8) + 0i;
     let t11: i32 = i32(t10) + 0i;
     let t13: i32 = i32(t12) + 0i;
@@ -140,24 +127,24 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t35: i32 = i32(t34) + 0i;
     let t37: i32 = i32(t36) + 0i;
     let t39: i32 = i32(t38) + 0i;
-    let t40: bool = t9 < t1;
-    let t41: bool = t11 < t1;
-    let t42: bool = t13 < t1;
-    let t43: bool = t15 < t1;
-    let t44: bool = t17 < t1;
-    let t45: bool = t19 < t1;
-    let t46: bool = t21 < t1;
-    let t47: bool = t23 < t1;
-    let t48: bool = t25 < t1;
-    let t49: bool = t27 < t1;
-    let t50: bool = t29 < t1;
-    let t51: bool = t31 < t1;
-    let t52: bool = t33 < t1;
-    let t53: bool = t35 < t1;
-    let t54: bool = t37 < t1;
-    let t55: bool = t39 < t1;
-    let t56: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t57: vec2<u32> = ft_mul64(t6, t56);
+    let t40: bool = t9 < t2;
+    let t41: bool = t11 < t2;
+    let t42: bool = t13 < t2;
+    let t43: bool = t15 < t2;
+    let t44: bool = t17 < t2;
+    let t45: bool = t19 < t2;
+    let t46: bool = t21 < t2;
+    let t47: bool = t23 < t2;
+    let t48: bool = t25 < t2;
+    let t49: bool = t27 < t2;
+    let t50: bool = t29 < t2;
+    let t51: bool = t31 < t2;
+    let t52: bool = t33 < t2;
+    let t53: bool = t35 < t2;
+    let t54: bool = t37 < t2;
+    let t55: bool = t39 < t2;
+    let t56: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t57: vec2<u32> = ft_mul64(t7, t56);
     let t58: u32 = 0u + t57.x;
     let t59: u32 = t58 + bitcast<u32>(t9);
     let t60: u32 = t58 + bitcast<u32>(t11);
@@ -317,9 +304,9 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t211: f32 = t208 + t209;
     let t212: f32 = t210 + t211;
     workgroupBarrier();
-    let t213: f32 = ft_i2f(t1);
+    let t213: f32 = ft_i2f(t2);
     let t214: f32 = ft_div(t212, t213);
-    let t215: f32 = t214 + t4;
+    let t215: f32 = t214 + t5;
     let t216: f32 = inverseSqrt(t215);
     let t217: f32 = bitcast<f32>(0x7f800000u);
     let t218: bool = ((t214 < t217) && !ft_isnan(t214) && !ft_isnan(t217));
@@ -534,10 +521,10 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
         let t415: f32 = t412 + t413;
         let t416: f32 = t414 + t415;
         workgroupBarrier();
-        let t417: f32 = ft_i2f(t1);
+        let t417: f32 = ft_i2f(t2);
         let t418: f32 = ft_div(t416, t417);
         let t419: f32 = t311 * t311;
-        let t420: f32 = ft_div(t4, t419);
+        let t420: f32 = ft_div(t5, t419);
         let t421: f32 = t418 + t420;
         let t422: f32 = inverseSqrt(t421);
         let t423: f32 = ft_div(t422, t311);
@@ -610,8 +597,8 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t488: f32 = t470;
     let t489: f32 = t472;
     let t490: f32 = t474;
-    let t491: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t492: vec2<u32> = ft_mul64(t6, t491);
+    let t491: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t492: vec2<u32> = ft_mul64(t7, t491);
     let t493: u32 = 0u + t492.x;
     let t494: u32 = t493 + bitcast<u32>(t9);
     let t495: u32 = t493 + bitcast<u32>(t11);
@@ -679,66 +666,26 @@ fn ft_rms_norm_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t557: f32 = ft_rb(t541);
     let t558: u32 = (bitcast<u32>(t542) >> 16u);
     let t559: u32 = (bitcast<u32>(t543) >> 16u);
-    if ((t40) && (t41) && (t494 & 1u) == 0u && t495 == t494 + 1u && (t494 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t494 >> 1u], t558 | (t559 << 16u));
-    } else {
-        if (t40) { ft_st_b1(t494, t558); }
-        if (t41) { ft_st_b1(t495, t559); }
-    }
+    if (t40) { b1[t494 >> 1u] = t558 | (t559 << 16u); }
     let t560: u32 = (bitcast<u32>(t544) >> 16u);
     let t561: u32 = (bitcast<u32>(t545) >> 16u);
-    if ((t42) && (t43) && (t496 & 1u) == 0u && t497 == t496 + 1u && (t496 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t496 >> 1u], t560 | (t561 << 16u));
-    } else {
-        if (t42) { ft_st_b1(t496, t560); }
-        if (t43) { ft_st_b1(t497, t561); }
-    }
+    if (t42) { b1[t496 >> 1u] = t560 | (t561 << 16u); }
     let t562: u32 = (bitcast<u32>(t546) >> 16u);
     let t563: u32 = (bitcast<u32>(t547) >> 16u);
-    if ((t44) && (t45) && (t498 & 1u) == 0u && t499 == t498 + 1u && (t498 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t498 >> 1u], t562 | (t563 << 16u));
-    } else {
-        if (t44) { ft_st_b1(t498, t562); }
-        if (t45) { ft_st_b1(t499, t563); }
-    }
+    if (t44) { b1[t498 >> 1u] = t562 | (t563 << 16u); }
     let t564: u32 = (bitcast<u32>(t548) >> 16u);
     let t565: u32 = (bitcast<u32>(t549) >> 16u);
-    if ((t46) && (t47) && (t500 & 1u) == 0u && t501 == t500 + 1u && (t500 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t500 >> 1u], t564 | (t565 << 16u));
-    } else {
-        if (t46) { ft_st_b1(t500, t564); }
-        if (t47) { ft_st_b1(t501, t565); }
-    }
+    if (t46) { b1[t500 >> 1u] = t564 | (t565 << 16u); }
     let t566: u32 = (bitcast<u32>(t550) >> 16u);
     let t567: u32 = (bitcast<u32>(t551) >> 16u);
-    if ((t48) && (t49) && (t502 & 1u) == 0u && t503 == t502 + 1u && (t502 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t502 >> 1u], t566 | (t567 << 16u));
-    } else {
-        if (t48) { ft_st_b1(t502, t566); }
-        if (t49) { ft_st_b1(t503, t567); }
-    }
+    if (t48) { b1[t502 >> 1u] = t566 | (t567 << 16u); }
     let t568: u32 = (bitcast<u32>(t552) >> 16u);
     let t569: u32 = (bitcast<u32>(t553) >> 16u);
-    if ((t50) && (t51) && (t504 & 1u) == 0u && t505 == t504 + 1u && (t504 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t504 >> 1u], t568 | (t569 << 16u));
-    } else {
-        if (t50) { ft_st_b1(t504, t568); }
-        if (t51) { ft_st_b1(t505, t569); }
-    }
+    if (t50) { b1[t504 >> 1u] = t568 | (t569 << 16u); }
     let t570: u32 = (bitcast<u32>(t554) >> 16u);
     let t571: u32 = (bitcast<u32>(t555) >> 16u);
-    if ((t52) && (t53) && (t506 & 1u) == 0u && t507 == t506 + 1u && (t506 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t506 >> 1u], t570 | (t571 << 16u));
-    } else {
-        if (t52) { ft_st_b1(t506, t570); }
-        if (t53) { ft_st_b1(t507, t571); }
-    }
+    if (t52) { b1[t506 >> 1u] = t570 | (t571 << 16u); }
     let t572: u32 = (bitcast<u32>(t556) >> 16u);
     let t573: u32 = (bitcast<u32>(t557) >> 16u);
-    if ((t54) && (t55) && (t508 & 1u) == 0u && t509 == t508 + 1u && (t508 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t508 >> 1u], t572 | (t573 << 16u));
-    } else {
-        if (t54) { ft_st_b1(t508, t572); }
-        if (t55) { ft_st_b1(t509, t573); }
-    }
+    if (t54) { b1[t508 >> 1u] = t572 | (t573 << 16u); }
 }

@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 struct FtArgs {
     p2: i32, // `n_cols`: i32
     p3: i32, // `x_stride`: i32
@@ -98,52 +98,39 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t13: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t14: u32 = t13 + 0u;
-    let t16: u32 = t13 + 1u;
-    let t18: u32 = t13 + 256u;
-    let t20: u32 = t13 + 257u;
-    let t22: u32 = t13 + 512u;
-    let t24: u32 = t13 + 513u;
-    let t26: u32 = t13 + 768u;
-    let t28: u32 = t13 + 769u;
-    let t30: u32 = t13 + 1024u;
-    let t32: u32 = t13 + 1025u;
-    let t34: u32 = t13 + 1280u;
-    let t36: u32 = t13 + 1281u;
-    let t38: u32 = t13 + 1536u;
-    let t40: u32 = t13 + 1537u;
-    let t42: u32 = t13 + 1792u;
-    let t44: u32 = t13 + 1793u;
-    let t1: i32 = ft_args.p2;
-    let t2: i32 = ft_args.p3;
-    let t3: i32 = ft_args.p4;
-    let t4: i32 = 2048i;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
-    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t8: vec2<u32> = ft_mul64(t6, t7);
-    let t9: u32 = 0u + t8.x;
-    let t10: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t11: vec2<u32> = ft_mul64(t6, t10);
-    let t12: u32 = 0u + t11.x;
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t14: u32 = t1 + 0u;
+    let t16: u32 = t1 + 1u;
+    let t18: u32 = t1 + 256u;
+    let t20: u32 = t1 + 257u;
+    let t22: u32 = t1 + 512u;
+    let t24: u32 = t1 + 513u;
+    let t26: u32 = t1 + 768u;
+    let t28: u32 = t1 + 769u;
+    let t30: u32 = t1 + 1024u;
+    let t32: u32 = t1 + 1025u;
+    let t34: u32 = t1 + 1280u;
+    let t36: u32 = t1 + 1281u;
+    let t38: u32 = t1 + 1536u;
+    let t40: u32 = t1 + 1537u;
+    let t42: u32 = t1 + 1792u;
+    let t44: u32 = t1 + 1793u;
+    let t2: i32 = ft_args.p2;
+    let t3: i32 = ft_args.p3;
+    let t4: i32 = ft_args.p4;
+    let t5: i32 = 2048i;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
+    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t9: vec2<u32> = ft_mul64(t7, t8);
+    let t10: u32 = 0u + t9.x;
+    let t11: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t12: vec2<u32> = ft_mul64(t7, t11);
+    let t13: u32 = 0u + t12.x;
     let t15: i32 = i32(t14) + 0i;
     let t17: i32 = i32(t16) + 0i;
     let t19: i32 = i32(t18) + 0i;
@@ -163,9 +150,9 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t46: f32 = bitcast<f32>(0xff800000u);
     let t47: f32 = 0.0f;
     let t48: i32 = 0i;
-    let t49: u32 = bitcast<u32>(t1) - bitcast<u32>(t48);
-    let t50: u32 = bitcast<u32>(max(t4, 1i));
-    let t51: u32 = select(0u, t49 / t50 + select(0u, 1u, t49 % t50 != 0u), t1 > t48 && t4 > 0i);
+    let t49: u32 = bitcast<u32>(t2) - bitcast<u32>(t48);
+    let t50: u32 = bitcast<u32>(max(t5, 1i));
+    let t51: u32 = select(0u, t49 / t50 + select(0u, 1u, t49 % t50 != 0u), t2 > t48 && t5 > 0i);
     var t52: f32 = t47;
     var t53: f32 = t47;
     var t54: f32 = t47;
@@ -199,7 +186,7 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     var t82: f32 = t46;
     var t83: f32 = t46;
     for (var t84: u32 = 0u; t84 < t51; t84 = t84 + 1u) {
-        let t85: i32 = t48 + bitcast<i32>(t84 * bitcast<u32>(t4));
+        let t85: i32 = t48 + bitcast<i32>(t84 * bitcast<u32>(t5));
         let t86: f32 = t52;
         let t87: f32 = t53;
         let t88: f32 = t54;
@@ -248,38 +235,38 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t131: i32 = t85 + t41;
         let t132: i32 = t85 + t43;
         let t133: i32 = t85 + t45;
-        let t134: u32 = t9 + bitcast<u32>(t118);
-        let t135: u32 = t9 + bitcast<u32>(t119);
-        let t136: u32 = t9 + bitcast<u32>(t120);
-        let t137: u32 = t9 + bitcast<u32>(t121);
-        let t138: u32 = t9 + bitcast<u32>(t122);
-        let t139: u32 = t9 + bitcast<u32>(t123);
-        let t140: u32 = t9 + bitcast<u32>(t124);
-        let t141: u32 = t9 + bitcast<u32>(t125);
-        let t142: u32 = t9 + bitcast<u32>(t126);
-        let t143: u32 = t9 + bitcast<u32>(t127);
-        let t144: u32 = t9 + bitcast<u32>(t128);
-        let t145: u32 = t9 + bitcast<u32>(t129);
-        let t146: u32 = t9 + bitcast<u32>(t130);
-        let t147: u32 = t9 + bitcast<u32>(t131);
-        let t148: u32 = t9 + bitcast<u32>(t132);
-        let t149: u32 = t9 + bitcast<u32>(t133);
-        let t150: bool = t118 < t1;
-        let t151: bool = t119 < t1;
-        let t152: bool = t120 < t1;
-        let t153: bool = t121 < t1;
-        let t154: bool = t122 < t1;
-        let t155: bool = t123 < t1;
-        let t156: bool = t124 < t1;
-        let t157: bool = t125 < t1;
-        let t158: bool = t126 < t1;
-        let t159: bool = t127 < t1;
-        let t160: bool = t128 < t1;
-        let t161: bool = t129 < t1;
-        let t162: bool = t130 < t1;
-        let t163: bool = t131 < t1;
-        let t164: bool = t132 < t1;
-        let t165: bool = t133 < t1;
+        let t134: u32 = t10 + bitcast<u32>(t118);
+        let t135: u32 = t10 + bitcast<u32>(t119);
+        let t136: u32 = t10 + bitcast<u32>(t120);
+        let t137: u32 = t10 + bitcast<u32>(t121);
+        let t138: u32 = t10 + bitcast<u32>(t122);
+        let t139: u32 = t10 + bitcast<u32>(t123);
+        let t140: u32 = t10 + bitcast<u32>(t124);
+        let t141: u32 = t10 + bitcast<u32>(t125);
+        let t142: u32 = t10 + bitcast<u32>(t126);
+        let t143: u32 = t10 + bitcast<u32>(t127);
+        let t144: u32 = t10 + bitcast<u32>(t128);
+        let t145: u32 = t10 + bitcast<u32>(t129);
+        let t146: u32 = t10 + bitcast<u32>(t130);
+        let t147: u32 = t10 + bitcast<u32>(t131);
+        let t148: u32 = t10 + bitcast<u32>(t132);
+        let t149: u32 = t10 + bitcast<u32>(t133);
+        let t150: bool = t118 < t2;
+        let t151: bool = t119 < t2;
+        let t152: bool = t120 < t2;
+        let t153: bool = t121 < t2;
+        let t154: bool = t122 < t2;
+        let t155: bool = t123 < t2;
+        let t156: bool = t124 < t2;
+        let t157: bool = t125 < t2;
+        let t158: bool = t126 < t2;
+        let t159: bool = t127 < t2;
+        let t160: bool = t128 < t2;
+        let t161: bool = t129 < t2;
+        let t162: bool = t130 < t2;
+        let t163: bool = t131 < t2;
+        let t164: bool = t132 < t2;
+        let t165: bool = t133 < t2;
         let t166: f32 = bitcast<f32>(0xff800000u);
         let t167: u32 = select(0u, t134, t150);
         let t168: f32 = select(t166, bitcast<f32>(extractBits(b0[t167 >> 1u], (t167 & 1u) << 4u, 16u) << 16u), t150);
@@ -627,11 +614,11 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t459: f32 = 1.0f;
     let t460: f32 = ft_div(t459, t458);
     let t461: i32 = 0i;
-    let t462: u32 = bitcast<u32>(t1) - bitcast<u32>(t461);
-    let t463: u32 = bitcast<u32>(max(t4, 1i));
-    let t464: u32 = select(0u, t462 / t463 + select(0u, 1u, t462 % t463 != 0u), t1 > t461 && t4 > 0i);
+    let t462: u32 = bitcast<u32>(t2) - bitcast<u32>(t461);
+    let t463: u32 = bitcast<u32>(max(t5, 1i));
+    let t464: u32 = select(0u, t462 / t463 + select(0u, 1u, t462 % t463 != 0u), t2 > t461 && t5 > 0i);
     for (var t465: u32 = 0u; t465 < t464; t465 = t465 + 1u) {
-        let t466: i32 = t461 + bitcast<i32>(t465 * bitcast<u32>(t4));
+        let t466: i32 = t461 + bitcast<i32>(t465 * bitcast<u32>(t5));
         let t467: i32 = t466 + t15;
         let t468: i32 = t466 + t17;
         let t469: i32 = t466 + t19;
@@ -648,38 +635,38 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t480: i32 = t466 + t41;
         let t481: i32 = t466 + t43;
         let t482: i32 = t466 + t45;
-        let t483: bool = t467 < t1;
-        let t484: bool = t468 < t1;
-        let t485: bool = t469 < t1;
-        let t486: bool = t470 < t1;
-        let t487: bool = t471 < t1;
-        let t488: bool = t472 < t1;
-        let t489: bool = t473 < t1;
-        let t490: bool = t474 < t1;
-        let t491: bool = t475 < t1;
-        let t492: bool = t476 < t1;
-        let t493: bool = t477 < t1;
-        let t494: bool = t478 < t1;
-        let t495: bool = t479 < t1;
-        let t496: bool = t480 < t1;
-        let t497: bool = t481 < t1;
-        let t498: bool = t482 < t1;
-        let t499: u32 = t9 + bitcast<u32>(t467);
-        let t500: u32 = t9 + bitcast<u32>(t468);
-        let t501: u32 = t9 + bitcast<u32>(t469);
-        let t502: u32 = t9 + bitcast<u32>(t470);
-        let t503: u32 = t9 + bitcast<u32>(t471);
-        let t504: u32 = t9 + bitcast<u32>(t472);
-        let t505: u32 = t9 + bitcast<u32>(t473);
-        let t506: u32 = t9 + bitcast<u32>(t474);
-        let t507: u32 = t9 + bitcast<u32>(t475);
-        let t508: u32 = t9 + bitcast<u32>(t476);
-        let t509: u32 = t9 + bitcast<u32>(t477);
-        let t510: u32 = t9 + bitcast<u32>(t478);
-        let t511: u32 = t9 + bitcast<u32>(t479);
-        let t512: u32 = t9 + bitcast<u32>(t480);
-        let t513: u32 = t9 + bitcast<u32>(t481);
-        let t514: u32 = t9 + bitcast<u32>(t482);
+        let t483: bool = t467 < t2;
+        let t484: bool = t468 < t2;
+        let t485: bool = t469 < t2;
+        let t486: bool = t470 < t2;
+        let t487: bool = t471 < t2;
+        let t488: bool = t472 < t2;
+        let t489: bool = t473 < t2;
+        let t490: bool = t474 < t2;
+        let t491: bool = t475 < t2;
+        let t492: bool = t476 < t2;
+        let t493: bool = t477 < t2;
+        let t494: bool = t478 < t2;
+        let t495: bool = t479 < t2;
+        let t496: bool = t480 < t2;
+        let t497: bool = t481 < t2;
+        let t498: bool = t482 < t2;
+        let t499: u32 = t10 + bitcast<u32>(t467);
+        let t500: u32 = t10 + bitcast<u32>(t468);
+        let t501: u32 = t10 + bitcast<u32>(t469);
+        let t502: u32 = t10 + bitcast<u32>(t470);
+        let t503: u32 = t10 + bitcast<u32>(t471);
+        let t504: u32 = t10 + bitcast<u32>(t472);
+        let t505: u32 = t10 + bitcast<u32>(t473);
+        let t506: u32 = t10 + bitcast<u32>(t474);
+        let t507: u32 = t10 + bitcast<u32>(t475);
+        let t508: u32 = t10 + bitcast<u32>(t476);
+        let t509: u32 = t10 + bitcast<u32>(t477);
+        let t510: u32 = t10 + bitcast<u32>(t478);
+        let t511: u32 = t10 + bitcast<u32>(t479);
+        let t512: u32 = t10 + bitcast<u32>(t480);
+        let t513: u32 = t10 + bitcast<u32>(t481);
+        let t514: u32 = t10 + bitcast<u32>(t482);
         let t515: f32 = bitcast<f32>(0xff800000u);
         let t516: u32 = select(0u, t499, t483);
         let t517: f32 = select(t515, bitcast<f32>(extractBits(b0[t516 >> 1u], (t516 & 1u) << 4u, 16u) << 16u), t483);
@@ -729,22 +716,22 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t561: f32 = t543;
         let t562: f32 = t545;
         let t563: f32 = t547;
-        let t564: u32 = t12 + bitcast<u32>(t467);
-        let t565: u32 = t12 + bitcast<u32>(t468);
-        let t566: u32 = t12 + bitcast<u32>(t469);
-        let t567: u32 = t12 + bitcast<u32>(t470);
-        let t568: u32 = t12 + bitcast<u32>(t471);
-        let t569: u32 = t12 + bitcast<u32>(t472);
-        let t570: u32 = t12 + bitcast<u32>(t473);
-        let t571: u32 = t12 + bitcast<u32>(t474);
-        let t572: u32 = t12 + bitcast<u32>(t475);
-        let t573: u32 = t12 + bitcast<u32>(t476);
-        let t574: u32 = t12 + bitcast<u32>(t477);
-        let t575: u32 = t12 + bitcast<u32>(t478);
-        let t576: u32 = t12 + bitcast<u32>(t479);
-        let t577: u32 = t12 + bitcast<u32>(t480);
-        let t578: u32 = t12 + bitcast<u32>(t481);
-        let t579: u32 = t12 + bitcast<u32>(t482);
+        let t564: u32 = t13 + bitcast<u32>(t467);
+        let t565: u32 = t13 + bitcast<u32>(t468);
+        let t566: u32 = t13 + bitcast<u32>(t469);
+        let t567: u32 = t13 + bitcast<u32>(t470);
+        let t568: u32 = t13 + bitcast<u32>(t471);
+        let t569: u32 = t13 + bitcast<u32>(t472);
+        let t570: u32 = t13 + bitcast<u32>(t473);
+        let t571: u32 = t13 + bitcast<u32>(t474);
+        let t572: u32 = t13 + bitcast<u32>(t475);
+        let t573: u32 = t13 + bitcast<u32>(t476);
+        let t574: u32 = t13 + bitcast<u32>(t477);
+        let t575: u32 = t13 + bitcast<u32>(t478);
+        let t576: u32 = t13 + bitcast<u32>(t479);
+        let t577: u32 = t13 + bitcast<u32>(t480);
+        let t578: u32 = t13 + bitcast<u32>(t481);
+        let t579: u32 = t13 + bitcast<u32>(t482);
         let t580: f32 = t548 - t385;
         let t581: f32 = t549 - t385;
         let t582: f32 = t550 - t385;
@@ -811,67 +798,27 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t643: f32 = ft_rb(t627);
         let t644: u32 = (bitcast<u32>(t628) >> 16u);
         let t645: u32 = (bitcast<u32>(t629) >> 16u);
-        if ((t483) && (t484) && (t564 & 1u) == 0u && t565 == t564 + 1u && (t564 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t564 >> 1u], t644 | (t645 << 16u));
-        } else {
-            if (t483) { ft_st_b1(t564, t644); }
-            if (t484) { ft_st_b1(t565, t645); }
-        }
+        if (t483) { b1[t564 >> 1u] = t644 | (t645 << 16u); }
         let t646: u32 = (bitcast<u32>(t630) >> 16u);
         let t647: u32 = (bitcast<u32>(t631) >> 16u);
-        if ((t485) && (t486) && (t566 & 1u) == 0u && t567 == t566 + 1u && (t566 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t566 >> 1u], t646 | (t647 << 16u));
-        } else {
-            if (t485) { ft_st_b1(t566, t646); }
-            if (t486) { ft_st_b1(t567, t647); }
-        }
+        if (t485) { b1[t566 >> 1u] = t646 | (t647 << 16u); }
         let t648: u32 = (bitcast<u32>(t632) >> 16u);
         let t649: u32 = (bitcast<u32>(t633) >> 16u);
-        if ((t487) && (t488) && (t568 & 1u) == 0u && t569 == t568 + 1u && (t568 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t568 >> 1u], t648 | (t649 << 16u));
-        } else {
-            if (t487) { ft_st_b1(t568, t648); }
-            if (t488) { ft_st_b1(t569, t649); }
-        }
+        if (t487) { b1[t568 >> 1u] = t648 | (t649 << 16u); }
         let t650: u32 = (bitcast<u32>(t634) >> 16u);
         let t651: u32 = (bitcast<u32>(t635) >> 16u);
-        if ((t489) && (t490) && (t570 & 1u) == 0u && t571 == t570 + 1u && (t570 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t570 >> 1u], t650 | (t651 << 16u));
-        } else {
-            if (t489) { ft_st_b1(t570, t650); }
-            if (t490) { ft_st_b1(t571, t651); }
-        }
+        if (t489) { b1[t570 >> 1u] = t650 | (t651 << 16u); }
         let t652: u32 = (bitcast<u32>(t636) >> 16u);
         let t653: u32 = (bitcast<u32>(t637) >> 16u);
-        if ((t491) && (t492) && (t572 & 1u) == 0u && t573 == t572 + 1u && (t572 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t572 >> 1u], t652 | (t653 << 16u));
-        } else {
-            if (t491) { ft_st_b1(t572, t652); }
-            if (t492) { ft_st_b1(t573, t653); }
-        }
+        if (t491) { b1[t572 >> 1u] = t652 | (t653 << 16u); }
         let t654: u32 = (bitcast<u32>(t638) >> 16u);
         let t655: u32 = (bitcast<u32>(t639) >> 16u);
-        if ((t493) && (t494) && (t574 & 1u) == 0u && t575 == t574 + 1u && (t574 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t574 >> 1u], t654 | (t655 << 16u));
-        } else {
-            if (t493) { ft_st_b1(t574, t654); }
-            if (t494) { ft_st_b1(t575, t655); }
-        }
+        if (t493) { b1[t574 >> 1u] = t654 | (t655 << 16u); }
         let t656: u32 = (bitcast<u32>(t640) >> 16u);
         let t657: u32 = (bitcast<u32>(t641) >> 16u);
-        if ((t495) && (t496) && (t576 & 1u) == 0u && t577 == t576 + 1u && (t576 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t576 >> 1u], t656 | (t657 << 16u));
-        } else {
-            if (t495) { ft_st_b1(t576, t656); }
-            if (t496) { ft_st_b1(t577, t657); }
-        }
+        if (t495) { b1[t576 >> 1u] = t656 | (t657 << 16u); }
         let t658: u32 = (bitcast<u32>(t642) >> 16u);
         let t659: u32 = (bitcast<u32>(t643) >> 16u);
-        if ((t497) && (t498) && (t578 & 1u) == 0u && t579 == t578 + 1u && (t578 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t578 >> 1u], t658 | (t659 << 16u));
-        } else {
-            if (t497) { ft_st_b1(t578, t658); }
-            if (t498) { ft_st_b1(t579, t659); }
-        }
+        if (t497) { b1[t578 >> 1u] = t658 | (t659 << 16u); }
     }
 }

@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 struct FtArgs {
     p2: i32, // `n_cols`: i32
     p3: i32, // `x_stride`: i32
@@ -98,52 +98,39 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t13: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t14: u32 = t13 + 0u;
-    let t16: u32 = t13 + 1u;
-    let t18: u32 = t13 + 256u;
-    let t20: u32 = t13 + 257u;
-    let t22: u32 = t13 + 512u;
-    let t24: u32 = t13 + 513u;
-    let t26: u32 = t13 + 768u;
-    let t28: u32 = t13 + 769u;
-    let t30: u32 = t13 + 1024u;
-    let t32: u32 = t13 + 1025u;
-    let t34: u32 = t13 + 1280u;
-    let t36: u32 = t13 + 1281u;
-    let t38: u32 = t13 + 1536u;
-    let t40: u32 = t13 + 1537u;
-    let t42: u32 = t13 + 1792u;
-    let t44: u32 = t13 + 1793u;
-    let t1: i32 = ft_args.p2;
-    let t2: i32 = ft_args.p3;
-    let t3: i32 = ft_args.p4;
-    let t4: i32 = 2048i;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
-    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t8: vec2<u32> = ft_mul64(t6, t7);
-    let t9: u32 = 0u + t8.x;
-    let t10: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t11: vec2<u32> = ft_mul64(t6, t10);
-    let t12: u32 = 0u + t11.x;
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t14: u32 = t1 + 0u;
+    let t16: u32 = t1 + 1u;
+    let t18: u32 = t1 + 256u;
+    let t20: u32 = t1 + 257u;
+    let t22: u32 = t1 + 512u;
+    let t24: u32 = t1 + 513u;
+    let t26: u32 = t1 + 768u;
+    let t28: u32 = t1 + 769u;
+    let t30: u32 = t1 + 1024u;
+    let t32: u32 = t1 + 1025u;
+    let t34: u32 = t1 + 1280u;
+    let t36: u32 = t1 + 1281u;
+    let t38: u32 = t1 + 1536u;
+    let t40: u32 = t1 + 1537u;
+    let t42: u32 = t1 + 1792u;
+    let t44: u32 = t1 + 1793u;
+    let t2: i32 = ft_args.p2;
+    let t3: i32 = ft_args.p3;
+    let t4: i32 = ft_args.p4;
+    let t5: i32 = 2048i;
+    let t6: i32 = i32(ft_wid.x);
+    let t7: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
+    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t9: vec2<u32> = ft_mul64(t7, t8);
+    let t10: u32 = 0u + t9.x;
+    let t11: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t12: vec2<u32> = ft_mul64(t7, t11);
+    let t13: u32 = 0u + t12.x;
     let t15: i32 = i32(t14) + 0i;
     let t17: i32 = i32(t16) + 0i;
     let t19: i32 = i32(t18) + 0i;
@@ -163,9 +150,9 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t46: f32 = bitcast<f32>(0xff800000u);
     let t47: f32 = 0.0f;
     let t48: i32 = 0i;
-    let t49: u32 = bitcast<u32>(t1) - bitcast<u32>(t48);
-    let t50: u32 = bitcast<u32>(max(t4, 1i));
-    let t51: u32 = select(0u, t49 / t50 + select(0u, 1u, t49 % t50 != 0u), t1 > t48 && t4 > 0i);
+    let t49: u32 = bitcast<u32>(t2) - bitcast<u32>(t48);
+    let t50: u32 = bitcast<u32>(max(t5, 1i));
+    let t51: u32 = select(0u, t49 / t50 + select(0u, 1u, t49 % t50 != 0u), t2 > t48 && t5 > 0i);
     var t52: f32 = t47;
     var t53: f32 = t47;
     var t54: f32 = t47;
@@ -199,7 +186,7 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     var t82: f32 = t46;
     var t83: f32 = t46;
     for (var t84: u32 = 0u; t84 < t51; t84 = t84 + 1u) {
-        let t85: i32 = t48 + bitcast<i32>(t84 * bitcast<u32>(t4));
+        let t85: i32 = t48 + bitcast<i32>(t84 * bitcast<u32>(t5));
         let t86: f32 = t52;
         let t87: f32 = t53;
         let t88: f32 = t54;
@@ -248,38 +235,38 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t131: i32 = t85 + t41;
         let t132: i32 = t85 + t43;
         let t133: i32 = t85 + t45;
-        let t134: u32 = t9 + bitcast<u32>(t118);
-        let t135: u32 = t9 + bitcast<u32>(t119);
-        let t136: u32 = t9 + bitcast<u32>(t120);
-        let t137: u32 = t9 + bitcast<u32>(t121);
-        let t138: u32 = t9 + bitcast<u32>(t122);
-        let t139: u32 = t9 + bitcast<u32>(t123);
-        let t140: u32 = t9 + bitcast<u32>(t124);
-        let t141: u32 = t9 + bitcast<u32>(t125);
-        let t142: u32 = t9 + bitcast<u32>(t126);
-        let t143: u32 = t9 + bitcast<u32>(t127);
-        let t144: u32 = t9 + bitcast<u32>(t128);
-        let t145: u32 = t9 + bitcast<u32>(t129);
-        let t146: u32 = t9 + bitcast<u32>(t130);
-        let t147: u32 = t9 + bitcast<u32>(t131);
-        let t148: u32 = t9 + bitcast<u32>(t132);
-        let t149: u32 = t9 + bitcast<u32>(t133);
-        let t150: bool = t118 < t1;
-        let t151: bool = t119 < t1;
-        let t152: bool = t120 < t1;
-        let t153: bool = t121 < t1;
-        let t154: bool = t122 < t1;
-        let t155: bool = t123 < t1;
-        let t156: bool = t124 < t1;
-        let t157: bool = t125 < t1;
-        let t158: bool = t126 < t1;
-        let t159: bool = t127 < t1;
-        let t160: bool = t128 < t1;
-        let t161: bool = t129 < t1;
-        let t162: bool = t130 < t1;
-        let t163: bool = t131 < t1;
-        let t164: bool = t132 < t1;
-        let t165: bool = t133 < t1;
+        let t134: u32 = t10 + bitcast<u32>(t118);
+        let t135: u32 = t10 + bitcast<u32>(t119);
+        let t136: u32 = t10 + bitcast<u32>(t120);
+        let t137: u32 = t10 + bitcast<u32>(t121);
+        let t138: u32 = t10 + bitcast<u32>(t122);
+        let t139: u32 = t10 + bitcast<u32>(t123);
+        let t140: u32 = t10 + bitcast<u32>(t124);
+        let t141: u32 = t10 + bitcast<u32>(t125);
+        let t142: u32 = t10 + bitcast<u32>(t126);
+        let t143: u32 = t10 + bitcast<u32>(t127);
+        let t144: u32 = t10 + bitcast<u32>(t128);
+        let t145: u32 = t10 + bitcast<u32>(t129);
+        let t146: u32 = t10 + bitcast<u32>(t130);
+        let t147: u32 = t10 + bitcast<u32>(t131);
+        let t148: u32 = t10 + bitcast<u32>(t132);
+        let t149: u32 = t10 + bitcast<u32>(t133);
+        let t150: bool = t118 < t2;
+        let t151: bool = t119 < t2;
+        let t152: bool = t120 < t2;
+        let t153: bool = t121 < t2;
+        let t154: bool = t122 < t2;
+        let t155: bool = t123 < t2;
+        let t156: bool = t124 < t2;
+        let t157: bool = t125 < t2;
+        let t158: bool = t126 < t2;
+        let t159: bool = t127 < t2;
+        let t160: bool = t128 < t2;
+        let t161: bool = t129 < t2;
+        let t162: bool = t130 < t2;
+        let t163: bool = t131 < t2;
+        let t164: bool = t132 < t2;
+        let t165: bool = t133 < t2;
         let t166: f32 = bitcast<f32>(0xff800000u);
         let t167: u32 = select(0u, t134, t150);
         let t168: f32 = select(t166, bitcast<f32>(extractBits(b0[t167 >> 1u], (t167 & 1u) << 4u, 16u) << 16u), t150);
@@ -641,11 +628,11 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
     let t483: f32 = 1.0f;
     let t484: f32 = ft_div(t483, t482);
     let t485: i32 = 0i;
-    let t486: u32 = bitcast<u32>(t1) - bitcast<u32>(t485);
-    let t487: u32 = bitcast<u32>(max(t4, 1i));
-    let t488: u32 = select(0u, t486 / t487 + select(0u, 1u, t486 % t487 != 0u), t1 > t485 && t4 > 0i);
+    let t486: u32 = bitcast<u32>(t2) - bitcast<u32>(t485);
+    let t487: u32 = bitcast<u32>(max(t5, 1i));
+    let t488: u32 = select(0u, t486 / t487 + select(0u, 1u, t486 % t487 != 0u), t2 > t485 && t5 > 0i);
     for (var t489: u32 = 0u; t489 < t488; t489 = t489 + 1u) {
-        let t490: i32 = t485 + bitcast<i32>(t489 * bitcast<u32>(t4));
+        let t490: i32 = t485 + bitcast<i32>(t489 * bitcast<u32>(t5));
         let t491: i32 = t490 + t15;
         let t492: i32 = t490 + t17;
         let t493: i32 = t490 + t19;
@@ -662,38 +649,38 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t504: i32 = t490 + t41;
         let t505: i32 = t490 + t43;
         let t506: i32 = t490 + t45;
-        let t507: bool = t491 < t1;
-        let t508: bool = t492 < t1;
-        let t509: bool = t493 < t1;
-        let t510: bool = t494 < t1;
-        let t511: bool = t495 < t1;
-        let t512: bool = t496 < t1;
-        let t513: bool = t497 < t1;
-        let t514: bool = t498 < t1;
-        let t515: bool = t499 < t1;
-        let t516: bool = t500 < t1;
-        let t517: bool = t501 < t1;
-        let t518: bool = t502 < t1;
-        let t519: bool = t503 < t1;
-        let t520: bool = t504 < t1;
-        let t521: bool = t505 < t1;
-        let t522: bool = t506 < t1;
-        let t523: u32 = t9 + bitcast<u32>(t491);
-        let t524: u32 = t9 + bitcast<u32>(t492);
-        let t525: u32 = t9 + bitcast<u32>(t493);
-        let t526: u32 = t9 + bitcast<u32>(t494);
-        let t527: u32 = t9 + bitcast<u32>(t495);
-        let t528: u32 = t9 + bitcast<u32>(t496);
-        let t529: u32 = t9 + bitcast<u32>(t497);
-        let t530: u32 = t9 + bitcast<u32>(t498);
-        let t531: u32 = t9 + bitcast<u32>(t499);
-        let t532: u32 = t9 + bitcast<u32>(t500);
-        let t533: u32 = t9 + bitcast<u32>(t501);
-        let t534: u32 = t9 + bitcast<u32>(t502);
-        let t535: u32 = t9 + bitcast<u32>(t503);
-        let t536: u32 = t9 + bitcast<u32>(t504);
-        let t537: u32 = t9 + bitcast<u32>(t505);
-        let t538: u32 = t9 + bitcast<u32>(t506);
+        let t507: bool = t491 < t2;
+        let t508: bool = t492 < t2;
+        let t509: bool = t493 < t2;
+        let t510: bool = t494 < t2;
+        let t511: bool = t495 < t2;
+        let t512: bool = t496 < t2;
+        let t513: bool = t497 < t2;
+        let t514: bool = t498 < t2;
+        let t515: bool = t499 < t2;
+        let t516: bool = t500 < t2;
+        let t517: bool = t501 < t2;
+        let t518: bool = t502 < t2;
+        let t519: bool = t503 < t2;
+        let t520: bool = t504 < t2;
+        let t521: bool = t505 < t2;
+        let t522: bool = t506 < t2;
+        let t523: u32 = t10 + bitcast<u32>(t491);
+        let t524: u32 = t10 + bitcast<u32>(t492);
+        let t525: u32 = t10 + bitcast<u32>(t493);
+        let t526: u32 = t10 + bitcast<u32>(t494);
+        let t527: u32 = t10 + bitcast<u32>(t495);
+        let t528: u32 = t10 + bitcast<u32>(t496);
+        let t529: u32 = t10 + bitcast<u32>(t497);
+        let t530: u32 = t10 + bitcast<u32>(t498);
+        let t531: u32 = t10 + bitcast<u32>(t499);
+        let t532: u32 = t10 + bitcast<u32>(t500);
+        let t533: u32 = t10 + bitcast<u32>(t501);
+        let t534: u32 = t10 + bitcast<u32>(t502);
+        let t535: u32 = t10 + bitcast<u32>(t503);
+        let t536: u32 = t10 + bitcast<u32>(t504);
+        let t537: u32 = t10 + bitcast<u32>(t505);
+        let t538: u32 = t10 + bitcast<u32>(t506);
         let t539: f32 = bitcast<f32>(0xff800000u);
         let t540: u32 = select(0u, t523, t507);
         let t541: f32 = select(t539, bitcast<f32>(extractBits(b0[t540 >> 1u], (t540 & 1u) << 4u, 16u) << 16u), t507);
@@ -743,22 +730,22 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t585: f32 = t567;
         let t586: f32 = t569;
         let t587: f32 = t571;
-        let t588: u32 = t12 + bitcast<u32>(t491);
-        let t589: u32 = t12 + bitcast<u32>(t492);
-        let t590: u32 = t12 + bitcast<u32>(t493);
-        let t591: u32 = t12 + bitcast<u32>(t494);
-        let t592: u32 = t12 + bitcast<u32>(t495);
-        let t593: u32 = t12 + bitcast<u32>(t496);
-        let t594: u32 = t12 + bitcast<u32>(t497);
-        let t595: u32 = t12 + bitcast<u32>(t498);
-        let t596: u32 = t12 + bitcast<u32>(t499);
-        let t597: u32 = t12 + bitcast<u32>(t500);
-        let t598: u32 = t12 + bitcast<u32>(t501);
-        let t599: u32 = t12 + bitcast<u32>(t502);
-        let t600: u32 = t12 + bitcast<u32>(t503);
-        let t601: u32 = t12 + bitcast<u32>(t504);
-        let t602: u32 = t12 + bitcast<u32>(t505);
-        let t603: u32 = t12 + bitcast<u32>(t506);
+        let t588: u32 = t13 + bitcast<u32>(t491);
+        let t589: u32 = t13 + bitcast<u32>(t492);
+        let t590: u32 = t13 + bitcast<u32>(t493);
+        let t591: u32 = t13 + bitcast<u32>(t494);
+        let t592: u32 = t13 + bitcast<u32>(t495);
+        let t593: u32 = t13 + bitcast<u32>(t496);
+        let t594: u32 = t13 + bitcast<u32>(t497);
+        let t595: u32 = t13 + bitcast<u32>(t498);
+        let t596: u32 = t13 + bitcast<u32>(t499);
+        let t597: u32 = t13 + bitcast<u32>(t500);
+        let t598: u32 = t13 + bitcast<u32>(t501);
+        let t599: u32 = t13 + bitcast<u32>(t502);
+        let t600: u32 = t13 + bitcast<u32>(t503);
+        let t601: u32 = t13 + bitcast<u32>(t504);
+        let t602: u32 = t13 + bitcast<u32>(t505);
+        let t603: u32 = t13 + bitcast<u32>(t506);
         let t604: f32 = t572 - t397;
         let t605: f32 = t573 - t397;
         let t606: f32 = t574 - t397;
@@ -825,67 +812,27 @@ fn ft_softmax_looped(@builtin(local_invocation_index) ft_tid: u32, @builtin(work
         let t667: f32 = ft_rb(t651);
         let t668: u32 = (bitcast<u32>(t652) >> 16u);
         let t669: u32 = (bitcast<u32>(t653) >> 16u);
-        if ((t507) && (t508) && (t588 & 1u) == 0u && t589 == t588 + 1u && (t588 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t588 >> 1u], t668 | (t669 << 16u));
-        } else {
-            if (t507) { ft_st_b1(t588, t668); }
-            if (t508) { ft_st_b1(t589, t669); }
-        }
+        if (t507) { b1[t588 >> 1u] = t668 | (t669 << 16u); }
         let t670: u32 = (bitcast<u32>(t654) >> 16u);
         let t671: u32 = (bitcast<u32>(t655) >> 16u);
-        if ((t509) && (t510) && (t590 & 1u) == 0u && t591 == t590 + 1u && (t590 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t590 >> 1u], t670 | (t671 << 16u));
-        } else {
-            if (t509) { ft_st_b1(t590, t670); }
-            if (t510) { ft_st_b1(t591, t671); }
-        }
+        if (t509) { b1[t590 >> 1u] = t670 | (t671 << 16u); }
         let t672: u32 = (bitcast<u32>(t656) >> 16u);
         let t673: u32 = (bitcast<u32>(t657) >> 16u);
-        if ((t511) && (t512) && (t592 & 1u) == 0u && t593 == t592 + 1u && (t592 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t592 >> 1u], t672 | (t673 << 16u));
-        } else {
-            if (t511) { ft_st_b1(t592, t672); }
-            if (t512) { ft_st_b1(t593, t673); }
-        }
+        if (t511) { b1[t592 >> 1u] = t672 | (t673 << 16u); }
         let t674: u32 = (bitcast<u32>(t658) >> 16u);
         let t675: u32 = (bitcast<u32>(t659) >> 16u);
-        if ((t513) && (t514) && (t594 & 1u) == 0u && t595 == t594 + 1u && (t594 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t594 >> 1u], t674 | (t675 << 16u));
-        } else {
-            if (t513) { ft_st_b1(t594, t674); }
-            if (t514) { ft_st_b1(t595, t675); }
-        }
+        if (t513) { b1[t594 >> 1u] = t674 | (t675 << 16u); }
         let t676: u32 = (bitcast<u32>(t660) >> 16u);
         let t677: u32 = (bitcast<u32>(t661) >> 16u);
-        if ((t515) && (t516) && (t596 & 1u) == 0u && t597 == t596 + 1u && (t596 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t596 >> 1u], t676 | (t677 << 16u));
-        } else {
-            if (t515) { ft_st_b1(t596, t676); }
-            if (t516) { ft_st_b1(t597, t677); }
-        }
+        if (t515) { b1[t596 >> 1u] = t676 | (t677 << 16u); }
         let t678: u32 = (bitcast<u32>(t662) >> 16u);
         let t679: u32 = (bitcast<u32>(t663) >> 16u);
-        if ((t517) && (t518) && (t598 & 1u) == 0u && t599 == t598 + 1u && (t598 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t598 >> 1u], t678 | (t679 << 16u));
-        } else {
-            if (t517) { ft_st_b1(t598, t678); }
-            if (t518) { ft_st_b1(t599, t679); }
-        }
+        if (t517) { b1[t598 >> 1u] = t678 | (t679 << 16u); }
         let t680: u32 = (bitcast<u32>(t664) >> 16u);
         let t681: u32 = (bitcast<u32>(t665) >> 16u);
-        if ((t519) && (t520) && (t600 & 1u) == 0u && t601 == t600 + 1u && (t600 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t600 >> 1u], t680 | (t681 << 16u));
-        } else {
-            if (t519) { ft_st_b1(t600, t680); }
-            if (t520) { ft_st_b1(t601, t681); }
-        }
+        if (t519) { b1[t600 >> 1u] = t680 | (t681 << 16u); }
         let t682: u32 = (bitcast<u32>(t666) >> 16u);
         let t683: u32 = (bitcast<u32>(t667) >> 16u);
-        if ((t521) && (t522) && (t602 & 1u) == 0u && t603 == t602 + 1u && (t602 >> 1u) < arrayLength(&b1)) {
-            atomicStore(&b1[t602 >> 1u], t682 | (t683 << 16u));
-        } else {
-            if (t521) { ft_st_b1(t602, t682); }
-            if (t522) { ft_st_b1(t603, t683); }
-        }
+        if (t521) { b1[t602 >> 1u] = t682 | (t683 << 16u); }
     }
 }

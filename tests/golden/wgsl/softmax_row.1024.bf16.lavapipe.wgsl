@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 struct FtArgs {
     p2: i32, // `n_cols`: i32
     p3: i32, // `x_stride`: i32
@@ -98,37 +98,24 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t6: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t7: u32 = t6 + 0u;
-    let t9: u32 = t6 + 1u;
-    let t11: u32 = t6 + 256u;
-    let t13: u32 = t6 + 257u;
-    let t15: u32 = t6 + 512u;
-    let t17: u32 = t6 + 513u;
-    let t19: u32 = t6 + 768u;
-    let t21: u32 = t6 + 769u;
-    let t1: i32 = ft_args.p2;
-    let t2: i32 = ft_args.p3;
-    let t3: i32 = ft_args.p4;
-    let t4: i32 = i32(ft_wid.x);
-    let t5: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t7: u32 = t1 + 0u;
+    let t9: u32 = t1 + 1u;
+    let t11: u32 = t1 + 256u;
+    let t13: u32 = t1 + 257u;
+    let t15: u32 = t1 + 512u;
+    let t17: u32 = t1 + 513u;
+    let t19: u32 = t1 + 768u;
+    let t21: u32 = t1 + 769u;
+    let t2: i32 = ft_args.p2;
+    let t3: i32 = ft_args.p3;
+    let t4: i32 = ft_args.p4;
+    let t5: i32 = i32(ft_wid.x);
+    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
     let t8: i32 = i32(t7) + 0i;
     let t10: i32 = i32(t9) + 0i;
     let t12: i32 = i32(t11) + 0i;
@@ -137,16 +124,16 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t18: i32 = i32(t17) + 0i;
     let t20: i32 = i32(t19) + 0i;
     let t22: i32 = i32(t21) + 0i;
-    let t23: bool = t8 < t1;
-    let t24: bool = t10 < t1;
-    let t25: bool = t12 < t1;
-    let t26: bool = t14 < t1;
-    let t27: bool = t16 < t1;
-    let t28: bool = t18 < t1;
-    let t29: bool = t20 < t1;
-    let t30: bool = t22 < t1;
-    let t31: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t32: vec2<u32> = ft_mul64(t5, t31);
+    let t23: bool = t8 < t2;
+    let t24: bool = t10 < t2;
+    let t25: bool = t12 < t2;
+    let t26: bool = t14 < t2;
+    let t27: bool = t16 < t2;
+    let t28: bool = t18 < t2;
+    let t29: bool = t20 < t2;
+    let t30: bool = t22 < t2;
+    let t31: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t32: vec2<u32> = ft_mul64(t6, t31);
     let t33: u32 = 0u + t32.x;
     let t34: u32 = t33 + bitcast<u32>(t8);
     let t35: u32 = t33 + bitcast<u32>(t10);
@@ -251,8 +238,8 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t117: f32 = bitcast<f32>(ft_smem[t116 * 1u + 0u]);
     workgroupBarrier();
     let t118: f32 = ft_div(t100, t117);
-    let t119: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t120: vec2<u32> = ft_mul64(t5, t119);
+    let t119: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t120: vec2<u32> = ft_mul64(t6, t119);
     let t121: u32 = 0u + t120.x;
     let t122: u32 = t121 + bitcast<u32>(t8);
     let t123: u32 = t121 + bitcast<u32>(t10);
@@ -280,34 +267,14 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t145: f32 = ft_rb(t137);
     let t146: u32 = (bitcast<u32>(t138) >> 16u);
     let t147: u32 = (bitcast<u32>(t139) >> 16u);
-    if ((t23) && (t24) && (t122 & 1u) == 0u && t123 == t122 + 1u && (t122 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t122 >> 1u], t146 | (t147 << 16u));
-    } else {
-        if (t23) { ft_st_b1(t122, t146); }
-        if (t24) { ft_st_b1(t123, t147); }
-    }
+    if (t23) { b1[t122 >> 1u] = t146 | (t147 << 16u); }
     let t148: u32 = (bitcast<u32>(t140) >> 16u);
     let t149: u32 = (bitcast<u32>(t141) >> 16u);
-    if ((t25) && (t26) && (t124 & 1u) == 0u && t125 == t124 + 1u && (t124 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t124 >> 1u], t148 | (t149 << 16u));
-    } else {
-        if (t25) { ft_st_b1(t124, t148); }
-        if (t26) { ft_st_b1(t125, t149); }
-    }
+    if (t25) { b1[t124 >> 1u] = t148 | (t149 << 16u); }
     let t150: u32 = (bitcast<u32>(t142) >> 16u);
     let t151: u32 = (bitcast<u32>(t143) >> 16u);
-    if ((t27) && (t28) && (t126 & 1u) == 0u && t127 == t126 + 1u && (t126 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t126 >> 1u], t150 | (t151 << 16u));
-    } else {
-        if (t27) { ft_st_b1(t126, t150); }
-        if (t28) { ft_st_b1(t127, t151); }
-    }
+    if (t27) { b1[t126 >> 1u] = t150 | (t151 << 16u); }
     let t152: u32 = (bitcast<u32>(t144) >> 16u);
     let t153: u32 = (bitcast<u32>(t145) >> 16u);
-    if ((t29) && (t30) && (t128 & 1u) == 0u && t129 == t128 + 1u && (t128 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t128 >> 1u], t152 | (t153 << 16u));
-    } else {
-        if (t29) { ft_st_b1(t128, t152); }
-        if (t30) { ft_st_b1(t129, t153); }
-    }
+    if (t29) { b1[t128 >> 1u] = t152 | (t153 << 16u); }
 }

@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 struct FtArgs {
     p2: i32, // `n_cols`: i32
     p3: i32, // `x_stride`: i32
@@ -98,45 +98,32 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(64)
 fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t6: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 1u));
-    let t7: u32 = t6 + 0u;
-    let t9: u32 = t6 + 1u;
-    let t11: u32 = t6 + 128u;
-    let t13: u32 = t6 + 129u;
-    let t15: u32 = t6 + 256u;
-    let t17: u32 = t6 + 257u;
-    let t19: u32 = t6 + 384u;
-    let t21: u32 = t6 + 385u;
-    let t23: u32 = t6 + 512u;
-    let t25: u32 = t6 + 513u;
-    let t27: u32 = t6 + 640u;
-    let t29: u32 = t6 + 641u;
-    let t31: u32 = t6 + 768u;
-    let t33: u32 = t6 + 769u;
-    let t35: u32 = t6 + 896u;
-    let t37: u32 = t6 + 897u;
-    let t1: i32 = ft_args.p2;
-    let t2: i32 = ft_args.p3;
-    let t3: i32 = ft_args.p4;
-    let t4: i32 = i32(ft_wid.x);
-    let t5: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t1: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 1u));
+    let t7: u32 = t1 + 0u;
+    let t9: u32 = t1 + 1u;
+    let t11: u32 = t1 + 128u;
+    let t13: u32 = t1 + 129u;
+    let t15: u32 = t1 + 256u;
+    let t17: u32 = t1 + 257u;
+    let t19: u32 = t1 + 384u;
+    let t21: u32 = t1 + 385u;
+    let t23: u32 = t1 + 512u;
+    let t25: u32 = t1 + 513u;
+    let t27: u32 = t1 + 640u;
+    let t29: u32 = t1 + 641u;
+    let t31: u32 = t1 + 768u;
+    let t33: u32 = t1 + 769u;
+    let t35: u32 = t1 + 896u;
+    let t37: u32 = t1 + 897u;
+    let t2: i32 = ft_args.p2;
+    let t3: i32 = ft_args.p3;
+    let t4: i32 = ft_args.p4;
+    let t5: i32 = i32(ft_wid.x);
+    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
     let t8: i32 = i32(t7) + 0i;
     let t10: i32 = i32(t9) + 0i;
     let t12: i32 = i32(t11) + 0i;
@@ -153,24 +140,24 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t34: i32 = i32(t33) + 0i;
     let t36: i32 = i32(t35) + 0i;
     let t38: i32 = i32(t37) + 0i;
-    let t39: bool = t8 < t1;
-    let t40: bool = t10 < t1;
-    let t41: bool = t12 < t1;
-    let t42: bool = t14 < t1;
-    let t43: bool = t16 < t1;
-    let t44: bool = t18 < t1;
-    let t45: bool = t20 < t1;
-    let t46: bool = t22 < t1;
-    let t47: bool = t24 < t1;
-    let t48: bool = t26 < t1;
-    let t49: bool = t28 < t1;
-    let t50: bool = t30 < t1;
-    let t51: bool = t32 < t1;
-    let t52: bool = t34 < t1;
-    let t53: bool = t36 < t1;
-    let t54: bool = t38 < t1;
-    let t55: vec2<u32> = vec2<u32>(bitcast<u32>(t2), select(0u, 0xffffffffu, t2 < 0i));
-    let t56: vec2<u32> = ft_mul64(t5, t55);
+    let t39: bool = t8 < t2;
+    let t40: bool = t10 < t2;
+    let t41: bool = t12 < t2;
+    let t42: bool = t14 < t2;
+    let t43: bool = t16 < t2;
+    let t44: bool = t18 < t2;
+    let t45: bool = t20 < t2;
+    let t46: bool = t22 < t2;
+    let t47: bool = t24 < t2;
+    let t48: bool = t26 < t2;
+    let t49: bool = t28 < t2;
+    let t50: bool = t30 < t2;
+    let t51: bool = t32 < t2;
+    let t52: bool = t34 < t2;
+    let t53: bool = t36 < t2;
+    let t54: bool = t38 < t2;
+    let t55: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t56: vec2<u32> = ft_mul64(t6, t55);
     let t57: u32 = 0u + t56.x;
     let t58: u32 = t57 + bitcast<u32>(t8);
     let t59: u32 = t57 + bitcast<u32>(t10);
@@ -341,8 +328,8 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t217: f32 = t214 + t216;
     workgroupBarrier();
     let t218: f32 = ft_div(t186, t217);
-    let t219: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t220: vec2<u32> = ft_mul64(t5, t219);
+    let t219: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
+    let t220: vec2<u32> = ft_mul64(t6, t219);
     let t221: u32 = 0u + t220.x;
     let t222: u32 = t221 + bitcast<u32>(t8);
     let t223: u32 = t221 + bitcast<u32>(t10);
@@ -394,66 +381,26 @@ fn ft_softmax_row(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgro
     let t269: f32 = ft_rb(t253);
     let t270: u32 = (bitcast<u32>(t254) >> 16u);
     let t271: u32 = (bitcast<u32>(t255) >> 16u);
-    if ((t39) && (t40) && (t222 & 1u) == 0u && t223 == t222 + 1u && (t222 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t222 >> 1u], t270 | (t271 << 16u));
-    } else {
-        if (t39) { ft_st_b1(t222, t270); }
-        if (t40) { ft_st_b1(t223, t271); }
-    }
+    if (t39) { b1[t222 >> 1u] = t270 | (t271 << 16u); }
     let t272: u32 = (bitcast<u32>(t256) >> 16u);
     let t273: u32 = (bitcast<u32>(t257) >> 16u);
-    if ((t41) && (t42) && (t224 & 1u) == 0u && t225 == t224 + 1u && (t224 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t224 >> 1u], t272 | (t273 << 16u));
-    } else {
-        if (t41) { ft_st_b1(t224, t272); }
-        if (t42) { ft_st_b1(t225, t273); }
-    }
+    if (t41) { b1[t224 >> 1u] = t272 | (t273 << 16u); }
     let t274: u32 = (bitcast<u32>(t258) >> 16u);
     let t275: u32 = (bitcast<u32>(t259) >> 16u);
-    if ((t43) && (t44) && (t226 & 1u) == 0u && t227 == t226 + 1u && (t226 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t226 >> 1u], t274 | (t275 << 16u));
-    } else {
-        if (t43) { ft_st_b1(t226, t274); }
-        if (t44) { ft_st_b1(t227, t275); }
-    }
+    if (t43) { b1[t226 >> 1u] = t274 | (t275 << 16u); }
     let t276: u32 = (bitcast<u32>(t260) >> 16u);
     let t277: u32 = (bitcast<u32>(t261) >> 16u);
-    if ((t45) && (t46) && (t228 & 1u) == 0u && t229 == t228 + 1u && (t228 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t228 >> 1u], t276 | (t277 << 16u));
-    } else {
-        if (t45) { ft_st_b1(t228, t276); }
-        if (t46) { ft_st_b1(t229, t277); }
-    }
+    if (t45) { b1[t228 >> 1u] = t276 | (t277 << 16u); }
     let t278: u32 = (bitcast<u32>(t262) >> 16u);
     let t279: u32 = (bitcast<u32>(t263) >> 16u);
-    if ((t47) && (t48) && (t230 & 1u) == 0u && t231 == t230 + 1u && (t230 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t230 >> 1u], t278 | (t279 << 16u));
-    } else {
-        if (t47) { ft_st_b1(t230, t278); }
-        if (t48) { ft_st_b1(t231, t279); }
-    }
+    if (t47) { b1[t230 >> 1u] = t278 | (t279 << 16u); }
     let t280: u32 = (bitcast<u32>(t264) >> 16u);
     let t281: u32 = (bitcast<u32>(t265) >> 16u);
-    if ((t49) && (t50) && (t232 & 1u) == 0u && t233 == t232 + 1u && (t232 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t232 >> 1u], t280 | (t281 << 16u));
-    } else {
-        if (t49) { ft_st_b1(t232, t280); }
-        if (t50) { ft_st_b1(t233, t281); }
-    }
+    if (t49) { b1[t232 >> 1u] = t280 | (t281 << 16u); }
     let t282: u32 = (bitcast<u32>(t266) >> 16u);
     let t283: u32 = (bitcast<u32>(t267) >> 16u);
-    if ((t51) && (t52) && (t234 & 1u) == 0u && t235 == t234 + 1u && (t234 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t234 >> 1u], t282 | (t283 << 16u));
-    } else {
-        if (t51) { ft_st_b1(t234, t282); }
-        if (t52) { ft_st_b1(t235, t283); }
-    }
+    if (t51) { b1[t234 >> 1u] = t282 | (t283 << 16u); }
     let t284: u32 = (bitcast<u32>(t268) >> 16u);
     let t285: u32 = (bitcast<u32>(t269) >> 16u);
-    if ((t53) && (t54) && (t236 & 1u) == 0u && t237 == t236 + 1u && (t236 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t236 >> 1u], t284 | (t285 << 16u));
-    } else {
-        if (t53) { ft_st_b1(t236, t284); }
-        if (t54) { ft_st_b1(t237, t285); }
-    }
+    if (t53) { b1[t236 >> 1u] = t284 | (t285 << 16u); }
 }

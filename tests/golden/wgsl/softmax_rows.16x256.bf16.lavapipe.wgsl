@@ -3,7 +3,7 @@
 // `x`: bf16 packed in u32 words
 @group(0) @binding(0) var<storage, read> b0: array<u32>;
 // `y`: bf16 packed in u32 words
-@group(0) @binding(1) var<storage, read_write> b1: array<atomic<u32>>;
+@group(0) @binding(1) var<storage, read_write> b1: array<u32>;
 struct FtArgs {
     p2: i32, // `n_rows`: i32
     p3: i32, // `n_cols`: i32
@@ -105,321 +105,308 @@ fn ft_mulwide(a: u32, b: u32) -> vec2<u32> {
 // round an f32 to the nearest-even bf16 value
 fn ft_rb(x: f32) -> f32 { return ft_b2f(ft_f2b(x)); }
 
-// store the 16-bit element i of `b1` (v in the low bits): CAS on its word
-fn ft_st_b1(i: u32, v: u32) {
-    let w = i >> 1u;
-    if (w >= arrayLength(&b1)) { return; }
-    let s = (i & 1u) * 16u;
-    var old = atomicLoad(&b1[w]);
-    loop {
-        let r = atomicCompareExchangeWeak(&b1[w], old, insertBits(old, v, s, 16u));
-        if (r.exchanged) { break; }
-        old = r.old_value;
-    }
-}
-
 @compute @workgroup_size(128)
 fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgroup_id) ft_wid: vec3<u32>, @builtin(num_workgroups) ft_nwg: vec3<u32>) {
     let ft_lane = ft_tid & 31u;
     let ft_warp = ft_tid >> 5u;
-    let t9: u32 = 1u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t10: u32 = (t9 + 0u) & 15u;
-    let t14: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t15: u32 = t14 + 0u;
-    let t17: u32 = t14 + 1u;
-    let t21: u32 = 1u * (((ft_lane >> 1u) & 15u) + 16u * ((ft_warp >> 0u) & 3u));
-    let t22: u32 = 1u * (((ft_lane >> 0u) & 1u));
-    let t23: u32 = (t21 + 0u) & 15u;
-    let t24: u32 = (t22 + 0u) & 0u;
-    let t31: u32 = 0u;
-    let t32: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
-    let t33: u32 = t31 + 0u;
-    let t34: u32 = t32 + 0u;
-    let t37: u32 = t31 + 0u;
-    let t38: u32 = t32 + 1u;
-    let t41: u32 = 1u * (1u * ((ft_warp >> 0u) & 3u));
-    let t42: u32 = 2u * (((ft_lane >> 0u) & 31u));
-    let t43: u32 = t41 + 0u;
-    let t44: u32 = t42 + 0u;
-    let t49: u32 = t41 + 0u;
-    let t50: u32 = t42 + 1u;
-    let t55: u32 = t41 + 0u;
-    let t56: u32 = t42 + 64u;
-    let t61: u32 = t41 + 0u;
-    let t62: u32 = t42 + 65u;
-    let t67: u32 = t41 + 0u;
-    let t68: u32 = t42 + 128u;
-    let t73: u32 = t41 + 0u;
-    let t74: u32 = t42 + 129u;
-    let t79: u32 = t41 + 0u;
-    let t80: u32 = t42 + 192u;
-    let t85: u32 = t41 + 0u;
-    let t86: u32 = t42 + 193u;
-    let t91: u32 = t41 + 4u;
-    let t92: u32 = t42 + 0u;
-    let t97: u32 = t41 + 4u;
-    let t98: u32 = t42 + 1u;
-    let t103: u32 = t41 + 4u;
-    let t104: u32 = t42 + 64u;
-    let t109: u32 = t41 + 4u;
-    let t110: u32 = t42 + 65u;
-    let t115: u32 = t41 + 4u;
-    let t116: u32 = t42 + 128u;
-    let t121: u32 = t41 + 4u;
-    let t122: u32 = t42 + 129u;
-    let t127: u32 = t41 + 4u;
-    let t128: u32 = t42 + 192u;
-    let t133: u32 = t41 + 4u;
-    let t134: u32 = t42 + 193u;
-    let t139: u32 = t41 + 8u;
-    let t140: u32 = t42 + 0u;
-    let t145: u32 = t41 + 8u;
-    let t146: u32 = t42 + 1u;
-    let t151: u32 = t41 + 8u;
-    let t152: u32 = t42 + 64u;
-    let t157: u32 = t41 + 8u;
-    let t158: u32 = t42 + 65u;
-    let t163: u32 = t41 + 8u;
-    let t164: u32 = t42 + 128u;
-    let t169: u32 = t41 + 8u;
-    let t170: u32 = t42 + 129u;
-    let t175: u32 = t41 + 8u;
-    let t176: u32 = t42 + 192u;
-    let t181: u32 = t41 + 8u;
-    let t182: u32 = t42 + 193u;
-    let t187: u32 = t41 + 12u;
-    let t188: u32 = t42 + 0u;
-    let t193: u32 = t41 + 12u;
-    let t194: u32 = t42 + 1u;
-    let t199: u32 = t41 + 12u;
-    let t200: u32 = t42 + 64u;
-    let t205: u32 = t41 + 12u;
-    let t206: u32 = t42 + 65u;
-    let t211: u32 = t41 + 12u;
-    let t212: u32 = t42 + 128u;
-    let t217: u32 = t41 + 12u;
-    let t218: u32 = t42 + 129u;
-    let t223: u32 = t41 + 12u;
-    let t224: u32 = t42 + 192u;
-    let t229: u32 = t41 + 12u;
-    let t230: u32 = t42 + 193u;
-    let t1: i32 = ft_args.p2;
-    let t2: i32 = ft_args.p3;
-    let t3: i32 = ft_args.p4;
-    let t4: i32 = ft_args.p5;
-    let t5: i32 = i32(ft_wid.x);
-    let t6: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
-    let t7: vec2<u32> = vec2<u32>(16u, 0u);
-    let t8: vec2<u32> = ft_mul64(t6, t7);
-    let t11: i32 = i32(t10) + 0i;
-    let t12: vec2<u32> = vec2<u32>(bitcast<u32>(t11), select(0u, 0xffffffffu, t11 < 0i));
-    let t13: vec2<u32> = ft_add64(t8, t12);
-    let t16: i32 = i32(t15) + 0i;
+    let t1: u32 = 1u * (1u * ((ft_warp >> 0u) & 3u));
+    let t2: u32 = 2u * (((ft_lane >> 0u) & 31u));
+    let t11: u32 = 1u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t12: u32 = (t11 + 0u) & 15u;
+    let t16: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t17: u32 = t16 + 0u;
+    let t19: u32 = t16 + 1u;
+    let t23: u32 = 1u * (((ft_lane >> 1u) & 15u) + 16u * ((ft_warp >> 0u) & 3u));
+    let t24: u32 = 1u * (((ft_lane >> 0u) & 1u));
+    let t25: u32 = (t23 + 0u) & 15u;
+    let t26: u32 = (t24 + 0u) & 0u;
+    let t33: u32 = 0u;
+    let t34: u32 = 2u * (((ft_lane >> 0u) & 31u) + 32u * ((ft_warp >> 0u) & 3u));
+    let t35: u32 = t33 + 0u;
+    let t36: u32 = t34 + 0u;
+    let t39: u32 = t33 + 0u;
+    let t40: u32 = t34 + 1u;
+    let t43: u32 = t1 + 0u;
+    let t44: u32 = t2 + 0u;
+    let t49: u32 = t1 + 0u;
+    let t50: u32 = t2 + 1u;
+    let t55: u32 = t1 + 0u;
+    let t56: u32 = t2 + 64u;
+    let t61: u32 = t1 + 0u;
+    let t62: u32 = t2 + 65u;
+    let t67: u32 = t1 + 0u;
+    let t68: u32 = t2 + 128u;
+    let t73: u32 = t1 + 0u;
+    let t74: u32 = t2 + 129u;
+    let t79: u32 = t1 + 0u;
+    let t80: u32 = t2 + 192u;
+    let t85: u32 = t1 + 0u;
+    let t86: u32 = t2 + 193u;
+    let t91: u32 = t1 + 4u;
+    let t92: u32 = t2 + 0u;
+    let t97: u32 = t1 + 4u;
+    let t98: u32 = t2 + 1u;
+    let t103: u32 = t1 + 4u;
+    let t104: u32 = t2 + 64u;
+    let t109: u32 = t1 + 4u;
+    let t110: u32 = t2 + 65u;
+    let t115: u32 = t1 + 4u;
+    let t116: u32 = t2 + 128u;
+    let t121: u32 = t1 + 4u;
+    let t122: u32 = t2 + 129u;
+    let t127: u32 = t1 + 4u;
+    let t128: u32 = t2 + 192u;
+    let t133: u32 = t1 + 4u;
+    let t134: u32 = t2 + 193u;
+    let t139: u32 = t1 + 8u;
+    let t140: u32 = t2 + 0u;
+    let t145: u32 = t1 + 8u;
+    let t146: u32 = t2 + 1u;
+    let t151: u32 = t1 + 8u;
+    let t152: u32 = t2 + 64u;
+    let t157: u32 = t1 + 8u;
+    let t158: u32 = t2 + 65u;
+    let t163: u32 = t1 + 8u;
+    let t164: u32 = t2 + 128u;
+    let t169: u32 = t1 + 8u;
+    let t170: u32 = t2 + 129u;
+    let t175: u32 = t1 + 8u;
+    let t176: u32 = t2 + 192u;
+    let t181: u32 = t1 + 8u;
+    let t182: u32 = t2 + 193u;
+    let t187: u32 = t1 + 12u;
+    let t188: u32 = t2 + 0u;
+    let t193: u32 = t1 + 12u;
+    let t194: u32 = t2 + 1u;
+    let t199: u32 = t1 + 12u;
+    let t200: u32 = t2 + 64u;
+    let t205: u32 = t1 + 12u;
+    let t206: u32 = t2 + 65u;
+    let t211: u32 = t1 + 12u;
+    let t212: u32 = t2 + 128u;
+    let t217: u32 = t1 + 12u;
+    let t218: u32 = t2 + 129u;
+    let t223: u32 = t1 + 12u;
+    let t224: u32 = t2 + 192u;
+    let t229: u32 = t1 + 12u;
+    let t230: u32 = t2 + 193u;
+    let t3: i32 = ft_args.p2;
+    let t4: i32 = ft_args.p3;
+    let t5: i32 = ft_args.p4;
+    let t6: i32 = ft_args.p5;
+    let t7: i32 = i32(ft_wid.x);
+    let t8: vec2<u32> = vec2<u32>(bitcast<u32>(t7), select(0u, 0xffffffffu, t7 < 0i));
+    let t9: vec2<u32> = vec2<u32>(16u, 0u);
+    let t10: vec2<u32> = ft_mul64(t8, t9);
+    let t13: i32 = i32(t12) + 0i;
+    let t14: vec2<u32> = vec2<u32>(bitcast<u32>(t13), select(0u, 0xffffffffu, t13 < 0i));
+    let t15: vec2<u32> = ft_add64(t10, t14);
     let t18: i32 = i32(t17) + 0i;
-    let t19: vec2<u32> = vec2<u32>(bitcast<u32>(t1), select(0u, 0xffffffffu, t1 < 0i));
-    let t20: bool = ft_lt64(t13, t19);
-    let t25: i32 = i32(t23) + 0i;
-    let t26: vec2<u32> = vec2<u32>(bitcast<u32>(t25), select(0u, 0xffffffffu, t25 < 0i));
-    let t27: vec2<u32> = ft_add64(t8, t26);
-    let t28: bool = ft_lt64(t27, t19);
-    let t29: bool = t16 < t2;
-    let t30: bool = t18 < t2;
-    let t35: i32 = i32(t34) + 0i;
-    let t36: bool = t35 < t2;
-    let t39: i32 = i32(t38) + 0i;
-    let t40: bool = t39 < t2;
+    let t20: i32 = i32(t19) + 0i;
+    let t21: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
+    let t22: bool = ft_lt64(t15, t21);
+    let t27: i32 = i32(t25) + 0i;
+    let t28: vec2<u32> = vec2<u32>(bitcast<u32>(t27), select(0u, 0xffffffffu, t27 < 0i));
+    let t29: vec2<u32> = ft_add64(t10, t28);
+    let t30: bool = ft_lt64(t29, t21);
+    let t31: bool = t18 < t4;
+    let t32: bool = t20 < t4;
+    let t37: i32 = i32(t36) + 0i;
+    let t38: bool = t37 < t4;
+    let t41: i32 = i32(t40) + 0i;
+    let t42: bool = t41 < t4;
     let t45: i32 = i32(t43) + 0i;
     let t46: vec2<u32> = vec2<u32>(bitcast<u32>(t45), select(0u, 0xffffffffu, t45 < 0i));
-    let t47: vec2<u32> = ft_add64(t8, t46);
-    let t48: bool = ft_lt64(t47, t19);
+    let t47: vec2<u32> = ft_add64(t10, t46);
+    let t48: bool = ft_lt64(t47, t21);
     let t51: i32 = i32(t49) + 0i;
     let t52: vec2<u32> = vec2<u32>(bitcast<u32>(t51), select(0u, 0xffffffffu, t51 < 0i));
-    let t53: vec2<u32> = ft_add64(t8, t52);
-    let t54: bool = ft_lt64(t53, t19);
+    let t53: vec2<u32> = ft_add64(t10, t52);
+    let t54: bool = ft_lt64(t53, t21);
     let t57: i32 = i32(t55) + 0i;
     let t58: vec2<u32> = vec2<u32>(bitcast<u32>(t57), select(0u, 0xffffffffu, t57 < 0i));
-    let t59: vec2<u32> = ft_add64(t8, t58);
-    let t60: bool = ft_lt64(t59, t19);
+    let t59: vec2<u32> = ft_add64(t10, t58);
+    let t60: bool = ft_lt64(t59, t21);
     let t63: i32 = i32(t61) + 0i;
     let t64: vec2<u32> = vec2<u32>(bitcast<u32>(t63), select(0u, 0xffffffffu, t63 < 0i));
-    let t65: vec2<u32> = ft_add64(t8, t64);
-    let t66: bool = ft_lt64(t65, t19);
+    let t65: vec2<u32> = ft_add64(t10, t64);
+    let t66: bool = ft_lt64(t65, t21);
     let t69: i32 = i32(t67) + 0i;
     let t70: vec2<u32> = vec2<u32>(bitcast<u32>(t69), select(0u, 0xffffffffu, t69 < 0i));
-    let t71: vec2<u32> = ft_add64(t8, t70);
-    let t72: bool = ft_lt64(t71, t19);
+    let t71: vec2<u32> = ft_add64(t10, t70);
+    let t72: bool = ft_lt64(t71, t21);
     let t75: i32 = i32(t73) + 0i;
     let t76: vec2<u32> = vec2<u32>(bitcast<u32>(t75), select(0u, 0xffffffffu, t75 < 0i));
-    let t77: vec2<u32> = ft_add64(t8, t76);
-    let t78: bool = ft_lt64(t77, t19);
+    let t77: vec2<u32> = ft_add64(t10, t76);
+    let t78: bool = ft_lt64(t77, t21);
     let t81: i32 = i32(t79) + 0i;
     let t82: vec2<u32> = vec2<u32>(bitcast<u32>(t81), select(0u, 0xffffffffu, t81 < 0i));
-    let t83: vec2<u32> = ft_add64(t8, t82);
-    let t84: bool = ft_lt64(t83, t19);
+    let t83: vec2<u32> = ft_add64(t10, t82);
+    let t84: bool = ft_lt64(t83, t21);
     let t87: i32 = i32(t85) + 0i;
     let t88: vec2<u32> = vec2<u32>(bitcast<u32>(t87), select(0u, 0xffffffffu, t87 < 0i));
-    let t89: vec2<u32> = ft_add64(t8, t88);
-    let t90: bool = ft_lt64(t89, t19);
+    let t89: vec2<u32> = ft_add64(t10, t88);
+    let t90: bool = ft_lt64(t89, t21);
     let t93: i32 = i32(t91) + 0i;
     let t94: vec2<u32> = vec2<u32>(bitcast<u32>(t93), select(0u, 0xffffffffu, t93 < 0i));
-    let t95: vec2<u32> = ft_add64(t8, t94);
-    let t96: bool = ft_lt64(t95, t19);
+    let t95: vec2<u32> = ft_add64(t10, t94);
+    let t96: bool = ft_lt64(t95, t21);
     let t99: i32 = i32(t97) + 0i;
     let t100: vec2<u32> = vec2<u32>(bitcast<u32>(t99), select(0u, 0xffffffffu, t99 < 0i));
-    let t101: vec2<u32> = ft_add64(t8, t100);
-    let t102: bool = ft_lt64(t101, t19);
+    let t101: vec2<u32> = ft_add64(t10, t100);
+    let t102: bool = ft_lt64(t101, t21);
     let t105: i32 = i32(t103) + 0i;
     let t106: vec2<u32> = vec2<u32>(bitcast<u32>(t105), select(0u, 0xffffffffu, t105 < 0i));
-    let t107: vec2<u32> = ft_add64(t8, t106);
-    let t108: bool = ft_lt64(t107, t19);
+    let t107: vec2<u32> = ft_add64(t10, t106);
+    let t108: bool = ft_lt64(t107, t21);
     let t111: i32 = i32(t109) + 0i;
     let t112: vec2<u32> = vec2<u32>(bitcast<u32>(t111), select(0u, 0xffffffffu, t111 < 0i));
-    let t113: vec2<u32> = ft_add64(t8, t112);
-    let t114: bool = ft_lt64(t113, t19);
+    let t113: vec2<u32> = ft_add64(t10, t112);
+    let t114: bool = ft_lt64(t113, t21);
     let t117: i32 = i32(t115) + 0i;
     let t118: vec2<u32> = vec2<u32>(bitcast<u32>(t117), select(0u, 0xffffffffu, t117 < 0i));
-    let t119: vec2<u32> = ft_add64(t8, t118);
-    let t120: bool = ft_lt64(t119, t19);
+    let t119: vec2<u32> = ft_add64(t10, t118);
+    let t120: bool = ft_lt64(t119, t21);
     let t123: i32 = i32(t121) + 0i;
     let t124: vec2<u32> = vec2<u32>(bitcast<u32>(t123), select(0u, 0xffffffffu, t123 < 0i));
-    let t125: vec2<u32> = ft_add64(t8, t124);
-    let t126: bool = ft_lt64(t125, t19);
+    let t125: vec2<u32> = ft_add64(t10, t124);
+    let t126: bool = ft_lt64(t125, t21);
     let t129: i32 = i32(t127) + 0i;
     let t130: vec2<u32> = vec2<u32>(bitcast<u32>(t129), select(0u, 0xffffffffu, t129 < 0i));
-    let t131: vec2<u32> = ft_add64(t8, t130);
-    let t132: bool = ft_lt64(t131, t19);
+    let t131: vec2<u32> = ft_add64(t10, t130);
+    let t132: bool = ft_lt64(t131, t21);
     let t135: i32 = i32(t133) + 0i;
     let t136: vec2<u32> = vec2<u32>(bitcast<u32>(t135), select(0u, 0xffffffffu, t135 < 0i));
-    let t137: vec2<u32> = ft_add64(t8, t136);
-    let t138: bool = ft_lt64(t137, t19);
+    let t137: vec2<u32> = ft_add64(t10, t136);
+    let t138: bool = ft_lt64(t137, t21);
     let t141: i32 = i32(t139) + 0i;
     let t142: vec2<u32> = vec2<u32>(bitcast<u32>(t141), select(0u, 0xffffffffu, t141 < 0i));
-    let t143: vec2<u32> = ft_add64(t8, t142);
-    let t144: bool = ft_lt64(t143, t19);
+    let t143: vec2<u32> = ft_add64(t10, t142);
+    let t144: bool = ft_lt64(t143, t21);
     let t147: i32 = i32(t145) + 0i;
     let t148: vec2<u32> = vec2<u32>(bitcast<u32>(t147), select(0u, 0xffffffffu, t147 < 0i));
-    let t149: vec2<u32> = ft_add64(t8, t148);
-    let t150: bool = ft_lt64(t149, t19);
+    let t149: vec2<u32> = ft_add64(t10, t148);
+    let t150: bool = ft_lt64(t149, t21);
     let t153: i32 = i32(t151) + 0i;
     let t154: vec2<u32> = vec2<u32>(bitcast<u32>(t153), select(0u, 0xffffffffu, t153 < 0i));
-    let t155: vec2<u32> = ft_add64(t8, t154);
-    let t156: bool = ft_lt64(t155, t19);
+    let t155: vec2<u32> = ft_add64(t10, t154);
+    let t156: bool = ft_lt64(t155, t21);
     let t159: i32 = i32(t157) + 0i;
     let t160: vec2<u32> = vec2<u32>(bitcast<u32>(t159), select(0u, 0xffffffffu, t159 < 0i));
-    let t161: vec2<u32> = ft_add64(t8, t160);
-    let t162: bool = ft_lt64(t161, t19);
+    let t161: vec2<u32> = ft_add64(t10, t160);
+    let t162: bool = ft_lt64(t161, t21);
     let t165: i32 = i32(t163) + 0i;
     let t166: vec2<u32> = vec2<u32>(bitcast<u32>(t165), select(0u, 0xffffffffu, t165 < 0i));
-    let t167: vec2<u32> = ft_add64(t8, t166);
-    let t168: bool = ft_lt64(t167, t19);
+    let t167: vec2<u32> = ft_add64(t10, t166);
+    let t168: bool = ft_lt64(t167, t21);
     let t171: i32 = i32(t169) + 0i;
     let t172: vec2<u32> = vec2<u32>(bitcast<u32>(t171), select(0u, 0xffffffffu, t171 < 0i));
-    let t173: vec2<u32> = ft_add64(t8, t172);
-    let t174: bool = ft_lt64(t173, t19);
+    let t173: vec2<u32> = ft_add64(t10, t172);
+    let t174: bool = ft_lt64(t173, t21);
     let t177: i32 = i32(t175) + 0i;
     let t178: vec2<u32> = vec2<u32>(bitcast<u32>(t177), select(0u, 0xffffffffu, t177 < 0i));
-    let t179: vec2<u32> = ft_add64(t8, t178);
-    let t180: bool = ft_lt64(t179, t19);
+    let t179: vec2<u32> = ft_add64(t10, t178);
+    let t180: bool = ft_lt64(t179, t21);
     let t183: i32 = i32(t181) + 0i;
     let t184: vec2<u32> = vec2<u32>(bitcast<u32>(t183), select(0u, 0xffffffffu, t183 < 0i));
-    let t185: vec2<u32> = ft_add64(t8, t184);
-    let t186: bool = ft_lt64(t185, t19);
+    let t185: vec2<u32> = ft_add64(t10, t184);
+    let t186: bool = ft_lt64(t185, t21);
     let t189: i32 = i32(t187) + 0i;
     let t190: vec2<u32> = vec2<u32>(bitcast<u32>(t189), select(0u, 0xffffffffu, t189 < 0i));
-    let t191: vec2<u32> = ft_add64(t8, t190);
-    let t192: bool = ft_lt64(t191, t19);
+    let t191: vec2<u32> = ft_add64(t10, t190);
+    let t192: bool = ft_lt64(t191, t21);
     let t195: i32 = i32(t193) + 0i;
     let t196: vec2<u32> = vec2<u32>(bitcast<u32>(t195), select(0u, 0xffffffffu, t195 < 0i));
-    let t197: vec2<u32> = ft_add64(t8, t196);
-    let t198: bool = ft_lt64(t197, t19);
+    let t197: vec2<u32> = ft_add64(t10, t196);
+    let t198: bool = ft_lt64(t197, t21);
     let t201: i32 = i32(t199) + 0i;
     let t202: vec2<u32> = vec2<u32>(bitcast<u32>(t201), select(0u, 0xffffffffu, t201 < 0i));
-    let t203: vec2<u32> = ft_add64(t8, t202);
-    let t204: bool = ft_lt64(t203, t19);
+    let t203: vec2<u32> = ft_add64(t10, t202);
+    let t204: bool = ft_lt64(t203, t21);
     let t207: i32 = i32(t205) + 0i;
     let t208: vec2<u32> = vec2<u32>(bitcast<u32>(t207), select(0u, 0xffffffffu, t207 < 0i));
-    let t209: vec2<u32> = ft_add64(t8, t208);
-    let t210: bool = ft_lt64(t209, t19);
+    let t209: vec2<u32> = ft_add64(t10, t208);
+    let t210: bool = ft_lt64(t209, t21);
     let t213: i32 = i32(t211) + 0i;
     let t214: vec2<u32> = vec2<u32>(bitcast<u32>(t213), select(0u, 0xffffffffu, t213 < 0i));
-    let t215: vec2<u32> = ft_add64(t8, t214);
-    let t216: bool = ft_lt64(t215, t19);
+    let t215: vec2<u32> = ft_add64(t10, t214);
+    let t216: bool = ft_lt64(t215, t21);
     let t219: i32 = i32(t217) + 0i;
     let t220: vec2<u32> = vec2<u32>(bitcast<u32>(t219), select(0u, 0xffffffffu, t219 < 0i));
-    let t221: vec2<u32> = ft_add64(t8, t220);
-    let t222: bool = ft_lt64(t221, t19);
+    let t221: vec2<u32> = ft_add64(t10, t220);
+    let t222: bool = ft_lt64(t221, t21);
     let t225: i32 = i32(t223) + 0i;
     let t226: vec2<u32> = vec2<u32>(bitcast<u32>(t225), select(0u, 0xffffffffu, t225 < 0i));
-    let t227: vec2<u32> = ft_add64(t8, t226);
-    let t228: bool = ft_lt64(t227, t19);
+    let t227: vec2<u32> = ft_add64(t10, t226);
+    let t228: bool = ft_lt64(t227, t21);
     let t231: i32 = i32(t229) + 0i;
     let t232: vec2<u32> = vec2<u32>(bitcast<u32>(t231), select(0u, 0xffffffffu, t231 < 0i));
-    let t233: vec2<u32> = ft_add64(t8, t232);
-    let t234: bool = ft_lt64(t233, t19);
+    let t233: vec2<u32> = ft_add64(t10, t232);
+    let t234: bool = ft_lt64(t233, t21);
     let t235: i32 = i32(t44) + 0i;
-    let t236: bool = t235 < t2;
+    let t236: bool = t235 < t4;
     let t237: i32 = i32(t50) + 0i;
-    let t238: bool = t237 < t2;
+    let t238: bool = t237 < t4;
     let t239: i32 = i32(t56) + 0i;
-    let t240: bool = t239 < t2;
+    let t240: bool = t239 < t4;
     let t241: i32 = i32(t62) + 0i;
-    let t242: bool = t241 < t2;
+    let t242: bool = t241 < t4;
     let t243: i32 = i32(t68) + 0i;
-    let t244: bool = t243 < t2;
+    let t244: bool = t243 < t4;
     let t245: i32 = i32(t74) + 0i;
-    let t246: bool = t245 < t2;
+    let t246: bool = t245 < t4;
     let t247: i32 = i32(t80) + 0i;
-    let t248: bool = t247 < t2;
+    let t248: bool = t247 < t4;
     let t249: i32 = i32(t86) + 0i;
-    let t250: bool = t249 < t2;
+    let t250: bool = t249 < t4;
     let t251: i32 = i32(t92) + 0i;
-    let t252: bool = t251 < t2;
+    let t252: bool = t251 < t4;
     let t253: i32 = i32(t98) + 0i;
-    let t254: bool = t253 < t2;
+    let t254: bool = t253 < t4;
     let t255: i32 = i32(t104) + 0i;
-    let t256: bool = t255 < t2;
+    let t256: bool = t255 < t4;
     let t257: i32 = i32(t110) + 0i;
-    let t258: bool = t257 < t2;
+    let t258: bool = t257 < t4;
     let t259: i32 = i32(t116) + 0i;
-    let t260: bool = t259 < t2;
+    let t260: bool = t259 < t4;
     let t261: i32 = i32(t122) + 0i;
-    let t262: bool = t261 < t2;
+    let t262: bool = t261 < t4;
     let t263: i32 = i32(t128) + 0i;
-    let t264: bool = t263 < t2;
+    let t264: bool = t263 < t4;
     let t265: i32 = i32(t134) + 0i;
-    let t266: bool = t265 < t2;
+    let t266: bool = t265 < t4;
     let t267: i32 = i32(t140) + 0i;
-    let t268: bool = t267 < t2;
+    let t268: bool = t267 < t4;
     let t269: i32 = i32(t146) + 0i;
-    let t270: bool = t269 < t2;
+    let t270: bool = t269 < t4;
     let t271: i32 = i32(t152) + 0i;
-    let t272: bool = t271 < t2;
+    let t272: bool = t271 < t4;
     let t273: i32 = i32(t158) + 0i;
-    let t274: bool = t273 < t2;
+    let t274: bool = t273 < t4;
     let t275: i32 = i32(t164) + 0i;
-    let t276: bool = t275 < t2;
+    let t276: bool = t275 < t4;
     let t277: i32 = i32(t170) + 0i;
-    let t278: bool = t277 < t2;
+    let t278: bool = t277 < t4;
     let t279: i32 = i32(t176) + 0i;
-    let t280: bool = t279 < t2;
+    let t280: bool = t279 < t4;
     let t281: i32 = i32(t182) + 0i;
-    let t282: bool = t281 < t2;
+    let t282: bool = t281 < t4;
     let t283: i32 = i32(t188) + 0i;
-    let t284: bool = t283 < t2;
+    let t284: bool = t283 < t4;
     let t285: i32 = i32(t194) + 0i;
-    let t286: bool = t285 < t2;
+    let t286: bool = t285 < t4;
     let t287: i32 = i32(t200) + 0i;
-    let t288: bool = t287 < t2;
+    let t288: bool = t287 < t4;
     let t289: i32 = i32(t206) + 0i;
-    let t290: bool = t289 < t2;
+    let t290: bool = t289 < t4;
     let t291: i32 = i32(t212) + 0i;
-    let t292: bool = t291 < t2;
+    let t292: bool = t291 < t4;
     let t293: i32 = i32(t218) + 0i;
-    let t294: bool = t293 < t2;
+    let t294: bool = t293 < t4;
     let t295: i32 = i32(t224) + 0i;
-    let t296: bool = t295 < t2;
+    let t296: bool = t295 < t4;
     let t297: i32 = i32(t230) + 0i;
-    let t298: bool = t297 < t2;
+    let t298: bool = t297 < t4;
     let t299: bool = t48 && t236;
     let t300: bool = t54 && t238;
     let t301: bool = t60 && t240;
@@ -452,9 +439,9 @@ fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t328: bool = t222 && t294;
     let t329: bool = t228 && t296;
     let t330: bool = t234 && t298;
-    let t331: vec2<u32> = vec2<u32>(bitcast<u32>(t3), select(0u, 0xffffffffu, t3 < 0i));
-    let t332: vec2<u32> = ft_mul64(t13, t331);
-    let t333: vec2<u32> = ft_mul64(t27, t331);
+    let t331: vec2<u32> = vec2<u32>(bitcast<u32>(t5), select(0u, 0xffffffffu, t5 < 0i));
+    let t332: vec2<u32> = ft_mul64(t15, t331);
+    let t333: vec2<u32> = ft_mul64(t29, t331);
     let t334: u32 = 0u + t333.x;
     let t335: vec2<u32> = ft_mul64(t47, t331);
     let t336: u32 = 0u + t335.x;
@@ -848,9 +835,9 @@ fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t694: f32 = ft_div(t642, t690);
     let t695: f32 = ft_div(t642, t691);
     let t696: f32 = ft_div(t642, t692);
-    let t697: vec2<u32> = vec2<u32>(bitcast<u32>(t4), select(0u, 0xffffffffu, t4 < 0i));
-    let t698: vec2<u32> = ft_mul64(t13, t697);
-    let t699: vec2<u32> = ft_mul64(t27, t697);
+    let t697: vec2<u32> = vec2<u32>(bitcast<u32>(t6), select(0u, 0xffffffffu, t6 < 0i));
+    let t698: vec2<u32> = ft_mul64(t15, t697);
+    let t699: vec2<u32> = ft_mul64(t29, t697);
     let t700: u32 = 0u + t699.x;
     let t701: vec2<u32> = ft_mul64(t47, t697);
     let t702: u32 = 0u + t701.x;
@@ -1014,130 +1001,50 @@ fn ft_softmax_rows(@builtin(local_invocation_index) ft_tid: u32, @builtin(workgr
     let t860: f32 = ft_rb(t828);
     let t861: u32 = (bitcast<u32>(t829) >> 16u);
     let t862: u32 = (bitcast<u32>(t830) >> 16u);
-    if ((t299) && (t300) && (t765 & 1u) == 0u && t766 == t765 + 1u && (t765 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t765 >> 1u], t861 | (t862 << 16u));
-    } else {
-        if (t299) { ft_st_b1(t765, t861); }
-        if (t300) { ft_st_b1(t766, t862); }
-    }
+    if (t299) { b1[t765 >> 1u] = t861 | (t862 << 16u); }
     let t863: u32 = (bitcast<u32>(t831) >> 16u);
     let t864: u32 = (bitcast<u32>(t832) >> 16u);
-    if ((t301) && (t302) && (t767 & 1u) == 0u && t768 == t767 + 1u && (t767 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t767 >> 1u], t863 | (t864 << 16u));
-    } else {
-        if (t301) { ft_st_b1(t767, t863); }
-        if (t302) { ft_st_b1(t768, t864); }
-    }
+    if (t301) { b1[t767 >> 1u] = t863 | (t864 << 16u); }
     let t865: u32 = (bitcast<u32>(t833) >> 16u);
     let t866: u32 = (bitcast<u32>(t834) >> 16u);
-    if ((t303) && (t304) && (t769 & 1u) == 0u && t770 == t769 + 1u && (t769 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t769 >> 1u], t865 | (t866 << 16u));
-    } else {
-        if (t303) { ft_st_b1(t769, t865); }
-        if (t304) { ft_st_b1(t770, t866); }
-    }
+    if (t303) { b1[t769 >> 1u] = t865 | (t866 << 16u); }
     let t867: u32 = (bitcast<u32>(t835) >> 16u);
     let t868: u32 = (bitcast<u32>(t836) >> 16u);
-    if ((t305) && (t306) && (t771 & 1u) == 0u && t772 == t771 + 1u && (t771 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t771 >> 1u], t867 | (t868 << 16u));
-    } else {
-        if (t305) { ft_st_b1(t771, t867); }
-        if (t306) { ft_st_b1(t772, t868); }
-    }
+    if (t305) { b1[t771 >> 1u] = t867 | (t868 << 16u); }
     let t869: u32 = (bitcast<u32>(t837) >> 16u);
     let t870: u32 = (bitcast<u32>(t838) >> 16u);
-    if ((t307) && (t308) && (t773 & 1u) == 0u && t774 == t773 + 1u && (t773 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t773 >> 1u], t869 | (t870 << 16u));
-    } else {
-        if (t307) { ft_st_b1(t773, t869); }
-        if (t308) { ft_st_b1(t774, t870); }
-    }
+    if (t307) { b1[t773 >> 1u] = t869 | (t870 << 16u); }
     let t871: u32 = (bitcast<u32>(t839) >> 16u);
     let t872: u32 = (bitcast<u32>(t840) >> 16u);
-    if ((t309) && (t310) && (t775 & 1u) == 0u && t776 == t775 + 1u && (t775 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t775 >> 1u], t871 | (t872 << 16u));
-    } else {
-        if (t309) { ft_st_b1(t775, t871); }
-        if (t310) { ft_st_b1(t776, t872); }
-    }
+    if (t309) { b1[t775 >> 1u] = t871 | (t872 << 16u); }
     let t873: u32 = (bitcast<u32>(t841) >> 16u);
     let t874: u32 = (bitcast<u32>(t842) >> 16u);
-    if ((t311) && (t312) && (t777 & 1u) == 0u && t778 == t777 + 1u && (t777 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t777 >> 1u], t873 | (t874 << 16u));
-    } else {
-        if (t311) { ft_st_b1(t777, t873); }
-        if (t312) { ft_st_b1(t778, t874); }
-    }
+    if (t311) { b1[t777 >> 1u] = t873 | (t874 << 16u); }
     let t875: u32 = (bitcast<u32>(t843) >> 16u);
     let t876: u32 = (bitcast<u32>(t844) >> 16u);
-    if ((t313) && (t314) && (t779 & 1u) == 0u && t780 == t779 + 1u && (t779 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t779 >> 1u], t875 | (t876 << 16u));
-    } else {
-        if (t313) { ft_st_b1(t779, t875); }
-        if (t314) { ft_st_b1(t780, t876); }
-    }
+    if (t313) { b1[t779 >> 1u] = t875 | (t876 << 16u); }
     let t877: u32 = (bitcast<u32>(t845) >> 16u);
     let t878: u32 = (bitcast<u32>(t846) >> 16u);
-    if ((t315) && (t316) && (t781 & 1u) == 0u && t782 == t781 + 1u && (t781 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t781 >> 1u], t877 | (t878 << 16u));
-    } else {
-        if (t315) { ft_st_b1(t781, t877); }
-        if (t316) { ft_st_b1(t782, t878); }
-    }
+    if (t315) { b1[t781 >> 1u] = t877 | (t878 << 16u); }
     let t879: u32 = (bitcast<u32>(t847) >> 16u);
     let t880: u32 = (bitcast<u32>(t848) >> 16u);
-    if ((t317) && (t318) && (t783 & 1u) == 0u && t784 == t783 + 1u && (t783 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t783 >> 1u], t879 | (t880 << 16u));
-    } else {
-        if (t317) { ft_st_b1(t783, t879); }
-        if (t318) { ft_st_b1(t784, t880); }
-    }
+    if (t317) { b1[t783 >> 1u] = t879 | (t880 << 16u); }
     let t881: u32 = (bitcast<u32>(t849) >> 16u);
     let t882: u32 = (bitcast<u32>(t850) >> 16u);
-    if ((t319) && (t320) && (t785 & 1u) == 0u && t786 == t785 + 1u && (t785 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t785 >> 1u], t881 | (t882 << 16u));
-    } else {
-        if (t319) { ft_st_b1(t785, t881); }
-        if (t320) { ft_st_b1(t786, t882); }
-    }
+    if (t319) { b1[t785 >> 1u] = t881 | (t882 << 16u); }
     let t883: u32 = (bitcast<u32>(t851) >> 16u);
     let t884: u32 = (bitcast<u32>(t852) >> 16u);
-    if ((t321) && (t322) && (t787 & 1u) == 0u && t788 == t787 + 1u && (t787 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t787 >> 1u], t883 | (t884 << 16u));
-    } else {
-        if (t321) { ft_st_b1(t787, t883); }
-        if (t322) { ft_st_b1(t788, t884); }
-    }
+    if (t321) { b1[t787 >> 1u] = t883 | (t884 << 16u); }
     let t885: u32 = (bitcast<u32>(t853) >> 16u);
     let t886: u32 = (bitcast<u32>(t854) >> 16u);
-    if ((t323) && (t324) && (t789 & 1u) == 0u && t790 == t789 + 1u && (t789 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t789 >> 1u], t885 | (t886 << 16u));
-    } else {
-        if (t323) { ft_st_b1(t789, t885); }
-        if (t324) { ft_st_b1(t790, t886); }
-    }
+    if (t323) { b1[t789 >> 1u] = t885 | (t886 << 16u); }
     let t887: u32 = (bitcast<u32>(t855) >> 16u);
     let t888: u32 = (bitcast<u32>(t856) >> 16u);
-    if ((t325) && (t326) && (t791 & 1u) == 0u && t792 == t791 + 1u && (t791 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t791 >> 1u], t887 | (t888 << 16u));
-    } else {
-        if (t325) { ft_st_b1(t791, t887); }
-        if (t326) { ft_st_b1(t792, t888); }
-    }
+    if (t325) { b1[t791 >> 1u] = t887 | (t888 << 16u); }
     let t889: u32 = (bitcast<u32>(t857) >> 16u);
     let t890: u32 = (bitcast<u32>(t858) >> 16u);
-    if ((t327) && (t328) && (t793 & 1u) == 0u && t794 == t793 + 1u && (t793 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t793 >> 1u], t889 | (t890 << 16u));
-    } else {
-        if (t327) { ft_st_b1(t793, t889); }
-        if (t328) { ft_st_b1(t794, t890); }
-    }
+    if (t327) { b1[t793 >> 1u] = t889 | (t890 << 16u); }
     let t891: u32 = (bitcast<u32>(t859) >> 16u);
     let t892: u32 = (bitcast<u32>(t860) >> 16u);
-    if ((t329) && (t330) && (t795 & 1u) == 0u && t796 == t795 + 1u && (t795 >> 1u) < arrayLength(&b1)) {
-        atomicStore(&b1[t795 >> 1u], t891 | (t892 << 16u));
-    } else {
-        if (t329) { ft_st_b1(t795, t891); }
-        if (t330) { ft_st_b1(t796, t892); }
-    }
+    if (t329) { b1[t795 >> 1u] = t891 | (t892 << 16u); }
 }

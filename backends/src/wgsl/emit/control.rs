@@ -9,10 +9,12 @@ impl<'k> WgslWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
         self.conv.push(HashMap::new());
+        self.divrem.push(HashMap::new());
         for op in &b.ops {
             self.loc = op.loc;
             self.op(op)?;
         }
+        self.divrem.pop();
         self.conv.pop();
         self.remat.leave();
         Ok(())

@@ -224,6 +224,12 @@ struct WgslWriter<'k> {
     /// Values converted to their canonical layout, per open block (WGSL
     /// `let`s are scoped to their block).
     conv: Vec<HashMap<V, Vec<String>>>,
+    /// Emulated i64 divisions per open block, by operand registers: `a / b`
+    /// and `a % b` share one call (its result is a `vec4`).
+    divrem: Vec<HashMap<(String, String), String>>,
+    /// The registers declared `var` (assigned again later: never keys of
+    /// `divrem`).
+    vars: HashSet<String>,
 }
 
 /// What the driver (`super::compile`) decided, for the printer.
@@ -277,8 +283,13 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         olayouts: HashMap::new(),
         want: None,
         conv: vec![],
+        divrem: vec![],
+        vars: HashSet::new(),
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
+    if o.word_stores {
+        em.mark_word_buffers()?;
+    }
     em.mark_vec4_buffers()?;
     em.block(&k.body)?;
 

@@ -43,6 +43,7 @@ impl<'k> WgslWriter<'k> {
             Some(i) => self.line(format!("var {n}: {} = {i};", w.name())),
             None => self.line(format!("var {n}: {};", w.name())),
         }
+        self.vars.insert(n.clone());
         n
     }
 

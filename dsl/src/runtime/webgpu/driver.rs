@@ -165,6 +165,7 @@ impl WgpuDevice {
             subgroups,
             shader_f16,
             max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            word_stores: std::env::var("FERROTILE_WGSL_WORD_STORES").map_or(true, |v| v != "0"),
             ..WgslOptions::default()
         };
         Ok(Arc::new(WgpuDevice {
