@@ -100,6 +100,9 @@
 #   libcheck: the library's attention, GEMM (tuner sweeps skipped), FP8
 #            and W8A8 tests on CUDA after a layout change (session 23:
 #            `vector_elems`)
+#   vulkan-lib: conformance and the library's tests (attention, quantized,
+#            W8A8, FP8) on wgpu through the H200's Vulkan driver, then
+#            `run-library --device wgpu` (session 24)
 #   final:   the end-of-session check: conformance (CUDA, Vulkan), library
 #            tests, GEMM tests on Vulkan, memcheck/racecheck of the GEMM paths
 #            and the conformance suite, the wgpu row-kernel bench
@@ -566,6 +569,16 @@ case "${1:-check}" in
     step host_time 200 $D/dequant-user --device cuda --library --shapes 1x8192x8192,16x8192x8192
     grep -E "conformance on|test result|FAILED|panicked|library wq_gemm" "$L" | head -30
     grep -E "^(softmax|layer_norm|rms_norm|gemm|attn|quant|w8a8|fp8|roofline|all )" "$L" | tail -70
+    ;;
+  vulkan-lib)
+    # the whole library through WGSL on the H200's Vulkan driver: the
+    # conformance suite, the attention / quantized / W8A8 / FP8 / library
+    # tests on wgpu only, then the main job on wgpu (GPU-sized problems,
+    # L2 evicted before each timed call) for the figures
+    step conformance_wgpu 150 $D/conformance_wgpu --nocapture
+    for t in attention quant w8a8 fp8 library; do FERROTILE_TEST_DEVICES=wgpu step "${t}_wgpu" 120 $D/$t; done
+    FERROTILE_AUTOTUNE_PRINT=1 step run_library_wgpu 240 $D/run-library --device wgpu --json "$OUT/lib_wgpu.json"
+    grep -E "conformance on|test result|FAILED|panicked|FAIL$| ok$" "$L" | head -80
     ;;
   final)
     # everything that changed in a session, under one machine start: the

@@ -152,7 +152,7 @@ fn copy_1d<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, n: i32) {
 
 /// GB/s (read + write) of `copy_1d` over 256 MiB of f32 (64 MiB where the
 /// adapter's buffers are smaller), median of batches.
-fn kernel_copy_gbs(dev: &Device) -> Result<f64, Box<dyn std::error::Error>> {
+pub(crate) fn kernel_copy_gbs(dev: &Device) -> Result<f64, Box<dyn std::error::Error>> {
     kernel_copy_n(dev, 1 << 26).or_else(|_| kernel_copy_n(dev, 1 << 24))
 }
 

@@ -174,6 +174,23 @@ impl Device {
         None
     }
 
+    /// Whether the device is a GPU (CUDA, or a wgpu adapter other than a
+    /// software rasterizer such as lavapipe): tools size their problems by
+    /// it.
+    pub fn is_hardware(&self) -> bool {
+        match self.kind {
+            DeviceKind::Cpu => false,
+            DeviceKind::Cuda => true,
+            DeviceKind::Wgpu => {
+                #[cfg(feature = "wgpu")]
+                if let Some(w) = &self.wgpu {
+                    return w.info.device_type != wgpu::DeviceType::Cpu;
+                }
+                false
+            }
+        }
+    }
+
     /// Host threads the CPU interpreter runs programs on (1 elsewhere).
     pub fn threads(&self) -> usize {
         self.threads
