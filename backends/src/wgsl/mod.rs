@@ -69,9 +69,11 @@ pub struct WgslOptions {
     pub slice_layouts: bool,
     /// Written 16-bit buffers whose every store provably writes whole
     /// aligned words are plain `array<u32>`, stored a word at a time
-    /// (`emit/memory.rs::mark_word_buffers`); false: every written 8/16-bit
-    /// buffer atomic, as before (the runtime's `FERROTILE_WGSL_WORD_STORES=0`,
-    /// for A/B runs).
+    /// (`emit/memory.rs::mark_word_buffers`), and 16-bit float loads of
+    /// provable pairs read one word per pair (`word_pairs`); false: every
+    /// written 8/16-bit buffer atomic and every 16-bit element read alone,
+    /// as before (the runtime's `FERROTILE_WGSL_WORD_STORES=0`, for A/B
+    /// runs).
     pub word_stores: bool,
 }
 

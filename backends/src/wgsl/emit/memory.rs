@@ -173,6 +173,29 @@ fn {name}(i: u32, v: u32) {{
         Ok(pi.access_width(2, mk) >= 2)
     }
 
+    /// Whether a load of a 16-bit float tile reads whole aligned words:
+    /// the tile in its shape's layout (no replication, an even run per
+    /// invocation along the last dimension, no per-value layout) and an
+    /// access width of at least 2 elements — then each pair of registers
+    /// is one `u32` read instead of one read and `extractBits` per element.
+    fn word_pairs(&mut self, ptr: V, mask: Option<V>, res: V) -> R<bool> {
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(res);
+        if !self.word_loads || shape.is_empty() || !matches!(d, DType::F16 | DType::BF16) || self.want.is_some() {
+            return Ok(false);
+        }
+        if [ptr, res].iter().chain(mask.as_ref()).any(|v| self.vlay.contains_key(v)) {
+            return Ok(false);
+        }
+        let lay = self.layout(&shape)?;
+        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 2 != 0 {
+            return Ok(false);
+        }
+        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
+        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.constancy));
+        Ok(pi.access_width(2, mk) >= 2)
+    }
+
     /// Before emission: buffers with a `vec4` access are declared as
     /// `array<vec4<T>>` (the declaration must be known before any access).
     pub(super) fn mark_vec4_buffers(&mut self) -> R<()> {
@@ -250,10 +273,37 @@ fn {name}(i: u32, v: u32) {{
         let others = other.map(|o| self.get(o));
         let zero = zero_of(wty_of(d));
         let w = self.vec_width(ptr, mask)? as usize;
+        let pairs = self.word_pairs(ptr, mask, res)?;
         let mut out = vec![];
         let mut r = 0;
         while r < rp.len() {
             let other = |r: usize| others.as_ref().map(|o| o[r].clone()).unwrap_or_else(|| zero.to_string());
+            if pairs && r + 1 < rp.len() {
+                // one word for two 16-bit elements (`word_pairs`): the
+                // pair's masks are equal, its first element is even;
+                // masked-off pairs read word 0
+                let m = masks.as_ref().map(|m| m[r].clone());
+                let j = match &m {
+                    Some(m) => format!("select(0u, {} >> 1u, {m})", rp[r]),
+                    None => format!("{} >> 1u", rp[r]),
+                };
+                let wv = self.word(p, &j);
+                let wv = self.let_(WTy::U, wv);
+                let (lo, hi) = if d == DType::BF16 {
+                    (format!("bitcast<f32>({wv} << 16u)"), format!("bitcast<f32>({wv} & 0xffff0000u)"))
+                } else {
+                    let h2f = self.helper("ft_h2f");
+                    (format!("{h2f}({wv} & 0xffffu)"), format!("{h2f}({wv} >> 16u)"))
+                };
+                for (j, e) in [(r, lo), (r + 1, hi)] {
+                    out.push(match &m {
+                        Some(m) => self.let_(WTy::F, format!("select({}, {e}, {m})", other(j))),
+                        None => self.let_(WTy::F, e),
+                    });
+                }
+                r += 2;
+                continue;
+            }
             if w == 4 {
                 // one aligned vec4: masked-off groups read vector 0
                 let m = masks.as_ref().map(|m| m[r].clone());

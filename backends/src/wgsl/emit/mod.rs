@@ -230,6 +230,9 @@ struct WgslWriter<'k> {
     /// The registers declared `var` (assigned again later: never keys of
     /// `divrem`).
     vars: HashSet<String>,
+    /// 16-bit loads of provable pairs read one word per pair
+    /// ([`WgslOptions::word_stores`] covers both).
+    word_loads: bool,
 }
 
 /// What the driver (`super::compile`) decided, for the printer.
@@ -285,6 +288,7 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         conv: vec![],
         divrem: vec![],
         vars: HashSet::new(),
+        word_loads: o.word_stores,
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");
     if o.word_stores {
