@@ -2,7 +2,8 @@
 //! a time exactly when every store into it provably writes whole aligned
 //! words (`backends/src/wgsl/emit/memory.rs::mark_word_buffers`); any
 //! store that may write half a word keeps the buffer atomic (its stores
-//! are compare-exchanges of their word). Correctness of both paths is the
+//! are compare-exchanges of their word). Loads of provable pairs read one
+//! word per pair (`word_pairs`) instead of extracting each element. Correctness of both paths is the
 //! conformance suite's and the library tests' on wgpu; this pins which
 //! path a launch gets.
 
@@ -29,6 +30,7 @@ fn aligned_rows_store_whole_words() {
         assert!(decl.contains("array<u32>"), "{dt}: {decl}");
         assert!(!text.contains("atomic"), "{dt}: no atomic access is left");
         assert!(text.contains("b1[") && text.contains(" << 16u);"), "{dt}: pairs stored as one word");
+        assert!(!text.contains("extractBits"), "{dt}: pairs loaded as one word, no element extracted alone");
     }
 }
 
@@ -39,6 +41,7 @@ fn rows_that_may_start_mid_word_stay_atomic() {
     let (decl, text) = out_decl(DType::BF16, 1, true);
     assert!(decl.contains("array<atomic<u32>>"), "{decl}");
     assert!(text.contains("atomicCompareExchangeWeak"), "half-word stores by compare-exchange");
+    assert!(text.contains("extractBits"), "and elements loaded one at a time");
 }
 
 #[test]
