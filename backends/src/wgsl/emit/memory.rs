@@ -102,19 +102,33 @@ fn {name}(i: u32, v: u32) {{
     /// aligned and uniformly masked, the tile is not replicated, and the
     /// buffer holds plain 32-bit elements; else 1.
     pub(super) fn vec_width(&mut self, ptr: V, mask: Option<V>) -> R<u32> {
-        let shape = self.shape_u32(ptr);
         let d = self.dtype(ptr);
         let plain = !matches!(self.base.get(&ptr).and_then(|&p| self.bufs[p as usize]), Some(b) if b.atomic);
-        if shape.is_empty() || d.size_bytes() != 4 || !plain {
+        if d.size_bytes() != 4 || !plain {
             return Ok(1);
+        }
+        Ok(if self.runs_of(ptr, mask, 4, 4)? { 4 } else { 1 })
+    }
+
+    /// Whether every `n` consecutive registers along the last dimension of
+    /// an access through `ptr` (in its shape's layout) make one aligned
+    /// access of `n` elements of `es` bytes: the tile is not replicated, an
+    /// invocation's run there is a multiple of `n`, and the axis facts'
+    /// access width (contiguity, alignment, the mask's constancy) is at
+    /// least `n`. The one proof behind `vec4` accesses and whole-word 16-bit
+    /// loads and stores.
+    fn runs_of(&mut self, ptr: V, mask: Option<V>, es: u64, n: u32) -> R<bool> {
+        let shape = self.shape_u32(ptr);
+        if shape.is_empty() {
+            return Ok(false);
         }
         let lay = self.layout(&shape)?;
-        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 4 != 0 {
-            return Ok(1);
+        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % n != 0 {
+            return Ok(false);
         }
-        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(1) };
+        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
         let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.constancy));
-        Ok(if pi.contig >= 4 && pi.div >= 16 && mk >= 4 { 4 } else { 1 })
+        Ok(pi.access_width(es, mk) >= n as u64)
     }
 
     /// Before emission: a written 16-bit buffer whose every store provably
@@ -160,17 +174,10 @@ fn {name}(i: u32, v: u32) {{
     /// dimension, no replication, no slice layout) with an access width of
     /// at least 2 elements.
     fn whole_word_pairs(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
-        let shape = self.shape_u32(ptr);
-        if shape.is_empty() || self.dtype(value).size_bytes() != 2 || self.vlay.contains_key(&value) {
+        if self.dtype(value).size_bytes() != 2 || self.vlay.contains_key(&value) {
             return Ok(false);
         }
-        let lay = self.layout(&shape)?;
-        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 2 != 0 {
-            return Ok(false);
-        }
-        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
-        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.constancy));
-        Ok(pi.access_width(2, mk) >= 2)
+        self.runs_of(ptr, mask, 2, 2)
     }
 
     /// Whether a load of a 16-bit float tile reads whole aligned words:
@@ -179,21 +186,13 @@ fn {name}(i: u32, v: u32) {{
     /// access width of at least 2 elements — then each pair of registers
     /// is one `u32` read instead of one read and `extractBits` per element.
     fn word_pairs(&mut self, ptr: V, mask: Option<V>, res: V) -> R<bool> {
-        let shape = self.shape_u32(ptr);
-        let d = self.dtype(res);
-        if !self.word_loads || shape.is_empty() || !matches!(d, DType::F16 | DType::BF16) || self.want.is_some() {
+        if !self.word_loads || !matches!(self.dtype(res), DType::F16 | DType::BF16) || self.want.is_some() {
             return Ok(false);
         }
         if [ptr, res].iter().chain(mask.as_ref()).any(|v| self.vlay.contains_key(v)) {
             return Ok(false);
         }
-        let lay = self.layout(&shape)?;
-        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % 2 != 0 {
-            return Ok(false);
-        }
-        let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
-        let mk = mask.map_or(u64::MAX, |m| self.axis.get(&m).map_or(1, |i| i.constancy));
-        Ok(pi.access_width(2, mk) >= 2)
+        self.runs_of(ptr, mask, 2, 2)
     }
 
     /// Before emission: buffers with a `vec4` access are declared as
