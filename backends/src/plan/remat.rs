@@ -54,6 +54,12 @@ impl<'k> Remat<'k> {
         self.defs.get(&v).copied()
     }
 
+    /// The value of a constant integer scalar, or of a splat / broadcast
+    /// of one ([`crate::plan::axis::int_constant`] over these definitions).
+    pub fn int_constant(&self, v: V) -> Option<i64> {
+        crate::plan::axis::int_constant(&|u: V| self.def_of(u).map(|op| &op.kind), v)
+    }
+
     /// The kernel it answers for.
     pub fn kernel(&self) -> &'k Kernel {
         self.k

@@ -262,9 +262,7 @@ impl<'k> PtxWriter<'k> {
         // below and goes to ptxas as an immediate, which it strength-reduces
         // (a shift for powers of two, a multiply-high otherwise)
         let const_divisor = if matches!(o, BinOp::Div | BinOp::Rem) && d.is_int() && d != DType::Bool {
-            let remat = &self.remat;
-            let def = |u: V| remat.def_of(u).map(|op| &op.kind);
-            crate::plan::axis::int_constant(&def, b).filter(|c| *c != 0 && *c != -1)
+            self.remat.int_constant(b).filter(|c| *c != 0 && *c != -1)
         } else {
             None
         };
@@ -473,9 +471,7 @@ impl<'k> PtxWriter<'k> {
     /// registers are `y`'s one to one: then `(y & m) | 2²³` is one `lop3`.
     fn masked_source(&mut self, x: V, i: usize, n: usize) -> Option<(String, i64)> {
         let OpKind::Binary { op: BinOp::And, a, b } = self.remat.def_of(x)?.kind.clone() else { return None };
-        let remat = &self.remat;
-        let def = |u: V| remat.def_of(u).map(|op| &op.kind);
-        let (y, m) = match (crate::plan::axis::int_constant(&def, a), crate::plan::axis::int_constant(&def, b)) {
+        let (y, m) = match (self.remat.int_constant(a), self.remat.int_constant(b)) {
             (_, Some(m)) => (a, m),
             (Some(m), _) => (b, m),
             _ => return None,

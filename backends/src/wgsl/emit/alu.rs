@@ -100,9 +100,7 @@ impl<'k> WgslWriter<'k> {
         // of the emulated division, whose loop every call site inlines
         // (lavapipe's shader compiler spent minutes on a kernel with many)
         let pow2_divisor = if w == WTy::L && matches!(o, BinOp::Div | BinOp::Rem) {
-            let remat = &self.remat;
-            let def = |u: V| remat.def_of(u).map(|op| &op.kind);
-            crate::plan::axis::int_constant(&def, b).filter(|c| *c > 1 && (*c as u64).is_power_of_two()).map(|c| c.trailing_zeros())
+            self.remat.int_constant(b).filter(|c| *c > 1 && (*c as u64).is_power_of_two()).map(|c| c.trailing_zeros())
         } else {
             None
         };
