@@ -173,6 +173,54 @@ pub trait Emitter<'k> {
     /// Elementwise `kind` producing `v`, on the registers its operands are
     /// bound to in `vals_mut()`.
     fn elementwise_op(&mut self, kind: &OpKind, v: V) -> Result<Vec<String>, EmitError>;
+    /// Whether scalar `v` is provably a multiple of `m` (a power of two;
+    /// the emitter's axis facts). Default: nothing known.
+    fn scalar_multiple_of(&mut self, _v: V, _m: u64) -> bool {
+        false
+    }
+}
+
+/// `x & (2^s − 1)` where `x = a + y` and `a` is a scalar (or a splat of
+/// one) that is a multiple of `2^s`: the same as `y & (2^s − 1)`. Returns
+/// `y` and the mask operand. A K loop's `(k0 + arange(0, BK)) & 7` is then
+/// the arange's residue, which the backend compilers fold to a constant
+/// per register (a thread's offset along K is a multiple of its run of
+/// 8): a GPTQ unpack's shifts by `4·(k % 8)` become immediates.
+fn residue_operand<'k, E: Emitter<'k>>(em: &mut E, kind: &OpKind) -> Option<(V, V)> {
+    let OpKind::Binary { op: BinOp::And, a, b } = kind else { return None };
+    let r = em.remat_state();
+    let (x, mv, m) = match (r.int_constant(*a), r.int_constant(*b)) {
+        (_, Some(m)) => (*a, *b, m),
+        (Some(m), _) => (*b, *a, m),
+        _ => return None,
+    };
+    if m < 1 || !((m as u64) + 1).is_power_of_two() {
+        return None;
+    }
+    let OpKind::Binary { op: BinOp::Add, a: p, b: q } = &r.def_of(x)?.kind else { return None };
+    // the scalar behind a splat / broadcast / expand_dims
+    let scalar = |v: V, r: &Remat<'k>| -> Option<V> {
+        let mut v = v;
+        loop {
+            if r.kernel().ty(v).shape().is_empty() {
+                return Some(v);
+            }
+            match &r.def_of(v)?.kind {
+                OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } => v = *x,
+                _ => return None,
+            }
+        }
+    };
+    let (p, q) = (*p, *q);
+    for (s, y) in [(p, q), (q, p)] {
+        let r = em.remat_state();
+        if let Some(sv) = scalar(s, r) {
+            if em.scalar_multiple_of(sv, m as u64 + 1) {
+                return Some((y, mv));
+            }
+        }
+    }
+    None
 }
 
 /// `f` run with each operand `ops[i]` bound to the registers `regs[i]`,
@@ -230,6 +278,12 @@ pub fn eval_at<'k, E: Emitter<'k>>(em: &mut E, v: V, idx: Vec<String>) -> Result
             let sidx = em.remat_state().source_index(op, &idx, "");
             let sidx = sidx.into_iter().map(|i| if i.is_empty() { em.zero_index() } else { i }).collect();
             eval_at(em, *x, sidx)?
+        }
+        kind if residue_operand(em, kind).is_some() => {
+            let (y, mv) = residue_operand(em, kind).expect("checked");
+            let (ry, rm) = (eval_at(em, y, idx.clone())?, eval_at(em, mv, idx.clone())?);
+            let and = OpKind::Binary { op: BinOp::And, a: y, b: mv };
+            with_bound(em, &[y, mv], vec![vec![ry], vec![rm]], |em| em.elementwise_op(&and, v))?.swap_remove(0)
         }
         kind => {
             let ops = kind.operands();

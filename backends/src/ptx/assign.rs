@@ -64,6 +64,9 @@ pub struct Plan {
     /// Shapes whose loads repeat addresses in runs along some dimension,
     /// with the run per dimension ([`load_runs`]).
     runs: HashMap<Vec<u32>, Vec<u32>>,
+    /// Result shapes of `mma.sync` dots that take both operands from
+    /// registers, K interleaved ([`register_operand_dots`]).
+    reg_operands: HashSet<Vec<u32>>,
     /// Why a `dot` stays on the FMA path: (source line, reason), for
     /// `FERROTILE_EXPLAIN=1`.
     pub fma_reasons: Vec<(u32, String)>,
@@ -96,6 +99,13 @@ impl Plan {
     /// The warp grid when tiles of `shape` use the mma accumulator layout.
     pub fn mma(&self, shape: &[u32]) -> Option<MmaGrid> {
         self.mma.get(shape).copied()
+    }
+
+    /// Whether the `mma.sync` dots with an `out`-shaped result take both
+    /// operands from registers, K interleaved ([`register_operand_dots`]):
+    /// their operand loads fill no ring.
+    pub fn register_operands(&self, out: &[u32]) -> bool {
+        self.reg_operands.contains(out)
     }
 }
 
@@ -238,10 +248,140 @@ fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
     (out, chained)
 }
 
+/// The `mma.sync` dots that take both operands from registers (16-bit
+/// operands, K a multiple of 32), and the layouts of their operand shapes:
+/// dots one of whose operands is *computed* — elementwise from loads (a
+/// dequantized weight tile: `(q − z)·s` cast to bf16), not from another
+/// dot's result — which `mma.sync` would otherwise stage from registers
+/// into shared memory behind two CTA barriers every K step. Both operand
+/// shapes then get the K-interleaved operand layouts
+/// ([`Blocked::mma_a_operand`], [`Blocked::mma_b_operand`]: 8 consecutive
+/// K per thread, the warps of the other grid dimension holding copies),
+/// every tile of those shapes computes in place, and the fragments are
+/// the operands' own registers ([`crate::ptx::fragments::mma_a_interleaved`]).
+/// A loaded operand of such a dot is loaded by each warp that needs it
+/// (L1 serves the copies) instead of once into a ring; a computed one
+/// must not be held by several warps (each would compute it): a computed
+/// A needs all warps along M (`wn = 1`), a computed B all along N — the
+/// weights as A of a decode product `outᵀ = W·xᵀ`, or as B of a 16-row
+/// tile.
+///
+/// Only where it is safe with per-shape layouts: the two operand shapes
+/// and the result shape are distinct, no other dot's result has an operand
+/// shape, all dots of the result shape qualify alike, and every op that
+/// touches a tile of an operand shape is a load, an elementwise op, a
+/// broadcast into it, loop plumbing, or the dot reading it as A or B —
+/// nothing that stores, reduces or moves tiles of those shapes, which the
+/// copies (unused warp bits) would otherwise double.
+fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, chained_a: &HashSet<V>) -> (HashSet<Vec<u32>>, HashMap<Vec<u32>, Blocked>) {
+    let mut def: HashMap<V, &OpKind> = HashMap::new();
+    k.walk(&mut |op| {
+        for r in &op.results {
+            def.insert(*r, &op.kind);
+        }
+    });
+    let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
+    // elementwise from loads and constants, not from a dot's result
+    fn from_dot(v: V, def: &HashMap<V, &OpKind>, depth: u32) -> bool {
+        match def.get(&v) {
+            Some(OpKind::Dot { .. }) => true,
+            Some(kind) if kind.is_elementwise() && depth > 0 => kind.operands().into_iter().any(|x| from_dot(x, def, depth - 1)),
+            _ => false,
+        }
+    }
+    let computed = |v: V| def.get(&v).is_some_and(|kind| kind.is_elementwise()) && !from_dot(v, &def, 32);
+    // per result shape: the operand layouts its dots need (None: some dot of the shape does not qualify)
+    let mut want: HashMap<Vec<u32>, Option<(Vec<u32>, Blocked, Vec<u32>, Blocked)>> = HashMap::new();
+    k.walk(&mut |op| {
+        let OpKind::Dot { a, b, .. } = &op.kind else { return };
+        let (Some(sa), Some(sb), Some(so)) = (dims(*a), dims(*b), dims(op.results[0])) else { return };
+        let grid = mma.get(&so).copied().flatten();
+        let ok = match grid {
+            Some(g) if !g.wgmma => {
+                let d = k.ty(*a).elem().map(|e| e.dtype());
+                matches!(d, Some(DType::F16 | DType::BF16))
+                    && sa[1].is_multiple_of(32)
+                    && sa != sb
+                    && sa != so
+                    && sb != so
+                    && !chained_a.contains(a)
+                    && !from_dot(*a, &def, 32)
+                    && !from_dot(*b, &def, 32)
+                    && (computed(*a) || computed(*b))
+                    // (a computed operand is computed by every warp that
+                    // holds it: only where no other warp holds a copy)
+                    && (!computed(*a) || g.wn == 1)
+                    && (!computed(*b) || g.wm == 1)
+                    && !mma.contains_key(&sa)
+                    && !mma.contains_key(&sb)
+            }
+            _ => false,
+        };
+        let entry = ok.then(|| {
+            let g = grid.unwrap();
+            (sa.clone(), Blocked::mma_a_operand(&sa, g.wm, g.wn), sb.clone(), Blocked::mma_b_operand(&sb, g.wm, g.wn))
+        });
+        let e = want.entry(so).or_insert_with(|| entry.clone());
+        if *e != entry {
+            *e = None;
+        }
+    });
+    let mut layouts: HashMap<Vec<u32>, Option<Blocked>> = HashMap::new();
+    let mut outs = HashSet::new();
+    for (so, w) in &want {
+        let Some((sa, la, sb, lb)) = w else { continue };
+        outs.insert(so.clone());
+        for (s, l) in [(sa, la), (sb, lb)] {
+            let e = layouts.entry(s.clone()).or_insert_with(|| Some(l.clone()));
+            if e.as_ref() != Some(l) {
+                *e = None;
+            }
+        }
+    }
+    // every op touching a tile of an operand shape must be one that the copies cannot double
+    let mut bad: HashSet<Vec<u32>> = layouts.iter().filter(|(_, l)| l.is_none()).map(|(s, _)| s.clone()).collect();
+    k.walk(&mut |op| {
+        let reads_ok = |x: V| match &op.kind {
+            OpKind::Dot { a, b, acc, .. } => x != *acc && (x == *a || x == *b),
+            kind => kind.is_elementwise() || matches!(kind, OpKind::Load { .. } | OpKind::For { .. } | OpKind::If { .. } | OpKind::Yield(_)),
+        };
+        let makes_ok = op.kind.is_elementwise()
+            || matches!(op.kind, OpKind::Load { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } | OpKind::Const(_) | OpKind::For { .. } | OpKind::If { .. });
+        for x in op.kind.operands() {
+            if let Some(s) = dims(x).filter(|s| layouts.contains_key(s)) {
+                if !reads_ok(x) {
+                    bad.insert(s);
+                }
+            }
+        }
+        for r in &op.results {
+            if let Some(s) = dims(*r).filter(|s| layouts.contains_key(s)) {
+                if !makes_ok {
+                    bad.insert(s);
+                }
+            }
+        }
+    });
+    // a result shape qualifies when both of its operand shapes do
+    outs.retain(|so| {
+        let Some(Some((sa, _, sb, _))) = want.get(so) else { return false };
+        !bad.contains(sa) && !bad.contains(sb)
+    });
+    let mut keep: HashMap<Vec<u32>, Blocked> = HashMap::new();
+    for so in &outs {
+        let Some(Some((sa, la, sb, lb))) = want.get(so) else { continue };
+        keep.insert(sa.clone(), la.clone());
+        keep.insert(sb.clone(), lb.clone());
+    }
+    (outs, keep)
+}
+
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
-/// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup MMAs.
-pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>, mma_i8: bool) -> Plan {
+/// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup
+/// MMAs; `register_operands` lets `mma.sync` dots with a computed operand
+/// take both operands from registers ([`register_operand_dots`]).
+pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>, mma_i8: bool, register_operands: bool) -> Plan {
     let (rows, chained_a) = chained_dot_shapes(k);
     // `mma.sync` grid of an `m × n` result: warps along M only where a
     // dot's A is computed from another dot's result (so that the first
@@ -351,11 +491,13 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
     }
     fma_reasons.sort();
     no_wgmma_reasons.sort();
+    let (reg_operands, reg_layouts) = if register_operands { register_operand_dots(k, &mma, &chained_a) } else { Default::default() };
     let mma: HashMap<Vec<u32>, MmaGrid> = mma.into_iter().filter_map(|(s, g)| Some((s, g?))).collect();
     // (an operand tile of an accumulator's shape keeps the accumulator's
     // layout: correct, only its copies are slower)
     operand.retain(|s, _| !mma.contains_key(s));
-    Plan { mma, operand, runs: HashMap::new(), fma_reasons, no_wgmma_reasons }
+    operand.extend(reg_layouts);
+    Plan { mma, operand, runs: HashMap::new(), reg_operands, fma_reasons, no_wgmma_reasons }
 }
 
 /// Per tile shape, the runs of equal addresses its loads repeat along each

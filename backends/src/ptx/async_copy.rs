@@ -442,6 +442,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let out_shape: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
         let Some(out_shape) = out_shape else { continue };
         let Some(g) = layouts.mma(&out_shape) else { continue };
+        // (operands fed from registers, K interleaved: no ring)
+        if layouts.register_operands(&out_shape) {
+            continue;
+        }
         // f16/bf16, and tf32, i8 and fp8 on wgmma (mma.sync rounds tf32
         // operands in registers and stages i8 B transposed byte by byte)
         let es = match k.ty(a).elem().map(|e| e.dtype()) {

@@ -54,7 +54,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let vec = vector_elems(k, &facts);
-    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8).with_load_runs(k, &facts);
+    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands).with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
@@ -84,7 +84,7 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     if tma_views.is_empty() {
         return HashSet::new();
     }
-    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tma_views), o.mma_i8);
+    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tma_views), o.mma_i8, o.register_operands);
     let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();

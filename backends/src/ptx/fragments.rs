@@ -72,6 +72,66 @@ pub fn mma_a(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usi
     remap(have, wm * wn * 32, (tcount * ksteps * 8) as usize, &need)
 }
 
+/// The column of a K-*interleaved* `m16n8k16` fragment that holds
+/// logical `k`, as `(k-step, column within the step)`: within each
+/// 32-deep block `b`, lane `l%4 = j` of the fragments reads `k = 32·b +
+/// 8·j + (0..8)` — step `2b + s` (`s` ∈ {0,1}) takes `8·j + 4·s + {0,1}`
+/// at columns `2·j + {0,1}` and `8·j + 4·s + 2 + {0,1}` at columns `2·j +
+/// 8 + {0,1}`. A dot sums over K, so any order that A and B share gives
+/// the same products; this one puts a thread's 8 consecutive K in its own
+/// fragments, so operands held 8 along K per thread
+/// ([`Blocked::mma_a_operand`], [`Blocked::mma_b_operand`]) feed the
+/// tensor cores from registers, with no `ldmatrix` and no shared memory.
+pub fn interleaved_k(ks: u32, col: u32) -> u32 {
+    let (b, s) = (ks / 2, ks % 2);
+    let (j, e, h) = ((col % 8) / 2, col % 2, col / 8);
+    32 * b + 8 * j + 4 * s + 2 * h + e
+}
+
+/// Registers feeding `mma.sync.m16n8k16`'s A fragments with K interleaved
+/// ([`interleaved_k`]) for an `m × k` 16-bit tile over a `wm × wn` warp
+/// grid, held in layout `have`: entry `((t · ksteps + ks) · 8 + s)` is
+/// slot `s` of M tile `t`, k-step `ks` — rows as in [`mma_a`].
+pub fn mma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
+    if have.shape != [m, k] || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(32) {
+        return None;
+    }
+    let (ksteps, tcount) = (k / 16, m / (16 * wm));
+    let need = |tid: u32, f: usize| -> u32 {
+        let f = f as u32;
+        let (t, ks, s) = (f / (ksteps * 8), (f / 8) % ksteps, f % 8);
+        let (w, lane) = (tid / 32, tid % 32);
+        let warp_m = w / wn;
+        let row = lane / 4 + 8 * warp_m + 16 * wm * t + 8 * wm * ((s / 2) % 2);
+        let col = interleaved_k(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4));
+        row * k + col
+    };
+    remap(have, wm * wn * 32, (tcount * ksteps * 8) as usize, &need)
+}
+
+/// Registers feeding `mma.sync.m16n8k16`'s B fragments with K interleaved
+/// ([`interleaved_k`]) for a `k × n` 16-bit tile over a `wm × wn` warp
+/// grid, held in layout `have`: entry `((j · ksteps + ks) · 4 + s)` is
+/// slot `s` (b0..b3) of N tile `j`, k-step `ks`; N tile `j` of warp
+/// column `warp_n` is columns `8·warp_n + 8·wn·j + (0..8)` (the
+/// accumulator's, [`Blocked::mma_acc`]), lane `l` reading column `l/4`.
+pub fn mma_b_interleaved(have: &Blocked, k: u32, n: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
+    if have.shape != [k, n] || !n.is_multiple_of(8 * wn) || !k.is_multiple_of(32) {
+        return None;
+    }
+    let (ksteps, tcount) = (k / 16, n / (8 * wn));
+    let need = |tid: u32, f: usize| -> u32 {
+        let f = f as u32;
+        let (j, ks, s) = (f / (ksteps * 4), (f / 4) % ksteps, f % 4);
+        let (w, lane) = (tid / 32, tid % 32);
+        let warp_n = w % wn;
+        let col = lane / 4 + 8 * warp_n + 8 * wn * j;
+        let row = interleaved_k(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 2));
+        row * n + col
+    };
+    remap(have, wm * wn * 32, (tcount * ksteps * 4) as usize, &need)
+}
+
 fn remap(have: &Blocked, nt: u32, slots: usize, need: &dyn Fn(u32, usize) -> u32) -> Option<Vec<usize>> {
     let src = ThreadLayout { bl: have.clone(), reg_offsets: have.reg_offsets(), thread: vec![] };
     // (a layout with fewer threads than the dot's, or one that replicates
@@ -131,5 +191,56 @@ mod tests {
         let at: Vec<Vec<u32>> = map.iter().map(|&r| src.coords_of(37, r)).collect();
         assert_eq!(at[0], vec![17, 2]);
         assert_eq!(at[7], vec![25, 11]);
+    }
+
+    #[test]
+    fn interleaved_k_is_a_permutation_of_each_32_deep_block() {
+        for b in 0..3 {
+            let mut seen: Vec<u32> = (0..2).flat_map(|s| (0..16).map(move |c| interleaved_k(2 * b + s, c))).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (32 * b..32 * b + 32).collect::<Vec<_>>());
+        }
+        // lane j of a quad reads k = 8j .. 8j + 8 of the block, pairs in order
+        for j in 0..4 {
+            let mut ks: Vec<u32> = (0..2).flat_map(|s| [0, 1, 8, 9].map(|c| interleaved_k(s, 2 * j + c))).collect();
+            ks.sort_unstable();
+            assert_eq!(ks, (8 * j..8 * j + 8).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn operand_layouts_feed_interleaved_fragments() {
+        for (m, n, k, wm, wn) in [(16, 128, 64, 1, 4), (16, 64, 128, 1, 4), (64, 64, 64, 2, 2), (32, 256, 32, 2, 4), (16, 32, 32, 1, 1), (128, 128, 64, 2, 4)] {
+            let la = Blocked::mma_a_operand(&[m, k], wm, wn);
+            let lb = Blocked::mma_b_operand(&[k, n], wm, wn);
+            let ma = mma_a_interleaved(&la, m, k, wm, wn).unwrap_or_else(|| panic!("A {m}x{k} {wm}x{wn}"));
+            let mb = mma_b_interleaved(&lb, k, n, wm, wn).unwrap_or_else(|| panic!("B {k}x{n} {wm}x{wn}"));
+            // every register feeds exactly one slot
+            for (map, regs) in [(&ma, la.regs()), (&mb, lb.regs())] {
+                assert_eq!(map.len(), regs);
+                let mut s = map.clone();
+                s.sort_unstable();
+                s.dedup();
+                assert_eq!(s.len(), regs);
+            }
+            // the product over the slots is the dot product: for thread 0's
+            // first tiles, slot (ks, column) of A and of B name the same k
+            let sa = ThreadLayout { bl: la.clone(), reg_offsets: la.reg_offsets(), thread: vec![] };
+            let sb = ThreadLayout { bl: lb.clone(), reg_offsets: lb.reg_offsets(), thread: vec![] };
+            for tid in [0, 5, 33 % (32 * wm * wn), 32 * wm * wn - 1] {
+                for ks in 0..k / 16 {
+                    for s in 0..4usize {
+                        // A slot (row half 0) 2·(s/2)·2 + s%2 and B slot s read the same column
+                        let a_slot = (ks as usize) * 8 + (s / 2) * 4 + s % 2;
+                        let b_slot = (ks as usize) * 4 + s;
+                        assert_eq!(sa.coords_of(tid, ma[a_slot])[1], sb.coords_of(tid, mb[b_slot])[0], "{m}x{n}x{k} tid {tid} ks {ks} s {s}");
+                    }
+                }
+            }
+        }
+        // the canonical layout of a loaded tile does not qualify
+        assert!(mma_b_interleaved(&Blocked::canonical(&[64, 128], 4, 8), 64, 128, 1, 4).is_none());
+        // nor does K = 16 (one step: no 32-deep block to interleave)
+        assert!(mma_a_interleaved(&Blocked::canonical(&[16, 16], 1, 8), 16, 16, 1, 1).is_none());
     }
 }

@@ -137,6 +137,19 @@ pub struct PtxOptions {
     /// one per element); false: carried whole (the CUDA runtime reads
     /// `FERROTILE_PARTIAL_ACC=0`, for A/B runs).
     pub partial_accumulators: bool,
+    /// A 16-bit `mma.sync` dot with a computed operand (a dequantized
+    /// weight tile) takes both operands from registers, K interleaved
+    /// ([`assign`]'s `register_operand_dots`, [`fragments`]): no staging
+    /// through shared memory, no `ldmatrix`, no barriers; false: the
+    /// staging path (the CUDA runtime reads `FERROTILE_REGISTER_OPERANDS=0`,
+    /// for A/B runs).
+    pub register_operands: bool,
+    /// Elementwise add, sub and mul of 16-bit floats, and casts of small
+    /// integers to them, two elements per instruction (`.f16x2`,
+    /// `.bf16x2`; the values the widened f32 operations round to); false:
+    /// one element at a time through f32 (the CUDA runtime reads
+    /// `FERROTILE_PACKED_16BIT=0`, for A/B runs).
+    pub packed_16bit: bool,
 }
 
 impl PtxOptions {
@@ -167,6 +180,8 @@ impl PtxOptions {
             tma_terms: true,
             invariant_slots: true,
             partial_accumulators: true,
+            register_operands: true,
+            packed_16bit: true,
         }
     }
 }

@@ -63,14 +63,15 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
         let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
         // this step's scale (and zero-point) row, broadcast along K
         let g = (k0 / GROUP) as i64;
-        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
+        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0);
         let mut z = full([BK, BN], 1 << (BITS - 1), i32);
         if HAS_ZEROS {
             let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
             z = (load(zp, k_ok & n_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
         }
-        // (q − z)·s as one FMA per weight: z·s is per column
-        let b = fma(q as f32, s, -((z as f32) * s)) as T;
+        // (q − z)·s in T: q − z is exact, so the product rounds once, as
+        // the f32 product cast to T would; in pairs (`.bf16x2`)
+        let b = ((q as T) - (z as T)) * s;
         acc = dot(a, b, acc);
     }
     if SPLIT {
@@ -78,6 +79,72 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
         store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & n_ok);
     } else {
         store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), acc as T, m_ok & n_ok);
+    }
+}
+
+/// The product of [`wq_gemm_kernel`] for few rows of `x` (decode),
+/// computed transposed — `outᵀ = Wᵀ·xᵀ` — so that the dequantized weights
+/// are the `dot`'s A (`[BN, BK]`: output columns along M, where a
+/// tensor-core tile has 16 rows) and the few rows of `x` its B (`[BK,
+/// BM]`, `BM` ≥ 8 columns, the masked rows of `x` read as zero). One
+/// program computes a `BN × BM` tile of `outᵀ` over its K range
+/// (`program_id(2)`), with `SPLIT` into `ws[program_id(2)]` (`[splits, m,
+/// n]`, as [`wq_gemm_kernel`]), else the tile cast to `T` into `out`
+/// (`out[r, c]` at `r · som + c`). Scales, zero points and grid order as
+/// in [`wq_gemm_kernel`], with `program_id(0)` along N.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn wq_gemm_t_kernel<T: Float, const BN: i32, const BM: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+    x: Ptr<T>,
+    qweight: Ptr<i32>,
+    scales: Ptr<T>,
+    qzeros: Ptr<i32>,
+    out: Ptr<T>,
+    ws: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    k_split: i32,
+    sxm: i64,
+    som: i64,
+) {
+    let word_shift = 4 - BITS / 4;
+    let lane_mask = 32 / BITS - 1;
+    let qmask = (1 << BITS) - 1;
+    let rn = program_id(0) * BN + arange(0, BN);
+    let rm = program_id(1) * BM + arange(0, BM);
+    let n_ok = expand_dims(rn < n, 1);
+    let m_ok = expand_dims(rm < m, 0);
+    let k_lo = program_id(2) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
+    let xcol = x + expand_dims((rm as i64) * sxm, 0);
+    let wrow = qweight + expand_dims(rn as i64, 1);
+    let mut acc = zeros([BN, BM], f32);
+    for k0 in (k_lo..k_hi).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = expand_dims(kk < k, 0);
+        // xᵀ: K down, the rows of x across
+        let xt = load(xcol + expand_dims(kk as i64, 1), expand_dims(kk < k, 1) & m_ok, 0.0);
+        // the weights of BN output columns, K across: runs of P equal words
+        let words = load(wrow + expand_dims(((kk >> word_shift) as i64) * (n as i64), 0), n_ok & k_ok, 0);
+        let q = (words >> expand_dims((kk & lane_mask) * BITS, 0)) & qmask;
+        let g = (k0 / GROUP) as i64;
+        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 1), [BN, BK]), n_ok & k_ok, 0.0);
+        let mut z = full([BN, BK], 1 << (BITS - 1), i32);
+        if HAS_ZEROS {
+            let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 1), [BN, BK]);
+            z = (load(zp, n_ok & k_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 1)) & qmask;
+        }
+        // (q − z)·s in T: q − z is exact, so the product rounds once, as
+        // the f32 product cast to T would; in pairs (`.bf16x2`)
+        let w = ((q as T) - (z as T)) * s;
+        acc = dot(w, xt, acc);
+    }
+    if SPLIT {
+        let mn = (m as i64) * (n as i64);
+        store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), acc, n_ok & m_ok);
+    } else {
+        store(out + expand_dims((rm as i64) * som, 0) + expand_dims(rn as i64, 1), acc as T, n_ok & m_ok);
     }
 }
 

@@ -41,7 +41,7 @@ pub use int8::{
     quantize_int8, quantize_rows, quantize_rows_kernel, w8a8_candidates, w8a8_gemm, w8a8_gemm_kernel, Int8Packed, Int8Weights, W8A8Config, W8A8Options,
     W8A8_MAX_K,
 };
-pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemv_kernel};
+pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemm_t_kernel, wq_gemv_kernel};
 
 /// Bits per weight and grouping of a quantized matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -256,8 +256,88 @@ impl<'k> PtxWriter<'k> {
         })
     }
 
+    /// A 32-bit constant in a register (set in the prologue, once per value):
+    /// packed 16-bit instructions take no immediates.
+    pub(super) fn b32_const(&mut self, v: u32) -> String {
+        if let Some(r) = self.b32_consts.get(&v) {
+            return r.clone();
+        }
+        let r = self.reg(RegClass::R);
+        let _ = writeln!(self.pro, "\tmov.b32 {r}, {v:#010X};");
+        self.b32_consts.insert(v, r.clone());
+        r
+    }
+
+    /// `a o b` on 16-bit floats two elements at a time, as one
+    /// `{add,sub,mul}.rn.{f16x2,bf16x2}` per pair of registers (on sm_80,
+    /// bf16 as `fma.rn.bf16x2` with 1, −1 or −0): the same values as the
+    /// f32 operation rounded once to 16 bits (rounding twice, through a
+    /// format of at least 2p + 2 bits, is innocuous for +, − and ×: f32's
+    /// 24 ≥ 2·11 + 2), so the semantics of the widened op hold. The halves of each result stay
+    /// known as its word's (`unpack_b16`), so a consumer that packs them
+    /// again (a tensor-core fragment, the next packed op, a vector store)
+    /// takes the word. None: not a 16-bit float add, sub or mul.
+    fn binary_x2(&mut self, o: BinOp, d: DType, ra: &[String], rb: &[String]) -> Option<Vec<String>> {
+        if !matches!(d, DType::F16 | DType::BF16) || !matches!(o, BinOp::Add | BinOp::Sub | BinOp::Mul) || ra.len() < 2 || ra.len() != rb.len() {
+            return None;
+        }
+        let ty = if d == DType::BF16 { "bf16x2" } else { "f16x2" };
+        let mut out = Vec::with_capacity(ra.len());
+        for i in (0..ra.len()).step_by(2) {
+            if i + 1 == ra.len() {
+                // (an odd register out: widened, as usual)
+                let (fx, fy) = (self.widen_f32(&ra[i], d), self.widen_f32(&rb[i], d));
+                let f = self.reg(RegClass::F);
+                let ins = match o {
+                    BinOp::Add => "add.rn.f32",
+                    BinOp::Sub => "sub.rn.f32",
+                    _ => "mul.rn.f32",
+                };
+                self.line(format!("{ins} {f}, {fx}, {fy};"));
+                out.push(self.narrow_f32(&f, d));
+                break;
+            }
+            let (x, y) = (self.pack_b16(&ra[i], &ra[i + 1]), self.pack_b16(&rb[i], &rb[i + 1]));
+            let w = self.reg(RegClass::R);
+            if d == DType::BF16 && self.o.sm < 90 {
+                // (bf16x2 add, sub and mul are sm_90; fma is sm_80)
+                match o {
+                    BinOp::Add => {
+                        let c = self.b32_const(0x3F80_3F80);
+                        self.line(format!("fma.rn.bf16x2 {w}, {x}, {c}, {y};"))
+                    }
+                    BinOp::Sub => {
+                        let c = self.b32_const(0xBF80_BF80);
+                        self.line(format!("fma.rn.bf16x2 {w}, {y}, {c}, {x};"))
+                    }
+                    _ => {
+                        let c = self.b32_const(0x8000_8000);
+                        self.line(format!("fma.rn.bf16x2 {w}, {x}, {y}, {c};"))
+                    }
+                }
+            } else {
+                let ins = match o {
+                    BinOp::Add => "add",
+                    BinOp::Sub => "sub",
+                    _ => "mul",
+                };
+                self.line(format!("{ins}.rn.{ty} {w}, {x}, {y};"));
+            }
+            let (lo, hi) = self.unpack_b16(&w);
+            out.push(lo);
+            out.push(hi);
+        }
+        Some(out)
+    }
+
     pub(super) fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
         let d = self.dtype(a);
+        if self.o.packed_16bit {
+            let (ra, rb) = (self.get(a), self.get(b));
+            if let Some(out) = self.binary_x2(o, d, &ra, &rb) {
+                return Ok(out);
+            }
+        }
         // a constant divisor other than 0 and -1 needs none of the guards
         // below and goes to ptxas as an immediate, which it strength-reduces
         // (a shift for powers of two, a multiply-high otherwise)
@@ -515,10 +595,84 @@ impl<'k> PtxWriter<'k> {
         Some(if to == DType::F32 { f } else { self.narrow_f32(&f, to) })
     }
 
+    /// Small integers to a 16-bit float two at a time: the pair's low
+    /// halves in one word (`prmt`; with `y & m` sources, the mask applied
+    /// to both in the `lop3` that ORs in the magic exponent), then one
+    /// packed subtraction of the magic number — exact, as in
+    /// [`Self::small_int_to_float`], where every value of the range is
+    /// exact in the target (bf16: a range of width < 128 and |x| ≤ 256;
+    /// f16: < 1024 and |x| ≤ 2048). Three instructions per pair where the
+    /// scalar path takes three per element. None: not such a cast.
+    fn small_ints_to_16bit(&mut self, x: V, rx: &[String], to: DType) -> Option<Vec<String>> {
+        let from = self.dtype(x);
+        if !matches!(to, DType::F16 | DType::BF16) || !from.is_int() || from == DType::I64 || from == DType::Bool || rx.len() < 2 || !rx.len().is_multiple_of(2) {
+            return None;
+        }
+        let (Some(lo), Some(hi)) = self.facts.get(&x)?.range else { return None };
+        let (width, exact, magic, mhex) = if to == DType::BF16 { (128i64, 256i64, 128i64, 0x4300u32) } else { (1024, 2048, 1024, 0x6400) };
+        if hi - lo >= width || lo.abs() > exact || hi.abs() > exact {
+            return None;
+        }
+        let n = rx.len();
+        // (the value subtracted: magic − lo, exact in the target as an integer ≤ 2·magic)
+        let sub_bits = |v: i64| -> u32 {
+            let f = (v as f32).to_bits();
+            if to == DType::BF16 {
+                f >> 16
+            } else {
+                half::f16::from_f32(v as f32).to_bits() as u32
+            }
+        };
+        let sb = sub_bits(magic - lo);
+        let (ty, one) = if to == DType::BF16 { ("bf16x2", 0x3F80u32) } else { ("f16x2", 0x3C00) };
+        let mut out = Vec::with_capacity(n);
+        for i in (0..n).step_by(2) {
+            let srcs = if lo == 0 { (self.masked_source(x, i, n), self.masked_source(x, i + 1, n)) } else { (None, None) };
+            let word = self.reg(RegClass::R);
+            match srcs {
+                (Some((ya, ma)), Some((yb, mb))) if ma == mb && ma < 1 << 16 => {
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("prmt.b32 {t}, {ya}, {yb}, 0x5410;"));
+                    self.line(format!("lop3.b32 {word}, {t}, {}, {}, 0xEA;", ma | (ma << 16), mhex | (mhex << 16)));
+                }
+                _ => {
+                    let (a, b) = if lo != 0 {
+                        let (a, b) = (self.reg(RegClass::R), self.reg(RegClass::R));
+                        self.line(format!("add.s32 {a}, {}, {};", rx[i], -lo));
+                        self.line(format!("add.s32 {b}, {}, {};", rx[i + 1], -lo));
+                        (a, b)
+                    } else {
+                        (rx[i].clone(), rx[i + 1].clone())
+                    };
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("prmt.b32 {t}, {a}, {b}, 0x5410;"));
+                    self.line(format!("or.b32 {word}, {t}, {};", mhex | (mhex << 16)));
+                }
+            }
+            let w = self.reg(RegClass::R);
+            if to == DType::BF16 && self.o.sm < 90 {
+                let (c1, c2) = (self.b32_const(one | (one << 16)), self.b32_const((sb | 0x8000) | ((sb | 0x8000) << 16)));
+                self.line(format!("fma.rn.bf16x2 {w}, {word}, {c1}, {c2};"));
+            } else {
+                let c = self.b32_const(sb | (sb << 16));
+                self.line(format!("sub.rn.{ty} {w}, {word}, {c};"));
+            }
+            let (a, b) = self.unpack_b16(&w);
+            out.push(a);
+            out.push(b);
+        }
+        Some(out)
+    }
+
     pub(super) fn cast(&mut self, x: V, to: DType) -> R<Vec<String>> {
         let from = self.dtype(x);
         let rx = self.get(x);
         let n = rx.len();
+        if self.o.packed_16bit {
+            if let Some(out) = self.small_ints_to_16bit(x, &rx, to) {
+                return Ok(out);
+            }
+        }
         let mut out = vec![];
         for (i, r) in rx.into_iter().enumerate() {
             let o = if from == to {

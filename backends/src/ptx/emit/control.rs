@@ -10,6 +10,7 @@ impl<'k> PtxWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
         self.remat.enter();
         self.conv.push(HashMap::new());
+        self.packed.push(HashMap::new());
         self.depth += 1;
         for (i, op) in b.ops.iter().enumerate() {
             self.loc = op.loc;
@@ -23,6 +24,7 @@ impl<'k> PtxWriter<'k> {
         }
         self.depth -= 1;
         self.conv.pop();
+        self.packed.pop();
         self.remat.leave();
         Ok(())
     }

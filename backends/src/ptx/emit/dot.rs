@@ -12,9 +12,37 @@ impl<'k> PtxWriter<'k> {
     /// half (the order of a tile's consecutive elements in memory and in
     /// a tensor-core fragment).
     pub(super) fn pack_b16(&mut self, lo: &str, hi: &str) -> String {
+        // (the two halves of one loaded word, in order: that word)
+        if let (Some((w, false)), Some((w2, true))) = (self.h_from_word.get(lo), self.h_from_word.get(hi)) {
+            if w == w2 {
+                return w.clone();
+            }
+        }
+        let key = (lo.to_string(), hi.to_string());
+        if let Some(w) = self.packed.iter().rev().find_map(|m| m.get(&key)) {
+            return w.clone();
+        }
         let w = self.reg(RegClass::R);
         self.line(format!("mov.b32 {w}, {{{lo}, {hi}}};"));
+        if let Some(m) = self.packed.last_mut() {
+            m.insert(key, w.clone());
+        }
         w
+    }
+
+    /// A 32-bit register's two 16-bit halves as new registers (low first),
+    /// remembered as that word's halves (`h_from_word`): packing them again
+    /// in order gives the word back, and widening a bf16 half to f32 reads
+    /// the word.
+    pub(super) fn unpack_b16(&mut self, w: &str) -> (String, String) {
+        let (lo, hi) = (self.reg(RegClass::H), self.reg(RegClass::H));
+        self.line(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+        self.h_from_word.insert(lo.clone(), (w.to_string(), false));
+        self.h_from_word.insert(hi.clone(), (w.to_string(), true));
+        if let Some(m) = self.packed.last_mut() {
+            m.insert((lo.clone(), hi.clone()), w.to_string());
+        }
+        (lo, hi)
     }
 
     /// Four i8 values (one per 32-bit register, in their low bytes) as one
@@ -105,6 +133,19 @@ impl<'k> PtxWriter<'k> {
         let int = d == DType::I8;
         if tf32 && !precision.is_tf32() {
             return self.err("mma path for an exact f32 dot");
+        }
+        // both operands in registers, K interleaved (`assign`'s
+        // register-operand dots): the fragments are their own registers
+        if !tf32 && !int && self.layout_plan.register_operands(&[m, n]) {
+            let have_a = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
+            let have_b = self.vlay.get(&b).cloned().unwrap_or_else(|| self.layout(&sb).bl.clone());
+            let (raw_a, raw_b) = (self.get_raw(a), self.get_raw(b));
+            let ma = crate::ptx::fragments::mma_a_interleaved(&have_a, m, kk, g.wm, g.wn).filter(|_| raw_a.len() == have_a.regs());
+            let mb = crate::ptx::fragments::mma_b_interleaved(&have_b, kk, n, g.wm, g.wn).filter(|_| raw_b.len() == have_b.regs());
+            if let (Some(ma), Some(mb)) = (ma, mb) {
+                return Ok(self.dot_mma_registers(&raw_a, &ma, &raw_b, &mb, acc, d, [m, kk, n], g));
+            }
+            self.explain(format!("dot {sa:?} · {sb:?}: the operands' registers do not hold the K-interleaved fragments; staged through shared memory"));
         }
         let es = if tf32 {
             4
@@ -372,6 +413,63 @@ impl<'k> PtxWriter<'k> {
         // (conversions, reductions, scans, both dots) starts with one, which
         // is what orders these fragment reads before the next writes.
         Ok(accs)
+    }
+
+    /// `dot` on `mma.sync.m16n8k16` with both operands in registers, K
+    /// interleaved (`ptx::fragments::interleaved_k`): `ma` / `mb` name,
+    /// per fragment slot, the register of `ra` / `rb` that holds it
+    /// ([`crate::ptx::fragments::mma_a_interleaved`],
+    /// [`crate::ptx::fragments::mma_b_interleaved`]); slot pairs are packed
+    /// into the instructions' 32-bit operands per K step. No shared memory,
+    /// no barrier: each warp reads only its own registers.
+    #[allow(clippy::too_many_arguments)]
+    fn dot_mma_registers(&mut self, ra: &[String], ma: &[usize], rb: &[String], mb: &[usize], acc: V, d: DType, mkn: [u32; 3], g: crate::ptx::assign::MmaGrid) -> Vec<String> {
+        let [m, kk, n] = mkn;
+        let racc = self.get(acc);
+        let accs: Vec<String> = racc
+            .iter()
+            .map(|v| {
+                let t = self.reg(RegClass::F);
+                self.mov(RegClass::F, &t, v);
+                t
+            })
+            .collect();
+        let (tm, rn, ksteps) = ((m / (16 * g.wm)) as usize, (n / (8 * g.wn)) as usize, (kk / 16) as usize);
+        let ty = if d == DType::BF16 { "bf16" } else { "f16" };
+        for ks in 0..ksteps {
+            let af: Vec<Vec<String>> = (0..tm)
+                .map(|t| {
+                    let at = (t * ksteps + ks) * 8;
+                    (0..4).map(|q| self.pack_b16(&ra[ma[at + 2 * q]], &ra[ma[at + 2 * q + 1]])).collect()
+                })
+                .collect();
+            let bf: Vec<Vec<String>> = (0..rn)
+                .map(|j| {
+                    let at = (j * ksteps + ks) * 4;
+                    (0..2).map(|q| self.pack_b16(&rb[mb[at + 2 * q]], &rb[mb[at + 2 * q + 1]])).collect()
+                })
+                .collect();
+            for (i, a4) in af.iter().enumerate() {
+                for (j, b2) in bf.iter().enumerate() {
+                    let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn + 2 * j + e].clone();
+                    let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
+                    self.line(format!(
+                        "mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                        a4[0],
+                        a4[1],
+                        a4[2],
+                        a4[3],
+                        b2[0],
+                        b2[1],
+                        c0 = c[0],
+                        c1 = c[1],
+                        c2 = c[2],
+                        c3 = c[3]
+                    ));
+                }
+            }
+        }
+        accs
     }
 
     pub(super) fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {

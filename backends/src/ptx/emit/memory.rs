@@ -58,6 +58,22 @@ impl<'k> PtxWriter<'k> {
         if let Some(regs) = self.load_once_per_run(ptr, mask, &rp, masks.as_deref(), others.as_deref(), d, w, res) {
             return Ok(regs);
         }
+        // no vector along the last dimension: one along another, where the
+        // layout keeps consecutive elements of it in a thread (`xᵀ` as a
+        // register B operand: 8 consecutive K per thread, K contiguous)
+        if w == 1 && rp.len() > 1 && !self.vlay.contains_key(&res) {
+            let all: Vec<usize> = (0..rp.len()).collect();
+            if let Some((order, v)) = self.cross_dim_vectors(ptr, mask, &all, d) {
+                let pick = |xs: &[String]| -> Vec<String> { order.iter().map(|&i| xs[i].clone()).collect() };
+                let (p2, m2, o2) = (pick(&rp), masks.as_deref().map(pick), others.as_deref().map(pick));
+                let got = self.load_regs(&p2, m2.as_deref(), o2.as_deref(), d, v);
+                let mut back = vec![String::new(); rp.len()];
+                for (j, &i) in order.iter().enumerate() {
+                    back[i] = got[j].clone();
+                }
+                return Ok(back);
+            }
+        }
         let mut regs = self.load_regs(&rp, masks.as_deref(), others.as_deref(), d, w);
         regs.truncate(rp.len());
         Ok(regs)

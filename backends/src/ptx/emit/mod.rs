@@ -127,6 +127,11 @@ struct PtxWriter<'k> {
     /// 16-bit register → the f32 register it was rounded from: lets a pair
     /// of stores pack with one `cvt.rn.{bf16,f16}x2.f32`.
     h_from_f32: HashMap<String, String>,
+    /// Pairs of 16-bit registers already packed into a 32-bit one, per
+    /// open block (`block` pushes and pops a level): `pack_b16` reuses them.
+    packed: Vec<HashMap<(String, String), String>>,
+    /// 32-bit constants already set in the prologue ([`PtxWriter::b32_const`]).
+    b32_consts: HashMap<u32, String>,
     /// Which values to recompute instead of converting ([`crate::plan::remat`]).
     remat: crate::plan::remat::Remat<'k>,
     zero: Option<String>,
@@ -241,6 +246,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         loc: Loc::default(),
         h_from_word: HashMap::new(),
         h_from_f32: HashMap::new(),
+        packed: vec![HashMap::new()],
+        b32_consts: HashMap::new(),
         remat: crate::plan::remat::Remat::new(k),
         zero: None,
         uses_wgmma: false,

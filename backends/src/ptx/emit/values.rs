@@ -366,4 +366,7 @@ impl<'k> crate::plan::remat::Emitter<'k> for PtxWriter<'k> {
     fn elementwise_op(&mut self, kind: &OpKind, _v: V) -> R<Vec<String>> {
         self.elementwise(kind)
     }
+    fn scalar_multiple_of(&mut self, v: V, m: u64) -> bool {
+        self.facts.get(&v).is_some_and(|f| f.dim(0).div >= m)
+    }
 }
