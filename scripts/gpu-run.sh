@@ -100,6 +100,11 @@
 #   libcheck: the library's attention, GEMM (tuner sweeps skipped), FP8
 #            and W8A8 tests on CUDA after a layout change (session 23:
 #            `vector_elems`)
+#   packed:  packed 16-bit dequantization (session 25): CUDA conformance,
+#            quantized-GEMM tests (register operands off and on), memcheck
+#   packed-bench [SHAPES] [SHAPES8] [CONFIGS]: W4A16 / W8A16 before
+#            (.devbin/dequant-user-before) and after, alternated, then the
+#            W4A16 peers (carry .whl) and forced M = 1 configurations
 #   vulkan-lib: conformance and the library's tests (attention, quantized,
 #            W8A8, FP8) on wgpu through the H200's Vulkan driver, then
 #            `run-library --device wgpu` (session 24)
@@ -569,6 +574,33 @@ case "${1:-check}" in
     step host_time 200 $D/dequant-user --device cuda --library --shapes 1x8192x8192,16x8192x8192
     grep -E "conformance on|test result|FAILED|panicked|library wq_gemm" "$L" | head -30
     grep -E "^(softmax|layer_norm|rms_norm|gemm|attn|quant|w8a8|fp8|roofline|all )" "$L" | tail -70
+    ;;
+  packed)
+    # packed 16-bit dequantization (session 25): the CUDA conformance suite
+    # (packed f16/bf16 add/sub/mul, constant shifts), the quantized-GEMM
+    # tests on CUDA — every tuner candidate — with register operands off
+    # (default) and on, memcheck
+    step conformance_cuda 240 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant --nocapture
+    FERROTILE_REGISTER_OPERANDS=1 FERROTILE_TEST_DEVICES=cuda step quant_regops 200 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture wq_gemm_matches
+    grep -E "^=== |conformance on|FAILED|panicked|ERROR SUMMARY|test result" "$L" | tail -40
+    ;;
+  packed-bench)
+    # the W4A16 / W8A16 library before (.devbin/dequant-user-before) and
+    # after, alternated twice, each tuned into its own cache, then the
+    # peers; forced configurations at M = 1 (GEMV against the 16-row kernel)
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    SH8=${3:-1x8192x8192,16x8192x8192,1x4096x14336}
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/cb FERROTILE_AUTOTUNE_PRINT=1 step "w4_before$r" 240 $D/dequant-user-before --library --device cuda --shapes $SH
+      FERROTILE_CACHE_DIR=/tmp/ca FERROTILE_AUTOTUNE_PRINT=1 step "w4_after$r" 240 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    FERROTILE_CACHE_DIR=/tmp/cb step w8_before 200 $D/dequant-user-before --library --w8 --device cuda --shapes $SH8
+    FERROTILE_CACHE_DIR=/tmp/ca step w8_after 200 $D/dequant-user --library --w8 --device cuda --shapes $SH8
+    step forced 200 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs ${4:-1x128x64x4x2x8,16x128x64x4x3x8,16x128x64x4x3x4,16x64x128x4x2x8,16x128x128x4x2x4}
+    step peers 240 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|^library|-> |cublas|tinygemm|gemlite" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
     ;;
   vulkan-lib)
     # the whole library through WGSL on the H200's Vulkan driver: the

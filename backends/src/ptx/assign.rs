@@ -346,7 +346,16 @@ fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, c
             kind => kind.is_elementwise() || matches!(kind, OpKind::Load { .. } | OpKind::For { .. } | OpKind::If { .. } | OpKind::Yield(_)),
         };
         let makes_ok = op.kind.is_elementwise()
-            || matches!(op.kind, OpKind::Load { .. } | OpKind::Splat { .. } | OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } | OpKind::Const(_) | OpKind::For { .. } | OpKind::If { .. });
+            || matches!(
+                op.kind,
+                OpKind::Load { .. }
+                    | OpKind::Splat { .. }
+                    | OpKind::Broadcast { .. }
+                    | OpKind::ExpandDims { .. }
+                    | OpKind::Const(_)
+                    | OpKind::For { .. }
+                    | OpKind::If { .. }
+            );
         for x in op.kind.operands() {
             if let Some(s) = dims(x).filter(|s| layouts.contains_key(s)) {
                 if !reads_ok(x) {

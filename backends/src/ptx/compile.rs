@@ -54,7 +54,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let vec = vector_elems(k, &facts);
-    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands).with_load_runs(k, &facts);
+    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands)
+        .with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose

@@ -140,9 +140,12 @@ pub struct PtxOptions {
     /// A 16-bit `mma.sync` dot with a computed operand (a dequantized
     /// weight tile) takes both operands from registers, K interleaved
     /// ([`assign`]'s `register_operand_dots`, [`fragments`]): no staging
-    /// through shared memory, no `ldmatrix`, no barriers; false: the
-    /// staging path (the CUDA runtime reads `FERROTILE_REGISTER_OPERANDS=0`,
-    /// for A/B runs).
+    /// through shared memory, no `ldmatrix`, no barriers. Off by default:
+    /// on the quantized GEMM it costs more than the staging it saves —
+    /// the weights' loads lose their vectors (one 4-byte word per column
+    /// and thread) and the other operand is loaded by every warp (offline
+    /// SASS, session 25: 640 instructions per 16×128×64 step against 330
+    /// staged). The CUDA runtime reads `FERROTILE_REGISTER_OPERANDS=1`.
     pub register_operands: bool,
     /// Elementwise add, sub and mul of 16-bit floats, and casts of small
     /// integers to them, two elements per instruction (`.f16x2`,
@@ -180,7 +183,7 @@ impl PtxOptions {
             tma_terms: true,
             invariant_slots: true,
             partial_accumulators: true,
-            register_operands: true,
+            register_operands: false,
             packed_16bit: true,
         }
     }

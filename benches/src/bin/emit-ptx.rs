@@ -7,8 +7,7 @@
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
 //! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split]`
-//! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel; `wq_gemm_t <BN>x<BM>x<BK>x<BITS> ...`:
-//! the transposed decode product);
+//! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel);
 //! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
@@ -87,13 +86,9 @@ fn main() {
         print_explained(&p);
         return;
     }
-    if a[1] == "wq_gemm" || a[1] == "wq_gemv" || a[1] == "wq_gemm_t" {
+    if a[1] == "wq_gemm" || a[1] == "wq_gemv" {
         let gemv = a[1] == "wq_gemv";
-        let k = match a[1].as_str() {
-            "wq_gemv" => ferrotile_kernels::quant::wq_gemv_kernel::ir(),
-            "wq_gemm_t" => ferrotile_kernels::quant::wq_gemm_t_kernel::ir(),
-            _ => ferrotile_kernels::quant::wq_gemm_kernel::ir(),
-        };
+        let k = if gemv { ferrotile_kernels::quant::wq_gemv_kernel::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(3);
         let flag = |f: &str| a.iter().any(|x| x == f) as i64;
@@ -108,7 +103,7 @@ fn main() {
                 pipeline: stages.saturating_sub(1),
                 pipeline_every_loop: gemv,
                 partial_accumulators: std::env::var("FERROTILE_PARTIAL_ACC").map_or(true, |v| v != "0"),
-                register_operands: std::env::var("FERROTILE_REGISTER_OPERANDS").map_or(true, |v| v != "0"),
+                register_operands: std::env::var("FERROTILE_REGISTER_OPERANDS").is_ok_and(|v| v == "1"),
                 packed_16bit: std::env::var("FERROTILE_PACKED_16BIT").map_or(true, |v| v != "0"),
                 ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
             },

@@ -41,7 +41,7 @@ pub use int8::{
     quantize_int8, quantize_rows, quantize_rows_kernel, w8a8_candidates, w8a8_gemm, w8a8_gemm_kernel, Int8Packed, Int8Weights, W8A8Config, W8A8Options,
     W8A8_MAX_K,
 };
-pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemm_t_kernel, wq_gemv_kernel};
+pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemv_kernel};
 
 /// Bits per weight and grouping of a quantized matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -489,7 +489,10 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                         // of 16-bit scales, at 168 registers, since the
                         // accumulator is carried pre-summed)
                         let per_thread = bn * bk / (32 * warps);
-                        let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread == 64) { 2 } else { 3 };
+                        // (and, since shifts are immediates — session 25 —,
+                        // 4 warps with 32 per thread at 3 stages: ptxas
+                        // then aims at 96 registers and spills 8 B)
+                        let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread >= 32) { 2 } else { 3 };
                         let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
@@ -499,7 +502,9 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                 }
             }
         }
-        return v;
+        // and the 16-row tensor-core kernel, fifteen rows masked off: its
+        // dequantization runs two weights per instruction (`.bf16x2`),
+        // the GEMV's one weight per FMA chain
     }
     let bms: &[u32] = if m <= 16 {
         &[16]
@@ -508,8 +513,9 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
     } else {
         &[64, 128]
     };
+    let gemv_candidates = v.len();
     for avoid_square in [true, false] {
-        if !v.is_empty() {
+        if v.len() > gemv_candidates {
             break;
         }
         for &bm in bms {
@@ -529,7 +535,19 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                         // of 32-deep steps of 128-row tiles and of 128-deep
                         // ones at 16 rows on sm_80 — 12–28 B — since the
                         // scales and zero points are prefetched too: two)
-                        let deep: &[u32] = if (bm == 128 && bk <= 32) || (bm == 16 && bk >= 128) || (bm == 64 && bn == 64 && bk <= 32) { &[2] } else { &[3] };
+                        // (session 25, packed dequantization: ptxas aims
+                        // at fewer registers and spills 8–24 B at 16×64×64
+                        // and 64×128×32 from three stages: two)
+                        let deep: &[u32] = if (bm == 128 && bk <= 32)
+                            || (bm == 16 && bk >= 128)
+                            || (bm == 64 && bn == 64 && bk <= 32)
+                            || (bm == 16 && bn == 64 && bk == 64)
+                            || (bm == 64 && bn == 128 && bk <= 32)
+                        {
+                            &[2]
+                        } else {
+                            &[3]
+                        };
                         for &stages in if bk <= 64 && deep == [3] { &[3u32, 4][..] } else { deep } {
                             let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
                             let t = c.to_tune();

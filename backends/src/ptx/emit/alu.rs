@@ -298,6 +298,14 @@ impl<'k> PtxWriter<'k> {
                 break;
             }
             let (x, y) = (self.pack_b16(&ra[i], &ra[i + 1]), self.pack_b16(&rb[i], &rb[i + 1]));
+            // the difference of two small integers converted alike
+            // (`small_ints_to_16bit`): the two magic numbers cancel, so
+            // subtract the words before they were taken off — exact, the
+            // difference being an integer the target holds exactly
+            let (x, y) = match (o, self.magic_words.get(&x).cloned(), self.magic_words.get(&y).cloned()) {
+                (BinOp::Sub, Some((mx, lx, tx)), Some((my, ly, ty))) if lx == ly && tx == d && ty == d => (mx, my),
+                _ => (x, y),
+            };
             let w = self.reg(RegClass::R);
             if d == DType::BF16 && self.o.sm < 90 {
                 // (bf16x2 add, sub and mul are sm_90; fma is sm_80)
@@ -347,9 +355,32 @@ impl<'k> PtxWriter<'k> {
             None
         };
         let (ra, rb) = (self.get(a), self.get(b));
+        let (ka, kb) = (self.remat.int_constant(a), self.remat.int_constant(b));
         let mut out = vec![];
         for i in 0..ra.len() {
             let (x, y) = (&ra[i], &rb[i]);
+            if matches!(d, DType::I32 | DType::U32) {
+                // constants known while emitting: folded here, so that the
+                // shifts of an unpack are immediates this emitter can see
+                let cx = self.reg_const.get(x).copied().or(ka);
+                let cy = self.reg_const.get(y).copied().or(kb);
+                if let Some(v) = fold_i32(o, d, cx, cy).or_else(|| self.index_residue(o, (x, cx), (y, cy))) {
+                    let r = self.reg(RegClass::R);
+                    self.line(format!("mov.b32 {r}, {v};"));
+                    self.reg_const.insert(r.clone(), v);
+                    out.push(r);
+                    continue;
+                }
+                if o == BinOp::Shr {
+                    if let Some(c) = cy.filter(|c| (0..32).contains(c)) {
+                        let r = self.reg(RegClass::R);
+                        self.line(format!("shr.{} {r}, {x}, {c};", if d == DType::I32 { "s32" } else { "u32" }));
+                        self.shifted.insert(r.clone(), (x.clone(), c));
+                        out.push(r);
+                        continue;
+                    }
+                }
+            }
             let r = if d.is_float() {
                 let (fx, fy) = (self.widen_f32(x, d), self.widen_f32(y, d));
                 let f = self.reg(RegClass::F);
@@ -480,6 +511,21 @@ impl<'k> PtxWriter<'k> {
         Ok(out)
     }
 
+    /// `x & (2^s − 1)` of an index register whose per-thread offset is a
+    /// multiple of `2^s` (`idx_residue`): the register's constant residue.
+    fn index_residue(&self, o: BinOp, (x, cx): (&String, Option<i64>), (y, cy): (&String, Option<i64>)) -> Option<i64> {
+        if o != BinOp::And {
+            return None;
+        }
+        let (r, m) = match (cx, cy) {
+            (None, Some(m)) => (x, m),
+            (Some(m), None) => (y, m),
+            _ => return None,
+        };
+        let (align, c) = *self.idx_residue.get(r)?;
+        (m >= 0 && (m as u64 + 1).is_power_of_two() && (align as u64).is_multiple_of(m as u64 + 1)).then_some(c as i64 & m)
+    }
+
     pub(super) fn cmp(&mut self, o: CmpOp, a: V, b: V) -> Vec<String> {
         let d = self.dtype(a);
         let ptr = self.elem(a).is_ptr();
@@ -605,7 +651,8 @@ impl<'k> PtxWriter<'k> {
     /// scalar path takes three per element. None: not such a cast.
     fn small_ints_to_16bit(&mut self, x: V, rx: &[String], to: DType) -> Option<Vec<String>> {
         let from = self.dtype(x);
-        if !matches!(to, DType::F16 | DType::BF16) || !from.is_int() || from == DType::I64 || from == DType::Bool || rx.len() < 2 || !rx.len().is_multiple_of(2) {
+        if !matches!(to, DType::F16 | DType::BF16) || !from.is_int() || from == DType::I64 || from == DType::Bool || rx.len() < 2 || !rx.len().is_multiple_of(2)
+        {
             return None;
         }
         let (Some(lo), Some(hi)) = self.facts.get(&x)?.range else { return None };
@@ -629,7 +676,52 @@ impl<'k> PtxWriter<'k> {
         for i in (0..n).step_by(2) {
             let srcs = if lo == 0 { (self.masked_source(x, i, n), self.masked_source(x, i + 1, n)) } else { (None, None) };
             let word = self.reg(RegClass::R);
+            // (both `(w >> c) & m` with shifts known here and a field of at
+            // most 8 bits inside one byte: the two bytes picked by one
+            // `prmt`, then one shift of the pair — none for a field that
+            // starts a byte)
+            let fields = match &srcs {
+                (Some((ya, ma)), Some((yb, mb))) if ma == mb && *ma < 256 => match (self.shifted.get(ya).cloned(), self.shifted.get(yb).cloned()) {
+                    (Some((wa, ca)), Some((wb, cb)))
+                        if (ca % 8) + 64 - (*ma as u64).leading_zeros() as i64 <= 8 && (cb % 8) + 64 - (*ma as u64).leading_zeros() as i64 <= 8 =>
+                    {
+                        Some((wa, ca, wb, cb, *ma))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
             match srcs {
+                _ if fields.is_some() => {
+                    let (wa, ca, wb, cb, m) = fields.expect("checked");
+                    // both fields moved to the same bit offset within their byte
+                    // (the lower of the two offsets within a byte)
+                    let lo_s = (ca % 8).min(cb % 8);
+                    let align = |em: &mut Self, w: &str, c: i64| -> String {
+                        // (a right shift by a multiple of 8 is a byte pick: left to `prmt`)
+                        let extra = (c % 8) - lo_s;
+                        if extra == 0 {
+                            return w.to_string();
+                        }
+                        let t = em.reg(RegClass::R);
+                        em.line(format!("shr.u32 {t}, {w}, {extra};"));
+                        t
+                    };
+                    let (xa, xb) = (align(self, &wa, ca), align(self, &wb, cb));
+                    let (ba, bb) = ((ca / 8) as u32, (cb / 8) as u32);
+                    // result bytes: a's byte ba (and the next), b's byte bb (and the next)
+                    let sel = ba | (((ba + 1) & 3) << 4) | ((4 + bb) << 8) | ((4 + ((bb + 1) & 3)) << 12);
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("prmt.b32 {t}, {xa}, {xb}, {sel:#06x};"));
+                    let t = if lo_s != 0 {
+                        let u = self.reg(RegClass::R);
+                        self.line(format!("shr.u32 {u}, {t}, {lo_s};"));
+                        u
+                    } else {
+                        t
+                    };
+                    self.line(format!("lop3.b32 {word}, {t}, {}, {}, 0xEA;", m | (m << 16), mhex | (mhex << 16)));
+                }
                 (Some((ya, ma)), Some((yb, mb))) if ma == mb && ma < 1 << 16 => {
                     let t = self.reg(RegClass::R);
                     self.line(format!("prmt.b32 {t}, {ya}, {yb}, 0x5410;"));
@@ -657,6 +749,7 @@ impl<'k> PtxWriter<'k> {
                 let c = self.b32_const(sb | (sb << 16));
                 self.line(format!("sub.rn.{ty} {w}, {word}, {c};"));
             }
+            self.magic_words.insert(w.clone(), (word.clone(), lo, to));
             let (a, b) = self.unpack_b16(&w);
             out.push(a);
             out.push(b);
@@ -812,6 +905,50 @@ impl<'k> PtxWriter<'k> {
         }
         Ok(out)
     }
+}
+
+/// `a o b` on 32-bit integers known while emitting, as PTX computes it
+/// (wrapping; shift amounts clamped as `shl` / `shr` clamp them); None
+/// where an operand is unknown or the op is not folded (division).
+fn fold_i32(o: BinOp, d: DType, a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    let (a, b) = (a?, b?);
+    let signed = d == DType::I32;
+    let (x, y) = (a as i32, b as i32);
+    let v: i32 = match o {
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::And => x & y,
+        BinOp::Or => x | y,
+        BinOp::Xor => x ^ y,
+        BinOp::Shl => {
+            if (y as u32) >= 32 {
+                0
+            } else {
+                x << y
+            }
+        }
+        BinOp::Shr => {
+            let s = (y as u32).min(32);
+            if signed {
+                if s >= 32 {
+                    x >> 31
+                } else {
+                    x >> s
+                }
+            } else if s >= 32 {
+                0
+            } else {
+                ((x as u32) >> s) as i32
+            }
+        }
+        BinOp::Max if signed => x.max(y),
+        BinOp::Min if signed => x.min(y),
+        BinOp::Max => (x as u32).max(y as u32) as i32,
+        BinOp::Min => (x as u32).min(y as u32) as i32,
+        _ => return None,
+    };
+    Some(if signed { v as i64 } else { v as u32 as i64 })
 }
 
 fn cmp_s(o: CmpOp, float: bool) -> &'static str {

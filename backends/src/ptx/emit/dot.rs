@@ -423,7 +423,17 @@ impl<'k> PtxWriter<'k> {
     /// into the instructions' 32-bit operands per K step. No shared memory,
     /// no barrier: each warp reads only its own registers.
     #[allow(clippy::too_many_arguments)]
-    fn dot_mma_registers(&mut self, ra: &[String], ma: &[usize], rb: &[String], mb: &[usize], acc: V, d: DType, mkn: [u32; 3], g: crate::ptx::assign::MmaGrid) -> Vec<String> {
+    fn dot_mma_registers(
+        &mut self,
+        ra: &[String],
+        ma: &[usize],
+        rb: &[String],
+        mb: &[usize],
+        acc: V,
+        d: DType,
+        mkn: [u32; 3],
+        g: crate::ptx::assign::MmaGrid,
+    ) -> Vec<String> {
         let [m, kk, n] = mkn;
         let racc = self.get(acc);
         let accs: Vec<String> = racc

@@ -93,6 +93,18 @@ struct PtxWriter<'k> {
     layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
     /// (shape, offset along the dimension, dimension) → index register.
     idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
+    /// Index registers (`index`) whose value is a per-thread offset that is
+    /// a multiple of `align` plus the constant `c`: `(align, c)`.
+    idx_residue: HashMap<String, (u32, u32)>,
+    /// Registers holding a constant known while emitting (residues of
+    /// indices and what is computed from them and from constants only).
+    reg_const: HashMap<String, i64>,
+    /// `r = w >> c` with a constant `c` (`reg_const`): `r` → `(w, c)`.
+    shifted: HashMap<String, (String, i64)>,
+    /// A packed pair of small integers converted to 16-bit floats
+    /// (`small_ints_to_16bit`): its word → the word before the magic
+    /// number is subtracted, that number's offset (`lo`) and the target.
+    magic_words: HashMap<String, (String, i64, DType)>,
     /// Values not in their shape's default layout ([`crate::plan::slices`]),
     /// the thread layouts of those layouts, and their index registers.
     vlay: crate::plan::slices::ValueLayouts,
@@ -228,6 +240,10 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         vals: HashMap::new(),
         layouts: HashMap::new(),
         idx_cache: HashMap::new(),
+        idx_residue: HashMap::new(),
+        reg_const: HashMap::new(),
+        shifted: HashMap::new(),
+        magic_words: HashMap::new(),
         vlay,
         partial,
         olayouts: HashMap::new(),

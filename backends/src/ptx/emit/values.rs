@@ -142,6 +142,12 @@ impl<'k> PtxWriter<'k> {
         }
         self.pro.push_str(&s);
         self.idx_cache.insert(key, out.clone());
+        // (the thread's offset is spt_d · (lane and warp fields): a
+        // multiple of spt_d, also after wrapping at a power-of-two shape)
+        let align = lay.bl.spt[d].min(shape[d]).max(1);
+        if align.is_power_of_two() {
+            self.idx_residue.insert(out.clone(), (align, c % align));
+        }
         out
     }
 

@@ -137,7 +137,7 @@ pub(crate) fn launch(
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
-            register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", true),
+            register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
         };
         let pk = ptx_for(spec, &opts)?;
