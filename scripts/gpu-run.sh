@@ -105,6 +105,8 @@
 #   packed-bench [SHAPES] [SHAPES8] [CONFIGS]: W4A16 / W8A16 before
 #            (.devbin/dequant-user-before) and after, alternated, then the
 #            W4A16 peers (carry .whl) and forced M = 1 configurations
+#   packed-ncu [CONFIGS] [CONFIG]: forced 16-row W4A16 configurations at
+#            16x8192x8192 and 1x8192x8192, ncu of one (and its reduction)
 #   vulkan-lib: conformance and the library's tests (attention, quantized,
 #            W8A8, FP8) on wgpu through the H200's Vulkan driver, then
 #            `run-library --device wgpu` (session 24)
@@ -601,6 +603,18 @@ case "${1:-check}" in
     step forced 200 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs ${4:-1x128x64x4x2x8,16x128x64x4x3x8,16x128x64x4x3x4,16x64x128x4x2x8,16x128x128x4x2x4}
     step peers 240 python3 $D/peers.py --dequant --dq-shapes $SH
     grep -E "^=== |FAILED|panicked|^library|-> |cublas|tinygemm|gemlite" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
+    ;;
+  packed-ncu)
+    # where the 16-row W4A16 kernel's time goes after packing (session 25):
+    # forced configurations at 16x8192x8192, then ncu of the tuned one and
+    # of its split-K reduction
+    CF=${2:-16x128x64x4x3x8,16x128x64x4x3x16,16x128x64x4x4x8,16x128x64x4x4x16,16x256x64x8x3x8,16x128x64x8x3x8,16x64x64x4x2x16,16x128x32x4x4x16}
+    step forced16 200 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192,1x8192x8192 --lib-configs $CF
+    NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
+    P=${3:-16x128x64x4x3x8}
+    step ncu_gemm 150 $NCU --kernel-name regex:wq_gemm --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192 --lib-configs $P
+    step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192 --lib-configs $P
+    grep -E "^=== |^library|error|Duration|Throughput|Issue Slots|Issued Ipc|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|No Eligible|Eligible Warps|Stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Shared Memory Config|Dynamic Shared" "$L" | cut -c1-180 | tail -100
     ;;
   vulkan-lib)
     # the whole library through WGSL on the H200's Vulkan driver: the
