@@ -70,9 +70,7 @@ fn w4_dequantization_runs_in_pairs() {
         // multiple of 8: `(k0 + arange) & 7` is a constant per register)
         let var_shift = on
             .lines()
-            .filter(|l| {
-                l.trim_start().starts_with("shr.s32") && l.trim_end().ends_with(|c: char| c == ';') && l.contains(", %r") && l.matches("%r").count() == 3
-            })
+            .filter(|l| l.trim_start().starts_with("shr.s32") && l.trim_end().ends_with(';') && l.contains(", %r") && l.matches("%r").count() == 3)
             .count();
         assert_eq!(var_shift, 0, "{dt:?}: shifts by a register remain");
         let off = wq_ptx(dt, 4, 90, |o| PtxOptions { packed_16bit: false, ..o });
