@@ -174,7 +174,8 @@ pub trait Emitter<'k> {
     /// bound to in `vals_mut()`.
     fn elementwise_op(&mut self, kind: &OpKind, v: V) -> Result<Vec<String>, EmitError>;
     /// Whether scalar `v` is provably a multiple of `m` (a power of two;
-    /// the emitter's axis facts). Default: nothing known.
+    /// the emitter's axis facts; both printers answer). Default: nothing
+    /// known.
     fn scalar_multiple_of(&mut self, _v: V, _m: u64) -> bool {
         false
     }

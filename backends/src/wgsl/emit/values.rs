@@ -353,4 +353,7 @@ impl<'k> crate::plan::remat::Emitter<'k> for WgslWriter<'k> {
     fn elementwise_op(&mut self, kind: &OpKind, v: V) -> R<Vec<String>> {
         self.elementwise(kind, v)
     }
+    fn scalar_multiple_of(&mut self, v: V, m: u64) -> bool {
+        self.axis.get(&v).is_some_and(|i| i.div >= m)
+    }
 }
