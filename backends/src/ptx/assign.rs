@@ -273,6 +273,12 @@ fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
 /// broadcast into it, loop plumbing, or the dot reading it as A or B —
 /// nothing that stores, reduces or moves tiles of those shapes, which the
 /// copies (unused warp bits) would otherwise double.
+///
+/// Off by default (`PtxOptions::register_operands`): on the quantized GEMM
+/// the staging it saves was ~30 of 559 instructions per step, while the
+/// weights' loads lose their vectors (GPTQ words are N-contiguous, the
+/// operand layout puts a thread's columns 8 apart) — 45 µs against 27 at
+/// 16×8192² on the H200 (benches/NOTES.md, session 25).
 fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, chained_a: &HashSet<V>) -> (HashSet<Vec<u32>>, HashMap<Vec<u32>, Blocked>) {
     let mut def: HashMap<V, &OpKind> = HashMap::new();
     k.walk(&mut |op| {
