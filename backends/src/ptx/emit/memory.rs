@@ -61,7 +61,7 @@ impl<'k> PtxWriter<'k> {
         // no vector along the last dimension: one along another, where the
         // layout keeps consecutive elements of it in a thread (`xᵀ` as a
         // register B operand: 8 consecutive K per thread, K contiguous)
-        if w == 1 && rp.len() > 1 && !self.vlay.contains_key(&res) {
+        if w == 1 && rp.len() > 1 && self.want.is_none() && !self.vlay.contains_key(&res) && !self.vlay.contains_key(&ptr) {
             let all: Vec<usize> = (0..rp.len()).collect();
             if let Some((order, v)) = self.cross_dim_vectors(ptr, mask, &all, d) {
                 let pick = |xs: &[String]| -> Vec<String> { order.iter().map(|&i| xs[i].clone()).collect() };
