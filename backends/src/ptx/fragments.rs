@@ -56,7 +56,14 @@ pub fn wgmma_a(have: &Blocked, m: u32, k: u32, wm: u32) -> Option<Vec<usize>> {
 /// holds rows `lane/4 + 8·warp_m + 16·wm·t` and those `+ 8·wm` (the row
 /// pairing of [`Blocked::mma_acc`], which the accumulator uses too).
 pub fn mma_a(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
-    if have.shape != [m, k] || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(16) {
+    mma_a_with(have, [m, k, wm, wn], 16, &|ks, c| ks * 16 + c)
+}
+
+/// The A fragments of [`mma_a`] and [`mma_a_interleaved`]: K a multiple of
+/// `k_mul`, the tile's column of fragment column `c` (0..16) of k-step
+/// `ks` given by `col`.
+fn mma_a_with(have: &Blocked, [m, k, wm, wn]: [u32; 4], k_mul: u32, col: &dyn Fn(u32, u32) -> u32) -> Option<Vec<usize>> {
+    if have.shape != [m, k] || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(k_mul) {
         return None;
     }
     let (ksteps, tcount) = (k / 16, m / (16 * wm));
@@ -66,8 +73,7 @@ pub fn mma_a(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usi
         let (w, lane) = (tid / 32, tid % 32);
         let warp_m = w / wn;
         let row = lane / 4 + 8 * warp_m + 16 * wm * t + 8 * wm * ((s / 2) % 2);
-        let col = ks * 16 + 2 * (lane % 4) + (s % 2) + 8 * (s / 4);
-        row * k + col
+        row * k + col(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4))
     };
     remap(have, wm * wn * 32, (tcount * ksteps * 8) as usize, &need)
 }
@@ -93,20 +99,7 @@ pub fn interleaved_k(ks: u32, col: u32) -> u32 {
 /// grid, held in layout `have`: entry `((t · ksteps + ks) · 8 + s)` is
 /// slot `s` of M tile `t`, k-step `ks` — rows as in [`mma_a`].
 pub fn mma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
-    if have.shape != [m, k] || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(32) {
-        return None;
-    }
-    let (ksteps, tcount) = (k / 16, m / (16 * wm));
-    let need = |tid: u32, f: usize| -> u32 {
-        let f = f as u32;
-        let (t, ks, s) = (f / (ksteps * 8), (f / 8) % ksteps, f % 8);
-        let (w, lane) = (tid / 32, tid % 32);
-        let warp_m = w / wn;
-        let row = lane / 4 + 8 * warp_m + 16 * wm * t + 8 * wm * ((s / 2) % 2);
-        let col = interleaved_k(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4));
-        row * k + col
-    };
-    remap(have, wm * wn * 32, (tcount * ksteps * 8) as usize, &need)
+    mma_a_with(have, [m, k, wm, wn], 32, &interleaved_k)
 }
 
 /// Registers feeding `mma.sync.m16n8k16`'s B fragments with K interleaved

@@ -381,33 +381,14 @@ impl<'k> PtxWriter<'k> {
                     j += 1;
                 }
             }
-            for (i, a4) in af.iter().enumerate() {
-                for (j, b2) in bf.iter().enumerate() {
-                    let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn as usize + 2 * j + e].clone();
-                    let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
-                    let shape = if tf32 {
-                        "m16n8k8"
-                    } else if int {
-                        "m16n8k32"
-                    } else {
-                        "m16n8k16"
-                    };
-                    let at = if int { "s32" } else { "f32" };
-                    self.line(format!(
-                        "mma.sync.aligned.{shape}.row.col.{at}.{ty}.{ty}.{at} {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-                        a4[0],
-                        a4[1],
-                        a4[2],
-                        a4[3],
-                        b2[0],
-                        b2[1],
-                        c0 = c[0],
-                        c1 = c[1],
-                        c2 = c[2],
-                        c3 = c[3]
-                    ));
-                }
-            }
+            let shape = if tf32 {
+                "m16n8k8"
+            } else if int {
+                "m16n8k32"
+            } else {
+                "m16n8k16"
+            };
+            self.mma_tiles(&format!("{shape}.row.col.{at}.{ty}.{ty}.{at}", at = if int { "s32" } else { "f32" }), &af, &bf, &accs);
         }
         // No trailing barrier: every shared-memory writer in this emitter
         // (conversions, reductions, scans, both dots) starts with one, which
@@ -459,27 +440,36 @@ impl<'k> PtxWriter<'k> {
                     (0..2).map(|q| self.pack_b16(&rb[mb[at + 2 * q]], &rb[mb[at + 2 * q + 1]])).collect()
                 })
                 .collect();
-            for (i, a4) in af.iter().enumerate() {
-                for (j, b2) in bf.iter().enumerate() {
-                    let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn + 2 * j + e].clone();
-                    let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
-                    self.line(format!(
-                        "mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
-                        a4[0],
-                        a4[1],
-                        a4[2],
-                        a4[3],
-                        b2[0],
-                        b2[1],
-                        c0 = c[0],
-                        c1 = c[1],
-                        c2 = c[2],
-                        c3 = c[3]
-                    ));
-                }
-            }
+            self.mma_tiles(&format!("m16n8k16.row.col.f32.{ty}.{ty}.f32"), &af, &bf, &accs);
         }
         accs
+    }
+
+    /// One `mma.sync.aligned.{kind}` per (M tile `i`, N tile `j`) of a K
+    /// step: A fragments `af[i]` (4 registers), B fragments `bf[j]` (2),
+    /// accumulating in place into the `m16n8` accumulator registers `accs`
+    /// (ordered `(2i + h, j, e)`, [`crate::plan::layout::Blocked::mma_acc`]).
+    fn mma_tiles(&mut self, kind: &str, af: &[Vec<String>], bf: &[Vec<String>], accs: &[String]) {
+        let rn = bf.len();
+        for (i, a4) in af.iter().enumerate() {
+            for (j, b2) in bf.iter().enumerate() {
+                let reg = |rep0: usize, e: usize| accs[rep0 * 2 * rn + 2 * j + e].clone();
+                let c = [reg(2 * i, 0), reg(2 * i, 1), reg(2 * i + 1, 0), reg(2 * i + 1, 1)];
+                self.line(format!(
+                    "mma.sync.aligned.{kind} {{{c0}, {c1}, {c2}, {c3}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                    a4[0],
+                    a4[1],
+                    a4[2],
+                    a4[3],
+                    b2[0],
+                    b2[1],
+                    c0 = c[0],
+                    c1 = c[1],
+                    c2 = c[2],
+                    c3 = c[3]
+                ));
+            }
+        }
     }
 
     pub(super) fn dot(&mut self, a: V, b: V, acc: V, precision: DotPrecision, res: V) -> R<Vec<String>> {
