@@ -258,6 +258,54 @@ impl DotPrecision {
     }
 }
 
+/// Memory ordering of an `atomic_add` ([`OpKind::AtomicAdd`]), at the
+/// scope of the whole launch (every program), as the C++ and PTX memory
+/// models define it, applied to the program as a unit: the tile-level
+/// language has no threads, so "before" and "after" are the program's
+/// operations in program order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default, Serialize, Deserialize)]
+pub enum MemSem {
+    /// Each element's read-modify-write is atomic; no ordering with the
+    /// program's other memory operations.
+    #[default]
+    Relaxed,
+    /// As `Relaxed`, and the program's memory operations after it see the
+    /// writes that other programs made before their `Release` (or
+    /// `AcqRel`) atomics on the same element whose results this one read.
+    Acquire,
+    /// As `Relaxed`, and the program's memory operations before it are
+    /// visible to any program whose `Acquire` (or `AcqRel`) atomic reads
+    /// this one's write.
+    Release,
+    /// Both `Acquire` and `Release`: the "last program to arrive" pattern
+    /// (write partial results, count arrivals, the last one combines them).
+    AcqRel,
+}
+
+impl MemSem {
+    /// The DSL's spelling (`Relaxed`, `Acquire`, `Release`, `AcqRel`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemSem::Relaxed => "Relaxed",
+            MemSem::Acquire => "Acquire",
+            MemSem::Release => "Release",
+            MemSem::AcqRel => "AcqRel",
+        }
+    }
+    /// From the DSL's spelling.
+    pub fn from_name(s: &str) -> Option<MemSem> {
+        [MemSem::Relaxed, MemSem::Acquire, MemSem::Release, MemSem::AcqRel].into_iter().find(|m| m.name() == s)
+    }
+    /// Whether the program's earlier memory operations are ordered before it.
+    pub fn releases(self) -> bool {
+        matches!(self, MemSem::Release | MemSem::AcqRel)
+    }
+    /// Whether the program's later memory operations are ordered after it.
+    pub fn acquires(self) -> bool {
+        matches!(self, MemSem::Acquire | MemSem::AcqRel)
+    }
+}
+
 /// A literal constant.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Lit {
@@ -297,8 +345,8 @@ impl Block {
 pub struct Op {
     /// The operation and its operands.
     pub kind: OpKind,
-    /// The values it defines: one for most ops; none for `Store`, `AtomicAdd`, `StoreBlock`,
-    /// `Yield`, `StaticAssert` and `Print`; one per carried value for `For` and per yielded value
+    /// The values it defines: one for most ops; none for `Store`, `StoreBlock`, `Yield`,
+    /// `StaticAssert` and `Print`; none or one (the old values) for `AtomicAdd`; one per carried value for `For` and per yielded value
     /// for `If`.
     pub results: Vec<V>,
     /// Source location of the user's token.
@@ -454,7 +502,10 @@ pub enum OpKind {
         mask: Option<V>,
     },
     /// Adds `value` atomically to the element each pointer of `ptr` points at (f32, f16, bf16, i32
-    /// or u32); masked-off lanes do nothing. No result.
+    /// or u32); masked-off lanes do nothing. The result (when the op has one) holds the values
+    /// the elements had before the addition (0 on masked-off lanes), a tile of `value`'s dtype
+    /// and shape; two lanes of one op on the same element add one after the other, in an
+    /// unspecified order. `sem` orders the program's other memory operations around it.
     AtomicAdd {
         /// Pointer tile.
         ptr: V,
@@ -462,6 +513,8 @@ pub enum OpKind {
         value: V,
         /// Bool tile of the same shape: the lanes that add.
         mask: Option<V>,
+        /// Ordering with the program's other memory operations.
+        sem: MemSem,
     },
     /// A view (`view<dtype, rank>`, rank 1 to 3) of a tensor in global memory: the element at
     /// coordinates `i` is at `base + Σₖ i[k]·strides[k]`, for each `i[k]` in `0..shape[k]`.
@@ -588,7 +641,7 @@ impl OpKind {
             Select { cond, a, b } => vec![*cond, *a, *b],
             AddPtr { ptr, offset } => vec![*ptr, *offset],
             Load { ptr, mask, other } => std::iter::once(*ptr).chain(*mask).chain(*other).collect(),
-            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask } => std::iter::once(*ptr).chain(std::iter::once(*value)).chain(*mask).collect(),
+            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask, .. } => std::iter::once(*ptr).chain(std::iter::once(*value)).chain(*mask).collect(),
             MakeView { base, shape, strides } => std::iter::once(*base).chain(shape.iter().copied()).chain(strides.iter().copied()).collect(),
             LoadBlock { view, offsets, .. } => std::iter::once(*view).chain(offsets.iter().copied()).collect(),
             StoreBlock { view, offsets, value } => std::iter::once(*view).chain(offsets.iter().copied()).chain(std::iter::once(*value)).collect(),
@@ -635,7 +688,7 @@ impl OpKind {
                     *o = f(*o)
                 }
             }
-            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask } => {
+            Store { ptr, value, mask } | AtomicAdd { ptr, value, mask, .. } => {
                 *ptr = f(*ptr);
                 *value = f(*value);
                 if let Some(m) = mask {

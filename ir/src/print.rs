@@ -105,8 +105,12 @@ fn block(k: &Kernel, b: &Block, depth: usize, s: &mut String) {
                 }
                 t
             }
-            OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask } => {
-                let name = if matches!(op.kind, OpKind::Store { .. }) { "store" } else { "atomic_add" };
+            OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask, .. } => {
+                let name = match op.kind {
+                    OpKind::AtomicAdd { sem, .. } if sem != MemSem::Relaxed => format!("atomic_add.{}", sem.name().to_lowercase()),
+                    OpKind::AtomicAdd { .. } => "atomic_add".to_string(),
+                    _ => "store".to_string(),
+                };
                 let mut t = format!("{name} {}, {}", v(k, *ptr), v(k, *value));
                 if let Some(m) = mask {
                     let _ = write!(t, ", mask={}", v(k, *m));

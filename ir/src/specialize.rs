@@ -235,10 +235,14 @@ impl<'k> Spec<'k> {
                 self.b.store(p, v, m).map_err(te)?;
                 vec![]
             }
-            OpKind::AtomicAdd { ptr, value, mask } => {
+            OpKind::AtomicAdd { ptr, value, mask, sem } => {
                 let (p, v, m) = (self.m(*ptr), self.m(*value), mask.map(|v| self.m(v)));
-                self.b.atomic_add(p, v, m).map_err(te)?;
-                vec![]
+                let old = self.b.atomic_add(p, v, m, *sem).map_err(te)?;
+                if op.results.is_empty() {
+                    vec![]
+                } else {
+                    vec![old]
+                }
             }
             OpKind::MakeView { base, shape, strides } => {
                 let base = self.m(*base);

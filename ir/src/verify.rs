@@ -130,7 +130,7 @@ fn check_op(k: &Kernel, op: &Op) -> R {
             vs.extend(other.iter().copied());
             same_shape(&vs)?;
         }
-        OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask } => {
+        OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask, .. } => {
             let mut vs = vec![*ptr, *value];
             vs.extend(mask.iter().copied());
             same_shape(&vs)?;

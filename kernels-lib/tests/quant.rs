@@ -131,6 +131,32 @@ fn wq_gemm_every_tuner_candidate() {
     }
 }
 
+/// K split over the grid, summed by the last program of each output tile
+/// (an `AcqRel` ticket per tile; on WGSL by the reduction kernel): the
+/// GEMM and the GEMV, splits that divide K and one that does not, odd N,
+/// called twice on one device — each call's last programs set the tickets
+/// back to 0, so the second call must be as right as the first.
+#[test]
+fn wq_gemm_split_k_sums_in_the_kernel() {
+    for dev in devices() {
+        let mut rng = Rng::new(11);
+        let configs = [
+            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3 },
+            QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5 },
+            QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4 },
+        ];
+        for (i, c) in configs.into_iter().enumerate() {
+            let m = if c.bm == 1 { 1 } else { 7 + 10 * i };
+            let f = QuantFormat { bits: 4, group: 64, zeros: true };
+            let w: PackedWeights<bf16> = random_packed(320, 72, f, &mut rng);
+            for call in 0..2 {
+                let e = run(&dev, &w, m, (0, 0), Some(c), 300 + 10 * i as u64 + call);
+                assert!(e <= TOL, "{}: {m}x72x320 {c:?} call {call}: error {e:.2e}", dev.name());
+            }
+        }
+    }
+}
+
 #[test]
 fn quantize_then_gemm_is_within_quantization_error() {
     let dev = Device::cpu();

@@ -86,6 +86,8 @@ pub fn cases() -> Vec<Case> {
         case!("views", "view, load_block, store_block (out-of-bounds zero / not written), transposed view", basic::views),
         case!("views_1d_3d", "1-D strided and 3-D views", basic::views_1d3d),
         case!("atomic_add", "atomic_add f32/i32/u32, contended and scalar", basic::atomics),
+        case!("atomic_add_old", "atomic_add's old values: tickets from contended bins (i32, f32, masked lanes), a scalar broadcast to the tile", basic::atomics_old),
+        case!("last_program", "atomic_add with AcqRel: the last program to arrive sums the others' partials, twice (WGSL: a clear error)", basic::last_program),
         case!("int_ops", "+ - * / % & | ^ << >> maximum minimum - ! abs, compound assignment, comparisons; i8/u8/i32/u32/i64", arith::int_ops),
         case!("int_div_by_zero", "integer x / 0 = x, x % 0 = 0, MIN / -1 = MIN (i32, i64, u8)", safety::int_div_by_zero),
         case!("const_fold", "constant folding of literal casts/arithmetic/comparisons matches run time", arith::const_fold),

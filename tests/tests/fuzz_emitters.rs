@@ -93,7 +93,7 @@ fn gen(rng: &mut Rng, b: i64) -> Option<Kernel> {
                 let cp = k.binary(BinOp::Add, c, offs).ok()?;
                 let iv = k.cast(a, DType::I32).ok()?;
                 let m = if rng.chance(0.5) { Some(mask) } else { None };
-                let _ = k.atomic_add(cp, iv, m);
+                let _ = k.atomic_add(cp, iv, m, MemSem::Relaxed);
                 continue;
             }
         };

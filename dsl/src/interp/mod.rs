@@ -331,14 +331,22 @@ impl<'a> Prog<'a> {
                 }
                 Some(t(data))
             }
-            OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask } => {
+            // (each op holds its buffers' write locks throughout, and
+            // programs run in order or on threads that share them: every
+            // op is atomic and sequentially consistent, which every
+            // `MemSem` allows)
+            OpKind::Store { ptr, value, mask } | OpKind::AtomicAdd { ptr, value, mask, .. } => {
                 let p = self.get(*ptr);
                 let v = self.get(*value);
                 let m = mask.map(|m| self.get(m));
                 let Data::Ptr(pv) = &p.data else { unreachable!() };
                 let atomic = matches!(op.kind, OpKind::AtomicAdd { .. });
-                self.scatter_mem(pv, m.as_ref().map(|m| m.data.as_bool()), &v.data, atomic)?;
-                None
+                let old = self.scatter_mem(pv, m.as_ref().map(|m| m.data.as_bool()), &v.data, atomic)?;
+                if op.results.is_empty() {
+                    None
+                } else {
+                    Some(t(old))
+                }
             }
             OpKind::MakeView { base, shape, strides } => {
                 let b = self.get(*base);
@@ -588,7 +596,10 @@ impl<'a> Prog<'a> {
         })
     }
 
-    fn scatter_mem(&self, ptrs: &[(u32, i64)], mask: Option<&[bool]>, value: &Data, atomic: bool) -> std::result::Result<(), String> {
+    /// Writes (or, `atomic`, adds) `value` through `ptrs` where `mask`
+    /// holds; returns the elements' previous values (0 where masked off)
+    /// for an atomic, an empty tile for a store.
+    fn scatter_mem(&self, ptrs: &[(u32, i64)], mask: Option<&[bool]>, value: &Data, atomic: bool) -> std::result::Result<Data, String> {
         let what = if atomic { "atomic_add" } else { "store" };
         let mut locs: Vec<Option<(u32, usize)>> = Vec::with_capacity(ptrs.len());
         for (i, &(p, off)) in ptrs.iter().enumerate() {
@@ -608,15 +619,19 @@ impl<'a> Prog<'a> {
         }
         let d = value.dtype();
         let sz = d.size_bytes();
+        let mut prev = if atomic { Some(Data::zeros(d, locs.len())) } else { None };
         for (i, l) in locs.iter().enumerate() {
             let Some((p, off)) = l else { continue };
             let g = guards[*p as usize].as_mut().unwrap();
             let slot = &mut g[off * sz..(off + 1) * sz];
             macro_rules! put {
-                ($v:expr, $ty:ty, |$old:ident, $new:ident| $add:expr) => {{
+                ($v:expr, $var:ident, $ty:ty, |$old:ident, $new:ident| $add:expr) => {{
                     let $new: $ty = $v[i];
                     let w: $ty = if atomic {
                         let $old = <$ty>::from_le_bytes((&*slot).try_into().unwrap());
+                        if let Some(Data::$var(pv)) = prev.as_mut() {
+                            pv[i] = $old;
+                        }
                         $add
                     } else {
                         $new
@@ -625,21 +640,21 @@ impl<'a> Prog<'a> {
                 }};
             }
             match value {
-                Data::F32(v) => put!(v, f32, |o, n| o + n),
-                Data::F16(v) => put!(v, half::f16, |o, n| half::f16::from_f32(o.to_f32() + n.to_f32())),
-                Data::BF16(v) => put!(v, half::bf16, |o, n| half::bf16::from_f32(o.to_f32() + n.to_f32())),
-                Data::I32(v) => put!(v, i32, |o, n| o.wrapping_add(n)),
-                Data::U32(v) => put!(v, u32, |o, n| o.wrapping_add(n)),
-                Data::I64(v) => put!(v, i64, |o, n| o.wrapping_add(n)),
-                Data::I8(v) => put!(v, i8, |o, n| o.wrapping_add(n)),
-                Data::U8(v) => put!(v, u8, |o, n| o.wrapping_add(n)),
+                Data::F32(v) => put!(v, F32, f32, |o, n| o + n),
+                Data::F16(v) => put!(v, F16, half::f16, |o, n| half::f16::from_f32(o.to_f32() + n.to_f32())),
+                Data::BF16(v) => put!(v, BF16, half::bf16, |o, n| half::bf16::from_f32(o.to_f32() + n.to_f32())),
+                Data::I32(v) => put!(v, I32, i32, |o, n| o.wrapping_add(n)),
+                Data::U32(v) => put!(v, U32, u32, |o, n| o.wrapping_add(n)),
+                Data::I64(v) => put!(v, I64, i64, |o, n| o.wrapping_add(n)),
+                Data::I8(v) => put!(v, I8, i8, |o, n| o.wrapping_add(n)),
+                Data::U8(v) => put!(v, U8, u8, |o, n| o.wrapping_add(n)),
                 Data::B(v) => slot[0] = v[i] as u8,
                 Data::F8E4M3(v) | Data::F8E5M2(v) if !atomic => slot[0] = v[i],
                 Data::F8E4M3(_) | Data::F8E5M2(_) => return Err("atomic_add on fp8".into()),
                 Data::Ptr(_) | Data::View(_) => return Err("cannot store pointers".into()),
             }
         }
-        Ok(())
+        Ok(prev.unwrap_or_else(|| Data::zeros(d, 0)))
     }
 
     fn reduce(&self, op: ReduceOp, x: &Tile, axis: usize, d: DType) -> Data {

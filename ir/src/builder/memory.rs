@@ -70,8 +70,8 @@ impl Builder {
         Err(dtype_mismatch(cur.unwrap_or(DType::Bool), d))
     }
 
-    pub(super) fn store_like(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
-        let what = if atomic { "atomic_add" } else { "store" };
+    pub(super) fn store_like(&mut self, ptr: V, value: V, mask: Option<V>, atomic: Option<MemSem>) -> R<Option<V>> {
+        let what = if atomic.is_some() { "atomic_add" } else { "store" };
         let d = self.ptr_elem(ptr, what)?;
         let vt = self.tile_ty(value, 1)?;
         let vd = match vt.elem().unwrap() {
@@ -83,7 +83,7 @@ impl Builder {
                 .hint(format!("cast the value first: `value as {d}`"))
                 .at(1));
         }
-        if atomic && !matches!(d, DType::F32 | DType::I32 | DType::U32 | DType::F16 | DType::BF16 | DType::Generic(_)) {
+        if atomic.is_some() && !matches!(d, DType::F32 | DType::I32 | DType::U32 | DType::F16 | DType::BF16 | DType::Generic(_)) {
             return Err(TypeError::new(format!("atomic_add is not supported on {d}")).hint("use an f32, f16, bf16, i32 or u32 tensor").at(0));
         }
         let value = self.coerce_value_to(value, d).map_err(|e| e.at(1))?;
@@ -99,21 +99,29 @@ impl Builder {
             Some(m) => Some(self.broadcast_to(m, &shape)?),
             None => None,
         };
-        let kind = if atomic { OpKind::AtomicAdd { ptr, value, mask } } else { OpKind::Store { ptr, value, mask } };
-        self.emit(kind, vec![]);
-        Ok(())
+        Ok(match atomic {
+            Some(sem) => {
+                let ty = self.ty(value).clone();
+                Some(self.emit1(OpKind::AtomicAdd { ptr, value, mask, sem }, ty))
+            }
+            None => {
+                self.emit(OpKind::Store { ptr, value, mask }, vec![]);
+                None
+            }
+        })
     }
 
     /// `store(ptr, value, mask)`: writes `value` (a weak one converted to the pointee dtype)
     /// through `ptr` where `mask` holds, all three broadcast to one shape.
     pub fn store(&mut self, ptr: V, value: V, mask: Option<V>) -> R<()> {
-        self.store_like(ptr, value, mask, false)
+        self.store_like(ptr, value, mask, None).map(|_| ())
     }
 
-    /// `atomic_add(ptr, value, mask)`: as [`Builder::store`], adding atomically; pointees f32,
-    /// f16, bf16, i32 or u32 only.
-    pub fn atomic_add(&mut self, ptr: V, value: V, mask: Option<V>) -> R<()> {
-        self.store_like(ptr, value, mask, true)
+    /// `atomic_add(ptr, value, mask, sem)`: as [`Builder::store`], adding atomically; pointees
+    /// f32, f16, bf16, i32 or u32 only. Returns the old values (a tile of the broadcast shape;
+    /// 0 on masked-off lanes), ordered with the program's other memory operations by `sem`.
+    pub fn atomic_add(&mut self, ptr: V, value: V, mask: Option<V>, sem: MemSem) -> R<V> {
+        Ok(self.store_like(ptr, value, mask, Some(sem))?.expect("an atomic_add has a result"))
     }
 
     pub(super) fn int_scalars(&mut self, vs: &[V], what: &str, first_operand: usize) -> R<Vec<V>> {

@@ -2,7 +2,9 @@
 //!
 //! Takes any kernel; removes ops without side effects whose results are never
 //! used (transitively, including through nested regions). Keeps `For`/`If`
-//! whose bodies have side effects or whose results are used. Guarantees the
+//! whose bodies have side effects or whose results are used. An
+//! `atomic_add` whose old values are unused loses its result, so that
+//! backends know to emit a reduction that returns nothing (`red`). Guarantees the
 //! same observable behaviour with fewer ops, which keeps dumps and backends
 //! free of the leftovers of constexpr folding.
 
@@ -53,6 +55,10 @@ fn prune(b: &mut Block, used: &HashSet<V>) {
                 prune(then_, used);
                 prune(else_, used);
                 return region_has_effects(then_) || region_has_effects(else_) || op.results.iter().any(|r| used.contains(r));
+            }
+            OpKind::AtomicAdd { .. } => {
+                op.results.retain(|r| used.contains(r));
+                return true;
             }
             _ => {}
         }

@@ -419,6 +419,6 @@ impl Guard<'_> {
         let at = e.splat(at, &shape);
         let one = e.konst(Lit::Int(1), DType::U32);
         let one = e.splat(one, &shape);
-        e.out.push(Op { kind: OpKind::AtomicAdd { ptr: at, value: one, mask: Some(bad) }, results: vec![], loc: e.loc });
+        e.out.push(Op { kind: OpKind::AtomicAdd { ptr: at, value: one, mask: Some(bad), sem: MemSem::Relaxed }, results: vec![], loc: e.loc });
     }
 }

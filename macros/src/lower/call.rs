@@ -57,6 +57,17 @@ impl<'a> Lower<'a> {
         err(e, "expected a dtype", "write one of f32, f16, bf16, i32, u32, i64, i8, u8, bool or a dtype parameter")
     }
 
+    /// The memory ordering of an `atomic_add`: `Relaxed`, `Acquire`,
+    /// `Release` or `AcqRel` (a path ending in one, e.g. `Sem::AcqRel`).
+    pub(super) fn sem_arg(&self, e: &Expr) -> SR<ferrotile_ir::MemSem> {
+        if let Expr::Path(p) = e {
+            if let Some(s) = p.path.segments.last().and_then(|s| ferrotile_ir::MemSem::from_name(&s.ident.to_string())) {
+                return Ok(s);
+            }
+        }
+        err(e, "expected a memory ordering", "write one of Relaxed, Acquire, Release or AcqRel")
+    }
+
     pub(super) fn const_int_arg(&mut self, e: &Expr, what: &str) -> SR<i64> {
         let v = self.expr(e)?;
         match self.b.info(v).cval.as_ref().and_then(|c| c.known()) {
@@ -258,14 +269,22 @@ impl<'a> Lower<'a> {
                 let other = if n == 3 { Some(val!(2)) } else { None };
                 done!(self.b.load(p, mask, other))
             }
-            "store" | "atomic_add" => {
+            "store" => {
                 let p = val!(0);
                 let v = val!(1);
                 let mask = if n == 3 { Some(val!(2)) } else { None };
                 self.set_loc(id.span());
-                let r = if name == "store" { self.b.store(p, v, mask) } else { self.b.atomic_add(p, v, mask) };
-                r.map_err(|e| te(self, e))?;
+                self.b.store(p, v, mask).map_err(|e| te(self, e))?;
                 Ok(None)
+            }
+            "atomic_add" => {
+                let p = val!(0);
+                let v = val!(1);
+                let mask_none = n >= 3 && matches!(all[2], Expr::Path(pp) if pp.path.is_ident("None"));
+                let mask = if n >= 3 && !mask_none { Some(val!(2)) } else { None };
+                let sem = if n == 4 { self.sem_arg(all[3])? } else { ferrotile_ir::MemSem::Relaxed };
+                self.set_loc(id.span());
+                done!(self.b.atomic_add(p, v, mask, sem))
             }
             "view" => {
                 let base = val!(0);

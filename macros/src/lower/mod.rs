@@ -104,7 +104,7 @@ const FUNCS: &[(&str, &[usize], &str)] = &[
     ("trans", &[1, 2], "trans(x) or trans(x, [perm])"),
     ("load", &[1, 2, 3], "load(ptrs), load(ptrs, mask) or load(ptrs, mask, other)"),
     ("store", &[2, 3], "store(ptrs, value) or store(ptrs, value, mask)"),
-    ("atomic_add", &[2, 3], "atomic_add(ptrs, value) or atomic_add(ptrs, value, mask)"),
+    ("atomic_add", &[2, 3, 4], "atomic_add(ptrs, value), atomic_add(ptrs, value, mask) or atomic_add(ptrs, value, mask, AcqRel)"),
     ("view", &[3], "view(ptr, [dims], [strides])"),
     ("load_block", &[3], "load_block(view, [offsets], [block dims])"),
     ("store_block", &[3], "store_block(view, [offsets], value)"),

@@ -628,6 +628,142 @@ pub fn atomics(dev: &Device, seed: u64) -> R {
     Ok(())
 }
 
+/// `atomic_add`'s old values: every even lane takes a ticket from bin
+/// `offs % nbins` (odd lanes are masked off and get 0); the tickets of
+/// one bin are its start value plus 0, 1, 2, … in some order. A scalar
+/// ticket per program, broadcast to the whole tile, numbers the programs.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_atomic_old<const B: i32>(tickets: Ptr<i32>, ftickets: Ptr<f32>, out: Ptr<i32>, fout: Ptr<f32>, order: Ptr<i32>, seen: Ptr<i32>, n: i32, nbins: i32) {
+    let offs = program_id(0) * B + arange(0, B);
+    let m = offs < n;
+    let take = m & ((offs & 1) == 0);
+    let t = atomic_add(tickets + offs % nbins, 1, take);
+    store(out + offs, t, m);
+    let f = atomic_add(ftickets + offs % nbins, 1.0, take);
+    store(fout + offs, f, m);
+    let me = atomic_add(order, 1);
+    store(seen + offs, me + zeros([B], i32), m);
+}
+
+pub fn atomics_old(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(n, b) in SIZES_1D {
+        let nbins = 1 + rng.below(5) as usize;
+        let c = Ctx::new("atomic_add_old", seed, format!("n={n} B={b} bins={nbins}"));
+        let grid = cdiv(n, b as usize);
+        let start: Vec<i32> = (0..nbins).map(|_| rng.int(-50, 50) as i32).collect();
+        let mut t_init = start.clone();
+        t_init.extend(std::iter::repeat_n(i32::sentinel(), PAD));
+        let mut tickets = upload(dev, &t_init)?;
+        let mut f_init: Vec<f32> = start.iter().map(|&v| v as f32).collect();
+        f_init.extend(std::iter::repeat_n(f32::sentinel(), PAD));
+        let mut ftickets = upload(dev, &f_init)?;
+        let mut out = poisoned::<i32>(dev, n)?;
+        let mut fout = poisoned::<f32>(dev, n)?;
+        let mut order = upload(dev, &[7i32, i32::sentinel()])?;
+        let mut seen = poisoned::<i32>(dev, n)?;
+        c.launch(k_atomic_old::launch(dev, grid as u32, &mut tickets, &mut ftickets, &mut out, &mut fout, &mut order, &mut seen, n as i32, nbins as i32, b))?;
+        let (got, fgot, seen) = (download(&out)?, download(&fout)?, download(&seen)?);
+        // per bin: the old values taken are start, start + 1, …
+        let mut want_end = start.clone();
+        let mut per_bin: Vec<Vec<i32>> = vec![vec![]; nbins];
+        let mut fper_bin: Vec<Vec<f32>> = vec![vec![]; nbins];
+        for i in 0..n {
+            if i % 2 == 0 {
+                want_end[i % nbins] += 1;
+                per_bin[i % nbins].push(got[i]);
+                fper_bin[i % nbins].push(fgot[i]);
+            } else if got[i] != 0 || fgot[i].to_bits() != 0 {
+                return Err(c.err(format!("masked-off lane {i} got old values {} / {}, want 0", got[i], fgot[i])));
+            }
+        }
+        for (bin, (ts, fs)) in per_bin.iter_mut().zip(fper_bin.iter_mut()).enumerate() {
+            ts.sort_unstable();
+            let want: Vec<i32> = (0..ts.len() as i32).map(|j| start[bin] + j).collect();
+            if *ts != want {
+                return Err(c.err(format!("bin {bin}: i32 old values {ts:?}, want {want:?}")));
+            }
+            let mut fs: Vec<i32> = fs.iter().map(|&v| v as i32).collect();
+            fs.sort_unstable();
+            if fs != want {
+                return Err(c.err(format!("bin {bin}: f32 old values {fs:?}, want {want:?}")));
+            }
+        }
+        check_eq(&c, "i32 tickets after", &download(&tickets)?, &want_end, &no_inputs)?;
+        let want_f: Vec<f64> = want_end.iter().map(|&v| v as f64).collect();
+        check_float_exact(&c, "f32 tickets after", &download(&ftickets)?, &want_f, &no_inputs)?;
+        check_eq(&c, "program counter after", &download(&order)?, &[7 + grid as i32], &no_inputs)?;
+        // each program's scalar ticket reached all of its lanes; the
+        // programs' tickets are 7, 8, … in some order
+        let mut tickets_seen = vec![];
+        for p in 0..grid {
+            let lanes = &seen[p * b as usize..n.min((p + 1) * b as usize)];
+            if lanes.iter().any(|&v| v != lanes[0]) {
+                return Err(c.err(format!("program {p}: the scalar ticket differs between lanes: {lanes:?}")));
+            }
+            tickets_seen.push(lanes[0]);
+        }
+        tickets_seen.sort_unstable();
+        let want: Vec<i32> = (0..grid as i32).map(|j| 7 + j).collect();
+        if tickets_seen != want {
+            return Err(c.err(format!("program tickets {tickets_seen:?}, want {want:?}")));
+        }
+    }
+    Ok(())
+}
+
+/// The last program to arrive combines everyone's partial results: each
+/// program writes the sum of its block to `part[pid]`, counts itself in
+/// with an `AcqRel` atomic, and the one that sees `programs − 1` adds the
+/// partials up in program order (so the result does not depend on who
+/// came last), writes the total and sets the counter back to 0 for the
+/// next launch.
+#[kernel]
+pub fn k_last_program<const B: i32>(x: Ptr<f32>, part: Ptr<f32>, counter: Ptr<i32>, total: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * B + arange(0, B);
+    store(part + program_id(0), sum(load(x + offs, offs < n, 0.0), 0));
+    let arrived = atomic_add(counter, 1, None, AcqRel);
+    if arrived == num_programs(0) - 1 {
+        let mut acc = zeros([B], f32);
+        for p0 in (0..num_programs(0)).step_by(B) {
+            let p = p0 + arange(0, B);
+            acc += load(part + p, p < num_programs(0), 0.0);
+        }
+        store(total, sum(acc, 0));
+        store(counter, 0);
+    }
+}
+
+pub fn last_program(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(n, b) in SIZES_1D {
+        let c = Ctx::new("last_program", seed, format!("n={n} B={b}"));
+        let grid = cdiv(n, b as usize);
+        // small integers: every order of summation is exact
+        let xs: Vec<f32> = (0..n).map(|_| rng.int(-8, 8) as f32).collect();
+        let x = upload(dev, &xs)?;
+        let mut part = poisoned::<f32>(dev, grid)?;
+        let mut counter = upload(dev, &[0i32, i32::sentinel()])?;
+        let mut total = upload(dev, &[f32::sentinel(), f32::sentinel()])?;
+        let want: f64 = xs.iter().map(|&v| v as f64).sum();
+        for round in 0..2 {
+            let r = k_last_program::launch(dev, grid as u32, &x, &mut part, &mut counter, &mut total, n as i32, b);
+            if dev.kind() == ferrotile::DeviceKind::Wgpu {
+                // (WGSL cannot order memory between workgroups)
+                match r {
+                    Err(e) if e.to_string().contains("AcqRel ordering") => return Ok(()),
+                    other => return Err(c.err(format!("WGSL: want the error for AcqRel ordering, got {:?}", other.map_err(|e| e.to_string())))),
+                }
+            }
+            c.launch(r)?;
+            check_float_exact(&c, &format!("total (launch {round})"), &download(&total)?, &[want], &no_inputs)?;
+            check_eq(&c, &format!("counter reset (launch {round})"), &download(&counter)?, &[0], &no_inputs)?;
+        }
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------ repeated loads
 
 /// Loads whose addresses repeat along a dimension — a packed word per 8

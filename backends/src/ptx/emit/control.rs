@@ -224,10 +224,7 @@ impl<'k> PtxWriter<'k> {
                 self.store(*ptr, *value, *mask, false)?;
                 None
             }
-            OpKind::AtomicAdd { ptr, value, mask } => {
-                self.store(*ptr, *value, *mask, true)?;
-                None
-            }
+            OpKind::AtomicAdd { ptr, value, mask, sem } => self.atomic_add(*ptr, *value, *mask, *sem, res)?,
             OpKind::MakeView { base, shape, strides } => {
                 // A view is kept as [base, dims..., strides...] (64-bit).
                 let mut regs = vec![self.get(*base)[0].clone()];

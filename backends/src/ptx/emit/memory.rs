@@ -539,6 +539,112 @@ impl<'k> PtxWriter<'k> {
         Ok(true)
     }
 
+    /// `atomic_add`. Without a result (dead-code elimination drops unused
+    /// old values), one `red` per owned element: nothing comes back. With
+    /// one, `atom` in the element's owner thread (the result register is 0
+    /// in the others and on masked-off lanes), and where the layout holds
+    /// copies of an element (a scalar: every thread), the owners' old
+    /// values reach the copies through shared memory.
+    ///
+    /// The ordering (`MemSem`) is the program's, not one thread's: a
+    /// release makes every thread fence its earlier writes at device
+    /// scope (`fence.acq_rel.gpu`) and then waits at the program's barrier,
+    /// so that the atomics, whichever threads perform them, come after all
+    /// of the program's earlier memory operations (causality through the
+    /// barrier); an acquire puts a barrier after the atomics and a fence in
+    /// every thread, so that no thread's later access runs ahead of them.
+    /// The elements' atomics themselves are relaxed at device scope.
+    pub(super) fn atomic_add(&mut self, ptr: V, value: V, mask: Option<V>, sem: MemSem, res: Option<V>) -> R<Option<Vec<String>>> {
+        if sem != MemSem::Relaxed && self.role != Role::All {
+            return self.err(format!("an atomic_add with {} ordering in a warp-specialized kernel", sem.name()));
+        }
+        if sem.releases() {
+            self.line("fence.acq_rel.gpu;");
+            self.bar();
+        }
+        if res.is_none() {
+            self.store(ptr, value, mask, true)?;
+            if sem.acquires() {
+                self.bar();
+                self.line("fence.acq_rel.gpu;");
+            }
+            return Ok(None);
+        }
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(value);
+        let (op, c) = match d {
+            DType::F32 => ("add.f32", RegClass::F),
+            DType::I32 | DType::U32 => ("add.u32", RegClass::R),
+            DType::I64 => ("add.u64", RegClass::Rd),
+            DType::F16 => ("add.noftz.f16", RegClass::H),
+            DType::BF16 if self.o.sm >= 90 => ("add.noftz.bf16", RegClass::H),
+            DType::BF16 => return self.err("bf16 atomic_add needs sm_90"),
+            _ => return self.err(format!("atomic_add on {d}")),
+        };
+        let rp = self.get(ptr);
+        let rv = self.get(value);
+        let rm = mask.map(|m| self.get(m));
+        let zero = match c {
+            RegClass::F => "0f00000000",
+            RegClass::H => "0x0000",
+            _ => "0",
+        };
+        let ty = match c {
+            RegClass::F => "f32",
+            RegClass::H => "b16",
+            RegClass::Rd => "b64",
+            _ => "b32",
+        };
+        let mut owners = vec![];
+        let mut old = vec![];
+        for r in 0..rp.len() {
+            let own = self.owner(&shape, r);
+            let pred = match (&rm, &own) {
+                (Some(m), Some(o)) => {
+                    let q = self.reg(RegClass::P);
+                    self.line(format!("and.pred {q}, {}, {o};", m[r]));
+                    Some(q)
+                }
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o.clone(),
+            };
+            let o = self.reg(c);
+            self.line(format!("mov.{ty} {o}, {zero};"));
+            let at = pred.map(|p| format!("@{p} ")).unwrap_or_default();
+            self.line(format!("{at}atom.relaxed.gpu.global.{op} {o}, [{}], {};", rp[r], rv[r]));
+            owners.push(own);
+            old.push(o);
+        }
+        let copies = shape.is_empty() || self.layout_has_repl(&shape);
+        if copies {
+            // the owners' old values to every copy
+            let sz = if c == RegClass::Rd { 8 } else { 4 };
+            let n: u32 = shape.iter().product();
+            self.smem_need(n * sz);
+            self.bar();
+            let base = self.smem_base();
+            let mut addrs = vec![];
+            for (r, o) in old.iter().enumerate() {
+                let lin = if shape.is_empty() { "0".to_string() } else { self.lin(&shape, r) };
+                let a = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {a}, {lin}, {sz}, {base};"));
+                // (only the owner writes its slot)
+                self.st_shared_if(c, &a, o, owners[r].as_deref());
+                addrs.push(a);
+            }
+            self.bar();
+            old = addrs.iter().map(|a| self.ld_shared(c, a)).collect();
+            // (the scratch is read before anything reuses it)
+            self.bar();
+        } else if sem.acquires() {
+            self.bar();
+        }
+        if sem.acquires() {
+            self.line("fence.acq_rel.gpu;");
+        }
+        Ok(Some(old))
+    }
+
     pub(super) fn layout_has_repl(&mut self, shape: &[u32]) -> bool {
         !shape.is_empty() && self.layout(shape).bl.any_replication()
     }

@@ -64,19 +64,25 @@ impl<'k> PtxWriter<'k> {
     /// 8 bytes, everything else widened to a 32-bit slot (the inverse of
     /// [`Self::from_smem_addr`]).
     pub(super) fn st_shared(&mut self, c: RegClass, a: &str, v: &str) {
+        self.st_shared_if(c, a, v, None)
+    }
+
+    /// [`Self::st_shared`] in the threads where `pred` holds.
+    pub(super) fn st_shared_if(&mut self, c: RegClass, a: &str, v: &str, pred: Option<&str>) {
+        let at = pred.map(|p| format!("@{p} ")).unwrap_or_default();
         match c {
-            RegClass::F => self.line(format!("st.shared.f32 [{a}], {v};")),
-            RegClass::R => self.line(format!("st.shared.b32 [{a}], {v};")),
-            RegClass::Rd => self.line(format!("st.shared.b64 [{a}], {v};")),
+            RegClass::F => self.line(format!("{at}st.shared.f32 [{a}], {v};")),
+            RegClass::R => self.line(format!("{at}st.shared.b32 [{a}], {v};")),
+            RegClass::Rd => self.line(format!("{at}st.shared.b64 [{a}], {v};")),
             RegClass::H => {
                 let t = self.reg(RegClass::R);
                 self.line(format!("cvt.u32.u16 {t}, {v};"));
-                self.line(format!("st.shared.b32 [{a}], {t};"));
+                self.line(format!("{at}st.shared.b32 [{a}], {t};"));
             }
             RegClass::P => {
                 let t = self.reg(RegClass::R);
                 self.line(format!("selp.b32 {t}, 1, 0, {v};"));
-                self.line(format!("st.shared.b32 [{a}], {t};"));
+                self.line(format!("{at}st.shared.b32 [{a}], {t};"));
             }
         }
     }

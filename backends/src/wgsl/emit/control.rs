@@ -177,10 +177,7 @@ impl<'k> WgslWriter<'k> {
                 self.store(*ptr, *value, *mask, false)?;
                 None
             }
-            OpKind::AtomicAdd { ptr, value, mask } => {
-                self.store(*ptr, *value, *mask, true)?;
-                None
-            }
+            OpKind::AtomicAdd { ptr, value, mask, sem } => self.atomic_add(*ptr, *value, *mask, *sem, res)?,
             OpKind::MakeView { base, shape, strides } => {
                 // [base (u32 element offset), dims (i64)..., strides (i64)...]
                 let mut regs = vec![self.get(*base)[0].clone()];

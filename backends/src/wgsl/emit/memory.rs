@@ -36,14 +36,16 @@ fn {name}(i: u32, v: u32) {{
                 m = (1u32 << sh) - 1
             ),
             ("add", DType::F32) => format!(
-                r#"fn {name}(i: u32, v: f32) {{
-    if (i >= arrayLength(&b{p})) {{ return; }}
+                r#"// add v to the f32 element i of `b{p}` (CAS on its word); the old value
+fn {name}(i: u32, v: f32) -> f32 {{
+    if (i >= arrayLength(&b{p})) {{ return 0.0; }}
     var old = atomicLoad(&b{p}[i]);
     loop {{
         let r = atomicCompareExchangeWeak(&b{p}[i], old, bitcast<u32>(bitcast<f32>(old) + v));
         if (r.exchanged) {{ break; }}
         old = r.old_value;
     }}
+    return bitcast<f32>(old);
 }}
 "#
             ),
@@ -63,9 +65,10 @@ fn {name}(i: u32, v: u32) {{
                     _ => ("u32", "(e + v) & 0xffu".to_string()),
                 };
                 format!(
-                    r#"fn {name}(i: u32, v: {vty}) {{
+                    r#"// add v to the {bits}-bit element i of `b{p}` (CAS on its word); the old bits
+fn {name}(i: u32, v: {vty}) -> u32 {{
     let w = i >> {sh}u;
-    if (w >= arrayLength(&b{p})) {{ return; }}
+    if (w >= arrayLength(&b{p})) {{ return 0u; }}
     let s = (i & {m}u) * {bits}u;
     var old = atomicLoad(&b{p}[w]);
     loop {{
@@ -74,6 +77,7 @@ fn {name}(i: u32, v: u32) {{
         if (r.exchanged) {{ break; }}
         old = r.old_value;
     }}
+    return extractBits(old, s, {bits}u);
 }}
 "#,
                     m = (1u32 << sh) - 1
@@ -325,6 +329,101 @@ fn {name}(i: u32, v: u32) {{
             r += 1;
         }
         Ok(out)
+    }
+
+    /// `atomic_add` ([`Self::store`] without a result). With one: each
+    /// owner's atomic returns the element's old value (0 in the other
+    /// invocations and on masked-off lanes); a scalar's reaches every
+    /// invocation through `workgroupUniformLoad` (uniform for WGSL's
+    /// analysis, so a branch on it may hold barriers), a replicated tile's
+    /// through workgroup memory. WGSL's atomics are relaxed and its
+    /// barriers order memory within a workgroup only: an ordering other
+    /// than `Relaxed` between programs cannot be expressed, and is an error.
+    pub(super) fn atomic_add(&mut self, ptr: V, value: V, mask: Option<V>, sem: MemSem, res: Option<V>) -> R<Option<Vec<String>>> {
+        if sem != MemSem::Relaxed {
+            return self.err(format!(
+                "atomic_add with {} ordering: WGSL's atomics are relaxed and its barriers order memory within a workgroup only, so one program cannot publish its writes to another (use the CUDA backend)",
+                sem.name()
+            ));
+        }
+        if res.is_none() {
+            self.store(ptr, value, mask, true)?;
+            return Ok(None);
+        }
+        let shape = self.shape_u32(ptr);
+        let d = self.dtype(value);
+        let p = self.base_of(ptr)?;
+        let rp = self.get(ptr);
+        let rv = self.get(value);
+        let rm = mask.map(|m| self.get(m));
+        let w = wty_of(d);
+        let mut owners = vec![];
+        let mut old = vec![];
+        for r in 0..rp.len() {
+            let own = self.owner(&shape, r)?;
+            let pred = match (&rm, &own) {
+                (Some(m), Some(o)) => Some(format!("{} && {o}", m[r])),
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o.clone(),
+            };
+            let (i, v) = (&rp[r], &rv[r]);
+            let e = match d {
+                DType::I32 | DType::U32 => format!("atomicAdd(&b{p}[{i}], {v})"),
+                DType::F32 => format!("{}({i}, {v})", self.buf_helper(p, "add")),
+                DType::F16 => {
+                    let h2f = self.helper("ft_h2f");
+                    format!("{h2f}({}({i}, {v}))", self.buf_helper(p, "add"))
+                }
+                DType::BF16 => {
+                    let b2f = self.helper("ft_b2f");
+                    format!("{b2f}({}({i}, {v}))", self.buf_helper(p, "add"))
+                }
+                _ => return self.err(format!("atomic_add on {d}")),
+            };
+            let o = self.fresh();
+            let zero = match w {
+                WTy::F => "0.0",
+                WTy::I => "0i",
+                _ => "0u",
+            };
+            self.line(format!("var {o}: {} = {zero};", w.name()));
+            match &pred {
+                Some(c) => self.line(format!("if ({c}) {{ {o} = {e}; }}")),
+                None => self.line(format!("{o} = {e};")),
+            }
+            owners.push(own);
+            old.push(o);
+        }
+        if shape.is_empty() {
+            let u = self.uniformize(&old[0], w);
+            return Ok(Some(vec![u]));
+        }
+        if self.layout(&shape)?.bl.any_replication() {
+            // the owners' old values to every copy
+            let n: u32 = shape.iter().product();
+            self.smem_need(n);
+            self.bar();
+            for (r, o) in old.iter().enumerate() {
+                let lin = self.lin(&shape, r)?;
+                match &owners[r] {
+                    Some(c) => {
+                        let st = format!("ft_smem[{lin}] = {};", Self::to_u32(o, w));
+                        self.line(format!("if ({c}) {{ {st} }}"));
+                    }
+                    None => self.st_slot(&lin, o, w),
+                }
+            }
+            self.bar();
+            let mut out = vec![];
+            for r in 0..old.len() {
+                let lin = self.lin(&shape, r)?;
+                let e = Self::ld_slot(&lin, w);
+                out.push(self.let_(w, e));
+            }
+            self.bar();
+            return Ok(Some(out));
+        }
+        Ok(Some(old.iter().map(|o| self.let_(w, o)).collect()))
     }
 
     /// Store (or atomically add) the register `v` at element `i` of `p`.
