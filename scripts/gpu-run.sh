@@ -107,6 +107,13 @@
 #            W4A16 peers (carry .whl) and forced M = 1 configurations
 #   packed-ncu [CONFIGS] [CONFIG]: forced 16-row W4A16 configurations at
 #            16x8192x8192 and 1x8192x8192, ncu of one (and its reduction)
+#   fused [SHAPES]: split-K summed in the GEMM's last program (session 26:
+#            atomic_add with old values and AcqRel): the atomic conformance
+#            cases under memcheck and racecheck, the quantized-GEMM tests on
+#            CUDA (every tuner candidate, memcheck), then W4A16 / W8A16
+#            before (.devbin/dequant-user-before) and after, alternated
+#            twice, each tuned into its own cache, forced split 8 / 16
+#            configurations and the W4A16 peers (carry .whl)
 #   vulkan-lib: conformance and the library's tests (attention, quantized,
 #            W8A8, FP8) on wgpu through the H200's Vulkan driver, then
 #            `run-library --device wgpu` (session 24)
@@ -615,6 +622,27 @@ case "${1:-check}" in
     step ncu_gemm 150 $NCU --kernel-name regex:wq_gemm --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192 --lib-configs $P
     step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 2 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192 --lib-configs $P
     grep -E "^=== |^library|error|Duration|Throughput|Issue Slots|Issued Ipc|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|No Eligible|Eligible Warps|Stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Shared Memory Config|Dynamic Shared" "$L" | cut -c1-180 | tail -100
+    ;;
+  fused)
+    for c in atomic_add_old last_program atomic_add; do
+      FERROTILE_CASE=$c step "conf_$c" 60 $D/conformance_cuda --nocapture
+      FERROTILE_CASE=$c step "memcheck_$c" 90 compute-sanitizer --tool memcheck --error-exitcode 9 $D/conformance_cuda --nocapture
+      FERROTILE_CASE=$c step "racecheck_$c" 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    done
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 200 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck_quant 150 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture split_k
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,16x4096x14336,1x14336x4096}
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/cb FERROTILE_AUTOTUNE_PRINT=1 step "w4_before$r" 240 $D/dequant-user-before --library --device cuda --shapes $SH
+      FERROTILE_CACHE_DIR=/tmp/ca FERROTILE_AUTOTUNE_PRINT=1 step "w4_after$r" 240 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    FERROTILE_CACHE_DIR=/tmp/cb step w8_before 200 $D/dequant-user-before --library --w8 --device cuda --shapes 1x8192x8192,16x8192x8192
+    FERROTILE_CACHE_DIR=/tmp/ca step w8_after 200 $D/dequant-user --library --w8 --device cuda --shapes 1x8192x8192,16x8192x8192
+    CF=${3:-16x128x64x4x3x4,16x128x64x4x3x8,16x128x64x4x3x16,16x64x64x4x3x16}
+    step forced_before 200 $D/dequant-user-before --library --only-forced --device cuda --shapes 16x8192x8192,1x8192x8192 --lib-configs $CF
+    step forced_after 200 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192,1x8192x8192 --lib-configs $CF
+    step peers 240 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
     ;;
   vulkan-lib)
     # the whole library through WGSL on the H200's Vulkan driver: the
