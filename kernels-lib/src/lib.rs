@@ -318,43 +318,6 @@ pub(crate) mod scratch {
         Ok(Tf32Copies { guard, key })
     }
 
-    /// The device's i32 arrival counters for kernels whose last program
-    /// to arrive combines the others' partial results (an `AcqRel`
-    /// `atomic_add` per output tile; that program sets its counter back
-    /// to 0), at least `len` of them, all 0 between calls, held
-    /// exclusively while the guard lives. A launch that fails may leave
-    /// counters behind: [`Tickets::launched`] with its result drops the
-    /// buffer then, and the next call allocates zeros.
-    pub struct Tickets {
-        guard: MutexGuard<'static, HashMap<usize, Buffer<i32>>>,
-        key: usize,
-    }
-
-    impl Tickets {
-        pub fn buffer(&mut self) -> &mut Buffer<i32> {
-            self.guard.get_mut(&self.key).expect("tickets present")
-        }
-        /// Pass a launch's result through, forgetting the counters when
-        /// it failed.
-        pub fn launched<E>(mut self, r: Result<(), E>) -> Result<(), E> {
-            if r.is_err() {
-                self.guard.remove(&self.key);
-            }
-            r
-        }
-    }
-
-    pub fn tickets(dev: &Device, len: usize) -> Result<Tickets, LibError> {
-        static T: OnceLock<Mutex<HashMap<usize, Buffer<i32>>>> = OnceLock::new();
-        let mut guard = T.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-        let key = dev.id();
-        if guard.get(&key).is_none_or(|b| b.len() < len) {
-            guard.remove(&key);
-            guard.insert(key, dev.zeros::<i32>(len.max(1))?);
-        }
-        Ok(Tickets { guard, key })
-    }
-
     pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {
         static W: OnceLock<Mutex<HashMap<usize, Buffer<f32>>>> = OnceLock::new();
         let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());

@@ -131,13 +131,12 @@ fn wq_gemm_every_tuner_candidate() {
     }
 }
 
-/// K split over the grid, summed by the last program of each output tile
-/// (an `AcqRel` ticket per tile; on WGSL by the reduction kernel): the
-/// GEMM and the GEMV, splits that divide K and one that does not, odd N,
-/// called twice on one device — each call's last programs set the tickets
-/// back to 0, so the second call must be as right as the first.
+/// K split over the grid on every device (the tuner candidates' test runs
+/// on CUDA only): the GEMM and the GEMV, splits that divide K and one
+/// that does not, odd N, each configuration called twice on one device
+/// (the shared partials' workspace is reused).
 #[test]
-fn wq_gemm_split_k_sums_in_the_kernel() {
+fn wq_gemm_split_k_on_every_device() {
     for dev in devices() {
         let mut rng = Rng::new(11);
         let configs = [

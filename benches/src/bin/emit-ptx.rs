@@ -94,8 +94,7 @@ fn main() {
         let flag = |f: &str| a.iter().any(|x| x == f) as i64;
         let group: i64 = a.iter().find_map(|x| x.strip_prefix("group=")).and_then(|v| v.parse().ok()).unwrap_or(128);
         let mut cx: Vec<i64> = t.clone();
-        // (split K: the last program sums the partials unless `nofuse`)
-        cx.extend([group, flag("zeros"), flag("split"), flag("split") * (1 - flag("nofuse"))]);
+        cx.extend([group, flag("zeros"), flag("split")]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(
             &spec,

@@ -21,35 +21,19 @@ use ferrotile::prelude::*;
 ///
 /// One program computes a `BM × BN` tile of `out` over the K range
 /// `[program_id(2) · k_split, +k_split)`; with `SPLIT` it writes its f32
-/// partial to `ws[program_id(2)]` (`[splits, m, n]`), else the tile cast
-/// to `T`. With `SPLIT` and `FUSE` the last of a tile's programs to
-/// arrive (counted in `tickets[tile]` by an `AcqRel` atomic) sums the
-/// partials in split order — the same result whoever arrives last —,
-/// writes the tile and sets its ticket back to 0; without `FUSE`
-/// `gemm::gemm_splitk_reduce` sums them (WGSL cannot order memory between
-/// programs). `BK` divides
+/// partial to `ws[program_id(2)]` (`[splits, m, n]`, summed by
+/// `gemm::gemm_splitk_reduce`), else the tile cast to `T`. `BK` divides
 /// `GROUP` (or `GROUP ≥ k`: one group) and `k_split`, so a K step reads one
 /// scale row. K is a multiple of `P`; with zero points N is too.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemm_kernel<
-    T: Float,
-    const BM: i32,
-    const BN: i32,
-    const BK: i32,
-    const BITS: i32,
-    const GROUP: i32,
-    const HAS_ZEROS: bool,
-    const SPLIT: bool,
-    const FUSE: bool,
->(
+pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
     qzeros: Ptr<i32>,
     out: Ptr<T>,
     ws: Ptr<f32>,
-    tickets: Ptr<i32>,
     m: i32,
     n: i32,
     k: i32,
@@ -90,24 +74,11 @@ pub fn wq_gemm_kernel<
         let b = ((q as T) - (z as T)) * s;
         acc = dot(a, b, acc);
     }
-    let to = out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0);
     if SPLIT {
         let mn = (m as i64) * (n as i64);
-        let at = expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0);
-        store(ws + (program_id(2) as i64) * mn + at, acc, m_ok & n_ok);
-        if FUSE {
-            let ticket = tickets + program_id(0) * num_programs(1) + program_id(1);
-            if atomic_add(ticket, 1, None, AcqRel) == num_programs(2) - 1 {
-                let mut total = zeros([BM, BN], f32);
-                for s in 0..num_programs(2) {
-                    total += load(ws + (s as i64) * mn + at, m_ok & n_ok, 0.0);
-                }
-                store(to, total as T, m_ok & n_ok);
-                store(ticket, 0);
-            }
-        }
+        store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & n_ok);
     } else {
-        store(to, acc as T, m_ok & n_ok);
+        store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), acc as T, m_ok & n_ok);
     }
 }
 
@@ -118,18 +89,16 @@ pub fn wq_gemm_kernel<
 /// tile would spend fifteen rows on padding and stage every dequantized
 /// tile through shared memory; here each weight costs its unpacking, the
 /// scale and one FMA. Grid: `(n / BN, splits)`; with `SPLIT` the partial
-/// row goes to `ws[program_id(1)]`, and with `FUSE` the last program of a
-/// column block sums the partials (as [`wq_gemm_kernel`]'s tiles).
+/// row goes to `ws[program_id(1)]`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool, const FUSE: bool>(
+pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
     qzeros: Ptr<i32>,
     out: Ptr<T>,
     ws: Ptr<f32>,
-    tickets: Ptr<i32>,
     n: i32,
     k: i32,
     k_split: i32,
@@ -163,18 +132,6 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
     let ok = rn < n;
     if SPLIT {
         store(ws + (program_id(1) as i64) * (n as i64) + (rn as i64), y, ok);
-        if FUSE {
-            // as in `wq_gemm_kernel`: the last program of the column block
-            let ticket = tickets + program_id(0);
-            if atomic_add(ticket, 1, None, AcqRel) == num_programs(1) - 1 {
-                let mut total = zeros([BN], f32);
-                for s in 0..num_programs(1) {
-                    total += load(ws + (s as i64) * (n as i64) + (rn as i64), ok, 0.0);
-                }
-                store(out + (rn as i64), total as T, ok);
-                store(ticket, 0);
-            }
-        }
     } else {
         store(out + (rn as i64), y as T, ok);
     }

@@ -482,20 +482,17 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                 let bk = QuantConfig::bk_for(group, k, bkcap);
                 for &split in &[1u32, 4, 8, 16] {
                     for &warps in &[4u32, 8] {
-                        // (ptxas's register targets decide which spill;
-                        // measured with `emit-ptx` for W4 bf16 and W8 f16
-                        // on sm_80 and sm_90a since the split-K partials
-                        // are summed in the kernel — session 26: 3 stages
-                        // spill in none but 256×32 on 8 warps (16 B, W8
-                        // f16 sm_90a; 28 B at 2 stages on sm_80), which is
-                        // left out; 2 stages spill 4–28 B in three others;
-                        // 4 warps with 32 or more weights per thread keep
-                        // 2, as the tuner found them faster)
+                        // (8 warps with 32 weights per thread spill at 3
+                        // stages on sm_90 — 24–32 B — since the scales and
+                        // zero points are prefetched with the words: 2; so
+                        // do 4 warps with 64 per thread on sm_80 — 12–18 B
+                        // of 16-bit scales, at 168 registers, since the
+                        // accumulator is carried pre-summed)
                         let per_thread = bn * bk / (32 * warps);
-                        if warps == 8 && bn == 256 && bk == 32 {
-                            continue;
-                        }
-                        let stages = if warps == 4 && per_thread >= 32 { 2 } else { 3 };
+                        // (and, since shifts are immediates — session 25 —,
+                        // 4 warps with 32 per thread at 3 stages: ptxas
+                        // then aims at 96 registers and spills 8 B)
+                        let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread >= 32) { 2 } else { 3 };
                         let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
@@ -708,16 +705,34 @@ fn launch<T: FloatElement>(
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
     let zeros = w.format.zeros;
     let bits = w.format.bits as i32;
-    // The last program of each output tile sums the split-K partials
-    // (`FUSE`): no second kernel. WGSL cannot order memory between
-    // programs, so there a reduction kernel sums them.
-    let fuse = splits > 1 && dev.kind() != ferrotile::DeviceKind::Wgpu;
-    let mut ws = crate::scratch::workspace(dev, if splits > 1 { splits * m * n } else { 1 })?;
-    let mut tickets = crate::scratch::tickets(dev, if fuse { (grid[0] * grid[1]) as usize } else { 1 })?;
-    let r = if gemv {
+    if gemv {
         // (its K loop has no `dot`: pipelined on request, so the next
         // weights are in flight while the current ones are multiplied)
         let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
+        if splits == 1 {
+            let mut ws = crate::scratch::workspace(dev, 1)?;
+            wq_gemv_kernel::launch(
+                dev,
+                cfg,
+                x,
+                &w.qweight,
+                &w.scales,
+                &w.qzeros,
+                out,
+                ws.buffer(),
+                ni,
+                ki,
+                k_split as i32,
+                c.bn as i32,
+                c.bk as i32,
+                bits,
+                group as i32,
+                zeros,
+                false,
+            )?;
+            return Ok(());
+        }
+        let mut ws = crate::scratch::workspace(dev, splits * n)?;
         wq_gemv_kernel::launch(
             dev,
             cfg,
@@ -727,7 +742,6 @@ fn launch<T: FloatElement>(
             &w.qzeros,
             out,
             ws.buffer(),
-            tickets.buffer(),
             ni,
             ki,
             k_split as i32,
@@ -736,10 +750,13 @@ fn launch<T: FloatElement>(
             bits,
             group as i32,
             zeros,
-            splits > 1,
-            fuse,
-        )
-    } else {
+            true,
+        )?;
+        return reduce(dev, &mut ws, out, (1, n, splits, so));
+    }
+    if splits == 1 {
+        // (the partials' workspace is not written without SPLIT)
+        let mut ws = crate::scratch::workspace(dev, 1)?;
         wq_gemm_kernel::launch(
             dev,
             cfg,
@@ -749,7 +766,6 @@ fn launch<T: FloatElement>(
             &w.qzeros,
             out,
             ws.buffer(),
-            tickets.buffer(),
             mi,
             ni,
             ki,
@@ -762,16 +778,36 @@ fn launch<T: FloatElement>(
             bits,
             group as i32,
             zeros,
-            splits > 1,
-            fuse,
-        )
-    };
-    tickets.launched(r)?;
-    if splits > 1 && !fuse {
-        // (`out` is not written without FUSE: the reduction writes it)
-        return reduce(dev, &mut ws, out, (m, n, splits, so));
+            false,
+        )?;
+        return Ok(());
     }
-    Ok(())
+    let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
+    // (`out` is not written with SPLIT: the reduction writes it)
+    wq_gemm_kernel::launch(
+        dev,
+        cfg,
+        x,
+        &w.qweight,
+        &w.scales,
+        &w.qzeros,
+        out,
+        ws.buffer(),
+        mi,
+        ni,
+        ki,
+        k_split as i32,
+        sx as i64,
+        so as i64,
+        c.bm as i32,
+        c.bn as i32,
+        c.bk as i32,
+        bits,
+        group as i32,
+        zeros,
+        true,
+    )?;
+    reduce(dev, &mut ws, out, (m, n, splits, so))
 }
 
 /// `out = Σ_s ws[s]` over the split-K partials `[splits, m, n]`, in split
