@@ -37,6 +37,8 @@ algorithm (checked against f64, best of five configurations), gemlite
 `--decode [--decode-shapes B:H:HK:SQ:SK:D,..]`: decode attention, SDPA per
 backend (µs, K/V read GB/s).
 
+`--suite`: the Triton twins of `user-suite` (issue 20's generality suite).
+
 usage: peers.py [--attention [--attn-shapes ..] [--attn-group G]] [--attn-backward [--attn-shapes ..]] [--decode [--decode-shapes ..]] [--dequant [--dq-shapes ..]] [--w8a8|--fp8 [--w8-shapes ..]] [--quick] [--json FILE] [--shapes RxC,..] [--gemm [--gemm-shape MxNxK] [--dtypes ..] | --gemm-decode]
 """
 import json, sys, torch
@@ -568,8 +570,181 @@ def fp8_peers():
             except Exception as e:
                 print(f"{name:<14} {m}x{n}x{k}  unavailable: {type(e).__name__}: {str(e)[:160]}")
 
+def suite_peers():
+    """`--suite`: the Triton twins of `user-suite` (issue 20's generality
+    suite): the same algorithm, shapes and tiles as the DSL kernels, each
+    checked against torch, timed as the other peers (CUDA graph of 10
+    calls, median). Prints `suite NAME SHAPE triton US`."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def silu_scale3d(X, S, Y, NB, NH, ND, TB: tl.constexpr, TH: tl.constexpr, TD: tl.constexpr):
+        b = tl.program_id(0) * TB + tl.arange(0, TB)
+        h = tl.program_id(1) * TH + tl.arange(0, TH)
+        d = tl.program_id(2) * TD + tl.arange(0, TD)
+        b3 = b[:, None, None]; h3 = h[None, :, None]; d3 = d[None, None, :]
+        m = (b3 < NB) & (h3 < NH) & (d3 < ND)
+        offs = (b3.to(tl.int64) * NH + h3) * ND + d3
+        v = tl.load(X + offs, mask=m, other=0.0)
+        s = tl.load(S + h[:, None].to(tl.int64) * ND + d[None, :], mask=(h[:, None] < NH) & (d[None, :] < ND), other=0.0)
+        tl.store(Y + offs, v * tl.sigmoid(v) * s[None, :, :], mask=m)
+
+    @triton.jit
+    def rope(X, C, S, Y, NTOK, TT: tl.constexpr, H: tl.constexpr, HALF: tl.constexpr):
+        t = tl.program_id(0) * TT + tl.arange(0, TT)
+        t3 = t[:, None, None]; h3 = tl.arange(0, H)[None, :, None]; j3 = tl.arange(0, HALF)[None, None, :]
+        m = (t3 < NTOK) & (h3 < H) & (j3 < HALF)
+        at = t3.to(tl.int64) * (H * 2 * HALF) + h3 * (2 * HALF) + j3
+        x1 = tl.load(X + at, mask=m, other=0.0)
+        x2 = tl.load(X + at + HALF, mask=m, other=0.0)
+        cs = t3.to(tl.int64) * HALF + j3
+        c = tl.load(C + cs, mask=t3 < NTOK, other=0.0)
+        sn = tl.load(S + cs, mask=t3 < NTOK, other=0.0)
+        tl.store(Y + at, x1 * c - x2 * sn, mask=m)
+        tl.store(Y + at + HALF, x2 * c + x1 * sn, mask=m)
+
+    @triton.jit
+    def row_cumsum(X, Y, N, B: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64) * N
+        c = tl.arange(0, B)
+        v = tl.load(X + row + c, mask=c < N, other=0.0)
+        tl.store(Y + row + c, tl.cumsum(v, 0), mask=c < N)
+
+    @triton.jit
+    def row_topk(X, V, I, N, B: tl.constexpr, K: tl.constexpr):
+        r = tl.program_id(0)
+        c = tl.arange(0, B)
+        v = tl.load(X + r.to(tl.int64) * N + c, mask=c < N, other=float("-inf"))
+        for i in range(K):
+            best = tl.max(v, 0)
+            at = tl.argmax(v, 0)
+            tl.store(V + r * K + i, best)
+            tl.store(I + r * K + i, at)
+            v = tl.where(c == at, float("-inf"), v)
+
+    @triton.jit
+    def softmax_bwd(Yp, G, DX, N, B: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64) * N
+        c = tl.arange(0, B)
+        m = c < N
+        y = tl.load(Yp + row + c, mask=m, other=0.0)
+        g = tl.load(G + row + c, mask=m, other=0.0)
+        dot = tl.sum(y * g, 0)
+        tl.store(DX + row + c, y * (g - dot), mask=m)
+
+    @triton.jit
+    def embedding(T, IDX, O, NTOK, D, R: tl.constexpr, BD: tl.constexpr):
+        t = tl.program_id(0) * R + tl.arange(0, R)
+        cols = tl.program_id(1) * BD + tl.arange(0, BD)
+        ok = t < NTOK
+        rows = tl.load(IDX + t, mask=ok, other=0)
+        m = ok[:, None] & (cols[None, :] < D)
+        v = tl.load(T + rows[:, None].to(tl.int64) * D + cols[None, :], mask=m, other=0.0)
+        tl.store(O + t[:, None].to(tl.int64) * D + cols[None, :], v, mask=m)
+
+    @triton.jit
+    def grouped_gemm(X, W, O, TG, TR, GE, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        t = tl.program_id(0)
+        g = tl.load(TG + t)
+        r0 = tl.load(TR + t)
+        r_end = tl.load(GE + g)
+        rm = r0 + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        m_ok = rm < r_end
+        n_ok = rn < N
+        wg = W + g.to(tl.int64) * K * N
+        acc = tl.zeros([BM, BN], tl.float32)
+        for k0 in range(0, K, BK):
+            kk = k0 + tl.arange(0, BK)
+            a = tl.load(X + rm[:, None].to(tl.int64) * K + kk[None, :], mask=m_ok[:, None] & (kk[None, :] < K), other=0.0)
+            b = tl.load(wg + kk[:, None].to(tl.int64) * N + rn[None, :], mask=(kk[:, None] < K) & n_ok[None, :], other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(O + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16), mask=m_ok[:, None] & n_ok[None, :])
+
+    @triton.jit
+    def row_logsumexp(X, O, N, B: tl.constexpr):
+        row = X + tl.program_id(0).to(tl.int64) * N
+        mv = tl.full([B], -1.0e30, tl.float32)
+        sv = tl.zeros([B], tl.float32)
+        for c0 in range(0, N, B):
+            c = c0 + tl.arange(0, B)
+            v = tl.load(row + c, mask=c < N, other=float("-inf"))
+            nm = tl.maximum(mv, v)
+            sv = sv * tl.exp(mv - nm) + tl.exp(v - nm)
+            mv = nm
+        m = tl.max(mv, 0)
+        tl.store(O + tl.program_id(0), m + tl.log(tl.sum(sv * tl.exp(mv - m), 0)))
+
+    torch.manual_seed(0)
+    f32 = dict(device="cuda", dtype=torch.float32)
+    cdiv = triton.cdiv
+    def report(name, shape, fn, ok):
+        ms = timeit(lambda i: fn(), 1, 50)
+        print(f"suite {name:<14} {shape:<22} triton    {ms*1e3:9.2f} us{'' if ok else '  FAIL'}", flush=True)
+
+    nb, nh, nd = 32, 512, 1000
+    x = torch.randn(nb, nh, nd, **f32); s = torch.randn(nh, nd, **f32); y = torch.empty_like(x)
+    fn = lambda: silu_scale3d[(cdiv(nb, 2), cdiv(nh, 4), cdiv(nd, 256))](x, s, y, nb, nh, nd, TB=2, TH=4, TD=256)
+    fn(); report("silu_scale3d", f"{nb}x{nh}x{nd}", fn, torch.allclose(y, x * torch.sigmoid(x) * s, rtol=1e-5, atol=1e-6))
+    del x, y
+
+    ntok, H, HALF = 8192, 32, 64
+    x = torch.randn(ntok, H, 2 * HALF, **f32); ang = torch.randn(ntok, HALF, **f32)
+    c, sn = ang.cos(), ang.sin(); y = torch.empty_like(x)
+    fn = lambda: rope[(cdiv(ntok, 2),)](x, c, sn, y, ntok, TT=2, H=H, HALF=HALF)
+    fn()
+    x1, x2 = x[..., :HALF], x[..., HALF:]
+    want = torch.cat([x1 * c[:, None] - x2 * sn[:, None], x2 * c[:, None] + x1 * sn[:, None]], -1)
+    report("rope", f"{ntok}x{H}x{2*HALF}", fn, torch.allclose(y, want, rtol=1e-5, atol=1e-5))
+    del x, y, want
+
+    rows, n = 16384, 1000
+    x = torch.randn(rows, n, **f32); y = torch.empty_like(x)
+    fn = lambda: row_cumsum[(rows,)](x, y, n, B=1024)
+    fn(); report("row_cumsum", f"{rows}x{n}", fn, torch.allclose(y, x.double().cumsum(1).float(), rtol=1e-4, atol=1e-4))
+    v = torch.empty(rows, 8, **f32); ix = torch.empty(rows, 8, device="cuda", dtype=torch.int32)
+    fn = lambda: row_topk[(rows,)](x, v, ix, n, B=1024, K=8)
+    fn(); tv, ti = x.topk(8, dim=1)
+    report("row_topk", f"{rows}x{n}:k8", fn, torch.equal(v, tv) and torch.equal(ix.long(), ti))
+    yv = torch.rand(rows, n, **f32) * (2.0 / n); g = torch.randn(rows, n, **f32); dx = torch.empty_like(g)
+    fn = lambda: softmax_bwd[(rows,)](yv, g, dx, n, B=1024)
+    fn(); report("softmax_bwd", f"{rows}x{n}", fn, torch.allclose(dx, yv * (g - (yv * g).sum(1, keepdim=True)), rtol=1e-4, atol=1e-6))
+    del x, y, yv, g, dx
+
+    vocab, d, ntok = 32000, 1000, 16384
+    table = torch.randn(vocab, d, **f32); idx = torch.randint(0, vocab, (ntok,), device="cuda", dtype=torch.int32)
+    out = torch.empty(ntok, d, **f32)
+    fn = lambda: embedding[(cdiv(ntok, 4), cdiv(d, 1024))](table, idx, out, ntok, d, R=4, BD=1024)
+    fn(); report("embedding", f"{ntok}x{d}:v{vocab}", fn, torch.equal(out, table[idx.long()]))
+    del table, out
+
+    groups, n, k, bm = 8, 2048, 2048, 128
+    sizes = [1023, 257, 600, 1400, 333, 888, 1200, 511]  # as user-suite's
+    tg, tr, ends, start = [], [], [], 0
+    for gi, sz in enumerate(sizes):
+        for r in range(start, start + sz, bm):
+            tg.append(gi); tr.append(r)
+        start += sz; ends.append(start)
+    m = start
+    xg = torch.randn(m, k, device="cuda", dtype=torch.bfloat16); wg = (torch.randn(groups, k, n, device="cuda") * 0.05).to(torch.bfloat16)
+    o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    TG, TR, GE = (torch.tensor(a, device="cuda", dtype=torch.int32) for a in (tg, tr, ends))
+    fn = lambda: grouped_gemm[(len(tg), cdiv(n, 128))](xg, wg, o, TG, TR, GE, n, k, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    fn()
+    want = torch.cat([xg[(ends[i] - sizes[i]):ends[i]].float() @ wg[i].float() for i in range(groups)])
+    report("grouped_gemm", f"g{groups}:m{m}x{n}x{k}", fn, torch.allclose(o.float(), want, rtol=2e-2, atol=2e-2))
+    del xg, wg, o
+
+    rows, n = 256, 131072
+    x = torch.randn(rows, n, **f32) * 3; o = torch.empty(rows, **f32)
+    fn = lambda: row_logsumexp[(rows,)](x, o, n, B=4096)
+    fn(); report("row_logsumexp", f"{rows}x{n}", fn, torch.allclose(o, torch.logsumexp(x.double(), 1).float(), rtol=1e-5, atol=1e-5))
+
 def main():
     quick = "--quick" in sys.argv
+    if "--suite" in sys.argv:
+        return suite_peers()
     if "--fp8" in sys.argv:
         return fp8_peers()
     if "--w8a8" in sys.argv:

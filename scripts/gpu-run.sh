@@ -114,6 +114,10 @@
 #            before (.devbin/dequant-user-before) and after, alternated
 #            twice, each tuned into its own cache, forced split 8 / 16
 #            configurations and the W4A16 peers (carry .whl)
+#   suite:   issue 20's generality suite: `user-suite` (eight kernels of
+#            different kinds written in the DSL, checked against f64) and
+#            their Triton twins (`peers.py --suite`), then each ratio and
+#            the geometric mean (graph-replayed times)
 #   vulkan-lib: conformance and the library's tests (attention, quantized,
 #            W8A8, FP8) on wgpu through the H200's Vulkan driver, then
 #            `run-library --device wgpu` (session 24)
@@ -643,6 +647,27 @@ case "${1:-check}" in
     step forced_after 200 $D/dequant-user --library --only-forced --device cuda --shapes 16x8192x8192,1x8192x8192 --lib-configs $CF
     step peers 240 python3 $D/peers.py --dequant --dq-shapes $SH
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | grep -v "autotune.*/" | cut -c1-200 | tail -90
+    ;;
+  suite)
+    step user_suite 300 $D/user-suite --device cuda
+    step suite_peers 300 python3 $D/peers.py --suite
+    python3 - "$L" <<'PY' | tee -a "$S"
+import re, sys, math
+ft, tr = {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r"suite (\S+)\s+(\S+)\s+(ferrotile|triton)\s+([\d.]+) us", line)
+    if m:
+        (ft if m.group(3) == "ferrotile" else tr)[m.group(1)] = (m.group(2), float(m.group(4)))
+rs = []
+print(f"{'kernel':<15} {'shape':<22} {'ferrotile us':>12} {'triton us':>10} {'x Triton':>9}")
+for k, (sh, t) in ft.items():
+    if k in tr:
+        r = tr[k][1] / t
+        rs.append(r)
+        print(f"{k:<15} {sh:<22} {t:12.2f} {tr[k][1]:10.2f} {r:9.2f}")
+if rs:
+    print(f"geometric mean {math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x Triton over {len(rs)} kernels, slowest {min(rs):.2f}x")
+PY
     ;;
   vulkan-lib)
     # the whole library through WGSL on the H200's Vulkan driver: the
