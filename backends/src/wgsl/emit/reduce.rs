@@ -332,7 +332,11 @@ impl<'k> WgslWriter<'k> {
         (e, None)
     }
 
-    /// Inclusive cumulative sum along `axis` through workgroup memory.
+    /// Inclusive cumulative sum along `axis` through workgroup memory, in
+    /// ⌈log₂ len⌉ rounds (Hillis–Steele, as the PTX printer's `scan`): in
+    /// round `k` each element adds the value `2ᵏ` places before it along
+    /// the axis from the previous round's copy of the tile (two copies, one
+    /// barrier a round).
     pub(super) fn scan(&mut self, x: V, axis: usize, res: V) -> R<Vec<String>> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
@@ -344,30 +348,44 @@ impl<'k> WgslWriter<'k> {
             WTy::L => WTy::L,
             _ => WTy::U,
         };
-        let vals: Vec<String> = regs.iter().map(|v| if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() }).collect();
+        let mut cur: Vec<String> = regs.iter().map(|v| if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() }).collect();
         let n: u32 = shape.iter().product();
-        self.smem_need(n * ac.nw());
-        self.bar();
-        self.stage(&vals, &shape, ac, 0)?;
-        self.bar();
+        let len = shape[axis];
+        let rounds = len.next_power_of_two().trailing_zeros();
         let st = strides(&shape)[axis];
-        let zero = zero_of(ac);
-        let mut out = vec![];
-        for r in 0..regs.len() {
-            let lin = self.lin(&shape, r)?;
-            let i = self.index(&shape, r, axis)?;
-            let start = self.let_(WTy::U, format!("{lin} - {i} * {st}u"));
-            let acc = self.var_(ac, Some(zero));
-            let j = self.fresh();
-            self.line(format!("for (var {j}: u32 = 0u; {j} <= {i}; {j} = {j} + 1u) {{"));
-            let v = Self::ld_slot(&format!("({start} + {j} * {st}u) * {}u", ac.nw()), ac);
-            if ac == WTy::L {
-                let add = self.helper("ft_add64");
-                self.line(format!("    {acc} = {add}({acc}, {v});"));
-            } else {
-                self.line(format!("    {acc} = {acc} + {v};"));
+        let nw = ac.nw();
+        if rounds > 0 {
+            self.smem_need(2 * n * nw);
+            self.bar();
+            self.stage(&cur, &shape, ac, 0)?;
+            self.bar();
+            let at_of: Vec<(String, String)> = (0..regs.len()).map(|r| Ok((self.lin(&shape, r)?, self.index(&shape, r, axis)?))).collect::<R<_>>()?;
+            for k in 0..rounds {
+                let off = 1u32 << k;
+                let (src, dst) = if k % 2 == 0 { (0, n * nw) } else { (n * nw, 0) };
+                let mut next = vec![];
+                for (r, (lin, i)) in at_of.iter().enumerate() {
+                    let t = self.var_(ac, Some(&cur[r]));
+                    let v = Self::ld_slot(&format!("({lin} - {}u) * {nw}u + {src}u", off * st), ac);
+                    if ac == WTy::L {
+                        let add = self.helper("ft_add64");
+                        self.line(format!("if ({i} >= {off}u) {{ {t} = {add}({t}, {v}); }}"));
+                    } else {
+                        self.line(format!("if ({i} >= {off}u) {{ {t} = {t} + {v}; }}"));
+                    }
+                    if k + 1 < rounds {
+                        self.st_slot(&format!("{lin} * {nw}u + {dst}u"), &t, ac);
+                    }
+                    next.push(t);
+                }
+                cur = next;
+                if k + 1 < rounds {
+                    self.bar();
+                }
             }
-            self.line("}");
+        }
+        let mut out = vec![];
+        for acc in cur {
             let f = if ac == WTy::F {
                 let e = self.round_to(&acc, rd);
                 self.let_(WTy::F, e)
