@@ -11,6 +11,50 @@ use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 use ferrotile_tests::gemm_interp::unit_strides;
 
+/// Every kernel specialization the op conformance suite launches
+/// (captured on the CPU interpreter, as `golden.rs` and `wgsl_validate.rs`
+/// capture them), compiled as a launch compiles it — guarded, 4 warps —
+/// assembles for sm_80 and sm_90a: the golden digests pin the text, this
+/// pins that ptxas accepts it (a negative shared-memory displacement
+/// spelled `[r-4]` once passed every other check and failed on the GPU).
+#[test]
+fn conformance_kernels_assemble() {
+    use ferrotile::ir::Kernel;
+    use std::sync::{Arc, Mutex};
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let specs: Arc<Mutex<Vec<Kernel>>> = Arc::default();
+    let s2 = specs.clone();
+    ferrotile::runtime::set_specialization_observer(move |k| s2.lock().unwrap().push(k.clone()));
+    let dev = ferrotile::Device::cpu();
+    for c in ferrotile_tests::conformance::cases() {
+        // outcomes are checked by conformance_cpu; here only the kernels count
+        let _ = ferrotile_tests::conformance::run_case(&c, &dev, 7);
+    }
+    let mut specs = specs.lock().unwrap().clone();
+    specs.dedup_by(|a, b| a == b);
+    assert!(specs.len() >= 20, "too few specializations captured: {}", specs.len());
+    let mut failures = vec![];
+    let mut n = 0;
+    for k in &specs {
+        for sm in [80, 90] {
+            let o = PtxOptions { arg_div: vec![1; guarded_params(k)], ..PtxOptions::new(sm, 4, k.params.len()) };
+            let what = format!("{} [{}] sm_{sm}", k.name, k.describe_binding());
+            match emit(k, &o) {
+                // (a clear refusal is the conformance suite's business)
+                Err(_) => {}
+                Ok(p) => {
+                    n += 1;
+                    if let Err(e) = ptxas::assemble(&px, &p.text, sm) {
+                        failures.push(format!("{what}: {}", e.lines().take(4).collect::<Vec<_>>().join(" | ")));
+                    }
+                }
+            }
+        }
+    }
+    println!("{n} conformance PTX modules assembled");
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
 #[test]
 fn library_kernels_assemble_for_sm80_and_sm90() {
     let Some(px) = ptxas::find_or_skip() else { return };

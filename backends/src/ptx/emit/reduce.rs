@@ -437,7 +437,8 @@ impl<'k> PtxWriter<'k> {
                     self.line(format!("add.u32 {a}, {base}, {o};"));
                     let v = self.reg(ac);
                     let rel = src as i64 - (off * stride * sz) as i64;
-                    let rel = if rel < 0 { format!("-{}", -rel) } else { format!("+{rel}") };
+                    // (PTX spells a negative displacement `+-4`)
+                    let rel = format!("+{rel}");
                     self.line(format!("@{p} ld.shared.{ty} {v}, [{a}{rel}];"));
                     let t = self.reg(ac);
                     self.line(format!("mov.{ty} {t}, {};", cur[r]));
