@@ -365,7 +365,7 @@ fn grouped_gemm_case(dev: &Device, small: bool) -> R<Case> {
     let mut out = dev.full(m * n, bf16::NAN).map_err(e)?;
     let grid = [tile_group.len() as u32, n.div_ceil(bn) as u32, 1];
     let cfg = LaunchConfig::new(grid).num_warps(if small { 4 } else { 8 }).num_stages(3);
-    let mut go = || grouped_gemm::launch(dev, cfg.clone(), &x, &w, &mut out, &tg, &tr, &ge, n as i32, k as i32, bm as i32, bn as i32, bk as i32);
+    let mut go = || grouped_gemm::launch(dev, cfg, &x, &w, &mut out, &tg, &tr, &ge, n as i32, k as i32, bm as i32, bn as i32, bk as i32);
     let (ms, b2b) = time(dev, &mut go)?;
     let got = out.to_vec().map_err(e)?;
     let mut err = 0.0f64;

@@ -359,6 +359,168 @@ impl<'k> PtxWriter<'k> {
         Ok(cur)
     }
 
+    /// The scan of [`Self::scan`] where the layout allows it (no copies of
+    /// an element, the canonical lane/warp/repetition order along the
+    /// axis), as Triton scans: each thread runs over its contiguous
+    /// elements in registers, the threads' totals are scanned across the
+    /// lanes of the axis by `shfl.up` (log₂ lanes steps), the warps'
+    /// totals go through shared memory (one slot per warp and row, one
+    /// barrier), repetitions carry their running total. `None`: not this
+    /// layout ([`Self::scan`] takes the general path).
+    fn scan_by_threads(&mut self, shape: &[u32], axis: usize, vals: &[String], ac: RegClass, at: &str, ty: &str) -> R<Option<Vec<String>>> {
+        let lay = self.layout(shape);
+        let bl = lay.bl.clone();
+        let (spt, tpw, wpc, reps) = (bl.spt[axis], bl.tpw[axis], bl.wpc[axis], bl.reps[axis]);
+        let cov = bl.coverage(axis);
+        let canonical = bl.warp_mul[axis] == tpw && bl.rep_off[axis].iter().enumerate().all(|(q, &o)| o == q as u32 * cov);
+        if bl.any_replication() || !canonical || ac == RegClass::Rd || shape[axis] < 2 {
+            return Ok(None);
+        }
+        let strides = bl.strides();
+        let stride = strides[axis];
+        let zero = if ac == RegClass::F { "0f00000000" } else { "0" };
+        // the registers of each row (the other dimensions' offsets), by
+        // position along the axis
+        let mut rows: Vec<(Vec<u32>, Vec<(u32, usize)>)> = vec![];
+        for (r, off) in lay.reg_offsets.iter().enumerate() {
+            let mut key = off.clone();
+            key[axis] = 0;
+            match rows.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push((off[axis], r)),
+                None => rows.push((key, vec![(off[axis], r)])),
+            }
+        }
+        // this thread's lane and warp fields along the axis
+        let lf = self.reg(RegClass::R);
+        self.line(format!("bfe.u32 {lf}, {}, {}, {};", self.lane, bl.lane_shift[axis], tpw.trailing_zeros().max(1)));
+        if tpw == 1 {
+            self.line(format!("mov.u32 {lf}, 0;"));
+        }
+        let wf = self.reg(RegClass::R);
+        if wpc > 1 {
+            self.line(format!("bfe.u32 {wf}, {}, {}, {};", self.warp, bl.warp_shift[axis], wpc.trailing_zeros()));
+        } else {
+            self.line(format!("mov.u32 {wf}, 0;"));
+        }
+        let add = |me: &mut Self, a: &str, b: &str| -> String {
+            let o = me.reg(ac);
+            me.line(format!("add.{at} {o}, {a}, {b};"));
+            o
+        };
+        let mut out = vals.to_vec();
+        let base = if wpc > 1 {
+            self.smem_need(shape.iter().product::<u32>() * 4);
+            self.bar();
+            Some(self.smem_base())
+        } else {
+            None
+        };
+        for (_, regs) in rows.iter_mut() {
+            regs.sort();
+            // the row's first element's linear index (slots: row + w·stride)
+            let row0 = {
+                let (_, r0) = regs[0];
+                let lin = self.lin(shape, r0);
+                let i = self.index(shape, r0, axis);
+                let o = self.reg(RegClass::R);
+                self.line(format!("mul.lo.u32 {o}, {i}, {stride};"));
+                self.line(format!("sub.u32 {o}, {lin}, {o};"));
+                o
+            };
+            let mut carry: Option<String> = None;
+            for q in 0..reps {
+                let mine: Vec<usize> = regs.iter().filter(|(p, _)| p / cov == q).map(|&(_, r)| r).collect();
+                debug_assert_eq!(mine.len() as u32, spt);
+                // 1. the thread's run, in registers
+                let mut run = vec![out[mine[0]].clone()];
+                for &r in &mine[1..] {
+                    let prev = run.last().unwrap().clone();
+                    run.push(add(self, &prev, &out[r]));
+                }
+                let total = run.last().unwrap().clone();
+                // 2. inclusive scan of the totals over the lanes
+                let mut incl = total.clone();
+                let mut d = 1;
+                while d < tpw {
+                    let t = self.reg(ac);
+                    let p = self.reg(RegClass::P);
+                    self.line(format!("shfl.sync.up.b32 {t}, {incl}, {}, 0, -1;", d << bl.lane_shift[axis]));
+                    self.line(format!("setp.ge.u32 {p}, {lf}, {d};"));
+                    let n2 = self.reg(ac);
+                    self.line(format!("mov.{ty} {n2}, {incl};"));
+                    self.line(format!("@{p} add.{at} {n2}, {n2}, {t};"));
+                    incl = n2;
+                    d *= 2;
+                }
+                // the exclusive prefix: the previous lane's inclusive one
+                let excl = self.reg(ac);
+                if tpw > 1 {
+                    let p = self.reg(RegClass::P);
+                    self.line(format!("shfl.sync.up.b32 {excl}, {incl}, {}, 0, -1;", 1u32 << bl.lane_shift[axis]));
+                    self.line(format!("setp.eq.u32 {p}, {lf}, 0;"));
+                    self.line(format!("@{p} mov.{ty} {excl}, {zero};"));
+                } else {
+                    self.line(format!("mov.{ty} {excl}, {zero};"));
+                }
+                // 3. the warps before this one, and the repetition's total
+                let mut offset = excl;
+                let rep_total;
+                if let Some(base) = &base {
+                    let last = self.reg(RegClass::P);
+                    self.line(format!("setp.eq.u32 {last}, {lf}, {};", tpw - 1));
+                    let a = self.reg(RegClass::R);
+                    self.line(format!("mad.lo.u32 {a}, {wf}, {stride}, {row0};"));
+                    self.line(format!("mad.lo.u32 {a}, {a}, 4, {base};"));
+                    self.st_shared_if(ac, &a, &incl, Some(&last));
+                    self.bar();
+                    let mut before = self.reg(ac);
+                    self.line(format!("mov.{ty} {before}, {zero};"));
+                    let mut all = self.reg(ac);
+                    self.line(format!("mov.{ty} {all}, {zero};"));
+                    for w in 0..wpc {
+                        let a = self.reg(RegClass::R);
+                        self.line(format!("add.u32 {a}, {row0}, {};", w * stride));
+                        self.line(format!("mad.lo.u32 {a}, {a}, 4, {base};"));
+                        let v = self.ld_shared(ac, &a);
+                        let p = self.reg(RegClass::P);
+                        self.line(format!("setp.gt.u32 {p}, {wf}, {w};"));
+                        let b2 = self.reg(ac);
+                        self.line(format!("mov.{ty} {b2}, {before};"));
+                        self.line(format!("@{p} add.{at} {b2}, {b2}, {v};"));
+                        before = b2;
+                        all = add(self, &all, &v);
+                    }
+                    // (the slots are read before the next repetition writes them)
+                    self.bar();
+                    offset = add(self, &offset, &before);
+                    rep_total = all;
+                } else {
+                    // the last lane's inclusive prefix
+                    let t = self.reg(ac);
+                    let clear = !(((tpw - 1) << bl.lane_shift[axis]) as i32);
+                    let src = self.reg(RegClass::R);
+                    self.line(format!("and.b32 {src}, {}, {clear};", self.lane));
+                    self.line(format!("or.b32 {src}, {src}, {};", (tpw - 1) << bl.lane_shift[axis]));
+                    self.line(format!("shfl.sync.idx.b32 {t}, {incl}, {src}, 31, -1;"));
+                    rep_total = t;
+                }
+                if let Some(c) = &carry {
+                    offset = add(self, &offset, c);
+                }
+                for (k, &r) in mine.iter().enumerate() {
+                    out[r] = add(self, &run[k], &offset);
+                }
+                if q + 1 < reps {
+                    carry = Some(match &carry {
+                        Some(c) => add(self, c, &rep_total),
+                        None => rep_total,
+                    });
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
     pub(super) fn shfl(&mut self, v: &str, c: RegClass, mask: u32) -> String {
         match c {
             RegClass::Rd => {
@@ -410,7 +572,9 @@ impl<'k> PtxWriter<'k> {
         let len = shape[axis];
         let stride = self.layout(&shape).bl.strides()[axis];
         let rounds = len.next_power_of_two().trailing_zeros();
-        if rounds > 0 {
+        if let Some(done) = self.scan_by_threads(&shape, axis, &cur, ac, at, ty)? {
+            cur = done;
+        } else if rounds > 0 {
             self.smem_need(2 * n * sz);
             self.bar();
             let base = self.smem_base();
