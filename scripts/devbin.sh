@@ -17,7 +17,7 @@ for t in library gemm attention quant w8a8 fp8 conformance_cuda conformance_wgpu
 done
 cargo build --release -p ferrotile-kernels --examples
 for e in custom_kernel library autotune graphs quantized streams; do cp "target/release/examples/$e" ".devbin/ex_$e"; done
-cp target/release/ferrotile target/release/bench target/release/run-library target/release/emit-ptx target/release/rows-multi target/release/attn-user target/release/dequant-user .devbin/
+cp target/release/ferrotile target/release/bench target/release/run-library target/release/emit-ptx target/release/rows-multi target/release/attn-user target/release/dequant-user target/release/user-suite .devbin/
 for f in .devbin/*; do strip "$f" 2>/dev/null || true; done
 cp benches/peers.py benches/compare.py scripts/gpu-run.sh .devbin/
 if [ ! -d .gl ]; then
