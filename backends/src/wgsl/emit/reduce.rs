@@ -360,29 +360,35 @@ impl<'k> WgslWriter<'k> {
             self.stage(&cur, &shape, ac, 0)?;
             self.bar();
             let at_of: Vec<(String, String)> = (0..regs.len()).map(|r| Ok((self.lin(&shape, r)?, self.index(&shape, r, axis)?))).collect::<R<_>>()?;
-            for k in 0..rounds {
-                let off = 1u32 << k;
-                let (src, dst) = if k % 2 == 0 { (0, n * nw) } else { (n * nw, 0) };
-                let mut next = vec![];
-                for (r, (lin, i)) in at_of.iter().enumerate() {
-                    let t = self.var_(ac, Some(&cur[r]));
-                    let v = Self::ld_slot(&format!("({lin} - {}u) * {nw}u + {src}u", off * st), ac);
-                    if ac == WTy::L {
-                        let add = self.helper("ft_add64");
-                        self.line(format!("if ({i} >= {off}u) {{ {t} = {add}({t}, {v}); }}"));
-                    } else {
-                        self.line(format!("if ({i} >= {off}u) {{ {t} = {t} + {v}; }}"));
-                    }
-                    if k + 1 < rounds {
-                        self.st_slot(&format!("{lin} * {nw}u + {dst}u"), &t, ac);
-                    }
-                    next.push(t);
-                }
-                cur = next;
-                if k + 1 < rounds {
-                    self.bar();
+            // (one WGSL loop over the rounds, not the rounds unrolled:
+            // lavapipe's LLVM compiled the unrolled form 4× slower than the
+            // old serial loop; the tile's registers are `var`s updated in
+            // place)
+            let cur_vars: Vec<String> = cur.iter().map(|c| self.var_(ac, Some(c))).collect();
+            let (k, off) = (self.fresh(), self.fresh());
+            self.line(format!("for (var {k}: u32 = 0u; {k} < {rounds}u; {k} = {k} + 1u) {{"));
+            self.ind += 1;
+            self.line(format!("let {off}: u32 = 1u << {k};"));
+            let src = self.let_(WTy::U, format!("({k} & 1u) * {}u", n * nw));
+            let dst = self.let_(WTy::U, format!("{}u - {src}", n * nw));
+            for ((lin, i), t) in at_of.iter().zip(&cur_vars) {
+                let v = Self::ld_slot(&format!("({lin} - {off} * {st}u) * {nw}u + {src}"), ac);
+                if ac == WTy::L {
+                    let add = self.helper("ft_add64");
+                    self.line(format!("if ({i} >= {off}) {{ {t} = {add}({t}, {v}); }}"));
+                } else {
+                    self.line(format!("if ({i} >= {off}) {{ {t} = {t} + {v}; }}"));
                 }
             }
+            // (all of this round's reads are done before any write of the
+            // copy the next round reads)
+            for ((lin, _), t) in at_of.iter().zip(&cur_vars) {
+                self.st_slot(&format!("{lin} * {nw}u + {dst}"), t, ac);
+            }
+            self.bar();
+            self.ind -= 1;
+            self.line("}");
+            cur = cur_vars;
         }
         let mut out = vec![];
         for acc in cur {
