@@ -255,18 +255,7 @@ impl<'k> PtxWriter<'k> {
                 let (ptrs, inb) = self.block_ptrs(*view, offsets, &shape)?;
                 let vals = self.get(*value);
                 let d = self.dtype(*value);
-                let mut preds = vec![];
-                for (r, p) in inb.iter().enumerate() {
-                    let pr = match self.owner(&shape, r) {
-                        Some(o) => {
-                            let q = self.reg(RegClass::P);
-                            self.line(format!("and.pred {q}, {p}, {o};"));
-                            q
-                        }
-                        None => p.clone(),
-                    };
-                    preds.push(Some(pr));
-                }
+                let (preds, _) = self.owned_lanes(&shape, Some(&inb), inb.len());
                 self.store_regs(&ptrs, &preds, &vals, d, false, 1)?;
                 None
             }

@@ -348,6 +348,29 @@ impl<'k> PtxWriter<'k> {
         out
     }
 
+    /// Per register of a `shape` access: the predicate of the lanes that
+    /// touch memory (the mask, and the owner of an element a replicated
+    /// layout holds copies of: [`Self::owner`]), and the owner predicate
+    /// alone. `None`: every lane.
+    pub(super) fn owned_lanes(&mut self, shape: &[u32], mask: Option<&[String]>, n: usize) -> (Vec<Option<String>>, Vec<Option<String>>) {
+        let mut preds = vec![];
+        let mut owners = vec![];
+        for r in 0..n {
+            let own = self.owner(shape, r);
+            preds.push(match (mask, &own) {
+                (Some(m), Some(o)) => {
+                    let q = self.reg(RegClass::P);
+                    self.line(format!("and.pred {q}, {}, {o};", m[r]));
+                    Some(q)
+                }
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o.clone(),
+            });
+            owners.push(own);
+        }
+        (preds, owners)
+    }
+
     pub(super) fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
         if !atomic && self.store_staged(ptr, value, mask)? {
             return Ok(());
@@ -360,20 +383,7 @@ impl<'k> PtxWriter<'k> {
         let rp = self.get(ptr);
         let rv = self.get(value);
         let rm = mask.map(|m| self.get(m));
-        let mut preds = vec![];
-        for r in 0..rp.len() {
-            let own = self.owner(&shape, r);
-            let p = match (&rm, own) {
-                (Some(m), Some(o)) => {
-                    let q = self.reg(RegClass::P);
-                    self.line(format!("and.pred {q}, {}, {o};", m[r]));
-                    Some(q)
-                }
-                (Some(m), None) => Some(m[r].clone()),
-                (None, o) => o,
-            };
-            preds.push(p);
-        }
+        let (preds, _) = self.owned_lanes(&shape, rm.as_deref(), rp.len());
         let w = if atomic || self.layout_has_repl(&shape) { 1 } else { self.vec_width(ptr, mask) };
         self.store_regs(&rp, &preds, &rv, d, atomic, w)
     }
@@ -589,30 +599,13 @@ impl<'k> PtxWriter<'k> {
             RegClass::H => "0x0000",
             _ => "0",
         };
-        let ty = match c {
-            RegClass::F => "f32",
-            RegClass::H => "b16",
-            RegClass::Rd => "b64",
-            _ => "b32",
-        };
-        let mut owners = vec![];
+        let (preds, owners) = self.owned_lanes(&shape, rm.as_deref(), rp.len());
         let mut old = vec![];
-        for r in 0..rp.len() {
-            let own = self.owner(&shape, r);
-            let pred = match (&rm, &own) {
-                (Some(m), Some(o)) => {
-                    let q = self.reg(RegClass::P);
-                    self.line(format!("and.pred {q}, {}, {o};", m[r]));
-                    Some(q)
-                }
-                (Some(m), None) => Some(m[r].clone()),
-                (None, o) => o.clone(),
-            };
+        for (r, pred) in preds.iter().enumerate() {
             let o = self.reg(c);
-            self.line(format!("mov.{ty} {o}, {zero};"));
-            let at = pred.map(|p| format!("@{p} ")).unwrap_or_default();
+            self.mov(c, &o, zero);
+            let at = pred.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
             self.line(format!("{at}atom.relaxed.gpu.global.{op} {o}, [{}], {};", rp[r], rv[r]));
-            owners.push(own);
             old.push(o);
         }
         let copies = shape.is_empty() || self.layout_has_repl(&shape);

@@ -357,15 +357,9 @@ fn {name}(i: u32, v: {vty}) -> u32 {{
         let rv = self.get(value);
         let rm = mask.map(|m| self.get(m));
         let w = wty_of(d);
-        let mut owners = vec![];
+        let (preds, owners) = self.owned_lanes(&shape, rm.as_deref(), rp.len())?;
         let mut old = vec![];
-        for r in 0..rp.len() {
-            let own = self.owner(&shape, r)?;
-            let pred = match (&rm, &own) {
-                (Some(m), Some(o)) => Some(format!("{} && {o}", m[r])),
-                (Some(m), None) => Some(m[r].clone()),
-                (None, o) => o.clone(),
-            };
+        for (r, pred) in preds.iter().enumerate() {
             let (i, v) = (&rp[r], &rv[r]);
             let e = match d {
                 DType::I32 | DType::U32 => format!("atomicAdd(&b{p}[{i}], {v})"),
@@ -391,7 +385,6 @@ fn {name}(i: u32, v: {vty}) -> u32 {{
                 Some(c) => self.line(format!("if ({c}) {{ {o} = {e}; }}")),
                 None => self.line(format!("{o} = {e};")),
             }
-            owners.push(own);
             old.push(o);
         }
         if shape.is_empty() {
@@ -516,6 +509,25 @@ fn {name}(i: u32, v: {vty}) -> u32 {{
         Ok(true)
     }
 
+    /// Per register of a `shape` access: the condition of the invocations
+    /// that touch memory (the mask, and the owner of an element a
+    /// replicated layout holds copies of: [`Self::owner`]), and the owner
+    /// condition alone. `None`: every invocation.
+    pub(super) fn owned_lanes(&mut self, shape: &[u32], mask: Option<&[String]>, n: usize) -> R<(Vec<Option<String>>, Vec<Option<String>>)> {
+        let mut preds = vec![];
+        let mut owners = vec![];
+        for r in 0..n {
+            let own = self.owner(shape, r)?;
+            preds.push(match (mask, &own) {
+                (Some(m), Some(o)) => Some(format!("{} && {o}", m[r])),
+                (Some(m), None) => Some(m[r].clone()),
+                (None, o) => o.clone(),
+            });
+            owners.push(own);
+        }
+        Ok((preds, owners))
+    }
+
     pub(super) fn store(&mut self, ptr: V, value: V, mask: Option<V>, atomic: bool) -> R<()> {
         if !atomic && self.store_slice(ptr, value, mask)? {
             return Ok(());
@@ -526,15 +538,7 @@ fn {name}(i: u32, v: {vty}) -> u32 {{
         let rp = self.get(ptr);
         let rv = self.get(value);
         let rm = mask.map(|m| self.get(m));
-        let mut preds: Vec<Option<String>> = vec![];
-        for r in 0..rp.len() {
-            let own = self.owner(&shape, r)?;
-            preds.push(match (&rm, own) {
-                (Some(m), Some(o)) => Some(format!("{} && {o}", m[r])),
-                (Some(m), None) => Some(m[r].clone()),
-                (None, o) => o,
-            });
-        }
+        let (preds, _) = self.owned_lanes(&shape, rm.as_deref(), rp.len())?;
         // Pairs of 16-bit elements one invocation holds consecutively: one
         // word store when they turn out to share an aligned word.
         let pairs = !atomic && d.size_bytes() == 2 && !shape.is_empty() && {
