@@ -98,6 +98,7 @@ pub fn cases() -> Vec<Case> {
         case!("generic_cast", "`x as U` in kernels with two dtype parameters", casts::generic_cast),
         case!("bitcast", "bitcast between f32, i32 and u32 (tiles and scalars), the exponent trick", casts::bitcast),
         case!("reduce_float", "sum max min argmax argmin along axes 0 and 1; f32/f16/bf16", reduce::reduce_float),
+        case!("arg_nan", "max with argmax of the same row (reduced once) and argmin over rows with NaNs, ties, all-NaN rows, masked lanes", reduce::arg_nan),
         case!("row_stats", "multi-row programs: row statistics broadcast back into their rows; carried row vectors", reduce::row_stats),
         case!("sum_order", "sum combines partials in a tree (a large value plus many small ones)", reduce::sum_order),
         case!(
@@ -107,6 +108,7 @@ pub fn cases() -> Vec<Case> {
         ),
         case!("reduce_int", "sum (i8/u8 -> i32) max min argmax argmin along axes 0 and 1; integers", reduce::reduce_int),
         case!("cumsum", "cumsum along axes 0 and 1; floats and integers (i8 -> i32)", reduce::cumsum),
+        case!("ring_gemm_late", "GEMMs on pointer-loaded rings feeding wgmma in flight, at tiles where the copies follow the MMA (CUDA)", reduce::ring_gemm_late),
         case!("dot", "dot f32/f16/bf16 -> f32 with accumulator, K loop with masked tails", reduce::dot_float),
         case!("dot_tf32", "dot_tf32 (inputs rounded to tf32) and two-argument dot", reduce::dot_tf32),
         case!("tf32_modes", "dot_tf32 rounds, dot_tf32_trunc truncates (wgmma rings on Hopper), round_tf32 exact", reduce::tf32_modes),
@@ -209,7 +211,7 @@ pub fn report(outcomes: &[Outcome]) -> String {
     s
 }
 
-/// Run the whole suite (or `FERROTILE_CASE=name`) on `dev` with the seed
+/// Run the whole suite (or `FERROTILE_CASE=name[,name..]`) on `dev` with the seed
 /// from `FERROTILE_SEED` or the clock (printed, so a run can be
 /// reproduced), print the report, and panic naming every failed case.
 /// `limit`: run each case on its own thread and fail it after that long
@@ -225,7 +227,7 @@ pub fn run_suite(dev: &Device, limit: Option<std::time::Duration>) {
     let all = cases();
     assert!(all.len() >= 20, "the suite lost cases: {}", all.len());
     let mut outcomes = vec![];
-    for c in all.iter().filter(|c| only.as_deref().is_none_or(|o| o == c.name)) {
+    for c in all.iter().filter(|c| only.as_deref().is_none_or(|o| o.split(',').any(|n| n == c.name))) {
         let t = std::time::Instant::now();
         let s = case_seed(seed, c.name);
         let result = match limit {

@@ -95,3 +95,52 @@ fn ring_copies_only_where_zero_fill_and_single_use_allow() {
         assert!(one.contains("ld.global"), "fill_one: A is an ordinary load");
     }
 }
+
+/// A user's GEMM as the tutorials write it: masked pointer loads of
+/// 128×64 and 64×128 bf16 tiles, 8 warps.
+#[kernel]
+fn gemm_128<const BK: i32>(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, m: i32, n: i32, k: i32) {
+    let rm = program_id(0) * 128 + arange(0, 128);
+    let rn = program_id(1) * 128 + arange(0, 128);
+    let mut acc = zeros([128, 128], f32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let ta = load(a + expand_dims(rm, 1) * k + expand_dims(kk, 0), expand_dims(rm < m, 1) & expand_dims(kk < k, 0), 0.0);
+        let tb = load(b + expand_dims(kk, 1) * n + expand_dims(rn, 0), expand_dims(kk < k, 1) & expand_dims(rn < n, 0), 0.0);
+        acc = dot(ta, tb, acc);
+    }
+    store(c + expand_dims(rm, 1) * n + expand_dims(rn, 0), acc, expand_dims(rm < m, 1) & expand_dims(rn < n, 0));
+}
+
+/// `async_copy::late_prefetch`: with its MMA in flight, the 128×128×64 ring
+/// GEMM's rings would take 4 slots of 32 KB at 3 stages — one program per
+/// SM. The copies then follow the MMA (after its wait for the previous
+/// iteration's MMA and a barrier) and refill that MMA's slots: 3 slots, 96
+/// KB, two programs per SM. At BK = 32 (64 KB with the extra slot: already
+/// three per SM) nothing changes. ptxas accepts every variant.
+#[test]
+fn late_prefetch_drops_the_extra_slot_where_it_costs_occupancy() {
+    let px = ferrotile_backends::ptxas::find_or_skip();
+    let k = gemm_128::ir();
+    let emit_at = |bk: i64, late: bool| {
+        let spec = specialize(k, &[bk], &[]).unwrap();
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, late_prefetch: late, ..PtxOptions::new(90, 8, k.params.len()) };
+        emit(&spec, &opts).unwrap()
+    };
+    let bk32 = emit_at(32, false).smem_bytes;
+    for (bk, late, want_smem) in [(64, true, 96 * 1024), (64, false, 128 * 1024), (32, true, bk32)] {
+        let p = emit_at(bk, late);
+        assert_eq!(p.smem_bytes, want_smem, "BK={bk} late_prefetch={late}");
+        let body = &p.text[p.text.find("$L1:").unwrap()..p.text.find("$L2:").unwrap()];
+        let copy = body.find("cp.async.cg.shared.global").expect("the loop's copies");
+        let after = body.find("wgmma.wait_group.sync.aligned").filter(|&w| w < copy);
+        assert_eq!(after.is_some(), late && bk == 64, "BK={bk} late_prefetch={late}: the loop's copies after the MMA's wait");
+        if let Some(w) = after {
+            assert!(body[w..copy].contains("wait_group.sync.aligned 1"), "the MMA stays in flight");
+            assert!(body[w..copy].contains("bar.sync"), "a barrier between the wait and the copies that refill its slots");
+        }
+        if let Some(px) = &px {
+            ferrotile_backends::ptxas::assemble(px, &p.text, 90).unwrap_or_else(|e| panic!("BK={bk}: {e}"));
+        }
+    }
+}

@@ -19,8 +19,59 @@
 //! shared memory, or a register remap where no data crosses threads).
 //! Takes the layout and the axis; guarantees groups cover every register
 //! exactly once, in register order within a group.
+//!
+//! [`siblings`] pairs a `max` with an `argmax` (a `min` with an `argmin`)
+//! of the same tile along the same axis in the same block — top-k, a
+//! sampled token and its logit, the running maximum with its position —
+//! so the emitters reduce once: the (value, index) reduction carries the
+//! value as `max`/`min` of the two it combines (which compares exactly as
+//! the element its index picks), and that value *is* the `max`.
+
+use std::collections::HashMap;
+
+use ferrotile_ir::{Block, Kernel, OpKind, ReduceOp, V};
 
 use super::layout::Blocked;
+
+/// `max`/`argmax` (`min`/`argmin`) of one tile along one axis, in the same
+/// block: the result emitted first → the other, which the emitter of the
+/// first computes in the same reduction (see the module doc). Both orders
+/// of the two ops pair; a tile reduced twice the same way pairs its first
+/// two reductions of the two kinds only.
+pub fn siblings(k: &Kernel) -> HashMap<V, V> {
+    fn family(o: ReduceOp) -> Option<(bool, bool)> {
+        // (a maximum?, the index?)
+        match o {
+            ReduceOp::Max => Some((true, false)),
+            ReduceOp::Argmax => Some((true, true)),
+            ReduceOp::Min => Some((false, false)),
+            ReduceOp::Argmin => Some((false, true)),
+            ReduceOp::Sum => None,
+        }
+    }
+    fn go(b: &Block, out: &mut HashMap<V, V>) {
+        // (tile, axis, maximum?, index?) → the first such reduction's result
+        let mut seen: HashMap<(V, u8, bool, bool), V> = HashMap::new();
+        for op in &b.ops {
+            if let OpKind::Reduce { op: o, x, axis } = &op.kind {
+                if let (Some((hi, arg)), Some(&res)) = (family(*o), op.results.first()) {
+                    if let Some(&first) = seen.get(&(*x, *axis, hi, !arg)) {
+                        if !out.contains_key(&first) && !out.values().any(|&v| v == first) {
+                            out.insert(first, res);
+                        }
+                    }
+                    seen.entry((*x, *axis, hi, arg)).or_insert(res);
+                }
+            }
+            for r in op.kind.regions() {
+                go(r, out);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    go(&k.body, &mut out);
+    out
+}
 
 /// See the module doc.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -96,6 +96,12 @@ pub struct AsyncPlan {
     /// accumulator — so no other instruction touches those registers until
     /// the loop ends. Value: the carried accumulator.
     pub inflight: HashMap<V, V>,
+    /// In-flight `dot`s ([`Self::inflight`]) of `cp.async` rings that do
+    /// without the extra slot ([`late_prefetch`]): their loop issues the
+    /// next tiles' copies after the MMA, once a barrier says every
+    /// warpgroup has waited for the previous iteration's MMA — whose slots
+    /// the copies then refill.
+    pub late: std::collections::HashSet<V>,
     /// Per class: how a tile is laid out in its slot.
     pub layout: Vec<SlotLayout>,
     /// Per class: the TMA view its loads read (`load_block`s of a
@@ -634,6 +640,52 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         }
     }
     out
+}
+
+/// Shared memory of an sm_90 SM, and what the driver reserves per block.
+const SMEM_PER_SM: u32 = 228 * 1024;
+const SMEM_PER_BLOCK_RESERVED: u32 = 1024;
+
+/// Which in-flight `dot`s give up their rings' extra slot
+/// ([`AsyncPlan::late`]), for kernels of `num_warps` warps without a
+/// producer warp. An in-flight MMA still reads the previous iteration's
+/// slots while this iteration's copies are issued, so its rings hold one
+/// slot more than the prefetch distance needs; issuing the copies after
+/// the MMA instead, behind one more barrier per iteration, lets them refill
+/// those slots. Taken for `cp.async` rings (bulk copies complete on
+/// mbarriers, a schedule of their own) when the smaller rings let more
+/// programs share an SM — by shared memory, and by registers as far as the
+/// accumulator (plus 48 registers for addresses and predicates) shows it:
+/// a 128×128×64 bf16 ring GEMM on 8 warps takes 96 KB instead of 128 KB,
+/// two programs per SM instead of one. Guarantees: every class keeps at
+/// least the prefetch distance + 1 slots.
+pub fn late_prefetch(k: &Kernel, p: &mut AsyncPlan, num_warps: u32) {
+    let threads = num_warps * 32;
+    let blocks = |bytes: u32| SMEM_PER_SM / (bytes + SMEM_PER_BLOCK_RESERVED);
+    let mut dots = vec![];
+    k.walk(&mut |op| {
+        if let OpKind::Dot { a, b, .. } = &op.kind {
+            if p.inflight.contains_key(&op.results[0]) {
+                let elems: u64 = k.ty(op.results[0]).shape().iter().map(|d| d.known().unwrap_or(0) as u64).product();
+                dots.push((op.results[0], *a, *b, elems));
+            }
+        }
+    });
+    for (res, a, b, elems) in dots {
+        let (Some(ca), Some(cb)) = (p.class_of(a), p.class_of(b)) else { continue };
+        if ca == cb || p.tma[ca].is_some() || p.tma[cb].is_some() || p.slots[ca] < 3 || p.slots[cb] < 3 {
+            continue;
+        }
+        let now = p.ring_bytes();
+        let smaller = now - p.slot_bytes[ca] - p.slot_bytes[cb];
+        let regs = ((elems / threads as u64) as u32 + 48).next_multiple_of(8);
+        let by_regs = 65536 / (regs * threads);
+        if blocks(smaller) > blocks(now) && by_regs > blocks(now) {
+            p.slots[ca] -= 1;
+            p.slots[cb] -= 1;
+            p.late.insert(res);
+        }
+    }
 }
 
 #[cfg(test)]

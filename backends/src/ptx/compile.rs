@@ -57,7 +57,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands)
         .with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
-    let ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
+    let mut ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
+    if !o.warp_specialize && o.cluster == 1 && o.late_prefetch {
+        async_copy::late_prefetch(k, &mut ring_plan, o.num_warps);
+    }
     // (the producer is a 33rd warp at most; TMA rings feed wgmma, whose
     // warpgroups need num_warps % 4 == 0)
     // (a whole producer warpgroup: at most 32 warps in all)

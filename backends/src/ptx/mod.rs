@@ -67,6 +67,12 @@ pub struct PtxOptions {
     /// reduction such as a GEMV then keeps its next tiles' loads in flight
     /// while it computes ([`ferrotile_ir::passes::pipeline`]).
     pub pipeline_every_loop: bool,
+    /// In-flight `wgmma` loops on `cp.async` rings issue their copies
+    /// after the MMA when smaller rings let more programs share an SM
+    /// ([`async_copy::late_prefetch`]); false: one slot more per ring
+    /// (off by default until measured on the H200: the CUDA runtime reads
+    /// `FERROTILE_LATE_PREFETCH=1`).
+    pub late_prefetch: bool,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`tma`]) become TMA bulk tensor copies (the kernel then
     /// takes one tensor-map parameter per such view, after its own; see
@@ -173,6 +179,7 @@ impl PtxOptions {
             mma_i8: true,
             pipeline: 0,
             pipeline_every_loop: false,
+            late_prefetch: false,
             tma: true,
             warp_specialize: false,
             cluster: 1,

@@ -25,8 +25,10 @@
 //! into `cp.async` copies (`backends/src/ptx/async_copy.rs`), one more
 //! shared-memory slot. With a distance `d > 1` the prologue loads the first
 //! `d` iterations and each tile is carried through `d` loop values. Without a `dot` the loop is left alone
-//! (streaming loops gain nothing and would lose registers) unless the launch
-//! asks for every loop ([`pipeline_loops`]), and so is a loop
+//! (with many warps resident, a streaming loop's latency is hidden by the
+//! others, and prefetching costs registers) unless the launch asks for every
+//! loop ([`pipeline_loops`]: the CUDA runtime also does for launches of at
+//! most 16 warps per SM), and so is a loop
 //! that stores to memory (a load moved one iteration earlier could miss the
 //! previous iteration's store).
 //!

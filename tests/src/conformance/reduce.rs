@@ -763,6 +763,47 @@ pub fn dot_float(dev: &Device, seed: u64) -> R {
     matmul_t::<bf16>(dev, seed ^ 2)
 }
 
+/// GEMMs whose pointer-loaded operand rings feed `wgmma`s kept in flight
+/// across iterations, at tiles (128×128×64, 8 warps, 3 and 4 stages) where
+/// the rings do without their extra slot on CUDA (the copies issued after
+/// the MMA: `async_copy::late_prefetch`), K from one tile to many, M and N
+/// not multiples of the block; small tiles on the other devices.
+pub fn ring_gemm_late(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    let cuda = dev.kind() == DeviceKind::Cuda;
+    let shapes: &[(usize, usize, usize)] = if cuda { &[(300, 200, 520), (129, 257, 64), (256, 128, 1000), (1, 130, 136)] } else { &[(37, 45, 70)] };
+    let (bm, bn, bk, warps) = if cuda { (128, 128, 64, 8) } else { (16, 16, 16, 4) };
+    for &(m, n, k) in shapes {
+        for stages in [3u32, 4] {
+            for f16_in in [false, true] {
+                let c = Ctx::new(
+                    "ring_gemm_late",
+                    seed,
+                    format!("{} {m}x{k} · {k}x{n} BM={bm} BN={bn} BK={bk} stages {stages}", if f16_in { "f16" } else { "bf16" }),
+                );
+                let af: Vec<f64> = (0..m * k).map(|_| rng.normal()).collect();
+                let bf: Vec<f64> = (0..k * n).map(|_| rng.normal()).collect();
+                let bias = rng.normal() as f32;
+                let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+                let grid = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(warps).num_stages(stages);
+                let (ar, br): (Vec<f64>, Vec<f64>) = if f16_in {
+                    let (a, b): (Vec<f16>, Vec<f16>) = (af.iter().map(|&v| f16::round(v)).collect(), bf.iter().map(|&v| f16::round(v)).collect());
+                    c.launch(k_matmul::launch(dev, grid, &upload(dev, &a)?, &upload(dev, &b)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
+                    (a.iter().map(|v| v.to_f64()).collect(), b.iter().map(|v| v.to_f64()).collect())
+                } else {
+                    let (a, b): (Vec<bf16>, Vec<bf16>) = (af.iter().map(|&v| bf16::round(v)).collect(), bf.iter().map(|&v| bf16::round(v)).collect());
+                    c.launch(k_matmul::launch(dev, grid, &upload(dev, &a)?, &upload(dev, &b)?, &mut out, m as i32, n as i32, k as i32, bias, bm, bn, bk))?;
+                    (a.iter().map(|v| v.to_f64()).collect(), b.iter().map(|v| v.to_f64()).collect())
+                };
+                let (want, mag) = matmul_ref(&ar, &br, m, n, k, bias as f64);
+                let got = download(&out)?;
+                check_dot(&c, "C = bias + A·B", &got[..m * n], &want, &mag, k, n)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn dot_i8(dev: &Device, seed: u64) -> R {
     let mut rng = Rng::new(seed);
     for &(m, n, k, bm, bn, bk) in DOT_SHAPES {
@@ -968,6 +1009,87 @@ pub fn k_row_stats<const R: i32, const B: i32, const C: i32>(
         mi = mn;
     }
     store(lse + rows, mi + log(li), rm);
+}
+
+/// `max` with `argmax` of the same row (one paired reduction on the GPU
+/// backends) and an `argmin` alone, over rows with NaNs: NaN loses to every
+/// number, ties and all-NaN rows give the first index.
+#[kernel]
+pub fn k_arg_nan<const BN: i32>(x: Ptr<f32>, mx: Ptr<f32>, am: Ptr<i32>, an: Ptr<i32>, n: i32) {
+    let r = program_id(0);
+    let c = arange(0, BN);
+    let v = load(x + r * n + c, c < n, f32::NEG_INFINITY);
+    store(mx + r, max(v, axis = 0));
+    store(am + r, argmax(v, 0));
+    store(an + r, argmin(v, 0));
+}
+
+/// `k_arg_nan` against the host: rows of small integers (many ties) with
+/// NaNs sprinkled in, rows of NaN only, NaN next to ±inf, one number among
+/// NaNs; widths that fill the block and that leave masked lanes (which
+/// load −inf); one, four and eight warps.
+pub fn arg_nan(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(n, bn) in &[(1usize, 1i32), (7, 8), (32, 32), (100, 128), (256, 256), (1000, 1024)] {
+        let rows = 24;
+        let c = Ctx::new("arg_nan", seed, format!("{rows}x{n} BN={bn}"));
+        let mut xs: Vec<f32> = vec![];
+        for r in 0..rows {
+            let mut row: Vec<f32> = (0..n).map(|_| (rng.normal() * 2.0).round() as f32).collect();
+            for v in row.iter_mut() {
+                let nan = match r % 6 {
+                    0 => false,
+                    1 => rng.chance(0.3),
+                    2 | 4 => true,
+                    3 => {
+                        *v = rng.pick(&[f32::NEG_INFINITY, f32::INFINITY, *v]);
+                        rng.chance(0.5)
+                    }
+                    _ => rng.chance(0.05),
+                };
+                if nan {
+                    *v = f32::NAN;
+                }
+            }
+            if r % 6 == 4 {
+                let at = rng.below(n as u64) as usize;
+                row[at] = rng.pick(&[-3.0, f32::NEG_INFINITY, f32::INFINITY]);
+            }
+            xs.extend(row);
+        }
+        let x = upload(dev, &xs)?;
+        let (mut mx, mut am, mut an) = (poisoned::<f32>(dev, rows + PAD)?, poisoned::<i32>(dev, rows + PAD)?, poisoned::<i32>(dev, rows + PAD)?);
+        let cfg = LaunchConfig::new([rows as u32, 1, 1]).num_warps(rng.pick(&[1, 4, 8]));
+        c.launch(k_arg_nan::launch(dev, cfg, &x, &mut mx, &mut am, &mut an, n as i32, bn))?;
+        // the block's view of each row: masked lanes hold −inf
+        let (mut want_am, mut want_an, mut want_mx, mut has_num) = (vec![], vec![], vec![], vec![]);
+        for r in 0..rows {
+            let row: Vec<f32> = (0..bn as usize).map(|j| if j < n { xs[r * n + j] } else { f32::NEG_INFINITY }).collect();
+            let pick = |better: &dyn Fn(f32, f32) -> bool| {
+                let mut b = 0;
+                for j in 1..row.len() {
+                    if (!row[j].is_nan() && row[b].is_nan()) || better(row[j], row[b]) {
+                        b = j;
+                    }
+                }
+                b as i32
+            };
+            want_am.push(pick(&|a, b| a > b));
+            want_an.push(pick(&|a, b| a < b));
+            want_mx.push(row[want_am[r] as usize] as f64);
+            has_num.push(row.iter().any(|v| !v.is_nan()));
+        }
+        let show = |i: usize| format!("row {i}: {:?}", &xs[i * n..i * n + n.min(12)]);
+        check_eq(&c, "argmax(x, 0)", &download(&am)?[..rows], &want_am, &show)?;
+        check_eq(&c, "argmin(x, 0)", &download(&an)?[..rows], &want_an, &show)?;
+        // (the maximum of a row of NaN only is not pinned down)
+        let got_mx = download(&mx)?;
+        let keep: Vec<usize> = (0..rows).filter(|&r| has_num[r]).collect();
+        let g: Vec<f32> = keep.iter().map(|&r| got_mx[r]).collect();
+        let w: Vec<f64> = keep.iter().map(|&r| want_mx[r]).collect();
+        check_float_exact(&c, "max(x, axis = 0)", &g, &w, &|i| show(keep[i]))?;
+    }
+    Ok(())
 }
 
 /// Multi-row programs (`k_row_stats`) against f64, for row blocks that do

@@ -8,10 +8,22 @@ use crate::plan::convert::{ConvertPlan, Movement};
 
 impl<'k> PtxWriter<'k> {
     pub(super) fn block(&mut self, b: &Block) -> R<()> {
+        self.block_with(b, &[])
+    }
+
+    /// A block; with `late`, the body of a loop whose in-flight `dot`
+    /// `late` issues its rings' copies after its MMA
+    /// ([`crate::ptx::async_copy::AsyncPlan::late`]): those loads are held
+    /// back until the `dot` (which waits for the previous iteration's MMA)
+    /// and the barrier before a ring's first copy after a `dot` (every
+    /// warpgroup has waited), then fill the slots that MMA read. (They only feed the next iterations: nothing in between reads
+    /// them.)
+    fn block_with(&mut self, b: &Block, late: &[(V, [usize; 2])]) -> R<()> {
         self.remat.enter();
         self.conv.push(HashMap::new());
         self.packed.push(HashMap::new());
         self.depth += 1;
+        let mut held: Vec<Vec<&Op>> = vec![vec![]; late.len()];
         for (i, op) in b.ops.iter().enumerate() {
             self.loc = op.loc;
             if self.depth == 1 && self.last_ring_op.is_some_and(|l| i > l) {
@@ -20,6 +32,24 @@ impl<'k> PtxWriter<'k> {
             if self.role == Role::Producer && !self.ws.as_ref().is_some_and(|w| w.runs(op)) {
                 continue;
             }
+            let ring = op.results.first().and_then(|r| self.ring_plan.loads.get(r));
+            if let Some(j) =
+                late.iter().position(|(_, cs)| matches!(op.kind, OpKind::Load { .. } | OpKind::LoadBlock { .. }) && ring.is_some_and(|c| cs.contains(c)))
+            {
+                held[j].push(op);
+                continue;
+            }
+            self.op(op)?;
+            if let Some(j) = late.iter().position(|(d, _)| op.results.first() == Some(d)) {
+                // (the first copy's barrier: `ring_dirty`, set by the `dot`)
+                for op in std::mem::take(&mut held[j]) {
+                    self.loc = op.loc;
+                    self.op(op)?;
+                }
+            }
+        }
+        for op in held.into_iter().flatten() {
+            self.loc = op.loc;
             self.op(op)?;
         }
         self.depth -= 1;
@@ -354,6 +384,18 @@ impl<'k> PtxWriter<'k> {
                     Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
                     Role::Producer => false,
                 });
+                // (every `dot` of the body the plan made late: its rings
+                // have no slot to spare for early copies)
+                let late: Vec<(V, [usize; 2])> = body
+                    .ops
+                    .iter()
+                    .filter_map(|o| match &o.kind {
+                        OpKind::Dot { a, b, .. } if self.ring_plan.late.contains(&o.results[0]) => {
+                            Some((o.results[0], [self.ring_plan.class_of(*a)?, self.ring_plan.class_of(*b)?]))
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 if let Some((a, b, d, precision)) = ring_dot {
                     // (TMA rings complete on their mbarriers, which the
                     // `dot` waits on; the barrier here frees the slots the
@@ -379,7 +421,7 @@ impl<'k> PtxWriter<'k> {
                     self.ring_ready.insert(a);
                     self.ring_ready.insert(b);
                 }
-                self.block(body)?;
+                self.block_with(body, &late)?;
                 self.cp_commit();
                 let ys: Vec<V> = body.yields().iter().copied().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries

@@ -146,6 +146,11 @@ struct PtxWriter<'k> {
     b32_consts: HashMap<u32, String>,
     /// Which values to recompute instead of converting ([`crate::plan::remat`]).
     remat: crate::plan::remat::Remat<'k>,
+    /// `max`/`argmax` pairs reduced once ([`crate::plan::reduce::siblings`]):
+    /// the first emitted → the other.
+    reduce_pairs: HashMap<V, V>,
+    /// The other's registers, computed with the first.
+    reduced: HashMap<V, Vec<String>>,
     zero: Option<String>,
     /// Layouts chosen for this kernel's shapes ([`super::assign`]).
     layout_plan: super::assign::Plan,
@@ -265,6 +270,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         packed: vec![HashMap::new()],
         b32_consts: HashMap::new(),
         remat: crate::plan::remat::Remat::new(k),
+        reduce_pairs: crate::plan::reduce::siblings(k),
+        reduced: HashMap::new(),
         zero: None,
         uses_wgmma: false,
         ring_plan,

@@ -1,28 +1,75 @@
 //! Reductions and scans: in-thread, then across lanes with `shfl.sync.bfly`,
 //! then across warps through shared memory; `argmax`/`argmin` carry the
-//! index along; `cumsum` as a scan in the same three levels.
+//! index along (and, paired with a `max`/`min` of the same tile, serve it
+//! too: [`crate::plan::reduce::siblings`]); `cumsum` as a scan in the same
+//! three levels.
 
 use super::*;
 use crate::plan::reduce::ReducePlan;
 
+/// One group's partial: the value (accumulation class) and, for an
+/// `argmax`/`argmin`, the index along the axis.
+type Partial = (String, Option<String>);
+
+/// The register class and PTX type a reduction of `d` accumulates in.
+fn acc_class(d: DType) -> (RegClass, &'static str) {
+    if d.is_float() {
+        (RegClass::F, "f32")
+    } else if d == DType::I64 {
+        (RegClass::Rd, "s64")
+    } else if d == DType::U32 || d == DType::U8 || d == DType::Bool {
+        (RegClass::R, "u32")
+    } else {
+        (RegClass::R, "s32")
+    }
+}
+
+fn mov_ty(c: RegClass) -> &'static str {
+    match c {
+        RegClass::F => "f32",
+        RegClass::Rd => "b64",
+        _ => "b32",
+    }
+}
+
 impl<'k> PtxWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        // computed with its sibling ([`crate::plan::reduce::siblings`])
+        if let Some(regs) = self.reduced.remove(&res) {
+            return Ok(regs);
+        }
+        let sib = self.reduce_pairs.get(&res).copied();
+        let other = |o: ReduceOp| match o {
+            ReduceOp::Max => ReduceOp::Argmax,
+            ReduceOp::Argmax => ReduceOp::Max,
+            ReduceOp::Min => ReduceOp::Argmin,
+            ReduceOp::Argmin => ReduceOp::Min,
+            ReduceOp::Sum => ReduceOp::Sum,
+        };
+        // a pair reduces (value, index) once
+        let core = match (o, sib) {
+            (ReduceOp::Max | ReduceOp::Min, Some(_)) => other(o),
+            _ => o,
+        };
+        let (partial, groups) = self.reduce_partials(core, x, axis)?;
+        let out = self.reduce_place(o, &partial, &groups, x, axis, res)?;
+        if let Some(s) = sib {
+            let regs = self.reduce_place(other(o), &partial, &groups, x, axis, s)?;
+            self.reduced.insert(s, regs);
+        }
+        Ok(out)
+    }
+
+    /// Steps 1–3 of the plan ([`ReducePlan`]): one partial per group of the
+    /// result's slice layout, and the groups.
+    fn reduce_partials(&mut self, o: ReduceOp, x: V, axis: usize) -> R<(Vec<Partial>, Vec<Vec<usize>>)> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
         let lay = self.layout(&shape);
         let regs = self.get(x);
         let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
         let plan = ReducePlan::new(&lay.bl, &lay.reg_offsets, axis);
-        // accumulation class
-        let (ac, at) = if d.is_float() {
-            (RegClass::F, "f32")
-        } else if d == DType::I64 {
-            (RegClass::Rd, "s64")
-        } else if d == DType::U32 || d == DType::U8 || d == DType::Bool {
-            (RegClass::R, "u32")
-        } else {
-            (RegClass::R, "s32")
-        };
+        let (ac, at) = acc_class(d);
         let identity = |o: ReduceOp| -> String {
             match (o, ac) {
                 (ReduceOp::Sum, RegClass::F) => "0f00000000".into(),
@@ -47,11 +94,7 @@ impl<'k> PtxWriter<'k> {
                 }
             }
         };
-        let mv = |c: RegClass| match c {
-            RegClass::F => "f32",
-            RegClass::Rd => "b64",
-            _ => "b32",
-        };
+        let mv = mov_ty;
         // values in accumulation class, masked to identity where not owner along axis
         let mut vals = vec![];
         let mut idxs = vec![];
@@ -72,17 +115,26 @@ impl<'k> PtxWriter<'k> {
                 self.line(format!("add.u32 {t}, {}, {};", lay.thread[axis], lay.reg_offsets[r][axis]));
                 self.line(format!("setp.lt.u32 {p}, {t}, {};", shape[axis]));
                 let y = self.reg(ac);
-                self.line(format!("selp.{} {y}, {a}, {}, {p};", mv(ac), identity(o)));
+                // (an argmax's copies lose to every element, NaN included,
+                // and to its index: a NaN, or the identity, at the largest
+                // index)
+                let id = if arg && ac == RegClass::F { "0f7FC00000".to_string() } else { identity(o) };
+                self.line(format!("selp.{} {y}, {a}, {id}, {p};", mv(ac)));
+                if arg {
+                    let (i, at) = (self.index(&shape, r, axis), self.reg(RegClass::R));
+                    self.line(format!("selp.b32 {at}, {i}, -1, {p};"));
+                    idxs.push(at);
+                }
                 y
             } else {
+                if arg {
+                    idxs.push(self.index(&shape, r, axis));
+                }
                 a
             };
             vals.push(a);
-            if arg {
-                idxs.push(self.index(&shape, r, axis));
-            }
         }
-        let groups = &plan.groups;
+        let groups = plan.groups.clone();
         // what each group's in-thread step combines: its registers, or the
         // chains of an accumulator carried pre-summed
         let inputs: Vec<Vec<usize>> = match self.partial.get(&x) {
@@ -90,81 +142,80 @@ impl<'k> PtxWriter<'k> {
             Some(_) => return self.err("an accumulator carried pre-summed is reduced only by a sum along its axis"),
             None => groups.clone(),
         };
-        let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>| -> (String, Option<String>) {
-            if let (Some(ai), Some(bi)) = (ai, bi) {
-                // (value, index): take b if better, or equal with smaller index, or a is NaN
-                let take = em.reg(RegClass::P);
-                let better = if o == ReduceOp::Argmax { "gt" } else { "lt" };
-                let t = em.reg(RegClass::P);
-                let eq = em.reg(RegClass::P);
-                let li = em.reg(RegClass::P);
-                em.line(format!("setp.{better}.{at} {take}, {b}, {a};"));
-                em.line(format!("setp.eq.{at} {eq}, {b}, {a};"));
-                em.line(format!("setp.lt.u32 {li}, {bi}, {ai};"));
-                em.line(format!("and.pred {t}, {eq}, {li};"));
-                em.line(format!("or.pred {take}, {take}, {t};"));
-                if ac == RegClass::F {
-                    let (an, bn) = (em.reg(RegClass::P), em.reg(RegClass::P));
-                    em.line(format!("setp.nan.f32 {an}, {a}, {a};"));
-                    em.line(format!("setp.nan.f32 {bn}, {b}, {b};"));
-                    // a NaN and b not NaN → take b; both NaN → smaller index
-                    let q = em.reg(RegClass::P);
-                    em.line(format!("not.pred {q}, {bn};"));
-                    em.line(format!("and.pred {q}, {q}, {an};"));
-                    em.line(format!("or.pred {take}, {take}, {q};"));
-                    em.line(format!("and.pred {q}, {an}, {bn};"));
-                    em.line(format!("and.pred {q}, {q}, {li};"));
-                    em.line(format!("or.pred {take}, {take}, {q};"));
-                    // b NaN and a not NaN → keep a
-                    em.line(format!("not.pred {q}, {an};"));
-                    em.line(format!("and.pred {q}, {q}, {bn};"));
-                    em.line(format!("not.pred {q}, {q};"));
-                    em.line(format!("and.pred {take}, {take}, {q};"));
-                }
-                let (v, i) = (em.reg(ac), em.reg(RegClass::R));
-                em.line(format!("selp.{} {v}, {b}, {a}, {take};", mv(ac)));
-                em.line(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
-                return (v, Some(i));
-            }
+        // `ordered`: every index `a` may hold is below every index `b` may
+        // hold (known statically in-thread), so a tie keeps `a` without
+        // comparing indices.
+        let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>, ordered: bool| -> Partial {
             let y = em.reg(ac);
-            let ins = match o {
-                ReduceOp::Sum => {
-                    if ac == RegClass::F {
-                        "add.rn.f32".to_string()
-                    } else {
-                        format!("add.{at}")
+            let (ins, better, unord) = match o {
+                ReduceOp::Sum if ac == RegClass::F => ("add.rn.f32".to_string(), "", ""),
+                ReduceOp::Sum => (format!("add.{at}"), "", ""),
+                ReduceOp::Max | ReduceOp::Argmax => (format!("max.{at}"), "gt", "gtu"),
+                ReduceOp::Min | ReduceOp::Argmin => (format!("min.{at}"), "lt", "ltu"),
+            };
+            // (the value of an (value, index) pair is max/min of the two:
+            // it compares as the element the index picks — `max.f32` of a
+            // NaN and a number is the number — so it is the `max` as well)
+            em.line(format!("{ins} {y}, {a}, {b};"));
+            let (Some(ai), Some(bi)) = (ai, bi) else { return (y, None) };
+            // take b if it is better, or equal with a smaller index; NaN
+            // loses to any number, two NaNs tie
+            let take = em.reg(RegClass::P);
+            match (ac == RegClass::F, ordered) {
+                (true, true) => {
+                    let q = em.reg(RegClass::P);
+                    em.line(format!("setp.num.f32 {q}, {b}, {b};"));
+                    // (`gtu`: greater, or either NaN)
+                    em.line(format!("setp.{unord}.and.f32 {take}, {b}, {a}, {q};"));
+                }
+                (false, true) => em.line(format!("setp.{better}.{at} {take}, {b}, {a};")),
+                (fl, false) => {
+                    let li = em.reg(RegClass::P);
+                    em.line(format!("setp.lt.u32 {li}, {bi}, {ai};"));
+                    let t = if fl { em.reg(RegClass::P) } else { take.clone() };
+                    em.line(format!("setp.eq.and.{at} {t}, {b}, {a}, {li};"));
+                    em.line(format!("setp.{better}.or.{at} {t}, {b}, {a}, {t};"));
+                    if fl {
+                        // a NaN: take b unless b is a NaN with a larger index
+                        let (q, n) = (em.reg(RegClass::P), em.reg(RegClass::P));
+                        em.line(format!("setp.nan.and.f32 {q}, {b}, {b}, !{li};"));
+                        em.line(format!("setp.nan.and.f32 {n}, {a}, {a}, !{q};"));
+                        em.line(format!("or.pred {take}, {t}, {n};"));
                     }
                 }
-                ReduceOp::Max => format!("max.{at}"),
-                _ => format!("min.{at}"),
-            };
-            em.line(format!("{ins} {y}, {a}, {b};"));
-            (y, None)
+            }
+            let i = em.reg(RegClass::R);
+            em.line(format!("selp.b32 {i}, {bi}, {ai}, {take};"));
+            (y, Some(i))
         };
         // 1. in-thread
-        let mut partial: Vec<(String, Option<String>)> = vec![];
+        let offs = |r: usize| lay.reg_offsets.get(r).map_or(0, |o| o[axis]);
+        let mut partial: Vec<Partial> = vec![];
         for rs in &inputs {
-            // pairwise tree: short dependency chains, index order kept for argmax ties
-            let mut level: Vec<(String, Option<String>)> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
+            // pairwise tree: short dependency chains; each node's span of
+            // axis offsets says whether a pair is ordered
+            let mut level: Vec<(Partial, u32, u32)> =
+                rs.iter().map(|&r| ((vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None }), offs(r), offs(r))).collect();
             while level.len() > 1 {
                 let mut next = vec![];
                 for pair in level.chunks(2) {
-                    if pair.len() == 2 {
-                        next.push(combine(self, &pair[0].0, pair[0].1.as_deref(), &pair[1].0, pair[1].1.as_deref()));
+                    if let [(p0, lo0, hi0), (p1, lo1, hi1)] = pair {
+                        let ordered = !plan.replicated && hi0 < lo1;
+                        next.push((combine(self, &p0.0, p0.1.as_deref(), &p1.0, p1.1.as_deref(), ordered), *lo0.min(lo1), *hi0.max(hi1)));
                     } else {
                         next.push(pair[0].clone());
                     }
                 }
                 level = next;
             }
-            partial.push(level.pop().unwrap());
+            partial.push(level.pop().unwrap().0);
         }
         // 2. across lanes along the axis
         for &m in &plan.lane_xor {
             for g in partial.iter_mut() {
                 let other = self.shfl(&g.0, ac, m);
                 let oi = g.1.as_ref().map(|i| self.shfl(i, RegClass::R, m));
-                *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref());
+                *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref(), false);
             }
         }
         // 3. across warps along the axis, through shared memory
@@ -195,7 +246,7 @@ impl<'k> PtxWriter<'k> {
             let wsh = plan.warp_shift;
             let clear = self.reg(RegClass::R);
             self.line(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
-            let mut acc: Vec<(String, Option<String>)> = vec![];
+            let mut acc: Vec<Partial> = vec![];
             for j in 0..wpc {
                 let w = self.reg(RegClass::R);
                 self.line(format!("or.b32 {w}, {clear}, {};", j << wsh));
@@ -218,20 +269,28 @@ impl<'k> PtxWriter<'k> {
                         acc.push((v, iv));
                     } else {
                         let cur = acc[gi].clone();
-                        acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref());
+                        acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref(), false);
                     }
                 }
             }
             self.bar();
             partial = acc;
         }
-        // 4. to the result's dtype and canonical layout
+        Ok((partial, groups))
+    }
+
+    /// Step 4: `o`'s result (the index of an `argmax`/`argmin`, else the
+    /// value) from the partials, in `res`'s dtype and layout.
+    fn reduce_place(&mut self, o: ReduceOp, partial: &[Partial], groups: &[Vec<usize>], x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let shape = self.shape_u32(x);
+        let (ac, _) = acc_class(self.dtype(x));
+        let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
         let rd = self.dtype(res);
         let finals: Vec<String> = partial
             .iter()
             .map(|(v, i)| {
                 if arg {
-                    return i.clone().unwrap();
+                    return i.clone().expect("an argmax's partials carry indices");
                 }
                 match ac {
                     RegClass::F => self.narrow_f32(v, rd),

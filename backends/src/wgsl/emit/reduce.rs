@@ -50,16 +50,26 @@ impl<'k> WgslWriter<'k> {
             let a = if d == DType::Bool { format!("select(0u, 1u, {v})") } else { v.clone() };
             let a = if plan.replicated {
                 let own = format!("{} + {}u < {}u", lay.thread[axis], lay.reg_offsets[r][axis], shape[axis]);
-                self.let_(ac, format!("select({identity}, {a}, {own})"))
-            } else if a != *v {
-                self.let_(ac, a)
+                // (an argmax's copies lose to every element, NaN included,
+                // and to its index: a NaN, or the identity, at the largest
+                // index)
+                let id = if arg && ac == WTy::F { "bitcast<f32>(0x7fc00000u)" } else { identity.as_str() };
+                if arg {
+                    let i = self.index(&shape, r, axis)?;
+                    idxs.push(self.let_(WTy::U, format!("select(0xffffffffu, {i}, {own})")));
+                }
+                self.let_(ac, format!("select({id}, {a}, {own})"))
             } else {
-                a
+                if arg {
+                    idxs.push(self.index(&shape, r, axis)?);
+                }
+                if a != *v {
+                    self.let_(ac, a)
+                } else {
+                    a
+                }
             };
             vals.push(a);
-            if arg {
-                idxs.push(self.index(&shape, r, axis)?);
-            }
         }
         let groups = &plan.groups;
         type P = (String, Option<String>);

@@ -98,6 +98,17 @@ pub(crate) fn launch(
     let cuda = dev.cuda.as_ref().expect("cuda device");
     let berr = |msg: String| Error::Backend { kernel: k.name.clone(), msg };
     let (div, one) = crate::runtime::launch::int_arg_facts(args);
+    // Loops without a `dot` are pipelined when asked for, and when the
+    // launch leaves the GPU sparse — at most 16 warps per SM (a quarter of
+    // Hopper's 64): with few warps to switch between, a streaming loop's
+    // next loads must already be in flight while it computes (a 256-row
+    // logsumexp over 131072 columns: 62 -> 46 us on the H200). A full
+    // launch hides the latency with other warps, and keeps the registers.
+    // (opt-in until measured across the library: `FERROTILE_SPARSE_PIPELINE=1`;
+    // `FERROTILE_PIPELINE_EVERY_LOOP=1`: always)
+    let programs = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
+    let sparse = programs * cfg.num_warps as u64 <= 16 * cuda.num_sms as u64 && env_flag("FERROTILE_SPARSE_PIPELINE", false);
+    let every_loop = cfg.pipeline_every_loop || sparse || env_flag("FERROTILE_PIPELINE_EVERY_LOOP", false);
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key = (
             k as *const Kernel as usize,
@@ -111,7 +122,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, cfg.pipeline_every_loop),
+            (safety, every_loop),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -126,7 +137,8 @@ pub(crate) fn launch(
             wgmma: env_flag("FERROTILE_WGMMA", true),
             mma_i8: env_flag("FERROTILE_MMA_I8", true),
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
-            pipeline_every_loop: cfg.pipeline_every_loop,
+            pipeline_every_loop: every_loop,
+            late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", false),
             tma,
             warp_specialize: env_flag("FERROTILE_WS", false),
             cluster: cfg.cluster,
