@@ -21,8 +21,9 @@
 //! median of batches of 20 launches replayed from a CUDA graph (and back
 //! to back). Output lines: `suite NAME SHAPE ferrotile US (b2b US) err E`.
 //!
-//! `user-suite [--device cuda|wgpu|cpu] [--only NAME] [--small]`
-//! (`--small`: small shapes, for the interpreter and lavapipe)
+//! `user-suite [--device cuda|wgpu|cpu] [--only NAME] [--small] [--unchecked]`
+//! (`--small`: small shapes, for the interpreter and lavapipe; `--unchecked`:
+//! every launch without its guards, to measure what they cost)
 
 use ferrotile::prelude::*;
 use ferrotile::{Buffer, Device};
@@ -411,6 +412,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let small = args.iter().any(|a| a == "--small");
+    // `--unchecked`: every launch without guards, to measure what they cost
+    // (the suite's kernels keep their accesses in bounds: each is checked
+    // against f64 with the guards on)
+    if args.iter().any(|a| a == "--unchecked") {
+        // SAFETY: every kernel of the suite masks its accesses to its buffers
+        unsafe { ferrotile::runtime::set_unguarded_for_measurement(true) };
+    }
     let dev = ferrotile_benches::device_arg(&args);
     println!("user-suite on {}", dev.name());
     type F = fn(&Device, bool) -> R<Case>;

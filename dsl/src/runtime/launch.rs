@@ -84,9 +84,10 @@ pub struct LaunchConfig {
     /// loop that stores is never pipelined): for streaming reductions
     /// whose only latency hiding is loads issued iterations ahead — a
     /// GEMV, where a program's next weights must be in flight while it
-    /// multiplies the current ones. Results do not depend on it. (CUDA,
-    /// with `FERROTILE_SPARSE_PIPELINE=1`: also for launches of at most 16
-    /// warps per SM — measured once, not yet the default.)
+    /// multiplies the current ones. Results do not depend on it. (CUDA
+    /// does this anyway for launches of at most 16 warps per SM, where few
+    /// warps are left to hide the latency; `FERROTILE_SPARSE_PIPELINE=0`
+    /// turns that off.)
     pub pipeline_every_loop: bool,
 }
 

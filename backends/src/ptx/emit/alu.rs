@@ -210,13 +210,7 @@ impl<'k> PtxWriter<'k> {
                             self.line(format!("or.pred {d}, {t}, {u};"));
                         }
                         _ => {
-                            let t = match c {
-                                RegClass::F => "f32",
-                                RegClass::H => "b16",
-                                RegClass::R => "b32",
-                                _ => "b64",
-                            };
-                            self.line(format!("selp.{t} {d}, {}, {}, {};", ra[i], rb[i], rc[i]));
+                            self.line(format!("selp.{} {d}, {}, {}, {};", c.mov_ty(), ra[i], rb[i], rc[i]));
                         }
                     }
                     out.push(d);

@@ -267,12 +267,7 @@ impl<'k> PtxWriter<'k> {
         };
         let at: HashMap<usize, usize> = heads.iter().enumerate().map(|(i, &h)| (h, i * w)).collect();
         let c = reg_class(Elem::Val(d));
-        let sel = match c {
-            RegClass::F => "f32",
-            RegClass::H => "b16",
-            RegClass::Rd => "b64",
-            _ => "b32",
-        };
+        let sel = c.mov_ty();
         let mut out = vec![];
         for r in 0..n {
             let g = r - r % w;

@@ -53,6 +53,21 @@ enum RegClass {
     P,
 }
 
+impl RegClass {
+    /// The PTX type a `mov` / `selp` / `ld.shared` / `st.shared` of a whole
+    /// register of this class names (bit types where the value's
+    /// interpretation does not matter; `f32` keeps float registers readable).
+    fn mov_ty(self) -> &'static str {
+        match self {
+            RegClass::F => "f32",
+            RegClass::H => "b16",
+            RegClass::R => "b32",
+            RegClass::Rd => "b64",
+            RegClass::P => "pred",
+        }
+    }
+}
+
 fn reg_class(e: Elem) -> RegClass {
     match e {
         Elem::Ptr(_) => RegClass::Rd,

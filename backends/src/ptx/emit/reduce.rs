@@ -24,14 +24,6 @@ fn acc_class(d: DType) -> (RegClass, &'static str) {
     }
 }
 
-fn mov_ty(c: RegClass) -> &'static str {
-    match c {
-        RegClass::F => "f32",
-        RegClass::Rd => "b64",
-        _ => "b32",
-    }
-}
-
 impl<'k> PtxWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
         // computed with its sibling ([`crate::plan::reduce::siblings`])
@@ -94,7 +86,7 @@ impl<'k> PtxWriter<'k> {
                 }
             }
         };
-        let mv = mov_ty;
+        let mv = RegClass::mov_ty;
         // values in accumulation class, masked to identity where not owner along axis
         let mut vals = vec![];
         let mut idxs = vec![];

@@ -328,14 +328,7 @@ impl<'k> PtxWriter<'k> {
     }
 
     pub(super) fn mov(&mut self, c: RegClass, dst: &str, src: &str) {
-        let t = match c {
-            RegClass::F => "f32",
-            RegClass::H => "b16",
-            RegClass::R => "b32",
-            RegClass::Rd => "b64",
-            RegClass::P => "pred",
-        };
-        self.line(format!("mov.{t} {dst}, {src};"));
+        self.line(format!("mov.{} {dst}, {src};", c.mov_ty()));
     }
 
     pub(super) fn fresh_like(&mut self, v: V) -> Vec<String> {

@@ -104,10 +104,12 @@ pub(crate) fn launch(
     // next loads must already be in flight while it computes (a 256-row
     // logsumexp over 131072 columns: 62 -> 46 us on the H200). A full
     // launch hides the latency with other warps, and keeps the registers.
-    // (opt-in until measured across the library: `FERROTILE_SPARSE_PIPELINE=1`;
+    // Measured across the user suite, the row kernels and the W4A16 library
+    // (session 28): no launch slower, the 64-row W4A16 GEMM 50 -> 46 us.
+    // (`FERROTILE_SPARSE_PIPELINE=0` turns it off;
     // `FERROTILE_PIPELINE_EVERY_LOOP=1`: always)
     let programs = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
-    let sparse = programs * cfg.num_warps as u64 <= 16 * cuda.num_sms as u64 && env_flag("FERROTILE_SPARSE_PIPELINE", false);
+    let sparse = programs * cfg.num_warps as u64 <= 16 * cuda.num_sms as u64 && env_flag("FERROTILE_SPARSE_PIPELINE", true);
     let every_loop = cfg.pipeline_every_loop || sparse || env_flag("FERROTILE_PIPELINE_EVERY_LOOP", false);
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key = (
