@@ -105,7 +105,8 @@ pub(crate) fn launch(
     // logsumexp over 131072 columns: 62 -> 46 us on the H200). A full
     // launch hides the latency with other warps, and keeps the registers.
     // Measured across the user suite, the row kernels and the W4A16 library
-    // (session 28): no launch slower, the 64-row W4A16 GEMM 50 -> 46 us.
+    // (session 28): no launch slower; the W4A16 library within its tuner's
+    // run-to-run spread.
     // (`FERROTILE_SPARSE_PIPELINE=0` turns it off;
     // `FERROTILE_PIPELINE_EVERY_LOOP=1`: always)
     let programs = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
