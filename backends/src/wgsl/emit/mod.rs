@@ -230,6 +230,11 @@ struct WgslWriter<'k> {
     /// The registers declared `var` (assigned again later: never keys of
     /// `divrem`).
     vars: HashSet<String>,
+    /// `max`/`argmax` pairs reduced once ([`crate::plan::reduce::siblings`]):
+    /// the first emitted → the other.
+    reduce_pairs: HashMap<V, V>,
+    /// The other's registers, computed with the first.
+    reduced: HashMap<V, Vec<String>>,
     /// 16-bit loads of provable pairs read one word per pair
     /// ([`WgslOptions::word_stores`] covers both).
     word_loads: bool,
@@ -288,6 +293,8 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         conv: vec![],
         divrem: vec![],
         vars: HashSet::new(),
+        reduce_pairs: crate::plan::reduce::siblings(k),
+        reduced: HashMap::new(),
         word_loads: o.word_stores,
     };
     em.pro.push_str("    let ft_lane = ft_tid & 31u;\n    let ft_warp = ft_tid >> 5u;\n");

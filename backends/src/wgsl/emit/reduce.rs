@@ -1,6 +1,8 @@
 //! Reductions and scans: pairwise in each invocation, then across
 //! invocations through subgroup shuffles (option `subgroups`) and/or
-//! workgroup memory; `argmax`/`argmin` carry the index along.
+//! workgroup memory; `argmax`/`argmin` carry the index along, and a `max`
+//! of the same tile comes out of the same reduction
+//! ([`crate::plan::reduce::siblings`]).
 
 use super::*;
 use crate::plan::reduce::ReducePlan;
@@ -14,8 +16,51 @@ const SMALL_TREE: u32 = 32;
 /// shader — lavapipe's LLVM then compiles for minutes).
 const SMALL_TREE_READS: u32 = 64;
 
+/// A partial of a reduction: its value and, for `argmax`/`argmin`, its
+/// index.
+type Partial = (String, Option<String>);
+
+/// The partials of one reduction (one per group of the result's slice
+/// layout), with what placing them needs.
+struct Partials {
+    partial: Vec<Partial>,
+    lay: Rc<Layout>,
+    groups: Vec<Vec<usize>>,
+    ac: WTy,
+}
+
 impl<'k> WgslWriter<'k> {
     pub(super) fn reduce(&mut self, o: ReduceOp, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        // computed with its sibling
+        if let Some(regs) = self.reduced.remove(&res) {
+            return Ok(regs);
+        }
+        let sib = self.reduce_pairs.get(&res).copied();
+        let other = |o: ReduceOp| match o {
+            ReduceOp::Max => ReduceOp::Argmax,
+            ReduceOp::Argmax => ReduceOp::Max,
+            ReduceOp::Min => ReduceOp::Argmin,
+            ReduceOp::Argmin => ReduceOp::Min,
+            ReduceOp::Sum => ReduceOp::Sum,
+        };
+        // a pair reduces (value, index) once, the value as `max` computes it
+        let core = match (o, sib) {
+            (ReduceOp::Max | ReduceOp::Min, Some(_)) => other(o),
+            _ => o,
+        };
+        let p = self.reduce_partials(core, x, axis, sib.is_some())?;
+        let out = self.reduce_place(o, &p, x, axis, res)?;
+        if let Some(s) = sib {
+            let regs = self.reduce_place(other(o), &p, x, axis, s)?;
+            self.reduced.insert(s, regs);
+        }
+        Ok(out)
+    }
+
+    /// Steps 1 and 2 of the plan: the partials, one per group. `paired`: a
+    /// (value, index) reduction whose value also serves its sibling `max`
+    /// (`min`): the value is combined as that reduction combines it.
+    fn reduce_partials(&mut self, o: ReduceOp, x: V, axis: usize, paired: bool) -> R<Partials> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
         let lay = self.layout(&shape)?;
@@ -71,13 +116,13 @@ impl<'k> WgslWriter<'k> {
             };
             vals.push(a);
         }
-        let groups = &plan.groups;
-        type P = (String, Option<String>);
+        let groups = plan.groups.clone();
+        type P = Partial;
         // 1. in-invocation, pairwise
         let mut partial: Vec<P> = vec![];
-        for rs in groups {
+        for rs in &groups {
             let level: Vec<P> = rs.iter().map(|&r| (vals[r].clone(), if arg { Some(idxs[r].clone()) } else { None })).collect();
-            partial.push(self.combine_pairwise(o, ac, level));
+            partial.push(self.combine_pairwise(o, ac, level, paired));
         }
         // 2. across invocations along the axis
         let (tpw, wpc) = (plan.lanes, plan.warps);
@@ -89,7 +134,7 @@ impl<'k> WgslWriter<'k> {
                 for g in &partial {
                     let ov = self.let_(ac, format!("subgroupShuffleXor({}, {m}u)", g.0));
                     let oi = g.1.as_ref().map(|i| self.let_(WTy::U, format!("subgroupShuffleXor({i}, {m}u)")));
-                    let (v, i) = self.combine(o, ac, g, &(ov, oi));
+                    let (v, i) = self.combine(o, ac, g, &(ov, oi), paired);
                     let v = self.let_(ac, v);
                     let i = i.map(|i| self.let_(WTy::U, i));
                     next.push((v, i));
@@ -143,7 +188,7 @@ impl<'k> WgslWriter<'k> {
                         let i = if arg { Some(self.let_(WTy::U, format!("ft_smem[{tj} * {per}u + {}u]", sl + ac.nw()))) } else { None };
                         level.push((v, i));
                     }
-                    res.push(self.combine_pairwise(o, ac, level));
+                    res.push(self.combine_pairwise(o, ac, level, paired));
                 }
                 self.bar();
                 partial = res;
@@ -182,7 +227,7 @@ impl<'k> WgslWriter<'k> {
                     let mi = if arg { Some(self.let_(WTy::U, format!("ft_smem[{me} + {}u]", ac.nw()))) } else { None };
                     let ov = self.let_(ac, Self::ld_slot(&other, ac));
                     let oi = if arg { Some(self.let_(WTy::U, format!("ft_smem[{other} + {}u]", ac.nw()))) } else { None };
-                    let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi));
+                    let (v, i) = self.combine(o, ac, &(mv, mi), &(ov, oi), paired);
                     let v = self.let_(ac, v);
                     self.st_slot(&me, &v, ac);
                     if let Some(i) = i {
@@ -207,10 +252,21 @@ impl<'k> WgslWriter<'k> {
                 partial = res;
             }
         }
+        Ok(Partials { partial, lay, groups, ac })
+    }
+
+    /// Steps 3 and 4: `o`'s result `res` from the partials (the index of a
+    /// (value, index) pair for `argmax`/`argmin`, its value otherwise), in
+    /// the result's layout.
+    fn reduce_place(&mut self, o: ReduceOp, p: &Partials, x: V, axis: usize, res: V) -> R<Vec<String>> {
+        let Partials { partial, lay, groups, ac } = p;
+        let (lay, ac) = (lay.clone(), *ac);
+        let shape = self.shape_u32(x);
+        let arg = matches!(o, ReduceOp::Argmax | ReduceOp::Argmin);
         // 3. to the result's dtype
         let rd = self.dtype(res);
         let mut finals = vec![];
-        for (v, i) in &partial {
+        for (v, i) in partial {
             let f = if arg {
                 let i = i.clone().unwrap();
                 match wty_of(rd) {
@@ -288,16 +344,14 @@ impl<'k> WgslWriter<'k> {
         Ok(out)
     }
 
-    /// Combine two partials (value, index): expressions of the new value
-    /// and index (not yet bound).
     /// Combine partials in a balanced tree (neighbours first): log-depth
     /// rounding error. `level` is not empty.
-    pub(super) fn combine_pairwise(&mut self, o: ReduceOp, ac: WTy, mut level: Vec<(String, Option<String>)>) -> (String, Option<String>) {
+    pub(super) fn combine_pairwise(&mut self, o: ReduceOp, ac: WTy, mut level: Vec<Partial>, paired: bool) -> Partial {
         while level.len() > 1 {
             let mut next = vec![];
             for pair in level.chunks(2) {
                 if pair.len() == 2 {
-                    let (v, i) = self.combine(o, ac, &pair[0], &pair[1]);
+                    let (v, i) = self.combine(o, ac, &pair[0], &pair[1], paired);
                     let v = self.let_(ac, v);
                     let i = i.map(|i| self.let_(WTy::U, i));
                     next.push((v, i));
@@ -310,7 +364,14 @@ impl<'k> WgslWriter<'k> {
         level.pop().expect("partials to combine")
     }
 
-    pub(super) fn combine(&mut self, o: ReduceOp, ac: WTy, a: &(String, Option<String>), b: &(String, Option<String>)) -> (String, Option<String>) {
+    /// Combine two partials (value, index): expressions of the new value
+    /// and index (not yet bound).
+    /// `paired` (an `argmax`/`argmin` whose value serves a `max`/`min`
+    /// too): a float value is combined as that reduction combines it
+    /// (`ft_fmax(a, b)`, bit for bit the same, ±0 included), which compares
+    /// exactly as the element the index picks; integer values are equal
+    /// either way.
+    pub(super) fn combine(&mut self, o: ReduceOp, ac: WTy, a: &Partial, b: &Partial, paired: bool) -> Partial {
         if let (Some(ai), Some(bi)) = (&a.1, &b.1) {
             let (av, bv) = (&a.0, &b.0);
             let better = if o == ReduceOp::Argmax { ">" } else { "<" };
@@ -326,7 +387,12 @@ impl<'k> WgslWriter<'k> {
                 take = format!("{take} || ({isnan}({av}) && (!{isnan}({bv}) || {bi} < {ai}))");
             }
             let t = self.let_(WTy::B, take);
-            return (format!("select({av}, {bv}, {t})"), Some(format!("select({ai}, {bi}, {t})")));
+            let v = if paired && ac == WTy::F {
+                format!("{}({av}, {bv})", self.helper(if o == ReduceOp::Argmax { "ft_fmax" } else { "ft_fmin" }))
+            } else {
+                format!("select({av}, {bv}, {t})")
+            };
+            return (v, Some(format!("select({ai}, {bi}, {t})")));
         }
         let (x, y) = (&a.0, &b.0);
         let e = match (o, ac) {
