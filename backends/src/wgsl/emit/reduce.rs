@@ -368,9 +368,11 @@ impl<'k> WgslWriter<'k> {
     /// and index (not yet bound).
     /// `paired` (an `argmax`/`argmin` whose value serves a `max`/`min`
     /// too): a float value is combined as that reduction combines it
-    /// (`ft_fmax(a, b)`, bit for bit the same, ±0 included), which compares
-    /// exactly as the element the index picks; integer values are equal
-    /// either way.
+    /// (`ft_fmax(a, b)`: bit for bit its result, ±0 included, wherever the
+    /// group holds a number — a group of NaN only gives NaN, where the
+    /// `max` alone may give its −inf identity: neither is pinned down), and
+    /// it compares exactly as the element the index picks; integer values
+    /// are equal either way.
     pub(super) fn combine(&mut self, o: ReduceOp, ac: WTy, a: &Partial, b: &Partial, paired: bool) -> Partial {
         if let (Some(ai), Some(bi)) = (&a.1, &b.1) {
             let (av, bv) = (&a.0, &b.0);
