@@ -73,6 +73,27 @@ pub fn siblings(k: &Kernel) -> HashMap<V, V> {
     out
 }
 
+/// The other member of a [`siblings`] pair: `max` ↔ `argmax`, `min` ↔
+/// `argmin` (`sum` has none: itself).
+pub fn sibling_op(o: ReduceOp) -> ReduceOp {
+    match o {
+        ReduceOp::Max => ReduceOp::Argmax,
+        ReduceOp::Argmax => ReduceOp::Max,
+        ReduceOp::Min => ReduceOp::Argmin,
+        ReduceOp::Argmin => ReduceOp::Min,
+        ReduceOp::Sum => ReduceOp::Sum,
+    }
+}
+
+/// The reduction an emitter runs for `o` when it computes its sibling too:
+/// the (value, index) one, whose value serves the `max` (`min`).
+pub fn paired_core(o: ReduceOp) -> ReduceOp {
+    match o {
+        ReduceOp::Max | ReduceOp::Min => sibling_op(o),
+        _ => o,
+    }
+}
+
 /// See the module doc.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReducePlan {

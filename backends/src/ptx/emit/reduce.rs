@@ -5,7 +5,7 @@
 //! three levels.
 
 use super::*;
-use crate::plan::reduce::ReducePlan;
+use crate::plan::reduce::{paired_core, sibling_op, ReducePlan};
 
 /// One group's partial: the value (accumulation class) and, for an
 /// `argmax`/`argmin`, the index along the axis.
@@ -31,22 +31,12 @@ impl<'k> PtxWriter<'k> {
             return Ok(regs);
         }
         let sib = self.reduce_pairs.get(&res).copied();
-        let other = |o: ReduceOp| match o {
-            ReduceOp::Max => ReduceOp::Argmax,
-            ReduceOp::Argmax => ReduceOp::Max,
-            ReduceOp::Min => ReduceOp::Argmin,
-            ReduceOp::Argmin => ReduceOp::Min,
-            ReduceOp::Sum => ReduceOp::Sum,
-        };
         // a pair reduces (value, index) once
-        let core = match (o, sib) {
-            (ReduceOp::Max | ReduceOp::Min, Some(_)) => other(o),
-            _ => o,
-        };
+        let core = if sib.is_some() { paired_core(o) } else { o };
         let (partial, groups) = self.reduce_partials(core, x, axis)?;
         let out = self.reduce_place(o, &partial, &groups, x, axis, res)?;
         if let Some(s) = sib {
-            let regs = self.reduce_place(other(o), &partial, &groups, x, axis, s)?;
+            let regs = self.reduce_place(sibling_op(o), &partial, &groups, x, axis, s)?;
             self.reduced.insert(s, regs);
         }
         Ok(out)

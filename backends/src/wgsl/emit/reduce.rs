@@ -5,7 +5,7 @@
 //! ([`crate::plan::reduce::siblings`]).
 
 use super::*;
-use crate::plan::reduce::ReducePlan;
+use crate::plan::reduce::{paired_core, sibling_op, ReducePlan};
 
 /// Up to this many positions along a reduced axis after the in-invocation
 /// and subgroup steps, the cross-invocation step reads all partials after
@@ -36,22 +36,12 @@ impl<'k> WgslWriter<'k> {
             return Ok(regs);
         }
         let sib = self.reduce_pairs.get(&res).copied();
-        let other = |o: ReduceOp| match o {
-            ReduceOp::Max => ReduceOp::Argmax,
-            ReduceOp::Argmax => ReduceOp::Max,
-            ReduceOp::Min => ReduceOp::Argmin,
-            ReduceOp::Argmin => ReduceOp::Min,
-            ReduceOp::Sum => ReduceOp::Sum,
-        };
         // a pair reduces (value, index) once, the value as `max` computes it
-        let core = match (o, sib) {
-            (ReduceOp::Max | ReduceOp::Min, Some(_)) => other(o),
-            _ => o,
-        };
+        let core = if sib.is_some() { paired_core(o) } else { o };
         let p = self.reduce_partials(core, x, axis, sib.is_some())?;
         let out = self.reduce_place(o, &p, x, axis, res)?;
         if let Some(s) = sib {
-            let regs = self.reduce_place(other(o), &p, x, axis, s)?;
+            let regs = self.reduce_place(sibling_op(o), &p, x, axis, s)?;
             self.reduced.insert(s, regs);
         }
         Ok(out)
