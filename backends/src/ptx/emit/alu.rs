@@ -375,6 +375,17 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
             }
+            if d == DType::I64 && o == BinOp::Mul {
+                // two extended 32-bit values: one widening multiply
+                if let (Some((wx, sx)), Some((wy, sy))) = (self.wide32.get(x).cloned(), self.wide32.get(y).cloned()) {
+                    if sx == sy {
+                        let r = self.reg(RegClass::Rd);
+                        self.line(format!("mul.wide.{}32 {r}, {wx}, {wy};", if sx { "s" } else { "u" }));
+                        out.push(r);
+                        continue;
+                    }
+                }
+            }
             let r = if d.is_float() {
                 let (fx, fy) = (self.widen_f32(x, d), self.widen_f32(y, d));
                 let f = self.reg(RegClass::F);
@@ -885,6 +896,7 @@ impl<'k> PtxWriter<'k> {
                         } else {
                             self.line(format!("cvt.u64.u32 {y}, {r};"));
                         }
+                        self.wide32.insert(y.clone(), (r.clone(), from.is_signed()));
                         y
                     }
                     _ => {
