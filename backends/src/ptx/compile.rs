@@ -50,7 +50,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     });
     let k = &*passes::run(
         k,
-        &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline).every_loop(o.pipeline_every_loop).unit(&unit),
+        &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline)
+            .every_loop(o.pipeline_every_loop)
+            .split_masks(o.split_masks)
+            .unit(&unit),
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let vec = vector_elems(k, &facts);

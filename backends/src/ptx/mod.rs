@@ -117,6 +117,15 @@ pub struct PtxOptions {
     /// shared memory; false: the staging path (kept for A/B measurements:
     /// the CUDA runtime reads `FERROTILE_REGISTER_A=0`).
     pub register_a: bool,
+    /// `dot` loops whose last iterations are masked run as two loops, the
+    /// first with those masks known true
+    /// ([`ferrotile_ir::passes::split_masks`]). Off by default (the CUDA
+    /// runtime reads `FERROTILE_SPLIT_MASKS=1`): the attention forward's
+    /// loop loses its 33 compares and 66 selects per iteration, but with
+    /// two copies of the loop ptxas spills kernels that sit at 255
+    /// registers (attention d64/d128, the 128×128 GEMMs), and the ring
+    /// plans of some GEMM configurations change (session 29).
+    pub split_masks: bool,
     /// Programs that must fit on one SM (`.minnctapersm`; 0 or 1: no
     /// directive): ptxas keeps registers per thread within what that
     /// allows.
@@ -188,6 +197,7 @@ impl PtxOptions {
             safety: Safety::Safe,
             slice_layouts: true,
             register_a: true,
+            split_masks: false,
             programs_per_sm: 0,
             tma_terms: true,
             invariant_slots: true,

@@ -11,6 +11,8 @@
 //!   faults are counted for the host to report;
 //! - [`lower_views`]: `load_block` / `store_block` of views as masked
 //!   pointer `load` / `store`, except the block loads the caller keeps;
+//! - [`split_masks`]: a `dot` loop whose last iterations are masked runs
+//!   as two loops, the first with the masks known true;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
 //!   `dot` (prefetch `depth` iterations ahead).
 //!
@@ -21,8 +23,8 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`pipeline`] at `num_stages − 1` → [`dce`], to check the rewrite the GPU runs) |
-//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic) |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`], to check the rewrites the GPU runs) |
+//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
@@ -34,6 +36,7 @@ pub mod dce;
 pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
+pub mod split_masks;
 
 use crate::{Kernel, Type, V};
 pub use guard::Safety;
@@ -59,6 +62,8 @@ pub struct PassOptions<'a> {
     pub pipeline_depth: u32,
     /// Prefetch the loads of loops without a `dot` too.
     pub pipeline_every_loop: bool,
+    /// Split `dot` loops whose last iterations are masked ([`split_masks`]).
+    pub split_masks: bool,
 }
 
 impl<'a> PassOptions<'a> {
@@ -74,6 +79,7 @@ impl<'a> PassOptions<'a> {
             unit: None,
             pipeline_depth,
             pipeline_every_loop: false,
+            split_masks: false,
         }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
@@ -87,11 +93,17 @@ impl<'a> PassOptions<'a> {
             unit: None,
             pipeline_depth: gpu_pipeline_depth,
             pipeline_every_loop: false,
+            split_masks: gpu_pipeline_depth > 0,
         }
     }
     /// These options with `unit` naming the values known to be 1.
     pub fn unit(mut self, unit: &'a dyn Fn(V) -> bool) -> Self {
         self.unit = Some(unit);
+        self
+    }
+    /// These options with [`split_masks`] on or off.
+    pub fn split_masks(mut self, on: bool) -> Self {
+        self.split_masks = on;
         self
     }
     /// These options with loops without a `dot` pipelined as well.
@@ -102,7 +114,16 @@ impl<'a> PassOptions<'a> {
     /// The WGSL backend: accesses guarded (against their buffer's end:
     /// pointers are u32 indices).
     pub fn wgsl(safety: Safety) -> Self {
-        PassOptions { safety, host_checked_views: None, index_pointers: true, lower_views: None, unit: None, pipeline_depth: 0, pipeline_every_loop: false }
+        PassOptions {
+            safety,
+            host_checked_views: None,
+            index_pointers: true,
+            lower_views: None,
+            unit: None,
+            pipeline_depth: 0,
+            pipeline_every_loop: false,
+            split_masks: false,
+        }
     }
 }
 
@@ -118,7 +139,8 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
             lower_views::lower_views(k.to_mut(), keep, o.unit.unwrap_or(&|_| false));
         }
     }
-    if o.pipeline_depth > 0 {
+    let split = o.split_masks && split_masks::has_dot_loops(&k) && split_masks::split_masks(k.to_mut());
+    if o.pipeline_depth > 0 || split {
         let before: Kernel = (*k).clone();
         pipeline::pipeline_loops(k.to_mut(), o.pipeline_depth, o.pipeline_every_loop);
         // (a pipelined loop keeps its body's address and mask arithmetic for
