@@ -316,7 +316,7 @@ fn attention_rejects_bad_arguments() {
         &mut o,
         None,
         &p,
-        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1 }), ..opts },
+        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false }), ..opts },
     ));
     assert!(e.contains("bm"), "{e}");
     let (q32, k32, v32) = (dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap());

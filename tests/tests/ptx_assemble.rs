@@ -790,6 +790,7 @@ fn every_attention_tuner_configuration_assembles() {
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
+                        split_masks: tc.values.get("SPLIT") == Some(&1),
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
                     let what = format!("attention {t} D={dp} G={g} hi={hi} lo={lo} lse={lse} {tc} sm_{sm}");

@@ -206,7 +206,7 @@ fn run_library<T: FloatElement>(
     let runs: Vec<Option<Cfg>> = cfgs.iter().map(|c| Some(*c)).chain([None]).collect();
     for c in runs {
         let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
-        let config = c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages });
+        let config = c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages, split_masks: false });
         let opts = AttentionOptions { causal, config, ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
             attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })

@@ -125,6 +125,9 @@ pub struct AttentionConfig {
     pub num_warps: u32,
     /// 2 or more: K/V loads run `num_stages − 1` steps ahead.
     pub num_stages: u32,
+    /// The key loop runs as two loops, the first without the key-length
+    /// and causal masks ([`ferrotile::LaunchConfig::split_masks`]; CUDA).
+    pub split_masks: bool,
 }
 
 impl AttentionConfig {
@@ -141,17 +144,19 @@ impl AttentionConfig {
 
     /// The configuration an [`attention_candidates`] entry describes.
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
-        Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages })
+        let split_masks = tc.values.get("SPLIT").is_some_and(|&v| v != 0);
+        Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_masks })
     }
 
     /// The configuration used without the autotuner: on GPUs the best
-    /// measured on the H200 for the head dimension (RESULTS, "Attention");
+    /// measured on the H200 for the head dimension (RESULTS, "Attention";
+    /// the masks split off at d64: +13% there, session 29);
     /// small tiles on the CPU interpreter and WGSL (whose workgroup storage
     /// may be 32 KiB: lavapipe).
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
-        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages };
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false };
         match dev.kind() {
-            DeviceKind::Cuda if padded_dim <= 64 => c(128, 64, 4, 2),
+            DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, ..c(128, 64, 4, 2) },
             DeviceKind::Cuda if padded_dim <= 128 => c(128, 128, 8, 2),
             DeviceKind::Cuda => c(64, 64, 4, 2),
             _ if padded_dim <= 64 => c(32, 32, 4, 1),
@@ -164,7 +169,7 @@ impl AttentionConfig {
 /// the H200 sweeps of `attn-user`: RESULTS, "Attention written by a user").
 pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
     let c = |bm: i64, bn: i64, w: u32, s: u32| ferrotile::TuneConfig::new(w).with("BM", bm).with("BN", bn).stages(s);
-    if padded_dim <= 64 {
+    let tiles = if padded_dim <= 64 {
         vec![c(128, 64, 4, 2), c(64, 64, 4, 3), c(128, 128, 8, 2), c(128, 64, 8, 2)]
     } else if padded_dim <= 128 {
         // (128×64 on 4 warps spills over a kilobyte here: left out)
@@ -174,7 +179,22 @@ pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
         // `wgmma` A fragments on top of a 128-register accumulator; BN 32
         // would put P·V, K = 32, on mma.sync)
         vec![c(64, 64, 4, 2), c(128, 64, 8, 2)]
+    };
+    // at d64 each with the key loop's masks split off and without
+    // (`SPLIT`: `AttentionConfig::split_masks`; measured on the H200,
+    // session 29: the tuner takes the split on all four d64 cells, +13%).
+    // Not above: at d128 the two copies of the loop cost 7% (255
+    // registers, spills) and the 128×128 tile's rings, one set per loop,
+    // no longer fit in shared memory.
+    if padded_dim > 64 {
+        return tiles;
     }
+    let mut out = vec![];
+    for t in tiles {
+        out.push(t.clone().with("SPLIT", 1));
+        out.push(t.with("SPLIT", 0));
+    }
+    out
 }
 
 /// Configuration of the decode path ([`attention_decode`]).
@@ -522,7 +542,7 @@ fn launch_fwd<T: FloatElement>(
     let p = &a.p;
     cfg.check_tiles("attention: config ")?;
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks);
     let qk_scale = a.scale * std::f32::consts::LOG2_E;
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));

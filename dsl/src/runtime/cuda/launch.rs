@@ -36,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool));
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool));
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
@@ -112,6 +112,8 @@ pub(crate) fn launch(
     let programs = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
     let sparse = programs * cfg.num_warps as u64 <= 16 * cuda.num_sms as u64 && env_flag("FERROTILE_SPARSE_PIPELINE", true);
     let every_loop = cfg.pipeline_every_loop || sparse || env_flag("FERROTILE_PIPELINE_EVERY_LOOP", false);
+    // (`FERROTILE_SPLIT_MASKS=1`: every launch, for A/B runs)
+    let split = cfg.split_masks || env_flag("FERROTILE_SPLIT_MASKS", false);
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key = (
             k as *const Kernel as usize,
@@ -125,7 +127,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop),
+            (safety, every_loop, split),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -148,7 +150,7 @@ pub(crate) fn launch(
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
-            split_masks: env_flag("FERROTILE_SPLIT_MASKS", false),
+            split_masks: split,
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
