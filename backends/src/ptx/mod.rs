@@ -119,8 +119,10 @@ pub struct PtxOptions {
     pub register_a: bool,
     /// `dot` loops whose last iterations are masked run as two loops, the
     /// first with those masks known true
-    /// ([`ferrotile_ir::passes::split_masks`]). Off by default (the CUDA
-    /// runtime reads `FERROTILE_SPLIT_MASKS=1`): the attention forward's
+    /// ([`ferrotile_ir::passes::split_masks`]). Off by default; a launch
+    /// asks for it (`LaunchConfig::split_masks`: the attention library's
+    /// d64 tuner candidates, +13% there) or `FERROTILE_SPLIT_MASKS=1` turns
+    /// it on for every launch. The attention forward's
     /// loop loses its 33 compares and 66 selects per iteration, but with
     /// two copies of the loop ptxas spills kernels that sit at 255
     /// registers (attention d64/d128, the 128×128 GEMMs), and the ring

@@ -44,8 +44,9 @@
 //!
 //! Where it runs: the interpreter's check of the GPU rewrites
 //! (`FERROTILE_INTERP_PIPELINE=1`, `conformance_cpu_pipelined`) and the
-//! PTX backend when asked (`PtxOptions::split_masks`; the CUDA runtime
-//! reads `FERROTILE_SPLIT_MASKS=1`). Not by default yet: offline, the
+//! PTX backend when a launch asks (`LaunchConfig::split_masks`, a knob the
+//! attention library's d64 tuner candidates set: +13% on the H200;
+//! `FERROTILE_SPLIT_MASKS=1`: every launch). Not by default yet: offline, the
 //! attention forward's loop drops from ~1050 to ~880 SASS instructions,
 //! but kernels that already sit at 255 registers (attention d64 and d128,
 //! 128×128 GEMMs) spill once their loop exists twice — the loop-carried
