@@ -125,8 +125,9 @@ pub struct PtxOptions {
     /// it on for every launch. The attention forward's
     /// loop loses its 33 compares and 66 selects per iteration, but with
     /// two copies of the loop ptxas spills kernels that sit at 255
-    /// registers (attention d64/d128, the 128×128 GEMMs), and the ring
-    /// plans of some GEMM configurations change (session 29).
+    /// registers (attention d64/d128, the 128×128 GEMMs), and each copy
+    /// takes its own shared-memory rings (large GEMM tiles no longer fit;
+    /// session 29).
     pub split_masks: bool,
     /// Programs that must fit on one SM (`.minnctapersm`; 0 or 1: no
     /// directive): ptxas keeps registers per thread within what that

@@ -512,9 +512,10 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         // is computed from it alone — a warpgroup's `wgmma` descriptors —
         // in uniform registers instead of moving them there every
         // iteration (`R2UR`): 154 -> 138 SASS instructions in the loop of
-        // the user grouped GEMM, 6% faster on the H200 (the widening multiplies of `wide32` included). Only where `wgmma`
-        // runs: elsewhere nothing uniform is gained and it cost registers
-        // (a tuner configuration of the quantized GEMM spilled 8 bytes).
+        // the user grouped GEMM (122 with the widening multiplies of
+        // `wide32`; together 143.7 -> 136.5 us on the H200). Only where
+        // `wgmma` runs: elsewhere nothing uniform is gained and it cost
+        // registers (a quantized-GEMM tuner configuration spilled 8 bytes).
         let w = em.warp.clone();
         let at = format!("\tshr.u32 {w}, {}, 5;\n", em.tid);
         em.pro = em.pro.replacen(&at, &format!("{at}\tshfl.sync.idx.b32 {w}, {w}, 0, 31, -1;\n"), 1);
