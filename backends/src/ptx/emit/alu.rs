@@ -375,7 +375,7 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
             }
-            if d == DType::I64 && o == BinOp::Mul {
+            if d == DType::I64 && o == BinOp::Mul && self.wgmma_kernel {
                 // two extended 32-bit values: one widening multiply
                 if let (Some((wx, sx)), Some((wy, sy))) = (self.wide32.get(x).cloned(), self.wide32.get(y).cloned()) {
                     if sx == sy {

@@ -121,10 +121,16 @@ struct PtxWriter<'k> {
     /// of two such registers is one `mul.wide` (ptxas does not see through
     /// the extensions: a 64×64-bit multiply is three `IMAD`s and a sign
     /// shift — the `(k as i64) * (n as i64)` row offsets of a pointer
-    /// tile). (Pointer + extended offset as one `mad.wide` was tried too:
-    /// 3 of the grouped GEMM's ~120 loop instructions, and a quantized-GEMM
-    /// tuner configuration on sm_80 then spilled 12 bytes.)
+    /// tile). Used in kernels whose dots run on `wgmma` (`wgmma_kernel`),
+    /// where it was measured; in an `mma.sync` W4A16 tile with register
+    /// operands it cost 8 bytes of spill. (Pointer + extended offset as
+    /// one `mad.wide` was tried too: 3 of the grouped GEMM's ~120 loop
+    /// instructions, and a quantized-GEMM tuner configuration on sm_80
+    /// then spilled 12 bytes.)
     wide32: HashMap<String, (String, bool)>,
+    /// Some `dot` of the kernel runs on `wgmma` (known from the layout
+    /// plan before anything is printed, unlike `uses_wgmma`).
+    wgmma_kernel: bool,
     /// A packed pair of small integers converted to 16-bit floats
     /// (`small_ints_to_16bit`): its word → the word before the magic
     /// number is subtracted, that number's offset (`lo`) and the target.
@@ -272,6 +278,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         idx_residue: HashMap::new(),
         reg_const: HashMap::new(),
         wide32: HashMap::new(),
+        wgmma_kernel: false,
         shifted: HashMap::new(),
         magic_words: HashMap::new(),
         vlay,
@@ -359,6 +366,14 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         em.ws = None;
     }
     em.cluster_bar = clustered && em.ws.is_none();
+    let mut wgmma_kernel = false;
+    k.walk(&mut |op| {
+        if matches!(op.kind, OpKind::Dot { .. }) {
+            let shape: Vec<u32> = k.ty(op.results[0]).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
+            wgmma_kernel |= em.layout_plan.mma(&shape).is_some_and(|g| g.wgmma);
+        }
+    });
+    em.wgmma_kernel = wgmma_kernel;
     em.tid = em.reg(RegClass::R);
     em.lane = em.reg(RegClass::R);
     em.warp = em.reg(RegClass::R);
