@@ -43,6 +43,7 @@
 //! passes create (view lowering, pipelining) come from guarded views and
 //! masks.
 
+use super::build::Emit;
 use crate::analysis::provenance;
 use crate::ir::*;
 use crate::types::*;
@@ -229,70 +230,6 @@ struct Guard<'a> {
     site: u32,
 }
 
-/// Appends ops to a block.
-struct Emit<'a> {
-    k: &'a mut Kernel,
-    out: &'a mut Vec<Op>,
-    loc: Loc,
-}
-
-impl Emit<'_> {
-    fn op(&mut self, kind: OpKind, ty: Type) -> V {
-        self.k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
-        let r = V(self.k.values.len() as u32 - 1);
-        self.out.push(Op { kind, results: vec![r], loc: self.loc });
-        r
-    }
-    fn shape(&self, v: V) -> Vec<Dim> {
-        self.k.ty(v).shape().to_vec()
-    }
-    fn konst(&mut self, l: Lit, d: DType) -> V {
-        self.op(OpKind::Const(l), Type::scalar(d))
-    }
-    fn bool_like(&self, v: V) -> Type {
-        Type::tile(Elem::Val(DType::Bool), self.shape(v))
-    }
-    /// A scalar broadcast to `shape` (itself when `shape` is a scalar's).
-    fn splat(&mut self, x: V, shape: &[Dim]) -> V {
-        if shape.is_empty() {
-            return x;
-        }
-        let elem = self.k.ty(x).elem().expect("a scalar");
-        self.op(OpKind::Splat { x, shape: shape.to_vec() }, Type::tile(elem, shape.to_vec()))
-    }
-    fn cmp(&mut self, op: CmpOp, a: V, b: V) -> V {
-        let ty = self.bool_like(a);
-        self.op(OpKind::Cmp { op, a, b }, ty)
-    }
-    fn bin(&mut self, op: BinOp, a: V, b: V) -> V {
-        let ty = self.k.ty(a).clone();
-        self.op(OpKind::Binary { op, a, b }, ty)
-    }
-    fn not(&mut self, x: V) -> V {
-        let ty = self.k.ty(x).clone();
-        self.op(OpKind::Unary { op: UnOp::Not, x }, ty)
-    }
-    fn i64(&mut self, x: V) -> V {
-        if self.k.ty(x).dtype() == Some(DType::I64) {
-            return x;
-        }
-        let shape = self.shape(x);
-        self.op(OpKind::Cast { x, to: DType::I64 }, Type::tile(Elem::Val(DType::I64), shape))
-    }
-    fn and(&mut self, a: Option<V>, b: V) -> V {
-        match a {
-            Some(a) => self.bin(BinOp::And, a, b),
-            None => b,
-        }
-    }
-    fn or(&mut self, a: Option<V>, b: V) -> V {
-        match a {
-            Some(a) => self.bin(BinOp::Or, a, b),
-            None => b,
-        }
-    }
-}
-
 impl Guard<'_> {
     fn block(&mut self, k: &mut Kernel, b: &mut Block) {
         let ops = std::mem::take(&mut b.ops);
@@ -382,7 +319,7 @@ impl Guard<'_> {
         let (dmax, smax, smin, cap, ncap) = (c(e, 1 << 31), c(e, 1 << 32), c(e, -(1 << 32)), c(e, 1 << 40), c(e, -(1 << 40)));
         let (mut ok, mut nonempty, mut lo, mut hi): (Option<V>, Option<V>, V, V) = (None, None, zero, zero);
         for (&d, &s) in dims.iter().zip(strides) {
-            let (d, s) = (e.i64(d), e.i64(s));
+            let (d, s) = (e.cast(d, DType::I64), e.cast(s, DType::I64));
             let checks = [e.cmp(CmpOp::Ge, d, zero), e.cmp(CmpOp::Le, d, dmax), e.cmp(CmpOp::Ge, s, smin), e.cmp(CmpOp::Le, s, smax)];
             for ch in checks {
                 ok = Some(e.and(ok, ch));

@@ -34,14 +34,10 @@
 //! `cp.async` ring copies; a block access lowered on its own would compute
 //! each element's address and bounds separately.
 
+use super::build::new_value;
 use crate::ir::*;
 use crate::types::*;
 use std::collections::HashMap;
-
-fn new_value(k: &mut Kernel, ty: Type) -> V {
-    k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
-    V(k.values.len() as u32 - 1)
-}
 
 /// Lower every block access whose `load_block` result `keep` rejects (every
 /// `store_block`), see the module doc.

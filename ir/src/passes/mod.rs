@@ -32,6 +32,7 @@
 //! [`PassOptions::ptx`], [`PassOptions::interpreter`] and
 //! [`PassOptions::wgsl`] build each row.
 
+mod build;
 pub mod dce;
 pub mod guard;
 pub mod lower_views;

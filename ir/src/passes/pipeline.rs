@@ -42,6 +42,7 @@
 //! becomes `MIN/2` of its type, so it reads zeros and touches nothing).
 //! The result verifies.
 
+use super::build::{defined_in, like, new_value};
 use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
@@ -74,17 +75,6 @@ pub fn pipeline_loops(k: &mut Kernel, depth: u32, every_loop: bool) {
     let mut body = std::mem::take(&mut k.body);
     block(k, &mut body, depth, every_loop);
     k.body = body;
-}
-
-fn new_value(k: &mut Kernel, ty: Type) -> V {
-    k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
-    V(k.values.len() as u32 - 1)
-}
-
-/// A fresh value of `v`'s type.
-fn like(k: &mut Kernel, v: V) -> V {
-    let ty = k.ty(v).clone();
-    new_value(k, ty)
 }
 
 fn block(k: &mut Kernel, b: &mut Block, depth: u32, every_loop: bool) {
@@ -134,16 +124,6 @@ fn writes_memory(b: &Block) -> bool {
     b.ops.iter().any(|o| {
         matches!(o.kind, OpKind::Store { .. } | OpKind::AtomicAdd { .. } | OpKind::StoreBlock { .. }) || o.kind.regions().iter().any(|r| writes_memory(r))
     })
-}
-
-fn defined_in(b: &Block, out: &mut HashSet<V>) {
-    out.extend(b.args.iter().copied());
-    for op in &b.ops {
-        out.extend(op.results.iter().copied());
-        for r in op.kind.regions() {
-            defined_in(r, out);
-        }
-    }
 }
 
 /// Rewrite one `for` op in place; returns the prologue ops to insert

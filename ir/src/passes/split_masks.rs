@@ -53,6 +53,7 @@
 //! row statistics are folded and converted between the two loops, and
 //! long-lived invariants are spilled around both.
 
+use super::build::{defined_in, like, Emit};
 use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
@@ -73,11 +74,14 @@ pub fn has_dot_loops(k: &Kernel) -> bool {
 pub fn split_masks(k: &mut Kernel) -> bool {
     let n = k.values.len();
     // (what defines each value of the kernel as it comes: the analysis
-    // reads only values that were there before the pass)
+    // reads only values that were there before the pass, and only ops
+    // without regions — a loop's or branch's body is not copied here)
     let mut defs = HashMap::new();
     k.walk(&mut |o| {
-        for r in &o.results {
-            defs.insert(*r, o.kind.clone());
+        if o.kind.regions().is_empty() {
+            for r in &o.results {
+                defs.insert(*r, o.kind.clone());
+            }
         }
     });
     let mut body = std::mem::take(&mut k.body);
@@ -173,35 +177,6 @@ impl Ctx<'_> {
     }
 }
 
-/// Appends ops to `out`.
-struct Emit<'a> {
-    k: &'a mut Kernel,
-    out: &'a mut Vec<Op>,
-    loc: Loc,
-}
-
-impl Emit<'_> {
-    fn op(&mut self, kind: OpKind, ty: Type) -> V {
-        self.k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
-        let r = V(self.k.values.len() as u32 - 1);
-        self.out.push(Op { kind, results: vec![r], loc: self.loc });
-        r
-    }
-    fn i64c(&mut self, c: i64) -> V {
-        self.op(OpKind::Const(Lit::Int(c)), Type::scalar(DType::I64))
-    }
-    fn cast(&mut self, x: V, to: DType) -> V {
-        self.op(OpKind::Cast { x, to }, Type::scalar(to))
-    }
-    fn bin(&mut self, op: BinOp, a: V, b: V) -> V {
-        let ty = self.k.ty(a).clone();
-        self.op(OpKind::Binary { op, a, b }, ty)
-    }
-    fn cmp(&mut self, op: CmpOp, a: V, b: V) -> V {
-        self.op(OpKind::Cmp { op, a, b }, Type::scalar(DType::Bool))
-    }
-}
-
 /// Push `op` to `out`: unchanged, or (a qualifying loop) as the ops that
 /// compute the split, the first loop and the second.
 fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op>) {
@@ -226,20 +201,20 @@ fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op
     let (lo, hi, step, inits) = (*lo, *hi, *step, inits.clone());
     let mut e = Emit { k, out, loc: op.loc };
     // S: every found comparison holds for iv < S
-    let (min32, max32) = (e.i64c(i32::MIN as i64), e.i64c(i32::MAX as i64));
-    let never = e.i64c(i64::MIN);
+    let (min32, max32) = (e.konst(Lit::Int(i32::MIN as i64), DType::I64), e.konst(Lit::Int(i32::MAX as i64), DType::I64));
+    let never = e.konst(Lit::Int(i64::MIN), DType::I64);
     let mut s_all = None;
     for (_, t_hi, b, eq) in &found {
-        let mut sum = e.i64c(0);
+        let mut sum = e.konst(Lit::Int(0), DType::I64);
         for &(s, neg) in &b.scalars {
             let s64 = e.cast(s, DType::I64);
             sum = e.bin(if neg { BinOp::Sub } else { BinOp::Add }, sum, s64);
         }
-        let (ulo, uhi) = (e.i64c(b.lo), e.i64c(b.hi));
+        let (ulo, uhi) = (e.konst(Lit::Int(b.lo), DType::I64), e.konst(Lit::Int(b.hi), DType::I64));
         let (bmin, bmax) = (e.bin(BinOp::Add, sum, ulo), e.bin(BinOp::Add, sum, uhi));
         let (in_lo, in_hi) = (e.cmp(CmpOp::Ge, bmin, min32), e.cmp(CmpOp::Le, bmax, max32));
         let fits = e.bin(BinOp::And, in_lo, in_hi);
-        let off = e.i64c(*t_hi - *eq as i64);
+        let off = e.konst(Lit::Int(*t_hi - *eq as i64), DType::I64);
         let s = e.bin(BinOp::Sub, bmin, off);
         let s = e.op(OpKind::Select { cond: fits, a: s, b: never }, Type::scalar(DType::I64));
         s_all = Some(match s_all {
@@ -252,11 +227,11 @@ fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op
     let end = e.bin(BinOp::Max, capped, lo64);
     let end32 = e.cast(end, DType::I32);
     // the second loop's first iteration: lo + ⌈(E − lo)/st⌉·st, at most hi
-    let one = e.i64c(1);
+    let one = e.konst(Lit::Int(1), DType::I64);
     // (a constant step stays a constant: the division is then a shift or
     // a multiply, not a 64-bit division routine)
     let st1 = match defs.get(&step) {
-        Some(OpKind::Const(Lit::Int(c))) => e.i64c((*c).max(1)),
+        Some(OpKind::Const(Lit::Int(c))) => e.konst(Lit::Int((*c).max(1)), DType::I64),
         _ => e.bin(BinOp::Max, st64, one),
     };
     let span = e.bin(BinOp::Sub, end, lo64);
@@ -279,22 +254,6 @@ fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op
         *inits = first_results;
     }
     e.out.push(op);
-}
-
-fn like(k: &mut Kernel, v: V) -> V {
-    let ty = k.ty(v).clone();
-    k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
-    V(k.values.len() as u32 - 1)
-}
-
-fn defined_in(b: &Block, out: &mut HashSet<V>) {
-    out.extend(b.args.iter().copied());
-    for op in &b.ops {
-        out.extend(op.results.iter().copied());
-        for r in op.kind.regions() {
-            defined_in(r, out);
-        }
-    }
 }
 
 /// Copies a block with fresh values, the comparisons in `replace` made
@@ -331,8 +290,8 @@ impl Copier {
             let r = op.results[0];
             let shape = k.ty(r).shape().to_vec();
             let mut e = Emit { k, out, loc: op.loc };
-            let t = e.op(OpKind::Const(Lit::Bool(true)), Type::scalar(DType::Bool));
-            let t = if shape.is_empty() { t } else { e.op(OpKind::Splat { x: t, shape: shape.clone() }, Type::tile(Elem::Val(DType::Bool), shape)) };
+            let t = e.konst(Lit::Bool(true), DType::Bool);
+            let t = e.splat(t, &shape);
             self.map.insert(r, t);
             self.truth.insert(t);
             return;

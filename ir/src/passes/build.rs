@@ -1,0 +1,94 @@
+//! What the IR → IR passes share to build ops: fresh values, the values a
+//! block defines, and [`Emit`], which appends typed ops to a block.
+
+use crate::ir::*;
+use crate::types::*;
+use std::collections::HashSet;
+
+/// A fresh value of type `ty`.
+pub(crate) fn new_value(k: &mut Kernel, ty: Type) -> V {
+    k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });
+    V(k.values.len() as u32 - 1)
+}
+
+/// A fresh value of `v`'s type.
+pub(crate) fn like(k: &mut Kernel, v: V) -> V {
+    let ty = k.ty(v).clone();
+    new_value(k, ty)
+}
+
+/// Every value `b` defines (its arguments, its ops' results, nested
+/// regions included).
+pub(crate) fn defined_in(b: &Block, out: &mut HashSet<V>) {
+    out.extend(b.args.iter().copied());
+    for op in &b.ops {
+        out.extend(op.results.iter().copied());
+        for r in op.kind.regions() {
+            defined_in(r, out);
+        }
+    }
+}
+
+/// Appends ops to a block, each at `loc`.
+pub(crate) struct Emit<'a> {
+    pub k: &'a mut Kernel,
+    pub out: &'a mut Vec<Op>,
+    pub loc: Loc,
+}
+
+impl Emit<'_> {
+    pub fn op(&mut self, kind: OpKind, ty: Type) -> V {
+        let r = new_value(self.k, ty);
+        self.out.push(Op { kind, results: vec![r], loc: self.loc });
+        r
+    }
+    pub fn shape(&self, v: V) -> Vec<Dim> {
+        self.k.ty(v).shape().to_vec()
+    }
+    pub fn konst(&mut self, l: Lit, d: DType) -> V {
+        self.op(OpKind::Const(l), Type::scalar(d))
+    }
+    fn bool_like(&self, v: V) -> Type {
+        Type::tile(Elem::Val(DType::Bool), self.shape(v))
+    }
+    /// A scalar broadcast to `shape` (itself when `shape` is a scalar's).
+    pub fn splat(&mut self, x: V, shape: &[Dim]) -> V {
+        if shape.is_empty() {
+            return x;
+        }
+        let elem = self.k.ty(x).elem().expect("a scalar");
+        self.op(OpKind::Splat { x, shape: shape.to_vec() }, Type::tile(elem, shape.to_vec()))
+    }
+    pub fn cmp(&mut self, op: CmpOp, a: V, b: V) -> V {
+        let ty = self.bool_like(a);
+        self.op(OpKind::Cmp { op, a, b }, ty)
+    }
+    pub fn bin(&mut self, op: BinOp, a: V, b: V) -> V {
+        let ty = self.k.ty(a).clone();
+        self.op(OpKind::Binary { op, a, b }, ty)
+    }
+    pub fn not(&mut self, x: V) -> V {
+        let ty = self.k.ty(x).clone();
+        self.op(OpKind::Unary { op: UnOp::Not, x }, ty)
+    }
+    /// `x` as dtype `to`, same shape (itself when it already is).
+    pub fn cast(&mut self, x: V, to: DType) -> V {
+        if self.k.ty(x).dtype() == Some(to) {
+            return x;
+        }
+        let shape = self.shape(x);
+        self.op(OpKind::Cast { x, to }, Type::tile(Elem::Val(to), shape))
+    }
+    pub fn and(&mut self, a: Option<V>, b: V) -> V {
+        match a {
+            Some(a) => self.bin(BinOp::And, a, b),
+            None => b,
+        }
+    }
+    pub fn or(&mut self, a: Option<V>, b: V) -> V {
+        match a {
+            Some(a) => self.bin(BinOp::Or, a, b),
+            None => b,
+        }
+    }
+}
