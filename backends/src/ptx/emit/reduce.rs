@@ -192,10 +192,29 @@ impl<'k> PtxWriter<'k> {
             }
             partial.push(level.pop().unwrap().0);
         }
+        // a float (value, index) pair crosses threads as one 64-bit key
+        // ([`Self::arg_key`]): one `max.s64`/`min.s64` a step instead of
+        // the NaN-aware compare of value and index
+        let keyed = arg && ac == RegClass::F && (!plan.lane_xor.is_empty() || plan.warps > 1);
+        let maxing = o == ReduceOp::Argmax;
+        if keyed {
+            partial = partial.iter().map(|p| (self.arg_key(maxing, p), None)).collect();
+        }
+        // the class of what crosses threads
+        let xc = if keyed { RegClass::Rd } else { ac };
+        let kcombine = |em: &mut Self, a: &str, b: &str| -> Partial {
+            let y = em.reg(RegClass::Rd);
+            em.line(format!("{}.s64 {y}, {a}, {b};", if maxing { "max" } else { "min" }));
+            (y, None)
+        };
         // 2. across lanes along the axis
         for &m in &plan.lane_xor {
             for g in partial.iter_mut() {
-                let other = self.shfl(&g.0, ac, m);
+                let other = self.shfl(&g.0, xc, m);
+                if keyed {
+                    *g = kcombine(self, &g.0, &other);
+                    continue;
+                }
                 let oi = g.1.as_ref().map(|i| self.shfl(i, RegClass::R, m));
                 *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref(), false);
             }
@@ -203,13 +222,15 @@ impl<'k> PtxWriter<'k> {
         // 3. across warps along the axis, through shared memory
         let wpc = plan.warps;
         if wpc > 1 {
-            let sz = if ac == RegClass::Rd { 8 } else { 4 };
+            let sz = if xc == RegClass::Rd { 8 } else { 4 };
             let ng = groups.len() as u32;
+            // an index of its own slot unless keyed
+            let with_index = arg && !keyed;
             // slot (warp_axis, other-warp-coords, group): index by warp id and group
             // one slot per (thread, group): lanes off the axis hold different
             // partials, lanes along it were already combined by the shuffles
             let nt = self.o.num_warps * 32;
-            let per = ng * sz * if arg { 2 } else { 1 };
+            let per = ng * sz * if with_index { 2 } else { 1 };
             self.smem_need(nt * per);
             self.bar();
             let base = self.smem_base();
@@ -218,7 +239,7 @@ impl<'k> PtxWriter<'k> {
             for (gi, g) in partial.iter().enumerate() {
                 let a = self.reg(RegClass::R);
                 self.line(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
-                self.line(format!("st.shared.{} [{a}], {};", mv(ac), g.0));
+                self.line(format!("st.shared.{} [{a}], {};", mv(xc), g.0));
                 if let Some(i) = &g.1 {
                     self.line(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
                 }
@@ -238,9 +259,9 @@ impl<'k> PtxWriter<'k> {
                 for gi in 0..partial.len() {
                     let a = self.reg(RegClass::R);
                     self.line(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
-                    let v = self.reg(ac);
-                    self.line(format!("ld.shared.{} {v}, [{a}];", mv(ac)));
-                    let iv = if arg {
+                    let v = self.reg(xc);
+                    self.line(format!("ld.shared.{} {v}, [{a}];", mv(xc)));
+                    let iv = if with_index {
                         let i = self.reg(RegClass::R);
                         self.line(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
                         Some(i)
@@ -249,6 +270,8 @@ impl<'k> PtxWriter<'k> {
                     };
                     if j == 0 {
                         acc.push((v, iv));
+                    } else if keyed {
+                        acc[gi] = kcombine(self, &acc[gi].0.clone(), &v);
                     } else {
                         let cur = acc[gi].clone();
                         acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref(), false);
@@ -258,7 +281,79 @@ impl<'k> PtxWriter<'k> {
             self.bar();
             partial = acc;
         }
+        if keyed {
+            partial = partial.iter().map(|p| self.arg_unkey(maxing, &p.0)).collect();
+        }
         Ok((partial, groups))
+    }
+
+    /// A float `argmax`/`argmin` partial `(value, index)` as one signed
+    /// 64-bit key whose `max.s64` (`min.s64`) is the pair's combine: the
+    /// high word orders the values — a float's bits, negatives mirrored
+    /// (`0x80000000 − bits`, so −0 and +0 are both 0, equal as they
+    /// compare), every NaN the worst (`i32::MIN` for a max, `i32::MAX`
+    /// for a min: NaN loses to every number, two NaNs tie); the low word,
+    /// unsigned, breaks ties to the lower index (its complement for a max)
+    /// and carries the value's sign bit below it, so that
+    /// [`Self::arg_unkey`] gives back the element's bits, a −0 included.
+    /// Indices are below 2³⁰ (tile sizes); the −1 of a replicated copy
+    /// (with a NaN) loses to every element.
+    fn arg_key(&mut self, maxing: bool, p: &Partial) -> String {
+        let (v, i) = (&p.0, p.1.as_deref().expect("an argmax's partials carry indices"));
+        let b = self.reg(RegClass::R);
+        self.line(format!("mov.b32 {b}, {v};"));
+        let (neg, mirrored, ord) = (self.reg(RegClass::P), self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("setp.lt.s32 {neg}, {b}, 0;"));
+        self.line(format!("sub.s32 {mirrored}, -2147483648, {b};"));
+        self.line(format!("selp.b32 {ord}, {mirrored}, {b}, {neg};"));
+        let (nan, hi) = (self.reg(RegClass::P), self.reg(RegClass::R));
+        self.line(format!("setp.nan.f32 {nan}, {v}, {v};"));
+        self.line(format!("selp.b32 {hi}, {}, {ord}, {nan};", if maxing { i32::MIN } else { i32::MAX }));
+        let j = if maxing {
+            let j = self.reg(RegClass::R);
+            self.line(format!("not.b32 {j}, {i};"));
+            j
+        } else {
+            i.to_string()
+        };
+        let (sign, lo) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("shr.u32 {sign}, {b}, 31;"));
+        self.line(format!("mad.lo.u32 {lo}, {j}, 2, {sign};"));
+        let k = self.reg(RegClass::Rd);
+        self.line(format!("mov.b64 {k}, {{{lo}, {hi}}};"));
+        k
+    }
+
+    /// The `(value, index)` partial of a key of [`Self::arg_key`]: the
+    /// index, and the element's value — or, where every element was a NaN,
+    /// the reduction's identity (−inf for a max, +inf for a min), as the
+    /// interpreter's `max`/`min` gives it.
+    fn arg_unkey(&mut self, maxing: bool, k: &str) -> Partial {
+        let (lo, hi) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
+        let j = self.reg(RegClass::R);
+        self.line(format!("shr.s32 {j}, {lo}, 1;"));
+        let i = if maxing {
+            let i = self.reg(RegClass::R);
+            self.line(format!("not.b32 {i}, {j};"));
+            i
+        } else {
+            j
+        };
+        let (neg, mirrored, bits) = (self.reg(RegClass::P), self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("setp.lt.s32 {neg}, {hi}, 0;"));
+        self.line(format!("sub.s32 {mirrored}, -2147483648, {hi};"));
+        self.line(format!("selp.b32 {bits}, {mirrored}, {hi}, {neg};"));
+        let (sign, signed) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("shl.b32 {sign}, {lo}, 31;"));
+        self.line(format!("or.b32 {signed}, {bits}, {sign};"));
+        let (nan, out) = (self.reg(RegClass::P), self.reg(RegClass::R));
+        let (worst, identity) = if maxing { (i32::MIN, 0xFF80_0000u32) } else { (i32::MAX, 0x7F80_0000) };
+        self.line(format!("setp.eq.s32 {nan}, {hi}, {worst};"));
+        self.line(format!("selp.b32 {out}, 0x{identity:08X}, {signed}, {nan};"));
+        let v = self.reg(RegClass::F);
+        self.line(format!("mov.b32 {v}, {out};"));
+        (v, Some(i))
     }
 
     /// Step 4: `o`'s result (the index of an `argmax`/`argmin`, else the
