@@ -1,8 +1,10 @@
 //! Reductions and scans: in-thread, then across lanes with `shfl.sync.bfly`,
-//! then across warps through shared memory; `argmax`/`argmin` carry the
-//! index along (and, paired with a `max`/`min` of the same tile, serve it
-//! too: [`crate::plan::reduce::siblings`]); `cumsum` as a scan in the same
-//! three levels.
+//! then across warps through shared memory; `argmax`/`argmin` run as the
+//! `max`/`min` followed by a `min` of the indices that hold it
+//! (`arg_by_value`; where copies of an element lie along the axis they
+//! carry the index along instead), and, paired with a `max`/`min` of the
+//! same tile, serve it too ([`crate::plan::reduce::siblings`]); `cumsum`
+//! as a scan in the same three levels.
 
 use super::*;
 use crate::plan::reduce::{paired_core, sibling_op, ReducePlan};
@@ -45,6 +47,17 @@ impl<'k> PtxWriter<'k> {
     /// Steps 1–3 of the plan ([`ReducePlan`]): one partial per group of the
     /// result's slice layout, and the groups.
     fn reduce_partials(&mut self, o: ReduceOp, x: V, axis: usize) -> R<(Vec<Partial>, Vec<Vec<usize>>)> {
+        if matches!(o, ReduceOp::Argmax | ReduceOp::Argmin) {
+            if let Some(r) = self.arg_by_value(o, x, axis)? {
+                return Ok(r);
+            }
+        }
+        self.reduce_partials_with(o, x, axis, true)
+    }
+
+    /// [`Self::reduce_partials`] as the plan prints it; `trail`: the
+    /// barrier after the shared-memory step.
+    fn reduce_partials_with(&mut self, o: ReduceOp, x: V, axis: usize, trail: bool) -> R<(Vec<Partial>, Vec<Vec<usize>>)> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
         let lay = self.layout(&shape);
@@ -192,168 +205,166 @@ impl<'k> PtxWriter<'k> {
             }
             partial.push(level.pop().unwrap().0);
         }
-        // a float (value, index) pair crosses threads as one 64-bit key
-        // ([`Self::arg_key`]): one `max.s64`/`min.s64` a step instead of
-        // the NaN-aware compare of value and index
-        let keyed = arg && ac == RegClass::F && (!plan.lane_xor.is_empty() || plan.warps > 1);
-        let maxing = o == ReduceOp::Argmax;
-        if keyed {
-            partial = partial.iter().map(|p| (self.arg_key(maxing, p), None)).collect();
-        }
-        // the class of what crosses threads
-        let xc = if keyed { RegClass::Rd } else { ac };
-        let kcombine = |em: &mut Self, a: &str, b: &str| -> Partial {
-            let y = em.reg(RegClass::Rd);
-            em.line(format!("{}.s64 {y}, {a}, {b};", if maxing { "max" } else { "min" }));
-            (y, None)
-        };
+        let combine_pairs = |em: &mut Self, a: &Partial, b: &Partial| combine(em, &a.0, a.1.as_deref(), &b.0, b.1.as_deref(), false);
+        let partial = self.across_threads(partial, &plan, ac, arg, 0, true, trail, &combine_pairs);
+        Ok((partial, groups))
+    }
+
+    /// Steps 2–3 of the plan: each group's partial combined with the
+    /// other lanes' along the axis (butterfly shuffles), then with the
+    /// other warps' through shared memory — one slot per thread and group
+    /// (the value of class `xc`, and the index after all the values when
+    /// `with_index`) from `at` bytes into the scratch. `lead`/`trail`: a
+    /// barrier before the stores (earlier readers of those bytes) and
+    /// after the loads (later writers); two exchanges in a row that use
+    /// different bytes need neither between them.
+    #[allow(clippy::too_many_arguments)]
+    fn across_threads(
+        &mut self,
+        mut partial: Vec<Partial>,
+        plan: &ReducePlan,
+        xc: RegClass,
+        with_index: bool,
+        at: u32,
+        lead: bool,
+        trail: bool,
+        combine: &dyn Fn(&mut Self, &Partial, &Partial) -> Partial,
+    ) -> Vec<Partial> {
+        let mv = RegClass::mov_ty;
         // 2. across lanes along the axis
         for &m in &plan.lane_xor {
             for g in partial.iter_mut() {
                 let other = self.shfl(&g.0, xc, m);
-                if keyed {
-                    *g = kcombine(self, &g.0, &other);
-                    continue;
-                }
                 let oi = g.1.as_ref().map(|i| self.shfl(i, RegClass::R, m));
-                *g = combine(self, &g.0, g.1.as_deref(), &other, oi.as_deref(), false);
+                *g = combine(self, g, &(other, oi));
             }
         }
         // 3. across warps along the axis, through shared memory
         let wpc = plan.warps;
-        if wpc > 1 {
-            let sz = if xc == RegClass::Rd { 8 } else { 4 };
-            let ng = groups.len() as u32;
-            // an index of its own slot unless keyed
-            let with_index = arg && !keyed;
-            // slot (warp_axis, other-warp-coords, group): index by warp id and group
-            // one slot per (thread, group): lanes off the axis hold different
-            // partials, lanes along it were already combined by the shuffles
-            let nt = self.o.num_warps * 32;
-            let per = ng * sz * if with_index { 2 } else { 1 };
-            self.smem_need(nt * per);
+        if wpc <= 1 {
+            return partial;
+        }
+        let sz = if xc == RegClass::Rd { 8 } else { 4 };
+        let ng = partial.len() as u32;
+        // slot (warp_axis, other-warp-coords, group): index by warp id and group
+        // one slot per (thread, group): lanes off the axis hold different
+        // partials, lanes along it were already combined by the shuffles
+        let nt = self.o.num_warps * 32;
+        let per = ng * sz * if with_index { 2 } else { 1 };
+        self.smem_need(at + nt * per);
+        if lead {
             self.bar();
-            let base = self.smem_base();
-            let slot = self.reg(RegClass::R);
-            self.line(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
-            for (gi, g) in partial.iter().enumerate() {
+        }
+        let base = self.smem_base();
+        let slot = self.reg(RegClass::R);
+        self.line(format!("mad.lo.u32 {slot}, {}, {per}, {base};", self.tid));
+        for (gi, g) in partial.iter().enumerate() {
+            let a = self.reg(RegClass::R);
+            self.line(format!("add.u32 {a}, {slot}, {};", at + gi as u32 * sz));
+            self.line(format!("st.shared.{} [{a}], {};", mv(xc), g.0));
+            if let Some(i) = &g.1 {
+                self.line(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
+            }
+        }
+        self.bar();
+        // read the other warps along the axis: same warp id except the axis field
+        let wsh = plan.warp_shift;
+        let clear = self.reg(RegClass::R);
+        self.line(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
+        let mut acc: Vec<Partial> = vec![];
+        for j in 0..wpc {
+            let w = self.reg(RegClass::R);
+            self.line(format!("or.b32 {w}, {clear}, {};", j << wsh));
+            let s = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
+            self.line(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
+            for gi in 0..partial.len() {
                 let a = self.reg(RegClass::R);
-                self.line(format!("add.u32 {a}, {slot}, {};", gi as u32 * sz));
-                self.line(format!("st.shared.{} [{a}], {};", mv(xc), g.0));
-                if let Some(i) = &g.1 {
-                    self.line(format!("st.shared.b32 [{a}+{}], {i};", ng * sz));
+                self.line(format!("add.u32 {a}, {s}, {};", at + gi as u32 * sz));
+                let v = self.reg(xc);
+                self.line(format!("ld.shared.{} {v}, [{a}];", mv(xc)));
+                let iv = if with_index {
+                    let i = self.reg(RegClass::R);
+                    self.line(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
+                    Some(i)
+                } else {
+                    None
+                };
+                if j == 0 {
+                    acc.push((v, iv));
+                } else {
+                    acc[gi] = combine(self, &acc[gi].clone(), &(v, iv));
                 }
             }
+        }
+        if trail {
             self.bar();
-            // read the other warps along the axis: same warp id except the axis field
-            let wsh = plan.warp_shift;
-            let clear = self.reg(RegClass::R);
-            self.line(format!("and.b32 {clear}, {}, {};", self.warp, !((wpc - 1) << wsh)));
-            let mut acc: Vec<Partial> = vec![];
-            for j in 0..wpc {
-                let w = self.reg(RegClass::R);
-                self.line(format!("or.b32 {w}, {clear}, {};", j << wsh));
-                let s = self.reg(RegClass::R);
-                self.line(format!("mad.lo.u32 {s}, {w}, 32, {};", self.lane));
-                self.line(format!("mad.lo.u32 {s}, {s}, {per}, {base};"));
-                for gi in 0..partial.len() {
-                    let a = self.reg(RegClass::R);
-                    self.line(format!("add.u32 {a}, {s}, {};", gi as u32 * sz));
-                    let v = self.reg(xc);
-                    self.line(format!("ld.shared.{} {v}, [{a}];", mv(xc)));
-                    let iv = if with_index {
-                        let i = self.reg(RegClass::R);
-                        self.line(format!("ld.shared.b32 {i}, [{a}+{}];", ng * sz));
-                        Some(i)
-                    } else {
-                        None
-                    };
-                    if j == 0 {
-                        acc.push((v, iv));
-                    } else if keyed {
-                        acc[gi] = kcombine(self, &acc[gi].0.clone(), &v);
-                    } else {
-                        let cur = acc[gi].clone();
-                        acc[gi] = combine(self, &cur.0, cur.1.as_deref(), &v, iv.as_deref(), false);
-                    }
+        }
+        acc
+    }
+
+    /// An `argmax`/`argmin` of a layout without copies along the axis
+    /// (`None` otherwise: [`Self::reduce_partials`] carries the (value,
+    /// index) pair), in two passes that each combine one 32-bit word a
+    /// step: first the `max` (`min`) `m` of the tile as a plain reduction,
+    /// then the least index whose element equals `m` — each thread picks
+    /// its own first candidate in registers, the threads combine them by
+    /// `min.u32`. Where every element is a NaN, `m` is a NaN (`max.f32`
+    /// of NaNs) and every element is a candidate: index 0. A NaN loses to
+    /// every number (it never equals `m`), −0 ties with +0 (they compare
+    /// equal), ties go to the lower index: the pair's semantics, with a
+    /// third of its ALU work and the `max` as the plain reduction gives it.
+    fn arg_by_value(&mut self, o: ReduceOp, x: V, axis: usize) -> R<Option<(Vec<Partial>, Vec<Vec<usize>>)>> {
+        let shape = self.shape_u32(x);
+        let d = self.dtype(x);
+        let lay = self.layout(&shape);
+        let plan = ReducePlan::new(&lay.bl, &lay.reg_offsets, axis);
+        let (ac, at) = acc_class(d);
+        if plan.replicated || ac == RegClass::Rd || d == DType::Bool || self.partial.contains_key(&x) {
+            return Ok(None);
+        }
+        let vo = if o == ReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
+        // (the value pass's trailing barrier is the index pass's: it
+        // writes the bytes after the value pass's slots)
+        let (values, groups) = self.reduce_partials_with(vo, x, axis, false)?;
+        let regs = self.get(x);
+        let mut firsts: Vec<Partial> = vec![];
+        for (g, rs) in groups.iter().enumerate() {
+            let m = values[g].0.clone();
+            let nan = (ac == RegClass::F).then(|| {
+                let p = self.reg(RegClass::P);
+                self.line(format!("setp.nan.f32 {p}, {m}, {m};"));
+                p
+            });
+            // the thread's first candidate: registers from the highest
+            // index down, each taking the index where its element equals m
+            // (none: u32::MAX, which loses every `min`)
+            let mut order = rs.clone();
+            order.sort_by_key(|&r| std::cmp::Reverse(lay.reg_offsets[r][axis]));
+            let mut first = "-1".to_string();
+            for r in order {
+                let v = if ac == RegClass::F { self.widen_f32(&regs[r], d) } else { regs[r].clone() };
+                let c = self.reg(RegClass::P);
+                match &nan {
+                    Some(n) => self.line(format!("setp.eq.or.f32 {c}, {v}, {m}, {n};")),
+                    None => self.line(format!("setp.eq.{at} {c}, {v}, {m};")),
                 }
+                let i = self.index(&shape, r, axis);
+                let y = self.reg(RegClass::R);
+                self.line(format!("selp.b32 {y}, {i}, {first}, {c};"));
+                first = y;
             }
-            self.bar();
-            partial = acc;
+            firsts.push((first, None));
         }
-        if keyed {
-            partial = partial.iter().map(|p| self.arg_unkey(maxing, &p.0)).collect();
-        }
-        Ok((partial, groups))
-    }
-
-    /// A float `argmax`/`argmin` partial `(value, index)` as one signed
-    /// 64-bit key whose `max.s64` (`min.s64`) is the pair's combine: the
-    /// high word orders the values — a float's bits, negatives mirrored
-    /// (`0x80000000 − bits`, so −0 and +0 are both 0, equal as they
-    /// compare), every NaN the worst (`i32::MIN` for a max, `i32::MAX`
-    /// for a min: NaN loses to every number, two NaNs tie); the low word,
-    /// unsigned, breaks ties to the lower index (its complement for a max)
-    /// and carries the value's sign bit below it, so that
-    /// [`Self::arg_unkey`] gives back the element's bits, a −0 included.
-    /// Indices are below 2³⁰ (tile sizes); the −1 of a replicated copy
-    /// (with a NaN) loses to every element.
-    fn arg_key(&mut self, maxing: bool, p: &Partial) -> String {
-        let (v, i) = (&p.0, p.1.as_deref().expect("an argmax's partials carry indices"));
-        let b = self.reg(RegClass::R);
-        self.line(format!("mov.b32 {b}, {v};"));
-        let (neg, mirrored, ord) = (self.reg(RegClass::P), self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("setp.lt.s32 {neg}, {b}, 0;"));
-        self.line(format!("sub.s32 {mirrored}, -2147483648, {b};"));
-        self.line(format!("selp.b32 {ord}, {mirrored}, {b}, {neg};"));
-        let (nan, hi) = (self.reg(RegClass::P), self.reg(RegClass::R));
-        self.line(format!("setp.nan.f32 {nan}, {v}, {v};"));
-        self.line(format!("selp.b32 {hi}, {}, {ord}, {nan};", if maxing { i32::MIN } else { i32::MAX }));
-        let j = if maxing {
-            let j = self.reg(RegClass::R);
-            self.line(format!("not.b32 {j}, {i};"));
-            j
-        } else {
-            i.to_string()
+        let least = |em: &mut Self, a: &Partial, b: &Partial| -> Partial {
+            let y = em.reg(RegClass::R);
+            em.line(format!("min.u32 {y}, {}, {};", a.0, b.0));
+            (y, None)
         };
-        let (sign, lo) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("shr.u32 {sign}, {b}, 31;"));
-        self.line(format!("mad.lo.u32 {lo}, {j}, 2, {sign};"));
-        let k = self.reg(RegClass::Rd);
-        self.line(format!("mov.b64 {k}, {{{lo}, {hi}}};"));
-        k
-    }
-
-    /// The `(value, index)` partial of a key of [`Self::arg_key`]: the
-    /// index, and the element's value — or, where every element was a NaN,
-    /// the reduction's identity (−inf for a max, +inf for a min), as the
-    /// interpreter's `max`/`min` gives it.
-    fn arg_unkey(&mut self, maxing: bool, k: &str) -> Partial {
-        let (lo, hi) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
-        let j = self.reg(RegClass::R);
-        self.line(format!("shr.s32 {j}, {lo}, 1;"));
-        let i = if maxing {
-            let i = self.reg(RegClass::R);
-            self.line(format!("not.b32 {i}, {j};"));
-            i
-        } else {
-            j
-        };
-        let (neg, mirrored, bits) = (self.reg(RegClass::P), self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("setp.lt.s32 {neg}, {hi}, 0;"));
-        self.line(format!("sub.s32 {mirrored}, -2147483648, {hi};"));
-        self.line(format!("selp.b32 {bits}, {mirrored}, {hi}, {neg};"));
-        let (sign, signed) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("shl.b32 {sign}, {lo}, 31;"));
-        self.line(format!("or.b32 {signed}, {bits}, {sign};"));
-        let (nan, out) = (self.reg(RegClass::P), self.reg(RegClass::R));
-        let (worst, identity) = if maxing { (i32::MIN, 0xFF80_0000u32) } else { (i32::MAX, 0x7F80_0000) };
-        self.line(format!("setp.eq.s32 {nan}, {hi}, {worst};"));
-        self.line(format!("selp.b32 {out}, 0x{identity:08X}, {signed}, {nan};"));
-        let v = self.reg(RegClass::F);
-        self.line(format!("mov.b32 {v}, {out};"));
-        (v, Some(i))
+        // (after the value pass's 4-byte slots)
+        let after = self.o.num_warps * 32 * groups.len() as u32 * 4;
+        let firsts = self.across_threads(firsts, &plan, RegClass::R, false, after, false, true, &least);
+        Ok(Some((values.into_iter().zip(firsts).map(|(v, i)| (v.0, Some(i.0))).collect(), groups)))
     }
 
     /// Step 4: `o`'s result (the index of an `argmax`/`argmin`, else the
