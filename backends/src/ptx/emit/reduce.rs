@@ -312,8 +312,10 @@ impl<'k> PtxWriter<'k> {
     /// `min.u32`. Where every element is a NaN, `m` is a NaN (`max.f32`
     /// of NaNs) and every element is a candidate: index 0. A NaN loses to
     /// every number (it never equals `m`), −0 ties with +0 (they compare
-    /// equal), ties go to the lower index: the pair's semantics, with a
-    /// third of its ALU work and the `max` as the plain reduction gives it.
+    /// equal), ties go to the lower index: the pair's semantics, with one
+    /// `max.f32` (`min.u32`) a step where the pair needs a NaN-aware
+    /// compare of value and index, and the `max` exactly as the plain
+    /// reduction gives it.
     fn arg_by_value(&mut self, o: ReduceOp, x: V, axis: usize) -> R<Option<(Vec<Partial>, Vec<Vec<usize>>)>> {
         let shape = self.shape_u32(x);
         let d = self.dtype(x);
