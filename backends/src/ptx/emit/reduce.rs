@@ -326,8 +326,9 @@ impl<'k> PtxWriter<'k> {
             return Ok(None);
         }
         let vo = if o == ReduceOp::Argmax { ReduceOp::Max } else { ReduceOp::Min };
-        // (the value pass's trailing barrier is the index pass's: it
-        // writes the bytes after the value pass's slots)
+        // (no barrier after the value pass's loads: the index pass
+        // writes the bytes after the value pass's slots, and its own
+        // trailing barrier serves both)
         let (values, groups) = self.reduce_partials_with(vo, x, axis, false)?;
         let regs = self.get(x);
         let mut firsts: Vec<Partial> = vec![];
