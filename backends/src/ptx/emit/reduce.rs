@@ -142,11 +142,11 @@ impl<'k> PtxWriter<'k> {
         // comparing indices.
         let combine = |em: &mut Self, a: &str, ai: Option<&str>, b: &str, bi: Option<&str>, ordered: bool| -> Partial {
             let y = em.reg(ac);
-            let (ins, better, unord) = match o {
-                ReduceOp::Sum if ac == RegClass::F => ("add.rn.f32".to_string(), "", ""),
-                ReduceOp::Sum => (format!("add.{at}"), "", ""),
-                ReduceOp::Max | ReduceOp::Argmax => (format!("max.{at}"), "gt", "gtu"),
-                ReduceOp::Min | ReduceOp::Argmin => (format!("min.{at}"), "lt", "ltu"),
+            let (ins, better) = match o {
+                ReduceOp::Sum if ac == RegClass::F => ("add.rn.f32".to_string(), ""),
+                ReduceOp::Sum => (format!("add.{at}"), ""),
+                ReduceOp::Max | ReduceOp::Argmax => (format!("max.{at}"), "gt"),
+                ReduceOp::Min | ReduceOp::Argmin => (format!("min.{at}"), "lt"),
             };
             // (the value of an (value, index) pair is max/min of the two:
             // it compares as the element the index picks — `max.f32` of a
@@ -156,15 +156,12 @@ impl<'k> PtxWriter<'k> {
             // take b if it is better, or equal with a smaller index; NaN
             // loses to any number, two NaNs tie
             let take = em.reg(RegClass::P);
+            // (a float pair is only combined here where copies lie along
+            // the axis — elsewhere `arg_by_value` reduces it — so never
+            // `ordered`)
             match (ac == RegClass::F, ordered) {
-                (true, true) => {
-                    let q = em.reg(RegClass::P);
-                    em.line(format!("setp.num.f32 {q}, {b}, {b};"));
-                    // (`gtu`: greater, or either NaN)
-                    em.line(format!("setp.{unord}.and.f32 {take}, {b}, {a}, {q};"));
-                }
                 (false, true) => em.line(format!("setp.{better}.{at} {take}, {b}, {a};")),
-                (fl, false) => {
+                (fl, _) => {
                     let li = em.reg(RegClass::P);
                     em.line(format!("setp.lt.u32 {li}, {bi}, {ai};"));
                     let t = if fl { em.reg(RegClass::P) } else { take.clone() };
