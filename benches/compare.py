@@ -10,14 +10,14 @@ key = lambda r: (r["kernel"], r["dtype"], r["rows"], r["cols"])
 by = {}
 for r in rows:
     by.setdefault(key(r), {})[r["impl"]] = r
-print("| kernel | dtype | shape | ferrotile GB/s | % copy | eager GB/s | compile GB/s | ferrotile / best peer |")
-print("|---|---|---|---:|---:|---:|---:|---:|")
+print("| kernel | dtype | shape | ferrotile GB/s | % copy | eager GB/s | compile GB/s | Liger GB/s | ferrotile / best peer |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|")
 for k in sorted(by):
     d = by[k]
     ft = d.get("ferrotile")
-    peers = [d[p]["gbs"] for p in ("eager", "compile") if p in d]
+    peers = [d[p]["gbs"] for p in ("eager", "compile", "liger") if p in d]
     best = max(peers) if peers else None
     fmt = lambda p: f"{d[p]['gbs']:.0f}" if p in d else "—"
     ratio = f"{ft['gbs'] / best:.2f}×" if ft and best else "—"
     pct = f"{100 * ft['gbs'] / ft['copy_gbs']:.1f}%" if ft else "—"
-    print(f"| {k[0]} | {k[1]} | {k[2]}×{k[3]} | {fmt('ferrotile')} | {pct} | {fmt('eager')} | {fmt('compile')} | {ratio} |")
+    print(f"| {k[0]} | {k[1]} | {k[2]}×{k[3]} | {fmt('ferrotile')} | {pct} | {fmt('eager')} | {fmt('compile')} | {fmt('liger')} | {ratio} |")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Peers for the ferrotile library benchmark, timed the same way in the same run.
 
-PyTorch eager and torch.compile (Inductor's Triton kernels) for softmax,
-layer_norm and rms_norm on the shapes/dtypes of `bench`: inputs rotated over
+PyTorch eager, torch.compile (Inductor's Triton kernels) and Liger-Kernel
+(pure Triton, when its wheel is installed) for softmax, layer_norm and rms_norm on the shapes/dtypes of `bench`: inputs rotated over
 buffer copies so repetitions miss L2, batches of 10 calls replayed from a
 CUDA graph and timed with CUDA events (device time, no Python overhead),
 median over batches, device-copy bandwidth measured in the same process.
@@ -774,6 +774,22 @@ def main():
         "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
         "rms_norm": lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, 1e-6),
     }
+    # Liger-Kernel (pure Triton; its wheel travels in .whl/, see gpu-run.sh):
+    # the forward autograd functions, as its `liger_*` functional API calls them
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        import importlib.metadata as md
+        liger = {
+            "softmax": lambda x, w, b: LigerSoftmaxFunction.apply(x),
+            "layer_norm": lambda x, w, b: LigerLayerNormFunction.apply(x, w, b, 1e-5),
+            "rms_norm": lambda x, w, b: LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", False),
+        }
+        print(f"liger-kernel {md.version('liger-kernel')}")
+    except Exception as e:  # report, don't hide
+        print(f"liger-kernel not available ({type(e).__name__}: {e}); its column stays empty")
+        liger = {}
     for (r, c) in shapes:
         for kname, f in fns.items():
             for dt in (torch.float32, torch.bfloat16):
@@ -781,9 +797,16 @@ def main():
                 copies = max(1, min(8, ROTATE // (2 * r * c * es)))
                 xs = [torch.rand(r, c, device="cuda", dtype=dt) * 8 - 4 for _ in range(copies)]
                 w = torch.randn(c, device="cuda", dtype=dt); b = torch.randn(c, device="cuda", dtype=dt)
-                for impl in ("eager", "compile"):
-                    g = f if impl == "eager" else torch.compile(f, dynamic=False)
+                for impl in ("eager", "compile", "liger"):
+                    if impl == "liger" and kname not in liger:
+                        continue
+                    g = {"eager": f, "liger": liger.get(kname)}.get(impl) or torch.compile(f, dynamic=False)
                     try:
+                        if impl == "liger":  # a peer that computes something else is no peer
+                            want = f(xs[0].double(), w.double(), b.double())
+                            err = ((g(xs[0], w, b).double() - want).abs().max() / want.abs().max().clamp(min=1e-30)).item()
+                            if not err < (1e-2 if dt == torch.bfloat16 else 1e-4):
+                                raise RuntimeError(f"max rel error {err:.2e} against f64")
                         ms = timeit(lambda i: g(xs[i], w, b), copies, reps)
                     except Exception as e:  # report, don't hide
                         print(f"{impl} {kname} {r}x{c} {dt}: {e}")

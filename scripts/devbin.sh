@@ -28,11 +28,14 @@ if [ ! -d .gl ]; then
     || echo "warning: could not fetch the Vulkan loader debs; wgpu runs on the GPU machine will find no adapter"
 fi
 # Python peers the GPU image lacks (gemlite is a source package: built into
-# a wheel here), carried in .whl/ and installed by gpu-run.sh
+# a wheel here; Liger-Kernel, pure Triton, for the row kernels), carried in
+# .whl/ and installed by gpu-run.sh
 if [ ! -d .whl ]; then
   grep -q '^/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
   mkdir -p .whl
   (python3 -m pip wheel --no-deps -q gemlite -w .whl && python3 -m pip download --no-deps -q --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d .whl tqdm) \
     || echo "warning: could not fetch the gemlite/tqdm wheels; peers.py --dequant will report gemlite unavailable"
 fi
+ls .whl/liger_kernel-*.whl >/dev/null 2>&1 || python3 -m pip download --no-deps -q --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 -d .whl liger-kernel==0.8.5 \
+  || echo "warning: could not fetch the liger-kernel wheel; peers.py's row kernels will leave its column empty"
 du -sh .devbin .gl .whl

@@ -9,8 +9,10 @@
 #            device, compute-sanitizer memcheck + racecheck
 #   bench:   every row-kernel shape next to PyTorch eager / torch.compile, the
 #            GEMM suite next to cuBLAS, the wgpu row-kernel bench
-#   rows:    row kernels on 16384x4096 and 4096x16384 from CUDA graphs next to
-#            PyTorch eager / torch.compile (RESULTS: row-kernel table)
+#   rows:    row kernels on 16384x1024, 16384x4096 and 4096x16384 from CUDA
+#            graphs next to PyTorch eager / torch.compile / Liger-Kernel (wheel
+#            in .whl/, carry it) in the same call, twice (RESULTS: row-kernel
+#            table)
 #   gemm:    GEMM tests on CUDA, wgmma SASS check, GEMM suite vs cuBLAS,
 #            racecheck of every tuner configuration
 #   gemm-rounds: GEMM suite vs cuBLAS from graphs, then 8192³ and decode
@@ -160,9 +162,10 @@ case "${1:-check}" in
     # alongside), next to PyTorch eager / torch.compile in the same call, on
     # the two shapes of the row-kernel table's headline rows (session 11
     # ran this as `rows11`)
-    SH=16384x4096,4096x16384
+    SH=16384x1024,16384x4096,4096x16384
     FERROTILE_AUTOTUNE_PRINT=1 step bench_lib 150 $D/bench --device cuda --shapes $SH --json "$OUT/ft.json"
     step peers_lib 200 python3 $D/peers.py --shapes $SH --json "$OUT/peers.json"
+    step bench_lib2 150 $D/bench --device cuda --shapes $SH
     python3 $D/compare.py "$OUT/ft.json" "$OUT/peers.json" > "$OUT/table.md" 2>&1
     grep -E "GB/s|ok$|FAIL|no graph" "$L" | grep -v autotune | tail -30
     cat "$OUT/table.md"

@@ -183,6 +183,25 @@ pub fn softmax_row_persistent<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, 
 
 // (Measured slower than one row per program on the H200; see git history of benches/NOTES.md.)
 
+/// Probe: the library's `layer_norm_row` with the weight and bias loaded
+/// before the row's reductions (as Liger-Kernel's forward orders them), so
+/// their latency overlaps the row's; more registers live across the
+/// reductions. `--sweep` times it next to the library's order.
+#[ferrotile::kernel]
+pub fn layer_norm_row_wb_first<T: Float, const BLOCK: i32>(x: Ptr<T>, y: Ptr<T>, w: Ptr<T>, b: Ptr<T>, n_cols: i32, eps: f32) {
+    let row = program_id(0) as i64;
+    let cols = arange(0, BLOCK);
+    let mask = cols < n_cols;
+    let wv = load(w + cols, mask, 0.0) as f32;
+    let bv = load(b + cols, mask, 0.0) as f32;
+    let v = load(x + row * (n_cols as i64) + cols, mask, 0.0) as f32;
+    let n = n_cols as f32;
+    let mean = sum(v, 0) / n;
+    let d = select(mask, v - mean, 0.0);
+    let rstd = rsqrt(sum(d * d, 0) / n + eps);
+    store(y + row * (n_cols as i64) + cols, (d * rstd * wv + bv) as T, mask);
+}
+
 /// GB/s of the single-tile softmax and layer-norm on `rows × cols` of `T`
 /// with `warps` warps (one sweep cell).
 fn sweep_one<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize, warps: u32) -> Result<(f64, f64), Box<dyn std::error::Error>> {
@@ -192,8 +211,8 @@ fn sweep_one<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: us
     let x = dev.from_slice(&rand_vec::<T>(rng, n, 4.0))?;
     let mut y = dev.zeros::<T>(n)?;
     let w = dev.from_slice(&rand_vec::<T>(rng, cols, 1.0))?;
-    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1 };
-    let nm = NormConfig { block, looped: false, num_warps: warps };
+    let sm = SoftmaxConfig { block, looped: false, num_warps: warps, rows: 1, programs_per_sm: 0 };
+    let nm = NormConfig { block, looped: false, num_warps: warps, programs_per_sm: 0 };
     softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
     layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
     let t1 = median(dev, 20, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
@@ -257,6 +276,14 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
             println!("{line}");
         }
     }
+    // layer norm on 16k-wide rows: the library's single tile, the probe
+    // with weight and bias loaded first, the looped kernel (separate w, b)
+    for &(rows, cols) in &[(4096usize, 16384usize), (16384, 4096)] {
+        for dt in ["f32", "bf16"] {
+            let line = if dt == "f32" { ln_probe::<f32>(dev, rng, rows, cols)? } else { ln_probe::<bf16>(dev, rng, rows, cols)? };
+            println!("layer_norm {dt:<4} {rows}x{cols} GB/s: {line}");
+        }
+    }
     // looped kernels on long rows: chunk width × warps
     for &(rows, cols, blocks) in &[(1024usize, 262144usize, &[2048u32, 4096, 8192][..]), (4096, 16384, &[1024, 2048, 4096][..])] {
         let n = rows * cols;
@@ -266,8 +293,8 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
         for &block in blocks {
             let mut line = format!("looped f32 {rows}x{cols} block {block:>5}");
             for warps in [4u32, 8, 16] {
-                let sm = SoftmaxConfig { block, looped: true, num_warps: warps, rows: 1 };
-                let nm = NormConfig { block, looped: true, num_warps: warps };
+                let sm = SoftmaxConfig { block, looped: true, num_warps: warps, rows: 1, programs_per_sm: 0 };
+                let nm = NormConfig { block, looped: true, num_warps: warps, programs_per_sm: 0 };
                 softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm)?;
                 layer_norm_with(dev, &x, &w, &w, &mut y, rows, cols, 1e-5, nm)?;
                 let t1 = median(dev, 10, || softmax_with(dev, &x, &mut y, rows, cols, cols, cols, sm).map_err(lib))?;
@@ -279,6 +306,35 @@ fn sweep(dev: &Device, rng: &mut Rng) -> Result<(), Box<dyn std::error::Error>> 
         }
     }
     Ok(())
+}
+
+/// One `--sweep` line of layer-norm variants on `rows × cols` of `T`.
+fn ln_probe<T: FloatElement>(dev: &Device, rng: &mut Rng, rows: usize, cols: usize) -> Result<String, Box<dyn std::error::Error>> {
+    let n = rows * cols;
+    let block = cols.next_power_of_two() as u32;
+    let gbs = |ms: f64| 2.0 * (n * T::DTYPE.size_bytes()) as f64 / (ms * 1e-3) / 1e9;
+    let x = dev.from_slice(&rand_vec::<T>(rng, n, 4.0))?;
+    let mut y = dev.zeros::<T>(n)?;
+    let w = dev.from_slice(&rand_vec::<T>(rng, cols, 1.0))?;
+    let b = dev.from_slice(&rand_vec::<T>(rng, cols, 1.0))?;
+    let mut line = String::new();
+    for warps in [8u32, 16, 32] {
+        let nm = NormConfig { block, looped: false, num_warps: warps, programs_per_sm: 0 };
+        layer_norm_with(dev, &x, &w, &b, &mut y, rows, cols, 1e-5, nm)?;
+        let t1 = median(dev, 20, || layer_norm_with(dev, &x, &w, &b, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+        let cfg = LaunchConfig::new([rows as u32, 1, 1]).num_warps(warps);
+        let c = cols as i32;
+        layer_norm_row_wb_first::launch(dev, cfg, &x, &mut y, &w, &b, c, 1e-5, block as i32)?;
+        let t2 = median(dev, 20, || layer_norm_row_wb_first::launch(dev, cfg, &x, &mut y, &w, &b, c, 1e-5, block as i32))?;
+        line += &format!(" w{warps}: lib {:.0} wb-first {:.0};", gbs(t1), gbs(t2));
+    }
+    for (blk, warps) in [(2048u32, 8u32), (2048, 16), (4096, 8), (4096, 16)] {
+        let nm = NormConfig { block: blk, looped: true, num_warps: warps, programs_per_sm: 0 };
+        layer_norm_with(dev, &x, &w, &b, &mut y, rows, cols, 1e-5, nm)?;
+        let t = median(dev, 20, || layer_norm_with(dev, &x, &w, &b, &mut y, rows, cols, 1e-5, nm).map_err(lib))?;
+        line += &format!(" looped {blk}/w{warps} {:.0};", gbs(t));
+    }
+    Ok(line)
 }
 
 fn lib(e: ferrotile_kernels::LibError) -> ferrotile::Error {
@@ -343,7 +399,7 @@ fn overhead(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
     let x = dev.from_slice(&[1.0f32; 64])?;
     let mut y = dev.zeros::<f32>(64)?;
     // a specialization no one has launched yet: block 64, 2 warps
-    let cfg = SoftmaxConfig { block: 64, looped: false, num_warps: 2, rows: 1 };
+    let cfg = SoftmaxConfig { block: 64, looped: false, num_warps: 2, rows: 1, programs_per_sm: 0 };
     let t = std::time::Instant::now();
     softmax_with(dev, &x, &mut y, 1, 64, 64, 64, cfg)?;
     dev.synchronize()?;

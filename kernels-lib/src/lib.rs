@@ -101,15 +101,17 @@ impl From<ferrotile::Error> for LibError {
 /// (ranges from the sweeps in benches/NOTES.md).
 pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig, multi_row: bool) -> Vec<ferrotile::TuneConfig> {
     use ferrotile::TuneConfig;
-    // (`ROWS` only where it is not 1: one-row entries keep their names in
-    // tuner caches written before multi-row programs)
+    // (`ROWS` only where it is not 1, `PER_SM` where it is not 0: entries
+    // keep their names in tuner caches written before those existed)
     let enc = |c: softmax::SoftmaxConfig| {
-        let t = TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
-        if c.rows == 1 {
-            t
-        } else {
-            t.with("ROWS", c.rows as i64)
+        let mut t = TuneConfig::new(c.num_warps).with("BLOCK", c.block as i64).with("LOOPED", c.looped as i64);
+        if c.rows != 1 {
+            t = t.with("ROWS", c.rows as i64);
         }
+        if c.programs_per_sm != 0 {
+            t = t.with("PER_SM", c.programs_per_sm as i64);
+        }
+        t
     };
     let mut v = vec![enc(heuristic)];
     let mut push = |c: softmax::SoftmaxConfig| {
@@ -121,7 +123,7 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig, multi_row: bool)
     if heuristic.looped {
         for block in [2048u32, 4096] {
             for w in [8u32, 16] {
-                push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1 });
+                push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1, programs_per_sm: 0 });
             }
         }
     } else {
@@ -149,7 +151,7 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig, multi_row: bool)
         if heuristic.block >= 8192 {
             for block in [2048u32, 4096] {
                 for w in [8u32, 16] {
-                    push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1 });
+                    push(softmax::SoftmaxConfig { block, looped: true, num_warps: w, rows: 1, programs_per_sm: 0 });
                 }
             }
         }
@@ -159,7 +161,8 @@ pub(crate) fn row_candidates(heuristic: softmax::SoftmaxConfig, multi_row: bool)
 
 pub(crate) fn decode(c: &ferrotile::TuneConfig) -> ferrotile::Result<softmax::SoftmaxConfig> {
     let rows = if c.values.contains_key("ROWS") { c.get("ROWS")? as u32 } else { 1 };
-    Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps, rows })
+    let programs_per_sm = if c.values.contains_key("PER_SM") { c.get("PER_SM")? as u32 } else { 0 };
+    Ok(softmax::SoftmaxConfig { block: c.get("BLOCK")? as u32, looped: c.get("LOOPED")? != 0, num_warps: c.num_warps, rows, programs_per_sm })
 }
 
 /// A library error as a runtime error (a launch failure as it was; shape

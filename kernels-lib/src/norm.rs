@@ -159,13 +159,15 @@ pub struct NormConfig {
     pub looped: bool,
     /// Warps per program.
     pub num_warps: u32,
+    /// Programs asked to fit on one SM (as [`crate::softmax::SoftmaxConfig::programs_per_sm`]).
+    pub programs_per_sm: u32,
 }
 
 impl NormConfig {
     /// Block and warps for rows of `cols` elements of `elem_bytes` bytes.
     pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
         let s = crate::softmax::SoftmaxConfig::for_cols(cols, elem_bytes);
-        NormConfig { block: s.block, looped: s.looped, num_warps: s.num_warps }
+        NormConfig { block: s.block, looped: s.looped, num_warps: s.num_warps, programs_per_sm: s.programs_per_sm }
     }
 }
 
@@ -205,7 +207,17 @@ pub fn layer_norm<T: FloatElement>(
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("layer_norm", h);
     crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| {
-        layer_norm_with(dev, x, w, b, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps })
+        layer_norm_with(
+            dev,
+            x,
+            w,
+            b,
+            y,
+            rows,
+            cols,
+            eps,
+            NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps, programs_per_sm: c.programs_per_sm },
+        )
     })
 }
 
@@ -233,7 +245,7 @@ pub fn layer_norm_with<T: FloatElement>(
     if !cfg.looped && (cfg.block as usize) < cols {
         return Err(LibError::Config(format!("layer_norm: block {} is narrower than the row ({cols})", cfg.block)));
     }
-    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps).programs_per_sm(cfg.programs_per_sm);
     let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
     crate::check_row_blocks("layer_norm", cols, cfg.block as usize)?;
     // SAFETY: the checks above keep every access in its buffer: program
@@ -271,7 +283,16 @@ pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: 
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("rms_norm", h);
     crate::with_tuned(t, dev, key, rows, rows * cols, h, |c| {
-        rms_norm_with(dev, x, w, y, rows, cols, eps, NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps })
+        rms_norm_with(
+            dev,
+            x,
+            w,
+            y,
+            rows,
+            cols,
+            eps,
+            NormConfig { block: c.block, looped: c.looped, num_warps: c.num_warps, programs_per_sm: c.programs_per_sm },
+        )
     })
 }
 
@@ -297,7 +318,7 @@ pub fn rms_norm_with<T: FloatElement>(
     if !cfg.looped && (cfg.block as usize) < cols {
         return Err(LibError::Config(format!("rms_norm: block {} is narrower than the row ({cols})", cfg.block)));
     }
-    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps).programs_per_sm(cfg.programs_per_sm);
     let (n, s, bl) = (cols as i32, cols as i32, cfg.block as i32);
     crate::check_row_blocks("rms_norm", cols, cfg.block as usize)?;
     // SAFETY: the checks above keep every access in its buffer: program

@@ -83,6 +83,11 @@ pub struct SoftmaxConfig {
     /// Rows per program (a power of two; above 1 only for rows that fit in
     /// one tile, not `looped`): [`softmax_rows`].
     pub rows: u32,
+    /// Programs asked to fit on one SM (`LaunchConfig::programs_per_sm`;
+    /// 0: no hint, and what the tuner's candidates use: two programs of 8
+    /// or 16 warps on rows of 4096–16384 elements won nowhere on the H200,
+    /// benches/NOTES.md, session 31). For callers' own configurations.
+    pub programs_per_sm: u32,
 }
 
 /// Rows up to this many elements are done in a single tile.
@@ -93,11 +98,11 @@ impl SoftmaxConfig {
     pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
         let p = cols.max(1).next_power_of_two();
         if p <= MAX_SINGLE_TILE {
-            SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes), rows: 1 }
+            SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes), rows: 1, programs_per_sm: 0 }
         } else {
             // sweep (benches/NOTES.md): narrow chunks over 16 warps win on long rows
             let block = if elem_bytes >= 4 { 2048 } else { 4096 };
-            SoftmaxConfig { block, looped: true, num_warps: 16, rows: 1 }
+            SoftmaxConfig { block, looped: true, num_warps: 16, rows: 1, programs_per_sm: 0 }
         }
     }
 }
@@ -163,7 +168,7 @@ pub fn softmax_with<T: FloatElement>(
         return Ok(());
     }
     let (n, xs, ys) = (cols as i32, x_stride as i32, y_stride as i32);
-    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps);
+    let launch = LaunchConfig::new([rows as u32, 1, 1]).num_warps(cfg.num_warps).programs_per_sm(cfg.programs_per_sm);
     let block = cfg.block as i32;
     if !cfg.looped && (cfg.block as usize) < cols {
         return Err(LibError::Config(format!("softmax: block {} is narrower than the row ({cols}); use the looped kernel", cfg.block)));
@@ -180,7 +185,7 @@ pub fn softmax_with<T: FloatElement>(
             )));
         }
         let programs = rows.div_ceil(cfg.rows as usize);
-        let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(cfg.num_warps);
+        let launch = LaunchConfig::new([programs as u32, 1, 1]).num_warps(cfg.num_warps).programs_per_sm(cfg.programs_per_sm);
         // SAFETY: as below, per row: program `p` handles rows
         // `p · ROWS + i < rows` (masked; the row index and its offsets are
         // 64-bit), columns `c < cols` (masked), inside `x` and `y`

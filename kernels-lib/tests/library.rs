@@ -59,7 +59,7 @@ fn check_softmax_rows_on<T: FloatElement>(dev: &Device, seed: u64) {
         let (xv, _) = rand_vec::<T>(&mut rng, rows * stride, 3.0);
         let x = dev.from_slice(&xv).unwrap();
         let mut y = dev.full(rows * stride, T::from_f64(f64::NAN)).unwrap();
-        let cfg = SoftmaxConfig { block, looped: false, num_warps: warps, rows: per };
+        let cfg = SoftmaxConfig { block, looped: false, num_warps: warps, rows: per, programs_per_sm: 0 };
         softmax_with(dev, &x, &mut y, rows, cols, stride, stride, cfg).unwrap();
         let yv = y.to_vec().unwrap();
         let dense: Vec<f64> = (0..rows).flat_map(|r| (0..cols).map(move |c| (r, c))).map(|(r, c)| xv[r * stride + c].to_f64()).collect();
@@ -107,7 +107,7 @@ fn check_softmax_on<T: FloatElement>(dev: &Device, seed: u64) {
         let x = dev.from_slice(&xv).unwrap();
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
         let cfg = match forced {
-            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4, rows: 1 },
+            Some((block, looped)) => SoftmaxConfig { block, looped, num_warps: 4, rows: 1, programs_per_sm: 0 },
             None => SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes()),
         };
         softmax_with(&dev, &x, &mut y, rows, cols, cols, cols, cfg).unwrap();
@@ -130,7 +130,7 @@ fn check_layer_norm_on<T: FloatElement>(dev: &Device, seed: u64) {
         let (bv, bf) = rand_vec::<T>(&mut rng, cols, 1.0);
         let (x, w, b) = (dev.from_slice(&xv).unwrap(), dev.from_slice(&wv).unwrap(), dev.from_slice(&bv).unwrap());
         let cfg = match forced {
-            Some((block, looped)) => NormConfig { block, looped, num_warps: 4 },
+            Some((block, looped)) => NormConfig { block, looped, num_warps: 4, programs_per_sm: 0 },
             None => NormConfig::for_cols(cols, T::DTYPE.size_bytes()),
         };
         let mut y = dev.full(rows * cols, T::from_f64(f64::NAN)).unwrap();
@@ -201,7 +201,7 @@ fn softmax_extreme_on(dev: &Device) {
     let x = dev.from_slice(&xv).unwrap();
     for (looped, rows) in [(false, 1), (true, 1), (false, 2), (false, 4)] {
         let mut y = dev.full(3 * cols, f32::NAN).unwrap();
-        let cfg = SoftmaxConfig { block: if looped { 16 } else { 64 }, looped, num_warps: 4, rows };
+        let cfg = SoftmaxConfig { block: if looped { 16 } else { 64 }, looped, num_warps: 4, rows, programs_per_sm: 0 };
         softmax_with(&dev, &x, &mut y, 3, cols, cols, cols, cfg).unwrap();
         let want = reference::softmax(&xv.iter().map(|&v| v as f64).collect::<Vec<_>>(), 3, cols);
         let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
@@ -227,7 +227,7 @@ fn norms_handle_huge_rows() {
                 if !looped && (block as usize) < cols {
                     continue;
                 }
-                let cfg = NormConfig { block, looped, num_warps: 4 };
+                let cfg = NormConfig { block, looped, num_warps: 4, programs_per_sm: 0 };
                 let mut y = dev.full(rows * cols, f32::NAN).unwrap();
                 layer_norm_with(&dev, &x, &w, &b, &mut y, rows, cols, 1e-5, cfg).unwrap();
                 let got: Vec<f64> = y.to_vec().unwrap().iter().map(|&v| v as f64).collect();
@@ -279,11 +279,11 @@ fn bad_shapes_are_errors() {
     let x = dev.zeros::<f32>(10).unwrap();
     let mut y = dev.zeros::<f32>(10).unwrap();
     assert!(matches!(ferrotile_kernels::softmax(&dev, &x, &mut y, 3, 4), Err(LibError::Shape(_))));
-    let cfg = SoftmaxConfig { block: 2, looped: false, num_warps: 1, rows: 1 };
+    let cfg = SoftmaxConfig { block: 2, looped: false, num_warps: 1, rows: 1, programs_per_sm: 0 };
     assert!(matches!(softmax_with(&dev, &x, &mut y, 2, 4, 4, 4, cfg), Err(LibError::Config(_))));
     // rows per program: a power of two, not looped
     for (rows, looped) in [(3, false), (2, true), (0, false)] {
-        let cfg = SoftmaxConfig { block: 4, looped, num_warps: 1, rows };
+        let cfg = SoftmaxConfig { block: 4, looped, num_warps: 1, rows, programs_per_sm: 0 };
         assert!(matches!(softmax_with(&dev, &x, &mut y, 2, 4, 4, 4, cfg), Err(LibError::Config(_))), "rows {rows} looped {looped}");
     }
     let w = dev.zeros::<f32>(3).unwrap();

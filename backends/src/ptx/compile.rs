@@ -53,6 +53,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline)
             .every_loop(o.pipeline_every_loop)
             .split_masks(o.split_masks)
+            .remat_widened(o.remat_widened.then_some(o.num_warps * 32))
             .unit(&unit),
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);

@@ -129,6 +129,11 @@ pub struct PtxOptions {
     /// takes its own shared-memory rings (large GEMM tiles no longer fit;
     /// session 29).
     pub split_masks: bool,
+    /// Tiles widened from narrower ones are recomputed after reductions
+    /// instead of held across them ([`ferrotile_ir::passes::remat_widened`]:
+    /// fewer registers in row kernels of 16-bit data). On by default; the
+    /// CUDA runtime reads `FERROTILE_REMAT_WIDENED=0` for A/B runs.
+    pub remat_widened: bool,
     /// Programs that must fit on one SM (`.minnctapersm`; 0 or 1: no
     /// directive): ptxas keeps registers per thread within what that
     /// allows.
@@ -201,6 +206,7 @@ impl PtxOptions {
             slice_layouts: true,
             register_a: true,
             split_masks: false,
+            remat_widened: true,
             programs_per_sm: 0,
             tma_terms: true,
             invariant_slots: true,

@@ -14,7 +14,9 @@
 //! - [`split_masks`]: a `dot` loop whose last iterations are masked runs
 //!   as two loops, the first with the masks known true;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
-//!   `dot` (prefetch `depth` iterations ahead).
+//!   `dot` (prefetch `depth` iterations ahead);
+//! - [`remat_widened`]: a tile widened from narrower ones (`x as f32` of a
+//!   16-bit load) is recomputed after a reduction instead of held across it.
 //!
 //! # The pass list per target
 //!
@@ -23,9 +25,9 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`], to check the rewrites the GPU runs) |
-//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) |
-//! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining) |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
+//! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
 //!
@@ -37,6 +39,7 @@ pub mod dce;
 pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
+pub mod remat_widened;
 pub mod split_masks;
 
 use crate::{Kernel, Type, V};
@@ -65,6 +68,9 @@ pub struct PassOptions<'a> {
     pub pipeline_every_loop: bool,
     /// Split `dot` loops whose last iterations are masked ([`split_masks`]).
     pub split_masks: bool,
+    /// Recompute widened tiles after reductions ([`remat_widened`]), for
+    /// programs of this many threads; `None`: off.
+    pub remat_widened: Option<u32>,
 }
 
 impl<'a> PassOptions<'a> {
@@ -81,6 +87,7 @@ impl<'a> PassOptions<'a> {
             pipeline_depth,
             pipeline_every_loop: false,
             split_masks: false,
+            remat_widened: None,
         }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
@@ -95,6 +102,8 @@ impl<'a> PassOptions<'a> {
             pipeline_depth: gpu_pipeline_depth,
             pipeline_every_loop: false,
             split_masks: gpu_pipeline_depth > 0,
+            // (one thread: every value large enough in any launch is rewritten)
+            remat_widened: (gpu_pipeline_depth > 0).then_some(1),
         }
     }
     /// These options with `unit` naming the values known to be 1.
@@ -105,6 +114,12 @@ impl<'a> PassOptions<'a> {
     /// These options with [`split_masks`] on or off.
     pub fn split_masks(mut self, on: bool) -> Self {
         self.split_masks = on;
+        self
+    }
+    /// These options with [`remat_widened`] for programs of `threads`
+    /// threads, or off (`None`).
+    pub fn remat_widened(mut self, threads: Option<u32>) -> Self {
+        self.remat_widened = threads;
         self
     }
     /// These options with loops without a `dot` pipelined as well.
@@ -124,6 +139,7 @@ impl<'a> PassOptions<'a> {
             pipeline_depth: 0,
             pipeline_every_loop: false,
             split_masks: false,
+            remat_widened: None,
         }
     }
 }
@@ -149,6 +165,15 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
         // the emitter would still write its shared-memory round trip)
         if *k != before {
             dce::dce(k.to_mut());
+        }
+    }
+    if let Some(threads) = o.remat_widened {
+        // (clones only where a value qualifies: a kernel without one stays borrowed)
+        let mut r = (*k).clone();
+        if remat_widened::remat_widened(&mut r, threads) {
+            // (an original whose every read followed a reduction is dead now)
+            dce::dce(&mut r);
+            k = Cow::Owned(r);
         }
     }
     k

@@ -151,6 +151,7 @@ pub(crate) fn launch(
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             split_masks: split,
+            remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
