@@ -54,6 +54,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
             .every_loop(o.pipeline_every_loop)
             .split_masks(o.split_masks)
             .remat_widened(o.remat_widened.then_some(o.num_warps * 32))
+            .proven_masks(&o.proven_masks)
             .unit(&unit),
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);

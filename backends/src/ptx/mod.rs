@@ -134,6 +134,12 @@ pub struct PtxOptions {
     /// fewer registers in row kernels of 16-bit data). On by default; the
     /// CUDA runtime reads `FERROTILE_REMAT_WIDENED=0` for A/B runs.
     pub remat_widened: bool,
+    /// Bounds on integer arguments this launch satisfies (argument index,
+    /// least value), from [`ferrotile_ir::passes::proven_masks::bounds`] of
+    /// the kernel: masks `arange < n` they prove all-true are dropped.
+    /// Empty by default; the CUDA runtime fills it per launch
+    /// (`FERROTILE_PROVEN_MASKS=0`: never).
+    pub proven_masks: Vec<(u32, i64)>,
     /// Programs that must fit on one SM (`.minnctapersm`; 0 or 1: no
     /// directive): ptxas keeps registers per thread within what that
     /// allows.
@@ -207,6 +213,7 @@ impl PtxOptions {
             register_a: true,
             split_masks: false,
             remat_widened: true,
+            proven_masks: vec![],
             programs_per_sm: 0,
             tma_terms: true,
             invariant_slots: true,

@@ -11,7 +11,8 @@
 //! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
-//! `unchecked`: a row kernel without the guards (as `launch_unchecked`).
+//! `unchecked`: a row kernel without the guards (as `launch_unchecked`);
+//! `proven`: as launched on rows as long as the block (masks proven true).
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::passes::Safety;
@@ -159,6 +160,9 @@ fn main() {
             pipeline: 1,
             warp_specialize: true,
             safety: if a.iter().any(|x| x == "unchecked") { Safety::Unchecked } else { Safety::Safe },
+            // (`proven`: a launch whose arguments meet every mask bound —
+            // rows as long as the block)
+            proven_masks: if a.iter().any(|x| x == "proven") { ferrotile::ir::passes::proven_masks::bounds(&spec) } else { vec![] },
             ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
         },
     )

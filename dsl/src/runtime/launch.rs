@@ -167,6 +167,13 @@ impl From<[u32; 3]> for LaunchConfig {
     }
 }
 
+/// The bounds of `bounds` (argument index, least value) that this launch's
+/// integer arguments satisfy: masks `arange < n` they make all-true
+/// (`ferrotile_ir::passes::proven_masks`).
+pub(crate) fn proven_bounds(bounds: &[(u32, i64)], args: &[Arg<'_>]) -> Vec<(u32, i64)> {
+    bounds.iter().copied().filter(|&(p, at_least)| matches!(args.get(p as usize), Some(Arg::Scalar(Scalar::I(v, d))) if d.is_int() && *v >= at_least)).collect()
+}
+
 /// What the GPU backends specialize on about the launch's integer
 /// arguments, per argument: the power of two up to 16 dividing it
 /// ([`ferrotile_backends::plan::axis::arg_div`]; 1 for other arguments) —
@@ -419,8 +426,15 @@ fn launch_with(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [
     let report = append_hidden(&spec, dev, safety, &mut all)?;
     match dev.kind() {
         DeviceKind::Cpu => {
-            let depth = if cfg.num_stages >= 2 && interp_runs_gpu_passes() { cfg.num_stages - 1 } else { 0 };
-            let k2 = ferrotile_ir::passes::run(&spec, &ferrotile_ir::passes::PassOptions::interpreter(safety, depth).every_loop(cfg.pipeline_every_loop));
+            let gpu_passes = interp_runs_gpu_passes();
+            let depth = if cfg.num_stages >= 2 && gpu_passes { cfg.num_stages - 1 } else { 0 };
+            // (with the GPU's rewrites: the masks the arguments prove true
+            // go too, as on CUDA)
+            let proven = if gpu_passes { proven_bounds(&ferrotile_ir::passes::proven_masks::bounds(&spec), &all) } else { vec![] };
+            let k2 = ferrotile_ir::passes::run(
+                &spec,
+                &ferrotile_ir::passes::PassOptions::interpreter(safety, depth).every_loop(cfg.pipeline_every_loop).proven_masks(&proven),
+            );
             interp::run(&k2, dev.threads(), cfg.grid, &interp_args(k, &all)?)?
         }
         DeviceKind::Cuda => {

@@ -6,6 +6,9 @@
 //!
 //! - [`dce`]: removes ops whose results are never used (run by the
 //!   specializer after constexpr folding, for every target);
+//! - [`proven_masks`]: comparisons `arange < n` that the launch's
+//!   arguments prove true on every element become `true`, and the selects
+//!   and masks they fed go;
 //! - [`guard`]: memory safety — the buffers' lengths become hidden
 //!   parameters and every access is guarded by them; in checked launches,
 //!   faults are counted for the host to report;
@@ -25,8 +28,8 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
-//! | PTX | [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
@@ -39,6 +42,7 @@ pub mod dce;
 pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
+pub mod proven_masks;
 pub mod remat_widened;
 pub mod split_masks;
 
@@ -71,6 +75,8 @@ pub struct PassOptions<'a> {
     /// Recompute widened tiles after reductions ([`remat_widened`]), for
     /// programs of this many threads; `None`: off.
     pub remat_widened: Option<u32>,
+    /// Bounds on arguments the launch proved ([`proven_masks`]).
+    pub proven_masks: &'a [proven_masks::Bound],
 }
 
 impl<'a> PassOptions<'a> {
@@ -88,6 +94,7 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             remat_widened: None,
+            proven_masks: &[],
         }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
@@ -104,6 +111,7 @@ impl<'a> PassOptions<'a> {
             split_masks: gpu_pipeline_depth > 0,
             // (one thread: every value large enough in any launch is rewritten)
             remat_widened: (gpu_pipeline_depth > 0).then_some(1),
+            proven_masks: &[],
         }
     }
     /// These options with `unit` naming the values known to be 1.
@@ -114,6 +122,11 @@ impl<'a> PassOptions<'a> {
     /// These options with [`split_masks`] on or off.
     pub fn split_masks(mut self, on: bool) -> Self {
         self.split_masks = on;
+        self
+    }
+    /// These options with the bounds a launch proved ([`proven_masks`]).
+    pub fn proven_masks(mut self, proven: &'a [proven_masks::Bound]) -> Self {
+        self.proven_masks = proven;
         self
     }
     /// These options with [`remat_widened`] for programs of `threads`
@@ -140,6 +153,7 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             remat_widened: None,
+            proven_masks: &[],
         }
     }
 }
@@ -148,6 +162,14 @@ impl<'a> PassOptions<'a> {
 /// table above; borrows `k` unchanged when none applies.
 pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     let mut k = Cow::Borrowed(k);
+    if !o.proven_masks.is_empty() {
+        let mut f = (*k).clone();
+        if proven_masks::fold(&mut f, o.proven_masks) {
+            // (the masks' compares and the `other`s of unmasked loads)
+            dce::dce(&mut f);
+            k = Cow::Owned(f);
+        }
+    }
     if o.safety != Safety::Unchecked {
         guard::guard(k.to_mut(), o.safety, o.host_checked_views.unwrap_or(&|_| false), !o.index_pointers);
     }

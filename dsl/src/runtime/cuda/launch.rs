@@ -36,7 +36,18 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool));
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>));
+
+/// The mask bounds of a specialization (`proven_masks::bounds`), found
+/// once per (kernel, constexprs, dtypes): launches only compare them with
+/// their arguments.
+fn mask_bounds(k: &'static Kernel, spec: &Kernel, cx: &[i64], dts: &[DType]) -> Arc<Vec<(u32, i64)>> {
+    type BKey = (usize, Vec<i64>, Vec<DType>);
+    static B: OnceLock<Mutex<HashMap<BKey, Arc<Vec<(u32, i64)>>>>> = OnceLock::new();
+    let key = (k as *const Kernel as usize, cx.to_vec(), dts.to_vec());
+    let mut m = B.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    m.entry(key).or_insert_with(|| Arc::new(ferrotile_ir::passes::proven_masks::bounds(spec))).clone()
+}
 
 /// Compiler switches for A/B runs, on unless set to 0: `FERROTILE_MMA`
 /// (tensor-core `dot`), `FERROTILE_PIPELINE` (prefetching `dot` loops),
@@ -114,6 +125,9 @@ pub(crate) fn launch(
     let every_loop = cfg.pipeline_every_loop || sparse || env_flag("FERROTILE_PIPELINE_EVERY_LOOP", false);
     // (`FERROTILE_SPLIT_MASKS=1`: every launch, for A/B runs)
     let split = cfg.split_masks || env_flag("FERROTILE_SPLIT_MASKS", false);
+    // masks `arange < n` this launch's arguments make all-true
+    // (`FERROTILE_PROVEN_MASKS=0`: none, for A/B runs)
+    let proven = if env_flag("FERROTILE_PROVEN_MASKS", true) { crate::runtime::launch::proven_bounds(&mask_bounds(k, spec, cx, dts), args) } else { vec![] };
     let compile = |tma: bool| -> Result<Arc<Compiled>> {
         let key: Key = (
             k as *const Kernel as usize,
@@ -127,7 +141,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop, split),
+            (safety, every_loop, split, proven.clone()),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -152,6 +166,7 @@ pub(crate) fn launch(
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             split_masks: split,
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
+            proven_masks: proven.clone(),
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
