@@ -1,8 +1,10 @@
 //! Workspace-level tests support: the op-level conformance suite, and the
-//! library GEMM on the interpreter for IR-pass equivalence tests.
+//! library GEMM and row kernels on the interpreter for IR-pass equivalence
+//! tests.
 
 // Index loops over several parallel per-dimension / per-register arrays
 // read better than zipped iterators here.
 #![allow(clippy::needless_range_loop)]
 pub mod conformance;
 pub mod gemm_interp;
+pub mod row_interp;

@@ -7,10 +7,10 @@
 //! conformance suite runs the rewrite too, under `FERROTILE_INTERP_PIPELINE=1`
 //! (`conformance_cpu_pipelined`), with each launch's own arguments.
 
-use ferrotile::__private::Arg;
 use ferrotile::ir::passes::proven_masks::{bounds, fold};
 use ferrotile::ir::{specialize, verify::verify, DType, Kernel, OpKind};
-use ferrotile::{bf16, kernel, Device};
+use ferrotile::{bf16, kernel};
+use ferrotile_tests::row_interp::{bf16_rows, run_row};
 
 /// Every comparison form, against two arguments (`n` index 2, `m` index 3).
 #[kernel]
@@ -59,61 +59,26 @@ fn only_proven_comparisons_are_folded() {
     assert_eq!(census(&both).1, 0, "no masked access left:\n{}", both.to_text());
 }
 
-fn stream(seed: &mut u64, n: usize) -> Vec<bf16> {
-    (0..n)
-        .map(|_| {
-            *seed ^= *seed << 13;
-            *seed ^= *seed >> 7;
-            *seed ^= *seed << 17;
-            bf16::from_f32(((*seed >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0)
-        })
-        .collect()
-}
-
 #[test]
 fn folded_row_kernels_compute_the_same_bits() {
     use ferrotile_kernels::norm::layer_norm_row;
     use ferrotile_kernels::softmax::softmax_row;
-    let dev = Device::cpu();
     let mut seed = 0x0bad_cafe_1234_5678u64;
     for (rows, block) in [(3usize, 1024usize), (5, 64)] {
         let cols = block;
-        let x = stream(&mut seed, rows * cols);
-        let (w, b) = (stream(&mut seed, cols), stream(&mut seed, cols));
-        let xb = dev.from_slice(&x).unwrap();
-        let (wb, bb) = (dev.from_slice(&w).unwrap(), dev.from_slice(&b).unwrap());
-        for name in ["layer_norm_row", "softmax_row"] {
-            let ir = if name == "layer_norm_row" { layer_norm_row::ir() } else { softmax_row::ir() };
+        let x = bf16_rows(&mut seed, rows * cols);
+        let (w, b) = (bf16_rows(&mut seed, cols), bf16_rows(&mut seed, cols));
+        for (name, ln) in [("layer_norm_row", true), ("softmax_row", false)] {
+            let ir = if ln { layer_norm_row::ir() } else { softmax_row::ir() };
             let spec = specialize(ir, &[block as i64], &[DType::BF16]).unwrap();
             let mut k = spec.clone();
             // n_cols: argument 4 of the layer norm, 2 of the softmax
-            let n_cols = if name == "layer_norm_row" { 4 } else { 2 };
+            let n_cols = if ln { 4 } else { 2 };
             assert!(fold(&mut k, &[(n_cols, block as i64)]), "{name}: folded");
             verify(&k).unwrap_or_else(|e| panic!("{name} does not verify: {e:?}\n{}", k.to_text()));
             let (sel, masked, _) = census(&k);
             assert_eq!((sel, masked), (0, 0), "{name}: no select or masked access left:\n{}", k.to_text());
-            let run = |k: &Kernel| -> Vec<u16> {
-                let mut y = dev.full(rows * cols, bf16::NAN).unwrap();
-                let c = cols as i32;
-                let args = if name == "layer_norm_row" {
-                    vec![
-                        Arg::buffer(&xb),
-                        Arg::buffer_mut(&mut y),
-                        Arg::buffer(&wb),
-                        Arg::buffer(&bb),
-                        Arg::scalar(c),
-                        Arg::scalar(c),
-                        Arg::scalar(c),
-                        Arg::scalar(1e-5f32),
-                    ]
-                } else {
-                    vec![Arg::buffer(&xb), Arg::buffer_mut(&mut y), Arg::scalar(c), Arg::scalar(c), Arg::scalar(c)]
-                };
-                ferrotile::runtime::run_interpreted(k, &dev, [rows as u32, 1, 1], &args).unwrap();
-                drop(args);
-                y.to_vec().unwrap().iter().map(|v| v.to_bits()).collect()
-            };
-            let (want, got) = (run(&spec), run(&k));
+            let (want, got) = (run_row(&spec, ln, rows, cols, &x, &w, &b), run_row(&k, ln, rows, cols, &x, &w, &b));
             assert!(want.iter().all(|&v| !bf16::from_bits(v).is_nan()), "{name}: the original left outputs unwritten");
             assert_eq!(got, want, "{name} {rows}x{cols}");
         }

@@ -8,10 +8,10 @@
 //! ragged rows (the conformance suite runs it too, under
 //! `FERROTILE_INTERP_PIPELINE=1`).
 
-use ferrotile::__private::Arg;
+use ferrotile::bf16;
 use ferrotile::ir::passes::remat_widened::remat_widened;
 use ferrotile::ir::{specialize, verify::verify, DType, Kernel, OpKind, V};
-use ferrotile::{bf16, Device};
+use ferrotile_tests::row_interp::{bf16_rows, run_row};
 use std::collections::HashMap;
 
 /// Top-level ops of the kernel body: (index of the first reduction,
@@ -99,56 +99,21 @@ fn kernels_without_a_reduction_are_left_alone() {
     assert!(!remat_widened(&mut k, 1), "the GEMM has no reduction");
 }
 
-fn rows_of(rng: &mut u64, n: usize) -> Vec<bf16> {
-    (0..n)
-        .map(|_| {
-            *rng ^= *rng << 13;
-            *rng ^= *rng >> 7;
-            *rng ^= *rng << 17;
-            bf16::from_f32(((*rng >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0)
-        })
-        .collect()
-}
-
 #[test]
 fn rewritten_row_kernels_compute_the_same_bits() {
     use ferrotile_kernels::norm::layer_norm_row;
     use ferrotile_kernels::softmax::softmax_row;
-    let dev = Device::cpu();
     let mut rng = 0x1234_5678_9abc_def0u64;
     for (rows, cols, block) in [(3usize, 1000usize, 1024i64), (2, 70, 128), (4, 64, 64)] {
-        let x = rows_of(&mut rng, rows * cols);
-        let w = rows_of(&mut rng, cols);
-        let b = rows_of(&mut rng, cols);
-        let xb = dev.from_slice(&x).unwrap();
-        let (wb, bb) = (dev.from_slice(&w).unwrap(), dev.from_slice(&b).unwrap());
-        for name in ["layer_norm_row", "softmax_row"] {
-            let ir = if name == "layer_norm_row" { layer_norm_row::ir() } else { softmax_row::ir() };
+        let x = bf16_rows(&mut rng, rows * cols);
+        let w = bf16_rows(&mut rng, cols);
+        let b = bf16_rows(&mut rng, cols);
+        for (name, ln) in [("layer_norm_row", true), ("softmax_row", false)] {
+            let ir = if ln { layer_norm_row::ir() } else { softmax_row::ir() };
             let spec = specialize(ir, &[block], &[DType::BF16]).unwrap();
             let mut k = spec.clone();
             assert!(remat_widened(&mut k, 1), "{name} rewritten");
-            let run = |k: &Kernel| -> Vec<u16> {
-                let mut y = dev.full(rows * cols, bf16::NAN).unwrap();
-                let c = cols as i32;
-                let args = if name == "layer_norm_row" {
-                    vec![
-                        Arg::buffer(&xb),
-                        Arg::buffer_mut(&mut y),
-                        Arg::buffer(&wb),
-                        Arg::buffer(&bb),
-                        Arg::scalar(c),
-                        Arg::scalar(c),
-                        Arg::scalar(c),
-                        Arg::scalar(1e-5f32),
-                    ]
-                } else {
-                    vec![Arg::buffer(&xb), Arg::buffer_mut(&mut y), Arg::scalar(c), Arg::scalar(c), Arg::scalar(c)]
-                };
-                ferrotile::runtime::run_interpreted(k, &dev, [rows as u32, 1, 1], &args).unwrap();
-                drop(args);
-                y.to_vec().unwrap().iter().map(|v| v.to_bits()).collect()
-            };
-            let (want, got) = (run(&spec), run(&k));
+            let (want, got) = (run_row(&spec, ln, rows, cols, &x, &w, &b), run_row(&k, ln, rows, cols, &x, &w, &b));
             assert!(want.iter().all(|&v| !bf16::from_bits(v).is_nan()), "{name}: the original left outputs unwritten");
             assert_eq!(got, want, "{name} {rows}x{cols} (block {block})");
         }

@@ -5,6 +5,37 @@ use crate::ir::*;
 use crate::types::*;
 use std::collections::HashSet;
 
+/// What an op (operands already renamed) becomes when the values in
+/// `truth` are known all-true: the operand it equals (`select(true, a, b)`
+/// is `a`, `m & true` is `m`), or the op itself with the masks of loads,
+/// stores and atomics that are all-true dropped (a load's `other` with
+/// it). `split_masks` and `proven_masks` share these rules.
+pub(crate) enum TrueFold {
+    /// The op is this operand: uses of its result read it.
+    Alias(V),
+    /// The op stays (simplified in place); whether its result is all-true
+    /// too (a splat, broadcast or `expand_dims` of an all-true tile).
+    Keep { all_true: bool },
+}
+
+/// Simplify `kind` given the all-true values `truth` ([`TrueFold`]);
+/// nested regions are the caller's.
+pub(crate) fn fold_true(kind: &mut OpKind, truth: &HashSet<V>) -> TrueFold {
+    match kind {
+        OpKind::Select { cond, a, .. } if truth.contains(cond) => return TrueFold::Alias(*a),
+        OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if truth.contains(a) => return TrueFold::Alias(*b),
+        OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if truth.contains(b) => return TrueFold::Alias(*a),
+        OpKind::Load { mask, other, .. } if mask.is_some_and(|m| truth.contains(&m)) => {
+            *mask = None;
+            *other = None;
+        }
+        OpKind::Store { mask, .. } | OpKind::AtomicAdd { mask, .. } if mask.is_some_and(|m| truth.contains(&m)) => *mask = None,
+        _ => {}
+    }
+    let all_true = matches!(kind, OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } if truth.contains(x));
+    TrueFold::Keep { all_true }
+}
+
 /// A fresh value of type `ty`.
 pub(crate) fn new_value(k: &mut Kernel, ty: Type) -> V {
     k.values.push(ValueInfo { ty, cval: None, weak: false, name: None, layout: None });

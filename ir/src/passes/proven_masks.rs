@@ -29,7 +29,7 @@
 //! GPU's rewrites (`FERROTILE_INTERP_PIPELINE=1`: the conformance suite
 //! checks the fold with each launch's own arguments).
 
-use super::build::new_value;
+use super::build::{fold_true, new_value, TrueFold};
 use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
@@ -123,35 +123,23 @@ impl Folder {
                 self.truth.insert(r);
                 continue;
             }
-            let alias = match &op.kind {
-                OpKind::Select { cond, a, .. } if self.truth.contains(cond) => Some(*a),
-                OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if self.truth.contains(a) => Some(*b),
-                OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if self.truth.contains(b) => Some(*a),
-                _ => None,
-            };
-            if let Some(a) = alias {
-                self.subst.insert(op.results[0], a);
-                if self.truth.contains(&a) {
+            match fold_true(&mut op.kind, &self.truth) {
+                TrueFold::Alias(a) => {
+                    self.subst.insert(op.results[0], a);
+                    continue;
+                }
+                TrueFold::Keep { all_true: true } => {
                     self.truth.insert(op.results[0]);
                 }
-                continue;
+                TrueFold::Keep { all_true: false } => {}
             }
-            let spread = matches!(&op.kind, OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } if self.truth.contains(x));
             match &mut op.kind {
-                OpKind::Load { mask, other, .. } if mask.is_some_and(|m| self.truth.contains(&m)) => {
-                    *mask = None;
-                    *other = None;
-                }
-                OpKind::Store { mask, .. } | OpKind::AtomicAdd { mask, .. } if mask.is_some_and(|m| self.truth.contains(&m)) => *mask = None,
                 OpKind::For { body, .. } => self.block(k, body),
                 OpKind::If { then_, else_, .. } => {
                     self.block(k, then_);
                     self.block(k, else_);
                 }
                 _ => {}
-            }
-            if spread {
-                self.truth.insert(op.results[0]);
             }
             out.push(op);
         }

@@ -53,7 +53,7 @@
 //! row statistics are folded and converted between the two loops, and
 //! long-lived invariants are spilled around both.
 
-use super::build::{defined_in, like, Emit};
+use super::build::{defined_in, fold_true, like, Emit, TrueFold};
 use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
@@ -299,23 +299,14 @@ impl Copier {
         let mut kind = op.kind.clone();
         kind.map_operands(&mut |v| self.get(v));
         // simplify what an all-true value feeds
-        let alias = match &kind {
-            OpKind::Select { cond, a, .. } if self.truth.contains(cond) => Some(*a),
-            OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if self.truth.contains(a) => Some(*b),
-            OpKind::Binary { op: BinOp::And | BinOp::LAnd, a, b } if self.truth.contains(b) => Some(*a),
-            _ => None,
-        };
-        if let Some(a) = alias {
-            self.map.insert(op.results[0], a);
-            return;
-        }
-        let spread = matches!(&kind, OpKind::Splat { x, .. } | OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } if self.truth.contains(x));
-        match &mut kind {
-            OpKind::Load { mask, other, .. } if mask.is_some_and(|m| self.truth.contains(&m)) => {
-                *mask = None;
-                *other = None;
+        let spread = match fold_true(&mut kind, &self.truth) {
+            TrueFold::Alias(a) => {
+                self.map.insert(op.results[0], a);
+                return;
             }
-            OpKind::Store { mask, .. } | OpKind::AtomicAdd { mask, .. } if mask.is_some_and(|m| self.truth.contains(&m)) => *mask = None,
+            TrueFold::Keep { all_true } => all_true,
+        };
+        match &mut kind {
             OpKind::For { body, .. } => *body = self.block(k, body),
             OpKind::If { then_, else_, .. } => {
                 *then_ = self.block(k, then_);
