@@ -472,13 +472,24 @@ pub fn unary(op: UnOp, x: &Data) -> Data {
     Data::from_i64(r, d)
 }
 
+/// `exp` and `exp2` flush results below the least normal f32 to +0 on
+/// every backend (docs/semantics.md): CUDA's `ex2.approx.ftz`, Triton's
+/// `exp2`.
+fn flush_subnormal(r: f32) -> f32 {
+    if r.abs() < f32::MIN_POSITIVE {
+        0.0f32.copysign(r)
+    } else {
+        r
+    }
+}
+
 /// A float unary op on one f32 value.
 pub fn funary(op: UnOp, v: f32) -> f32 {
     match op {
         UnOp::Neg => -v,
         UnOp::Not => unreachable!(),
-        UnOp::Exp => v.exp(),
-        UnOp::Exp2 => v.exp2(),
+        UnOp::Exp => flush_subnormal(v.exp()),
+        UnOp::Exp2 => flush_subnormal(v.exp2()),
         UnOp::Log => v.ln(),
         UnOp::Log2 => v.log2(),
         UnOp::Sqrt => v.sqrt(),

@@ -87,7 +87,7 @@ fn ft_div(a: f32, b: f32) -> f32 {
 // 2^x with ~1 ulp error: k = rint(x), r = x - k (exact), cephes polynomial
 fn ft_exp2(x: f32) -> f32 {
     if (x >= 128.0f) { return bitcast<f32>(0x7f800000u); }
-    if (x < -150.0f) { return 0.0f; }
+    if (x < -126.0f) { return 0.0f; }
     let k = round(x);
     let r = x - k;
     var p = 1.535336188319500e-4f;
@@ -99,7 +99,9 @@ fn ft_exp2(x: f32) -> f32 {
     let y = p * r + 1.0f;
     let ki = i32(k);
     let h = ki >> 1u;
-    return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    let e = (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    // results below the least normal f32 are +0, as on every backend
+    return select(e, 0.0f, e < 1.17549435e-38f);
 }
 
 // f32 -> bf16 bits, round to nearest-even (the `half` crate's conversion)

@@ -47,7 +47,7 @@ fn ft_div(a: f32, b: f32) -> f32 {
 // polynomial, scaled by 2^k in two steps
 fn ft_exp(x: f32) -> f32 {
     if (x > 88.72284f) { return bitcast<f32>(0x7f800000u); }
-    if (x < -103.97208f) { return 0.0f; }
+    if (x < -87.33655f) { return 0.0f; }
     let k = round(x * 1.442695f);
     let r = (x - k * 0.693359375f) - k * -2.1219444e-4f;
     let z = r * r;
@@ -60,7 +60,9 @@ fn ft_exp(x: f32) -> f32 {
     let y = p * z + r + 1.0f;
     let ki = i32(k);
     let h = ki >> 1u;
-    return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    let e = (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    // results below the least normal f32 are +0, as on every backend
+    return select(e, 0.0f, e < 1.17549435e-38f);
 }
 
 // the non-NaN operand when one is NaN (branch-free: a NaN `b` fails the comparison)

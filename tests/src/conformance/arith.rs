@@ -652,10 +652,19 @@ pub fn erf_ref(x: f64) -> f64 {
     r.copysign(x)
 }
 
+fn flush_below_normal(r: f64) -> f64 {
+    if r.abs() < f32::MIN_POSITIVE as f64 {
+        0.0
+    } else {
+        r
+    }
+}
+
 fn math_ref(k: usize, x: f64) -> f64 {
     match k {
-        0 => x.exp(),
-        1 => x.exp2(),
+        // (results below the least normal f32 are +0: docs/semantics.md)
+        0 => flush_below_normal(x.exp()),
+        1 => flush_below_normal(x.exp2()),
         2 => x.ln(),
         3 => x.log2(),
         4 => x.sqrt(),
@@ -672,6 +681,21 @@ fn math_input<T: Flt>(k: usize, rng: &mut Rng) -> T {
     if rng.chance(0.02) {
         // zeros (erf(0) once hung the interpreter), infinities, NaN
         return T::from_f64(rng.pick(&[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN]));
+    }
+    // exp and exp2: one input in ten where the result is near or below the
+    // least normal f32 (flushed to +0), away from the boundary itself
+    // (where a 2-ulp approximation may land on either side)
+    let near_zero = |rng: &mut Rng, lo: f64, b: f64, hi: f64| loop {
+        let v = T::round(rng.range(lo, hi));
+        if (v.to_f64() - b).abs() > 0.05 {
+            return v;
+        }
+    };
+    if k == 0 && rng.chance(0.1) {
+        return near_zero(rng, -100.0, f64::from(f32::MIN_POSITIVE).ln(), -80.0);
+    }
+    if k == 1 && rng.chance(0.1) {
+        return near_zero(rng, -140.0, -126.0, -115.0);
     }
     let v = match k {
         0 => rng.range(-10.0, 10.0),

@@ -400,7 +400,7 @@ const EXP: &str = "// exp with ~1 ulp error (WGSL's exp is 3 + 2|x| ulp): k = ri
 // polynomial, scaled by 2^k in two steps
 fn ft_exp(x: f32) -> f32 {
     if (x > 88.72284f) { return bitcast<f32>(0x7f800000u); }
-    if (x < -103.97208f) { return 0.0f; }
+    if (x < -87.33655f) { return 0.0f; }
     let k = round(x * 1.442695f);
     let r = (x - k * 0.693359375f) - k * -2.1219444e-4f;
     let z = r * r;
@@ -413,14 +413,16 @@ fn ft_exp(x: f32) -> f32 {
     let y = p * z + r + 1.0f;
     let ki = i32(k);
     let h = ki >> 1u;
-    return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    let e = (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    // results below the least normal f32 are +0, as on every backend
+    return select(e, 0.0f, e < 1.17549435e-38f);
 }
 ";
 
 const EXP2: &str = "// 2^x with ~1 ulp error: k = rint(x), r = x - k (exact), cephes polynomial
 fn ft_exp2(x: f32) -> f32 {
     if (x >= 128.0f) { return bitcast<f32>(0x7f800000u); }
-    if (x < -150.0f) { return 0.0f; }
+    if (x < -126.0f) { return 0.0f; }
     let k = round(x);
     let r = x - k;
     var p = 1.535336188319500e-4f;
@@ -432,7 +434,9 @@ fn ft_exp2(x: f32) -> f32 {
     let y = p * r + 1.0f;
     let ki = i32(k);
     let h = ki >> 1u;
-    return (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    let e = (y * bitcast<f32>(u32(h + 127i) << 23u)) * bitcast<f32>(u32(ki - h + 127i) << 23u);
+    // results below the least normal f32 are +0, as on every backend
+    return select(e, 0.0f, e < 1.17549435e-38f);
 }
 ";
 
