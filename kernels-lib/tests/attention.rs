@@ -215,6 +215,14 @@ fn cases(dev: &Device) -> Vec<Case> {
         Case { causal: true, ..case(bhsd(1, 2, 2, 70, 70, 128)) },
         Case { causal: true, ..case(bshd(1, 2, 1, 9, 17, 200)) },
     ];
+    // the same forward problems through the overlapped loop
+    // (`AttentionConfig::overlap`: key block `lo` peeled off, the last P·V
+    // after the loop) on every device, its default tiles; and with no keys
+    let overlapped = |p: &AttentionProblem| Some(AttentionConfig { overlap: true, ..AttentionConfig::default_for(dev, p.padded_dim()) });
+    let ov: Vec<Case> =
+        v.iter().map(|c| Case { p: c.p, causal: c.causal, window: c.window, scale: c.scale, lse: c.lse, config: overlapped(&c.p), ..case(c.p) }).collect();
+    v.extend(ov);
+    v.push(Case { causal: true, config: overlapped(&bhsd(1, 2, 2, 20, 0, 32)), ..case(bhsd(1, 2, 2, 20, 0, 32)) });
     // decode: 1–16 query rows against more keys, all query heads of a K/V
     // head in one tile, keys split over programs (forced splits: the
     // combine step runs on every device), per-entry key counts (0, more
@@ -316,7 +324,7 @@ fn attention_rejects_bad_arguments() {
         &mut o,
         None,
         &p,
-        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false }), ..opts },
+        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false }), ..opts },
     ));
     assert!(e.contains("bm"), "{e}");
     let (q32, k32, v32) = (dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap());

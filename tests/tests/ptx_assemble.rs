@@ -775,13 +775,18 @@ fn epilogue_stores_are_16_bytes() {
 /// sm_90; on sm_90 both dots take `wgmma` with Q and P from registers (no
 /// staged operand) and K/V come by tensor-map bulk copies (rank-4 maps:
 /// one dimension per batch/head term).
+/// The overlapped loop (`OV`) waits for `Q·Kᵀ` with the previous
+/// block's `P·V` still in flight (`wgmma.wait_group 1`) and moves no row
+/// statistic through shared memory; every candidate fits the H200's shared
+/// memory.
 #[test]
 fn every_attention_tuner_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
-    let k = ferrotile_kernels::attention::attention_fwd::ir();
     let mut failures = vec![];
     for dp in [64i64, 128, 256] {
         for tc in ferrotile_kernels::attention::attention_candidates(dp as usize) {
+            let overlap = tc.values.get("OV") == Some(&1);
+            let k = if overlap { ferrotile_kernels::attention::attention_fwd_overlap::ir() } else { ferrotile_kernels::attention::attention_fwd::ir() };
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
             // (G, MASK_HI, MASK_LO, LSE)
             for (t, g, hi, lo, lse) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
@@ -807,10 +812,18 @@ fn every_attention_tuner_configuration_assembles() {
                             failures.push(format!("{what}: not wgmma from registers: {:?} {staged:?}", p.mma_sync_dots));
                         }
                         // (Q too where its register-A fragments would take
-                        // more than 32 registers per thread: an invariant slot)
-                        let maps = if bm * dp * 2 / (tc.num_warps as i64 * 32) > 128 { 3 } else { 2 };
+                        // more than 32 registers per thread: an invariant
+                        // slot; overlapped, Q feeds two `dot`s — the peeled
+                        // block's and the loop's —: one slot read by both)
+                        let maps = if overlap || bm * dp * 2 / (tc.num_warps as i64 * 32) > 128 { 3 } else { 2 };
                         if p.tensor_maps.len() != maps {
                             failures.push(format!("{what}: {} tensor maps, want {maps} (K, V and maybe Q)", p.tensor_maps.len()));
+                        }
+                        if overlap && (!p.text.contains("wgmma.wait_group.sync.aligned 1;") || !p.conversions.is_empty()) {
+                            failures.push(format!("{what}: the softmax does not overlap P·V: {:?}", p.conversions));
+                        }
+                        if p.smem_bytes > 232448 {
+                            failures.push(format!("{what}: {} bytes of shared memory, more than an H200 program may have", p.smem_bytes));
                         }
                     }
                     match ptxas::assemble(&px, &p.text, sm) {

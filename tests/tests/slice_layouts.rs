@@ -261,3 +261,31 @@ fn thread_runs_follow_the_widest_access() {
         assert!(!loads.is_empty() && loads.iter().all(|l| l.contains(load)), "div {div}: {loads:?}");
     }
 }
+
+/// A running row max that starts as the max of a block taken before the
+/// loop (attention with its first key block peeled off) is carried in the
+/// reduction's slice layout: nothing goes through shared memory.
+#[kernel]
+pub fn k_peeled_max<const R: i32, const B: i32>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let rows = program_id(0) * R + arange(0, R);
+    let cols = arange(0, B);
+    let row0 = expand_dims(rows * n, 1);
+    let mut m = max(load(x + row0 + expand_dims(cols, 0)), axis = 1);
+    let mut s = zeros([R], f32);
+    for j in (B..n).step_by(B) {
+        let t = load(x + row0 + expand_dims(j + cols, 0));
+        let m_new = maximum(m, max(t, axis = 1));
+        s = s * exp2(m - m_new) + sum(exp2(t - expand_dims(m_new, 1)), 1);
+        m = m_new;
+    }
+    store(out + rows, m + log2(s));
+}
+
+#[test]
+fn a_peeled_row_max_stays_in_its_slice_layout() {
+    let k = k_peeled_max::ir();
+    let spec = specialize(k, &[8, 256], &[]).unwrap();
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(90, 4, k.params.len()) };
+    let p = emit(&spec, &opts).unwrap();
+    assert!(p.conversions.is_empty(), "{:?}", p.conversions);
+}

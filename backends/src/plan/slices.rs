@@ -125,12 +125,16 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
 fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
     let args = &body.args[1..];
     let yields = body.yields();
-    // trial: carried values entering as splats are splats
+    // trial: carried values entering as splats are splats; entering in a
+    // layout of their own (the row statistic of a key block peeled off
+    // before the loop), in that layout
     let mut trial = out.clone();
     let mut trial_splats = splats.clone();
     for (a, i) in args.iter().zip(inits) {
         if splats.contains(i) {
             trial_splats.insert(*a);
+        } else if let Some(l) = out.get(i) {
+            trial.insert(*a, l.clone());
         }
     }
     block(k, body, default, &mut trial, &mut trial_splats);

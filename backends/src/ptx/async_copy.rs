@@ -199,6 +199,19 @@ struct Defs<'k> {
     loop_body: std::collections::HashSet<usize>,
 }
 
+/// Whether block `blk` is a loop body or nested in one.
+fn in_loop(d: &Defs, mut blk: usize) -> bool {
+    loop {
+        if d.loop_body.contains(&blk) {
+            return true;
+        }
+        match d.parent.get(&blk) {
+            Some(&p) => blk = p,
+            None => return false,
+        }
+    }
+}
+
 fn index_block<'k>(b: &'k Block, id: usize, next: &mut usize, d: &mut Defs<'k>) {
     for op in &b.ops {
         for r in &op.results {
@@ -545,7 +558,10 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             } else if let Some(via) = async_load(k, &d, x, blk, &shape, &tma_ok, shared) {
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
-                out.slots.push(2);
+                // (outside every loop the copy runs once: one slot — a key
+                // block peeled off before an attention loop, the last one
+                // after it)
+                out.slots.push(if in_loop(&d, blk) { 2 } else { 1 });
                 out.layout.push(lay);
                 out.tma.push(match via {
                     Via::Tma(view) => Some(view),

@@ -134,6 +134,13 @@ pub struct PtxOptions {
     /// fewer registers in row kernels of 16-bit data). On by default; the
     /// CUDA runtime reads `FERROTILE_REMAT_WIDENED=0` for A/B runs.
     pub remat_widened: bool,
+    /// A `wgmma` group is waited for where its result is first read, not
+    /// right after it is issued ([`emit`]'s `wg_pending`): independent
+    /// MMAs issued one after the other overlap, and the work between an
+    /// MMA and the first read of its result overlaps with it (FlashAttention-3's
+    /// softmax of one key block under the P·V of the previous one). On by
+    /// default; the CUDA runtime reads `FERROTILE_WGMMA_DEFER=0` for A/B runs.
+    pub defer_wgmma_waits: bool,
     /// Bounds on integer arguments this launch satisfies (argument index,
     /// least value), from [`ferrotile_ir::passes::proven_masks::bounds`] of
     /// the kernel: masks `arange < n` they prove all-true are dropped.
@@ -213,6 +220,7 @@ impl PtxOptions {
             register_a: true,
             split_masks: false,
             remat_widened: true,
+            defer_wgmma_waits: true,
             proven_masks: vec![],
             programs_per_sm: 0,
             tma_terms: true,

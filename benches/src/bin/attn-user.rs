@@ -64,6 +64,72 @@ pub fn attn_fwd<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUS
     store(o + head + offs, out as T, expand_dims(rows < n, 1));
 }
 
+/// The same attention with FlashAttention-3's intra-warpgroup overlap
+/// written out: the loop is rotated by one key block, so that the
+/// softmax of block `j` runs while the P·V product of block `j − 1`
+/// (issued just before it) is on the tensor cores. The compiler waits for
+/// each `dot` where its result is first read (`PtxOptions::defer_wgmma_waits`).
+/// (`ATTN_OV=1` selects it.)
+#[kernel]
+pub fn attn_fwd_ov<T: Float, const BM: i32, const BN: i32, const D: i32, const CAUSAL: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    n: i32,
+    qk_scale: f32,
+) {
+    let pm = program_id(0) * BM;
+    let head = (program_id(1) as i64) * ((n as i64) * (D as i64));
+    let vq = view(q + head, [n, D], [D, 1]);
+    let vkt = view(k + head, [D, n], [1, D]);
+    let vv = view(v + head, [n, D], [D, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, D]);
+    let rows = pm + arange(0, BM);
+    let mut hi = n;
+    if CAUSAL {
+        hi = minimum(n, pm + BM);
+    }
+    // key block 0 (every row has a key there: column 0)
+    let cols0 = arange(0, BN);
+    let mut s0 = dot(qt, load_block(vkt, [0, 0], [D, BN]), zeros([BM, BN], f32)) * qk_scale;
+    s0 = select(expand_dims(cols0 < n, 0), s0, f32::NEG_INFINITY);
+    if CAUSAL {
+        s0 = select(expand_dims(rows, 1) >= expand_dims(cols0, 0), s0, f32::NEG_INFINITY);
+    }
+    let mut m_i = max(s0, axis = 1);
+    let p0 = exp2(s0 - expand_dims(m_i, 1));
+    let mut l_i = sum(p0, 1);
+    let mut pt = p0 as T;
+    let mut acc = zeros([BM, D], f32);
+    for j in (BN..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let qk = dot(qt, load_block(vkt, [0, j], [D, BN]), zeros([BM, BN], f32));
+        // (the previous block's P·V, on the tensor cores during this softmax)
+        acc = dot(pt, load_block(vv, [j - BN, 0], [BN, D]), acc);
+        let mut s = qk * qk_scale;
+        s = select(expand_dims(cols < n, 0), s, f32::NEG_INFINITY);
+        if CAUSAL {
+            s = select(expand_dims(rows, 1) >= expand_dims(cols, 0), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let alpha = exp2(m_i - m_new);
+        let p = exp2(s - expand_dims(m_new, 1));
+        l_i = l_i * alpha + sum(p, 1);
+        pt = p as T;
+        acc = acc * expand_dims(alpha, 1);
+        m_i = m_new;
+    }
+    acc = dot(pt, load_block(vv, [(hi - 1) / BN * BN, 0], [BN, D]), acc);
+    let out = acc / expand_dims(l_i, 1);
+    let offs = expand_dims((rows as i64) * (D as i64), 1) + expand_dims(arange(0, D) as i64, 0);
+    store(o + head + offs, out as T, expand_dims(rows < n, 1));
+}
+
+fn overlap() -> bool {
+    std::env::var("ATTN_OV").is_ok_and(|v| v == "1")
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Cfg {
     bm: i32,
@@ -127,7 +193,13 @@ fn run<T: FloatElement>(dev: &Device, b: usize, h: usize, s: usize, d: usize, ca
         let mut o: Buffer<T> = dev.from_slice(&poison).map_err(e)?;
         let grid = [s.div_ceil(c.bm as usize) as u32, (b * h) as u32, 1];
         let cfg = LaunchConfig::new(grid).num_warps(c.warps).num_stages(c.stages).programs_per_sm(c.per_sm);
-        let launch = |o: &mut Buffer<T>| attn_fwd::launch(dev, cfg, &q, &k, &v, o, s as i32, qk_scale, c.bm, c.bn, d as i32, causal);
+        let launch = |o: &mut Buffer<T>| {
+            if overlap() {
+                attn_fwd_ov::launch(dev, cfg, &q, &k, &v, o, s as i32, qk_scale, c.bm, c.bn, d as i32, causal)
+            } else {
+                attn_fwd::launch(dev, cfg, &q, &k, &v, o, s as i32, qk_scale, c.bm, c.bn, d as i32, causal)
+            }
+        };
         if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
             println!("{:<5} b{b} h{h} s{s} d{d} causal={} {c:?}: error: {err}", T::DTYPE, causal as u8);
             continue;
@@ -206,7 +278,8 @@ fn run_library<T: FloatElement>(
     let runs: Vec<Option<Cfg>> = cfgs.iter().map(|c| Some(*c)).chain([None]).collect();
     for c in runs {
         let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
-        let config = c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages, split_masks: false });
+        let config =
+            c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages, split_masks: false, overlap: overlap() });
         let opts = AttentionOptions { causal, config, ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
             attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
@@ -433,7 +506,7 @@ fn emit(args: &[String]) {
     let causal = args.iter().any(|a| a == "causal") as i64;
     let ws = args.iter().any(|a| a == "ws");
     let per_sm: u32 = args.iter().find_map(|a| a.strip_prefix("perSM=")).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let k = attn_fwd::ir();
+    let k = if overlap() { attn_fwd_ov::ir() } else { attn_fwd::ir() };
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],

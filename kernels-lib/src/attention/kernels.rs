@@ -94,6 +94,110 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
     }
 }
 
+/// [`attention_fwd`] with FlashAttention-3's intra-warpgroup overlap
+/// written out (`AttentionConfig::overlap`): key block `lo` is peeled off
+/// before the loop (every key masked when the range is empty), and each
+/// step issues `Q·K_jᵀ`, then the previous block's `P·V` — so the softmax
+/// of block `j` runs while that product is on the tensor cores (the
+/// compiler waits for each `dot` where its result is first read); the last
+/// block's `P·V` follows the loop. Same arguments, masks and results.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    nq: i32,
+    nk: i32,
+    d: i32,
+    qk_scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qb: i64,
+    qh: i64,
+    qs: i64,
+    kb: i64,
+    kh: i64,
+    ks: i64,
+    vb: i64,
+    vh: i64,
+    vs: i64,
+    ob: i64,
+    oh: i64,
+    os: i64,
+    lb: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let pm = (cdiv(nq, BM) - 1 - program_id(0)) * BM;
+    let b = program_id(2) as i64;
+    let vq = view(q + b * qb + (program_id(1) as i64) * qh, [nq, d], [qs, 1]);
+    let vkt = view(k + b * kb + ((program_id(1) / G) as i64) * kh, [d, nk], [1, ks]);
+    let vv = view(v + b * vb + ((program_id(1) / G) as i64) * vh, [nk, d], [vs, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, DP]);
+    let rows = pm + arange(0, BM);
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    // key block `lo` (the masks below clear it when `lo >= hi`)
+    let cols0 = lo + arange(0, BN);
+    let mut s0 = dot(qt, load_block(vkt, [0, lo], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+    s0 = select(expand_dims(cols0 < nk, 0), s0, f32::NEG_INFINITY);
+    if MASK_HI {
+        s0 = select(expand_dims(cols0, 0) <= expand_dims(rows + (off + win_right), 1), s0, f32::NEG_INFINITY);
+    }
+    if MASK_LO {
+        s0 = select(expand_dims(cols0, 0) >= expand_dims(rows - (win_left - off), 1), s0, f32::NEG_INFINITY);
+    }
+    let mut m_i = max(s0, axis = 1);
+    let m_use0 = select(m_i == f32::NEG_INFINITY, 0.0, m_i);
+    let p0 = exp2(s0 - expand_dims(m_use0, 1));
+    let mut l_i = sum(p0, 1);
+    let mut pt = p0 as T;
+    let mut acc = zeros([BM, DP], f32);
+    for j in (lo + BN..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let qk = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        // (the previous block's P·V: on the tensor cores during this softmax)
+        acc = dot(pt, load_block(vv, [j - BN, 0], [BN, DP]), acc);
+        let mut s = qk * qk_scale;
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let m_new = maximum(m_i, max(s, axis = 1));
+        // (rows with no key yet keep m = −∞: subtract 0 instead, so that
+        // their p and alpha are 0 rather than NaN)
+        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        let alpha = exp2(m_i - m_use);
+        let p = exp2(s - expand_dims(m_use, 1));
+        l_i = l_i * alpha + sum(p, 1);
+        pt = p as T;
+        acc = acc * expand_dims(alpha, 1);
+        m_i = m_new;
+    }
+    // the last block's P·V (block `lo` when the loop did not run)
+    acc = dot(pt, load_block(vv, [maximum(lo, (hi - 1) / BN * BN), 0], [BN, DP]), acc);
+    let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
+    let vo = view(o + b * ob + (program_id(1) as i64) * oh, [nq, d], [os, 1]);
+    store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
+    if LSE {
+        let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
+        store(lse + b * lb + (program_id(1) as i64) * lh + (rows as i64), row_lse, rows < nq);
+    }
+}
+
 /// Decode attention (a few query rows against a long KV cache), one
 /// program per (key split `program_id(0)`, K/V head `program_id(1)`, batch
 /// entry `program_id(2)`): its `BM` rows are the `G · nq` query rows of the

@@ -28,6 +28,12 @@
 //! Causal programs run heaviest first (program 0 takes the last query
 //! block), so the long programs do not end up in the last wave.
 //!
+//! [`attention_fwd_overlap`] is the same computation with
+//! FlashAttention-3's intra-warpgroup overlap written out (the first key
+//! block peeled off, each step issuing `Q·K_jᵀ` and then the previous
+//! block's `P·V`, whose MMA runs while block `j`'s softmax is computed);
+//! the tuner chooses between the two (`AttentionConfig::overlap`).
+//!
 //! On Hopper the compiler turns the views into TMA bulk copies (tensor maps
 //! with a dimension per batch/head term), feeds Q and P to `wgmma` from
 //! registers and pipelines the K/V loads; on the CPU interpreter and WGSL
@@ -44,7 +50,8 @@ mod kernels;
 mod varlen;
 pub use backward::{attention_backward, backward_candidates, BackwardConfig};
 pub use kernels::{
-    attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd, attention_fwd_varlen,
+    attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd, attention_fwd_overlap,
+    attention_fwd_varlen,
 };
 pub use varlen::{attention_varlen, TokenStrides, VarlenProblem};
 
@@ -128,6 +135,10 @@ pub struct AttentionConfig {
     /// The key loop runs as two loops, the first without the key-length
     /// and causal masks ([`ferrotile::LaunchConfig::split_masks`]; CUDA).
     pub split_masks: bool,
+    /// The softmax of each key block overlaps the previous block's `P·V`
+    /// ([`attention_fwd_overlap`]; pays off where `dot`s are asynchronous:
+    /// `wgmma`, sm_90a).
+    pub overlap: bool,
 }
 
 impl AttentionConfig {
@@ -145,7 +156,8 @@ impl AttentionConfig {
     /// The configuration an [`attention_candidates`] entry describes.
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         let split_masks = tc.values.get("SPLIT").is_some_and(|&v| v != 0);
-        Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_masks })
+        let overlap = tc.values.get("OV").is_some_and(|&v| v != 0);
+        Ok(AttentionConfig { bm: tc.get("BM")? as u32, bn: tc.get("BN")? as u32, num_warps: tc.num_warps, num_stages: tc.num_stages, split_masks, overlap })
     }
 
     /// The configuration used without the autotuner: on GPUs the best
@@ -154,10 +166,10 @@ impl AttentionConfig {
     /// small tiles on the CPU interpreter and WGSL (whose workgroup storage
     /// may be 32 KiB: lavapipe).
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
-        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false };
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false };
         match dev.kind() {
-            DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, ..c(128, 64, 4, 2) },
-            DeviceKind::Cuda if padded_dim <= 128 => c(128, 128, 8, 2),
+            DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, overlap: true, ..c(128, 64, 4, 2) },
+            DeviceKind::Cuda if padded_dim <= 128 => AttentionConfig { overlap: true, ..c(128, 128, 8, 2) },
             DeviceKind::Cuda => c(64, 64, 4, 2),
             _ if padded_dim <= 64 => c(32, 32, 4, 1),
             _ => c(16, 16, 4, 1),
@@ -186,6 +198,15 @@ pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
     // Not above: at d128 the two copies of the loop cost 7% (255
     // registers, spills) and the 128×128 tile's rings, one set per loop,
     // no longer fit in shared memory.
+    // each also with the softmax overlapping the previous block's P·V
+    // (`OV`: `AttentionConfig::overlap`; measured on the H200, session 32:
+    // the tuner takes it on all eight d64/d128 cells, +11–20 %). Not at
+    // d256: the peeled first and last blocks take two more 32 KB slots
+    // (128×64 no longer fits) and nothing was measured there.
+    if padded_dim > 128 {
+        return tiles;
+    }
+    let tiles: Vec<_> = tiles.into_iter().flat_map(|t| [t.clone().with("OV", 1), t.with("OV", 0)]).collect();
     if padded_dim > 64 {
         return tiles;
     }
@@ -546,42 +567,52 @@ fn launch_fwd<T: FloatElement>(
     let qk_scale = a.scale * std::f32::consts::LOG2_E;
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));
-    attention_fwd::launch(
-        dev,
-        launch,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        p.seqlen_q as i32,
-        p.seqlen_k as i32,
-        p.head_dim as i32,
-        qk_scale,
-        a.win_left,
-        a.win_right,
-        s(p.q.batch),
-        s(p.q.head),
-        s(p.q.seq),
-        s(p.k.batch),
-        s(p.k.head),
-        s(p.k.seq),
-        s(p.v.batch),
-        s(p.v.head),
-        s(p.v.seq),
-        s(p.o.batch),
-        s(p.o.head),
-        s(p.o.seq),
-        lb,
-        lh,
-        cfg.bm as i32,
-        cfg.bn as i32,
-        p.padded_dim() as i32,
-        (p.heads_q / p.heads_kv) as i32,
-        a.mask_hi,
-        a.mask_lo,
-        has_lse,
-    )?;
+    // (the two kernels take the same arguments)
+    macro_rules! go {
+        ($kernel:ident) => {
+            $kernel::launch(
+                dev,
+                launch,
+                q,
+                k,
+                v,
+                out,
+                lse,
+                p.seqlen_q as i32,
+                p.seqlen_k as i32,
+                p.head_dim as i32,
+                qk_scale,
+                a.win_left,
+                a.win_right,
+                s(p.q.batch),
+                s(p.q.head),
+                s(p.q.seq),
+                s(p.k.batch),
+                s(p.k.head),
+                s(p.k.seq),
+                s(p.v.batch),
+                s(p.v.head),
+                s(p.v.seq),
+                s(p.o.batch),
+                s(p.o.head),
+                s(p.o.seq),
+                lb,
+                lh,
+                cfg.bm as i32,
+                cfg.bn as i32,
+                p.padded_dim() as i32,
+                (p.heads_q / p.heads_kv) as i32,
+                a.mask_hi,
+                a.mask_lo,
+                has_lse,
+            )
+        };
+    }
+    if cfg.overlap {
+        go!(attention_fwd_overlap)?;
+    } else {
+        go!(attention_fwd)?;
+    }
     Ok(())
 }
 

@@ -52,6 +52,9 @@ impl<'k> PtxWriter<'k> {
             self.loc = op.loc;
             self.op(op)?;
         }
+        // (nothing in flight leaves a block: a loop's next iteration
+        // refills the slots and rewrites the registers its MMAs use)
+        self.wg_wait_all();
         self.depth -= 1;
         self.conv.pop();
         self.packed.pop();
@@ -60,6 +63,17 @@ impl<'k> PtxWriter<'k> {
     }
 
     pub(super) fn op(&mut self, op: &Op) -> R<()> {
+        // pending `wgmma` groups: waited for before an op reads their
+        // results, all of them before a nested region
+        if !self.wg_pending.is_empty() {
+            if op.kind.regions().is_empty() {
+                for v in op.kind.operands() {
+                    self.wg_wait_for(v);
+                }
+            } else {
+                self.wg_wait_all();
+            }
+        }
         let k = self.k;
         let res = op.results.first().copied();
         let out: Option<Vec<String>> = match &op.kind {

@@ -200,6 +200,18 @@ struct PtxWriter<'k> {
     cp_pending: Vec<V>,
     /// A `dot` read the rings since the last barrier.
     ring_dirty: bool,
+    /// `wgmma` groups committed and not yet waited for, oldest first: the
+    /// `dot` results they write (see `wgmma.rs`, `wg_wait_for`). A group is
+    /// waited for (`wgmma.wait_group n`, n = the groups committed after it)
+    /// before the first op that reads its result, and every pending group
+    /// before a barrier, a nested region (loop, branch) and the end of a
+    /// block — so the registers an MMA reads or writes are untouched while
+    /// it runs, and no ring slot it reads is refilled.
+    wg_pending: Vec<V>,
+    /// Waits may be deferred in this kernel (`PtxOptions::defer_wgmma_waits`,
+    /// and none of its MMAs stays in flight across a loop's back edge, nor is it
+    /// warp-specialized: those keep their own wait discipline).
+    wg_defer: bool,
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
@@ -311,6 +323,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         slot_regs: vec![],
         cp_pending: vec![],
         ring_dirty: true,
+        wg_pending: vec![],
+        wg_defer: false,
         ring_ready: Default::default(),
         tma_views,
         tmaps: vec![],
@@ -336,6 +350,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         }
         em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.ring_plan));
     }
+    em.wg_defer = o.defer_wgmma_waits && em.ring_plan.inflight.is_empty() && em.ws.is_none();
     // multicast rings: clusters of 2 along x, a producer whose loops run
     // the same trips in both programs, every copy of the ring reading the
     // same tile in both, in an even number of 128-byte column atoms (each

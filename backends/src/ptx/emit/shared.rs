@@ -11,6 +11,8 @@ impl<'k> PtxWriter<'k> {
     }
 
     pub(super) fn bar(&mut self) {
+        // (a barrier may precede writes to shared memory a pending MMA reads)
+        self.wg_wait_all();
         match self.role {
             Role::All => self.line("bar.sync 0;"),
             // (the producer warp is not there: a named barrier of the

@@ -347,12 +347,21 @@ impl<'k> PtxWriter<'k> {
             }
         }
         self.line("wgmma.commit_group.sync.aligned;");
+        // Deferred: waited for before the first op that reads the result
+        // (`wg_wait_for`). Operands staged in the scratch space are not:
+        // the next op that writes the scratch space does not know it.
+        if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role == Role::All {
+            self.wg_pending.push(res);
+            return Ok(accs);
+        }
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this
         // warpgroup's shared-memory reads complete, and the next writer
         // starts with a barrier.
         self.line(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
+        // (every older group is complete too)
+        self.wg_pending.clear();
         // warp-specialized: the slots the waited-for MMAs read are free (in
         // flight: the previous dot's, recorded; else this one's)
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
@@ -366,5 +375,23 @@ impl<'k> PtxWriter<'k> {
             }
         }
         Ok(accs)
+    }
+
+    /// Wait for the pending `wgmma` group that writes `v`, if there is one
+    /// (groups complete in order: the older ones are then complete too).
+    pub(super) fn wg_wait_for(&mut self, v: V) {
+        if let Some(i) = self.wg_pending.iter().position(|p| *p == v) {
+            let newer = self.wg_pending.len() - 1 - i;
+            self.line(format!("wgmma.wait_group.sync.aligned {newer};"));
+            self.wg_pending.drain(..=i);
+        }
+    }
+
+    /// Wait for every pending `wgmma` group.
+    pub(super) fn wg_wait_all(&mut self) {
+        if !self.wg_pending.is_empty() {
+            self.line("wgmma.wait_group.sync.aligned 0;");
+            self.wg_pending.clear();
+        }
     }
 }

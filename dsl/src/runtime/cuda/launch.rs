@@ -166,6 +166,7 @@ pub(crate) fn launch(
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             split_masks: split,
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
+            defer_wgmma_waits: env_flag("FERROTILE_WGMMA_DEFER", true),
             proven_masks: proven.clone(),
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
