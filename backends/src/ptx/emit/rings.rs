@@ -20,6 +20,8 @@ impl<'k> PtxWriter<'k> {
     /// multicast from one stream the cluster's (the copies write the other
     /// program's slot too: both programs must be past their reads of it).
     pub(super) fn ring_bar(&mut self) {
+        // (the slots a pending MMA reads are about to be refilled)
+        self.wg_wait_all();
         if self.cluster_bar && self.role == Role::All {
             // (relaxed: the slots' readers are `wgmma`s this warp already
             // waited for, and their next writer is a bulk copy)
