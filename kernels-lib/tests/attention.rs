@@ -267,6 +267,16 @@ fn cases(dev: &Device) -> Vec<Case> {
         if std::env::var("FERROTILE_ATTN_LARGE").as_deref() != Ok("0") {
             v.extend([Case { causal: true, ..case(bshd(2, 8, 2, 2048, 2048, 128)) }, case(bhsd(2, 8, 8, 2048, 2048, 64))]);
         }
+        // the two warpgroups taking turns at the tensor cores
+        // (`AttentionConfig::pingpong`): causal, a window, GQA with a
+        // transposed layout, no keys in some programs' ranges
+        let pp = Some(AttentionConfig { bm: 128, bn: 128, num_warps: 8, num_stages: 2, split_masks: false, overlap: true, pingpong: true });
+        v.extend([
+            Case { causal: true, config: pp, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
+            Case { window: (Some(100), Some(50)), config: pp, ..case(bhsd(1, 4, 2, 777, 777, 128)) },
+            Case { causal: true, config: pp, ..case(bshd(2, 8, 2, 130, 457, 128)) },
+            Case { causal: true, config: pp, ..case(bhsd(1, 2, 2, 300, 20, 100)) },
+        ]);
         // every tuner candidate forced on a problem with ragged edges
         for (dim, causal) in [(64, true), (128, false), (256, true)] {
             let pd = AttentionProblem::bhsd(1, 2, 1, 0, 0, dim).padded_dim();
@@ -324,7 +334,10 @@ fn attention_rejects_bad_arguments() {
         &mut o,
         None,
         &p,
-        &AttentionOptions { config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false }), ..opts },
+        &AttentionOptions {
+            config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false, pingpong: false }),
+            ..opts
+        },
     ));
     assert!(e.contains("bm"), "{e}");
     let (q32, k32, v32) = (dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap(), dev.zeros::<f32>(n).unwrap());

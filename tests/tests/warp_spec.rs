@@ -145,6 +145,93 @@ fn attention_loop_splits_and_assembles() {
     }
 }
 
+/// Attention written with FlashAttention-3's intra-warpgroup overlap: key
+/// block 0 peeled off, the loop issues `Q·K_jᵀ` then the previous block's
+/// `P·V`, the last `P·V` after the loop. Q and the peeled K/V are loaded
+/// outside every loop.
+#[ferrotile::kernel]
+fn ws_attention_ov<T: Float, const BM: i32, const BN: i32, const D: i32>(q: Ptr<T>, k: Ptr<T>, v: Ptr<T>, o: Ptr<T>, n: i32, ld: i32) {
+    let pm = program_id(0) * BM;
+    let vq = view(q, [n, D], [ld, 1]);
+    let vkt = view(k, [D, n], [1, ld]);
+    let vv = view(v, [n, D], [ld, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, D]);
+    let s0 = dot(qt, load_block(vkt, [0, 0], [D, BN]), zeros([BM, BN], f32));
+    let mut m_i = max(s0, axis = 1);
+    let p0 = exp(s0 - expand_dims(m_i, 1));
+    let mut l_i = sum(p0, 1);
+    let mut pt = p0 as T;
+    let mut acc = zeros([BM, D], f32);
+    for j in (BN..n).step_by(BN) {
+        let s = dot(qt, load_block(vkt, [0, j], [D, BN]), zeros([BM, BN], f32));
+        acc = dot(pt, load_block(vv, [j - BN, 0], [BN, D]), acc);
+        let m_new = maximum(m_i, max(s, axis = 1));
+        let p = exp(s - expand_dims(m_new, 1));
+        let alpha = exp(m_i - m_new);
+        l_i = l_i * alpha + sum(p, 1);
+        pt = p as T;
+        acc = acc * expand_dims(alpha, 1);
+        m_i = m_new;
+    }
+    acc = dot(pt, load_block(vv, [maximum(0, (n - 1) / BN * BN), 0], [BN, D]), acc);
+    let vo = view(o, [n, D], [ld, 1]);
+    store_block(vo, [pm, 0], (acc / expand_dims(l_i, 1)) as T);
+}
+
+/// Ping-pong (`PtxOptions::pingpong`, `emit/pingpong.rs`) on the
+/// overlapped attention loop, 8 warps: warpgroup 1 hands the first turn to
+/// warpgroup 0 before the loop (`barrier.arrive 2`), warpgroup 0 takes the
+/// last turn's hand-over after it (`barrier.sync 2`); inside, one turn per
+/// iteration — the wait for the own barrier before the first `wgmma`, the
+/// hand-over after both MMAs are issued and before the first wait for
+/// one. The slots are released once per fill (`ws_release_plan`): K and
+/// V once per iteration, Q (filled once, read by every iteration's first
+/// `dot`) never. Without `pingpong`, or with 4 warps (one consumer
+/// warpgroup), no protocol. All of it assembles.
+#[test]
+fn pingpong_turns_once_per_iteration() {
+    let px = ptxas::find_or_skip();
+    let k = ws_attention_ov::ir();
+    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+    for (warps, pp) in [(8, true), (8, false), (4, true)] {
+        let opts =
+            PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, warp_specialize: true, pingpong: pp, ..PtxOptions::new(90, warps, k.params.len()) };
+        let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{warps} warps, pingpong {pp}: {e:?}"));
+        let t = &p.text;
+        let what = format!("{warps} warps, pingpong {pp}");
+        assert!(p.threads > warps * 32, "{what}: warp-specialized");
+        let protocol = warps == 8 && pp;
+        assert_eq!(t.contains("barrier.arrive 2, 256;"), protocol, "{what}");
+        if protocol {
+            let start = t.find("barrier.arrive 2, 256;").unwrap();
+            let stop = t.rfind("barrier.sync 2, 256;").expect("the hand-over after the loop");
+            assert!(start < stop, "{what}");
+            let body = &t[start + 1..stop];
+            let sync = body.find("barrier.sync 2, 256;").expect("a turn starts in the loop");
+            let arrive = body.find("barrier.arrive 3, 256;").expect("a turn ends in the loop");
+            for b in ["barrier.sync 2, 256;", "barrier.sync 3, 256;", "barrier.arrive 2, 256;", "barrier.arrive 3, 256;"] {
+                assert_eq!(body.matches(b).count(), 1, "{what}: one turn per iteration ({b})");
+            }
+            let fences: Vec<usize> = body.match_indices("wgmma.fence").map(|(i, _)| i).collect();
+            let commits: Vec<usize> = body.match_indices("wgmma.commit_group").map(|(i, _)| i).collect();
+            let first_wait = body.find("wgmma.wait_group").unwrap();
+            assert_eq!((fences.len(), commits.len()), (2, 2), "{what}");
+            assert!(sync < fences[0] && commits[1] < arrive && arrive < first_wait, "{what}: both MMAs inside the turn, the hand-over before the wait");
+            assert_eq!(body.matches("wgmma.wait_group.sync.aligned 1;").count(), 1, "{what}: Q·Kᵀ waited for under P·V");
+            // (an arrival on an empty mbarrier: `mbarrier.arrive.shared::cta.b64 %rd`,
+            // the producer's are `arrive.expect_tx`)
+            assert_eq!(body.matches("mbarrier.arrive.shared::cta.b64 %rd").count(), 2, "{what}: K and V released once per iteration, Q never");
+        } else {
+            assert!(!t.contains(" barrier.sync") && !t.contains(" barrier.arrive"), "{what}");
+        }
+        if let Some(px) = &px {
+            if let Err(log) = ptxas::assemble(px, t, 90) {
+                panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+            }
+        }
+    }
+}
+
 /// Clusters of 2 (`PtxOptions::cluster`) on the library's swapped decode
 /// GEMM (the kernel's A is Bᵀ, its B is Aᵀ with one N tile): the Aᵀ tiles
 /// are the same in both programs of a cluster (`GROUP_M = 0`: their block

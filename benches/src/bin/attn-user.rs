@@ -18,7 +18,7 @@
 //! heads `H / G`, each `--configs` entry forced and then the library's own
 //! choice (`auto`: autotuned on GPUs). `--backward`: the library's
 //! `attention_backward` instead (each tuner pair forced, then `auto`).
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [pp] [perSM=N]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -128,6 +128,12 @@ pub fn attn_fwd_ov<T: Float, const BM: i32, const BN: i32, const D: i32, const C
 
 fn overlap() -> bool {
     std::env::var("ATTN_OV").is_ok_and(|v| v == "1")
+}
+
+/// `ATTN_PP=1`: the library's forced configurations take turns at the
+/// tensor cores (`AttentionConfig::pingpong`).
+fn pingpong() -> bool {
+    std::env::var("ATTN_PP").is_ok_and(|v| v == "1")
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -278,8 +284,15 @@ fn run_library<T: FloatElement>(
     let runs: Vec<Option<Cfg>> = cfgs.iter().map(|c| Some(*c)).chain([None]).collect();
     for c in runs {
         let mut o: Buffer<T> = dev.from_slice(&vec![T::from_f64(f64::NAN); qh.len()]).map_err(e)?;
-        let config =
-            c.map(|c| AttentionConfig { bm: c.bm as u32, bn: c.bn as u32, num_warps: c.warps, num_stages: c.stages, split_masks: false, overlap: overlap() });
+        let config = c.map(|c| AttentionConfig {
+            bm: c.bm as u32,
+            bn: c.bn as u32,
+            num_warps: c.warps,
+            num_stages: c.stages,
+            split_masks: false,
+            overlap: overlap(),
+            pingpong: pingpong(),
+        });
         let opts = AttentionOptions { causal, config, ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
             attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
@@ -504,7 +517,8 @@ fn emit(args: &[String]) {
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let causal = args.iter().any(|a| a == "causal") as i64;
-    let ws = args.iter().any(|a| a == "ws");
+    let pp = args.iter().any(|a| a == "pp");
+    let ws = pp || args.iter().any(|a| a == "ws");
     let per_sm: u32 = args.iter().find_map(|a| a.strip_prefix("perSM=")).and_then(|v| v.parse().ok()).unwrap_or(0);
     let k = if overlap() { attn_fwd_ov::ir() } else { attn_fwd::ir() };
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
@@ -513,6 +527,7 @@ fn emit(args: &[String]) {
         pipeline: stages - 1,
         tma: true,
         warp_specialize: ws,
+        pingpong: pp,
         programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };
@@ -524,7 +539,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -545,6 +560,9 @@ fn main() {
         .collect();
     let default_cfgs = if gpu { "128x64x4x2,128x64x8x2,128x64x8x3,128x128x8x2,64x64x4x3" } else { "32x16x4x2,16x32x4x2" };
     let cfgs: Vec<Cfg> = arg("--configs").unwrap_or_else(|| default_cfgs.into()).split(',').filter_map(parse_cfg).collect();
+    // `--dtype bf16|f16`: one of the two (default both)
+    let dtype = arg("--dtype").unwrap_or_default();
+    let dtype = dtype.as_str();
     let causals: Vec<bool> = match arg("--causal").as_deref() {
         Some("0") => vec![false],
         Some("1") => vec![true],
@@ -614,10 +632,14 @@ fn main() {
                 let runs = if args.iter().any(|a| a == "--backward") {
                     vec![run_library_bwd::<bf16>(&dev, b, h, hk, s, d, causal, bshd, 2e-2), run_library_bwd::<f16>(&dev, b, h, hk, s, d, causal, bshd, 5e-3)]
                 } else {
-                    vec![
-                        run_library::<bf16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 2e-2),
-                        run_library::<f16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 5e-3),
-                    ]
+                    let mut v = vec![];
+                    if dtype != "f16" {
+                        v.push(run_library::<bf16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 2e-2));
+                    }
+                    if dtype != "bf16" {
+                        v.push(run_library::<f16>(&dev, b, h, hk, s, d, causal, bshd, &cfgs, 5e-3));
+                    }
+                    v
                 };
                 for r in runs {
                     match r {
@@ -637,7 +659,14 @@ fn main() {
     }
     for &[b, h, s, d] in &shapes {
         for &causal in &causals {
-            for r in [run::<bf16>(&dev, b, h, s, d, causal, &cfgs, 2e-2), run::<f16>(&dev, b, h, s, d, causal, &cfgs, 5e-3)] {
+            let mut runs = vec![];
+            if dtype != "f16" {
+                runs.push(run::<bf16>(&dev, b, h, s, d, causal, &cfgs, 2e-2));
+            }
+            if dtype != "bf16" {
+                runs.push(run::<f16>(&dev, b, h, s, d, causal, &cfgs, 5e-3));
+            }
+            for r in runs {
                 match r {
                     Ok(o) => ok &= o,
                     Err(e) => {

@@ -101,13 +101,37 @@ pub struct LaunchConfig {
     /// (large GEMM tiles no longer fit): a knob for the autotuner.
     /// Other backends ignore it.
     pub split_masks: bool,
+    /// Run the kernel's bulk-copy pipelines with a producer warpgroup that
+    /// issues every copy, the kernel's own warps consuming (CUDA, Hopper
+    /// with TMA; kernels that do not qualify run as they are). A
+    /// performance hint — results do not depend on it. `FERROTILE_WS=1`
+    /// turns it on for every launch. Other backends ignore it.
+    pub warp_specialize: bool,
+    /// With `warp_specialize` and 8 warps: the two warpgroups take turns
+    /// issuing the tensor-core MMAs of each loop body, so that one runs
+    /// its other work (attention's softmax) while the other's MMAs run
+    /// (FlashAttention-3's ping-pong). A performance hint — results do
+    /// not depend on it. `FERROTILE_PINGPONG=1` turns it on for every
+    /// launch. Other backends ignore it.
+    pub pingpong: bool,
 }
 
 impl LaunchConfig {
     /// A launch of `grid` programs with the defaults: 4 warps, 2 stages,
     /// clusters of 1, checking as the process default, no hints.
     pub fn new(grid: [u32; 3]) -> Self {
-        LaunchConfig { grid, num_warps: 4, num_stages: 2, cluster: 1, checked: None, programs_per_sm: 0, pipeline_every_loop: false, split_masks: false }
+        LaunchConfig {
+            grid,
+            num_warps: 4,
+            num_stages: 2,
+            cluster: 1,
+            checked: None,
+            programs_per_sm: 0,
+            pipeline_every_loop: false,
+            split_masks: false,
+            warp_specialize: false,
+            pingpong: false,
+        }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
     pub fn programs_per_sm(mut self, n: u32) -> Self {
@@ -142,6 +166,18 @@ impl LaunchConfig {
     /// Split masked `dot` loops (see the field).
     pub fn split_masks(mut self, on: bool) -> Self {
         self.split_masks = on;
+        self
+    }
+    /// A producer warpgroup for the bulk copies (see the field).
+    pub fn warp_specialize(mut self, on: bool) -> Self {
+        self.warp_specialize = on;
+        self
+    }
+    /// Warpgroups taking turns at the tensor cores (see the field; implies
+    /// [`LaunchConfig::warp_specialize`]).
+    pub fn pingpong(mut self, on: bool) -> Self {
+        self.pingpong = on;
+        self.warp_specialize |= on;
         self
     }
 }

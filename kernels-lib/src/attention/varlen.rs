@@ -159,7 +159,9 @@ pub fn attention_varlen<T: FloatElement>(
     // that spills nowhere here — the offsets' pointer arithmetic takes
     // registers the tensor maps of the forward do not — `ptx_assemble`)
     let cfg = opts.config.unwrap_or_else(|| match dev.kind() {
-        ferrotile::DeviceKind::Cuda if dp <= 128 => AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false },
+        ferrotile::DeviceKind::Cuda if dp <= 128 => {
+            AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false, pingpong: false }
+        }
         _ => AttentionConfig::default_for(dev, dp),
     });
     cfg.check_tiles(&format!("{WHAT}: config "))?;

@@ -19,6 +19,7 @@ mod control;
 mod dot;
 mod math;
 mod memory;
+mod pingpong;
 mod reduce;
 mod rings;
 mod shared;
@@ -207,11 +208,22 @@ struct PtxWriter<'k> {
     /// before a barrier, a nested region (loop, branch) and the end of a
     /// block — so the registers an MMA reads or writes are untouched while
     /// it runs, and no ring slot it reads is refilled.
-    wg_pending: Vec<V>,
+    /// Warp-specialized, each group also lists the ring slots its MMAs
+    /// read (ring, a register holding the slot): released once the group
+    /// is waited for.
+    wg_pending: Vec<(V, Vec<(usize, String)>)>,
     /// Waits may be deferred in this kernel (`PtxOptions::defer_wgmma_waits`,
-    /// and none of its MMAs stays in flight across a loop's back edge, nor is it
-    /// warp-specialized: those keep their own wait discipline).
+    /// and none of its MMAs stays in flight across a loop's back edge: those
+    /// keep their own wait discipline).
     wg_defer: bool,
+    /// Ping-pong ([`PtxOptions::pingpong`], see `pingpong.rs`): the two
+    /// consumer warpgroups take turns issuing the `wgmma`s of a loop body.
+    /// The predicate "this is warpgroup 1", the nesting depths of the loop
+    /// bodies that run the protocol, and whether this warpgroup holds the
+    /// turn.
+    pp: Option<String>,
+    pp_depths: Vec<u32>,
+    pp_open: bool,
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
@@ -234,6 +246,9 @@ struct PtxWriter<'k> {
     ws: Option<super::warp_spec::WsPlan>,
     role: Role,
     ws_prev: Vec<Option<String>>,
+    /// Warp-specialized: per `dot` result, the TMA rings whose slot it
+    /// releases once its MMAs are complete (`rings.rs`, `ws_release_plan`).
+    ws_rel: HashMap<V, Vec<usize>>,
     lane0: String,
     /// Clusters ([`PtxOptions::cluster`]): per ring, whether its copies are
     /// multicast to both programs of the cluster; this program's rank in
@@ -325,6 +340,9 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         ring_dirty: true,
         wg_pending: vec![],
         wg_defer: false,
+        pp: None,
+        pp_depths: vec![],
+        pp_open: false,
         ring_ready: Default::default(),
         tma_views,
         tmaps: vec![],
@@ -334,6 +352,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         ws,
         role: Role::All,
         ws_prev: vec![],
+        ws_rel: HashMap::new(),
         lane0: String::new(),
         mcast: vec![],
         cluster_bar: false,
@@ -350,7 +369,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         }
         em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.ring_plan));
     }
-    em.wg_defer = o.defer_wgmma_waits && em.ring_plan.inflight.is_empty() && em.ws.is_none();
+    em.wg_defer = o.defer_wgmma_waits && em.ring_plan.inflight.is_empty();
     // multicast rings: clusters of 2 along x, a producer whose loops run
     // the same trips in both programs, every copy of the ring reading the
     // same tile in both, in an even number of 128-byte column atoms (each
@@ -414,6 +433,16 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     // (warp-specialized: each slot also has an *empty* mbarrier after the
     // ring's full ones, on which every consumer warp arrives once per use)
     let specialized = em.ws.is_some();
+    if specialized {
+        em.ws_rel = rings::ws_release_plan(k, &em.ring_plan);
+    }
+    // ping-pong: the two consumer warpgroups' barrier ids (`pingpong.rs`)
+    if specialized && o.pingpong && o.num_warps == 8 {
+        let wg1 = em.reg(RegClass::P);
+        let w = em.warp.clone();
+        let _ = writeln!(em.pro, "\tsetp.ge.u32 {wg1}, {w}, 4;");
+        em.pp = Some(wg1);
+    }
     let mut bar_off = em.ring;
     let mut inits = vec![];
     for c in 0..em.ring_plan.slot_bytes.len() {

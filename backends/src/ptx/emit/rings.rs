@@ -221,6 +221,12 @@ impl<'k> PtxWriter<'k> {
         }
     }
 
+    /// Whether the `dot` writing `res` releases its operand's slot of ring
+    /// `c` (warp-specialized: [`ws_release_plan`]).
+    pub(super) fn ws_releases(&self, res: V, c: usize) -> bool {
+        self.ws_prev.get(c).is_some_and(|p| p.is_some()) && self.ws_rel.get(&res).is_some_and(|cs| cs.contains(&c))
+    }
+
     /// Release the slot recorded for ring `c` (if any) and clear the record.
     pub(super) fn ws_release_prev(&mut self, c: usize) {
         let Some(prev) = self.ws_prev[c].clone() else { return };
@@ -387,4 +393,45 @@ impl<'k> PtxWriter<'k> {
         self.body.push_str(&format!("{skip}:\n"));
         Ok(vec![slot])
     }
+}
+
+/// Which `dot` releases each TMA ring's slots (warp-specialized kernels):
+/// every fill of a slot is released exactly once, after its last reader —
+/// the consumers' arrivals complete one phase of the slot's *empty*
+/// mbarrier per fill, which is what the producer counts on. A ring loaded
+/// inside a loop is released by the last `dot` (in program order) that
+/// reads it; a ring loaded outside every loop is filled once and never
+/// released (a tile read by several `dot`s, or by one inside a loop — Q
+/// of attention — would otherwise complete a phase per reading, which
+/// nobody waits for).
+pub(super) fn ws_release_plan(k: &Kernel, ap: &crate::ptx::async_copy::AsyncPlan) -> HashMap<V, Vec<usize>> {
+    fn walk(b: &Block, loops: u32, ap: &crate::ptx::async_copy::AsyncPlan, in_loop: &mut HashMap<usize, bool>, last: &mut HashMap<usize, V>) {
+        for op in &b.ops {
+            for r in &op.results {
+                if let Some(&c) = ap.loads.get(r) {
+                    *in_loop.entry(c).or_insert(false) |= loops > 0;
+                }
+            }
+            if let OpKind::Dot { a, b: bb, .. } = &op.kind {
+                for x in [*a, *bb] {
+                    if let Some(c) = ap.class_of(x).filter(|c| ap.tma[*c].is_some()) {
+                        last.insert(c, op.results[0]);
+                    }
+                }
+            }
+            let inner = loops + matches!(op.kind, OpKind::For { .. }) as u32;
+            for r in op.kind.regions() {
+                walk(r, inner, ap, in_loop, last);
+            }
+        }
+    }
+    let (mut in_loop, mut last) = (HashMap::new(), HashMap::new());
+    walk(&k.body, 0, ap, &mut in_loop, &mut last);
+    let mut out: HashMap<V, Vec<usize>> = HashMap::new();
+    for (c, d) in last {
+        if in_loop.get(&c) == Some(&true) {
+            out.entry(d).or_default().push(c);
+        }
+    }
+    out
 }

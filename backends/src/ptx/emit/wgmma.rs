@@ -289,6 +289,8 @@ impl<'k> PtxWriter<'k> {
         let scale_d = self.reg(RegClass::P);
         // scale-d: accumulate into d (always true; a register operand)
         self.line(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
+        // (ping-pong: wait for this warpgroup's turn at the tensor cores)
+        self.pp_open();
         self.line("wgmma.fence.sync.aligned;");
         let ni = n.min(256);
         let rn = (n / 8) as usize;
@@ -350,10 +352,23 @@ impl<'k> PtxWriter<'k> {
         // Deferred: waited for before the first op that reads the result
         // (`wg_wait_for`). Operands staged in the scratch space are not:
         // the next op that writes the scratch space does not know it.
-        if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role == Role::All {
-            self.wg_pending.push(res);
+        // Warp-specialized: the ring slots it reads are released when it is
+        // waited for (a copy of each slot's register: a loop's yield may
+        // overwrite the one it came in before the block's last wait).
+        if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role != Role::Producer {
+            let mut rel = vec![];
+            for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
+                if let Some(c) = c.filter(|c| self.ws_releases(res, *c)) {
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("mov.u32 {t}, {r};"));
+                    rel.push((c, t));
+                }
+            }
+            self.wg_pending.push((res, rel));
             return Ok(accs);
         }
+        // (ping-pong: the turn ends before this warpgroup waits)
+        self.pp_close();
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this
@@ -361,11 +376,12 @@ impl<'k> PtxWriter<'k> {
         // starts with a barrier.
         self.line(format!("wgmma.wait_group.sync.aligned {};", inflight as u32));
         // (every older group is complete too)
-        self.wg_pending.clear();
+        let n = self.wg_pending.len();
+        self.wg_done(n);
         // warp-specialized: the slots the waited-for MMAs read are free (in
         // flight: the previous dot's, recorded; else this one's)
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
-            let Some(c) = c.filter(|c| self.ws_prev.get(*c).is_some_and(|p| p.is_some())) else { continue };
+            let Some(c) = c.filter(|c| self.ws_releases(res, *c)) else { continue };
             if inflight {
                 self.ws_release_prev(c);
                 let prev = self.ws_prev[c].clone().unwrap();
@@ -380,18 +396,33 @@ impl<'k> PtxWriter<'k> {
     /// Wait for the pending `wgmma` group that writes `v`, if there is one
     /// (groups complete in order: the older ones are then complete too).
     pub(super) fn wg_wait_for(&mut self, v: V) {
-        if let Some(i) = self.wg_pending.iter().position(|p| *p == v) {
+        if let Some(i) = self.wg_pending.iter().position(|p| p.0 == v) {
+            self.pp_close();
             let newer = self.wg_pending.len() - 1 - i;
             self.line(format!("wgmma.wait_group.sync.aligned {newer};"));
-            self.wg_pending.drain(..=i);
+            self.wg_done(i + 1);
         }
     }
 
-    /// Wait for every pending `wgmma` group.
+    /// Wait for every pending `wgmma` group (and end a ping-pong turn: this
+    /// is also where barriers, nested regions and a block's end come).
     pub(super) fn wg_wait_all(&mut self) {
+        self.pp_close();
         if !self.wg_pending.is_empty() {
             self.line("wgmma.wait_group.sync.aligned 0;");
-            self.wg_pending.clear();
+            let n = self.wg_pending.len();
+            self.wg_done(n);
+        }
+    }
+
+    /// The oldest `n` pending groups are complete: forget them and release
+    /// the ring slots they read (warp-specialized).
+    fn wg_done(&mut self, n: usize) {
+        let done: Vec<_> = self.wg_pending.drain(..n).collect();
+        for (_, rel) in done {
+            for (c, r) in rel {
+                self.ws_release(c, &r, None);
+            }
         }
     }
 }
