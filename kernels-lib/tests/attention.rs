@@ -267,15 +267,15 @@ fn cases(dev: &Device) -> Vec<Case> {
         if std::env::var("FERROTILE_ATTN_LARGE").as_deref() != Ok("0") {
             v.extend([Case { causal: true, ..case(bshd(2, 8, 2, 2048, 2048, 128)) }, case(bhsd(2, 8, 8, 2048, 2048, 64))]);
         }
-        // the two warpgroups taking turns at the tensor cores
-        // (`AttentionConfig::pingpong`): causal, a window, GQA with a
-        // transposed layout, no keys in some programs' ranges
-        let pp = Some(AttentionConfig { bm: 128, bn: 128, num_warps: 8, num_stages: 2, split_masks: false, overlap: true, pingpong: true });
+        // a producer warpgroup (`AttentionConfig::warp_specialize`):
+        // causal, a window, GQA with a transposed layout, programs whose key
+        // range is empty
+        let ws = Some(AttentionConfig { bm: 128, bn: 128, num_warps: 8, num_stages: 2, split_masks: false, overlap: true, warp_specialize: true });
         v.extend([
-            Case { causal: true, config: pp, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
-            Case { window: (Some(100), Some(50)), config: pp, ..case(bhsd(1, 4, 2, 777, 777, 128)) },
-            Case { causal: true, config: pp, ..case(bshd(2, 8, 2, 130, 457, 128)) },
-            Case { causal: true, config: pp, ..case(bhsd(1, 2, 2, 300, 20, 100)) },
+            Case { causal: true, config: ws, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
+            Case { window: (Some(100), Some(50)), config: ws, ..case(bhsd(1, 4, 2, 777, 777, 128)) },
+            Case { causal: true, config: ws, ..case(bshd(2, 8, 2, 130, 457, 128)) },
+            Case { causal: true, config: ws, ..case(bhsd(1, 2, 2, 300, 20, 100)) },
         ]);
         // every tuner candidate forced on a problem with ragged edges
         for (dim, causal) in [(64, true), (128, false), (256, true)] {
@@ -335,7 +335,7 @@ fn attention_rejects_bad_arguments() {
         None,
         &p,
         &AttentionOptions {
-            config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false, pingpong: false }),
+            config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false, warp_specialize: false }),
             ..opts
         },
     ));

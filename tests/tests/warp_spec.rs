@@ -178,52 +178,50 @@ fn ws_attention_ov<T: Float, const BM: i32, const BN: i32, const D: i32>(q: Ptr<
     store_block(vo, [pm, 0], (acc / expand_dims(l_i, 1)) as T);
 }
 
-/// Ping-pong (`PtxOptions::pingpong`, `emit/pingpong.rs`) on the
-/// overlapped attention loop, 8 warps: warpgroup 1 hands the first turn to
-/// warpgroup 0 before the loop (`barrier.arrive 2`), warpgroup 0 takes the
-/// last turn's hand-over after it (`barrier.sync 2`); inside, one turn per
-/// iteration — the wait for the own barrier before the first `wgmma`, the
-/// hand-over after both MMAs are issued and before the first wait for
-/// one. The slots are released once per fill (`ws_release_plan`): K and
-/// V once per iteration, Q (filled once, read by every iteration's first
-/// `dot`) never. Without `pingpong`, or with 4 warps (one consumer
-/// warpgroup), no protocol. All of it assembles.
+/// The overlapped attention loop with a producer warpgroup, 4 and 8
+/// consumer warps: the consumers' `wgmma` waits are deferred as in one
+/// stream (`Q·K_jᵀ` waited for with `wait_group 1`, under the previous
+/// block's `P·V`), and every slot is released once per fill
+/// (`ws_release_plan`) — K and V once per iteration, after the wait for the
+/// MMA that read them; Q (filled once, read by every iteration's first
+/// `dot`) never: an arrival per reading would complete phases of its empty
+/// mbarrier that nobody waits for (compute-sanitizer's synccheck: "missing
+/// wait"). With `defer_wgmma_waits: false` every MMA is waited for at once
+/// and the releases follow each wait. All of it assembles.
 #[test]
-fn pingpong_turns_once_per_iteration() {
+fn consumers_defer_waits_and_release_once_per_fill() {
     let px = ptxas::find_or_skip();
     let k = ws_attention_ov::ir();
     let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
-    for (warps, pp) in [(8, true), (8, false), (4, true)] {
-        let opts =
-            PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, warp_specialize: true, pingpong: pp, ..PtxOptions::new(90, warps, k.params.len()) };
-        let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{warps} warps, pingpong {pp}: {e:?}"));
+    for (warps, defer) in [(8, true), (4, true), (8, false)] {
+        let opts = PtxOptions {
+            arg_div: vec![16; guarded_params(k)],
+            pipeline: 1,
+            warp_specialize: true,
+            defer_wgmma_waits: defer,
+            ..PtxOptions::new(90, warps, k.params.len())
+        };
+        let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{warps} warps, defer {defer}: {e:?}"));
         let t = &p.text;
-        let what = format!("{warps} warps, pingpong {pp}");
+        let what = format!("{warps} warps, defer {defer}");
         assert!(p.threads > warps * 32, "{what}: warp-specialized");
-        let protocol = warps == 8 && pp;
-        assert_eq!(t.contains("barrier.arrive 2, 256;"), protocol, "{what}");
-        if protocol {
-            let start = t.find("barrier.arrive 2, 256;").unwrap();
-            let stop = t.rfind("barrier.sync 2, 256;").expect("the hand-over after the loop");
-            assert!(start < stop, "{what}");
-            let body = &t[start + 1..stop];
-            let sync = body.find("barrier.sync 2, 256;").expect("a turn starts in the loop");
-            let arrive = body.find("barrier.arrive 3, 256;").expect("a turn ends in the loop");
-            for b in ["barrier.sync 2, 256;", "barrier.sync 3, 256;", "barrier.arrive 2, 256;", "barrier.arrive 3, 256;"] {
-                assert_eq!(body.matches(b).count(), 1, "{what}: one turn per iteration ({b})");
-            }
-            let fences: Vec<usize> = body.match_indices("wgmma.fence").map(|(i, _)| i).collect();
-            let commits: Vec<usize> = body.match_indices("wgmma.commit_group").map(|(i, _)| i).collect();
-            let first_wait = body.find("wgmma.wait_group").unwrap();
-            assert_eq!((fences.len(), commits.len()), (2, 2), "{what}");
-            assert!(sync < fences[0] && commits[1] < arrive && arrive < first_wait, "{what}: both MMAs inside the turn, the hand-over before the wait");
-            assert_eq!(body.matches("wgmma.wait_group.sync.aligned 1;").count(), 1, "{what}: Q·Kᵀ waited for under P·V");
-            // (an arrival on an empty mbarrier: `mbarrier.arrive.shared::cta.b64 %rd`,
-            // the producer's are `arrive.expect_tx`)
-            assert_eq!(body.matches("mbarrier.arrive.shared::cta.b64 %rd").count(), 2, "{what}: K and V released once per iteration, Q never");
+        let at = t.find("bra.uni $L1;").unwrap();
+        let consumers = &t[at..at + t[at..].find("$L1:").unwrap()];
+        // the loop body: between the branch past the loop and its back edge
+        let loops: Vec<&str> = consumers.split("bra.uni $L").collect();
+        let body = loops.iter().find(|b| b.matches("wgmma.commit_group").count() == 2).unwrap_or_else(|| panic!("{what}: a loop body with both MMAs"));
+        let commits: Vec<usize> = body.match_indices("wgmma.commit_group").map(|(i, _)| i).collect();
+        let waits: Vec<usize> = body.match_indices("wgmma.wait_group").map(|(i, _)| i).collect();
+        if defer {
+            assert!(waits[0] > commits[1] && body.contains("wgmma.wait_group.sync.aligned 1;"), "{what}: Q·Kᵀ waited for under P·V");
         } else {
-            assert!(!t.contains(" barrier.sync") && !t.contains(" barrier.arrive"), "{what}");
+            assert!(waits[0] < commits[1], "{what}: each MMA waited for at once");
         }
+        // (a consumer's arrival on an empty mbarrier; the producer's are
+        // `arrive.expect_tx`)
+        let releases: Vec<usize> = body.match_indices("mbarrier.arrive.shared::cta.b64 %rd").map(|(i, _)| i).collect();
+        assert_eq!(releases.len(), 2, "{what}: K and V released once per iteration, Q never");
+        assert!(releases.iter().all(|r| *r > waits[0]), "{what}: released after a wait");
         if let Some(px) = &px {
             if let Err(log) = ptxas::assemble(px, t, 90) {
                 panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));

@@ -191,14 +191,6 @@ pub struct PtxOptions {
     /// one element at a time through f32 (the CUDA runtime reads
     /// `FERROTILE_PACKED_16BIT=0`, for A/B runs).
     pub packed_16bit: bool,
-    /// With `warp_specialize` and 8 consumer warps: the two consumer
-    /// warpgroups take turns issuing the `wgmma`s of each loop body
-    /// (`emit`'s `pingpong.rs`: named barriers pass a token), so that one
-    /// runs the work between its MMAs while the other's MMAs are on the
-    /// tensor cores (FlashAttention-3's ping-pong). Off by default; a
-    /// launch asks for it (`LaunchConfig::pingpong`), or
-    /// `FERROTILE_PINGPONG=1` for every launch.
-    pub pingpong: bool,
 }
 
 impl PtxOptions {
@@ -236,7 +228,6 @@ impl PtxOptions {
             partial_accumulators: true,
             register_operands: false,
             packed_16bit: true,
-            pingpong: false,
         }
     }
 }

@@ -18,7 +18,7 @@
 //! heads `H / G`, each `--configs` entry forced and then the library's own
 //! choice (`auto`: autotuned on GPUs). `--backward`: the library's
 //! `attention_backward` instead (each tuner pair forced, then `auto`).
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [pp] [perSM=N]`: the PTX (no GPU),
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -130,10 +130,10 @@ fn overlap() -> bool {
     std::env::var("ATTN_OV").is_ok_and(|v| v == "1")
 }
 
-/// `ATTN_PP=1`: the library's forced configurations take turns at the
-/// tensor cores (`AttentionConfig::pingpong`).
-fn pingpong() -> bool {
-    std::env::var("ATTN_PP").is_ok_and(|v| v == "1")
+/// `ATTN_WS=1`: the library's forced configurations with a producer
+/// warpgroup (`AttentionConfig::warp_specialize`).
+fn warp_specialize() -> bool {
+    std::env::var("ATTN_WS").is_ok_and(|v| v == "1")
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -291,7 +291,7 @@ fn run_library<T: FloatElement>(
             num_stages: c.stages,
             split_masks: false,
             overlap: overlap(),
-            pingpong: pingpong(),
+            warp_specialize: warp_specialize(),
         });
         let opts = AttentionOptions { causal, config, ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
@@ -517,8 +517,7 @@ fn emit(args: &[String]) {
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let causal = args.iter().any(|a| a == "causal") as i64;
-    let pp = args.iter().any(|a| a == "pp");
-    let ws = pp || args.iter().any(|a| a == "ws");
+    let ws = args.iter().any(|a| a == "ws");
     let per_sm: u32 = args.iter().find_map(|a| a.strip_prefix("perSM=")).and_then(|v| v.parse().ok()).unwrap_or(0);
     let k = if overlap() { attn_fwd_ov::ir() } else { attn_fwd::ir() };
     let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
@@ -527,7 +526,6 @@ fn emit(args: &[String]) {
         pipeline: stages - 1,
         tma: true,
         warp_specialize: ws,
-        pingpong: pp,
         programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };

@@ -107,13 +107,6 @@ pub struct LaunchConfig {
     /// performance hint — results do not depend on it. `FERROTILE_WS=1`
     /// turns it on for every launch. Other backends ignore it.
     pub warp_specialize: bool,
-    /// With `warp_specialize` and 8 warps: the two warpgroups take turns
-    /// issuing the tensor-core MMAs of each loop body, so that one runs
-    /// its other work (attention's softmax) while the other's MMAs run
-    /// (FlashAttention-3's ping-pong). A performance hint — results do
-    /// not depend on it. `FERROTILE_PINGPONG=1` turns it on for every
-    /// launch. Other backends ignore it.
-    pub pingpong: bool,
 }
 
 impl LaunchConfig {
@@ -130,7 +123,6 @@ impl LaunchConfig {
             pipeline_every_loop: false,
             split_masks: false,
             warp_specialize: false,
-            pingpong: false,
         }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
@@ -171,13 +163,6 @@ impl LaunchConfig {
     /// A producer warpgroup for the bulk copies (see the field).
     pub fn warp_specialize(mut self, on: bool) -> Self {
         self.warp_specialize = on;
-        self
-    }
-    /// Warpgroups taking turns at the tensor cores (see the field; implies
-    /// [`LaunchConfig::warp_specialize`]).
-    pub fn pingpong(mut self, on: bool) -> Self {
-        self.pingpong = on;
-        self.warp_specialize |= on;
         self
     }
 }

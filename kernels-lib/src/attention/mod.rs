@@ -139,11 +139,11 @@ pub struct AttentionConfig {
     /// ([`attention_fwd_overlap`]; pays off where `dot`s are asynchronous:
     /// `wgmma`, sm_90a).
     pub overlap: bool,
-    /// A producer warpgroup issues the K/V copies and the two consumer
-    /// warpgroups of an 8-warp program take turns at the tensor cores
-    /// ([`ferrotile::LaunchConfig::pingpong`]; CUDA, sm_90a): one
-    /// warpgroup's softmax runs under the other's MMAs.
-    pub pingpong: bool,
+    /// A producer warpgroup issues the Q/K/V copies, the program's own
+    /// warps only compute ([`ferrotile::LaunchConfig::warp_specialize`];
+    /// CUDA, sm_90a): no CTA barrier per key block, and `setmaxnreg` gives
+    /// the consumers the producer's registers.
+    pub warp_specialize: bool,
 }
 
 impl AttentionConfig {
@@ -162,7 +162,7 @@ impl AttentionConfig {
     pub fn from_tune(tc: &ferrotile::TuneConfig) -> ferrotile::Result<Self> {
         let split_masks = tc.values.get("SPLIT").is_some_and(|&v| v != 0);
         let overlap = tc.values.get("OV").is_some_and(|&v| v != 0);
-        let pingpong = tc.values.get("PP").is_some_and(|&v| v != 0);
+        let warp_specialize = tc.values.get("WS").is_some_and(|&v| v != 0);
         Ok(AttentionConfig {
             bm: tc.get("BM")? as u32,
             bn: tc.get("BN")? as u32,
@@ -170,20 +170,21 @@ impl AttentionConfig {
             num_stages: tc.num_stages,
             split_masks,
             overlap,
-            pingpong,
+            warp_specialize,
         })
     }
 
     /// The configuration used without the autotuner: on GPUs the best
     /// measured on the H200 for the head dimension (RESULTS, "Attention";
-    /// the masks split off at d64: +13% there, session 29);
+    /// the masks split off at d64: +13% there, session 29; a producer
+    /// warpgroup at d128: +10 % / +13 % causal, session 33);
     /// small tiles on the CPU interpreter and WGSL (whose workgroup storage
     /// may be 32 KiB: lavapipe).
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
-        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, pingpong: false };
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, warp_specialize: false };
         match dev.kind() {
             DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, overlap: true, ..c(128, 64, 4, 2) },
-            DeviceKind::Cuda if padded_dim <= 128 => AttentionConfig { overlap: true, ..c(128, 128, 8, 2) },
+            DeviceKind::Cuda if padded_dim <= 128 => AttentionConfig { overlap: true, warp_specialize: true, ..c(128, 128, 8, 2) },
             DeviceKind::Cuda => c(64, 64, 4, 2),
             _ if padded_dim <= 64 => c(32, 32, 4, 1),
             _ => c(16, 16, 4, 1),
@@ -222,13 +223,13 @@ pub fn attention_candidates(padded_dim: usize) -> Vec<ferrotile::TuneConfig> {
     }
     let tiles: Vec<_> = tiles.into_iter().flat_map(|t| [t.clone().with("OV", 1), t.with("OV", 0)]).collect();
     // at d128 the overlapped 8-warp tiles also with a producer warpgroup
-    // and the two consumer warpgroups taking turns at the tensor cores
-    // (`PP`: `AttentionConfig::pingpong`; measured on the H200, session
-    // 33). Not at d64: there the producer warpgroup cost 5–12 % on the
-    // 8-warp tiles, and the best tiles have one warpgroup.
+    // (`WS`: `AttentionConfig::warp_specialize`; measured on the H200,
+    // session 33: the user kernel's 128×128 +4–12 %, causal +13–15 %).
+    // Not at d64: there it cost 5–12 % on the 8-warp tiles, and the best
+    // tiles have one warpgroup.
     if padded_dim > 64 {
-        let pp = tiles.iter().filter(|t| t.num_warps == 8 && t.values.get("OV") == Some(&1)).map(|t| t.clone().with("PP", 1));
-        return pp.chain(tiles.iter().cloned()).collect();
+        let ws = tiles.iter().filter(|t| t.num_warps == 8 && t.values.get("OV") == Some(&1)).map(|t| t.clone().with("WS", 1));
+        return ws.chain(tiles.iter().cloned()).collect();
     }
     let mut out = vec![];
     for t in tiles {
@@ -583,7 +584,7 @@ fn launch_fwd<T: FloatElement>(
     let p = &a.p;
     cfg.check_tiles("attention: config ")?;
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).pingpong(cfg.pingpong);
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
     let qk_scale = a.scale * std::f32::consts::LOG2_E;
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));

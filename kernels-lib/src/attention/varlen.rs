@@ -160,7 +160,7 @@ pub fn attention_varlen<T: FloatElement>(
     // registers the tensor maps of the forward do not — `ptx_assemble`)
     let cfg = opts.config.unwrap_or_else(|| match dev.kind() {
         ferrotile::DeviceKind::Cuda if dp <= 128 => {
-            AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false, pingpong: false }
+            AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false }
         }
         _ => AttentionConfig::default_for(dev, dp),
     });

@@ -360,8 +360,6 @@ impl<'k> PtxWriter<'k> {
                     self.vals.insert(*a, regs.clone());
                     carried.push((c, regs));
                 }
-                // (ping-pong: the warpgroups take turns at this body's MMAs)
-                let pp = self.pp_enter_loop(body);
                 let (head, end) = (self.label(), self.label());
                 let p = self.reg(RegClass::P);
                 let t = ity(ivd);
@@ -437,13 +435,7 @@ impl<'k> PtxWriter<'k> {
                     self.ring_ready.insert(a);
                     self.ring_ready.insert(b);
                 }
-                if pp {
-                    self.pp_depths.push(self.depth + 1);
-                }
                 self.block_with(body, &late)?;
-                if pp {
-                    self.pp_depths.pop();
-                }
                 self.cp_commit();
                 let ys: Vec<V> = body.yields().iter().copied().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries
@@ -493,9 +485,6 @@ impl<'k> PtxWriter<'k> {
                 self.line(format!("add.{t} {iv}, {iv}, {rst};"));
                 self.line(format!("@{more} bra.uni {head};"));
                 self.body.push_str(&format!("{end}:\n"));
-                if pp {
-                    self.pp_leave_loop();
-                }
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds
                 // only the kept values there)

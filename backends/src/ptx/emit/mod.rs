@@ -19,7 +19,6 @@ mod control;
 mod dot;
 mod math;
 mod memory;
-mod pingpong;
 mod reduce;
 mod rings;
 mod shared;
@@ -216,14 +215,6 @@ struct PtxWriter<'k> {
     /// and none of its MMAs stays in flight across a loop's back edge: those
     /// keep their own wait discipline).
     wg_defer: bool,
-    /// Ping-pong ([`PtxOptions::pingpong`], see `pingpong.rs`): the two
-    /// consumer warpgroups take turns issuing the `wgmma`s of a loop body.
-    /// The predicate "this is warpgroup 1", the nesting depths of the loop
-    /// bodies that run the protocol, and whether this warpgroup holds the
-    /// turn.
-    pp: Option<String>,
-    pp_depths: Vec<u32>,
-    pp_open: bool,
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
@@ -340,9 +331,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         ring_dirty: true,
         wg_pending: vec![],
         wg_defer: false,
-        pp: None,
-        pp_depths: vec![],
-        pp_open: false,
         ring_ready: Default::default(),
         tma_views,
         tmaps: vec![],
@@ -435,13 +423,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     let specialized = em.ws.is_some();
     if specialized {
         em.ws_rel = rings::ws_release_plan(k, &em.ring_plan);
-    }
-    // ping-pong: the two consumer warpgroups' barrier ids (`pingpong.rs`)
-    if specialized && o.pingpong && o.num_warps == 8 {
-        let wg1 = em.reg(RegClass::P);
-        let w = em.warp.clone();
-        let _ = writeln!(em.pro, "\tsetp.ge.u32 {wg1}, {w}, 4;");
-        em.pp = Some(wg1);
     }
     let mut bar_off = em.ring;
     let mut inits = vec![];

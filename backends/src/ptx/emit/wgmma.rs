@@ -289,8 +289,6 @@ impl<'k> PtxWriter<'k> {
         let scale_d = self.reg(RegClass::P);
         // scale-d: accumulate into d (always true; a register operand)
         self.line(format!("setp.eq.u32 {scale_d}, {}, {};", self.lane, self.lane));
-        // (ping-pong: wait for this warpgroup's turn at the tensor cores)
-        self.pp_open();
         self.line("wgmma.fence.sync.aligned;");
         let ni = n.min(256);
         let rn = (n / 8) as usize;
@@ -367,8 +365,6 @@ impl<'k> PtxWriter<'k> {
             self.wg_pending.push((res, rel));
             return Ok(accs);
         }
-        // (ping-pong: the turn ends before this warpgroup waits)
-        self.pp_close();
         // In flight: wait for the previous iteration's group only (its ring
         // slots are then free; the loop's exit waits for the last). No
         // trailing barrier, as for mma.sync: the wait makes this
@@ -397,17 +393,14 @@ impl<'k> PtxWriter<'k> {
     /// (groups complete in order: the older ones are then complete too).
     pub(super) fn wg_wait_for(&mut self, v: V) {
         if let Some(i) = self.wg_pending.iter().position(|p| p.0 == v) {
-            self.pp_close();
             let newer = self.wg_pending.len() - 1 - i;
             self.line(format!("wgmma.wait_group.sync.aligned {newer};"));
             self.wg_done(i + 1);
         }
     }
 
-    /// Wait for every pending `wgmma` group (and end a ping-pong turn: this
-    /// is also where barriers, nested regions and a block's end come).
+    /// Wait for every pending `wgmma` group.
     pub(super) fn wg_wait_all(&mut self) {
-        self.pp_close();
         if !self.wg_pending.is_empty() {
             self.line("wgmma.wait_group.sync.aligned 0;");
             let n = self.wg_pending.len();

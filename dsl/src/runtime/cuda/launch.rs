@@ -36,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>, bool, bool));
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>, bool));
 
 /// The mask bounds of a specialization (`proven_masks::bounds`), found
 /// once per (kernel, constexprs, dtypes): launches only compare them with
@@ -125,9 +125,8 @@ pub(crate) fn launch(
     let every_loop = cfg.pipeline_every_loop || sparse || env_flag("FERROTILE_PIPELINE_EVERY_LOOP", false);
     // (`FERROTILE_SPLIT_MASKS=1`: every launch, for A/B runs)
     let split = cfg.split_masks || env_flag("FERROTILE_SPLIT_MASKS", false);
-    // (`FERROTILE_WS=1`, `FERROTILE_PINGPONG=1`: every launch)
-    let pingpong = cfg.pingpong || env_flag("FERROTILE_PINGPONG", false);
-    let ws = cfg.warp_specialize || pingpong || env_flag("FERROTILE_WS", false);
+    // (`FERROTILE_WS=1`: every launch)
+    let ws = cfg.warp_specialize || env_flag("FERROTILE_WS", false);
     // masks `arange < n` this launch's arguments make all-true
     // (`FERROTILE_PROVEN_MASKS=0`: none, for A/B runs)
     let proven = if env_flag("FERROTILE_PROVEN_MASKS", true) { crate::runtime::launch::proven_bounds(&mask_bounds(k, spec, cx, dts), args) } else { vec![] };
@@ -144,7 +143,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop, split, proven.clone(), ws, pingpong),
+            (safety, every_loop, split, proven.clone(), ws),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -177,7 +176,6 @@ pub(crate) fn launch(
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
-            pingpong,
         };
         let pk = ptx_for(spec, &opts)?;
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
