@@ -399,39 +399,71 @@ impl<'k> PtxWriter<'k> {
 /// every fill of a slot is released exactly once, after its last reader —
 /// the consumers' arrivals complete one phase of the slot's *empty*
 /// mbarrier per fill, which is what the producer counts on. A ring loaded
-/// inside a loop is released by the last `dot` (in program order) that
-/// reads it; a ring loaded outside every loop is filled once and never
-/// released (a tile read by several `dot`s, or by one inside a loop — Q
-/// of attention — would otherwise complete a phase per reading, which
-/// nobody waits for).
+/// inside a loop is released by the last `dot` (in program order) inside
+/// that loop that reads it (a reading after the loop, of the fill the loop
+/// leaves behind, does not take the release away from the iterations); a
+/// ring loaded outside every loop is filled once and never released (a
+/// tile read by several `dot`s, or by one inside a loop — Q of attention —
+/// would otherwise complete a phase per reading, which nobody waits for).
 pub(super) fn ws_release_plan(k: &Kernel, ap: &crate::ptx::async_copy::AsyncPlan) -> HashMap<V, Vec<usize>> {
-    fn walk(b: &Block, loops: u32, ap: &crate::ptx::async_copy::AsyncPlan, in_loop: &mut HashMap<usize, bool>, last: &mut HashMap<usize, V>) {
+    use crate::ptx::async_copy::AsyncPlan;
+    // the innermost loop (by induction variable) around each ring's
+    // in-loop load site
+    fn homes(b: &Block, encl: &mut Vec<V>, ap: &AsyncPlan, home: &mut HashMap<usize, V>) {
         for op in &b.ops {
             for r in &op.results {
-                if let Some(&c) = ap.loads.get(r) {
-                    *in_loop.entry(c).or_insert(false) |= loops > 0;
+                if let (Some(&c), Some(&l)) = (ap.loads.get(r), encl.last()) {
+                    home.insert(c, l);
                 }
             }
-            if let OpKind::Dot { a, b: bb, .. } = &op.kind {
-                for x in [*a, *bb] {
-                    if let Some(c) = ap.class_of(x).filter(|c| ap.tma[*c].is_some()) {
-                        last.insert(c, op.results[0]);
+            for r in op.kind.regions() {
+                let lp = matches!(op.kind, OpKind::For { .. });
+                if lp {
+                    encl.push(r.args[0]);
+                    // (a tile the loop carries to its `dot`s: refilled by
+                    // every iteration)
+                    for a in &r.args[1..] {
+                        if let Some(c) = ap.class_of(*a) {
+                            home.insert(c, r.args[0]);
+                        }
                     }
                 }
-            }
-            let inner = loops + matches!(op.kind, OpKind::For { .. }) as u32;
-            for r in op.kind.regions() {
-                walk(r, inner, ap, in_loop, last);
+                homes(r, encl, ap, home);
+                if lp {
+                    encl.pop();
+                }
             }
         }
     }
-    let (mut in_loop, mut last) = (HashMap::new(), HashMap::new());
-    walk(&k.body, 0, ap, &mut in_loop, &mut last);
+    fn readers(b: &Block, encl: &mut Vec<V>, ap: &AsyncPlan, home: &HashMap<usize, V>, last: &mut HashMap<usize, V>) {
+        for op in &b.ops {
+            if let OpKind::Dot { a, b: bb, .. } = &op.kind {
+                for x in [*a, *bb] {
+                    if let Some(c) = ap.class_of(x).filter(|c| ap.tma[*c].is_some()) {
+                        if home.get(&c).is_some_and(|l| encl.contains(l)) {
+                            last.insert(c, op.results[0]);
+                        }
+                    }
+                }
+            }
+            for r in op.kind.regions() {
+                let lp = matches!(op.kind, OpKind::For { .. });
+                if lp {
+                    encl.push(r.args[0]);
+                }
+                readers(r, encl, ap, home, last);
+                if lp {
+                    encl.pop();
+                }
+            }
+        }
+    }
+    let (mut home, mut last) = (HashMap::new(), HashMap::new());
+    homes(&k.body, &mut vec![], ap, &mut home);
+    readers(&k.body, &mut vec![], ap, &home, &mut last);
     let mut out: HashMap<V, Vec<usize>> = HashMap::new();
     for (c, d) in last {
-        if in_loop.get(&c) == Some(&true) {
-            out.entry(d).or_default().push(c);
-        }
+        out.entry(d).or_default().push(c);
     }
     out
 }
