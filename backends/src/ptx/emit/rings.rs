@@ -222,9 +222,9 @@ impl<'k> PtxWriter<'k> {
     }
 
     /// Whether the `dot` writing `res` releases its operand's slot of ring
-    /// `c` (warp-specialized: [`ws_release_plan`]).
+    /// `c` ([`ws_release_plan`]; empty unless warp-specialized).
     pub(super) fn ws_releases(&self, res: V, c: usize) -> bool {
-        self.ws_prev.get(c).is_some_and(|p| p.is_some()) && self.ws_rel.get(&res).is_some_and(|cs| cs.contains(&c))
+        self.ws_rel.get(&res).is_some_and(|cs| cs.contains(&c))
     }
 
     /// Release the slot recorded for ring `c` (if any) and clear the record.
@@ -407,13 +407,27 @@ impl<'k> PtxWriter<'k> {
 /// would otherwise complete a phase per reading, which nobody waits for).
 pub(super) fn ws_release_plan(k: &Kernel, ap: &crate::ptx::async_copy::AsyncPlan) -> HashMap<V, Vec<usize>> {
     use crate::ptx::async_copy::AsyncPlan;
-    // the innermost loop (by induction variable) around each ring's
-    // in-loop load site
-    fn homes(b: &Block, encl: &mut Vec<V>, ap: &AsyncPlan, home: &mut HashMap<usize, V>) {
+    /// What one walk finds: the innermost loop (by induction variable)
+    /// that refills each ring — around an in-loop load site, or carrying
+    /// the ring's tile — and every `dot` reading of a ring, in program
+    /// order, with the loops around it.
+    #[derive(Default)]
+    struct Found {
+        home: HashMap<usize, V>,
+        reads: Vec<(usize, V, Vec<V>)>,
+    }
+    fn walk(b: &Block, encl: &mut Vec<V>, ap: &AsyncPlan, f: &mut Found) {
         for op in &b.ops {
             for r in &op.results {
                 if let (Some(&c), Some(&l)) = (ap.loads.get(r), encl.last()) {
-                    home.insert(c, l);
+                    f.home.insert(c, l);
+                }
+            }
+            if let OpKind::Dot { a, b: bb, .. } = &op.kind {
+                for x in [*a, *bb] {
+                    if let Some(c) = ap.class_of(x).filter(|c| ap.tma[*c].is_some()) {
+                        f.reads.push((c, op.results[0], encl.clone()));
+                    }
                 }
             }
             for r in op.kind.regions() {
@@ -424,43 +438,26 @@ pub(super) fn ws_release_plan(k: &Kernel, ap: &crate::ptx::async_copy::AsyncPlan
                     // every iteration)
                     for a in &r.args[1..] {
                         if let Some(c) = ap.class_of(*a) {
-                            home.insert(c, r.args[0]);
+                            f.home.insert(c, r.args[0]);
                         }
                     }
                 }
-                homes(r, encl, ap, home);
+                walk(r, encl, ap, f);
                 if lp {
                     encl.pop();
                 }
             }
         }
     }
-    fn readers(b: &Block, encl: &mut Vec<V>, ap: &AsyncPlan, home: &HashMap<usize, V>, last: &mut HashMap<usize, V>) {
-        for op in &b.ops {
-            if let OpKind::Dot { a, b: bb, .. } = &op.kind {
-                for x in [*a, *bb] {
-                    if let Some(c) = ap.class_of(x).filter(|c| ap.tma[*c].is_some()) {
-                        if home.get(&c).is_some_and(|l| encl.contains(l)) {
-                            last.insert(c, op.results[0]);
-                        }
-                    }
-                }
-            }
-            for r in op.kind.regions() {
-                let lp = matches!(op.kind, OpKind::For { .. });
-                if lp {
-                    encl.push(r.args[0]);
-                }
-                readers(r, encl, ap, home, last);
-                if lp {
-                    encl.pop();
-                }
-            }
+    let mut f = Found::default();
+    walk(&k.body, &mut vec![], ap, &mut f);
+    // the last reading inside the refilling loop takes the release
+    let mut last: HashMap<usize, V> = HashMap::new();
+    for (c, dot, encl) in f.reads {
+        if f.home.get(&c).is_some_and(|l| encl.contains(l)) {
+            last.insert(c, dot);
         }
     }
-    let (mut home, mut last) = (HashMap::new(), HashMap::new());
-    homes(&k.body, &mut vec![], ap, &mut home);
-    readers(&k.body, &mut vec![], ap, &home, &mut last);
     let mut out: HashMap<V, Vec<usize>> = HashMap::new();
     for (c, d) in last {
         out.entry(d).or_default().push(c);

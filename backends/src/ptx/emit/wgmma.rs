@@ -351,17 +351,10 @@ impl<'k> PtxWriter<'k> {
         // (`wg_wait_for`). Operands staged in the scratch space are not:
         // the next op that writes the scratch space does not know it.
         // Warp-specialized: the ring slots it reads are released when it is
-        // waited for (a copy of each slot's register: a loop's yield may
-        // overwrite the one it came in before the block's last wait).
+        // waited for (by their registers: a carried slot's register changes
+        // only in the loop's parallel copy, after the block's last wait).
         if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role != Role::Producer {
-            let mut rel = vec![];
-            for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
-                if let Some(c) = c.filter(|c| self.ws_releases(res, *c)) {
-                    let t = self.reg(RegClass::R);
-                    self.line(format!("mov.u32 {t}, {r};"));
-                    rel.push((c, t));
-                }
-            }
+            let rel = [(ca, &ra[0]), (cb, &rb[0])].into_iter().filter_map(|(c, r)| c.filter(|c| self.ws_releases(res, *c)).map(|c| (c, r.clone()))).collect();
             self.wg_pending.push((res, rel));
             return Ok(accs);
         }
