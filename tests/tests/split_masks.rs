@@ -3,8 +3,9 @@
 //! bit-identical results on the CPU interpreter for K that is not a
 //! multiple of the block, K below one block, K = 0 and split-K ranges; the
 //! attention forward's key mask and causal diagonal are split off (its
-//! equivalence runs in `conformance_cpu_pipelined`, whose interpreter runs
-//! the GPU's rewrites); loops whose comparisons do not have the pass's form
+//! equivalence: the library's attention tests on CUDA over the tuner's
+//! `SPLIT` candidates; the interpreter runs it where a launch asks, or with
+//! `FERROTILE_SPLIT_MASKS=1`); loops whose comparisons do not have the pass's form
 //! are left alone.
 
 use ferrotile::bf16;

@@ -217,27 +217,42 @@ pub fn kmajor_b_layout(shape: &[u32], num_warps: u32) -> Blocked {
 /// producer's accumulator registers be the consumer's A fragments.
 fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
     let mut def: HashMap<V, &OpKind> = HashMap::new();
+    // (an `if`'s results: the values its branches yield — masks that only
+    // a loop's last iterations need run under one: `passes::branch_masks`)
+    let mut joins: HashMap<V, Vec<V>> = HashMap::new();
     k.walk(&mut |op| {
         for r in &op.results {
             def.insert(*r, &op.kind);
         }
+        if let OpKind::If { then_, else_, .. } = &op.kind {
+            for (i, r) in op.results.iter().enumerate() {
+                joins.insert(*r, [then_, else_].iter().filter_map(|b| b.yields().get(i).copied()).collect());
+            }
+        }
     });
     let shape = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
-    // the dot result `v` derives from, elementwise, at the same shape
-    fn source(v: V, def: &HashMap<V, &OpKind>, depth: u32) -> Option<V> {
+    // the dot result `v` derives from, elementwise (or through a branch
+    // yielding such values), at the same shape
+    fn source(v: V, def: &HashMap<V, &OpKind>, joins: &HashMap<V, Vec<V>>, depth: u32) -> Option<V> {
         let kind = def.get(&v)?;
         if matches!(kind, OpKind::Dot { .. }) {
             return Some(v);
         }
-        if depth == 0 || !kind.is_elementwise() {
+        if depth == 0 {
             return None;
         }
-        kind.operands().into_iter().find_map(|x| source(x, def, depth - 1))
+        if let Some(ys) = joins.get(&v) {
+            return ys.iter().find_map(|&y| source(y, def, joins, depth - 1));
+        }
+        if !kind.is_elementwise() {
+            return None;
+        }
+        kind.operands().into_iter().find_map(|x| source(x, def, joins, depth - 1))
     }
     let (mut out, mut chained) = (HashSet::new(), HashSet::new());
     k.walk(&mut |op| {
         let OpKind::Dot { a, .. } = &op.kind else { return };
-        let Some(src) = source(*a, &def, 16) else { return };
+        let Some(src) = source(*a, &def, &joins, 16) else { return };
         let (Some(sa), Some(ss), Some(so)) = (shape(*a), shape(src), shape(op.results[0])) else { return };
         if sa == ss {
             out.insert(ss);

@@ -53,6 +53,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline)
             .every_loop(o.pipeline_every_loop)
             .split_masks(o.split_masks)
+            .branch_masks(o.branch_masks)
             .remat_widened(o.remat_widened.then_some(o.num_warps * 32))
             .proven_masks(&o.proven_masks)
             .unit(&unit),

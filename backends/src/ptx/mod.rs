@@ -129,6 +129,12 @@ pub struct PtxOptions {
     /// takes its own shared-memory rings (large GEMM tiles no longer fit;
     /// session 29).
     pub split_masks: bool,
+    /// The selects that only a `dot` loop's last iterations can fail run
+    /// under a uniform branch on the induction variable
+    /// ([`ferrotile_ir::passes::branch_masks`]: one loop, no second set of
+    /// rings or registers). On by default; the CUDA runtime reads
+    /// `FERROTILE_BRANCH_MASKS=0` for A/B runs.
+    pub branch_masks: bool,
     /// Tiles widened from narrower ones are recomputed after reductions
     /// instead of held across them ([`ferrotile_ir::passes::remat_widened`]:
     /// fewer registers in row kernels of 16-bit data). On by default; the
@@ -219,6 +225,7 @@ impl PtxOptions {
             slice_layouts: true,
             register_a: true,
             split_masks: false,
+            branch_masks: true,
             remat_widened: true,
             defer_wgmma_waits: true,
             proven_masks: vec![],

@@ -11,7 +11,7 @@
 //! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
 //! a trailing `wgsl` prints a row kernel's WGSL instead (subgroups on);
-//! `unchecked`: a row kernel without the guards (as `launch_unchecked`);
+//! `unchecked`: a row or quantized kernel without the guards (as `launch_unchecked`);
 //! `proven`: as launched on rows as long as the block (masks proven true).
 
 use ferrotile::ir::passes::guard::guarded_params;
@@ -106,6 +106,7 @@ fn main() {
                 partial_accumulators: std::env::var("FERROTILE_PARTIAL_ACC").map_or(true, |v| v != "0"),
                 register_operands: std::env::var("FERROTILE_REGISTER_OPERANDS").is_ok_and(|v| v == "1"),
                 packed_16bit: std::env::var("FERROTILE_PACKED_16BIT").map_or(true, |v| v != "0"),
+                safety: if a.iter().any(|x| x == "unchecked") { Safety::Unchecked } else { Safety::Safe },
                 ..PtxOptions::new(sm, a[4].parse().unwrap(), k.params.len())
             },
         )

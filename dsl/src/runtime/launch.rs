@@ -246,8 +246,9 @@ impl<'a> Arg<'a> {
 }
 
 /// `FERROTILE_INTERP_PIPELINE=1`: the interpreter runs kernels after the
-/// IR rewrite the GPU backends apply (software pipelining of `dot` loops,
-/// when `num_stages ≥ 2`), so that the rewrite is checked against the same
+/// IR rewrites the GPU backends apply (software pipelining of `dot` loops,
+/// when `num_stages ≥ 2`; their masks under a branch, or split where the
+/// launch asks), so that the rewrite is checked against the same
 /// references on any machine (`tests/tests/conformance_cpu_pipelined.rs`).
 /// Read once per process.
 fn interp_runs_gpu_passes() -> bool {
@@ -454,7 +455,12 @@ fn launch_with(k: &'static Kernel, dev: &Device, cfg: LaunchConfig, args: &mut [
             let proven = if gpu_passes { proven_bounds(&ferrotile_ir::passes::proven_masks::bounds(&spec), &all) } else { vec![] };
             let k2 = ferrotile_ir::passes::run(
                 &spec,
-                &ferrotile_ir::passes::PassOptions::interpreter(safety, depth).every_loop(cfg.pipeline_every_loop).proven_masks(&proven),
+                &ferrotile_ir::passes::PassOptions::interpreter(safety, depth)
+                    .every_loop(cfg.pipeline_every_loop)
+                    .proven_masks(&proven)
+                    // (as CUDA: loops split where the launch asks, or
+                    // `FERROTILE_SPLIT_MASKS=1`; masks under a branch otherwise)
+                    .split_masks(depth > 0 && (cfg.split_masks || std::env::var("FERROTILE_SPLIT_MASKS").is_ok_and(|v| v == "1"))),
             );
             interp::run(&k2, dev.threads(), cfg.grid, &interp_args(k, &all)?)?
         }

@@ -16,6 +16,8 @@
 //!   pointer `load` / `store`, except the block loads the caller keeps;
 //! - [`split_masks`]: a `dot` loop whose last iterations are masked runs
 //!   as two loops, the first with the masks known true;
+//! - [`branch_masks`]: in such a loop (one loop), the selects only the
+//!   last iterations can fail run under a branch on the induction variable;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
 //!   `dot` (prefetch `depth` iterations ahead);
 //! - [`remat_widened`]: a tile widened from narrower ones (`x as f32` of a
@@ -28,8 +30,8 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
-//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] → [`branch_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
@@ -37,6 +39,7 @@
 //! [`PassOptions::ptx`], [`PassOptions::interpreter`] and
 //! [`PassOptions::wgsl`] build each row.
 
+pub mod branch_masks;
 mod build;
 pub mod dce;
 pub mod guard;
@@ -72,6 +75,9 @@ pub struct PassOptions<'a> {
     pub pipeline_every_loop: bool,
     /// Split `dot` loops whose last iterations are masked ([`split_masks`]).
     pub split_masks: bool,
+    /// Put the selects that only a `dot` loop's last iterations can fail
+    /// under a branch on the induction variable ([`branch_masks`]).
+    pub branch_masks: bool,
     /// Recompute widened tiles after reductions ([`remat_widened`]), for
     /// programs of this many threads; `None`: off.
     pub remat_widened: Option<u32>,
@@ -93,12 +99,15 @@ impl<'a> PassOptions<'a> {
             pipeline_depth,
             pipeline_every_loop: false,
             split_masks: false,
+            branch_masks: true,
             remat_widened: None,
             proven_masks: &[],
         }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
-    /// pipelining rewrite as well (`FERROTILE_INTERP_PIPELINE=1`).
+    /// rewrites as well (`FERROTILE_INTERP_PIPELINE=1`): the masks under a
+    /// branch ([`branch_masks`]), pipelining, and [`split_masks`] where the
+    /// caller turns it on.
     pub fn interpreter(safety: Safety, gpu_pipeline_depth: u32) -> Self {
         PassOptions {
             safety,
@@ -108,7 +117,8 @@ impl<'a> PassOptions<'a> {
             unit: None,
             pipeline_depth: gpu_pipeline_depth,
             pipeline_every_loop: false,
-            split_masks: gpu_pipeline_depth > 0,
+            split_masks: false,
+            branch_masks: gpu_pipeline_depth > 0,
             // (one thread: every value large enough in any launch is rewritten)
             remat_widened: (gpu_pipeline_depth > 0).then_some(1),
             proven_masks: &[],
@@ -122,6 +132,11 @@ impl<'a> PassOptions<'a> {
     /// These options with [`split_masks`] on or off.
     pub fn split_masks(mut self, on: bool) -> Self {
         self.split_masks = on;
+        self
+    }
+    /// These options with [`branch_masks`] on or off.
+    pub fn branch_masks(mut self, on: bool) -> Self {
+        self.branch_masks = on;
         self
     }
     /// These options with the bounds a launch proved ([`proven_masks`]).
@@ -152,6 +167,7 @@ impl<'a> PassOptions<'a> {
             pipeline_depth: 0,
             pipeline_every_loop: false,
             split_masks: false,
+            branch_masks: false,
             remat_widened: None,
             proven_masks: &[],
         }
@@ -179,7 +195,9 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
         }
     }
     let split = o.split_masks && split_masks::has_dot_loops(&k) && split_masks::split_masks(k.to_mut());
-    if o.pipeline_depth > 0 || split {
+    // (after a split only the second loop keeps its masks)
+    let branched = o.branch_masks && split_masks::has_dot_loops(&k) && branch_masks::branch_masks(k.to_mut());
+    if o.pipeline_depth > 0 || split || branched {
         let before: Kernel = (*k).clone();
         pipeline::pipeline_loops(k.to_mut(), o.pipeline_depth, o.pipeline_every_loop);
         // (a pipelined loop keeps its body's address and mask arithmetic for

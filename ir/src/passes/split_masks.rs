@@ -42,11 +42,13 @@
 //! Only `dot` loops are split: their bodies are where the cost is, and a
 //! second copy of a loop costs compile time and code size.
 //!
-//! Where it runs: the interpreter's check of the GPU rewrites
-//! (`FERROTILE_INTERP_PIPELINE=1`, `conformance_cpu_pipelined`) and the
-//! PTX backend when a launch asks (`LaunchConfig::split_masks`, a knob the
-//! attention library's d64 tuner candidates set: +13% on the H200;
-//! `FERROTILE_SPLIT_MASKS=1`: every launch). Not by default yet: offline, the
+//! Where it runs: the PTX backend when a launch asks
+//! (`LaunchConfig::split_masks`, a knob the attention library's d64 tuner
+//! candidates set: +13% on the H200; `FERROTILE_SPLIT_MASKS=1`: every
+//! launch), and the interpreter's check of the GPU rewrites
+//! (`FERROTILE_INTERP_PIPELINE=1`) for those launches. Other launches get
+//! [`super::branch_masks`] (one loop, the selects under a branch), which
+//! shares this analysis (`holding`, `bound_before`). Not by default: offline, the
 //! attention forward's loop drops from ~1050 to ~880 SASS instructions,
 //! but kernels that already sit at 255 registers (attention d64 and d128,
 //! 128×128 GEMMs) spill once their loop exists twice — the loop-carried
@@ -108,7 +110,7 @@ fn block(k: &mut Kernel, defs: &HashMap<V, OpKind>, b: &mut Block) {
 
 /// `Σ ±scalars + iv·iv_coef + offsets in [lo, hi]`.
 #[derive(Clone, Debug)]
-struct Aff {
+pub(crate) struct Aff {
     iv: i64,
     scalars: Vec<(V, bool)>,
     lo: i64,
@@ -177,34 +179,29 @@ impl Ctx<'_> {
     }
 }
 
-/// Push `op` to `out`: unchanged, or (a qualifying loop) as the ops that
-/// compute the split, the first loop and the second.
-fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op>) {
-    let OpKind::For { lo, hi, step, inits, body } = &op.kind else {
-        out.push(op);
-        return;
-    };
+/// The comparisons at the top of the body of the `dot` loop `op` (an i32
+/// induction variable) that hold on every iteration before a bound
+/// (module doc): `(result, offsets' max, B, or_equal)`; empty when `op`
+/// does not qualify. `branch_masks` shares this analysis.
+pub(crate) fn holding(k: &Kernel, defs: &HashMap<V, OpKind>, op: &Op) -> Vec<(V, i64, Aff, bool)> {
+    let OpKind::For { lo, body, .. } = &op.kind else { return vec![] };
     if k.ty(*lo).dtype() != Some(DType::I32) || !body.ops.iter().any(|o| matches!(o.kind, OpKind::Dot { .. })) {
-        out.push(op);
-        return;
+        return vec![];
     }
-    let found: Vec<(V, i64, Aff, bool)> = {
-        let mut inside = HashSet::new();
-        defined_in(body, &mut inside);
-        let cx = Ctx { k, defs, inside, iv: body.args[0] };
-        body.ops.iter().filter_map(|o| cx.candidate(&o.kind).map(|(t, b, eq)| (o.results[0], t, b, eq))).collect()
-    };
-    if found.is_empty() {
-        out.push(op);
-        return;
-    }
-    let (lo, hi, step, inits) = (*lo, *hi, *step, inits.clone());
-    let mut e = Emit { k, out, loc: op.loc };
+    let mut inside = HashSet::new();
+    defined_in(body, &mut inside);
+    let cx = Ctx { k, defs, inside, iv: body.args[0] };
+    body.ops.iter().filter_map(|o| cx.candidate(&o.kind).map(|(t, b, eq)| (o.results[0], t, b, eq))).collect()
+}
+
+/// Before the loop (into `e`): `E = clamp(min S, lo, hi)` as i64 and as
+/// i32 — every comparison in `found` holds for `iv < E`.
+pub(crate) fn bound_before(e: &mut Emit, found: &[(V, i64, Aff, bool)], lo: V, hi: V) -> (V, V) {
     // S: every found comparison holds for iv < S
     let (min32, max32) = (e.konst(Lit::Int(i32::MIN as i64), DType::I64), e.konst(Lit::Int(i32::MAX as i64), DType::I64));
     let never = e.konst(Lit::Int(i64::MIN), DType::I64);
     let mut s_all = None;
-    for (_, t_hi, b, eq) in &found {
+    for (_, t_hi, b, eq) in found {
         let mut sum = e.konst(Lit::Int(0), DType::I64);
         for &(s, neg) in &b.scalars {
             let s64 = e.cast(s, DType::I64);
@@ -222,10 +219,26 @@ fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op
             None => s,
         });
     }
-    let (lo64, hi64, st64) = (e.cast(lo, DType::I64), e.cast(hi, DType::I64), e.cast(step, DType::I64));
+    let (lo64, hi64) = (e.cast(lo, DType::I64), e.cast(hi, DType::I64));
     let capped = e.bin(BinOp::Min, s_all.expect("a comparison"), hi64);
     let end = e.bin(BinOp::Max, capped, lo64);
     let end32 = e.cast(end, DType::I32);
+    (end, end32)
+}
+
+/// Push `op` to `out`: unchanged, or (a qualifying loop) as the ops that
+/// compute the split, the first loop and the second.
+fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op>) {
+    let found = holding(k, defs, &op);
+    if found.is_empty() {
+        out.push(op);
+        return;
+    }
+    let OpKind::For { lo, hi, step, inits, .. } = &op.kind else { unreachable!() };
+    let (lo, hi, step, inits) = (*lo, *hi, *step, inits.clone());
+    let mut e = Emit { k, out, loc: op.loc };
+    let (end, end32) = bound_before(&mut e, &found, lo, hi);
+    let (lo64, hi64, st64) = (e.cast(lo, DType::I64), e.cast(hi, DType::I64), e.cast(step, DType::I64));
     // the second loop's first iteration: lo + ⌈(E − lo)/st⌉·st, at most hi
     let one = e.konst(Lit::Int(1), DType::I64);
     // (a constant step stays a constant: the division is then a shift or

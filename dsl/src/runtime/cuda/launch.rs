@@ -167,6 +167,7 @@ pub(crate) fn launch(
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             split_masks: split,
+            branch_masks: env_flag("FERROTILE_BRANCH_MASKS", true),
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
             defer_wgmma_waits: env_flag("FERROTILE_WGMMA_DEFER", true),
             proven_masks: proven.clone(),
