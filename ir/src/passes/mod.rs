@@ -30,7 +30,7 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] → [`branch_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] (where the launch asks, or `FERROTILE_SPLIT_MASKS=1`) → [`branch_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
 //! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
 //!
