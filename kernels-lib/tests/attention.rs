@@ -208,6 +208,10 @@ fn cases(dev: &Device) -> Vec<Case> {
         // sliding windows, with and without causal, and a scale
         Case { window: (Some(8), Some(4)), ..case(bhsd(1, 2, 2, 33, 33, 32)) },
         Case { causal: true, window: (Some(10), None), scale: Some(0.3), ..case(bshd(1, 4, 2, 47, 39, 64)) },
+        // a negative and a zero scale (the kernels fold only a positive
+        // scale into exp2's argument)
+        Case { causal: true, scale: Some(-0.4), ..case(bhsd(1, 2, 1, 31, 45, 64)) },
+        Case { window: (Some(6), Some(2)), scale: Some(0.0), ..case(bshd(1, 2, 2, 27, 27, 32)) },
         // padded head dims (80 → 128, 24 → 32), no lse
         Case { lse: false, ..case(bshd(1, 2, 1, 21, 26, 80)) },
         Case { causal: true, lse: false, ..case(bhsd(2, 1, 1, 19, 19, 24)) },
@@ -234,6 +238,7 @@ fn cases(dev: &Device) -> Vec<Case> {
         Case { causal: true, splits: Some(5), seqlens: Some(vec![190, 7, 500]), ..case(bhsd(3, 4, 1, 5, 190, 64)) },
         Case { causal: true, ..case(bhsd(1, 2, 2, 16, 100, 32)) },
         Case { splits: Some(2), lse: false, ..case(bshd(1, 4, 2, 3, 77, 80)) },
+        Case { causal: true, splits: Some(2), scale: Some(-0.3), ..case(bhsd(1, 4, 2, 2, 90, 64)) },
         // no keys at all: zero rows and a log-sum-exp of +inf, forward and decode
         Case { causal: true, ..case(bhsd(1, 2, 2, 20, 0, 32)) },
         case(bhsd(1, 2, 1, 3, 0, 64)),

@@ -29,9 +29,9 @@ fn loops(k: &Kernel) -> Vec<(usize, usize, usize)> {
 #[test]
 fn attention_selects_go_under_a_branch() {
     let f = ferrotile_kernels::attention::attention_fwd_overlap::ir();
-    // BM, BN, DP, G, MASK_HI (causal), MASK_LO, LSE
+    // BM, BN, DP, G, MASK_HI (causal), MASK_LO, LSE, FOLD
     for (mask_hi, mask_lo, selects) in [(0, 0, 1), (1, 0, 2), (1, 1, 2)] {
-        let spec = specialize(f, &[64, 32, 64, 1, mask_hi, mask_lo, 1], &[DType::BF16]).unwrap();
+        let spec = specialize(f, &[64, 32, 64, 1, mask_hi, mask_lo, 1, 1], &[DType::BF16]).unwrap();
         let mut b = spec.clone();
         assert!(branch_masks(&mut b), "MASK_HI {mask_hi}: the key loop's selects qualify:\n{}", spec.to_text());
         verify(&b).unwrap_or_else(|e| panic!("does not verify: {e:?}\n{}", b.to_text()));

@@ -249,19 +249,19 @@ fn library_kernels_match_golden_files() {
     use ferrotile_kernels::attention::{attention_combine, attention_decode, attention_fwd};
     let f = attention_fwd::ir();
     for (name, t, cx, warps, stages) in
-        [("d128.bf16", bf, [128i64, 128, 128, 1, 0, 0, 0], 8u32, 2u32), ("d64.gqa4.causal.lse.f16", f16, [128, 64, 64, 4, 1, 0, 1], 4, 2)]
+        [("d128.bf16", bf, [128i64, 128, 128, 1, 0, 0, 0, 1], 8u32, 2u32), ("d64.gqa4.causal.lse.f16", f16, [128, 64, 64, 4, 1, 0, 1, 1], 4, 2)]
     {
         let spec = specialize(f, &cx, &[t]).unwrap();
         push(check(&format!("ptx/attention_fwd.{name}.sm90.ptx"), &emit_ptx(&spec, &guarded(f, 90, warps, stages - 1, Safety::Unchecked))));
     }
-    let spec = specialize(f, &[16, 16, 64, 2, 1, 1, 1], &[bf]).unwrap();
+    let spec = specialize(f, &[16, 16, 64, 2, 1, 1, 1, 1], &[bf]).unwrap();
     push(check("wgsl/attention_fwd.d64.gqa2.window.lse.bf16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(f))));
     let dk = attention_decode::ir();
-    let spec = specialize(dk, &[16, 64, 128, 4, 1, 1, 1, 0, 0], &[bf]).unwrap();
+    let spec = specialize(dk, &[16, 64, 128, 4, 1, 1, 1, 0, 0, 1], &[bf]).unwrap();
     push(check("ptx/attention_decode.gqa4.d128.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(dk, 90, 4, 2, Safety::Unchecked))));
-    let spec = specialize(dk, &[16, 64, 128, 1, 0, 1, 0, 0, 1], &[bf]).unwrap();
+    let spec = specialize(dk, &[16, 64, 128, 1, 0, 1, 0, 0, 1, 1], &[bf]).unwrap();
     push(check("ptx/attention_decode.paged.d128.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(dk, 90, 4, 2, Safety::Unchecked))));
-    let spec = specialize(dk, &[16, 16, 64, 1, 0, 0, 0, 1, 0], &[f16]).unwrap();
+    let spec = specialize(dk, &[16, 16, 64, 1, 0, 0, 0, 1, 0, 1], &[f16]).unwrap();
     push(check("wgsl/attention_decode.d64.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(dk))));
     let c = attention_combine::ir();
     let spec = specialize(c, &[16, 128, 1], &[bf]).unwrap();
@@ -281,9 +281,9 @@ fn library_kernels_match_golden_files() {
     // variable-length forward: offsets loaded from cu_seqlens, K read
     // through `trans` of a cp.async slot
     let vl = ferrotile_kernels::attention::attention_fwd_varlen::ir();
-    let spec = specialize(vl, &[128, 64, 128, 4, 1, 0, 1], &[bf]).unwrap();
+    let spec = specialize(vl, &[128, 64, 128, 4, 1, 0, 1, 1], &[bf]).unwrap();
     push(check("ptx/attention_fwd_varlen.128x64.d128.gqa4.causal.lse.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(vl, 90, 8, 1, Safety::Unchecked))));
-    let spec = specialize(vl, &[32, 32, 64, 2, 1, 1, 1], &[f16]).unwrap();
+    let spec = specialize(vl, &[32, 32, 64, 2, 1, 1, 1, 1], &[f16]).unwrap();
     push(check("wgsl/attention_fwd_varlen.d64.gqa2.window.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(vl))));
     // the quantized GEMM (decode tile, split K) and GEMV (pipelined loop
     // without a dot), W4 with zero points

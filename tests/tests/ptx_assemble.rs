@@ -788,9 +788,9 @@ fn every_attention_tuner_configuration_assembles() {
             let overlap = tc.values.get("OV") == Some(&1);
             let k = if overlap { ferrotile_kernels::attention::attention_fwd_overlap::ir() } else { ferrotile_kernels::attention::attention_fwd::ir() };
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
-            // (G, MASK_HI, MASK_LO, LSE)
-            for (t, g, hi, lo, lse) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
-                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
+            // (G, MASK_HI, MASK_LO, LSE, FOLD)
+            for (t, g, hi, lo, lse, fold) in [(DType::BF16, 1, 0, 0, 0, 1), (DType::F16, 4, 1, 1, 1, 0)] {
+                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse, fold], &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],
@@ -847,8 +847,9 @@ fn attention_decode_and_combine_assemble() {
     let k = ferrotile_kernels::attention::attention_decode::ir();
     let mut failures = vec![];
     for (bm, dp, g) in [(16i64, 128i64, 1i64), (16, 128, 4), (64, 128, 8), (128, 128, 8), (16, 64, 1), (32, 256, 4)] {
-        for (t, causal, seqlens, split, lse, paged) in [(DType::BF16, 0, 0, 1, 0, 0), (DType::F16, 1, 1, 0, 1, 0), (DType::BF16, 0, 1, 1, 0, 1)] {
-            let spec = specialize(k, &[bm, 64, dp, g, causal, seqlens, split, lse, paged], &[t]).unwrap();
+        for (t, causal, seqlens, split, lse, paged, fold) in [(DType::BF16, 0, 0, 1, 0, 0, 1), (DType::F16, 1, 1, 0, 1, 0, 0), (DType::BF16, 0, 1, 1, 0, 1, 1)]
+        {
+            let spec = specialize(k, &[bm, 64, dp, g, causal, seqlens, split, lse, paged, fold], &[t]).unwrap();
             for sm in [80, 90] {
                 let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, 4, k.params.len()) };
                 let what = format!("attention_decode {t} BM={bm} DP={dp} G={g} causal={causal} seqlens={seqlens} split={split} paged={paged} sm_{sm}");
@@ -1001,8 +1002,8 @@ fn attention_varlen_assembles() {
     for dp in [64i64, 128] {
         for tc in ferrotile_kernels::attention::attention_candidates(dp as usize) {
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
-            for (t, g, hi, lo, lse) in [(DType::BF16, 1, 1, 0, 1), (DType::F16, 4, 1, 1, 0)] {
-                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse], &[t]).unwrap();
+            for (t, g, hi, lo, lse, fold) in [(DType::BF16, 1, 1, 0, 1, 1), (DType::F16, 4, 1, 1, 0, 0)] {
+                let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse, fold], &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],

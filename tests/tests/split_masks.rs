@@ -65,8 +65,8 @@ fn split_gemm_matches_the_original() {
 #[test]
 fn attention_masks_are_split_off() {
     let f = ferrotile_kernels::attention::attention_fwd::ir();
-    // (BM, BN, DP, G, MASK_HI, MASK_LO, LSE): plain, causal, causal + window
-    for (cx, masks) in [([128i64, 64, 64, 1, 0, 0, 0], 1usize), ([128, 64, 64, 4, 1, 0, 1], 2), ([64, 64, 128, 1, 1, 1, 0], 2)] {
+    // (BM, BN, DP, G, MASK_HI, MASK_LO, LSE, FOLD): plain, causal, causal + window
+    for (cx, masks) in [([128i64, 64, 64, 1, 0, 0, 0, 1], 1usize), ([128, 64, 64, 4, 1, 0, 1, 0], 2), ([64, 64, 128, 1, 1, 1, 0, 1], 2)] {
         let spec = specialize(f, &cx, &[DType::BF16]).unwrap();
         let mut split = spec.clone();
         assert!(split_masks(&mut split), "{cx:?}");

@@ -18,7 +18,7 @@
 //! heads `H / G`, each `--configs` entry forced and then the library's own
 //! choice (`auto`: autotuned on GPUs). `--backward`: the library's
 //! `attention_backward` instead (each tuner pair forced, then `auto`).
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]`: the PTX (no GPU),
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [lib [nofold]]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -134,6 +134,17 @@ fn overlap() -> bool {
 /// warpgroup (`AttentionConfig::warp_specialize`).
 fn warp_specialize() -> bool {
     std::env::var("ATTN_WS").is_ok_and(|v| v == "1")
+}
+
+/// `ATTN_NEG_SCALE=1`: the library runs with the softmax scale `−1/√d`
+/// (the same work, but the kernels cannot fold a negative scale into
+/// exp2's argument: an A/B of that fold in one call).
+fn scale_sign() -> f64 {
+    if std::env::var("ATTN_NEG_SCALE").is_ok_and(|v| v == "1") {
+        -1.0
+    } else {
+        1.0
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -293,7 +304,8 @@ fn run_library<T: FloatElement>(
             overlap: overlap(),
             warp_specialize: warp_specialize(),
         });
-        let opts = AttentionOptions { causal, config, ..Default::default() };
+        let scale = scale_sign() / (d as f64).sqrt();
+        let opts = AttentionOptions { causal, config, scale: Some(scale as f32), ..Default::default() };
         let launch = |o: &mut Buffer<T>| {
             attention(dev, &q, &k, &v, o, None, &p, &opts).map_err(|x| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() })
         };
@@ -304,8 +316,7 @@ fn run_library<T: FloatElement>(
             continue;
         }
         let got = o.to_vec().map_err(e)?;
-        let scale = 1.0 / (d as f64).sqrt();
-        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(11), 24, scale, None, causal.then_some(0));
+        let worst = attention_sampled_err(&qh, &kh, &vh, &got, &p, &mut Rng::new(11), 24, scale as f32 as f64, None, causal.then_some(0));
         let pass = worst <= tol;
         ok &= pass;
         let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
@@ -519,13 +530,22 @@ fn emit(args: &[String]) {
     let causal = args.iter().any(|a| a == "causal") as i64;
     let ws = args.iter().any(|a| a == "ws");
     let per_sm: u32 = args.iter().find_map(|a| a.strip_prefix("perSM=")).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let k = if overlap() { attn_fwd_ov::ir() } else { attn_fwd::ir() };
-    let spec = specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap();
+    // (`lib`: the library's overlapped kernel instead, MHA, no window or
+    // log-sum-exp; `nofold` keeps its scale out of exp2's argument)
+    let (k, spec) = if args.iter().any(|a| a == "lib") {
+        let k = ferrotile_kernels::attention::attention_fwd_overlap::ir();
+        let fold = !args.iter().any(|a| a == "nofold") as i64;
+        (k, specialize(k, &[t[0], t[1], t[2], 1, causal, 0, 0, fold], &[DType::BF16]).unwrap())
+    } else {
+        let k = if overlap() { attn_fwd_ov::ir() } else { attn_fwd::ir() };
+        (k, specialize(k, &[t[0], t[1], t[2], causal], &[DType::BF16]).unwrap())
+    };
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
         pipeline: stages - 1,
         tma: true,
         warp_specialize: ws,
+        split_masks: args.iter().any(|a| a == "split"),
         programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };
@@ -537,7 +557,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [lib [nofold]]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {

@@ -73,7 +73,7 @@ fn main() {
         let t: Vec<i64> = a[2].split('x').map(|v| v.parse().unwrap()).collect();
         let stages: u32 = a.iter().find_map(|x| x.strip_prefix("stages=")).and_then(|v| v.parse().ok()).unwrap_or(3);
         let mut cx: Vec<i64> = t.clone();
-        cx.extend([0, 0, 0, 0, a.iter().any(|x| x == "paged") as i64]);
+        cx.extend([0, 0, 0, 0, a.iter().any(|x| x == "paged") as i64, 1]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(
             &spec,

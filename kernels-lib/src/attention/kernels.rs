@@ -14,9 +14,25 @@ use ferrotile::prelude::*;
 /// K/V head. `MASK_HI`: keys `j > i + off + win_right` are masked (causal:
 /// `win_right = 0`); `MASK_LO`: keys `j < i + off − win_left`. `LSE`:
 /// write the natural-log log-sum-exp of each row to `lse + b·lb + h·lh + i`.
+/// `FOLD` (the host sets it when `qk_scale > 0`): the masks and the row
+/// maximum see the unscaled scores, the maximum is scaled once per row
+/// (`max(c·x) = c·max(x)` for `c > 0`, rounding included), and the scale
+/// goes into exp2's argument — one `fma` per score instead of a multiply
+/// and a subtraction (the softmax's instruction stream is the d128 loop's
+/// limit); a zero or negative scale takes the plain form.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+pub fn attention_fwd<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const LSE: bool,
+    const FOLD: bool,
+>(
     q: Ptr<T>,
     k: Ptr<T>,
     v: Ptr<T>,
@@ -66,7 +82,11 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
     let mut acc = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
-        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+        // (`FOLD`: the scores stay unscaled until exp2's argument)
+        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        if !FOLD {
+            s = s * qk_scale;
+        }
         s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
         if MASK_HI {
             s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
@@ -74,11 +94,20 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
         if MASK_LO {
             s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
         }
-        let m_new = maximum(m_i, max(s, axis = 1));
+        let mut m_blk = max(s, axis = 1);
+        if FOLD {
+            m_blk = m_blk * qk_scale;
+        }
+        let m_new = maximum(m_i, m_blk);
         // (a row with no key yet keeps m = −∞: subtract 0 instead, so that
         // its p and alpha are 0 rather than NaN)
         let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let p = exp2(s - expand_dims(m_use, 1));
+        let mut p = s;
+        if FOLD {
+            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+        } else {
+            p = exp2(s - expand_dims(m_use, 1));
+        }
         let alpha = exp2(m_i - m_use);
         l_i = l_i * alpha + sum(p, 1);
         acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
@@ -103,7 +132,17 @@ pub fn attention_fwd<T: Float, const BM: i32, const BN: i32, const DP: i32, cons
 /// block's `P·V` follows the loop. Same arguments, masks and results.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+pub fn attention_fwd_overlap<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const LSE: bool,
+    const FOLD: bool,
+>(
     q: Ptr<T>,
     k: Ptr<T>,
     v: Ptr<T>,
@@ -149,7 +188,10 @@ pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i
     }
     // key block `lo` (the masks below clear it when `lo >= hi`)
     let cols0 = lo + arange(0, BN);
-    let mut s0 = dot(qt, load_block(vkt, [0, lo], [DP, BN]), zeros([BM, BN], f32)) * qk_scale;
+    let mut s0 = dot(qt, load_block(vkt, [0, lo], [DP, BN]), zeros([BM, BN], f32));
+    if !FOLD {
+        s0 = s0 * qk_scale;
+    }
     s0 = select(expand_dims(cols0 < nk, 0), s0, f32::NEG_INFINITY);
     if MASK_HI {
         s0 = select(expand_dims(cols0, 0) <= expand_dims(rows + (off + win_right), 1), s0, f32::NEG_INFINITY);
@@ -158,8 +200,16 @@ pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i
         s0 = select(expand_dims(cols0, 0) >= expand_dims(rows - (win_left - off), 1), s0, f32::NEG_INFINITY);
     }
     let mut m_i = max(s0, axis = 1);
+    if FOLD {
+        m_i = m_i * qk_scale;
+    }
     let m_use0 = select(m_i == f32::NEG_INFINITY, 0.0, m_i);
-    let p0 = exp2(s0 - expand_dims(m_use0, 1));
+    let mut p0 = s0;
+    if FOLD {
+        p0 = exp2(fma(s0, qk_scale, expand_dims(-m_use0, 1)));
+    } else {
+        p0 = exp2(s0 - expand_dims(m_use0, 1));
+    }
     let mut l_i = sum(p0, 1);
     let mut pt = p0 as T;
     let mut acc = zeros([BM, DP], f32);
@@ -168,7 +218,10 @@ pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i
         let qk = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
         // (the previous block's P·V: on the tensor cores during this softmax)
         acc = dot(pt, load_block(vv, [j - BN, 0], [BN, DP]), acc);
-        let mut s = qk * qk_scale;
+        let mut s = qk;
+        if !FOLD {
+            s = qk * qk_scale;
+        }
         s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
         if MASK_HI {
             s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
@@ -176,12 +229,21 @@ pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i
         if MASK_LO {
             s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
         }
-        let m_new = maximum(m_i, max(s, axis = 1));
+        let mut m_blk = max(s, axis = 1);
+        if FOLD {
+            m_blk = m_blk * qk_scale;
+        }
+        let m_new = maximum(m_i, m_blk);
         // (rows with no key yet keep m = −∞: subtract 0 instead, so that
         // their p and alpha are 0 rather than NaN)
         let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
         let alpha = exp2(m_i - m_use);
-        let p = exp2(s - expand_dims(m_use, 1));
+        let mut p = s;
+        if FOLD {
+            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+        } else {
+            p = exp2(s - expand_dims(m_use, 1));
+        }
         l_i = l_i * alpha + sum(p, 1);
         pt = p as T;
         acc = acc * expand_dims(alpha, 1);
@@ -214,7 +276,7 @@ pub fn attention_fwd_overlap<T: Float, const BM: i32, const BN: i32, const DP: i
 /// (f32, rows of `DP`) and the partial natural-log log-sum-exp (−∞ for no
 /// key) go to `part_o` / `part_l` at row `((b·Hq + h)·nq + i)·splits + s`
 /// for [`attention_combine`]; otherwise the output and `LSE` (if asked)
-/// are written directly.
+/// are written directly. `FOLD`: as in [`attention_fwd`].
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode<
@@ -228,6 +290,7 @@ pub fn attention_decode<
     const SPLIT: bool,
     const LSE: bool,
     const PAGED: bool,
+    const FOLD: bool,
 >(
     q: Ptr<T>,
     k: Ptr<T>,
@@ -305,14 +368,26 @@ pub fn attention_decode<
             kt = load_block(vkt, [0, j], [DP, BN]);
             vt = load_block(vv, [j, 0], [BN, DP]);
         }
-        let mut s = dot(qt, kt, zeros([BM, BN], f32)) * qk_scale;
+        let mut s = dot(qt, kt, zeros([BM, BN], f32));
+        if !FOLD {
+            s = s * qk_scale;
+        }
         s = select(expand_dims(key_ok, 0), s, f32::NEG_INFINITY);
         if CAUSAL {
             s = select(expand_dims(cols, 0) <= expand_dims(qi + (keys - nq), 1), s, f32::NEG_INFINITY);
         }
-        let m_new = maximum(m_i, max(s, axis = 1));
+        let mut m_blk = max(s, axis = 1);
+        if FOLD {
+            m_blk = m_blk * qk_scale;
+        }
+        let m_new = maximum(m_i, m_blk);
         let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let p = exp2(s - expand_dims(m_use, 1));
+        let mut p = s;
+        if FOLD {
+            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+        } else {
+            p = exp2(s - expand_dims(m_use, 1));
+        }
         let alpha = exp2(m_i - m_use);
         l_i = l_i * alpha + sum(p, 1);
         acc = dot(p as T, vt, acc * expand_dims(alpha, 1));
@@ -662,7 +737,17 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
 /// h·lh + t` (`[Hq, total_q]`, as FlashAttention's varlen API).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_fwd_varlen<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const LSE: bool>(
+pub fn attention_fwd_varlen<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const LSE: bool,
+    const FOLD: bool,
+>(
     q: Ptr<T>,
     k: Ptr<T>,
     v: Ptr<T>,
@@ -714,7 +799,10 @@ pub fn attention_fwd_varlen<T: Float, const BM: i32, const BN: i32, const DP: i3
     let mut acc = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
-        let mut s = dot(qt, trans(load_block(vk, [j, 0], [BN, DP])), zeros([BM, BN], f32)) * qk_scale;
+        let mut s = dot(qt, trans(load_block(vk, [j, 0], [BN, DP])), zeros([BM, BN], f32));
+        if !FOLD {
+            s = s * qk_scale;
+        }
         s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
         if MASK_HI {
             s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
@@ -722,9 +810,18 @@ pub fn attention_fwd_varlen<T: Float, const BM: i32, const BN: i32, const DP: i3
         if MASK_LO {
             s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
         }
-        let m_new = maximum(m_i, max(s, axis = 1));
+        let mut m_blk = max(s, axis = 1);
+        if FOLD {
+            m_blk = m_blk * qk_scale;
+        }
+        let m_new = maximum(m_i, m_blk);
         let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let p = exp2(s - expand_dims(m_use, 1));
+        let mut p = s;
+        if FOLD {
+            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+        } else {
+            p = exp2(s - expand_dims(m_use, 1));
+        }
         let alpha = exp2(m_i - m_use);
         l_i = l_i * alpha + sum(p, 1);
         acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));

@@ -626,6 +626,7 @@ fn launch_fwd<T: FloatElement>(
                 a.mask_hi,
                 a.mask_lo,
                 has_lse,
+                qk_scale > 0.0,
             )
         };
     }
@@ -799,6 +800,7 @@ fn decode_fwd<T: FloatElement>(
         split,
         has_lse,
         opts.paged.is_some(),
+        a.scale * std::f32::consts::LOG2_E > 0.0,
     )?;
     if split {
         let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4);

@@ -206,6 +206,7 @@ pub fn attention_varlen<T: FloatElement>(
         args.mask_hi,
         args.mask_lo,
         has_lse,
+        args.scale * std::f32::consts::LOG2_E > 0.0,
     )?;
     Ok(())
 }

@@ -53,8 +53,11 @@ impl<'k> PtxWriter<'k> {
             self.op(op)?;
         }
         // (nothing in flight leaves a block: a loop's next iteration
-        // refills the slots and rewrites the registers its MMAs use)
-        self.wg_wait_all();
+        // refills the slots and rewrites the registers its MMAs use; the
+        // groups held through a branch are not this block's)
+        if self.wg_pending.len() > self.wg_held {
+            self.wg_wait_all();
+        }
         self.depth -= 1;
         self.conv.pop();
         self.packed.pop();
@@ -64,15 +67,27 @@ impl<'k> PtxWriter<'k> {
 
     pub(super) fn op(&mut self, op: &Op) -> R<()> {
         // pending `wgmma` groups: waited for before an op reads their
-        // results, all of them before a nested region
+        // results, all of them before a nested region — except a branch
+        // with no loop or `dot` inside, which waits only for the groups it
+        // reads (attention's masks under `iv < E`: the previous block's
+        // P·V keeps running through them)
+        let mut hold = false;
         if !self.wg_pending.is_empty() {
             if op.kind.regions().is_empty() {
                 for v in op.kind.operands() {
                     self.wg_wait_for(v);
                 }
+            } else if let Some(reads) = branch_reads(op) {
+                for v in reads {
+                    self.wg_wait_for(v);
+                }
+                hold = true;
             } else {
                 self.wg_wait_all();
             }
+        }
+        if !matches!(op.kind, OpKind::Dot { .. } | OpKind::Yield(_)) {
+            self.work += 1;
         }
         let k = self.k;
         let res = op.results.first().copied();
@@ -559,6 +574,10 @@ impl<'k> PtxWriter<'k> {
                     .collect();
                 let (lelse, lend) = (self.label(), self.label());
                 self.cp_commit();
+                let outer_held = self.wg_held;
+                if hold {
+                    self.wg_held = self.wg_pending.len();
+                }
                 let dirty = self.ring_dirty;
                 let mut dirty_after = false;
                 self.line(format!("@!{p} bra.uni {lelse};"));
@@ -584,6 +603,7 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
                 self.body.push_str(&format!("{lend}:\n"));
+                self.wg_held = outer_held;
                 for (r, (_, regs)) in op.results.iter().zip(outs) {
                     self.vals.insert(*r, regs);
                 }
@@ -599,4 +619,22 @@ impl<'k> PtxWriter<'k> {
         }
         Ok(())
     }
+}
+
+/// A branch that pending `wgmma` groups may run through: an `If` with no
+/// loop and no `dot` inside (nested branches included). Its reads: every
+/// operand of its ops (values from outside among them), its condition.
+fn branch_reads(op: &Op) -> Option<Vec<V>> {
+    fn walk(b: &Block, reads: &mut Vec<V>) -> bool {
+        b.ops.iter().all(|o| {
+            if matches!(o.kind, OpKind::For { .. } | OpKind::Dot { .. }) {
+                return false;
+            }
+            reads.extend(o.kind.operands());
+            o.kind.regions().into_iter().all(|r| walk(r, reads))
+        })
+    }
+    let OpKind::If { cond, then_, else_ } = &op.kind else { return None };
+    let mut reads = vec![*cond];
+    (walk(then_, &mut reads) && walk(else_, &mut reads)).then_some(reads)
 }

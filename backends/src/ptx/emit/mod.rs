@@ -44,6 +44,22 @@ enum Role {
     Producer,
 }
 
+/// A committed `wgmma` group not yet waited for (`PtxWriter::wg_pending`).
+struct WgGroup {
+    /// The `dot` result its MMAs write.
+    res: V,
+    /// Warp-specialized: the ring slots its MMAs read (ring, a register
+    /// holding the slot), released once it is waited for.
+    rel: Vec<(usize, String)>,
+    /// `PtxWriter::work` at the commit.
+    work: u64,
+    /// The PTX text's length at the commit.
+    at: usize,
+    /// Tensor-core cycles its MMAs keep the SM busy for: this warpgroup's
+    /// multiply-adds over ~2048 per cycle (16-bit inputs, H100/H200).
+    cycles: u64,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum RegClass {
     F,
@@ -206,15 +222,29 @@ struct PtxWriter<'k> {
     /// before the first op that reads its result, and every pending group
     /// before a barrier, a nested region (loop, branch) and the end of a
     /// block — so the registers an MMA reads or writes are untouched while
-    /// it runs, and no ring slot it reads is refilled.
+    /// it runs, and no ring slot it reads is refilled. A branch with no
+    /// loop or `dot` inside is the exception: only the groups whose results
+    /// it reads are waited for before it; the others stay in flight through
+    /// it (`wg_held`).
     /// Warp-specialized, each group also lists the ring slots its MMAs
     /// read (ring, a register holding the slot): released once the group
     /// is waited for.
-    wg_pending: Vec<(V, Vec<(usize, String)>)>,
+    /// Each group also records where it was committed (see `WgGroup`).
+    wg_pending: Vec<WgGroup>,
+    /// Ops other than `dot`s and yields emitted so far: a deferred wait
+    /// with work between its group's commit and itself is preceded by a
+    /// basic-block boundary (`wg_boundary`).
+    work: u64,
     /// Waits may be deferred in this kernel (`PtxOptions::defer_wgmma_waits`,
     /// and none of its MMAs stays in flight across a loop's back edge: those
     /// keep their own wait discipline).
     wg_defer: bool,
+    /// The oldest `wg_held` pending groups stay in flight through the
+    /// branch being emitted (see `op`): a wait inside it that covers them
+    /// is emitted, but they stay listed — they are complete on this path
+    /// only — and are released by the waits after the branch, on both
+    /// paths. The end of a branch block leaves them pending.
+    wg_held: usize,
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
@@ -330,7 +360,9 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         cp_pending: vec![],
         ring_dirty: true,
         wg_pending: vec![],
+        work: 0,
         wg_defer: false,
+        wg_held: 0,
         ring_ready: Default::default(),
         tma_views,
         tmaps: vec![],

@@ -355,7 +355,9 @@ impl<'k> PtxWriter<'k> {
         // only in the loop's parallel copy, after the block's last wait).
         if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role != Role::Producer {
             let rel = [(ca, &ra[0]), (cb, &rb[0])].into_iter().filter_map(|(c, r)| c.filter(|c| self.ws_releases(res, *c)).map(|c| (c, r.clone()))).collect();
-            self.wg_pending.push((res, rel));
+            // (this warpgroup's rows; 8-bit inputs run twice as fast, tf32 half)
+            let cycles = (m / groups.max(1)) as u64 * (n * kk) as u64 * es as u64 / 4096;
+            self.wg_pending.push(WgGroup { res, rel, work: self.work, at: self.body.len(), cycles });
             return Ok(accs);
         }
         // In flight: wait for the previous iteration's group only (its ring
@@ -385,8 +387,9 @@ impl<'k> PtxWriter<'k> {
     /// Wait for the pending `wgmma` group that writes `v`, if there is one
     /// (groups complete in order: the older ones are then complete too).
     pub(super) fn wg_wait_for(&mut self, v: V) {
-        if let Some(i) = self.wg_pending.iter().position(|p| p.0 == v) {
+        if let Some(i) = self.wg_pending.iter().position(|p| p.res == v) {
             let newer = self.wg_pending.len() - 1 - i;
+            self.wg_boundary(i);
             self.line(format!("wgmma.wait_group.sync.aligned {newer};"));
             self.wg_done(i + 1);
         }
@@ -395,17 +398,48 @@ impl<'k> PtxWriter<'k> {
     /// Wait for every pending `wgmma` group.
     pub(super) fn wg_wait_all(&mut self) {
         if !self.wg_pending.is_empty() {
+            self.wg_boundary(self.wg_pending.len() - 1);
             self.line("wgmma.wait_group.sync.aligned 0;");
             let n = self.wg_pending.len();
             self.wg_done(n);
         }
     }
 
+    /// Before a deferred wait for pending group `i`: where its MMAs are
+    /// long next to the work written between their issue and the wait,
+    /// end the basic block here. ptxas schedules a `wgmma.wait_group` at
+    /// the top of its basic block (after the MMAs it waits for, if they
+    /// are in it), whatever the PTX order: the MMAs would overlap none of
+    /// that work (attention's previous P·V and the softmax). A branch
+    /// ptxas cannot remove ends the block: it jumps over a `membar.cta`
+    /// unless the grid has no programs along x, which never happens.
+    /// Long: their tensor-core cycles at least half the PTX instructions in
+    /// between (about the warp's issue cycles for them). Short MMAs are
+    /// done before the wait anyway, and the boundary would only take
+    /// ptxas' freedom to spread the work after the wait (measured on the
+    /// H200, session 35: attention's d128 P·V, 512 cycles against ~700
+    /// instructions, +4–8 %; d64's, 128 cycles, −3 to −7 %).
+    fn wg_boundary(&mut self, i: usize) {
+        let g = &self.wg_pending[i];
+        let lines = self.body[g.at..].bytes().filter(|&b| b == b'\n').count() as u64;
+        if self.work == g.work || lines < 256 || 2 * g.cycles < lines {
+            return;
+        }
+        let (r, p, l) = (self.reg(RegClass::R), self.reg(RegClass::P), self.label());
+        self.line(format!("mov.u32 {r}, %nctaid.x;"));
+        self.line(format!("setp.ne.u32 {p}, {r}, 0;"));
+        self.line(format!("@{p} bra.uni {l};"));
+        self.line("membar.cta;");
+        self.body.push_str(&format!("{l}:\n"));
+    }
+
     /// The oldest `n` pending groups are complete: forget them and release
-    /// the ring slots they read (warp-specialized).
+    /// the ring slots they read (warp-specialized) — but those held through
+    /// the branch being emitted (`wg_held`), complete on this path only.
     fn wg_done(&mut self, n: usize) {
-        let done: Vec<_> = self.wg_pending.drain(..n).collect();
-        for (_, rel) in done {
+        let lo = self.wg_held.min(n);
+        let done: Vec<_> = self.wg_pending.drain(lo..n).collect();
+        for WgGroup { rel, .. } in done {
             for (c, r) in rel {
                 self.ws_release(c, &r, None);
             }
