@@ -231,9 +231,8 @@ struct PtxWriter<'k> {
     /// is waited for.
     /// Each group also records where it was committed (see `WgGroup`).
     wg_pending: Vec<WgGroup>,
-    /// Ops other than `dot`s and yields emitted so far: a deferred wait
-    /// with work between its group's commit and itself is preceded by a
-    /// basic-block boundary (`wg_boundary`).
+    /// Ops other than `dot`s and yields emitted so far (`wg_boundary` asks
+    /// for some between a group's commit and its wait).
     work: u64,
     /// Waits may be deferred in this kernel (`PtxOptions::defer_wgmma_waits`,
     /// and none of its MMAs stays in flight across a loop's back edge: those
