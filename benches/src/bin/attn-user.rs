@@ -18,7 +18,7 @@
 //! heads `H / G`, each `--configs` entry forced and then the library's own
 //! choice (`auto`: autotuned on GPUs). `--backward`: the library's
 //! `attention_backward` instead (each tuner pair forced, then `auto`).
-//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [lib [nofold]]`: the PTX (no GPU),
+//! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
 use ferrotile::prelude::*;
@@ -557,7 +557,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [lib [nofold]]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {

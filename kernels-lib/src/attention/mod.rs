@@ -569,6 +569,19 @@ struct Args {
     win_right: i32,
 }
 
+impl Args {
+    /// The kernels' scale: base-2 exponents (`scale · log2 e`).
+    fn qk_scale(&self) -> f32 {
+        self.scale * std::f32::consts::LOG2_E
+    }
+
+    /// Whether the kernels may fold the scale into `exp2`'s argument
+    /// (their `FOLD`: only a positive scale keeps the row maximum's order).
+    fn fold(&self) -> bool {
+        self.qk_scale() > 0.0
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn launch_fwd<T: FloatElement>(
     dev: &Device,
@@ -585,7 +598,7 @@ fn launch_fwd<T: FloatElement>(
     cfg.check_tiles("attention: config ")?;
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
     let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
-    let qk_scale = a.scale * std::f32::consts::LOG2_E;
+    let qk_scale = a.qk_scale();
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));
     // (the two kernels take the same arguments)
@@ -626,7 +639,7 @@ fn launch_fwd<T: FloatElement>(
                 a.mask_hi,
                 a.mask_lo,
                 has_lse,
-                qk_scale > 0.0,
+                a.fold(),
             )
         };
     }
@@ -774,7 +787,7 @@ fn decode_fwd<T: FloatElement>(
         nq as i32,
         p.seqlen_k as i32,
         p.head_dim as i32,
-        a.scale * std::f32::consts::LOG2_E,
+        a.qk_scale(),
         chunk as i32,
         p.heads_q as i32,
         s(p.q.batch),
@@ -800,7 +813,7 @@ fn decode_fwd<T: FloatElement>(
         split,
         has_lse,
         opts.paged.is_some(),
-        a.scale * std::f32::consts::LOG2_E > 0.0,
+        a.fold(),
     )?;
     if split {
         let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4);

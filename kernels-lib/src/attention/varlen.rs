@@ -187,7 +187,7 @@ pub fn attention_varlen<T: FloatElement>(
         cu_seqlens_q,
         cu_seqlens_k,
         p.head_dim as i32,
-        args.scale * std::f32::consts::LOG2_E,
+        args.qk_scale(),
         args.win_left,
         args.win_right,
         s(p.q.head),
@@ -206,7 +206,7 @@ pub fn attention_varlen<T: FloatElement>(
         args.mask_hi,
         args.mask_lo,
         has_lse,
-        args.scale * std::f32::consts::LOG2_E > 0.0,
+        args.fold(),
     )?;
     Ok(())
 }
