@@ -223,28 +223,35 @@ impl Blocked {
     /// The layout of an `m × k` 16-bit A operand that `mma.sync` takes from
     /// registers with K *interleaved* ([`crate::ptx::fragments::mma_a_interleaved`]):
     /// lane `l` of warp `(warp_m, warp_n)` holds rows `l/4 + 8·warp_m +
-    /// 8·wm·i` — the accumulator's rows ([`Blocked::mma_acc`]) — and 8
-    /// consecutive columns `8·(l%4) + 32·c + (0..8)`. The `wn` warps of one
-    /// row of the grid hold copies (the warp id's low `log2 wn` bits are
-    /// unused): each needs the whole of its rows' K. Needs `m % (16·wm) ==
-    /// 0`, `k % 32 == 0`; warp id = `warp_m·wn + warp_n`.
-    pub fn mma_a_operand(shape: &[u32], wm: u32, wn: u32) -> Blocked {
-        assert!(shape.len() == 2 && shape[0].is_multiple_of(16 * wm) && shape[1].is_multiple_of(32), "mma A operand layout of {shape:?} over {wm}x{wn} warps");
-        Blocked::with_regular_reps(shape, vec![1, 8], vec![8, 4], vec![wm, 1], vec![shape[0] / (8 * wm), shape[1] / 32], vec![2, 0], vec![log2(wn), 0])
+    /// 8·wm·i` — the accumulator's rows ([`Blocked::mma_acc`]) — and `run`
+    /// consecutive columns `run·(l%4) + 4·run·c + (0..run)`. The `wn` warps
+    /// of one row of the grid hold copies (the warp id's low `log2 wn` bits
+    /// are unused): each needs the whole of its rows' K. Needs `m % (16·wm)
+    /// == 0`, `k % (4·run) == 0`; warp id = `warp_m·wn + warp_n`.
+    pub fn mma_a_operand(shape: &[u32], wm: u32, wn: u32, run: u32) -> Blocked {
+        assert!(
+            shape.len() == 2 && shape[0].is_multiple_of(16 * wm) && shape[1].is_multiple_of(4 * run),
+            "mma A operand layout of {shape:?} over {wm}x{wn} warps"
+        );
+        Blocked::with_regular_reps(shape, vec![1, run], vec![8, 4], vec![wm, 1], vec![shape[0] / (8 * wm), shape[1] / (4 * run)], vec![2, 0], vec![log2(wn), 0])
     }
 
     /// The layout of a `k × n` 16-bit B operand that `mma.sync` takes from
     /// registers with K interleaved ([`crate::ptx::fragments::mma_b_interleaved`]):
     /// lane `l` of warp `(warp_m, warp_n)` holds columns `l/4 + 8·warp_n +
-    /// 8·wn·j` — the accumulator's column tiles — and 8 consecutive rows
-    /// `8·(l%4) + 32·c + (0..8)`: a run of 8 along K stays in one thread
-    /// (a 32-bit word of 4-bit weights packed along K is loaded once). The
-    /// `wm` warps of one column of the grid hold copies. Needs `k % 32 ==
-    /// 0`, `n % (8·wn) == 0`.
-    pub fn mma_b_operand(shape: &[u32], wm: u32, wn: u32) -> Blocked {
-        assert!(shape.len() == 2 && shape[0].is_multiple_of(32) && shape[1].is_multiple_of(8 * wn), "mma B operand layout of {shape:?} over {wm}x{wn} warps");
+    /// 8·wn·j` — the accumulator's column tiles — and `run` consecutive
+    /// rows `run·(l%4) + 4·run·c + (0..run)`: a run along K stays in one
+    /// thread (a 32-bit word of 4-bit weights packed along K is loaded
+    /// once; with K contiguous in memory, four of them are one 16-byte
+    /// load). The `wm` warps of one column of the grid hold copies. Needs
+    /// `k % (4·run) == 0`, `n % (8·wn) == 0`.
+    pub fn mma_b_operand(shape: &[u32], wm: u32, wn: u32, run: u32) -> Blocked {
+        assert!(
+            shape.len() == 2 && shape[0].is_multiple_of(4 * run) && shape[1].is_multiple_of(8 * wn),
+            "mma B operand layout of {shape:?} over {wm}x{wn} warps"
+        );
         let _ = wm; // (the warp_m bits stay unused: copies)
-        Blocked::with_regular_reps(shape, vec![8, 1], vec![4, 8], vec![1, wn], vec![shape[0] / 32, shape[1] / (8 * wn)], vec![0, 2], vec![0, 0])
+        Blocked::with_regular_reps(shape, vec![run, 1], vec![4, 8], vec![1, wn], vec![shape[0] / (4 * run), shape[1] / (8 * wn)], vec![0, 2], vec![0, 0])
     }
 
     /// The *slice* of this layout along `axis`: the layout of a reduction's

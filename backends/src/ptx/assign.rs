@@ -270,8 +270,9 @@ fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
 /// dot's result — which `mma.sync` would otherwise stage from registers
 /// into shared memory behind two CTA barriers every K step. Both operand
 /// shapes then get the K-interleaved operand layouts
-/// ([`Blocked::mma_a_operand`], [`Blocked::mma_b_operand`]: 8 consecutive
-/// K per thread, the warps of the other grid dimension holding copies),
+/// ([`Blocked::mma_a_operand`], [`Blocked::mma_b_operand`]: runs of
+/// consecutive K per thread — 32 where the depth allows,
+/// [`crate::ptx::fragments::operand_run`] —, the warps of the other grid dimension holding copies),
 /// every tile of those shapes computes in place, and the fragments are
 /// the operands' own registers ([`crate::ptx::fragments::mma_a_interleaved`]).
 /// A loaded operand of such a dot is loaded by each warp that needs it
@@ -293,7 +294,11 @@ fn chained_dot_shapes(k: &Kernel) -> (HashSet<Vec<u32>>, HashSet<V>) {
 /// the staging it saves was ~30 of 559 instructions per step, while the
 /// weights' loads lose their vectors (GPTQ words are N-contiguous, the
 /// operand layout puts a thread's columns 8 apart) — 45 µs against 27 at
-/// 16×8192² on the H200 (benches/NOTES.md, session 25).
+/// 16×8192² on the H200 (benches/NOTES.md, session 25). With weights
+/// repacked K-major and runs of 32 (session 36, offline) the loop still
+/// costs more than the staged one (604 against 330 SASS per 64 weights
+/// and thread): per-element addresses and guards of the operands' many
+/// small loads, and 16-bit pipelined copies moved a half at a time.
 fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, chained_a: &HashSet<V>) -> (HashSet<Vec<u32>>, HashMap<Vec<u32>, Blocked>) {
     let mut def: HashMap<V, &OpKind> = HashMap::new();
     k.walk(&mut |op| {
@@ -340,7 +345,8 @@ fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, c
         };
         let entry = ok.then(|| {
             let g = grid.unwrap();
-            (sa.clone(), Blocked::mma_a_operand(&sa, g.wm, g.wn), sb.clone(), Blocked::mma_b_operand(&sb, g.wm, g.wn))
+            let run = crate::ptx::fragments::operand_run(sa[1]).expect("K checked above");
+            (sa.clone(), Blocked::mma_a_operand(&sa, g.wm, g.wn, run), sb.clone(), Blocked::mma_b_operand(&sb, g.wm, g.wn, run))
         });
         let e = want.entry(so).or_insert_with(|| entry.clone());
         if *e != entry {

@@ -78,38 +78,55 @@ fn mma_a_with(have: &Blocked, [m, k, wm, wn]: [u32; 4], k_mul: u32, col: &dyn Fn
     remap(have, wm * wn * 32, (tcount * ksteps * 8) as usize, &need)
 }
 
-/// The column of a K-*interleaved* `m16n8k16` fragment that holds
-/// logical `k`, as `(k-step, column within the step)`: within each
-/// 32-deep block `b`, lane `l%4 = j` of the fragments reads `k = 32·b +
-/// 8·j + (0..8)` — step `2b + s` (`s` ∈ {0,1}) takes `8·j + 4·s + {0,1}`
-/// at columns `2·j + {0,1}` and `8·j + 4·s + 2 + {0,1}` at columns `2·j +
+/// The run of consecutive K each thread holds in a K-interleaved operand
+/// of depth `k` ([`interleaved_k`]): 32 where K allows (a 16-byte vector
+/// of a K-contiguous 16-bit operand is 8 of them; 32 K of 4-bit weights
+/// packed along K are four consecutive words, one 16-byte load), else the
+/// largest power of two with `4·run` dividing `k`, at least 8. None when
+/// K is not a multiple of 32.
+pub fn operand_run(k: u32) -> Option<u32> {
+    if !k.is_multiple_of(32) {
+        return None;
+    }
+    [32, 16, 8].into_iter().find(|r| k.is_multiple_of(4 * r))
+}
+
+/// The row of a K-*interleaved* `m16n8k16` fragment that holds column
+/// `col` (0..16) of k-step `ks`, for threads holding runs of `run`
+/// consecutive K ([`operand_run`]): within each `4·run`-deep block `b`,
+/// lane `l%4 = j` of the fragments reads `k = 4·run·b + run·j +
+/// (0..run)` — step `(run/4)·b + s` takes `run·j + 4·s + {0,1}` at
+/// columns `2·j + {0,1}` and `run·j + 4·s + 2 + {0,1}` at columns `2·j +
 /// 8 + {0,1}`. A dot sums over K, so any order that A and B share gives
-/// the same products; this one puts a thread's 8 consecutive K in its own
-/// fragments, so operands held 8 along K per thread
+/// the same products; this one puts a thread's `run` consecutive K in its
+/// own fragments, so operands held `run` along K per thread
 /// ([`Blocked::mma_a_operand`], [`Blocked::mma_b_operand`]) feed the
 /// tensor cores from registers, with no `ldmatrix` and no shared memory.
-pub fn interleaved_k(ks: u32, col: u32) -> u32 {
-    let (b, s) = (ks / 2, ks % 2);
+pub fn interleaved_k(run: u32, ks: u32, col: u32) -> u32 {
+    let per = run / 4;
+    let (b, s) = (ks / per, ks % per);
     let (j, e, h) = ((col % 8) / 2, col % 2, col / 8);
-    32 * b + 8 * j + 4 * s + 2 * h + e
+    4 * run * b + run * j + 4 * s + 2 * h + e
 }
 
 /// Registers feeding `mma.sync.m16n8k16`'s A fragments with K interleaved
 /// ([`interleaved_k`]) for an `m × k` 16-bit tile over a `wm × wn` warp
-/// grid, held in layout `have`: entry `((t · ksteps + ks) · 8 + s)` is
-/// slot `s` of M tile `t`, k-step `ks` — rows as in [`mma_a`].
-pub fn mma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
-    mma_a_with(have, [m, k, wm, wn], 32, &interleaved_k)
+/// grid, held in layout `have` with runs of `run` along K: entry `((t ·
+/// ksteps + ks) · 8 + s)` is slot `s` of M tile `t`, k-step `ks` — rows
+/// as in [`mma_a`].
+pub fn mma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, wn: u32, run: u32) -> Option<Vec<usize>> {
+    mma_a_with(have, [m, k, wm, wn], 4 * run, &|ks, c| interleaved_k(run, ks, c))
 }
 
 /// Registers feeding `mma.sync.m16n8k16`'s B fragments with K interleaved
 /// ([`interleaved_k`]) for a `k × n` 16-bit tile over a `wm × wn` warp
-/// grid, held in layout `have`: entry `((j · ksteps + ks) · 4 + s)` is
-/// slot `s` (b0..b3) of N tile `j`, k-step `ks`; N tile `j` of warp
-/// column `warp_n` is columns `8·warp_n + 8·wn·j + (0..8)` (the
-/// accumulator's, [`Blocked::mma_acc`]), lane `l` reading column `l/4`.
-pub fn mma_b_interleaved(have: &Blocked, k: u32, n: u32, wm: u32, wn: u32) -> Option<Vec<usize>> {
-    if have.shape != [k, n] || !n.is_multiple_of(8 * wn) || !k.is_multiple_of(32) {
+/// grid, held in layout `have` with runs of `run` along K: entry `((j ·
+/// ksteps + ks) · 4 + s)` is slot `s` (b0..b3) of N tile `j`, k-step
+/// `ks`; N tile `j` of warp column `warp_n` is columns `8·warp_n + 8·wn·j
+/// + (0..8)` (the accumulator's, [`Blocked::mma_acc`]), lane `l` reading
+/// column `l/4`.
+pub fn mma_b_interleaved(have: &Blocked, k: u32, n: u32, wm: u32, wn: u32, run: u32) -> Option<Vec<usize>> {
+    if have.shape != [k, n] || !n.is_multiple_of(8 * wn) || !k.is_multiple_of(4 * run) {
         return None;
     }
     let (ksteps, tcount) = (k / 16, n / (8 * wn));
@@ -119,7 +136,7 @@ pub fn mma_b_interleaved(have: &Blocked, k: u32, n: u32, wm: u32, wn: u32) -> Op
         let (w, lane) = (tid / 32, tid % 32);
         let warp_n = w % wn;
         let col = lane / 4 + 8 * warp_n + 8 * wn * j;
-        let row = interleaved_k(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 2));
+        let row = interleaved_k(run, ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 2));
         row * n + col
     };
     remap(have, wm * wn * 32, (tcount * ksteps * 4) as usize, &need)
@@ -187,27 +204,39 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_k_is_a_permutation_of_each_32_deep_block() {
-        for b in 0..3 {
-            let mut seen: Vec<u32> = (0..2).flat_map(|s| (0..16).map(move |c| interleaved_k(2 * b + s, c))).collect();
-            seen.sort_unstable();
-            assert_eq!(seen, (32 * b..32 * b + 32).collect::<Vec<_>>());
+    fn interleaved_k_is_a_permutation_of_each_block() {
+        for run in [8, 16, 32] {
+            let per = run / 4;
+            for b in 0..3 {
+                let mut seen: Vec<u32> = (0..per).flat_map(|s| (0..16).map(move |c| interleaved_k(run, per * b + s, c))).collect();
+                seen.sort_unstable();
+                assert_eq!(seen, (4 * run * b..4 * run * (b + 1)).collect::<Vec<_>>(), "run {run}");
+            }
+            // lane j of a quad reads k = run·j .. run·(j + 1) of the block, pairs in order
+            for j in 0..4 {
+                let mut ks: Vec<u32> = (0..per).flat_map(|s| [0, 1, 8, 9].map(|c| interleaved_k(run, s, 2 * j + c))).collect();
+                ks.sort_unstable();
+                assert_eq!(ks, (run * j..run * (j + 1)).collect::<Vec<_>>(), "run {run}");
+            }
         }
-        // lane j of a quad reads k = 8j .. 8j + 8 of the block, pairs in order
-        for j in 0..4 {
-            let mut ks: Vec<u32> = (0..2).flat_map(|s| [0, 1, 8, 9].map(|c| interleaved_k(s, 2 * j + c))).collect();
-            ks.sort_unstable();
-            assert_eq!(ks, (8 * j..8 * j + 8).collect::<Vec<_>>());
-        }
+        // (the 32-deep blocks of runs of 8, as before)
+        assert_eq!(interleaved_k(8, 3, 9), 32 + 4 + 2 + 1);
+        assert_eq!(operand_run(64), Some(16));
+        assert_eq!(operand_run(32), Some(8));
+        assert_eq!(operand_run(256), Some(32));
+        assert_eq!(operand_run(48), None);
     }
 
     #[test]
     fn operand_layouts_feed_interleaved_fragments() {
-        for (m, n, k, wm, wn) in [(16, 128, 64, 1, 4), (16, 64, 128, 1, 4), (64, 64, 64, 2, 2), (32, 256, 32, 2, 4), (16, 32, 32, 1, 1), (128, 128, 64, 2, 4)] {
-            let la = Blocked::mma_a_operand(&[m, k], wm, wn);
-            let lb = Blocked::mma_b_operand(&[k, n], wm, wn);
-            let ma = mma_a_interleaved(&la, m, k, wm, wn).unwrap_or_else(|| panic!("A {m}x{k} {wm}x{wn}"));
-            let mb = mma_b_interleaved(&lb, k, n, wm, wn).unwrap_or_else(|| panic!("B {k}x{n} {wm}x{wn}"));
+        for (m, n, k, wm, wn) in
+            [(16, 128, 64, 1, 4), (16, 64, 128, 1, 4), (64, 64, 64, 2, 2), (32, 256, 32, 2, 4), (16, 32, 32, 1, 1), (128, 128, 64, 2, 4), (16, 128, 256, 1, 4)]
+        {
+            let run = operand_run(k).unwrap();
+            let la = Blocked::mma_a_operand(&[m, k], wm, wn, run);
+            let lb = Blocked::mma_b_operand(&[k, n], wm, wn, run);
+            let ma = mma_a_interleaved(&la, m, k, wm, wn, run).unwrap_or_else(|| panic!("A {m}x{k} {wm}x{wn}"));
+            let mb = mma_b_interleaved(&lb, k, n, wm, wn, run).unwrap_or_else(|| panic!("B {k}x{n} {wm}x{wn}"));
             // every register feeds exactly one slot
             for (map, regs) in [(&ma, la.regs()), (&mb, lb.regs())] {
                 assert_eq!(map.len(), regs);
@@ -232,8 +261,11 @@ mod tests {
             }
         }
         // the canonical layout of a loaded tile does not qualify
-        assert!(mma_b_interleaved(&Blocked::canonical(&[64, 128], 4, 8), 64, 128, 1, 4).is_none());
+        assert!(mma_b_interleaved(&Blocked::canonical(&[64, 128], 4, 8), 64, 128, 1, 4, 16).is_none());
         // nor does K = 16 (one step: no 32-deep block to interleave)
-        assert!(mma_a_interleaved(&Blocked::canonical(&[16, 16], 1, 8), 16, 16, 1, 1).is_none());
+        assert!(mma_a_interleaved(&Blocked::canonical(&[16, 16], 1, 8), 16, 16, 1, 1, 8).is_none());
+        // a layout of runs of 8 does not feed fragments interleaved by 16
+        let l8 = Blocked::mma_b_operand(&[64, 128], 1, 4, 8);
+        assert!(mma_b_interleaved(&l8, 64, 128, 1, 4, 16).is_none());
     }
 }

@@ -447,10 +447,97 @@ fn emit(args: &[String]) {
     println!("{}", p.text);
 }
 
+/// An experiment (`--emit-lib` with `KMAJOR=1`): `ferrotile_kernels::quant::wq_gemm_kernel` over weights repacked K-major: `qweight[n, k / P]`,
+/// each output channel's packed words contiguous along K (`kw` words per
+/// channel, `kw = k / P`), scales and zero points as in
+/// `ferrotile_kernels::quant::wq_gemm_kernel`. The words of a channel's consecutive K are
+/// consecutive in memory, so a thread that holds a run of K of one column
+/// (the register-operand layouts of `mma.sync`) loads four words — 32
+/// weights — in one 16-byte access, and the dequantized tile feeds the
+/// tensor cores from its registers. K is a multiple of `BK` and the
+/// split covers `k_blocks · BK` of it per program (the host checks both):
+/// no K masks.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn w4_kmajor<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+    x: Ptr<T>,
+    qweight: Ptr<i32>,
+    scales: Ptr<T>,
+    qzeros: Ptr<i32>,
+    out: Ptr<T>,
+    ws: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    kw: i32,
+    k_blocks: i32,
+    sxm: i64,
+    som: i64,
+) {
+    let word_shift = 4 - BITS / 4;
+    let lane_mask = 32 / BITS - 1;
+    let qmask = (1 << BITS) - 1;
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let m_ok = expand_dims(rm < m, 1);
+    let n_ok = expand_dims(rn < n, 0);
+    let k_lo = program_id(2) * k_blocks * BK;
+    let k_hi = minimum(k_lo + k_blocks * BK, k);
+    let xrow = x + expand_dims((rm as i64) * sxm, 1);
+    let wrow = qweight + expand_dims((rn as i64) * (kw as i64), 0);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (k_lo..k_hi).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let a = load(xrow + expand_dims(kk as i64, 0), m_ok, 0.0);
+        // runs of P equal words along K, consecutive from run to run
+        let words = load(wrow + expand_dims((kk >> word_shift) as i64, 1), n_ok, 0);
+        let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
+        let g = (k0 / GROUP) as i64;
+        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), n_ok, 0.0);
+        let mut z = full([BK, BN], 1 << (BITS - 1), i32);
+        if HAS_ZEROS {
+            let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
+            z = (load(zp, n_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
+        }
+        let b = ((q as T) - (z as T)) * s;
+        acc = dot(a, b, acc);
+    }
+    if SPLIT {
+        let mn = (m as i64) * (n as i64);
+        store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & n_ok);
+    } else {
+        store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), acc as T, m_ok & n_ok);
+    }
+}
+
+/// `--emit-lib BMxBNxBK WARPS STAGES [sm]`: the library's W4A16 GEMM
+/// kernel (bf16, group 128, zero points, split K) as the tuner would
+/// compile it; `REG=1` turns register operands on.
+fn emit_lib(args: &[String]) {
+    use ferrotile::ir::passes::guard::guarded_params;
+    use ferrotile::ir::specialize;
+    use ferrotile_backends::ptx::PtxOptions;
+    let t: Vec<i64> = args[0].split('x').map(|v| v.parse().unwrap()).collect();
+    let warps: u32 = args[1].parse().unwrap();
+    let stages: u32 = args[2].parse().unwrap();
+    let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
+    let k = if std::env::var("KMAJOR").is_ok_and(|v| v == "1") { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
+    let spec = specialize(k, &[t[0], t[1], t[2], 4, 128, 1, 1], &[ferrotile::ir::DType::BF16]).unwrap();
+    let reg = std::env::var("REG").is_ok_and(|v| v == "1");
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, register_operands: reg, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
+    ferrotile_benches::explain_ptx(&p);
+    println!("{}", p.text);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--emit-lib") {
+        emit_lib(&args[i + 1..]);
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {

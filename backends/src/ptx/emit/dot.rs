@@ -140,8 +140,9 @@ impl<'k> PtxWriter<'k> {
             let have_a = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let have_b = self.vlay.get(&b).cloned().unwrap_or_else(|| self.layout(&sb).bl.clone());
             let (raw_a, raw_b) = (self.get_raw(a), self.get_raw(b));
-            let ma = crate::ptx::fragments::mma_a_interleaved(&have_a, m, kk, g.wm, g.wn).filter(|_| raw_a.len() == have_a.regs());
-            let mb = crate::ptx::fragments::mma_b_interleaved(&have_b, kk, n, g.wm, g.wn).filter(|_| raw_b.len() == have_b.regs());
+            let run = crate::ptx::fragments::operand_run(kk).unwrap_or(8);
+            let ma = crate::ptx::fragments::mma_a_interleaved(&have_a, m, kk, g.wm, g.wn, run).filter(|_| raw_a.len() == have_a.regs());
+            let mb = crate::ptx::fragments::mma_b_interleaved(&have_b, kk, n, g.wm, g.wn, run).filter(|_| raw_b.len() == have_b.regs());
             if let (Some(ma), Some(mb)) = (ma, mb) {
                 return Ok(self.dot_mma_registers(&raw_a, &ma, &raw_b, &mb, acc, d, [m, kk, n], g));
             }
