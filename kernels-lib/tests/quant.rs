@@ -300,6 +300,22 @@ fn wq_gemm_rejects_bad_arguments() {
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
     let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(bad), ..Default::default() })).contains("BK"));
+    // the uploaded buffers are public: a shorter one swapped in (or a
+    // claimed shape larger than the buffers) is refused at the launch,
+    // which runs without guards
+    for what in ["qweight", "scales", "qzeros"] {
+        let mut wd2 = QuantWeights::upload(&dev, &w).unwrap();
+        match what {
+            "qweight" => wd2.qweight = dev.from_slice(&w.qweight[1..]).unwrap(),
+            "scales" => wd2.scales = dev.from_slice(&w.scales[1..]).unwrap(),
+            _ => wd2.qzeros = dev.from_slice(&w.qzeros[1..]).unwrap(),
+        }
+        assert!(err(wq_gemm(&dev, &x, &wd2, &mut o, 2, &QuantOptions::default())).contains(&format!("`{what}`")), "{what}");
+    }
+    let mut wide = QuantWeights::upload(&dev, &w).unwrap();
+    wide.n = 32;
+    let mut o2 = dev.from_slice(&[bf16::ZERO; 2 * 32]).unwrap();
+    assert!(err(wq_gemm(&dev, &x, &wide, &mut o2, 2, &QuantOptions::default())).contains("`qweight`"));
     // formats
     let bad_group = PackedWeights { format: QuantFormat { group: 24, ..f }, ..w.clone() };
     assert!(matches!(bad_group.validate(), Err(LibError::Config(m)) if m.contains("group")));

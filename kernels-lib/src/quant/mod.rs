@@ -696,6 +696,35 @@ fn launch<T: FloatElement>(
     if gemv && m != 1 {
         return Err(LibError::Config(format!("quant: BM = 1 (the GEMV kernel) computes one row, M = {m}")));
     }
+    // (the weights' buffers are public fields: checked here, at every
+    // launch, against the shape and format they claim)
+    let p = w.format.per_word();
+    let groups = k.div_ceil(group);
+    let have = |what: &str, len: usize, want: usize| {
+        if len < want {
+            Err(LibError::Shape(format!("quant: `{what}` has {len} elements, {want} needed for K = {k}, N = {n} ({:?})", w.format)))
+        } else {
+            Ok(())
+        }
+    };
+    have("qweight", w.qweight.len(), k / p * n)?;
+    have("scales", w.scales.len(), groups * n)?;
+    if w.format.zeros {
+        have("qzeros", w.qzeros.len(), groups * (n / p))?;
+    }
+    // UNCHECKED: the kernels below are launched without guards (their
+    // 64-bit address comparisons are ~12 % of the 16-row tile's loop). The
+    // checks above keep every access in its buffer: `x` is read at
+    // `r·sx + c` for `r < m`, `c < k` (masked) and `out` written at `r·so +
+    // c` for `c < n`, inside the `need` lengths of `wq_gemm`; the words at
+    // `(c / P)·n + j` for `c < k`, `j < n` (`K` a multiple of `P`:
+    // `format.check`), the scales at `g·n + j` and the zero points at
+    // `g·(n / P) + j / P` for `g = c / group < groups` (`N` a multiple of
+    // `P` with zero points), inside the lengths checked just above; the
+    // partials at `s·m·n + r·n + j` for `s < splits` inside the workspace
+    // of `splits·m·n`; no index overflows (`m`, `n`, `k` ≤ 2³⁰,
+    // products in `i64`). Memcheck over the quantized-GEMM tests on the
+    // H200: benches/NOTES.md, session 36.
     let bk = c.bk as usize;
     let split = c.split_k as usize;
     let k_split = k.div_ceil(split).div_ceil(bk) * bk;
@@ -711,7 +740,34 @@ fn launch<T: FloatElement>(
         let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
         if splits == 1 {
             let mut ws = crate::scratch::workspace(dev, 1)?;
-            wq_gemv_kernel::launch(
+            // SAFETY: see `UNCHECKED` above
+            unsafe {
+                wq_gemv_kernel::launch_unchecked(
+                    dev,
+                    cfg,
+                    x,
+                    &w.qweight,
+                    &w.scales,
+                    &w.qzeros,
+                    out,
+                    ws.buffer(),
+                    ni,
+                    ki,
+                    k_split as i32,
+                    c.bn as i32,
+                    c.bk as i32,
+                    bits,
+                    group as i32,
+                    zeros,
+                    false,
+                )?;
+            }
+            return Ok(());
+        }
+        let mut ws = crate::scratch::workspace(dev, splits * n)?;
+        // SAFETY: see `UNCHECKED` above
+        unsafe {
+            wq_gemv_kernel::launch_unchecked(
                 dev,
                 cfg,
                 x,
@@ -728,36 +784,47 @@ fn launch<T: FloatElement>(
                 bits,
                 group as i32,
                 zeros,
-                false,
+                true,
             )?;
-            return Ok(());
         }
-        let mut ws = crate::scratch::workspace(dev, splits * n)?;
-        wq_gemv_kernel::launch(
-            dev,
-            cfg,
-            x,
-            &w.qweight,
-            &w.scales,
-            &w.qzeros,
-            out,
-            ws.buffer(),
-            ni,
-            ki,
-            k_split as i32,
-            c.bn as i32,
-            c.bk as i32,
-            bits,
-            group as i32,
-            zeros,
-            true,
-        )?;
         return reduce(dev, &mut ws, out, (1, n, splits, so));
     }
     if splits == 1 {
         // (the partials' workspace is not written without SPLIT)
         let mut ws = crate::scratch::workspace(dev, 1)?;
-        wq_gemm_kernel::launch(
+        // SAFETY: see `UNCHECKED` above
+        unsafe {
+            wq_gemm_kernel::launch_unchecked(
+                dev,
+                cfg,
+                x,
+                &w.qweight,
+                &w.scales,
+                &w.qzeros,
+                out,
+                ws.buffer(),
+                mi,
+                ni,
+                ki,
+                k_split as i32,
+                sx as i64,
+                so as i64,
+                c.bm as i32,
+                c.bn as i32,
+                c.bk as i32,
+                bits,
+                group as i32,
+                zeros,
+                false,
+            )?;
+        }
+        return Ok(());
+    }
+    let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
+    // (`out` is not written with SPLIT: the reduction writes it)
+    // SAFETY: see `UNCHECKED` above
+    unsafe {
+        wq_gemm_kernel::launch_unchecked(
             dev,
             cfg,
             x,
@@ -778,35 +845,9 @@ fn launch<T: FloatElement>(
             bits,
             group as i32,
             zeros,
-            false,
+            true,
         )?;
-        return Ok(());
     }
-    let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
-    // (`out` is not written with SPLIT: the reduction writes it)
-    wq_gemm_kernel::launch(
-        dev,
-        cfg,
-        x,
-        &w.qweight,
-        &w.scales,
-        &w.qzeros,
-        out,
-        ws.buffer(),
-        mi,
-        ni,
-        ki,
-        k_split as i32,
-        sx as i64,
-        so as i64,
-        c.bm as i32,
-        c.bn as i32,
-        c.bk as i32,
-        bits,
-        group as i32,
-        zeros,
-        true,
-    )?;
     reduce(dev, &mut ws, out, (m, n, splits, so))
 }
 
