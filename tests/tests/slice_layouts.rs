@@ -28,12 +28,15 @@ pub fn softmax_rows<const R: i32, const B: i32>(x: Ptr<f32>, y: Ptr<f32>, m: i32
 /// Rows that fit in one warp's lanes (8 × 256 f32 over 4 warps: a warp per
 /// two rows) need no barrier at all: both statistics reduce with shuffles
 /// and broadcast back in registers. Rows spread over warps keep exactly the
-/// cross-warp step of each reduction (three barriers each: the partials'
-/// store, their read, the scratch's reuse).
+/// cross-warp step of each reduction: two barriers each (after the
+/// partials' store, after their read) — the barrier before a store into
+/// the scratch is left out where nothing touched shared memory since the
+/// last one (the kernel's start, the previous reduction's trailing
+/// barrier: `bar_before_scratch_write`).
 #[test]
 fn softmax_rows_barriers() {
     let k = softmax_rows::ir();
-    for (r, b, warps, want) in [(8, 256, 4, 0), (2, 4096, 8, 6)] {
+    for (r, b, warps, want) in [(8, 256, 4, 0), (2, 4096, 8, 4)] {
         let spec = specialize(k, &[r, b], &[]).unwrap();
         let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(90, warps, k.params.len()) };
         let p = emit(&spec, &opts).unwrap();
@@ -52,8 +55,10 @@ fn row_statistics_broadcast_back_without_shared_memory() {
     // (R, B, C, warps, barriers with slice layouts: only the cross-warp
     // steps of reductions whose rows span warps — at 4 × 1024 on 8 warps,
     // two warps per row: 4 reductions of the tile and 2 per chunk of the
-    // online loop, 3 barriers each)
-    for (r, b, c, warps, want) in [(8, 256, 64, 4, 0), (4, 1024, 256, 8, 18), (16, 64, 32, 2, 0)] {
+    // online loop, 3 barriers each, less the 4 barriers before a store into
+    // the scratch that follows another barrier with no shared-memory access
+    // in between)
+    for (r, b, c, warps, want) in [(8, 256, 64, 4, 0), (4, 1024, 256, 8, 14), (16, 64, 32, 2, 0)] {
         let spec = specialize(k, &[r, b, c], &[]).unwrap();
         let mut counts = vec![];
         for slices in [false, true] {

@@ -205,7 +205,7 @@ impl<'k> PtxWriter<'k> {
             let bytes_a = if stage_a { (m * lda).next_multiple_of(16) } else { 0 };
             let bytes_b = if int { n * ldb } else { kk * ldb };
             self.smem_need(bytes_a + if cb.is_none() { bytes_b } else { 0 });
-            self.bar();
+            self.bar_before_scratch_write();
             let scratch = self.smem_base();
             if stage_a {
                 if int {
@@ -511,7 +511,7 @@ impl<'k> PtxWriter<'k> {
         let pitch_a = kk + 1;
         let bytes_a = m * pitch_a * 4;
         self.smem_need(bytes_a + kk * n * 4);
-        self.bar();
+        self.bar_before_scratch_write();
         let base = self.smem_base();
         self.store_tile_smem_strided(&va, &sa, ac, &base, &[pitch_a, 1]);
         let base_b = self.reg(RegClass::R);

@@ -609,7 +609,7 @@ impl<'k> PtxWriter<'k> {
             let sz = if c == RegClass::Rd { 8 } else { 4 };
             let n: u32 = shape.iter().product();
             self.smem_need(n * sz);
-            self.bar();
+            self.bar_before_scratch_write();
             let base = self.smem_base();
             let mut addrs = vec![];
             for (r, o) in old.iter().enumerate() {

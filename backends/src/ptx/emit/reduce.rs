@@ -250,7 +250,7 @@ impl<'k> PtxWriter<'k> {
         let per = ng * sz * if with_index { 2 } else { 1 };
         self.smem_need(at + nt * per);
         if lead {
-            self.bar();
+            self.bar_before_scratch_write();
         }
         let base = self.smem_base();
         let slot = self.reg(RegClass::R);
@@ -412,7 +412,7 @@ impl<'k> PtxWriter<'k> {
         let sz = if rc == RegClass::Rd { 8 } else { 4 };
         let n_out: u32 = out_shape.iter().product();
         self.smem_need(n_out * sz);
-        self.bar();
+        self.bar_before_scratch_write();
         let base = self.smem_base();
         let out_strides = {
             let mut s = vec![1u32; out_shape.len()];
@@ -557,7 +557,7 @@ impl<'k> PtxWriter<'k> {
         let mut out = vals.to_vec();
         let base = if wpc > 1 {
             self.smem_need(shape.iter().product::<u32>() * 4);
-            self.bar();
+            self.bar_before_scratch_write();
             Some(self.smem_base())
         } else {
             None
@@ -723,7 +723,7 @@ impl<'k> PtxWriter<'k> {
             cur = done;
         } else if rounds > 0 {
             self.smem_need(2 * n * sz);
-            self.bar();
+            self.bar_before_scratch_write();
             let base = self.smem_base();
             self.store_tile_smem(&cur, &shape, ac, &base);
             self.bar();

@@ -22,6 +22,56 @@ impl<'k> PtxWriter<'k> {
         }
     }
 
+    /// The barrier before writing the scratch (so that no thread still
+    /// reads what it held): emitted only where some shared-memory access
+    /// may lie between the last CTA barrier and here — in the text emitted
+    /// so far, a `ld`/`st`/`atom`/`red` on `.shared`, `ldmatrix`,
+    /// `stmatrix`, `wgmma` or an `mbarrier` op after the last `bar.sync`,
+    /// or a label (a join point: another path may arrive having touched
+    /// it). `cp.async` copies from global memory land in the operand
+    /// rings, never in the scratch, and do not count (bulk stores from
+    /// shared memory do). A loop whose body refills a ring after
+    /// a barrier (the ring's own) then stages a computed operand without
+    /// a second one: the W4A16 step's three barriers become two. Pending
+    /// `wgmma` groups are waited for either way (they may read it).
+    pub(super) fn bar_before_scratch_write(&mut self) {
+        self.wg_wait_all();
+        if !self.scratch_quiet_since_barrier() {
+            self.bar();
+        }
+    }
+
+    /// No shared-memory access and no label since the last CTA barrier in
+    /// the emitted text (or since the kernel's start): see
+    /// [`Self::bar_before_scratch_write`].
+    fn scratch_quiet_since_barrier(&self) -> bool {
+        for line in self.body.lines().rev() {
+            let t = line.trim();
+            let op = t.strip_prefix('@').map_or(t, |r| r.split_once(' ').map_or(r, |x| x.1)).trim_start();
+            // (a predicated barrier is not one every thread passed)
+            if (t.starts_with("bar.sync") || t.starts_with("barrier.sync")) && !t.starts_with('@') {
+                return true;
+            }
+            if t.ends_with(':') {
+                return false;
+            }
+            if op.starts_with("cp.async") {
+                // (global to shared: a ring slot; shared to global — a
+                // bulk store — reads shared memory)
+                let name = op.split_whitespace().next().unwrap_or("");
+                let (g, sh) = (name.find(".global"), name.find(".shared"));
+                if !matches!((g, sh), (Some(g), Some(sh)) if g < sh) {
+                    continue;
+                }
+                return false;
+            }
+            if op.contains(".shared") || op.contains("ldmatrix") || op.contains("stmatrix") || op.contains("wgmma") || op.contains("mbarrier") {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Base of the scratch shared memory (after the operand rings).
     pub(super) fn smem_base(&mut self) -> String {
         let b = self.reg(RegClass::R);
@@ -122,7 +172,7 @@ impl<'k> PtxWriter<'k> {
         // padded: crate::plan::convert), read back in the destination's
         // layout
         self.smem_need(plan.slots * sz);
-        self.bar();
+        self.bar_before_scratch_write();
         let base = self.smem_base();
         self.store_tile_smem_strided(&regs, src, c, &base, &plan.src_strides);
         self.bar();
