@@ -117,6 +117,18 @@ pub struct PtxOptions {
     /// shared memory; false: the staging path (kept for A/B measurements:
     /// the CUDA runtime reads `FERROTILE_REGISTER_A=0`).
     pub register_a: bool,
+    /// A loop whose body carries a register prefetch chain of `d` tiles
+    /// (the pipelining pass's shift register) is emitted with `d + 1`
+    /// threaded copies of its body per trip, so that the chain's
+    /// registers are not copied at every back edge
+    /// (`emit::control::unroll_copies`). Off by default: on the H200 the
+    /// W4A16 16-row step lost ~9 % of its SASS and 16×8192² ran 7 % faster,
+    /// M = 1 1 %, but the copies' longer live ranges make ptxas spill in
+    /// tiles with wider carried tiles (W8A16 16×128×64, 3 stages: 8 bytes);
+    /// it needs a register-pressure rule before it can be on everywhere
+    /// (benches/NOTES.md, session 36). The CUDA runtime reads
+    /// `FERROTILE_UNROLL_PIPELINED=1`.
+    pub unroll_pipelined: bool,
     /// `dot` loops whose last iterations are masked run as two loops, the
     /// first with those masks known true
     /// ([`ferrotile_ir::passes::split_masks`]). Off by default; a launch
@@ -224,6 +236,7 @@ impl PtxOptions {
             safety: Safety::Safe,
             slice_layouts: true,
             register_a: true,
+            unroll_pipelined: false,
             split_masks: false,
             branch_masks: true,
             remat_widened: true,

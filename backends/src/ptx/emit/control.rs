@@ -388,70 +388,99 @@ impl<'k> PtxWriter<'k> {
                 self.line(format!("setp.le.or.{t} {p}, {rst}, 0, {p};"));
                 self.line(format!("@{p} bra.uni {end};"));
                 self.body.push_str(&format!("{head}:\n"));
-                self.ring_dirty = true;
-                // A wgmma `dot` of this body whose operands both arrive
-                // through rings, `d` iterations ahead: this iteration's
-                // tiles are the oldest of the `d` groups in flight. Wait for
-                // them, fence them for the async proxy and barrier here,
-                // before this iteration's prefetches are issued (the fence
-                // then has at most d − 1 groups in flight to order, and the
-                // barrier also frees the ring slots the prefetches reuse):
-                // one barrier per iteration, none at the `dot`.
-                // (warp-specialized: the producer reads no ring; consumers
-                // synchronize with it per slot, so bulk-copied operands need
-                // nothing here)
-                let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
-                    OpKind::Dot { a, b, precision, .. } => {
-                        let (da, db) = (self.ring_plan.carried.get(a)?.1, self.ring_plan.carried.get(b)?.1);
-                        Some((*a, *b, da.min(db), *precision))
+                // copies of the body per trip of the emitted loop
+                // (`unroll_copies`), each after the first entered only if
+                // its iteration runs: exits after copy j − 1 (registers of
+                // its yields, kept for the stubs after the loop)
+                let copies = self.unroll_copies(body, &carried);
+                let mut exits: Vec<(String, Vec<Vec<String>>)> = vec![];
+                for copy in 0..copies {
+                    if copy > 0 {
+                        let ys: Vec<V> = body.yields().to_vec();
+                        // (in a scope of their own, as the back edge's)
+                        self.conv.push(HashMap::new());
+                        let prev: Vec<Vec<String>> = ys.iter().zip(&body.args[1..]).map(|(y, a)| self.get_as(*y, *a)).collect();
+                        self.conv.pop();
+                        let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
+                        let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
+                        let exit = self.label();
+                        self.line(format!("sub.{t} {rem}, {rhi}, {iv};"));
+                        self.line(format!("setp.gt.{ut} {more}, {rem}, {rst};"));
+                        self.line(format!("add.{t} {iv}, {iv}, {rst};"));
+                        self.line(format!("@!{more} bra.uni {exit};"));
+                        // the next copy reads the previous one's yields where
+                        // they are: no copy into the carried registers
+                        for (a, regs) in body.args[1..].iter().zip(&prev) {
+                            self.vals.insert(*a, regs.clone());
+                        }
+                        exits.push((exit, prev));
                     }
-                    _ => None,
-                });
-                let tma_only = |em: &Self, v: V| em.ring_plan.class_of(v).is_some_and(|c| em.ring_plan.tma[c].is_some());
-                let ring_dot = ring_dot.filter(|(a, b, ..)| match self.role {
-                    Role::All => true,
-                    Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
-                    Role::Producer => false,
-                });
-                // (every `dot` of the body the plan made late: its rings
-                // have no slot to spare for early copies)
-                let late: Vec<(V, [usize; 2])> = body
-                    .ops
-                    .iter()
-                    .filter_map(|o| match &o.kind {
-                        OpKind::Dot { a, b, .. } if self.ring_plan.late.contains(&o.results[0]) => {
-                            Some((o.results[0], [self.ring_plan.class_of(*a)?, self.ring_plan.class_of(*b)?]))
+                    self.ring_dirty = true;
+                    // A wgmma `dot` of this body whose operands both arrive
+                    // through rings, `d` iterations ahead: this iteration's
+                    // tiles are the oldest of the `d` groups in flight. Wait for
+                    // them, fence them for the async proxy and barrier here,
+                    // before this iteration's prefetches are issued (the fence
+                    // then has at most d − 1 groups in flight to order, and the
+                    // barrier also frees the ring slots the prefetches reuse):
+                    // one barrier per iteration, none at the `dot`.
+                    // (warp-specialized: the producer reads no ring; consumers
+                    // synchronize with it per slot, so bulk-copied operands need
+                    // nothing here)
+                    let ring_dot = body.ops.iter().find_map(|o| match &o.kind {
+                        OpKind::Dot { a, b, precision, .. } => {
+                            let (da, db) = (self.ring_plan.carried.get(a)?.1, self.ring_plan.carried.get(b)?.1);
+                            Some((*a, *b, da.min(db), *precision))
                         }
                         _ => None,
-                    })
-                    .collect();
-                if let Some((a, b, d, precision)) = ring_dot {
-                    // (TMA rings complete on their mbarriers, which the
-                    // `dot` waits on; the barrier here frees the slots the
-                    // prefetches reuse)
-                    let ap = &self.ring_plan;
-                    let cp = |v: V| ap.class_of(v).is_some_and(|c| ap.tma[c].is_none());
-                    // (only the tensor cores' async proxy needs the fence;
-                    // `mma.sync` operands are read with `ldmatrix`)
-                    let swizzled = |v: V| cp(v) && matches!(ap.class_of(v).map(|c| ap.layout[c]), Some(crate::ptx::async_copy::SlotLayout::Swizzled { .. }));
-                    let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
-                    if wait {
-                        self.line(format!("cp.async.wait_group {};", d - 1));
+                    });
+                    let tma_only = |em: &Self, v: V| em.ring_plan.class_of(v).is_some_and(|c| em.ring_plan.tma[c].is_some());
+                    let ring_dot = ring_dot.filter(|(a, b, ..)| match self.role {
+                        Role::All => true,
+                        Role::Consumer => !(tma_only(self, *a) && tma_only(self, *b)),
+                        Role::Producer => false,
+                    });
+                    // (every `dot` of the body the plan made late: its rings
+                    // have no slot to spare for early copies)
+                    let late: Vec<(V, [usize; 2])> = body
+                        .ops
+                        .iter()
+                        .filter_map(|o| match &o.kind {
+                            OpKind::Dot { a, b, .. } if self.ring_plan.late.contains(&o.results[0]) => {
+                                Some((o.results[0], [self.ring_plan.class_of(*a)?, self.ring_plan.class_of(*b)?]))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if let Some((a, b, d, precision)) = ring_dot {
+                        // (TMA rings complete on their mbarriers, which the
+                        // `dot` waits on; the barrier here frees the slots the
+                        // prefetches reuse)
+                        let ap = &self.ring_plan;
+                        let cp = |v: V| ap.class_of(v).is_some_and(|c| ap.tma[c].is_none());
+                        // (only the tensor cores' async proxy needs the fence;
+                        // `mma.sync` operands are read with `ldmatrix`)
+                        let swizzled =
+                            |v: V| cp(v) && matches!(ap.class_of(v).map(|c| ap.layout[c]), Some(crate::ptx::async_copy::SlotLayout::Swizzled { .. }));
+                        let (wait, fence) = (cp(a) || cp(b), swizzled(a) || swizzled(b));
+                        if wait {
+                            self.line(format!("cp.async.wait_group {};", d - 1));
+                        }
+                        if precision == DotPrecision::Tf32 {
+                            let (ra, rb) = (self.get(a)[0].clone(), self.get(b)[0].clone());
+                            self.round_tf32_slots(&[(a, ra), (b, rb)]);
+                        }
+                        if fence {
+                            self.line("fence.proxy.async.shared::cta;");
+                        }
+                        self.ring_bar();
+                        self.ring_dirty = false;
+                        self.ring_ready.insert(a);
+                        self.ring_ready.insert(b);
                     }
-                    if precision == DotPrecision::Tf32 {
-                        let (ra, rb) = (self.get(a)[0].clone(), self.get(b)[0].clone());
-                        self.round_tf32_slots(&[(a, ra), (b, rb)]);
-                    }
-                    if fence {
-                        self.line("fence.proxy.async.shared::cta;");
-                    }
-                    self.ring_bar();
-                    self.ring_dirty = false;
-                    self.ring_ready.insert(a);
-                    self.ring_ready.insert(b);
+                    self.block_with(body, &late)?;
+                    self.cp_commit();
                 }
-                self.block_with(body, &late)?;
-                self.cp_commit();
                 let ys: Vec<V> = body.yields().iter().copied().zip(&keep).filter(|(_, k)| **k).map(|(y, _)| y).collect();
                 // parallel copy through temporaries
                 // (conversions for the yields run inside the loop: their
@@ -499,6 +528,35 @@ impl<'k> PtxWriter<'k> {
                 self.line(format!("setp.gt.{ut} {more}, {rem}, {rst};"));
                 self.line(format!("add.{t} {iv}, {iv}, {rst};"));
                 self.line(format!("@{more} bra.uni {head};"));
+                if !exits.is_empty() {
+                    self.line(format!("bra.uni {end};"));
+                    for (exit, prev) in exits {
+                        self.body.push_str(&format!("{exit}:\n"));
+                        // (a parallel copy, as at the back edge)
+                        let mut tmps = vec![];
+                        for ((c, regs), src) in carried.iter().zip(&prev) {
+                            let mut ts = vec![];
+                            for (i, (s, d)) in src.iter().zip(regs).enumerate() {
+                                if regs[..i].contains(d) || s == d {
+                                    ts.push(None);
+                                    continue;
+                                }
+                                let t = self.reg(*c);
+                                self.mov(*c, &t, s);
+                                ts.push(Some(t));
+                            }
+                            tmps.push(ts);
+                        }
+                        for ((c, regs), ts) in carried.iter().zip(&tmps) {
+                            for (d, s) in regs.iter().zip(ts) {
+                                if let Some(s) = s {
+                                    self.mov(*c, d, s);
+                                }
+                            }
+                        }
+                        self.line(format!("bra.uni {end};"));
+                    }
+                }
                 self.body.push_str(&format!("{end}:\n"));
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds
@@ -624,6 +682,76 @@ impl<'k> PtxWriter<'k> {
 /// A branch that pending `wgmma` groups may run through: an `If` with no
 /// loop and no `dot` inside (nested branches included). Its reads: every
 /// operand of its ops (values from outside among them), its condition.
+impl<'k> PtxWriter<'k> {
+    /// How many copies of a loop body one trip of the emitted loop runs:
+    /// `d + 1` for a body whose deepest register-carried prefetch chain
+    /// (the pipelining pass's shift register: carried value `k` yielded
+    /// from carried value `k + 1`, the last one from a load of the body)
+    /// holds `d` tiles, else 1. Emitted once, such a chain is copied
+    /// register by register at every back edge, and ptxas cannot coalesce
+    /// the copies: a prefetched tile is loaded while the one it replaces
+    /// is still live. In `d + 1` threaded copies (each reading the
+    /// previous copy's yields where they are) every tile but the last `d`
+    /// is dead before the load that would take its registers, so the
+    /// copies at the one back edge coalesce away (the W4A16 step: ~28
+    /// `IMAD.MOV`/`PRMT` per iteration). Only plain bodies: no nested
+    /// loop, no `wgmma` (its in-flight groups and deferred waits are
+    /// per iteration), no TMA copy, at most 400 ops; a ring's carried
+    /// slot addresses are not copies. `PtxOptions::unroll_pipelined`.
+    pub(super) fn unroll_copies(&self, body: &Block, carried: &[(RegClass, Vec<String>)]) -> usize {
+        if !self.o.unroll_pipelined || self.role != Role::All || carried.len() + 1 != body.args.len() {
+            return 1;
+        }
+        let args = &body.args[1..];
+        let ys = body.yields();
+        if ys.len() != args.len() {
+            return 1;
+        }
+        let loaded: std::collections::HashSet<V> = body
+            .ops
+            .iter()
+            .filter(|o| matches!(o.kind, OpKind::Load { .. }) && o.results.first().is_some_and(|r| !self.ring_plan.loads.contains_key(r)))
+            .flat_map(|o| o.results.iter().copied())
+            .collect();
+        let mut deepest = 0;
+        for i in 0..args.len() {
+            let (mut j, mut d) = (i, 1);
+            while let Some(k) = args.iter().position(|a| *a == ys[j]) {
+                if k == j || d > args.len() {
+                    break;
+                }
+                j = k;
+                d += 1;
+            }
+            if loaded.contains(&ys[j]) && !self.ring_plan.carried.contains_key(&args[i]) {
+                deepest = deepest.max(d);
+            }
+        }
+        if deepest == 0 {
+            return 1;
+        }
+        fn plain(em: &PtxWriter, b: &Block, n: &mut usize) -> bool {
+            b.ops.iter().all(|o| {
+                *n += 1;
+                let ok = match &o.kind {
+                    OpKind::For { .. } | OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. } => false,
+                    OpKind::Dot { .. } => {
+                        let shape: Vec<u32> = em.k.ty(o.results[0]).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
+                        !em.layout_plan.mma(&shape).is_some_and(|g| g.wgmma) && !em.ring_plan.inflight.contains_key(&o.results[0])
+                    }
+                    _ => true,
+                };
+                ok && o.kind.regions().iter().all(|r| plain(em, r, n))
+            })
+        }
+        let mut n = 0;
+        if !plain(self, body, &mut n) || n > 400 {
+            return 1;
+        }
+        deepest + 1
+    }
+}
+
 fn branch_reads(op: &Op) -> Option<Vec<V>> {
     fn walk(b: &Block, reads: &mut Vec<V>) -> bool {
         b.ops.iter().all(|o| {

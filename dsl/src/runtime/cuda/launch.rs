@@ -166,6 +166,7 @@ pub(crate) fn launch(
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
+            unroll_pipelined: env_flag("FERROTILE_UNROLL_PIPELINED", false),
             split_masks: split,
             branch_masks: env_flag("FERROTILE_BRANCH_MASKS", true),
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),

@@ -1,0 +1,52 @@
+//! Threaded copies of a pipelined loop body (`PtxOptions::unroll_pipelined`,
+//! `emit::control::unroll_copies`): a body carrying a register prefetch
+//! chain of `d` tiles is emitted `d + 1` times per trip of the loop, each
+//! copy reading the previous one's yields in place, with an exit after
+//! each copy whose iteration does not run. The values are checked on the
+//! H200 by the CUDA conformance suite and the library tests with
+//! `FERROTILE_UNROLL_PIPELINED=1` (benches/NOTES.md, session 36: every
+//! trip count, remainders included); here: one copy per tile of the chain
+//! and one more, an exit after every copy but the last, and ptxas takes
+//! the W4A16 tile without spills on sm_80 and sm_90.
+
+use ferrotile::ir::passes::guard::guarded_params;
+use ferrotile::ir::{specialize, DType};
+use ferrotile_backends::ptx::{emit, PtxOptions};
+use ferrotile_backends::ptxas;
+use ferrotile_kernels::quant::wq_gemm_kernel;
+
+fn wq_ptx(stages: u32, sm: u32, unroll: bool) -> String {
+    let k = wq_gemm_kernel::ir();
+    // 16×128×64 tile, W4 group 128, zero points, split K
+    let spec = specialize(k, &[16, 128, 64, 4, 128, 1, 1], &[DType::BF16]).unwrap();
+    let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, unroll_pipelined: unroll, ..PtxOptions::new(sm, 4, k.params.len()) };
+    let p = emit(&spec, &o).unwrap();
+    if let Some(px) = ptxas::find_or_skip() {
+        let r = ptxas::assemble(&px, &p.text, sm).unwrap_or_else(|e| panic!("{stages} stages sm_{sm} unroll {unroll}: {e}"));
+        assert_eq!(r.spill_loads + r.spill_stores, 0, "{stages} stages sm_{sm} unroll {unroll}: spills");
+    }
+    p.text
+}
+
+fn count(text: &str, pat: &str) -> usize {
+    text.lines().filter(|l| l.contains(pat)).count()
+}
+
+#[test]
+fn a_prefetch_chain_of_d_tiles_gives_d_plus_one_copies() {
+    for sm in [80, 90] {
+        for stages in [2, 3] {
+            let off = wq_ptx(stages, sm, false);
+            let on = wq_ptx(stages, sm, true);
+            // the step's 16 MMAs (16×128 over 4 warps, 4 k-steps), once
+            // per copy
+            let (m_off, m_on) = (count(&off, "mma.sync"), count(&on, "mma.sync"));
+            assert_eq!(m_off, 16, "sm_{sm} {stages} stages");
+            assert_eq!(m_on, 16 * stages as usize, "sm_{sm} {stages} stages: a chain of {} tiles", stages - 1);
+            // an exit after each copy but the last, each with its own stub
+            // branching to the loop's end
+            let exits = on.lines().filter(|l| l.trim_start().starts_with("@!%p") && l.contains("bra.uni")).count();
+            assert_eq!(exits, stages as usize - 1, "sm_{sm} {stages} stages");
+        }
+    }
+}
