@@ -513,7 +513,8 @@ pub fn w4_kmajor<T: Float, const BM: i32, const BN: i32, const BK: i32, const BI
 /// `--emit-lib BMxBNxBK WARPS STAGES [sm]`: the library's W4A16 GEMM
 /// kernel (bf16, group 128, zero points, split K) as the tuner would
 /// compile it; `REG=1` turns register operands on, `UNCHECKED=1` the
-/// guards off (as the library launches it).
+/// guards off (as the library launches it), `UNROLL=1` the threaded
+/// copies of the pipelined body.
 fn emit_lib(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -527,8 +528,14 @@ fn emit_lib(args: &[String]) {
     let reg = std::env::var("REG").is_ok_and(|v| v == "1");
     let unchecked = std::env::var("UNCHECKED").is_ok_and(|v| v == "1");
     let safety = if unchecked { ferrotile::ir::passes::guard::Safety::Unchecked } else { ferrotile::ir::passes::guard::Safety::Safe };
-    let opts =
-        PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, register_operands: reg, safety, ..PtxOptions::new(sm, warps, k.params.len()) };
+    let opts = PtxOptions {
+        arg_div: vec![16; guarded_params(k)],
+        pipeline: stages - 1,
+        register_operands: reg,
+        safety,
+        unroll_pipelined: std::env::var("UNROLL").is_ok_and(|v| v == "1"),
+        ..PtxOptions::new(sm, warps, k.params.len())
+    };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
     ferrotile_benches::explain_ptx(&p);
     println!("{}", p.text);
@@ -537,7 +544,7 @@ fn emit_lib(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [KMAJOR=1] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit-lib") {

@@ -394,6 +394,11 @@ impl<'k> PtxWriter<'k> {
                 // its yields, kept for the stubs after the loop)
                 let copies = self.unroll_copies(body, &carried);
                 let mut exits: Vec<(String, Vec<Vec<String>>)> = vec![];
+                // (each copy's induction value in a register of its own:
+                // facts the printer keeps about registers derived from it
+                // — widenings, shifts — stay true for the copy that made
+                // them; the loop's register is advanced at the back edge)
+                let mut cur_iv = iv.clone();
                 for copy in 0..copies {
                     if copy > 0 {
                         let ys: Vec<V> = body.yields().to_vec();
@@ -404,10 +409,13 @@ impl<'k> PtxWriter<'k> {
                         let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
                         let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
                         let exit = self.label();
-                        self.line(format!("sub.{t} {rem}, {rhi}, {iv};"));
+                        let next_iv = self.reg(ivc);
+                        self.line(format!("sub.{t} {rem}, {rhi}, {cur_iv};"));
                         self.line(format!("setp.gt.{ut} {more}, {rem}, {rst};"));
-                        self.line(format!("add.{t} {iv}, {iv}, {rst};"));
+                        self.line(format!("add.{t} {next_iv}, {cur_iv}, {rst};"));
                         self.line(format!("@!{more} bra.uni {exit};"));
+                        self.vals.insert(body.args[0], vec![next_iv.clone()]);
+                        cur_iv = next_iv;
                         // the next copy reads the previous one's yields where
                         // they are: no copy into the carried registers
                         for (a, regs) in body.args[1..].iter().zip(&prev) {
@@ -524,9 +532,9 @@ impl<'k> PtxWriter<'k> {
                 self.conv.pop();
                 let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
                 let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
-                self.line(format!("sub.{t} {rem}, {rhi}, {iv};"));
+                self.line(format!("sub.{t} {rem}, {rhi}, {cur_iv};"));
                 self.line(format!("setp.gt.{ut} {more}, {rem}, {rst};"));
-                self.line(format!("add.{t} {iv}, {iv}, {rst};"));
+                self.line(format!("add.{t} {iv}, {cur_iv}, {rst};"));
                 self.line(format!("@{more} bra.uni {head};"));
                 if !exits.is_empty() {
                     self.line(format!("bra.uni {end};"));
