@@ -734,37 +734,15 @@ fn launch<T: FloatElement>(
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
     let zeros = w.format.zeros;
     let bits = w.format.bits as i32;
+    // with SPLIT, f32 partials go to a `[splits, m, n]` workspace that the
+    // reduction sums into `out` (which the kernel then does not write);
+    // without, the kernel writes `out` and the workspace is not written
+    let split = splits > 1;
+    let mut ws = crate::scratch::workspace(dev, if split { splits * m * n } else { 1 })?;
     if gemv {
         // (its K loop has no `dot`: pipelined on request, so the next
         // weights are in flight while the current ones are multiplied)
         let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
-        if splits == 1 {
-            let mut ws = crate::scratch::workspace(dev, 1)?;
-            // SAFETY: see `UNCHECKED` above
-            unsafe {
-                wq_gemv_kernel::launch_unchecked(
-                    dev,
-                    cfg,
-                    x,
-                    &w.qweight,
-                    &w.scales,
-                    &w.qzeros,
-                    out,
-                    ws.buffer(),
-                    ni,
-                    ki,
-                    k_split as i32,
-                    c.bn as i32,
-                    c.bk as i32,
-                    bits,
-                    group as i32,
-                    zeros,
-                    false,
-                )?;
-            }
-            return Ok(());
-        }
-        let mut ws = crate::scratch::workspace(dev, splits * n)?;
         // SAFETY: see `UNCHECKED` above
         unsafe {
             wq_gemv_kernel::launch_unchecked(
@@ -784,14 +762,10 @@ fn launch<T: FloatElement>(
                 bits,
                 group as i32,
                 zeros,
-                true,
+                split,
             )?;
         }
-        return reduce(dev, &mut ws, out, (1, n, splits, so));
-    }
-    if splits == 1 {
-        // (the partials' workspace is not written without SPLIT)
-        let mut ws = crate::scratch::workspace(dev, 1)?;
+    } else {
         // SAFETY: see `UNCHECKED` above
         unsafe {
             wq_gemm_kernel::launch_unchecked(
@@ -815,40 +789,15 @@ fn launch<T: FloatElement>(
                 bits,
                 group as i32,
                 zeros,
-                false,
+                split,
             )?;
         }
-        return Ok(());
     }
-    let mut ws = crate::scratch::workspace(dev, splits * m * n)?;
-    // (`out` is not written with SPLIT: the reduction writes it)
-    // SAFETY: see `UNCHECKED` above
-    unsafe {
-        wq_gemm_kernel::launch_unchecked(
-            dev,
-            cfg,
-            x,
-            &w.qweight,
-            &w.scales,
-            &w.qzeros,
-            out,
-            ws.buffer(),
-            mi,
-            ni,
-            ki,
-            k_split as i32,
-            sx as i64,
-            so as i64,
-            c.bm as i32,
-            c.bn as i32,
-            c.bk as i32,
-            bits,
-            group as i32,
-            zeros,
-            true,
-        )?;
+    if split {
+        reduce(dev, &mut ws, out, (m, n, splits, so))
+    } else {
+        Ok(())
     }
-    reduce(dev, &mut ws, out, (m, n, splits, so))
 }
 
 /// `out = Σ_s ws[s]` over the split-K partials `[splits, m, n]`, in split

@@ -495,40 +495,11 @@ impl<'k> PtxWriter<'k> {
                 // registers must not be reused after it, where a loop of
                 // no iterations left them unset)
                 self.conv.push(HashMap::new());
-                let mut tmps = vec![];
                 // (a register yielded to itself — an accumulator updated in
                 // place — is not copied: an in-flight wgmma writes it)
                 let kept_args: Vec<V> = body.args[1..].iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect();
-                for (((c, regs), y), a) in carried.iter().zip(&ys).zip(&kept_args) {
-                    let src = self.get_as(*y, *a);
-                    let mut ts = vec![];
-                    for (i, (s, d)) in src.iter().zip(regs).enumerate() {
-                        // (a register carried for several copies is set once;
-                        // they must arrive equal: `load_alias_pattern`)
-                        if let Some(j) = regs[..i].iter().position(|x| x == d) {
-                            if src[j] != *s {
-                                return self.err(format!("loop-carried %{} lost the repetition of its registers", a.0));
-                            }
-                            ts.push(None);
-                            continue;
-                        }
-                        if s == d {
-                            ts.push(None);
-                            continue;
-                        }
-                        let t = self.reg(*c);
-                        self.mov(*c, &t, s);
-                        ts.push(Some(t));
-                    }
-                    tmps.push(ts);
-                }
-                for ((c, regs), ts) in carried.iter().zip(&tmps) {
-                    for (d, s) in regs.iter().zip(ts) {
-                        if let Some(s) = s {
-                            self.mov(*c, d, s);
-                        }
-                    }
-                }
+                let srcs: Vec<Vec<String>> = ys.iter().zip(&kept_args).map(|(y, a)| self.get_as(*y, *a)).collect();
+                self.carried_copy(&carried, &srcs, &kept_args)?;
                 self.conv.pop();
                 let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
                 let (rem, more) = (self.reg(wide), self.reg(RegClass::P));
@@ -540,28 +511,7 @@ impl<'k> PtxWriter<'k> {
                     self.line(format!("bra.uni {end};"));
                     for (exit, prev) in exits {
                         self.body.push_str(&format!("{exit}:\n"));
-                        // (a parallel copy, as at the back edge)
-                        let mut tmps = vec![];
-                        for ((c, regs), src) in carried.iter().zip(&prev) {
-                            let mut ts = vec![];
-                            for (i, (s, d)) in src.iter().zip(regs).enumerate() {
-                                if regs[..i].contains(d) || s == d {
-                                    ts.push(None);
-                                    continue;
-                                }
-                                let t = self.reg(*c);
-                                self.mov(*c, &t, s);
-                                ts.push(Some(t));
-                            }
-                            tmps.push(ts);
-                        }
-                        for ((c, regs), ts) in carried.iter().zip(&tmps) {
-                            for (d, s) in regs.iter().zip(ts) {
-                                if let Some(s) = s {
-                                    self.mov(*c, d, s);
-                                }
-                            }
-                        }
+                        self.carried_copy(&carried, &prev, &body.args[1..])?;
                         self.line(format!("bra.uni {end};"));
                     }
                 }
@@ -691,6 +641,44 @@ impl<'k> PtxWriter<'k> {
 /// loop and no `dot` inside (nested branches included). Its reads: every
 /// operand of its ops (values from outside among them), its condition.
 impl<'k> PtxWriter<'k> {
+    /// The values `srcs` (registers of the carried values `args`) into the
+    /// loop's carried registers, as one parallel copy through temporaries
+    /// (a source may be another destination): at the back edge, and in the
+    /// exit stubs of [`Self::unroll_copies`]' copies. A register carried
+    /// for several elements is set once, and they must arrive equal
+    /// (`load_alias_pattern`); a register copied to itself is left alone.
+    fn carried_copy(&mut self, carried: &[(RegClass, Vec<String>)], srcs: &[Vec<String>], args: &[V]) -> R<()> {
+        let mut tmps = vec![];
+        for (((c, regs), src), a) in carried.iter().zip(srcs).zip(args) {
+            let mut ts = vec![];
+            for (i, (s, d)) in src.iter().zip(regs).enumerate() {
+                if let Some(j) = regs[..i].iter().position(|x| x == d) {
+                    if src[j] != *s {
+                        return self.err(format!("loop-carried %{} lost the repetition of its registers", a.0));
+                    }
+                    ts.push(None);
+                    continue;
+                }
+                if s == d {
+                    ts.push(None);
+                    continue;
+                }
+                let t = self.reg(*c);
+                self.mov(*c, &t, s);
+                ts.push(Some(t));
+            }
+            tmps.push(ts);
+        }
+        for ((c, regs), ts) in carried.iter().zip(&tmps) {
+            for (d, s) in regs.iter().zip(ts) {
+                if let Some(s) = s {
+                    self.mov(*c, d, s);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// How many copies of a loop body one trip of the emitted loop runs:
     /// `d + 1` for a body whose deepest register-carried prefetch chain
     /// (the pipelining pass's shift register: carried value `k` yielded
