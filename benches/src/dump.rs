@@ -73,18 +73,27 @@ fn signature(k: &Kernel) -> String {
 
 /// The kernels `--list` prints.
 pub fn list() -> String {
-    ferrotile_kernels::catalog().iter().map(|k| signature(k) + "\n").collect()
+    list_of(&ferrotile_kernels::catalog())
+}
+
+fn list_of(catalog: &[&'static Kernel]) -> String {
+    catalog.iter().map(|k| signature(k) + "\n").collect()
 }
 
 /// Specializes `args.kernel` and renders what `args.emit` asks for: the
 /// text to print on stdout, and notes for stderr.
 pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
+    render_from(args, &ferrotile_kernels::catalog())
+}
+
+/// [`render`] over another set of kernels (`user-suite dump` passes the
+/// suite's).
+pub fn render_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> Result<(String, Vec<String>), String> {
     if args.list {
-        return Ok((list(), vec![]));
+        return Ok((list_of(catalog), vec![]));
     }
-    let name = args.kernel.as_deref().ok_or("name a kernel (`ferrotile dump --list` shows them)")?;
-    let catalog = ferrotile_kernels::catalog();
-    let k = *catalog.iter().find(|k| k.name == name).ok_or_else(|| format!("no library kernel `{name}`; the kernels:\n{}", list()))?;
+    let name = args.kernel.as_deref().ok_or("name a kernel (`--list` shows them)")?;
+    let k = *catalog.iter().find(|k| k.name == name).ok_or_else(|| format!("no kernel `{name}`; the kernels:\n{}", list_of(catalog)))?;
     let mut notes = vec![];
     let pairs = |list: &[String], what: &str| -> Result<Vec<(String, String)>, String> {
         list.iter()
@@ -179,7 +188,12 @@ pub fn render(args: &DumpArgs) -> Result<(String, Vec<String>), String> {
 
 /// `ferrotile dump`; the process's exit code.
 pub fn main(args: &DumpArgs) -> i32 {
-    match render(args) {
+    main_from(args, &ferrotile_kernels::catalog())
+}
+
+/// [`main`] over another set of kernels.
+pub fn main_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> i32 {
+    match render_from(args, catalog) {
         Ok((text, notes)) => {
             for n in notes {
                 eprintln!("{n}");

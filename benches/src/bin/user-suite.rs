@@ -21,7 +21,9 @@
 //! median of batches of 20 launches replayed from a CUDA graph (and back
 //! to back). Output lines: `suite NAME SHAPE ferrotile US (b2b US) err E`.
 //!
-//! `user-suite [--device cuda|wgpu|cpu] [--only NAME] [--small] [--unchecked]`
+//! `user-suite [--device cuda|wgpu|cpu] [--only NAME] [--small] [--unchecked]`;
+//! `user-suite dump NAME --const … [--emit ptx] [--ptxas]` prints a kernel as
+//! `ferrotile dump` does (`user-suite dump --list`)
 //! (`--small`: small shapes, for the interpreter and lavapipe; `--unchecked`:
 //! every launch without its guards, to measure what they cost)
 
@@ -365,7 +367,10 @@ fn grouped_gemm_case(dev: &Device, small: bool) -> R<Case> {
     let (x, w, tg, tr, ge) = (up(dev, &xs)?, up(dev, &ws)?, up(dev, &tile_group)?, up(dev, &tile_row)?, up(dev, &ends)?);
     let mut out = dev.full(m * n, bf16::NAN).map_err(e)?;
     let grid = [tile_group.len() as u32, n.div_ceil(bn) as u32, 1];
-    let cfg = LaunchConfig::new(grid).num_warps(if small { 4 } else { 8 }).num_stages(3);
+    // (`SUITE_GG_STAGES`, `SUITE_GG_WARPS`: other settings, for experiments; the
+    // table is measured with Triton's, 8 warps and 3 stages)
+    let knob = |v: &str, d: u32| std::env::var(v).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let cfg = LaunchConfig::new(grid).num_warps(knob("SUITE_GG_WARPS", if small { 4 } else { 8 })).num_stages(knob("SUITE_GG_STAGES", 3));
     let mut go = || grouped_gemm::launch(dev, cfg, &x, &w, &mut out, &tg, &tr, &ge, n as i32, k as i32, bm as i32, bn as i32, bk as i32);
     let (ms, b2b) = time(dev, &mut go)?;
     let got = out.to_vec().map_err(e)?;
@@ -408,8 +413,23 @@ fn logsumexp_case(dev: &Device, small: bool) -> R<Case> {
     Ok(Case { name: "row_logsumexp", shape: format!("{rows}x{n}"), ms, b2b, err, tol: 1e-5 })
 }
 
+/// `user-suite dump KERNEL --const …`: a suite kernel's IR, PTX or WGSL,
+/// as `ferrotile dump` prints a library kernel's (no GPU needed).
+#[derive(clap::Parser)]
+struct Dump {
+    #[command(flatten)]
+    args: ferrotile_benches::dump::DumpArgs,
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "dump") {
+        use clap::Parser;
+        let d = Dump::parse_from(args[1..].iter());
+        let suite =
+            [silu_scale3d::ir(), rope::ir(), row_cumsum::ir(), row_topk::ir(), softmax_bwd::ir(), embedding::ir(), grouped_gemm::ir(), row_logsumexp::ir()];
+        std::process::exit(ferrotile_benches::dump::main_from(&d.args, &suite));
+    }
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let small = args.iter().any(|a| a == "--small");
     // `--unchecked`: every launch without guards, to measure what they cost
