@@ -121,13 +121,14 @@ pub struct PtxOptions {
     /// (the pipelining pass's shift register) is emitted with `d + 1`
     /// threaded copies of its body per trip, so that the chain's
     /// registers are not copied at every back edge
-    /// (`emit::control::unroll_copies`). Off by default: on the H200 the
-    /// W4A16 16-row step lost ~9 % of its SASS and 16×8192² ran 7 % faster,
-    /// M = 1 1 %, but the copies' longer live ranges make ptxas spill in
-    /// tiles with wider carried tiles (W8A16 16×128×64, 3 stages: 8 bytes);
-    /// it needs a register-pressure rule before it can be on everywhere
-    /// (benches/NOTES.md, session 36). The CUDA runtime reads
-    /// `FERROTILE_UNROLL_PIPELINED=1`.
+    /// (`emit::control::unroll_copies`). On the H200 the W4A16 16-row step
+    /// lost ~9 % of its SASS and 16×8192² ran 7 % faster, M = 1 1 %, but
+    /// the copies' longer live ranges make ptxas spill in tiles with wider
+    /// carried tiles (W8A16 16×128×64, 3 stages: 8 bytes) — which the PTX
+    /// cannot tell. Off here (the text is then what it was before the
+    /// option); the CUDA runtime turns it on and keeps the compilation
+    /// only where the driver reports no more local memory than without it
+    /// ([`PtxKernel::unrolled_loops`]; `FERROTILE_UNROLL_PIPELINED=0`: never).
     pub unroll_pipelined: bool,
     /// `dot` loops whose last iterations are masked run as two loops, the
     /// first with those masks known true
@@ -290,6 +291,10 @@ pub struct PtxKernel {
     /// [`tma::TmaView::resolve`] and `cuTensorMapEncodeTiled` and
     /// passes its 128 bytes by value (64-byte aligned).
     pub tensor_maps: Vec<TensorMapSpec>,
+    /// Loops written as threaded copies of their body
+    /// ([`PtxOptions::unroll_pipelined`]): 0 where the option changed
+    /// nothing, and a compilation without it would print the same text.
+    pub unrolled_loops: u32,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -127,6 +127,8 @@ pub struct Autotuner {
     /// building the full key, so a tuned call costs one lookup.
     chosen: Mutex<HashMap<usize, HashMap<String, TuneConfig>>>,
     reports: Mutex<HashMap<String, TuneReport>>,
+    /// A value tried on the finalists only ([`Self::finalist_knob`]).
+    knob: Option<(String, i64, Vec<i64>)>,
 }
 
 fn disk_path() -> Option<std::path::PathBuf> {
@@ -188,7 +190,34 @@ impl Autotuner {
                 h = (h ^ b as u64).wrapping_mul(0x100000001b3);
             }
         }
-        Autotuner { name: name.to_string(), configs, configs_hash: h as u32, reps: 10, chosen: Mutex::default(), reports: Mutex::default() }
+        Autotuner { name: name.to_string(), configs, configs_hash: h as u32, reps: 10, chosen: Mutex::default(), reports: Mutex::default(), knob: None }
+    }
+
+    /// A knob decided among the finalists only: every configuration runs
+    /// the first pass with `name` set to `base`, and each of the three
+    /// finalists is re-timed, side by side with the others, also with `name`
+    /// set to each of `others` — for compiler options that change a
+    /// configuration's speed by a few percent either way (threaded loop
+    /// copies), where doubling the whole candidate list would double the
+    /// tuning time. The choice may carry any of the values.
+    pub fn finalist_knob(mut self, name: &str, base: i64, others: &[i64]) -> Self {
+        self.configs = self.configs.into_iter().map(|c| c.with(name, base)).collect();
+        let mut h = self.configs_hash as u64 ^ 0xcbf29ce484222325;
+        for b in format!("{name}={base}{others:?}").bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+        self.configs_hash = h as u32;
+        self.knob = Some((name.to_string(), base, others.to_vec()));
+        self
+    }
+
+    /// Whether `c` is a candidate, or a candidate with a finalist knob's
+    /// other value.
+    fn accepts(&self, c: &TuneConfig) -> bool {
+        self.configs.contains(c)
+            || self.knob.as_ref().is_some_and(|(name, base, others)| {
+                c.values.get(name).is_some_and(|v| others.contains(v)) && self.configs.contains(&c.clone().with(name, *base))
+            })
     }
 
     /// Timed runs per configuration (default 10).
@@ -232,7 +261,7 @@ impl Autotuner {
         let disabled = std::env::var("FERROTILE_AUTOTUNE").is_ok_and(|v| v == "0");
         let (best, from, launched) = if disabled || self.configs.len() == 1 {
             (self.configs[0].clone(), "default".to_string(), false)
-        } else if let Some(c) = disk_get(&full).filter(|c| self.configs.contains(c)) {
+        } else if let Some(c) = disk_get(&full).filter(|c| self.accepts(c)) {
             match launch(&c) {
                 Ok(()) => (c, "disk cache".to_string(), true),
                 // a remembered choice that no longer launches (the compiler,
@@ -313,7 +342,22 @@ impl Autotuner {
         // finalists: the fastest three, re-timed round-robin
         let mut order: Vec<usize> = (0..timings.len()).collect();
         order.sort_by(|&a, &b| timings[a].1.total_cmp(&timings[b].1));
-        let finalists: Vec<usize> = order.into_iter().take(3).collect();
+        let mut finalists: Vec<usize> = order.into_iter().take(3).collect();
+        // (the finalist knob's other values: validated, then timed with them)
+        if let Some((name, _, others)) = &self.knob {
+            for f in finalists.clone() {
+                for v in others {
+                    let c = timings[f].0.clone().with(name, *v);
+                    match launch(&c).and_then(|_| dev.synchronize()) {
+                        Ok(()) => {
+                            timings.push((c, f64::INFINITY));
+                            finalists.push(timings.len() - 1);
+                        }
+                        Err(e) => pruned.push((c, e.to_string())),
+                    }
+                }
+            }
+        }
         if finalists.len() > 1 {
             let mut again: Vec<Vec<f64>> = vec![vec![]; finalists.len()];
             'rounds: for _ in 0..2 * self.reps {

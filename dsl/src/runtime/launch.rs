@@ -107,6 +107,16 @@ pub struct LaunchConfig {
     /// performance hint — results do not depend on it. `FERROTILE_WS=1`
     /// turns it on for every launch. Other backends ignore it.
     pub warp_specialize: bool,
+    /// Loops carrying a register prefetch chain of `d` tiles run `d + 1`
+    /// threaded copies of their body per trip (CUDA; the PTX backend's
+    /// `unroll_pipelined`): no copies of the chain at the back edge, longer
+    /// live ranges. `None`: on, except where the driver reports that the
+    /// copies use local memory (spilled registers) and the loop without
+    /// them uses less (`FERROTILE_UNROLL_PIPELINED=0`: off). A performance
+    /// hint — results do not depend on it; a knob for the autotuner (one
+    /// W4A16 shape runs 4 % slower with the copies, others up to 13 %
+    /// faster: H200, session 37). Other backends ignore it.
+    pub unroll_pipelined: Option<bool>,
 }
 
 impl LaunchConfig {
@@ -123,6 +133,7 @@ impl LaunchConfig {
             pipeline_every_loop: false,
             split_masks: false,
             warp_specialize: false,
+            unroll_pipelined: None,
         }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
@@ -163,6 +174,11 @@ impl LaunchConfig {
     /// A producer warpgroup for the bulk copies (see the field).
     pub fn warp_specialize(mut self, on: bool) -> Self {
         self.warp_specialize = on;
+        self
+    }
+    /// Threaded copies of pipelined loop bodies on or off (see the field).
+    pub fn unroll_pipelined(mut self, on: bool) -> Self {
+        self.unroll_pipelined = Some(on);
         self
     }
 }

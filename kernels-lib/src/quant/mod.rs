@@ -640,18 +640,21 @@ fn wq_gemm_ordered<T: FloatElement>(
 ) -> Result<(), LibError> {
     let (k, n) = (w.k, w.n);
     if let Some(c) = opts.config {
-        return launch(dev, x, w, out, m, (sx, so), c);
+        return launch(dev, x, w, out, m, (sx, so), c, None);
     }
     let group = w.format.group_of(k);
     // (decode shapes are bound by the weights' bytes: tuned from 4 M weights)
     let big = (m as u64) * (n as u64) * (k as u64) >= (1 << 26) || (n as u64) * (k as u64) >= (1 << 22);
     if dev.kind() != ferrotile::DeviceKind::Cuda || !big {
-        return launch(dev, x, w, out, m, (sx, so), QuantConfig::default_for(dev, m, group, k));
+        return launch(dev, x, w, out, m, (sx, so), QuantConfig::default_for(dev, m, group, k), None);
     }
     let b2 = |v: usize| v.max(1).next_power_of_two();
     let key = format!("{}|w{}g{}{}|m<={}|n<={}|k<={}", T::DTYPE, w.format.bits, group.min(k), if w.format.zeros { "z" } else { "" }, b2(m), b2(n), b2(k));
     let tuner = quant_tuner(m, group, k);
-    tuner.run(dev, &key, |tc| launch(dev, x, w, out, m, (sx, so), QuantConfig::from_tune(tc)?).map_err(crate::lib_to_launch))?;
+    // (`UNROLL`: the finalist knob of `quant_tuner`)
+    tuner.run(dev, &key, |tc| {
+        launch(dev, x, w, out, m, (sx, so), QuantConfig::from_tune(tc)?, tc.values.get("UNROLL").map(|&u| u == 1)).map_err(crate::lib_to_launch)
+    })?;
     Ok(())
 }
 
@@ -672,7 +675,13 @@ fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Au
     };
     static T: OnceLock<Mutex<HashMap<(usize, usize, usize), Arc<ferrotile::Autotuner>>>> = OnceLock::new();
     let mut map = T.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    map.entry((bucket, group, k)).or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", quant_candidates(m, group, k)).reps(5))).clone()
+    // The threaded copies of the K loop's body (`LaunchConfig::unroll_pipelined`)
+    // speed some tiles up (W8A16 M = 1 −13 %, W4A16 16×8192² −3 %) and
+    // slow others down (W4A16 16×4096×14336 +4 %; H200, session 37): the
+    // finalists of each tuning are timed both ways.
+    map.entry((bucket, group, k))
+        .or_insert_with(|| Arc::new(ferrotile::Autotuner::new("wq_gemm", quant_candidates(m, group, k)).reps(5).finalist_knob("UNROLL", 0, &[1])))
+        .clone()
 }
 
 fn launch<T: FloatElement>(
@@ -683,6 +692,7 @@ fn launch<T: FloatElement>(
     m: usize,
     (sx, so): (usize, usize),
     c: QuantConfig,
+    unroll: Option<bool>,
 ) -> Result<(), LibError> {
     let (k, n) = (w.k, w.n);
     let group = w.format.group_of(k);
@@ -730,7 +740,8 @@ fn launch<T: FloatElement>(
     let k_split = k.div_ceil(split).div_ceil(bk) * bk;
     let splits = k.div_ceil(k_split);
     let grid = [m.div_ceil(c.bm as usize) as u32, n.div_ceil(c.bn as usize) as u32, splits as u32];
-    let cfg = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
+    let mut cfg = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
+    cfg.unroll_pipelined = unroll;
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
     let zeros = w.format.zeros;
     let bits = w.format.bits as i32;
@@ -742,7 +753,7 @@ fn launch<T: FloatElement>(
     if gemv {
         // (its K loop has no `dot`: pipelined on request, so the next
         // weights are in flight while the current ones are multiplied)
-        let cfg = LaunchConfig::new([grid[1], grid[2], 1]).num_warps(c.num_warps).num_stages(c.num_stages.max(1)).pipeline_every_loop(true);
+        let cfg = LaunchConfig { grid: [grid[1], grid[2], 1], ..cfg }.pipeline_every_loop(true);
         // SAFETY: see `UNCHECKED` above
         unsafe {
             wq_gemv_kernel::launch_unchecked(

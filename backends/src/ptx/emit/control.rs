@@ -393,6 +393,7 @@ impl<'k> PtxWriter<'k> {
                 // its iteration runs: exits after copy j − 1 (registers of
                 // its yields, kept for the stubs after the loop)
                 let copies = self.unroll_copies(body, &carried);
+                self.unrolled += (copies > 1) as u32;
                 let mut exits: Vec<(String, Vec<Vec<String>>)> = vec![];
                 // (each copy's induction value in a register of its own:
                 // facts the printer keeps about registers derived from it

@@ -147,6 +147,9 @@ struct PtxWriter<'k> {
     /// Some `dot` of the kernel runs on `wgmma` (known from the layout
     /// plan before anything is printed, unlike `uses_wgmma`).
     wgmma_kernel: bool,
+    /// Loops written as threaded copies of their body
+    /// (`control::unroll_copies`): [`super::PtxKernel::unrolled_loops`].
+    unrolled: u32,
     /// A packed pair of small integers converted to 16-bit floats
     /// (`small_ints_to_16bit`): its word → the word before the magic
     /// number is subtracted, that number's offset (`lo`) and the target.
@@ -326,6 +329,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         reg_const: HashMap::new(),
         wide32: HashMap::new(),
         wgmma_kernel: false,
+        unrolled: 0,
         shifted: HashMap::new(),
         magic_words: HashMap::new(),
         vlay,
@@ -630,5 +634,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         partial_sums,
         vector_elems: em.vec,
         tensor_maps,
+        unrolled_loops: em.unrolled,
     })
 }

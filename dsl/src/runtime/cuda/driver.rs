@@ -551,6 +551,16 @@ pub struct Loaded {
     smem_set: std::sync::Mutex<u32>,
 }
 
+impl Loaded {
+    /// Local memory per thread the compiled function uses (spilled
+    /// registers, a stack frame), in bytes.
+    pub fn local_bytes(&self) -> CuResult<u32> {
+        // SAFETY: a function of a loaded module, which `self` keeps loaded.
+        let v = unsafe { result::function::get_function_attribute(self.func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES) }.map_err(drv)?;
+        Ok(v.max(0) as u32)
+    }
+}
+
 unsafe impl Send for Loaded {}
 unsafe impl Sync for Loaded {}
 

@@ -36,7 +36,7 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>, bool));
+type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>));
 
 /// The mask bounds of a specialization (`proven_masks::bounds`), found
 /// once per (kernel, constexprs, dtypes): launches only compare them with
@@ -143,7 +143,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop, split, proven.clone(), ws),
+            (safety, every_loop, split, proven.clone(), ws, cfg.unroll_pipelined),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -166,7 +166,7 @@ pub(crate) fn launch(
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
-            unroll_pipelined: env_flag("FERROTILE_UNROLL_PIPELINED", false),
+            unroll_pipelined: cfg.unroll_pipelined.unwrap_or_else(|| env_flag("FERROTILE_UNROLL_PIPELINED", true)),
             split_masks: split,
             branch_masks: env_flag("FERROTILE_BRANCH_MASKS", true),
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
@@ -179,7 +179,20 @@ pub(crate) fn launch(
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
         };
-        let pk = ptx_for(spec, &opts)?;
+        let mut pk = ptx_for(spec, &opts)?;
+        let mut loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
+        // Threaded copies of pipelined bodies (`unroll_pipelined`) lengthen
+        // the prefetched tiles' live ranges; whether ptxas then spills,
+        // only the compiled code says: where it uses local memory, the
+        // compilation without the copies runs if it uses less.
+        // (a launch that asks for the copies gets them)
+        if pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none() && loaded.local_bytes().map_err(berr)? > 0 {
+            let plain = ptx_for(spec, &PtxOptions { unroll_pipelined: false, ..opts.clone() })?;
+            let l = cuda.load(&plain.text, &plain.entry).map_err(berr)?;
+            if l.local_bytes().map_err(berr)? < loaded.local_bytes().map_err(berr)? {
+                (pk, loaded) = (plain, l);
+            }
+        }
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
             eprintln!("{}", pk.text);
         }
@@ -215,7 +228,6 @@ pub(crate) fn launch(
                 pk.smem_bytes, cuda.max_smem_optin, cuda.name
             )));
         }
-        let loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
         let c = Arc::new(Compiled { loaded, threads: pk.threads, smem: pk.smem_bytes, params: pk.params, tensor_maps: pk.tensor_maps });
         cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
         Ok(c)
