@@ -8,7 +8,9 @@
 //! The options the PTX is emitted with are the runtime's defaults for a
 //! launch on aligned buffers (`arg_div` 16 on every integer scalar),
 //! `--stages` as `num_stages`, `--unit` naming the scalars known to be 1
-//! (the unit strides the runtime detects), guarded unless `--unchecked`.
+//! (the unit strides the runtime detects), guarded unless `--unchecked`,
+//! without threaded copies of pipelined loop bodies unless `--unroll` (the
+//! CUDA runtime adds them where the driver reports that they do not spill).
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::passes::Safety;
@@ -60,6 +62,9 @@ pub struct DumpArgs {
     /// Without the bounds guards (as `launch_unchecked`).
     #[arg(long)]
     pub unchecked: bool,
+    /// Threaded copies of pipelined loop bodies (`PtxOptions::unroll_pipelined`).
+    #[arg(long)]
+    pub unroll: bool,
     /// Assemble the PTX with ptxas (FERROTILE_PTXAS or scripts/install-ptxas.sh) and print its report.
     #[arg(long)]
     pub ptxas: bool,
@@ -160,6 +165,7 @@ pub fn render_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> Result<(Stri
                 arg_one: k.params.iter().map(|p| args.unit.contains(&p.name)).collect(),
                 pipeline: args.stages.saturating_sub(1),
                 safety,
+                unroll_pipelined: args.unroll,
                 ..PtxOptions::new(args.sm, args.warps, k.params.len())
             };
             let p = emit(&spec, &opts).map_err(|e| e.to_string())?;
@@ -250,7 +256,7 @@ mod tests {
         let e = render(&args("softmax_row", &["BLOCK=64"], &["T=f7"], Emit::Ptx)).unwrap_err();
         assert!(e.contains("unknown dtype"), "{e}");
         let e = render(&args("nope", &[], &[], Emit::Ptx)).unwrap_err();
-        assert!(e.contains("no library kernel `nope`") && e.contains("softmax_row<T: Float, const BLOCK: i32>"), "{e}");
+        assert!(e.contains("no kernel `nope`") && e.contains("softmax_row<T: Float, const BLOCK: i32>"), "{e}");
         assert_eq!(list().lines().count(), ferrotile_kernels::catalog().len());
     }
 }

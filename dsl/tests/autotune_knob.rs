@@ -44,7 +44,7 @@ fn a_finalist_knob_is_tried_on_the_finalists_only() {
         })
         .unwrap()
     };
-    let t = Autotuner::new("scale_knob", configs.clone()).reps(2).finalist_knob("ONCE", 0, &[1]);
+    let t = Autotuner::new("scale_knob", configs.clone()).reps(4).finalist_knob("ONCE", 0, &[1]);
     assert!(t.configs().iter().all(|c| c.get("ONCE").unwrap() == 0));
     let best = go(&t, &mut y);
     assert_eq!(best.get("ONCE").unwrap(), 1, "the faster value of the knob: {best}");
@@ -57,12 +57,12 @@ fn a_finalist_knob_is_tried_on_the_finalists_only() {
     let out = y.to_vec().unwrap();
     assert!(out.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
     // a fresh tuner takes the remembered choice, knob value and all
-    let t2 = Autotuner::new("scale_knob", configs.clone()).reps(2).finalist_knob("ONCE", 0, &[1]);
+    let t2 = Autotuner::new("scale_knob", configs.clone()).reps(4).finalist_knob("ONCE", 0, &[1]);
     let before = first_pass.get() + with_knob.get();
     assert_eq!(go(&t2, &mut y), best);
     assert_eq!(first_pass.get() + with_knob.get(), before + 1, "the disk cache should avoid re-tuning");
     // other knob values are another candidate list: tuned again
-    let t3 = Autotuner::new("scale_knob", configs.clone()).reps(2).finalist_knob("ONCE", 0, &[1, 2]);
+    let t3 = Autotuner::new("scale_knob", configs.clone()).reps(4).finalist_knob("ONCE", 0, &[1, 2]);
     let before = first_pass.get();
     go(&t3, &mut y);
     assert!(first_pass.get() >= before + configs.len(), "a new knob tunes again");

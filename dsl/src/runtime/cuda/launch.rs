@@ -180,6 +180,12 @@ pub(crate) fn launch(
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
         };
         let mut pk = ptx_for(spec, &opts)?;
+        if pk.smem_bytes > cuda.max_smem_optin {
+            return Err(berr(format!(
+                "this configuration needs {} bytes of shared memory per program, more than the {} bytes {} allows; use smaller blocks",
+                pk.smem_bytes, cuda.max_smem_optin, cuda.name
+            )));
+        }
         let mut loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
         // Threaded copies of pipelined bodies (`unroll_pipelined`) lengthen
         // the prefetched tiles' live ranges; whether ptxas then spills,
@@ -221,12 +227,6 @@ pub(crate) fn launch(
             if !f.exists() {
                 let _ = std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&f, &pk.text));
             }
-        }
-        if pk.smem_bytes > cuda.max_smem_optin {
-            return Err(berr(format!(
-                "this configuration needs {} bytes of shared memory per program, more than the {} bytes {} allows; use smaller blocks",
-                pk.smem_bytes, cuda.max_smem_optin, cuda.name
-            )));
         }
         let c = Arc::new(Compiled { loaded, threads: pk.threads, smem: pk.smem_bytes, params: pk.params, tensor_maps: pk.tensor_maps });
         cache().lock().unwrap_or_else(|p| p.into_inner()).insert(key, c.clone());
