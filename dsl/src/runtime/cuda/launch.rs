@@ -195,7 +195,17 @@ pub(crate) fn launch(
         if pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none() && loaded.local_bytes().map_err(berr)? > 0 {
             let plain = ptx_for(spec, &PtxOptions { unroll_pipelined: false, ..opts.clone() })?;
             let l = cuda.load(&plain.text, &plain.entry).map_err(berr)?;
-            if l.local_bytes().map_err(berr)? < loaded.local_bytes().map_err(berr)? {
+            let (with, without) = (loaded.local_bytes().map_err(berr)?, l.local_bytes().map_err(berr)?);
+            if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
+                let kept = if without < with { "the plain loop runs" } else { "the copies stay" };
+                eprintln!(
+                    "ferrotile: `{}` [{}], {} warps: threaded loop copies use {with} bytes of local memory per thread, the plain loop {without}: {kept}",
+                    k.name,
+                    spec.describe_binding(),
+                    cfg.num_warps
+                );
+            }
+            if without < with {
                 (pk, loaded) = (plain, l);
             }
         }
