@@ -6,12 +6,8 @@ use ferrotile::prelude::*;
 use ferrotile::{Autotuner, TuneConfig};
 use std::cell::Cell;
 
-#[kernel]
-fn scale<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let m = offs < n;
-    store(y + offs, load(x + offs, m, 0.0) * 2.0, m);
-}
+mod common;
+use common::scale;
 
 #[test]
 fn autotuner_prunes_chooses_and_remembers() {

@@ -8,12 +8,8 @@ use ferrotile::prelude::*;
 use ferrotile::{Autotuner, TuneConfig};
 use std::cell::Cell;
 
-#[kernel]
-fn scale<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
-    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
-    let m = offs < n;
-    store(y + offs, load(x + offs, m, 0.0) * 2.0, m);
-}
+mod common;
+use common::scale;
 
 fn a_failing_cached_choice_is_retuned() {
     let dir = std::env::temp_dir().join(format!("ferrotile-retune-test-{}", std::process::id()));

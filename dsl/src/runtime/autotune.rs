@@ -184,12 +184,7 @@ impl Autotuner {
     /// no configurations, [`Self::run`] returns an error (it never panics).
     pub fn new(name: &str, configs: Vec<TuneConfig>) -> Self {
         // FNV-1a over the candidates' canonical text (stable across runs)
-        let mut h: u64 = 0xcbf29ce484222325;
-        for c in &configs {
-            for b in c.encode().bytes().chain(std::iter::once(b';')) {
-                h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-            }
-        }
+        let h = configs.iter().fold(super::FNV_OFFSET, |h, c| super::fnv1a(h, c.encode().bytes().chain(std::iter::once(b';'))));
         Autotuner { name: name.to_string(), configs, configs_hash: h as u32, reps: 10, chosen: Mutex::default(), reports: Mutex::default(), knob: None }
     }
 
@@ -202,11 +197,7 @@ impl Autotuner {
     /// tuning time. The choice may carry any of the values.
     pub fn finalist_knob(mut self, name: &str, base: i64, others: &[i64]) -> Self {
         self.configs = self.configs.into_iter().map(|c| c.with(name, base)).collect();
-        let mut h = self.configs_hash as u64 ^ 0xcbf29ce484222325;
-        for b in format!("{name}={base}{others:?}").bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-        }
-        self.configs_hash = h as u32;
+        self.configs_hash = super::fnv1a(self.configs_hash as u64 ^ super::FNV_OFFSET, format!("{name}={base}{others:?}").bytes()) as u32;
         self.knob = Some((name.to_string(), base, others.to_vec()));
         self
     }

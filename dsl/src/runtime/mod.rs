@@ -19,6 +19,15 @@ pub mod stream;
 mod webgpu;
 
 pub use autotune::{Autotuner, TuneConfig, TuneReport};
+
+/// FNV-1a's offset basis: the hash of no bytes.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf29ce484222325;
+
+/// FNV-1a of `bytes`, continuing from `h` (stable across runs and
+/// platforms: cache keys and file names on disk).
+pub(crate) fn fnv1a(h: u64, bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(h, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
 pub use buffer::Buffer;
 pub use buffer::Storage;
 pub use device::{Device, DeviceKind, Graph};

@@ -638,9 +638,6 @@ impl<'k> PtxWriter<'k> {
     }
 }
 
-/// A branch that pending `wgmma` groups may run through: an `If` with no
-/// loop and no `dot` inside (nested branches included). Its reads: every
-/// operand of its ops (values from outside among them), its condition.
 impl<'k> PtxWriter<'k> {
     /// The values `srcs` (registers of the carried values `args`) into the
     /// loop's carried registers, as one parallel copy through temporaries
@@ -749,6 +746,9 @@ impl<'k> PtxWriter<'k> {
     }
 }
 
+/// A branch that pending `wgmma` groups may run through: an `If` with no
+/// loop and no `dot` inside (nested branches included). Its reads: every
+/// operand of its ops (values from outside among them), its condition.
 fn branch_reads(op: &Op) -> Option<Vec<V>> {
     fn walk(b: &Block, reads: &mut Vec<V>) -> bool {
         b.ops.iter().all(|o| {

@@ -82,12 +82,7 @@ fn disk_dir() -> Option<std::path::PathBuf> {
 }
 
 fn fnv(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
+    crate::runtime::fnv1a(crate::runtime::FNV_OFFSET, s.bytes())
 }
 
 /// Emit (or fetch) the PTX for this specialization; public for tools.
@@ -192,10 +187,11 @@ pub(crate) fn launch(
         // only the compiled code says: where it uses local memory, the
         // compilation without the copies runs if it uses less.
         // (a launch that asks for the copies gets them)
-        if pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none() && loaded.local_bytes().map_err(berr)? > 0 {
+        let with = if pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none() { loaded.local_bytes().map_err(berr)? } else { 0 };
+        if with > 0 {
             let plain = ptx_for(spec, &PtxOptions { unroll_pipelined: false, ..opts.clone() })?;
             let l = cuda.load(&plain.text, &plain.entry).map_err(berr)?;
-            let (with, without) = (loaded.local_bytes().map_err(berr)?, l.local_bytes().map_err(berr)?);
+            let without = l.local_bytes().map_err(berr)?;
             if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
                 let kept = if without < with { "the plain loop runs" } else { "the copies stay" };
                 eprintln!(
