@@ -289,7 +289,7 @@ fn library_kernels_match_golden_files() {
     // without a dot), W4 with zero points
     use ferrotile_kernels::quant::{wq_gemm_kernel, wq_gemv_kernel};
     let qg = wq_gemm_kernel::ir();
-    let spec = specialize(qg, &[16, 128, 64, 4, 128, 1, 1], &[bf]).unwrap();
+    let spec = specialize(qg, &[16, 128, 64, 4, 128, 1, 1, 0], &[bf]).unwrap();
     push(check("ptx/wq_gemm.16x128x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qg, 90, 4, 2, Safety::Safe))));
     let qv = wq_gemv_kernel::ir();
     let spec = specialize(qv, &[256, 64, 4, 128, 1, 1], &[bf]).unwrap();

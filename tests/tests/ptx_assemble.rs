@@ -1080,8 +1080,11 @@ fn every_quant_tuner_configuration_assembles() {
             for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
                 let gemv = bm == 1;
                 let g = group as i64;
-                let consts: Vec<i64> =
-                    if gemv { vec![bn, bk, bits, g, zeros as i64, split as i64] } else { vec![bm, bn, bk, bits, g, zeros as i64, split as i64] };
+                let consts: Vec<i64> = if gemv {
+                    vec![bn, bk, bits, g, zeros as i64, split as i64]
+                } else {
+                    vec![bm, bn, bk, bits, g, zeros as i64, split as i64, (k as i64 % bk == 0) as i64]
+                };
                 if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages)) {
                     continue;
                 }

@@ -54,6 +54,14 @@ pub struct Blocked {
     /// Offset of each repetition along each dimension (`reps[d]` entries;
     /// `i · coverage(d)` but in the `wgmma` accumulator).
     pub rep_off: Vec<Vec<u32>>,
+    /// The order in which registers enumerate the dimensions, outermost
+    /// first: `0, 1, …` (row-major: a thread's run along the last
+    /// dimension in consecutive registers, what vector loads and stores
+    /// take) but in [`Blocked::mma_b_operand`], whose registers run along
+    /// K — the direction a tensor-core fragment pairs 16-bit values in one
+    /// word, so packed arithmetic on the tile pairs what the fragment
+    /// pairs.
+    pub reg_order: Vec<usize>,
 }
 
 fn log2(x: u32) -> u32 {
@@ -189,7 +197,8 @@ impl Blocked {
     fn with_regular_reps(shape: &[u32], spt: Vec<u32>, tpw: Vec<u32>, wpc: Vec<u32>, reps: Vec<u32>, lane_shift: Vec<u32>, warp_shift: Vec<u32>) -> Blocked {
         let rep_off = (0..shape.len()).map(|d| (0..reps[d]).map(|i| i * spt[d] * tpw[d] * wpc[d]).collect()).collect();
         let warp_mul = tpw.clone();
-        Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift, warp_mul, rep_off }
+        let reg_order = (0..shape.len()).collect();
+        Blocked { shape: shape.to_vec(), spt, tpw, wpc, reps, lane_shift, warp_shift, warp_mul, rep_off, reg_order }
     }
 
     /// The `m16n8` mma accumulator layout of an `m × n` tile over a
@@ -251,7 +260,13 @@ impl Blocked {
             "mma B operand layout of {shape:?} over {wm}x{wn} warps"
         );
         let _ = wm; // (the warp_m bits stay unused: copies)
-        Blocked::with_regular_reps(shape, vec![run, 1], vec![4, 8], vec![1, wn], vec![shape[0] / (4 * run), shape[1] / (8 * wn)], vec![0, 2], vec![0, 0])
+        let mut b =
+            Blocked::with_regular_reps(shape, vec![run, 1], vec![4, 8], vec![1, wn], vec![shape[0] / (4 * run), shape[1] / (8 * wn)], vec![0, 2], vec![0, 0]);
+        // registers run along K (columns outermost): consecutive K of one
+        // column — the pairs of a B fragment — are consecutive registers,
+        // so a packed 16-bit op's pair is the fragment's pair
+        b.reg_order = vec![1, 0];
+        b
     }
 
     /// The *slice* of this layout along `axis`: the layout of a reduction's
@@ -273,6 +288,7 @@ impl Blocked {
             warp_shift: drop(&self.warp_shift),
             warp_mul: drop(&self.warp_mul),
             rep_off: self.rep_off.iter().enumerate().filter(|(d, _)| *d != axis).map(|(_, x)| x.clone()).collect(),
+            reg_order: self.reg_order.iter().filter(|&&d| d != axis).map(|&d| if d > axis { d - 1 } else { d }).collect(),
         }
     }
 
@@ -288,6 +304,8 @@ impl Blocked {
         b.lane_shift.insert(axis, 0);
         b.warp_shift.insert(axis, 0);
         b.rep_off.insert(axis, vec![0]);
+        // (the new dimension holds one register: outermost)
+        b.reg_order = std::iter::once(axis).chain(self.reg_order.iter().map(|&d| if d >= axis { d + 1 } else { d })).collect();
         b
     }
 
@@ -307,6 +325,19 @@ impl Blocked {
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
+    }
+
+    /// The run of consecutive elements along the last dimension that a
+    /// thread holds in consecutive registers: `spt[last]` where the last
+    /// dimension is the registers' innermost ([`Blocked::reg_order`]), else
+    /// 1 — what a vector access along the last dimension can take.
+    pub fn last_run(&self) -> u32 {
+        let r = self.rank();
+        if r == 0 || self.reg_order.last() == Some(&(r - 1)) {
+            self.spt.last().copied().unwrap_or(1)
+        } else {
+            1
+        }
     }
 
     /// Registers per thread.
@@ -349,19 +380,20 @@ impl Blocked {
         (rows, cols, at)
     }
 
-    /// Per-register constant offsets, registers ordered row-major over
-    /// (rep_0, e_0, rep_1, e_1, ...), so the last dimension's elements of one
-    /// repetition are consecutive registers.
+    /// Per-register constant offsets, registers ordered over (rep_d, e_d)
+    /// of the dimensions in [`Blocked::reg_order`] — row-major (rep_0, e_0,
+    /// rep_1, e_1, …) but in the B operand layout —, so the innermost
+    /// dimension's elements of one repetition are consecutive registers.
     pub fn reg_offsets(&self) -> Vec<Vec<u32>> {
         let r = self.rank();
-        let mut out = vec![vec![]];
-        for d in 0..r {
+        let mut out = vec![vec![0u32; r]];
+        for &d in &self.reg_order {
             let mut next = vec![];
             for prefix in &out {
                 for rep in 0..self.reps[d] as usize {
                     for e in 0..self.spt[d] {
                         let mut p = prefix.clone();
-                        p.push(e + self.rep_off[d][rep]);
+                        p[d] = e + self.rep_off[d][rep];
                         next.push(p);
                     }
                 }

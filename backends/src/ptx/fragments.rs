@@ -237,6 +237,13 @@ mod tests {
             let lb = Blocked::mma_b_operand(&[k, n], wm, wn, run);
             let ma = mma_a_interleaved(&la, m, k, wm, wn, run).unwrap_or_else(|| panic!("A {m}x{k} {wm}x{wn}"));
             let mb = mma_b_interleaved(&lb, k, n, wm, wn, run).unwrap_or_else(|| panic!("B {k}x{n} {wm}x{wn}"));
+            // the B operand's registers run along K: a packed 16-bit op's
+            // pair (registers 2i, 2i + 1) is one column's consecutive K —
+            // the pair a B fragment register holds
+            let ob = lb.reg_offsets();
+            for p in ob.chunks(2) {
+                assert_eq!((p[1][0], p[1][1]), (p[0][0] + 1, p[0][1]), "{m}x{n}x{k}: B pair {p:?}");
+            }
             // every register feeds exactly one slot
             for (map, regs) in [(&ma, la.regs()), (&mb, lb.regs())] {
                 assert_eq!(map.len(), regs);

@@ -130,6 +130,16 @@ pub struct PtxOptions {
     /// only where the driver reports no more local memory than without it
     /// ([`PtxKernel::unrolled_loops`]; `FERROTILE_UNROLL_PIPELINED=0`: never).
     pub unroll_pipelined: bool,
+    /// 64-bit offsets extended from 32 bits taken from their 32-bit
+    /// registers: a pointer plus one as one `mad.wide`, the product of two
+    /// as one `mul.wide` (a sign shift and three multiply-adds each
+    /// otherwise). Fewer instructions everywhere (16×128×64 W4A16 step 269
+    /// → 252 SASS); in a tile at ptxas's register target it can tip the
+    /// allocation into spilling (W8A16 f16 16×128×64, 3 stages, masked: 8
+    /// bytes) — so, like the threaded copies, the CUDA runtime keeps it
+    /// only where the driver reports no more local memory than without
+    /// ([`PtxKernel::wide_offsets`]). On by default.
+    pub wide_offsets: bool,
     /// `dot` loops whose last iterations are masked run as two loops, the
     /// first with those masks known true
     /// ([`ferrotile_ir::passes::split_masks`]). Off by default; a launch
@@ -238,6 +248,7 @@ impl PtxOptions {
             slice_layouts: true,
             register_a: true,
             unroll_pipelined: false,
+            wide_offsets: true,
             split_masks: false,
             branch_masks: true,
             remat_widened: true,
@@ -295,6 +306,9 @@ pub struct PtxKernel {
     /// ([`PtxOptions::unroll_pipelined`]): 0 where the option changed
     /// nothing, and a compilation without it would print the same text.
     pub unrolled_loops: u32,
+    /// Offsets taken from their 32-bit registers
+    /// ([`PtxOptions::wide_offsets`]): 0 where the option changed nothing.
+    pub wide_offsets: u32,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -524,7 +524,10 @@ fn emit_lib(args: &[String]) {
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
     let k = if std::env::var("KMAJOR").is_ok_and(|v| v == "1") { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
-    let spec = specialize(k, &[t[0], t[1], t[2], 4, 128, 1, 1], &[ferrotile::ir::DType::BF16]).unwrap();
+    let kmajor = std::env::var("KMAJOR").is_ok_and(|v| v == "1");
+    let even = !std::env::var("EVEN").is_ok_and(|v| v == "0") as i64;
+    let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], 4, 128, 1, 1, even] };
+    let spec = specialize(k, &cx, &[ferrotile::ir::DType::BF16]).unwrap();
     let reg = std::env::var("REG").is_ok_and(|v| v == "1");
     let unchecked = std::env::var("UNCHECKED").is_ok_and(|v| v == "1");
     let safety = if unchecked { ferrotile::ir::passes::guard::Safety::Unchecked } else { ferrotile::ir::passes::guard::Safety::Safe };
@@ -544,7 +547,7 @@ fn emit_lib(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] [EVEN=0] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit-lib") {

@@ -6,7 +6,7 @@
 //! 2 with one N tile; `ws`: a producer warpgroup, as `FERROTILE_WS=1` asks —
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
-//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split]`
+//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split] [even]`
 //! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel);
 //! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
@@ -96,6 +96,9 @@ fn main() {
         let group: i64 = a.iter().find_map(|x| x.strip_prefix("group=")).and_then(|v| v.parse().ok()).unwrap_or(128);
         let mut cx: Vec<i64> = t.clone();
         cx.extend([group, flag("zeros"), flag("split")]);
+        if !gemv {
+            cx.push(flag("even"));
+        }
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(
             &spec,

@@ -15,8 +15,9 @@ use ferrotile::prelude::*;
 /// `out[m, n] = Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n])` with
 /// `g = k / GROUP` (a constexpr: the group index is a shift, not a run-time
 /// division per K step; per-channel scales pass `GROUP = K`), for `BITS`-bit weights packed `32 / BITS` to an `i32`
-/// along K (`q[k, n] = (qweight[k / P, n] >> BITS·(k % P)) & (2^BITS − 1)`,
-/// `P = 32 / BITS`), zero points packed the same way along N
+/// along K (`q[k, n] = (qweight[k / P, n] >> sh(k)) & (2^BITS − 1)`, `P =
+/// 32 / BITS`, with the fields paired as `QuantWeights::upload` stores
+/// them: `sh(k) = BITS·((k % P) / 2) + 16·(k % 2)`), zero points packed the same way along N
 /// (`qzeros[g, n / P]`) or, without `HAS_ZEROS`, `2^(BITS−1)` (symmetric).
 ///
 /// One program computes a `BM × BN` tile of `out` over the K range
@@ -24,10 +25,23 @@ use ferrotile::prelude::*;
 /// partial to `ws[program_id(2)]` (`[splits, m, n]`, summed by
 /// `gemm::gemm_splitk_reduce`), else the tile cast to `T`. `BK` divides
 /// `GROUP` (or `GROUP ≥ k`: one group) and `k_split`, so a K step reads one
-/// scale row. K is a multiple of `P`; with zero points N is too.
+/// scale row. K is a multiple of `P`; with zero points N is too. `EVEN`:
+/// K is a multiple of `BK` and N of `BN` (the launch checks), so the
+/// weights, scales and zero points are read without masks — Triton's
+/// `EVEN_K` (only the rows of `x` past M stay masked).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+pub fn wq_gemm_kernel<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const BK: i32,
+    const BITS: i32,
+    const GROUP: i32,
+    const HAS_ZEROS: bool,
+    const SPLIT: bool,
+    const EVEN: bool,
+>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
@@ -57,17 +71,35 @@ pub fn wq_gemm_kernel<T: Float, const BM: i32, const BN: i32, const BK: i32, con
     for k0 in (k_lo..k_hi).step_by(BK) {
         let kk = k0 + arange(0, BK);
         let k_ok = expand_dims(kk < k, 1);
-        let a = load(xrow + expand_dims(kk as i64, 0), m_ok & expand_dims(kk < k, 0), 0.0);
+        let xp = xrow + expand_dims(kk as i64, 0);
         // each word once per weight row: runs of P equal addresses along K
-        let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
-        let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
+        let wp = wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1);
         // this step's scale (and zero-point) row, broadcast along K
         let g = (k0 / GROUP) as i64;
-        let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0);
+        let sp = broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]);
+        let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
+        // (the masked reads, replaced by plain ones under `EVEN`: what a
+        // specialization does not use is dropped)
+        let mut a = load(xp, m_ok & expand_dims(kk < k, 0), 0.0);
+        let mut words = load(wp, k_ok & n_ok, 0);
+        let mut s = load(sp, k_ok & n_ok, 0.0);
+        let mut zw = full([BK, BN], 0, i32);
+        if HAS_ZEROS {
+            zw = load(zp, k_ok & n_ok, 0);
+        }
+        if EVEN {
+            a = load(xp, m_ok, 0.0);
+            words = load(wp);
+            s = load(sp);
+            if HAS_ZEROS {
+                zw = load(zp);
+            }
+        }
+        // (fields paired on the device: row k at BITS·((k % P) / 2) + 16·(k % 2))
+        let q = (words >> expand_dims(((kk & lane_mask) >> 1) * BITS + (kk & 1) * 16, 1)) & qmask;
         let mut z = full([BK, BN], 1 << (BITS - 1), i32);
         if HAS_ZEROS {
-            let zp = broadcast_to(expand_dims(qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64), 0), [BK, BN]);
-            z = (load(zp, k_ok & n_ok, 0) >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
+            z = (zw >> expand_dims((rn & lane_mask) * BITS, 0)) & qmask;
         }
         // (q − z)·s in T: q − z is exact, so the product rounds once, as
         // the f32 product cast to T would; in pairs (`.bf16x2`)
@@ -118,7 +150,8 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
         // x along K, the same for every column: runs of equal addresses along N
         let xv = load(broadcast_to(expand_dims(x + (kk as i64), 1), [BK, BN]), k_ok, 0.0) as f32;
         let words = load(wcol + expand_dims(((kk >> word_shift) as i64) * (n as i64), 1), k_ok & n_ok, 0);
-        let q = (words >> expand_dims((kk & lane_mask) * BITS, 1)) & qmask;
+        // (fields paired on the device: row k at BITS·((k % P) / 2) + 16·(k % 2))
+        let q = (words >> expand_dims(((kk & lane_mask) >> 1) * BITS + (kk & 1) * 16, 1)) & qmask;
         let g = (k0 / GROUP) as i64;
         let s = load(broadcast_to(expand_dims(scales + g * (n as i64) + (rn as i64), 0), [BK, BN]), k_ok & n_ok, 0.0) as f32;
         let mut z = full([BK, BN], 1 << (BITS - 1), i32);

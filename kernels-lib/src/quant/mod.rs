@@ -17,6 +17,15 @@
 //! GPTQ's act-order rows are sorted by group, and [`gather_columns`]
 //! brings `x`'s columns into that order before the product).
 //!
+//! **On the device** ([`QuantWeights::upload`]) each word's fields are
+//! *paired*: rows `2i` and `2i + 1` of the word sit 16 bits apart (field
+//! `i` and field `i + P/2`: for 4 bits the order 0 2 4 6 1 3 5 7, for 8
+//! bits 0 2 1 3), so that one mask of a shifted word yields both halves of
+//! a 16-bit pair (`(w >> BITS·i) & (m | m << 16)`, the magic-number
+//! conversion's `lop3`) — the pairs a tensor-core fragment holds along K.
+//! The kernels read row `k`'s field at bit `BITS·((k % P) / 2) + 16·(k %
+//! 2)`.
+//!
 //! **The kernel** ([`wq_gemm_kernel`], written in the DSL as a user would):
 //! a `BM × BN` tile per program, a K loop that loads the packed words once
 //! per weight row, unpacks with shift and mask, dequantizes `(q − z)·s` to
@@ -355,6 +364,14 @@ pub fn quantize<T: FloatElement>(w: &[f32], k: usize, n: usize, format: QuantFor
     Ok(PackedWeights { k, n, format, qweight, scales, qzeros, perm: None })
 }
 
+/// A word of `32 / bits` fields in row order (field `r` at bit `bits·r`)
+/// with its fields paired for the kernels: row `r` moves to bit `bits·(r /
+/// 2) + 16·(r % 2)`, so rows `2i` and `2i + 1` sit 16 bits apart.
+pub fn pair_fields(word: i32, bits: u32) -> i32 {
+    let (w, m, p) = (word as u32, (1u32 << bits) - 1, 32 / bits);
+    (0..p).fold(0u32, |acc, r| acc | (((w >> (bits * r)) & m) << (bits * (r / 2) + 16 * (r % 2)))) as i32
+}
+
 /// [`PackedWeights`] on a device.
 pub struct QuantWeights<T: FloatElement> {
     /// K.
@@ -363,7 +380,8 @@ pub struct QuantWeights<T: FloatElement> {
     pub n: usize,
     /// Bits, group size and zero points.
     pub format: QuantFormat,
-    /// Packed weights on the device (the layout of [`PackedWeights::qweight`]).
+    /// Packed weights on the device: [`PackedWeights::qweight`] with each
+    /// word's fields paired ([`pair_fields`], module doc).
     pub qweight: Buffer<i32>,
     /// Scales on the device (`[groups, n]`).
     pub scales: Buffer<T>,
@@ -388,7 +406,7 @@ impl<T: FloatElement> QuantWeights<T> {
             k: w.k,
             n: w.n,
             format: w.format,
-            qweight: dev.from_slice(&w.qweight)?,
+            qweight: dev.from_slice(&w.qweight.iter().map(|&x| pair_fields(x, w.format.bits)).collect::<Vec<_>>())?,
             scales: dev.from_slice(&w.scales)?,
             qzeros,
             perm,
@@ -749,6 +767,9 @@ fn launch<T: FloatElement>(
     // reduction sums into `out` (which the kernel then does not write);
     // without, the kernel writes `out` and the workspace is not written
     let split = splits > 1;
+    // (K a multiple of BK — and so every split's range — and N of BN: no
+    // masks on the weights' side)
+    let even = k.is_multiple_of(bk) && n.is_multiple_of(c.bn as usize);
     let mut ws = crate::scratch::workspace(dev, if split { splits * m * n } else { 1 })?;
     if gemv {
         // (its K loop has no `dot`: pipelined on request, so the next
@@ -801,6 +822,7 @@ fn launch<T: FloatElement>(
                 group as i32,
                 zeros,
                 split,
+                even,
             )?;
         }
     }
@@ -844,6 +866,30 @@ fn reduce<T: FloatElement>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The device words' fields, where the kernels read them.
+    #[test]
+    fn pair_fields_puts_row_pairs_16_bits_apart() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let w = x as i32;
+            for bits in [4u32, 8] {
+                let (p, m) = (32 / bits, (1u32 << bits) - 1);
+                let d = super::pair_fields(w, bits) as u32;
+                for r in 0..p {
+                    // where the kernels read row r (kernels.rs)
+                    let sh = bits * (r / 2) + 16 * (r % 2);
+                    assert_eq!((d >> sh) & m, (w as u32 >> (bits * r)) & m, "{bits} bits, row {r} of {w:#x}");
+                }
+            }
+        }
+        // 4 bits: rows 0 2 4 6 in the low half, 1 3 5 7 in the high one
+        assert_eq!(super::pair_fields(0x7654_3210, 4) as u32, 0x7531_6420);
+        assert_eq!(super::pair_fields(0x0302_0100, 8) as u32, 0x0301_0200);
+    }
 
     /// `quant_tuner` keys its tuners by (M bucket, group, K): within a
     /// bucket the candidate list must not depend on M.

@@ -237,7 +237,17 @@ impl<'k> PtxWriter<'k> {
                 let mut out = vec![];
                 for i in 0..rp.len() {
                     let d = self.reg(RegClass::Rd);
+                    // (an offset extended from 32 bits: one widening
+                    // multiply-add from the 32-bit register, `IMAD.WIDE`,
+                    // where the 64-bit one takes a sign shift and three
+                    // multiply-adds)
+                    let w = if self.o.wide_offsets { self.wide32.get(&ro[i]).cloned() } else { None };
                     match od {
+                        DType::I64 if w.is_some() => {
+                            let (r, s) = w.expect("checked");
+                            self.wide_uses += 1;
+                            self.line(format!("mad.wide.{}32 {d}, {r}, {es}, {};", if s { "s" } else { "u" }, rp[i]))
+                        }
                         DType::I64 => self.line(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
                         DType::U32 | DType::U8 => self.line(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
                         _ => self.line(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
@@ -296,7 +306,8 @@ impl<'k> PtxWriter<'k> {
             // (`small_ints_to_16bit`): the two magic numbers cancel, so
             // subtract the words before they were taken off — exact, the
             // difference being an integer the target holds exactly
-            let (x, y) = match (o, self.magic_words.get(&x).cloned(), self.magic_words.get(&y).cloned()) {
+            let my = if o == BinOp::Sub { self.magic_words.get(&y).cloned().or_else(|| self.magic_splat(&rb[i], &rb[i + 1])) } else { None };
+            let (x, y) = match (o, self.magic_words.get(&x).cloned(), my) {
                 (BinOp::Sub, Some((mx, lx, tx)), Some((my, ly, ty))) if lx == ly && tx == d && ty == d => (mx, my),
                 _ => (x, y),
             };
@@ -330,6 +341,30 @@ impl<'k> PtxWriter<'k> {
             out.push(hi);
         }
         Some(out)
+    }
+
+    /// A pair that is one half of a magic-number word twice (`h, h`: a
+    /// value constant along the pair — a zero point broadcast along K, in
+    /// a layout whose pairs run along K): that half before the magic
+    /// number was taken off, in both halves of a word (one `prmt`, once
+    /// per half in scope), with the word's offset and target — so `q − z`
+    /// subtracts the raw words as a pair of distinct values does.
+    fn magic_splat(&mut self, lo: &str, hi: &str) -> Option<(String, i64, DType)> {
+        if lo != hi {
+            return None;
+        }
+        let (w, high) = self.h_from_word.get(lo).cloned()?;
+        let (m, l, t) = self.magic_words.get(&w).cloned()?;
+        let key = (m.clone(), if high { "splat-hi" } else { "splat-lo" }.to_string());
+        if let Some(r) = self.packed.iter().rev().find_map(|p| p.get(&key)) {
+            return Some((r.clone(), l, t));
+        }
+        let r = self.reg(RegClass::R);
+        self.line(format!("prmt.b32 {r}, {m}, {m}, {};", if high { "0x3232" } else { "0x1010" }));
+        if let Some(p) = self.packed.last_mut() {
+            p.insert(key, r.clone());
+        }
+        Some((r, l, t))
     }
 
     pub(super) fn binary(&mut self, o: BinOp, a: V, b: V) -> R<Vec<String>> {
@@ -375,10 +410,11 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
             }
-            if d == DType::I64 && o == BinOp::Mul && self.wgmma_kernel {
+            if d == DType::I64 && o == BinOp::Mul && self.o.wide_offsets {
                 // two extended 32-bit values: one widening multiply
                 if let (Some((wx, sx)), Some((wy, sy))) = (self.wide32.get(x).cloned(), self.wide32.get(y).cloned()) {
                     if sx == sy {
+                        self.wide_uses += 1;
                         let r = self.reg(RegClass::Rd);
                         self.line(format!("mul.wide.{}32 {r}, {wx}, {wy};", if sx { "s" } else { "u" }));
                         out.push(r);
@@ -696,7 +732,24 @@ impl<'k> PtxWriter<'k> {
                 },
                 _ => None,
             };
+            // both fields of one word, the second 16 bits above the first
+            // (a word whose fields are paired: `quant::pair_fields`): the
+            // first's shifted word already holds the pair in its halves,
+            // and one `lop3` masks both and ORs in the magic number
+            let paired = match &srcs {
+                (Some((ya, ma)), Some((yb, mb))) if ma == mb && *ma < 1 << 16 => {
+                    let at = |em: &Self, y: &String| em.shifted.get(y).cloned().unwrap_or_else(|| (y.clone(), 0));
+                    let ((wa, ca), (wb, cb)) = (at(self, ya), at(self, yb));
+                    let width = 64 - (*ma as u64).leading_zeros() as i64;
+                    (wa == wb && cb == ca + 16 && ca >= 0 && ca + 16 + width <= 32).then(|| (ya.clone(), *ma))
+                }
+                _ => None,
+            };
             match srcs {
+                _ if paired.is_some() => {
+                    let (y, m) = paired.expect("checked");
+                    self.line(format!("lop3.b32 {word}, {y}, {}, {}, 0xEA;", m | (m << 16), mhex | (mhex << 16)));
+                }
                 _ if fields.is_some() => {
                     let (wa, ca, wb, cb, m) = fields.expect("checked");
                     // both fields moved to the same bit offset within their byte

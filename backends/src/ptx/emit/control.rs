@@ -332,6 +332,8 @@ impl<'k> PtxWriter<'k> {
                 let keep: Vec<bool> =
                     body.args[1..].iter().map(|a| self.role != Role::Producer || self.ws.as_ref().is_some_and(|w| w.vals.contains(a))).collect();
                 let mut carried = vec![];
+                // (per carried value: held as 16-bit pairs in words)
+                let mut as_words: Vec<bool> = vec![];
                 let yields_all: Vec<V> = body.yields().to_vec();
                 // the repetition each carried tile's registers keep: of the
                 // load it is yielded from, or of the carried value it is
@@ -369,10 +371,28 @@ impl<'k> PtxWriter<'k> {
                             }
                         }
                     }
+                    // a 16-bit tile of distinct registers is carried as
+                    // words, two elements each: what packs its pairs (a
+                    // tensor-core fragment, a packed op, a vector store)
+                    // then takes the word instead of rebuilding it from
+                    // two halves every iteration, and a tile loaded as
+                    // words (a prefetch) is carried as it came
+                    let distinct = (0..regs.len()).all(|i| !regs[..i].contains(&regs[i]));
+                    if c == RegClass::H && self.o.packed_16bit && regs.len() >= 2 && regs.len().is_multiple_of(2) && distinct {
+                        let words: Vec<String> = (0..regs.len() / 2).map(|_| self.reg(RegClass::R)).collect();
+                        for (i, w) in words.iter().enumerate() {
+                            let s = self.pack_b16(&src[2 * i], &src[2 * i + 1]);
+                            self.mov(RegClass::R, w, &s);
+                        }
+                        as_words.push(true);
+                        carried.push((RegClass::R, words));
+                        continue;
+                    }
                     for (d, s) in regs.iter().zip(&src) {
                         self.mov(c, d, s);
                     }
                     self.vals.insert(*a, regs.clone());
+                    as_words.push(false);
                     carried.push((c, regs));
                 }
                 let (head, end) = (self.label(), self.label());
@@ -388,6 +408,9 @@ impl<'k> PtxWriter<'k> {
                 self.line(format!("setp.le.or.{t} {p}, {rst}, 0, {p};"));
                 self.line(format!("@{p} bra.uni {end};"));
                 self.body.push_str(&format!("{head}:\n"));
+                // (word-carried values: their halves, known as the words'
+                // so that packing them again takes the word)
+                self.unpack_carried(&carried, &as_words, &body.args[1..], &keep);
                 // copies of the body per trip of the emitted loop
                 // (`unroll_copies`), each after the first entered only if
                 // its iteration runs: exits after copy j − 1 (registers of
@@ -500,6 +523,7 @@ impl<'k> PtxWriter<'k> {
                 // place — is not copied: an in-flight wgmma writes it)
                 let kept_args: Vec<V> = body.args[1..].iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect();
                 let srcs: Vec<Vec<String>> = ys.iter().zip(&kept_args).map(|(y, a)| self.get_as(*y, *a)).collect();
+                let srcs = self.carry_words(&as_words, srcs);
                 self.carried_copy(&carried, &srcs, &kept_args)?;
                 self.conv.pop();
                 let (ut, wide) = if t == "s64" { ("u64", RegClass::Rd) } else { ("u32", RegClass::R) };
@@ -512,11 +536,31 @@ impl<'k> PtxWriter<'k> {
                     self.line(format!("bra.uni {end};"));
                     for (exit, prev) in exits {
                         self.body.push_str(&format!("{exit}:\n"));
+                        let prev = self.carry_words(&as_words, prev);
                         self.carried_copy(&carried, &prev, &body.args[1..])?;
                         self.line(format!("bra.uni {end};"));
                     }
                 }
                 self.body.push_str(&format!("{end}:\n"));
+                let carried: Vec<(RegClass, Vec<String>)> = carried
+                    .into_iter()
+                    .zip(&as_words)
+                    .map(|((c, regs), &w)| {
+                        if w {
+                            (
+                                RegClass::H,
+                                regs.iter()
+                                    .flat_map(|x| {
+                                        let (lo, hi) = self.unpack_b16(x);
+                                        [lo, hi]
+                                    })
+                                    .collect(),
+                            )
+                        } else {
+                            (c, regs)
+                        }
+                    })
+                    .collect();
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds
                 // only the kept values there)
@@ -639,6 +683,31 @@ impl<'k> PtxWriter<'k> {
 }
 
 impl<'k> PtxWriter<'k> {
+    /// At the top of a loop body: each word-carried value's halves (one
+    /// `mov.b32 {lo, hi}` per word, remembered as that word's) as its
+    /// registers.
+    fn unpack_carried(&mut self, carried: &[(RegClass, Vec<String>)], as_words: &[bool], args: &[V], keep: &[bool]) {
+        let kept = args.iter().zip(keep).filter(|(_, k)| **k).map(|(a, _)| *a);
+        for ((a, (_, words)), &w) in kept.zip(carried).zip(as_words) {
+            if w {
+                let halves: Vec<String> = words
+                    .iter()
+                    .flat_map(|x| {
+                        let (lo, hi) = self.unpack_b16(x);
+                        [lo, hi]
+                    })
+                    .collect();
+                self.vals.insert(a, halves);
+            }
+        }
+    }
+
+    /// The registers yielded into word-carried values as words (pairs of
+    /// halves packed: free where they are one word's halves already).
+    fn carry_words(&mut self, as_words: &[bool], srcs: Vec<Vec<String>>) -> Vec<Vec<String>> {
+        srcs.into_iter().zip(as_words).map(|(src, &w)| if w { src.chunks(2).map(|p| self.pack_b16(&p[0], &p[1])).collect() } else { src }).collect()
+    }
+
     /// The values `srcs` (registers of the carried values `args`) into the
     /// loop's carried registers, as one parallel copy through temporaries
     /// (a source may be another destination): at the back edge, and in the

@@ -61,7 +61,7 @@ impl<'k> PtxWriter<'k> {
     /// one vector store.
     pub(super) fn stage(&mut self, regs: &[String], shape: &[u32], es: u32, ld: u32, base: &str) {
         let lay = self.layout(shape);
-        let run = lay.bl.spt[1] as usize;
+        let run = lay.bl.last_run() as usize;
         for r0 in (0..regs.len()).step_by(run) {
             let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
             let a = self.reg(RegClass::R);

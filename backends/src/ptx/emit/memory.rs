@@ -38,7 +38,7 @@ impl<'k> PtxWriter<'k> {
         let Some(pi) = self.axis.get(&ptr).copied() else { return 1 };
         let k = mask.map_or(u64::MAX, |m| self.axis.get(&m).map(|i| i.constancy).unwrap_or(1));
         // (the layout's runs and the widths are powers of two)
-        let mut v = (lay.bl.spt[shape.len() - 1] as u64).min(pi.access_width(es, k));
+        let mut v = (lay.bl.last_run() as u64).min(pi.access_width(es, k));
         if es == 1 {
             v = v.min(4);
         }
@@ -410,7 +410,7 @@ impl<'k> PtxWriter<'k> {
         let vw = 16 / es;
         let (rows, cols) = (shape[0], shape[1]);
         let lay = self.layout(&shape);
-        let run = lay.bl.spt[1];
+        let run = lay.bl.last_run();
         if lay.bl.any_replication() || run * es >= 16 || cols % vw != 0 || run > 2 {
             return Ok(false);
         }

@@ -137,16 +137,16 @@ struct PtxWriter<'k> {
     /// of two such registers is one `mul.wide` (ptxas does not see through
     /// the extensions: a 64×64-bit multiply is three `IMAD`s and a sign
     /// shift — the `(k as i64) * (n as i64)` row offsets of a pointer
-    /// tile). Used in kernels whose dots run on `wgmma` (`wgmma_kernel`),
-    /// where it was measured; in an `mma.sync` W4A16 tile with register
-    /// operands it cost 8 bytes of spill. (Pointer + extended offset as
-    /// one `mad.wide` was tried too: 3 of the grouped GEMM's ~120 loop
-    /// instructions, and a quantized-GEMM tuner configuration on sm_80
-    /// then spilled 12 bytes.)
+    /// tile) — and a pointer plus such an offset one `mad.wide` (the
+    /// `IMAD.WIDE` of an address, where the 64-bit `mad` takes a sign shift
+    /// and three multiply-adds: 16×128×64 W4A16 step 269 → 252 SASS). Once
+    /// only in `wgmma` kernels (session 29: an opt-in register-operand
+    /// W4A16 tile spilled 8 bytes with it); every tuner configuration of
+    /// the library assembles without spills with both now (session 38).
     wide32: HashMap<String, (String, bool)>,
-    /// Some `dot` of the kernel runs on `wgmma` (known from the layout
-    /// plan before anything is printed, unlike `uses_wgmma`).
-    wgmma_kernel: bool,
+    /// `mad.wide` / `mul.wide` printed from `wide32`
+    /// ([`super::PtxKernel::wide_offsets`]).
+    wide_uses: u32,
     /// Loops written as threaded copies of their body
     /// (`control::unroll_copies`): [`super::PtxKernel::unrolled_loops`].
     unrolled: u32,
@@ -328,7 +328,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         idx_residue: HashMap::new(),
         reg_const: HashMap::new(),
         wide32: HashMap::new(),
-        wgmma_kernel: false,
+        wide_uses: 0,
         unrolled: 0,
         shifted: HashMap::new(),
         magic_words: HashMap::new(),
@@ -423,14 +423,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         em.ws = None;
     }
     em.cluster_bar = clustered && em.ws.is_none();
-    let mut wgmma_kernel = false;
-    k.walk(&mut |op| {
-        if matches!(op.kind, OpKind::Dot { .. }) {
-            let shape: Vec<u32> = k.ty(op.results[0]).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
-            wgmma_kernel |= em.layout_plan.mma(&shape).is_some_and(|g| g.wgmma);
-        }
-    });
-    em.wgmma_kernel = wgmma_kernel;
     em.tid = em.reg(RegClass::R);
     em.lane = em.reg(RegClass::R);
     em.warp = em.reg(RegClass::R);
@@ -635,5 +627,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         vector_elems: em.vec,
         tensor_maps,
         unrolled_loops: em.unrolled,
+        wide_offsets: em.wide_uses,
     })
 }

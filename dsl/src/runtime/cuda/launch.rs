@@ -173,6 +173,7 @@ pub(crate) fn launch(
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
+            wide_offsets: env_flag("FERROTILE_WIDE_OFFSETS", true),
         };
         let mut pk = ptx_for(spec, &opts)?;
         if pk.smem_bytes > cuda.max_smem_optin {
@@ -183,26 +184,49 @@ pub(crate) fn launch(
         }
         let mut loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
         // Threaded copies of pipelined bodies (`unroll_pipelined`) lengthen
-        // the prefetched tiles' live ranges; whether ptxas then spills,
-        // only the compiled code says: where it uses local memory, the
-        // compilation without the copies runs if it uses less.
-        // (a launch that asks for the copies gets them)
-        let with = if pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none() { loaded.local_bytes().map_err(berr)? } else { 0 };
+        // the prefetched tiles' live ranges, and offsets taken from their
+        // 32-bit registers (`wide_offsets`) change ptxas's allocation;
+        // whether ptxas then spills, only the compiled code says: where it
+        // uses local memory, the compilations without either (of those
+        // that changed the text, and that the launch did not ask for) are
+        // tried in turn, and the one using the least runs (the first on a
+        // tie: the copies, then the wide offsets, are kept where they cost
+        // nothing).
+        let unroll_free = pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none();
+        let wide_free = pk.wide_offsets > 0;
+        let with = if unroll_free || wide_free { loaded.local_bytes().map_err(berr)? } else { 0 };
         if with > 0 {
-            let plain = ptx_for(spec, &PtxOptions { unroll_pipelined: false, ..opts.clone() })?;
-            let l = cuda.load(&plain.text, &plain.entry).map_err(berr)?;
-            let without = l.local_bytes().map_err(berr)?;
-            if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
-                let kept = if without < with { "the plain loop runs" } else { "the copies stay" };
-                eprintln!(
-                    "ferrotile: `{}` [{}], {} warps: threaded loop copies use {with} bytes of local memory per thread, the plain loop {without}: {kept}",
-                    k.name,
-                    spec.describe_binding(),
-                    cfg.num_warps
-                );
+            let mut alts: Vec<(&str, PtxOptions)> = vec![];
+            if unroll_free {
+                alts.push(("the plain loop", PtxOptions { unroll_pipelined: false, ..opts.clone() }));
             }
-            if without < with {
-                (pk, loaded) = (plain, l);
+            if wide_free {
+                alts.push(("64-bit offset arithmetic", PtxOptions { wide_offsets: false, ..opts.clone() }));
+            }
+            if unroll_free && wide_free {
+                alts.push(("both", PtxOptions { unroll_pipelined: false, wide_offsets: false, ..opts.clone() }));
+            }
+            let mut best = with;
+            for (what, o) in alts {
+                let alt = ptx_for(spec, &o)?;
+                let l = cuda.load(&alt.text, &alt.entry).map_err(berr)?;
+                let bytes = l.local_bytes().map_err(berr)?;
+                if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
+                    eprintln!(
+                        "ferrotile: `{}` [{}], {} warps: {with} bytes of local memory per thread as compiled, {bytes} with {what}{}",
+                        k.name,
+                        spec.describe_binding(),
+                        cfg.num_warps,
+                        if bytes < best { ": that runs" } else { "" }
+                    );
+                }
+                if bytes < best {
+                    best = bytes;
+                    (pk, loaded) = (alt, l);
+                    if best == 0 {
+                        break;
+                    }
+                }
             }
         }
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
