@@ -514,7 +514,8 @@ pub fn w4_kmajor<T: Float, const BM: i32, const BN: i32, const BK: i32, const BI
 /// kernel (bf16, group 128, zero points, split K) as the tuner would
 /// compile it; `REG=1` turns register operands on, `UNCHECKED=1` the
 /// guards off (as the library launches it), `UNROLL=1` the threaded
-/// copies of the pipelined body.
+/// copies of the pipelined body; `EVEN=0` the masked weight reads (the
+/// default is `EVEN`, as decode shapes launch).
 fn emit_lib(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -523,8 +524,8 @@ fn emit_lib(args: &[String]) {
     let warps: u32 = args[1].parse().unwrap();
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
-    let k = if std::env::var("KMAJOR").is_ok_and(|v| v == "1") { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
     let kmajor = std::env::var("KMAJOR").is_ok_and(|v| v == "1");
+    let k = if kmajor { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
     let even = !std::env::var("EVEN").is_ok_and(|v| v == "0") as i64;
     let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], 4, 128, 1, 1, even] };
     let spec = specialize(k, &cx, &[ferrotile::ir::DType::BF16]).unwrap();

@@ -242,16 +242,16 @@ impl<'k> PtxWriter<'k> {
                     // where the 64-bit one takes a sign shift and three
                     // multiply-adds)
                     let w = if self.o.wide_offsets { self.wide32.get(&ro[i]).cloned() } else { None };
-                    match od {
-                        DType::I64 if w.is_some() => {
-                            let (r, s) = w.expect("checked");
+                    let (src, form) = match (od, w) {
+                        (DType::I64, Some((r, s))) => {
                             self.wide_uses += 1;
-                            self.line(format!("mad.wide.{}32 {d}, {r}, {es}, {};", if s { "s" } else { "u" }, rp[i]))
+                            (r, if s { "wide.s32" } else { "wide.u32" })
                         }
-                        DType::I64 => self.line(format!("mad.lo.s64 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        DType::U32 | DType::U8 => self.line(format!("mad.wide.u32 {d}, {}, {es}, {};", ro[i], rp[i])),
-                        _ => self.line(format!("mad.wide.s32 {d}, {}, {es}, {};", ro[i], rp[i])),
-                    }
+                        (DType::I64, None) => (ro[i].clone(), "lo.s64"),
+                        (DType::U32 | DType::U8, _) => (ro[i].clone(), "wide.u32"),
+                        _ => (ro[i].clone(), "wide.s32"),
+                    };
+                    self.line(format!("mad.{form} {d}, {src}, {es}, {};", rp[i]));
                     out.push(d);
                 }
                 out

@@ -542,25 +542,8 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
                 self.body.push_str(&format!("{end}:\n"));
-                let carried: Vec<(RegClass, Vec<String>)> = carried
-                    .into_iter()
-                    .zip(&as_words)
-                    .map(|((c, regs), &w)| {
-                        if w {
-                            (
-                                RegClass::H,
-                                regs.iter()
-                                    .flat_map(|x| {
-                                        let (lo, hi) = self.unpack_b16(x);
-                                        [lo, hi]
-                                    })
-                                    .collect(),
-                            )
-                        } else {
-                            (c, regs)
-                        }
-                    })
-                    .collect();
+                let carried: Vec<(RegClass, Vec<String>)> =
+                    carried.into_iter().zip(&as_words).map(|((c, regs), &w)| if w { (RegClass::H, self.unpack_words(&regs)) } else { (c, regs) }).collect();
                 // (the producer leaves all of this to the consumers: they
                 // wait for the copies still landing; `carried` holds
                 // only the kept values there)
@@ -690,16 +673,21 @@ impl<'k> PtxWriter<'k> {
         let kept = args.iter().zip(keep).filter(|(_, k)| **k).map(|(a, _)| *a);
         for ((a, (_, words)), &w) in kept.zip(carried).zip(as_words) {
             if w {
-                let halves: Vec<String> = words
-                    .iter()
-                    .flat_map(|x| {
-                        let (lo, hi) = self.unpack_b16(x);
-                        [lo, hi]
-                    })
-                    .collect();
+                let halves = self.unpack_words(words);
                 self.vals.insert(a, halves);
             }
         }
+    }
+
+    /// Words of 16-bit pairs as their halves, low first (`unpack_b16`).
+    fn unpack_words(&mut self, words: &[String]) -> Vec<String> {
+        words
+            .iter()
+            .flat_map(|x| {
+                let (lo, hi) = self.unpack_b16(x);
+                [lo, hi]
+            })
+            .collect()
     }
 
     /// The registers yielded into word-carried values as words (pairs of
