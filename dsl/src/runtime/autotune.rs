@@ -6,11 +6,18 @@
 //! launches the kernel with one of them. On the first call for a key (shape
 //! buckets, dtypes — whatever the caller says matters) every configuration is
 //! run once (a failure — too much shared memory, a `static_assert` — prunes
-//! it, with the reason kept) and timed (median of `reps` device-timed runs);
-//! the three fastest are then timed again, interleaved, for `2 · reps` runs
-//! each (the first pass runs each configuration at a different moment —
-//! clocks, power and temperature drift between them — so close calls are
-//! decided by a second look taken side by side); the winner is kept in
+//! it, with the reason kept) and timed (median of `reps` device-timed
+//! samples); the three fastest are then timed again, interleaved, for
+//! `2 · reps` samples each (the first pass runs each configuration at a
+//! different moment — clocks, power and temperature drift between them — so
+//! close calls are decided by a second look taken side by side). A sample
+//! of a short launch is a *batch*: as many launches as fill about
+//! [`Autotuner::sample_ms`] of device time (at most [`MAX_BATCH`]) queued
+//! back to back behind one untimed launch, divided by their number — the
+//! device time per launch as a decode loop or a CUDA graph sees it. (One
+//! launch between two events also times the host's launch path, which the
+//! device waits for: several µs, varying from call to call, on a 20 µs
+//! kernel.) The winner is kept in
 //! memory and in `$FERROTILE_CACHE_DIR/autotune.tsv`
 //! (default `~/.cache/ferrotile`), and launched. Later calls launch the
 //! winner directly. A cached choice stands for the candidate list it was
@@ -123,6 +130,8 @@ pub struct Autotuner {
     /// ~1 µs per candidate of host time).
     configs_hash: u32,
     reps: usize,
+    /// Device time a sample's batch of launches aims at, ms.
+    sample_ms: f64,
     /// The choices of this process, by device id and key: found without
     /// building the full key, so a tuned call costs one lookup.
     chosen: Mutex<HashMap<usize, HashMap<String, TuneConfig>>>,
@@ -185,7 +194,16 @@ impl Autotuner {
     pub fn new(name: &str, configs: Vec<TuneConfig>) -> Self {
         // FNV-1a over the candidates' canonical text (stable across runs)
         let h = configs.iter().fold(super::FNV_OFFSET, |h, c| super::fnv1a(h, c.encode().bytes().chain(std::iter::once(b';'))));
-        Autotuner { name: name.to_string(), configs, configs_hash: h as u32, reps: 10, chosen: Mutex::default(), reports: Mutex::default(), knob: None }
+        Autotuner {
+            name: name.to_string(),
+            configs,
+            configs_hash: h as u32,
+            reps: 10,
+            sample_ms: 0.2,
+            chosen: Mutex::default(),
+            reports: Mutex::default(),
+            knob: None,
+        }
     }
 
     /// A knob decided among the finalists only: every configuration runs
@@ -214,6 +232,14 @@ impl Autotuner {
     /// Timed runs per configuration (default 10).
     pub fn reps(mut self, n: usize) -> Self {
         self.reps = n.max(1);
+        self
+    }
+
+    /// Device time one timing sample aims at (default 0.2 ms): a launch
+    /// shorter than that is timed as a batch of launches queued back to
+    /// back (at most [`MAX_BATCH`]), 0 times every launch alone.
+    pub fn sample_ms(mut self, ms: f64) -> Self {
+        self.sample_ms = if ms.is_finite() { ms.max(0.0) } else { f64::MAX };
         self
     }
 
@@ -302,21 +328,43 @@ impl Autotuner {
         Ok(best)
     }
 
+    /// Launches per timing sample of a configuration whose single launch
+    /// took `one_ms` (host path included: an overestimate of its device
+    /// time, so the batch errs short).
+    fn batch_for(&self, one_ms: f64) -> usize {
+        if one_ms <= 0.0 {
+            return MAX_BATCH;
+        }
+        (self.sample_ms / one_ms).ceil().clamp(1.0, MAX_BATCH as f64) as usize
+    }
+
+    /// The first run of `c`: compile and validate (an error prunes it), then
+    /// one launch timed alone, which sizes its samples' batch.
+    fn validate(&self, dev: &Device, launch: &mut impl FnMut(&TuneConfig) -> Result<()>, c: &TuneConfig) -> Result<usize> {
+        launch(c).and_then(|_| dev.synchronize())?;
+        Ok(self.batch_for(dev.time_ms(|| launch(c))?))
+    }
+
     fn tune(&self, dev: &Device, key: &str, launch: &mut impl FnMut(&TuneConfig) -> Result<()>) -> Result<TuneReport> {
         let mut timings = vec![];
+        // (launches per sample, by the index of `timings`)
+        let mut batches = vec![];
         let mut pruned = vec![];
         let n = self.configs.len();
         for (i, c) in self.configs.iter().enumerate() {
             eprint!("\rferrotile autotune: {} [{key}] {}/{n}   ", self.name, i + 1);
             // first run: compile + validate; failures prune the configuration
-            if let Err(e) = launch(c).and_then(|_| dev.synchronize()) {
-                pruned.push((c.clone(), e.to_string()));
-                continue;
-            }
+            let batch = match self.validate(dev, launch, c) {
+                Ok(b) => b,
+                Err(e) => {
+                    pruned.push((c.clone(), e.to_string()));
+                    continue;
+                }
+            };
             let mut ts = vec![];
             let mut failed = None;
             for _ in 0..self.reps {
-                match dev.time_ms(|| launch(c)) {
+                match sample(dev, launch, c, batch) {
                     Ok(t) => ts.push(t),
                     Err(e) => {
                         failed = Some(e.to_string());
@@ -329,6 +377,7 @@ impl Autotuner {
                 continue;
             }
             timings.push((c.clone(), median(ts)));
+            batches.push(batch);
         }
         // finalists: the fastest three, re-timed round-robin
         let mut order: Vec<usize> = (0..timings.len()).collect();
@@ -339,9 +388,10 @@ impl Autotuner {
             for f in finalists.clone() {
                 for v in others {
                     let c = timings[f].0.clone().with(name, *v);
-                    match launch(&c).and_then(|_| dev.synchronize()) {
-                        Ok(()) => {
+                    match self.validate(dev, launch, &c) {
+                        Ok(batch) => {
                             timings.push((c, f64::INFINITY));
+                            batches.push(batch);
                             finalists.push(timings.len() - 1);
                         }
                         Err(e) => pruned.push((c, e.to_string())),
@@ -353,7 +403,7 @@ impl Autotuner {
             let mut again: Vec<Vec<f64>> = vec![vec![]; finalists.len()];
             'rounds: for _ in 0..2 * self.reps {
                 for (f, &i) in finalists.iter().enumerate() {
-                    match dev.time_ms(|| launch(&timings[i].0)) {
+                    match sample(dev, launch, &timings[i].0, batches[i]) {
                         Ok(t) => again[f].push(t),
                         Err(_) => break 'rounds, // keep the first pass's timings
                     }
@@ -372,6 +422,20 @@ impl Autotuner {
         })?;
         Ok(TuneReport { best, timings, pruned })
     }
+}
+
+/// Most launches in one timing sample.
+pub const MAX_BATCH: usize = 64;
+
+/// One timing sample of `c`: device ms per launch over `batch` launches
+/// queued back to back. With more than one, an untimed launch goes first,
+/// so the device is busy while the timed ones are queued and the first
+/// event does not wait on the host's launch path.
+fn sample(dev: &Device, launch: &mut impl FnMut(&TuneConfig) -> Result<()>, c: &TuneConfig, batch: usize) -> Result<f64> {
+    if batch > 1 {
+        launch(c)?;
+    }
+    Ok(dev.time_ms(|| (0..batch).try_for_each(|_| launch(c)))? / batch as f64)
 }
 
 fn median(mut ts: Vec<f64>) -> f64 {
