@@ -424,10 +424,27 @@ pub fn attention_backward_sampled_err<T: ferrotile::FloatElement>(
 /// rounds each weight to the activations' dtype), `∞` for a non-finite
 /// output. The library tests', benches' and main job's check.
 pub fn quant_gemm_err(x: impl Fn(usize, usize) -> f64, w: &[f64], got: impl Fn(usize, usize) -> f64, n: usize, k: usize, cells: &[(usize, usize)]) -> f64 {
+    quant_gemm_epilogue_err(x, w, |_, s| s, got, n, k, cells)
+}
+
+/// [`quant_gemm_err`] with an epilogue: the reference of cell `(i, j)` is
+/// `post(j, Σ_k x·w)` (a bias of column `j`, an activation), the error
+/// scale the same (the activations the library has change an error by at
+/// most ~1.13×).
+pub fn quant_gemm_epilogue_err(
+    x: impl Fn(usize, usize) -> f64,
+    w: &[f64],
+    post: impl Fn(usize, f64) -> f64,
+    got: impl Fn(usize, usize) -> f64,
+    n: usize,
+    k: usize,
+    cells: &[(usize, usize)],
+) -> f64 {
     cells
         .iter()
         .map(|&(i, j)| {
-            let (want, sq) = (0..k).map(|kk| x(i, kk) * w[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t));
+            let (sum, sq) = (0..k).map(|kk| x(i, kk) * w[kk * n + j]).fold((0.0, 0.0), |(s, q), t| (s + t, q + t * t));
+            let want = post(j, sum);
             let g = got(i, j);
             if g.is_finite() {
                 (g - want).abs() / (want.abs() + sq.sqrt())

@@ -19,6 +19,7 @@ use ferrotile::{Device, DeviceKind, FloatElement};
 
 mod common;
 use common::devices;
+use ferrotile_kernels::gemm::Activation;
 use ferrotile_kernels::quant::{quant_candidates, quantize, wq_gemm, PackedWeights, QuantConfig, QuantFormat, QuantOptions, QuantWeights};
 use ferrotile_kernels::reference::{self, Rng};
 use ferrotile_kernels::LibError;
@@ -41,8 +42,21 @@ fn random_packed<T: FloatElement>(k: usize, n: usize, f: QuantFormat, rng: &mut 
 }
 
 /// Runs `wq_gemm` on `dev` and returns the worst error against f64.
-#[allow(clippy::too_many_arguments)]
 fn run<T: FloatElement>(dev: &Device, w: &PackedWeights<T>, m: usize, strides: (usize, usize), config: Option<QuantConfig>, seed: u64) -> f64 {
+    run_epilogue(dev, w, m, strides, config, seed, (false, Activation::None))
+}
+
+/// [`run`] with an epilogue: a random bias (`[n]`, N(0, 1) in `T`) when
+/// `bias`, then `act`.
+fn run_epilogue<T: FloatElement>(
+    dev: &Device,
+    w: &PackedWeights<T>,
+    m: usize,
+    strides: (usize, usize),
+    config: Option<QuantConfig>,
+    seed: u64,
+    (bias, act): (bool, Activation),
+) -> f64 {
     let (k, n) = (w.k, w.n);
     let (sx, so) = (strides.0.max(k), strides.1.max(n));
     let mut rng = Rng::new(seed);
@@ -52,8 +66,10 @@ fn run<T: FloatElement>(dev: &Device, w: &PackedWeights<T>, m: usize, strides: (
     let wd = QuantWeights::upload(dev, w).unwrap();
     let out_len = (m - 1) * so + n;
     let mut od = dev.from_slice(&vec![T::from_f64(f64::NAN); out_len]).unwrap();
-    let opts = QuantOptions { x_row_stride: sx, out_row_stride: so, config };
-    wq_gemm(dev, &xd, &wd, &mut od, m, &opts).unwrap_or_else(|e| panic!("{} {m}x{n}x{k} {:?} {config:?}: {e}", dev.name(), w.format));
+    let b: Vec<T> = (0..n).map(|_| T::from_f64(rng.normal())).collect();
+    let bd = dev.from_slice(&b).unwrap();
+    let opts = QuantOptions { bias: bias.then_some(&bd), activation: act, x_row_stride: sx, out_row_stride: so, config };
+    wq_gemm(dev, &xd, &wd, &mut od, m, &opts).unwrap_or_else(|e| panic!("{} {m}x{n}x{k} {:?} {config:?} {act:?}: {e}", dev.name(), w.format));
     let got = od.to_vec().unwrap();
     // the gaps of a strided output stay poisoned
     for i in 0..m - 1 {
@@ -62,7 +78,15 @@ fn run<T: FloatElement>(dev: &Device, w: &PackedWeights<T>, m: usize, strides: (
         }
     }
     let cells: Vec<(usize, usize)> = (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).collect();
-    reference::quant_gemm_err(|i, kk| x[i * sx + kk].to_f64(), &deq, |i, j| got[i * so + j].to_f64(), n, k, &cells)
+    let post = |j: usize, s: f64| {
+        let v = s + if bias { b[j].to_f64() } else { 0.0 };
+        match act {
+            Activation::None => v,
+            Activation::Relu => v.max(0.0),
+            Activation::Gelu => 0.5 * v * (1.0 + reference::erf(v / std::f64::consts::SQRT_2)),
+        }
+    };
+    reference::quant_gemm_epilogue_err(|i, kk| x[i * sx + kk].to_f64(), &deq, post, |i, j| got[i * so + j].to_f64(), n, k, &cells)
 }
 
 const TOL: f64 = 1e-2;
@@ -151,6 +175,35 @@ fn wq_gemm_split_k_on_every_device() {
             for call in 0..2 {
                 let e = run(&dev, &w, m, (0, 0), Some(c), 300 + 10 * i as u64 + call);
                 assert!(e <= TOL, "{}: {m}x72x320 {c:?} call {call}: error {e:.2e}", dev.name());
+            }
+        }
+    }
+}
+
+/// The fused epilogue on every device: a bias and each activation, on the
+/// GEMM tile (K split or not: the reduction applies it then) and the GEMV,
+/// odd N, strided output.
+#[test]
+fn wq_gemm_bias_and_activation_on_every_device() {
+    for dev in devices() {
+        let mut rng = Rng::new(13);
+        let configs = [
+            None,
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1 }),
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3 }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1 }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 4 }),
+        ];
+        for (i, c) in configs.into_iter().enumerate() {
+            let m = if c.is_some_and(|c| c.bm == 1) { 1 } else { 5 + 4 * i };
+            for (j, (bias, act)) in
+                [(true, Activation::None), (true, Activation::Relu), (false, Activation::Gelu), (true, Activation::Gelu)].into_iter().enumerate()
+            {
+                let f = QuantFormat { bits: if j % 2 == 0 { 4 } else { 8 }, group: 64, zeros: j != 1 };
+                let w: PackedWeights<bf16> = random_packed(256, 72, f, &mut rng);
+                let seed = 400 + 10 * i as u64 + j as u64;
+                let e = run_epilogue(&dev, &w, m, (0, 80), c, seed, (bias, act));
+                assert!(e <= TOL, "{}: {m}x72x256 {f:?} {c:?} bias {bias} {act:?}: error {e:.2e}", dev.name());
             }
         }
     }
@@ -300,6 +353,9 @@ fn wq_gemm_rejects_bad_arguments() {
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
     let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(bad), ..Default::default() })).contains("BK"));
+    // a bias shorter than N (read without guards)
+    let b = dev.from_slice(&[bf16::ONE; 15]).unwrap();
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { bias: Some(&b), ..Default::default() })).contains("`bias`"));
     // the uploaded buffers are public: a shorter one swapped in (or a
     // claimed shape larger than the buffers) is refused at the launch,
     // which runs without guards

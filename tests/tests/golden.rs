@@ -289,15 +289,15 @@ fn library_kernels_match_golden_files() {
     // without a dot), W4 with zero points
     use ferrotile_kernels::quant::{wq_gemm_kernel, wq_gemv_kernel};
     let qg = wq_gemm_kernel::ir();
-    let spec = specialize(qg, &[16, 128, 64, 4, 128, 1, 1, 0], &[bf]).unwrap();
+    let spec = specialize(qg, &[16, 128, 64, 4, 128, 1, 1, 0, 0, 0], &[bf]).unwrap();
     push(check("ptx/wq_gemm.16x128x64.w4z.split.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(qg, 90, 4, 2, Safety::Safe))));
     let qv = wq_gemv_kernel::ir();
-    let spec = specialize(qv, &[256, 64, 4, 128, 1, 1], &[bf]).unwrap();
+    let spec = specialize(qv, &[256, 64, 4, 128, 1, 1, 0, 0], &[bf]).unwrap();
     push(check(
         "ptx/wq_gemv.256x64.w4z.split.bf16.sm90.ptx",
         &emit_ptx(&spec, &PtxOptions { pipeline_every_loop: true, ..guarded(qv, 90, 8, 2, Safety::Safe) }),
     ));
-    let spec = specialize(qv, &[32, 32, 8, 4096, 0, 0], &[f16]).unwrap();
+    let spec = specialize(qv, &[32, 32, 8, 4096, 0, 0, 1, 2], &[f16]).unwrap();
     push(check("wgsl/wq_gemv.32x32.w8.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(qv))));
     // W8A8: int8 `wgmma` with the weights through `trans` of a K-major
     // TMA slot, scales and bias in the epilogue; the per-row quantization

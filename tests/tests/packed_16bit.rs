@@ -16,7 +16,7 @@ use ferrotile_kernels::quant::wq_gemm_kernel;
 fn wq_ptx(dt: DType, bits: i64, sm: u32, f: impl Fn(PtxOptions) -> PtxOptions) -> String {
     let k = wq_gemm_kernel::ir();
     // 16×128×64 tile, group 128, zero points, split K, masked (not `EVEN`)
-    let spec = specialize(k, &[16, 128, 64, bits, 128, 1, 1, 0], &[dt]).unwrap();
+    let spec = specialize(k, &[16, 128, 64, bits, 128, 1, 1, 0, 0, 0], &[dt]).unwrap();
     let o = f(PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(sm, 4, k.params.len()) });
     let p = emit(&spec, &o).unwrap();
     if let Some(px) = ptxas::find_or_skip() {

@@ -111,7 +111,7 @@ fn pipelined_dotless_loop_matches_the_original() {
     let dev = Device::cpu();
     let mut rnd = ferrotile_tests::gemm_interp::bf16_stream(0x9e37_79b9);
     for (n, k, group, k_split) in [(40usize, 96usize, 32usize, 96usize), (24, 64, 64, 32), (16, 16, 16, 16), (16, 0, 16, 16)] {
-        let spec = specialize(g, &[bn, bk, 4, group as i64, 1, 1], &[DType::BF16]).unwrap();
+        let spec = specialize(g, &[bn, bk, 4, group as i64, 1, 1, 0, 0], &[DType::BF16]).unwrap();
         let mut off = spec.clone();
         pipeline_loops(&mut off, 2, false);
         assert_eq!(off, spec, "without `every_loop` a loop without a dot is left alone");
@@ -126,6 +126,7 @@ fn pipelined_dotless_loop_matches_the_original() {
             let (xb, wb, sb, zb) = (dev.from_slice(&x).unwrap(), dev.from_slice(&w).unwrap(), dev.from_slice(&s).unwrap(), dev.from_slice(&z).unwrap());
             let mut out = dev.full(n, ferrotile::bf16::NAN).unwrap();
             let mut ws = dev.full(splits * n, f32::NAN).unwrap();
+            let bias = dev.zeros::<ferrotile::bf16>(1).unwrap();
             let args = vec![
                 Arg::buffer(&xb),
                 Arg::buffer(&wb),
@@ -133,6 +134,7 @@ fn pipelined_dotless_loop_matches_the_original() {
                 Arg::buffer(&zb),
                 Arg::buffer_mut(&mut out),
                 Arg::buffer_mut(&mut ws),
+                Arg::buffer(&bias),
                 Arg::scalar(n as i32),
                 Arg::scalar(k as i32),
                 Arg::scalar(k_split as i32),

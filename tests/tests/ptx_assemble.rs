@@ -1063,7 +1063,8 @@ fn invariant_and_shared_slots() {
 }
 
 /// The library's quantized GEMM and GEMV, in every tuner candidate (4 and
-/// 8 bits, zero points on and off, split or not), assemble for sm_80 and
+/// 8 bits, zero points on and off, split or not; the 8-bit ones with a
+/// bias and GELU in the epilogue), assemble for sm_80 and
 /// sm_90a — and compile the way their speed rests on: each packed word is
 /// loaded once per run of weight rows (`assign::load_runs`: no more word
 /// loads than words a thread holds), no integer → float conversion goes
@@ -1080,10 +1081,12 @@ fn every_quant_tuner_configuration_assembles() {
             for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
                 let gemv = bm == 1;
                 let g = group as i64;
+                // (the W8 f16 ones with a bias and GELU: the epilogue)
+                let (bias, act) = if bits == 8 { (1, 2) } else { (0, 0) };
                 let consts: Vec<i64> = if gemv {
-                    vec![bn, bk, bits, g, zeros as i64, split as i64]
+                    vec![bn, bk, bits, g, zeros as i64, split as i64, bias, act]
                 } else {
-                    vec![bm, bn, bk, bits, g, zeros as i64, split as i64, (k as i64 % bk == 0) as i64]
+                    vec![bm, bn, bk, bits, g, zeros as i64, split as i64, (k as i64 % bk == 0) as i64, bias, act]
                 };
                 if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages)) {
                     continue;

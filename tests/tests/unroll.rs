@@ -20,7 +20,7 @@ use ferrotile_kernels::quant::wq_gemm_kernel;
 fn wq_ptx(stages: u32, sm: u32, unroll: bool) -> ferrotile_backends::ptx::PtxKernel {
     let k = wq_gemm_kernel::ir();
     // 16×128×64 tile, W4 group 128, zero points, split K
-    let spec = specialize(k, &[16, 128, 64, 4, 128, 1, 1, 0], &[DType::BF16]).unwrap();
+    let spec = specialize(k, &[16, 128, 64, 4, 128, 1, 1, 0, 0, 0], &[DType::BF16]).unwrap();
     let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, unroll_pipelined: unroll, ..PtxOptions::new(sm, 4, k.params.len()) };
     let p = emit(&spec, &o).unwrap();
     if let Some(px) = ptxas::find_or_skip() {
@@ -69,7 +69,7 @@ fn a_prefetch_chain_of_d_tiles_gives_d_plus_one_copies() {
 #[test]
 fn register_operands_dequantize_one_lop3_per_pair() {
     let k = wq_gemm_kernel::ir();
-    let spec = specialize(k, &[16, 128, 64, 4, 128, 1, 1, 1], &[DType::BF16]).unwrap();
+    let spec = specialize(k, &[16, 128, 64, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
     let o = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, register_operands: true, ..PtxOptions::new(90, 4, k.params.len()) };
     let p = emit(&spec, &o).unwrap();
     let body = p.text.split("$L1:").nth(1).expect("the K loop");

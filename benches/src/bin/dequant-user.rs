@@ -527,7 +527,7 @@ fn emit_lib(args: &[String]) {
     let kmajor = std::env::var("KMAJOR").is_ok_and(|v| v == "1");
     let k = if kmajor { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
     let even = !std::env::var("EVEN").is_ok_and(|v| v == "0") as i64;
-    let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], 4, 128, 1, 1, even] };
+    let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], 4, 128, 1, 1, even, 0, 0] };
     let spec = specialize(k, &cx, &[ferrotile::ir::DType::BF16]).unwrap();
     let reg = std::env::var("REG").is_ok_and(|v| v == "1");
     let unchecked = std::env::var("UNCHECKED").is_ok_and(|v| v == "1");

@@ -6,7 +6,7 @@
 //! 2 with one N tile; `ws`: a producer warpgroup, as `FERROTILE_WS=1` asks —
 //! without it the PTX is the runtime's default);
 //! `emit-ptx round_tf32_transpose <B> f32 <num_warps> [sm]`;
-//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split] [even]`
+//! `emit-ptx wq_gemm <BM>x<BN>x<BK>x<BITS> <f16|bf16> <num_warps> [sm] [stages=N] [group=G] [zeros] [split] [even] [bias] [relu|gelu]`
 //! (`wq_gemv <BN>x<BK>x<BITS> ...`: the one-row kernel);
 //! `emit-ptx attention_decode <BM>x<BN>x<DP>x<G> <f16|bf16> <warps> [sm] [stages=N] [paged]`
 //! (the quantized GEMM; the compiler's explanations on stderr);
@@ -99,6 +99,8 @@ fn main() {
         if !gemv {
             cx.push(flag("even"));
         }
+        // (the epilogue: `bias`, `relu` / `gelu`)
+        cx.extend([flag("bias"), flag("relu") + 2 * flag("gelu")]);
         let spec = specialize(k, &cx, &[dt]).unwrap();
         let p = emit(
             &spec,

@@ -12,7 +12,7 @@
 
 use ferrotile::prelude::*;
 
-/// `out[m, n] = Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n])` with
+/// `out[m, n] = act(Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n]) + bias[n])` with
 /// `g = k / GROUP` (a constexpr: the group index is a shift, not a run-time
 /// division per K step; per-channel scales pass `GROUP = K`), for `BITS`-bit weights packed `32 / BITS` to an `i32`
 /// along K (`q[k, n] = (qweight[k / P, n] >> sh(k)) & (2^BITS − 1)`, `P =
@@ -23,7 +23,9 @@ use ferrotile::prelude::*;
 /// One program computes a `BM × BN` tile of `out` over the K range
 /// `[program_id(2) · k_split, +k_split)`; with `SPLIT` it writes its f32
 /// partial to `ws[program_id(2)]` (`[splits, m, n]`, summed by
-/// `gemm::gemm_splitk_reduce`), else the tile cast to `T`. `BK` divides
+/// `gemm::gemm_splitk_reduce`, which applies the epilogue), else the tile
+/// through the epilogue — `bias` added (`HAS_BIAS`), then `ACT` (0 none, 1
+/// ReLU, 2 exact GELU), in f32 — cast to `T`. `BK` divides
 /// `GROUP` (or `GROUP ≥ k`: one group) and `k_split`, so a K step reads one
 /// scale row. K is a multiple of `P`; with zero points N is too. `EVEN`:
 /// K is a multiple of `BK` and N of `BN` (the launch checks), so the
@@ -41,6 +43,8 @@ pub fn wq_gemm_kernel<
     const HAS_ZEROS: bool,
     const SPLIT: bool,
     const EVEN: bool,
+    const HAS_BIAS: bool,
+    const ACT: i32,
 >(
     x: Ptr<T>,
     qweight: Ptr<i32>,
@@ -48,6 +52,7 @@ pub fn wq_gemm_kernel<
     qzeros: Ptr<i32>,
     out: Ptr<T>,
     ws: Ptr<f32>,
+    bias: Ptr<T>,
     m: i32,
     n: i32,
     k: i32,
@@ -110,7 +115,18 @@ pub fn wq_gemm_kernel<
         let mn = (m as i64) * (n as i64);
         store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc, m_ok & n_ok);
     } else {
-        store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), acc as T, m_ok & n_ok);
+        // the epilogue in f32, then one rounding to T
+        let mut o = acc;
+        if HAS_BIAS {
+            o = o + expand_dims(load(bias + rn, rn < n, 0.0) as f32, 0);
+        }
+        if ACT == 1 {
+            o = maximum(o, 0.0);
+        }
+        if ACT == 2 {
+            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
+        }
+        store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), o as T, m_ok & n_ok);
     }
 }
 
@@ -121,16 +137,28 @@ pub fn wq_gemm_kernel<
 /// tile would spend fifteen rows on padding and stage every dequantized
 /// tile through shared memory; here each weight costs its unpacking, the
 /// scale and one FMA. Grid: `(n / BN, splits)`; with `SPLIT` the partial
-/// row goes to `ws[program_id(1)]`.
+/// row goes to `ws[program_id(1)]`, else the row through the same epilogue
+/// (`HAS_BIAS`, `ACT`).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, const GROUP: i32, const HAS_ZEROS: bool, const SPLIT: bool>(
+pub fn wq_gemv_kernel<
+    T: Float,
+    const BN: i32,
+    const BK: i32,
+    const BITS: i32,
+    const GROUP: i32,
+    const HAS_ZEROS: bool,
+    const SPLIT: bool,
+    const HAS_BIAS: bool,
+    const ACT: i32,
+>(
     x: Ptr<T>,
     qweight: Ptr<i32>,
     scales: Ptr<T>,
     qzeros: Ptr<i32>,
     out: Ptr<T>,
     ws: Ptr<f32>,
+    bias: Ptr<T>,
     n: i32,
     k: i32,
     k_split: i32,
@@ -166,7 +194,17 @@ pub fn wq_gemv_kernel<T: Float, const BN: i32, const BK: i32, const BITS: i32, c
     if SPLIT {
         store(ws + (program_id(1) as i64) * (n as i64) + (rn as i64), y, ok);
     } else {
-        store(out + (rn as i64), y as T, ok);
+        let mut o = y;
+        if HAS_BIAS {
+            o = o + (load(bias + rn, ok, 0.0) as f32);
+        }
+        if ACT == 1 {
+            o = maximum(o, 0.0);
+        }
+        if ACT == 2 {
+            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
+        }
+        store(out + (rn as i64), o as T, ok);
     }
 }
 

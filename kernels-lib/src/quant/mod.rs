@@ -32,12 +32,17 @@
 //! the activations' dtype and feeds it to `dot` (tensor cores, f32
 //! accumulation). For few rows (decode: `m ≤ 64`) the grid's third axis
 //! splits K so that every SM streams weights; the f32 partials are summed
-//! in a fixed order by `gemm::gemm_splitk_reduce` (deterministic).
+//! in a fixed order by `gemm::gemm_splitk_reduce` (deterministic). The
+//! epilogue — an optional bias (`[n]`) and activation (ReLU, exact GELU),
+//! [`QuantOptions`] — runs in f32 on the accumulator (or on the sum of the
+//! partials, in the reduction) before the one rounding to the output's
+//! dtype, as the dense GEMM's does.
 //!
 //! Backends: the CPU interpreter, CUDA (autotuned per shape bucket on
 //! large problems) and WGSL (small tiles for lavapipe's 32 KiB of
 //! workgroup storage).
 
+use crate::gemm::Activation;
 use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::FloatElement;
@@ -480,14 +485,44 @@ impl QuantConfig {
 }
 
 /// Options of [`wq_gemm`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct QuantOptions {
+pub struct QuantOptions<'a, T: FloatElement> {
+    /// Added to every row (`[n]`, the activations' dtype), in f32 before
+    /// the activation and the cast.
+    pub bias: Option<&'a Buffer<T>>,
+    /// The activation after the bias.
+    pub activation: Activation,
     /// Row stride of `x` in elements (0: `k`, contiguous).
     pub x_row_stride: usize,
     /// Row stride of `out` in elements (0: `n`).
     pub out_row_stride: usize,
     /// A fixed configuration instead of the tuner's.
     pub config: Option<QuantConfig>,
+}
+
+impl<T: FloatElement> Default for QuantOptions<'_, T> {
+    fn default() -> Self {
+        QuantOptions { bias: None, activation: Activation::None, x_row_stride: 0, out_row_stride: 0, config: None }
+    }
+}
+
+impl<T: FloatElement> Clone for QuantOptions<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: FloatElement> Copy for QuantOptions<'_, T> {}
+
+impl<T: FloatElement> std::fmt::Debug for QuantOptions<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuantOptions")
+            .field("bias", &self.bias.map(|b| format!("[{}; {}]", T::DTYPE, b.len())))
+            .field("activation", &self.activation)
+            .field("x_row_stride", &self.x_row_stride)
+            .field("out_row_stride", &self.out_row_stride)
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 /// The tuner's candidates for `m` rows (decode shapes split K).
@@ -581,8 +616,10 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
     v
 }
 
-/// `out[m, n] = x[m, k] · dequant(w)` (module doc). `x` and `out` are
-/// row-major with the strides of `opts`; `T` is f16 or bf16.
+/// `out[m, n] = act(x[m, k] · dequant(w) + bias)` (module doc; the bias and
+/// the activation from `opts`, applied in f32 before the one rounding to
+/// `T`). `x` and `out` are row-major with the strides of `opts`; `T` is
+/// f16 or bf16.
 ///
 /// ```
 /// use ferrotile::{f16, Device};
@@ -602,7 +639,14 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
 /// assert!((y.to_vec()?[0].to_f64() - want).abs() < 0.05);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn wq_gemm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>, out: &mut Buffer<T>, m: usize, opts: &QuantOptions) -> Result<(), LibError> {
+pub fn wq_gemm<T: FloatElement>(
+    dev: &Device,
+    x: &Buffer<T>,
+    w: &QuantWeights<T>,
+    out: &mut Buffer<T>,
+    m: usize,
+    opts: &QuantOptions<T>,
+) -> Result<(), LibError> {
     use ferrotile::ir::DType;
     if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
         return Err(LibError::Config(format!("quant: activations must be f16 or bf16, got {}", T::DTYPE)));
@@ -630,6 +674,11 @@ pub fn wq_gemm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &QuantWeights<T>
     };
     need("x", x.len(), m, sx, k)?;
     need("out", out.len(), m, so, n)?;
+    if let Some(b) = opts.bias {
+        if b.len() < n {
+            return Err(LibError::Shape(format!("quant: `bias` has {} elements, N = {n} needed", b.len())));
+        }
+    }
     if let Some(perm) = &w.perm {
         // act-order: x's columns in the weights' row order, then the product
         let mut g = w.gathered.lock().unwrap_or_else(|e| e.into_inner());
@@ -653,25 +702,27 @@ fn wq_gemm_ordered<T: FloatElement>(
     w: &QuantWeights<T>,
     out: &mut Buffer<T>,
     m: usize,
-    opts: &QuantOptions,
+    opts: &QuantOptions<T>,
     (sx, so): (usize, usize),
 ) -> Result<(), LibError> {
     let (k, n) = (w.k, w.n);
+    let placeholder = crate::scratch::placeholder::<T>(dev)?;
+    let epi = Epilogue { bias: opts.bias.unwrap_or(&placeholder), has_bias: opts.bias.is_some(), act: opts.activation.code() };
     if let Some(c) = opts.config {
-        return launch(dev, x, w, out, m, (sx, so), c, None);
+        return launch(dev, x, w, out, m, (sx, so), epi, c, None);
     }
     let group = w.format.group_of(k);
     // (decode shapes are bound by the weights' bytes: tuned from 4 M weights)
     let big = (m as u64) * (n as u64) * (k as u64) >= (1 << 26) || (n as u64) * (k as u64) >= (1 << 22);
     if dev.kind() != ferrotile::DeviceKind::Cuda || !big {
-        return launch(dev, x, w, out, m, (sx, so), QuantConfig::default_for(dev, m, group, k), None);
+        return launch(dev, x, w, out, m, (sx, so), epi, QuantConfig::default_for(dev, m, group, k), None);
     }
     let b2 = |v: usize| v.max(1).next_power_of_two();
     let key = format!("{}|w{}g{}{}|m<={}|n<={}|k<={}", T::DTYPE, w.format.bits, group.min(k), if w.format.zeros { "z" } else { "" }, b2(m), b2(n), b2(k));
     let tuner = quant_tuner(m, group, k);
     // (`UNROLL`: the finalist knob of `quant_tuner`)
     tuner.run(dev, &key, |tc| {
-        launch(dev, x, w, out, m, (sx, so), QuantConfig::from_tune(tc)?, tc.values.get("UNROLL").map(|&u| u == 1)).map_err(crate::lib_to_launch)
+        launch(dev, x, w, out, m, (sx, so), epi, QuantConfig::from_tune(tc)?, tc.values.get("UNROLL").map(|&u| u == 1)).map_err(crate::lib_to_launch)
     })?;
     Ok(())
 }
@@ -702,6 +753,16 @@ fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Au
         .clone()
 }
 
+/// The epilogue of a launch: the bias buffer (a placeholder without one),
+/// whether it is added, and the activation's `ACT` code.
+#[derive(Clone, Copy)]
+struct Epilogue<'a, T: FloatElement> {
+    bias: &'a Buffer<T>,
+    has_bias: bool,
+    act: i32,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn launch<T: FloatElement>(
     dev: &Device,
     x: &Buffer<T>,
@@ -709,6 +770,7 @@ fn launch<T: FloatElement>(
     out: &mut Buffer<T>,
     m: usize,
     (sx, so): (usize, usize),
+    epi: Epilogue<T>,
     c: QuantConfig,
     unroll: Option<bool>,
 ) -> Result<(), LibError> {
@@ -786,6 +848,7 @@ fn launch<T: FloatElement>(
                 &w.qzeros,
                 out,
                 ws.buffer(),
+                epi.bias,
                 ni,
                 ki,
                 k_split as i32,
@@ -795,6 +858,8 @@ fn launch<T: FloatElement>(
                 group as i32,
                 zeros,
                 split,
+                epi.has_bias,
+                epi.act,
             )?;
         }
     } else {
@@ -809,6 +874,7 @@ fn launch<T: FloatElement>(
                 &w.qzeros,
                 out,
                 ws.buffer(),
+                epi.bias,
                 mi,
                 ni,
                 ki,
@@ -823,25 +889,27 @@ fn launch<T: FloatElement>(
                 zeros,
                 split,
                 even,
+                epi.has_bias,
+                epi.act,
             )?;
         }
     }
     if split {
-        reduce(dev, &mut ws, out, (m, n, splits, so))
+        reduce(dev, &mut ws, out, epi, (m, n, splits, so))
     } else {
         Ok(())
     }
 }
 
-/// `out = Σ_s ws[s]` over the split-K partials `[splits, m, n]`, in split
-/// order (deterministic), cast to `T`.
+/// `out = act(Σ_s ws[s] + bias)` over the split-K partials `[splits, m,
+/// n]`, summed in split order (deterministic), cast to `T`.
 fn reduce<T: FloatElement>(
     dev: &Device,
     ws: &mut crate::scratch::Workspace,
     out: &mut Buffer<T>,
+    epi: Epilogue<T>,
     (m, n, splits, so): (usize, usize, usize, usize),
 ) -> Result<(), LibError> {
-    let placeholder = crate::scratch::placeholder::<T>(dev)?;
     let launch =
         crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("wq_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
     crate::gemm::gemm_splitk_reduce::launch(
@@ -849,7 +917,7 @@ fn reduce<T: FloatElement>(
         launch,
         ws.buffer(),
         out,
-        &placeholder,
+        epi.bias,
         m as i32,
         n as i32,
         splits as i32,
@@ -857,8 +925,8 @@ fn reduce<T: FloatElement>(
         0,
         1.0,
         crate::gemm::SPLITK_REDUCE_BLOCK as i32,
-        0,
-        false,
+        epi.act,
+        epi.has_bias,
     )?;
     Ok(())
 }
