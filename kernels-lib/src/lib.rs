@@ -177,6 +177,17 @@ impl From<LibError> for ferrotile::Error {
 
 /// `Err(Shape)` naming buffer `what` of function `func` when it holds fewer
 /// than `want` elements.
+/// Elements a row-major operand of `rows ≥ 1` rows of `cols` elements,
+/// `stride` apart, reaches: `(rows − 1)·stride + cols`, or an error naming
+/// it where that overflows (a stride near `usize::MAX` must not wrap into
+/// a small requirement that a short buffer then passes).
+pub(crate) fn rows_extent(func: &str, what: &str, rows: usize, stride: usize, cols: usize) -> Result<usize, LibError> {
+    (rows.max(1) - 1)
+        .checked_mul(stride)
+        .and_then(|v| v.checked_add(cols))
+        .ok_or_else(|| LibError::Shape(format!("{func}: `{what}`: {rows} rows of {cols} elements, {stride} apart, overflow the address space")))
+}
+
 pub(crate) fn need_len(func: &str, what: &str, have: usize, want: usize) -> Result<(), LibError> {
     if have < want {
         Err(LibError::Shape(format!("{func}: `{what}` has {have} elements, {want} needed")))

@@ -203,6 +203,9 @@ pub fn layer_norm<T: FloatElement>(
     cols: usize,
     eps: f32,
 ) -> Result<(), LibError> {
+    // (the shape first: the configuration and the tuner's key are sized
+    // from it)
+    check_rows("layer_norm", "x", x.len(), rows, cols, cols)?;
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("layer_norm", h);
@@ -279,6 +282,7 @@ pub fn layer_norm_with<T: FloatElement>(
 /// ```
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm<T: FloatElement>(dev: &Device, x: &Buffer<T>, w: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize, eps: f32) -> Result<(), LibError> {
+    check_rows("rms_norm", "x", x.len(), rows, cols, cols)?;
     let h = crate::softmax::SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = crate::softmax::tuner_for("rms_norm", h);

@@ -96,7 +96,7 @@ pub const MAX_SINGLE_TILE: usize = 16384;
 impl SoftmaxConfig {
     /// Block and warps for rows of `cols` elements of `elem_bytes` bytes.
     pub fn for_cols(cols: usize, elem_bytes: usize) -> Self {
-        let p = cols.max(1).next_power_of_two();
+        let p = cols.max(1).checked_next_power_of_two().unwrap_or(usize::MAX);
         if p <= MAX_SINGLE_TILE {
             SoftmaxConfig { block: p as u32, looped: false, num_warps: warps_for(p, elem_bytes), rows: 1, programs_per_sm: 0 }
         } else {
@@ -132,6 +132,9 @@ pub fn warps_for(block: usize, elem_bytes: usize) -> u32 {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn softmax<T: FloatElement>(dev: &Device, x: &Buffer<T>, y: &mut Buffer<T>, rows: usize, cols: usize) -> Result<(), LibError> {
+    // (the shape first: the configuration and the tuner's key are sized
+    // from it)
+    check_rows("softmax", "x", x.len(), rows, cols, cols)?;
     let h = SoftmaxConfig::for_cols(cols, T::DTYPE.size_bytes());
     let key = format!("{}|cols<={}", T::DTYPE, cols.max(1).next_power_of_two());
     let t = tuner_for("softmax", h);

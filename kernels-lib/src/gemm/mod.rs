@@ -207,16 +207,17 @@ pub fn gemm<T: FloatElement, U: FloatElement>(
     opts: &GemmOptions<'_, U>,
 ) -> Result<(), LibError> {
     let batch = opts.batch;
-    let need = |what: &str, len: usize, per: usize| -> Result<(), LibError> {
-        let want = per.checked_mul(batch).ok_or_else(|| LibError::Shape("gemm: sizes overflow".into()))?;
+    let need = |what: &str, len: usize, (rows, cols): (usize, usize)| -> Result<(), LibError> {
+        let want = rows.checked_mul(cols).and_then(|per| per.checked_mul(batch));
+        let want = want.ok_or_else(|| LibError::Shape(format!("gemm: `{what}`: {batch} × {rows} × {cols} elements overflow the address space")))?;
         if len < want {
-            return Err(LibError::Shape(format!("gemm: `{what}` has {len} elements, {batch} × {per} needed")));
+            return Err(LibError::Shape(format!("gemm: `{what}` has {len} elements, {batch} × {rows} × {cols} needed")));
         }
         Ok(())
     };
-    need("a", a.len(), m * k)?;
-    need("b", b.len(), k * n)?;
-    need("c", c.len(), m * n)?;
+    need("a", a.len(), (m, k))?;
+    need("b", b.len(), (k, n))?;
+    need("c", c.len(), (m, n))?;
     if let Some(bias) = opts.bias {
         if bias.len() < n {
             return Err(LibError::Shape(format!("gemm: bias has {} elements, N = {n}", bias.len())));

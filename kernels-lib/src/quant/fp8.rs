@@ -218,7 +218,7 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     let need = |what: &str, have: usize, want: usize| crate::need_len("fp8_gemm", what, have, want);
     need("a", a.len(), m * k)?;
     need("b", b.len(), n * k)?;
-    need("out", out.len(), (m - 1) * so + n)?;
+    need("out", out.len(), crate::rows_extent("fp8_gemm", "out", m, so, n)?)?;
     if let Some(bias) = opts.bias {
         need("bias", bias.len(), n)?;
     }

@@ -147,7 +147,7 @@ impl Int8Packed {
     /// From a checkpoint's int8 weights (`[n, k]`, output channel by input
     /// channel) and per-channel scales.
     pub fn new(q: Vec<i8>, scales: Vec<f32>, n: usize, k: usize) -> Result<Self, LibError> {
-        if n == 0 || k == 0 || q.len() != n * k {
+        if n == 0 || k == 0 || n.checked_mul(k) != Some(q.len()) {
             return Err(LibError::Shape(format!("w8a8: weights have {} elements, {n}×{k} (n × k) expected", q.len())));
         }
         if scales.len() != n {
@@ -175,7 +175,7 @@ impl Int8Packed {
 /// Quantize a row-major `[k, n]` f32 matrix (as [`super::quantize`] takes
 /// it) per output channel: `s = max|w| / 127`, `q = round(w / s)`.
 pub fn quantize_int8(w: &[f32], k: usize, n: usize) -> Result<Int8Packed, LibError> {
-    if w.len() != k * n || k == 0 || n == 0 {
+    if k.checked_mul(n) != Some(w.len()) || k == 0 || n == 0 {
         return Err(LibError::Shape(format!("w8a8: weights have {} elements, {k}×{n} expected", w.len())));
     }
     if let Some(i) = w.iter().position(|v| !v.is_finite()) {
@@ -233,7 +233,7 @@ pub fn quantize_rows<T: FloatElement>(
         return Ok(());
     }
     let need = |what: &str, have: usize, want: usize| crate::need_len("quantize_rows", what, have, want);
-    need("x", x.len(), (m - 1) * sx + k)?;
+    need("x", x.len(), crate::rows_extent("quantize_rows", "x", m, sx, k)?)?;
     need("q", q.len(), m * k)?;
     need("scales", scales.len(), m)?;
     if m > u32::MAX as usize / 2 {
@@ -399,9 +399,9 @@ pub fn w8a8_gemm<U: FloatElement>(
         return Ok(());
     }
     let need = |what: &str, have: usize, want: usize| crate::need_len("w8a8", what, have, want);
-    need("xq", xq.len(), (m - 1) * sx + k)?;
+    need("xq", xq.len(), crate::rows_extent("w8a8", "xq", m, sx, k)?)?;
     need("xs", xs.len(), m)?;
-    need("out", out.len(), (m - 1) * so + n)?;
+    need("out", out.len(), crate::rows_extent("w8a8", "out", m, so, n)?)?;
     need("w.q", w.q.len(), n * k)?;
     need("w.scales", w.scales.len(), n)?;
     if let Some(b) = opts.bias {

@@ -665,7 +665,7 @@ pub fn wq_gemm<T: FloatElement>(
         return Err(LibError::Shape(format!("quant: M = {m} exceeds the 32-bit limits")));
     }
     let need = |what: &str, have: usize, rows: usize, stride: usize, cols: usize| {
-        let want = (rows - 1) * stride + cols;
+        let want = crate::rows_extent("quant", what, rows, stride, cols)?;
         if have < want {
             Err(LibError::Shape(format!("quant: `{what}` has {have} elements, {want} needed for {rows} rows of stride {stride}")))
         } else {
