@@ -280,3 +280,36 @@ fn quantized_gemm_arguments_are_checked() {
         });
     }
 }
+
+/// Checkpoint imports take tensors as a file gives them: any lengths, any
+/// group indices, any shape claims.
+#[test]
+fn checkpoint_imports_are_checked() {
+    let mut rng = Rng::new(4);
+    for i in 0..CASES {
+        let (k, n) = if rng.below(3) == 0 { (pick(&mut rng), pick(&mut rng)) } else { (16 * rng.below(5) as usize, 8 * rng.below(5) as usize) };
+        let group = [0, 16, 32, 7, pick(&mut rng)][rng.below(5) as usize];
+        let bits = [4, 8, 2][rng.below(3) as usize];
+        let len = |rng: &mut Rng, want: Option<usize>| match want {
+            Some(w) if w <= 1 << 12 && rng.below(4) != 0 => w,
+            _ => rng.below(64) as usize,
+        };
+        let groups = if group == 0 { Some(1) } else { k.checked_div(group) };
+        let qw: Vec<i32> = (0..len(&mut rng, k.checked_mul(n).map(|v| v / 8))).map(|j| (j as i32).wrapping_mul(0x3b9a_ca07)).collect();
+        let qz: Vec<i32> = (0..len(&mut rng, groups.and_then(|g| g.checked_mul(n)).map(|v| v / 8))).map(|j| j as i32 * 7).collect();
+        let sc: Vec<bf16> = (0..len(&mut rng, groups.and_then(|g| g.checked_mul(n)))).map(|_| bf16::ONE).collect();
+        // g_idx: in order, shuffled within range, or out of range
+        let gi: Vec<i32> = (0..len(&mut rng, Some(k)))
+            .map(|r| match rng.below(3) {
+                0 => (r / group.max(1)) as i32,
+                1 => rng.below(groups.unwrap_or(1).clamp(1, 64) as u64) as i32,
+                _ => rng.below(200) as i32 - 100,
+            })
+            .collect();
+        let what = format!("case {i}: k {k} n {n} group {group} bits {bits} lens {} {} {} {}", qw.len(), qz.len(), sc.len(), gi.len());
+        check(&format!("from_gptq {what}"), || {
+            PackedWeights::from_gptq(&qw, &qz, &sc, (rng.below(2) == 0).then_some(&gi[..]), k, n, bits, group).map(|w| drop(w.dequantize()))
+        });
+        check(&format!("from_awq {what}"), || PackedWeights::from_awq(&qw, &qz, &sc, k, n, group).map(|w| drop(w.dequantize())));
+    }
+}
