@@ -1,7 +1,7 @@
 //! The public API refuses what it cannot run, as error values: an
 //! unavailable forced device, unspecialized IR or mismatched buffers handed
 //! to the interpreter, a grid of more than 2^64 programs, a tile of more
-//! than 2^20 elements.
+//! than 2^20 elements, a buffer larger than the host can allocate.
 
 use ferrotile::interp::{self, InterpArg};
 use ferrotile::ir::{specialize, DType};
@@ -76,4 +76,22 @@ fn a_claimed_length_beyond_the_memory_is_not_trusted() {
     let mut args = [fake, Arg::buffer_mut(&mut y)];
     let r = ferrotile::runtime::launch(scale::ir(), &dev, LaunchConfig::from(1u32), &mut args, &[8], &[]);
     assert!(r.unwrap_err().to_string().contains("do not fit"));
+}
+
+/// A buffer the host cannot hold is an error value — a size whose bytes
+/// overflow, or one past the allocator's maximum — not the panic or abort
+/// of an infallible allocation; `zeros` and `full` alike.
+#[test]
+fn a_buffer_too_large_to_allocate_is_an_error() {
+    let dev = Device::cpu();
+    for len in [usize::MAX, usize::MAX / 2, usize::MAX / 4, (1usize << 62) - 1] {
+        let z = dev.zeros::<f32>(len).map(|b| b.len());
+        assert!(matches!(&z, Err(e) if e.to_string().contains("overflow") || e.to_string().contains("host memory")), "zeros({len}): {z:?}");
+        let f = dev.full::<f32>(len, 1.0).map(|b| b.len());
+        assert!(matches!(&f, Err(e) if e.to_string().contains("overflow") || e.to_string().contains("host memory")), "full({len}): {f:?}");
+    }
+    // and the ordinary sizes still hold what they should
+    assert_eq!(dev.full::<f32>(5, 2.5).unwrap().to_vec().unwrap(), vec![2.5; 5]);
+    assert_eq!(dev.full::<ferrotile::bf16>(3, ferrotile::bf16::ONE).unwrap().to_vec().unwrap(), vec![ferrotile::bf16::ONE; 3]);
+    assert_eq!(dev.zeros::<i32>(4).unwrap().to_vec().unwrap(), vec![0; 4]);
 }

@@ -370,16 +370,26 @@ impl Device {
         Ok(2.0 * bytes as f64 / (ts[ts.len() / 2] * 1e-3) / 1e9)
     }
 
-    fn storage(&self, bytes: Vec<u8>, dtype: ferrotile_ir::DType) -> Result<Storage> {
+    /// Device memory holding `init`: `bytes` zeros, or the given bytes.
+    fn storage(&self, init: Init, dtype: ferrotile_ir::DType) -> Result<Storage> {
         match self.kind {
-            DeviceKind::Cpu => Ok(Storage::Host(Arc::new(HostMem::new(bytes, dtype)))),
+            DeviceKind::Cpu => {
+                let bytes = match init {
+                    Init::Zeros(n) => host_bytes(n, &[0])?,
+                    Init::Bytes(b) => b,
+                };
+                Ok(Storage::Host(Arc::new(HostMem::new(bytes, dtype))))
+            }
             DeviceKind::Cuda => {
                 #[cfg(feature = "cuda")]
                 {
+                    // (fresh device memory reads as zeros: `alloc` fills it)
                     let c = self.cuda.as_ref().expect("cuda device handle");
-                    let m = c.alloc(bytes.len()).map_err(Error::Buffer)?;
-                    if bytes.iter().any(|&b| b != 0) {
-                        m.htod(&bytes).map_err(Error::Buffer)?;
+                    let m = c.alloc(init.len()).map_err(Error::Buffer)?;
+                    if let Init::Bytes(b) = &init {
+                        if b.iter().any(|&x| x != 0) {
+                            m.htod(b).map_err(Error::Buffer)?;
+                        }
                     }
                     Ok(Storage::Cuda(Arc::new(m)))
                 }
@@ -390,9 +400,11 @@ impl Device {
                 #[cfg(feature = "wgpu")]
                 {
                     let w = self.wgpu.as_ref().expect("wgpu device handle");
-                    let m = w.alloc(bytes.len()).map_err(Error::Buffer)?;
-                    if bytes.iter().any(|&b| b != 0) {
-                        m.htod(&bytes).map_err(Error::Buffer)?;
+                    let m = w.alloc(init.len()).map_err(Error::Buffer)?;
+                    if let Init::Bytes(b) = &init {
+                        if b.iter().any(|&x| x != 0) {
+                            m.htod(b).map_err(Error::Buffer)?;
+                        }
                     }
                     Ok(Storage::Wgpu(Arc::new(m)))
                 }
@@ -402,20 +414,25 @@ impl Device {
         }
     }
 
-    /// A zero-filled buffer of `len` elements.
+    /// A zero-filled buffer of `len` elements. (On a GPU, no host copy of
+    /// the zeros is made; a size the host or the device cannot allocate is
+    /// an error, not an abort.)
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
         let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
-        Ok(Buffer::new(self.clone(), self.storage(vec![0u8; bytes], T::DTYPE)?, len))
+        Ok(Buffer::new(self.clone(), self.storage(Init::Zeros(bytes), T::DTYPE)?, len))
     }
 
     /// A buffer holding a copy of `data`.
     pub fn from_slice<T: Element>(&self, data: &[T]) -> Result<Buffer<T>> {
-        Ok(Buffer::new(self.clone(), self.storage(T::to_le_bytes_vec(data), T::DTYPE)?, data.len()))
+        Ok(Buffer::new(self.clone(), self.storage(Init::Bytes(T::to_le_bytes_vec(data)), T::DTYPE)?, data.len()))
     }
 
-    /// A buffer of `len` copies of `value` (e.g. NaN to poison outputs).
+    /// A buffer of `len` copies of `value` (e.g. NaN to poison outputs); a
+    /// size that cannot be allocated is an error.
     pub fn full<T: Element>(&self, len: usize, value: T) -> Result<Buffer<T>> {
-        self.from_slice(&vec![value; len])
+        let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
+        let init = host_bytes(bytes, &T::to_le_bytes_vec(&[value]))?;
+        Ok(Buffer::new(self.clone(), self.storage(Init::Bytes(init), T::DTYPE)?, len))
     }
 
     pub(crate) fn same(&self, other: &Device) -> bool {
@@ -432,6 +449,40 @@ impl Device {
         }
         true
     }
+}
+
+/// What a new buffer holds.
+enum Init {
+    /// This many zero bytes (no host copy needed on a GPU).
+    Zeros(usize),
+    /// These bytes.
+    Bytes(Vec<u8>),
+}
+
+impl Init {
+    #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
+    fn len(&self) -> usize {
+        match self {
+            Init::Zeros(n) => *n,
+            Init::Bytes(b) => b.len(),
+        }
+    }
+}
+
+/// `bytes` bytes of host memory repeating `pattern` (whose length divides
+/// `bytes`), or an error where the host cannot allocate them — never the
+/// abort of a failed infallible allocation.
+fn host_bytes(bytes: usize, pattern: &[u8]) -> Result<Vec<u8>> {
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(bytes).map_err(|e| Error::Buffer(format!("{bytes} bytes of host memory: {e}")))?;
+    if pattern.iter().all(|&b| b == 0) {
+        v.resize(bytes, 0);
+    } else {
+        while v.len() < bytes {
+            v.extend_from_slice(pattern);
+        }
+    }
+    Ok(v)
 }
 
 /// Device work captured by [`Device::capture`], replayed as a whole.
