@@ -39,6 +39,7 @@ pub mod fp8;
 pub mod fused;
 pub mod reduce;
 mod safety;
+pub mod user;
 pub mod util;
 
 use ferrotile::Device;
@@ -124,6 +125,19 @@ pub fn cases() -> Vec<Case> {
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention
         ),
+        case!("conv3x3", "a user's 3×3 convolution: a 2-D tile loaded nine times at shifted, partly negative offsets, scalar weights (f32, bf16)", user::conv3x3),
+        case!(
+            "cross_entropy",
+            "a user's cross-entropy over a long vocabulary: online log-sum-exp in chunks, the target logit gathered by a loaded index, an ignored label",
+            user::cross_entropy
+        ),
+        case!(
+            "moe_expert",
+            "a user's mixture-of-experts step: token rows gathered through loaded indices into a dot, a per-token gate, atomic_add scatter",
+            user::moe_expert
+        ),
+        case!("causal_conv1d", "a user's causal depthwise convolution along the sequence with SiLU (Mamba's short convolution)", user::causal_conv1d),
+        case!("transpose", "a user's tiled transpose: trans of a loaded tile and of its mask", user::transpose),
         case!(
             "invariant_operands",
             "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",
