@@ -156,7 +156,10 @@ pub fn two_dots(a: Ptr<f16>, b: Ptr<f16>, c: Ptr<f16>, out: Ptr<f32>) {
 
 /// The layout of every value that is not in its shape's default layout, on
 /// the IR of small kernels (canonical layouts over 4 warps, 4 elements per
-/// thread), snapshotted: `tests/snapshots/slices.*.ir`
+/// thread; the backward rule on, as WGSL runs it: the convolution's
+/// per-channel weights and bias and the MoE step's gather indices are
+/// computed in the slice of their broadcasts), snapshotted:
+/// `tests/snapshots/slices.*.ir`
 /// (`FERROTILE_BLESS=1` rewrites them). Each line of the printed IR that
 /// defines such a value ends with its layout.
 #[test]
@@ -166,9 +169,15 @@ fn slice_layout_snapshots() {
         format!("{{{:?}: spt {:?}, lanes {:?}<<{:?}, warps {:?}<<{:?}, reps {:?}}}", b.shape, b.spt, b.tpw, b.lane_shift, b.wpc, b.warp_shift, b.reps)
     };
     let mut errs = vec![];
-    for (name, k, cx) in [("row_stats", k_row_stats::ir(), vec![8i64, 256, 64]), ("softmax_rows", softmax_rows::ir(), vec![8, 256])] {
-        let spec = specialize(k, &cx, &[]).unwrap();
-        let map = slices::assign(&spec, &mut |s| Blocked::canonical(s, 4, 4));
+    use ferrotile_tests::conformance::user::{k_causal_conv1d, k_moe_expert};
+    for (name, k, cx, dts) in [
+        ("row_stats", k_row_stats::ir(), vec![8i64, 256, 64], vec![]),
+        ("softmax_rows", softmax_rows::ir(), vec![8, 256], vec![]),
+        ("causal_conv1d", k_causal_conv1d::ir(), vec![32, 64, 4], vec![ferrotile::ir::DType::BF16]),
+        ("moe_expert", k_moe_expert::ir(), vec![32, 32, 32], vec![ferrotile::ir::DType::BF16]),
+    ] {
+        let spec = specialize(k, &cx, &dts).unwrap();
+        let map = slices::assign(&spec, &mut |s| Blocked::canonical(s, 4, 4), true);
         let mut out = String::new();
         for line in ferrotile::ir::print::print(&spec).lines() {
             // values defined on this line: results before ` = `, loop-carried
@@ -293,4 +302,38 @@ fn a_peeled_row_max_stays_in_its_slice_layout() {
     let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], ..PtxOptions::new(90, 4, k.params.len()) };
     let p = emit(&spec, &opts).unwrap();
     assert!(p.conversions.is_empty(), "{:?}", p.conversions);
+}
+
+/// The backward rule on PTX (`PtxOptions::broadcast_slices`, off by
+/// default until it has run on a GPU): a user's causal convolution (weights
+/// and bias loaded per channel, broadcast over positions) and MoE step
+/// (token indices loaded for a gather, broadcast over K and N) need no
+/// conversion through shared memory with it, and do without it; both
+/// assemble for sm_80 and sm_90 without spills either way.
+#[test]
+fn loaded_vectors_broadcast_from_their_slice() {
+    use ferrotile::ir::passes::guard::Safety;
+    use ferrotile_tests::conformance::user::{k_causal_conv1d, k_moe_expert};
+    for (name, k, cx, stages) in [("causal_conv1d", k_causal_conv1d::ir(), vec![64i64, 64, 4], 1u32), ("moe_expert", k_moe_expert::ir(), vec![64, 64, 64], 3)] {
+        let spec = specialize(k, &cx, &[DType::BF16]).unwrap();
+        for sm in [80, 90] {
+            for on in [false, true] {
+                for safety in [Safety::Safe, Safety::Unchecked] {
+                    let o = PtxOptions {
+                        arg_div: vec![16; guarded_params(k)],
+                        pipeline: stages - 1,
+                        safety,
+                        broadcast_slices: on,
+                        ..PtxOptions::new(sm, 4, k.params.len())
+                    };
+                    let p = emit(&spec, &o).unwrap();
+                    assert_eq!(p.conversions.is_empty(), on, "{name} sm_{sm} {safety:?} broadcast_slices {on}: {:?}", p.conversions);
+                    if let Some(px) = ptxas::find_or_skip() {
+                        let r = ptxas::assemble(&px, &p.text, sm).unwrap_or_else(|e| panic!("{name} sm_{sm} {on}: {e}"));
+                        assert_eq!(r.spill_loads + r.spill_stores, 0, "{name} sm_{sm} {safety:?} {on}: spills");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -25,6 +25,10 @@ pub struct Remat<'k> {
     /// (value, index expressions) → register, one map per enclosing block:
     /// a value recomputed inside a branch or loop body is not visible after.
     cache: Vec<HashMap<(V, Vec<String>), String>>,
+    /// Values held in a per-value layout ([`crate::plan::slices`]): their
+    /// registers are not their shape's, so they are never recomputed per
+    /// element (a broadcast of one is a register remap instead).
+    pinned: std::collections::HashSet<V>,
 }
 
 impl<'k> Remat<'k> {
@@ -40,7 +44,15 @@ impl<'k> Remat<'k> {
                 defs.insert(*r, op);
             }
         });
-        Remat { k, defs, costs: HashMap::new(), cache: vec![] }
+        Remat { k, defs, costs: HashMap::new(), cache: vec![], pinned: Default::default() }
+    }
+
+    /// The state for kernel `k` whose values `pinned` are held in
+    /// per-value layouts: expressions through them are not recomputed.
+    pub fn with_pinned(k: &'k Kernel, pinned: impl IntoIterator<Item = V>) -> Self {
+        let mut r = Self::new(k);
+        r.pinned = pinned.into_iter().collect();
+        r
     }
 
     /// The op defining `v` (every value is defined by an op or a block
@@ -88,6 +100,9 @@ impl<'k> Remat<'k> {
     fn dag(&self, v: V, seen: &mut std::collections::HashSet<V>, n: &mut u32) -> bool {
         if self.k.ty(v).shape().is_empty() || !seen.insert(v) {
             return true;
+        }
+        if self.pinned.contains(&v) {
+            return false;
         }
         match self.defs.get(&v).map(|op| &op.kind) {
             Some(OpKind::Arange { .. }) => {

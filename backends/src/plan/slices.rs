@@ -18,7 +18,27 @@
 //! - a loop's carried value takes the layout its yield arrives in when it
 //!   enters the loop as a splat or in that layout (the running max of an
 //!   online softmax: `carried`); an `if`'s result, the layout both its
-//!   yields arrive in.
+//!   yields arrive in;
+//! - a `load` whose pointer (and mask, and `other` unless a splat) is in a
+//!   non-default layout `L` is done in `L`: each thread reads the elements
+//!   its registers hold;
+//! - **backward, from broadcasts** (`broadcast_seeds`): a *loaded* vector
+//!   that is only ever `expand_dims`-ed and broadcast into a shape `T` —
+//!   a loaded bias or scale broadcast over rows, indices loaded for a
+//!   gather — is computed in the slice of `T`'s default layout along the
+//!   new axis, from its `arange` up: its index arithmetic, the load and
+//!   what follows the load, so the broadcast is a register remap instead
+//!   of a round trip through shared memory. Only where every use of every
+//!   value of that computation stays inside it or is such a broadcast
+//!   (into `T`s with one slice — also through elementwise ops with splats
+//!   on the expanded value: a column of pointers), and its leaves are
+//!   `arange`s, splats and scalars: then it never adds a conversion; and
+//!   only slices of at most [`MAX_SLICE_REGS`] registers per thread (a
+//!   wide slice held whole costs more registers than it saves).
+//!   Index arithmetic without a load is left to `plan::remat`, which
+//!   already recomputes it in place. (Triton's layout propagation does
+//!   this backward from every anchor, with conversions where consumers
+//!   disagree; here a disagreement keeps the default layouts.)
 //!
 //! Guarantees: every value in the map is produced by one of these rules,
 //! so the emitter can produce it without moving data; every other
@@ -48,28 +68,191 @@ use std::collections::{HashMap, HashSet};
 /// Values whose layout is not their shape's default, with their layout.
 pub type ValueLayouts = HashMap<V, Blocked>;
 
-/// See the module doc. `default` gives the default layout of a shape.
-pub fn assign(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> ValueLayouts {
-    let mut out = ValueLayouts::new();
-    let mut splats = HashSet::new();
-    block(k, &k.body, default, &mut out, &mut splats);
-    out
+/// See the module doc. `default` gives the default layout of a shape;
+/// `backward`: the backward rule too (`broadcast_seeds`).
+pub fn assign(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked, backward: bool) -> ValueLayouts {
+    let mut seeds = if backward { broadcast_seeds(k, default) } else { Seeds { aranges: HashMap::new(), components: vec![] } };
+    loop {
+        let mut out = ValueLayouts::new();
+        let mut splats = HashSet::new();
+        block(k, &k.body, default, &mut out, &mut splats, &seeds.aranges);
+        // a component whose members did not all arrive in its slice (an op
+        // the forward rules do not carry) keeps its default layouts
+        let failed: Vec<usize> =
+            seeds.components.iter().enumerate().filter(|(_, c)| c.members.iter().any(|v| out.get(v) != Some(&c.layout))).map(|(i, _)| i).collect();
+        if failed.is_empty() {
+            return out;
+        }
+        for i in failed.into_iter().rev() {
+            let c = seeds.components.remove(i);
+            for a in &c.aranges {
+                seeds.aranges.remove(a);
+            }
+        }
+    }
+}
+
+/// Most registers per thread a slice layout of the backward rule may hold.
+pub const MAX_SLICE_REGS: usize = 16;
+
+/// A computation `broadcast_seeds` puts in one slice layout.
+struct Component {
+    layout: Blocked,
+    /// Its values (all of them must end in `layout`).
+    members: Vec<V>,
+    /// Its `arange` results: where the forward rules start.
+    aranges: Vec<V>,
+}
+
+struct Seeds {
+    /// The slice layout of each seeded `arange` result.
+    aranges: HashMap<V, Blocked>,
+    components: Vec<Component>,
+}
+
+/// The backward rule of the module doc: the computations feeding
+/// `broadcast(expand_dims(y, axis))` that can be done in the slice of the
+/// broadcast's default layout, as `arange` seeds for the forward rules.
+fn broadcast_seeds(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> Seeds {
+    // definitions and uses of every value, nested blocks included
+    let mut defs: HashMap<V, &OpKind> = HashMap::new();
+    let mut uses: HashMap<V, Vec<&Op>> = HashMap::new();
+    k.walk(&mut |op| {
+        for &r in &op.results {
+            defs.insert(r, &op.kind);
+        }
+        for u in op.kind.operands() {
+            uses.entry(u).or_default().push(op);
+        }
+    });
+    let tile = |v: V| k.ty(v).rank() >= 1;
+    let splat = |v: V| matches!(defs.get(&v), Some(OpKind::Splat { .. }));
+    // the slice layout an `expand_dims` result `e` asks of its operand:
+    // every use of `e` a broadcast — or an elementwise op of `e`'s shape
+    // with splats (a column of pointers offset by it), whose uses are so
+    // in turn — all into shapes whose default layout sliced along the axis
+    // is one layout
+    let mut asks = |e: V, axis: u8| -> Option<Blocked> {
+        let mut want: Option<Blocked> = None;
+        let mut seen: HashSet<V> = HashSet::new();
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x) {
+                continue;
+            }
+            for op in uses.get(&x)? {
+                let r = *op.results.first()?;
+                match &op.kind {
+                    OpKind::Broadcast { .. } => {
+                        let l = default(&shape(k, r)?).slice(axis as usize);
+                        if want.as_ref().is_some_and(|w| *w != l) {
+                            return None;
+                        }
+                        want = Some(l);
+                    }
+                    kind if kind.is_elementwise() && shape(k, r) == shape(k, x) && kind.operands().into_iter().all(|u| u == x || !tile(u) || splat(u)) => {
+                        stack.push(r)
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        want
+    };
+    let mut seeds = Seeds { aranges: HashMap::new(), components: vec![] };
+    let mut taken: HashSet<V> = HashSet::new();
+    let mut anchors: Vec<(V, V, u8)> = vec![];
+    k.walk(&mut |op| {
+        if let (OpKind::ExpandDims { x, axis }, Some(&e)) = (&op.kind, op.results.first()) {
+            if tile(*x) && !splat(*x) {
+                anchors.push((e, *x, *axis));
+            }
+        }
+    });
+    for &(e, y, axis) in &anchors {
+        if taken.contains(&y) {
+            continue;
+        }
+        let Some(layout) = asks(e, axis) else { continue };
+        // (a slice that holds many elements per thread — the columns of a
+        // `wgmma` accumulator, 64 of them in a 128 × 256 tile — keeps them
+        // and their addresses live together: the W8A8 epilogue's scales
+        // spilled 0.5–1.3 KB that way offline, where the round trip through
+        // shared memory reads each when it is used)
+        if layout.regs() > MAX_SLICE_REGS {
+            continue;
+        }
+        // the computation of `y`, closed both ways: backward through
+        // elementwise ops and loads to `arange`s (splats and scalars are
+        // leaves), forward through every elementwise op and load that reads
+        // a member; any other producer or consumer — but an `expand_dims`
+        // broadcast into this slice — rejects it
+        let mut members: Vec<V> = vec![];
+        let mut seen: HashSet<V> = HashSet::new();
+        let mut stack = vec![y];
+        let mut ok = true;
+        let chain = |kind: &OpKind| kind.is_elementwise() || matches!(kind, OpKind::Load { .. });
+        'grow: while let Some(v) = stack.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
+            if taken.contains(&v) || shape(k, v).as_deref() != Some(&layout.shape[..]) {
+                ok = false;
+                break;
+            }
+            members.push(v);
+            match defs.get(&v) {
+                Some(kind) if chain(kind) => stack.extend(kind.operands().into_iter().filter(|&u| tile(u) && !splat(u))),
+                Some(OpKind::Arange { .. }) => {}
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+            for op in uses.get(&v).map(|u| &u[..]).unwrap_or(&[]) {
+                match (&op.kind, op.results.first()) {
+                    (OpKind::ExpandDims { axis, .. }, Some(&e2)) if asks(e2, *axis).as_ref() == Some(&layout) => {}
+                    (kind, Some(&r)) if chain(kind) => stack.push(r),
+                    _ => {
+                        ok = false;
+                        break 'grow;
+                    }
+                }
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let aranges: Vec<V> = members.iter().copied().filter(|m| matches!(defs.get(m), Some(OpKind::Arange { .. }))).collect();
+        // (index arithmetic alone is already broadcast without shared
+        // memory — recomputed in place, `plan::remat` —: only a computation
+        // with a load needs the slice)
+        if aranges.is_empty() || !members.iter().any(|m| matches!(defs.get(m), Some(OpKind::Load { .. }))) {
+            continue;
+        }
+        for a in &aranges {
+            seeds.aranges.insert(*a, layout.clone());
+        }
+        taken.extend(members.iter().copied());
+        seeds.components.push(Component { layout, members, aranges });
+    }
+    seeds
 }
 
 fn shape(k: &Kernel, v: V) -> Option<Vec<u32>> {
     k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect()
 }
 
-fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
+fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>, aranges: &HashMap<V, Blocked>) {
     for op in &b.ops {
         match &op.kind {
             OpKind::For { inits, body, .. } => {
-                carried(k, op, inits, body, default, out, splats);
+                carried(k, op, inits, body, default, out, splats, aranges);
                 continue;
             }
             OpKind::If { then_, else_, .. } => {
-                block(k, then_, default, out, splats);
-                block(k, else_, default, out, splats);
+                block(k, then_, default, out, splats, aranges);
+                block(k, else_, default, out, splats, aranges);
                 // a result whose two yields arrive in one layout keeps it
                 for ((r, a), b) in op.results.iter().zip(then_.yields()).zip(else_.yields()) {
                     if let (Some(la), Some(lb)) = (out.get(a), out.get(b)) {
@@ -90,6 +273,13 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
             }
             OpKind::Reduce { x, axis, .. } if k.ty(res).rank() >= 1 && !out.contains_key(x) => shape(k, *x).map(|s| default(&s).slice(*axis as usize)),
             OpKind::ExpandDims { x, axis } => out.get(x).map(|l| l.expand(*axis as usize)),
+            OpKind::Arange { .. } => aranges.get(&res).cloned(),
+            // a load in its pointer's layout, the mask and `other` in it too
+            // (or splats)
+            OpKind::Load { ptr, mask, other } => out
+                .get(ptr)
+                .filter(|l| [mask, other].into_iter().flatten().all(|&u| k.ty(u).rank() == 0 || splats.contains(&u) || out.get(&u) == Some(*l)))
+                .cloned(),
             kind if kind.is_elementwise() && k.ty(res).rank() >= 1 => {
                 let mut common: Option<&Blocked> = None;
                 let mut ok = true;
@@ -122,7 +312,17 @@ fn block(k: &Kernel, b: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out:
 /// analysed again with the layouts fixed; a carried value whose yield then
 /// arrives in another layout goes back to its default, until nothing
 /// changes (each round only removes).
-fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnMut(&[u32]) -> Blocked, out: &mut ValueLayouts, splats: &mut HashSet<V>) {
+#[allow(clippy::too_many_arguments)]
+fn carried(
+    k: &Kernel,
+    op: &Op,
+    inits: &[V],
+    body: &Block,
+    default: &mut dyn FnMut(&[u32]) -> Blocked,
+    out: &mut ValueLayouts,
+    splats: &mut HashSet<V>,
+    aranges: &HashMap<V, Blocked>,
+) {
     let args = &body.args[1..];
     let yields = body.yields();
     // trial: carried values entering as splats are splats; entering in a
@@ -137,7 +337,7 @@ fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnM
             trial.insert(*a, l.clone());
         }
     }
-    block(k, body, default, &mut trial, &mut trial_splats);
+    block(k, body, default, &mut trial, &mut trial_splats, aranges);
     let mut want: Vec<Option<Blocked>> =
         args.iter().zip(inits).zip(yields).map(|((_, i), y)| trial.get(y).cloned().filter(|l| splats.contains(i) || out.get(i) == Some(l))).collect();
     loop {
@@ -148,7 +348,7 @@ fn carried(k: &Kernel, op: &Op, inits: &[V], body: &Block, default: &mut dyn FnM
                 trial.insert(*a, l.clone());
             }
         }
-        block(k, body, default, &mut trial, &mut trial_splats);
+        block(k, body, default, &mut trial, &mut trial_splats, aranges);
         let mut changed = false;
         for (w, y) in want.iter_mut().zip(yields) {
             if w.is_some() && trial.get(y) != w.as_ref() {

@@ -73,7 +73,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // (clusters: the plan also says which copies are uniform across a
     // cluster — kept as the stream structure only with `warp_specialize`)
     let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
-    let values = if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec)) } else { Default::default() };
+    let values =
+        if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), o.broadcast_slices) } else { Default::default() };
     // (accumulators that another plan holds elsewhere stay as they are)
     let partial = if o.partial_accumulators {
         crate::plan::partial::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), &|v| values.contains_key(&v) || ring_plan.class_of(v).is_some())

@@ -111,6 +111,15 @@ pub struct PtxOptions {
     /// layout (the code before slice layouts, kept for A/B measurements:
     /// the CUDA runtime reads `FERROTILE_SLICE_LAYOUTS=0`).
     pub slice_layouts: bool,
+    /// With [`Self::slice_layouts`], also the backward rule of
+    /// [`crate::plan::slices`]: a vector only ever broadcast (a loaded bias,
+    /// gather indices, the row offsets of a tile) is computed — `arange`,
+    /// index arithmetic, load — in the slice of the broadcast's layout, so
+    /// the broadcast is a register remap. Off by default on PTX until it has
+    /// run on a GPU (session 39: checked on lavapipe through WGSL, where it
+    /// is on, and by ptxas here); the CUDA runtime reads
+    /// `FERROTILE_BROADCAST_SLICES=1`.
+    pub broadcast_slices: bool,
     /// A computed `dot` operand whose registers already hold the tensor
     /// cores' A fragments ([`fragments`]) feeds them from registers
     /// (`wgmma`'s register-A form; `mma.sync`) instead of going through
@@ -246,6 +255,7 @@ impl PtxOptions {
             cluster: 1,
             safety: Safety::Safe,
             slice_layouts: true,
+            broadcast_slices: false,
             register_a: true,
             unroll_pipelined: false,
             wide_offsets: true,

@@ -72,8 +72,11 @@ pub fn emit(k: &Kernel, o: &WgslOptions) -> Result<WgslKernel, EmitError> {
         }
     });
     let nwarps = o.workgroup_size / 32;
-    let values =
-        if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| crate::plan::layout::Blocked::canonical(s, nwarps, vec)) } else { Default::default() };
+    let values = if o.slice_layouts {
+        crate::plan::slices::assign(k, &mut |s| crate::plan::layout::Blocked::canonical(s, nwarps, vec), true)
+    } else {
+        Default::default()
+    };
     emit::write(Plans { kernel: k, vec, axis: axis::analyze(k, &o.arg_div, &o.arg_one), base, uniform: uniform_values(k), bufs, values }, o)
 }
 

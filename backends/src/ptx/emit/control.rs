@@ -200,9 +200,15 @@ impl<'k> PtxWriter<'k> {
                 let shape = self.shape_u32(v);
                 let s = start.known().unwrap();
                 let n = self.nregs(v);
+                // (in a slice layout: the plan's backward rule,
+                // `plan::slices::broadcast_seeds`)
+                let lay = self.vlay.get(&v).cloned().map(|bl| self.layout_of_bl(&bl));
                 let mut regs = vec![];
                 for r in 0..n {
-                    let i = self.index(&shape, r, 0);
+                    let i = match &lay {
+                        Some(l) => self.index_of(l, r, 0),
+                        None => self.index(&shape, r, 0),
+                    };
                     if s == 0 {
                         regs.push(i);
                     } else {
@@ -222,7 +228,11 @@ impl<'k> PtxWriter<'k> {
             // an expanded slice keeps its registers ([`crate::plan::slices`])
             OpKind::ExpandDims { x, .. } if self.vlay.contains_key(&res.unwrap()) => Some(self.get_raw(*x)),
             // index arithmetic is recomputed in place ([`crate::plan::remat`])
-            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            // (not of a value in a per-value layout: it is broadcast from its
+            // registers below, not recomputed from leaves held in that layout)
+            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } if !self.vlay.contains_key(x) && crate::plan::remat::remat_into(self, res.unwrap())? => {
+                return Ok(())
+            }
             OpKind::Broadcast { x, .. } => {
                 let v = res.unwrap();
                 // a slice broadcast back into the layout it was reduced
@@ -278,7 +288,13 @@ impl<'k> PtxWriter<'k> {
             }
             OpKind::Load { ptr, mask, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_async(*ptr, *mask, res.unwrap())?),
             OpKind::LoadBlock { view, offsets, .. } if self.ring_plan.loads.contains_key(&res.unwrap()) => Some(self.load_tma(*view, offsets, res.unwrap())?),
-            OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
+            OpKind::Load { ptr, mask, other } => {
+                // (a load in a per-value layout reads its operands in it)
+                let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));
+                let out = self.load(*ptr, *mask, *other, res.unwrap());
+                self.want = prev;
+                Some(out?)
+            }
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
                 None

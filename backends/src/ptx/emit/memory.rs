@@ -30,15 +30,19 @@ impl<'k> PtxWriter<'k> {
         if shape.is_empty() {
             return 1;
         }
-        let lay = self.layout(&shape);
-        if lay.bl.any_replication() {
+        // (the pointer's layout: its shape's, or a per-value one)
+        let bl = match self.vlay.get(&ptr) {
+            Some(bl) => bl.clone(),
+            None => self.layout(&shape).bl.clone(),
+        };
+        if bl.any_replication() {
             return 1;
         }
         let es = (self.dtype(ptr).size_bytes() as u64).max(1);
         let Some(pi) = self.axis.get(&ptr).copied() else { return 1 };
         let k = mask.map_or(u64::MAX, |m| self.axis.get(&m).map(|i| i.constancy).unwrap_or(1));
         // (the layout's runs and the widths are powers of two)
-        let mut v = (lay.bl.last_run() as u64).min(pi.access_width(es, k));
+        let mut v = (bl.last_run() as u64).min(pi.access_width(es, k));
         if es == 1 {
             v = v.min(4);
         }

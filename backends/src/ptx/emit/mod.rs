@@ -315,6 +315,7 @@ pub(super) struct Plans<'k> {
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
     let Plans { kernel: k, vec, layouts: layout_plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values: vlay, partial } = p;
+    let pinned: Vec<V> = vlay.keys().copied().collect();
     let mut em = PtxWriter {
         k,
         o,
@@ -352,7 +353,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         h_from_f32: HashMap::new(),
         packed: vec![HashMap::new()],
         b32_consts: HashMap::new(),
-        remat: crate::plan::remat::Remat::new(k),
+        remat: crate::plan::remat::Remat::with_pinned(k, pinned),
         reduce_pairs: crate::plan::reduce::siblings(k),
         reduced: HashMap::new(),
         zero: None,

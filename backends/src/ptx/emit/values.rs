@@ -151,6 +151,25 @@ impl<'k> PtxWriter<'k> {
         out
     }
 
+    /// Index along `d` of register `r` of a per-value layout `lay` (u32
+    /// register, prologue): [`Self::index`] for a layout that is not its
+    /// shape's default.
+    pub(super) fn index_of(&mut self, lay: &Layout, r: usize, d: usize) -> String {
+        // (the cache `lin_bl` shares: the same register per (layout, r, d))
+        let key = (lay.bl.clone(), r, d);
+        if let Some(s) = self.oidx_cache.get(&key) {
+            return s.clone();
+        }
+        let out = self.reg(RegClass::R);
+        let mut s = format!("\tadd.u32 {out}, {}, {};\n", lay.thread[d], lay.reg_offsets[r][d]);
+        if lay.bl.replicated(d) {
+            let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", lay.bl.shape[d] - 1);
+        }
+        self.pro.push_str(&s);
+        self.oidx_cache.insert(key, out.clone());
+        out
+    }
+
     /// Row-major linear index of register `r` (u32 register, prologue).
     pub(super) fn lin(&mut self, shape: &[u32], r: usize) -> String {
         let lay = self.layout(shape);

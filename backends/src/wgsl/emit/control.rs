@@ -118,9 +118,15 @@ impl<'k> WgslWriter<'k> {
                 let shape = self.shape_u32(v);
                 let s = start.known().unwrap();
                 let n = self.nregs(v)?;
+                // (in a slice layout: the plan's backward rule,
+                // `plan::slices::broadcast_seeds`)
+                let lay = self.vlay.get(&v).cloned().map(|bl| self.layout_of_bl(&bl));
                 let mut regs = vec![];
                 for r in 0..n {
-                    let i = self.index(&shape, r, 0)?;
+                    let i = match &lay {
+                        Some(l) => self.index_of(l, r, 0),
+                        None => self.index(&shape, r, 0)?,
+                    };
                     regs.push(self.let_(WTy::I, format!("i32({i}) + {}", i32_lit(s as i32))));
                 }
                 Some(regs)
@@ -132,7 +138,11 @@ impl<'k> WgslWriter<'k> {
             }
             // an expanded slice keeps its registers ([`crate::plan::slices`])
             OpKind::ExpandDims { x, .. } if self.vlay.contains_key(&res.unwrap()) => Some(self.get_raw(*x)),
-            OpKind::Broadcast { .. } | OpKind::ExpandDims { .. } if crate::plan::remat::remat_into(self, res.unwrap())? => return Ok(()),
+            // (not of a value in a per-value layout: it is broadcast from its
+            // registers below, not recomputed from leaves held in that layout)
+            OpKind::Broadcast { x, .. } | OpKind::ExpandDims { x, .. } if !self.vlay.contains_key(x) && crate::plan::remat::remat_into(self, res.unwrap())? => {
+                return Ok(())
+            }
             OpKind::Broadcast { x, .. } => {
                 // a slice broadcast back into the layout it was reduced
                 // from moves nothing
@@ -172,7 +182,13 @@ impl<'k> WgslWriter<'k> {
                 self.want = prev;
                 Some(out?)
             }
-            OpKind::Load { ptr, mask, other } => Some(self.load(*ptr, *mask, *other, res.unwrap())?),
+            OpKind::Load { ptr, mask, other } => {
+                // (a load in a per-value layout reads its operands in it)
+                let prev = std::mem::replace(&mut self.want, res.and_then(|r| self.vlay.get(&r).cloned()));
+                let out = self.load(*ptr, *mask, *other, res.unwrap());
+                self.want = prev;
+                Some(out?)
+            }
             OpKind::Store { ptr, value, mask } => {
                 self.store(*ptr, *value, *mask, false)?;
                 None

@@ -126,8 +126,12 @@ fn {name}(i: u32, v: {vty}) -> u32 {{
         if shape.is_empty() {
             return Ok(false);
         }
-        let lay = self.layout(&shape)?;
-        if lay.bl.any_replication() || lay.bl.spt[shape.len() - 1] % n != 0 {
+        // (the pointer's layout: its shape's, or a per-value one)
+        let bl = match self.vlay.get(&ptr) {
+            Some(bl) => bl.clone(),
+            None => self.layout(&shape)?.bl.clone(),
+        };
+        if bl.any_replication() || bl.spt[shape.len() - 1] % n != 0 {
             return Ok(false);
         }
         let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };

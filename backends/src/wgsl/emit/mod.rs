@@ -259,6 +259,7 @@ pub(super) struct Plans<'k> {
 /// Print the kernel the plans describe.
 pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
     let Plans { kernel: k, vec, axis, base, uniform, bufs, values: vlay } = p;
+    let pinned: Vec<V> = vlay.keys().copied().collect();
     let err = |line: u32, msg: String| EmitError { kernel: k.name.clone(), line, msg };
     let mut em = WgslWriter {
         k,
@@ -286,7 +287,7 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         uses_f16: false,
         helpers: BTreeMap::new(),
         loc: Loc::default(),
-        remat: crate::plan::remat::Remat::new(k),
+        remat: crate::plan::remat::Remat::with_pinned(k, pinned),
         vlay,
         olayouts: HashMap::new(),
         want: None,

@@ -122,6 +122,15 @@ impl<'k> WgslWriter<'k> {
         }
     }
 
+    /// Index along `d` of register `r` of a per-value layout `lay` (u32,
+    /// prologue): [`Self::index`] for a layout that is not its shape's
+    /// default.
+    pub(super) fn index_of(&mut self, lay: &Layout, r: usize, d: usize) -> String {
+        let c = lay.reg_offsets[r][d];
+        let e = if lay.bl.replicated(d) { format!("({} + {c}u) & {}u", lay.thread[d], lay.bl.shape[d] - 1) } else { format!("{} + {c}u", lay.thread[d]) };
+        self.prologue_let(WTy::U, e)
+    }
+
     /// Index along `d` of register `r` (u32, prologue).
     pub(super) fn index(&mut self, shape: &[u32], r: usize, d: usize) -> R<String> {
         let key = (shape.to_vec(), r, d);

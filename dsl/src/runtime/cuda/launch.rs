@@ -160,6 +160,7 @@ pub(crate) fn launch(
             cluster: cfg.cluster,
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
+            broadcast_slices: env_flag("FERROTILE_BROADCAST_SLICES", false),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             unroll_pipelined: cfg.unroll_pipelined.unwrap_or_else(|| env_flag("FERROTILE_UNROLL_PIPELINED", true)),
             split_masks: split,
