@@ -230,11 +230,7 @@ pub(crate) fn check_rows(op: &str, name: &str, len: usize, rows: usize, cols: us
     if stride < cols {
         return Err(LibError::Shape(format!("{op}: row stride {stride} of `{name}` is smaller than the row length {cols}")));
     }
-    let need = if rows == 0 {
-        0
-    } else {
-        (rows - 1).checked_mul(stride).and_then(|v| v.checked_add(cols)).ok_or_else(|| LibError::Shape(format!("{op}: shape overflows")))?
-    };
+    let need = if rows == 0 { 0 } else { rows_extent(op, name, rows, stride, cols)? };
     if len < need {
         return Err(LibError::Shape(format!("{op}: `{name}` has {len} elements, but {rows} rows of {cols} with stride {stride} need {need}")));
     }

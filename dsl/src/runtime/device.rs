@@ -418,7 +418,7 @@ impl Device {
     /// the zeros is made; a size the host or the device cannot allocate is
     /// an error, not an abort.)
     pub fn zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>> {
-        let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
+        let bytes = bytes_of::<T>(len)?;
         Ok(Buffer::new(self.clone(), self.storage(Init::Zeros(bytes), T::DTYPE)?, len))
     }
 
@@ -430,7 +430,7 @@ impl Device {
     /// A buffer of `len` copies of `value` (e.g. NaN to poison outputs); a
     /// size that cannot be allocated is an error.
     pub fn full<T: Element>(&self, len: usize, value: T) -> Result<Buffer<T>> {
-        let bytes = len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))?;
+        let bytes = bytes_of::<T>(len)?;
         let init = host_bytes(bytes, &T::to_le_bytes_vec(&[value]))?;
         Ok(Buffer::new(self.clone(), self.storage(Init::Bytes(init), T::DTYPE)?, len))
     }
@@ -467,6 +467,11 @@ impl Init {
             Init::Bytes(b) => b.len(),
         }
     }
+}
+
+/// The bytes of `len` elements of `T`, or an error where they overflow.
+fn bytes_of<T: Element>(len: usize) -> Result<usize> {
+    len.checked_mul(T::DTYPE.size_bytes()).ok_or_else(|| Error::Buffer(format!("{len} elements overflow")))
 }
 
 /// `bytes` bytes of host memory repeating `pattern` (whose length divides

@@ -138,9 +138,7 @@ impl<'k> WgslWriter<'k> {
             return Ok(s.clone());
         }
         let lay = self.layout(shape)?;
-        let c = lay.reg_offsets[r][d];
-        let e = if lay.bl.replicated(d) { format!("({} + {c}u) & {}u", lay.thread[d], shape[d] - 1) } else { format!("{} + {c}u", lay.thread[d]) };
-        let out = self.prologue_let(WTy::U, e);
+        let out = self.index_of(&lay, r, d);
         self.idx_cache.insert(key, out.clone());
         Ok(out)
     }
