@@ -47,7 +47,7 @@ pub mod runtime;
 pub use element::{bf16, f16, f8e4m3, f8e5m2, Element, FloatElement};
 pub use error::{Error, Result};
 pub use ferrotile_ir as ir;
-pub use ferrotile_macros::kernel;
+pub use ferrotile_macros::{func, kernel};
 pub use runtime::{Autotuner, Buffer, Device, DeviceKind, Event, Graph, LaunchConfig, PinnedBuffer, Stream, TuneConfig};
 
 /// Marker for pointer arguments in kernel signatures: `x: Ptr<f32>`.
@@ -55,13 +55,17 @@ pub use runtime::{Autotuner, Buffer, Device, DeviceKind, Event, Graph, LaunchCon
 /// [`Buffer`] in its place.
 pub struct Ptr<T>(std::marker::PhantomData<T>);
 
+/// Marker for the parameters of a [`func`]: `x: Tile` is a tile of any
+/// shape and dtype (a scalar, a pointer tile), typed at each call.
+pub struct Tile;
+
 /// Bound of dtype parameters in kernel signatures: `<T: Float>` stands for
 /// f32, f16 or bf16, chosen by the buffers passed at launch.
 pub trait Float {}
 
 /// Everything a kernel file needs.
 pub mod prelude {
-    pub use crate::{bf16, f16, f8e4m3, f8e5m2, kernel, Buffer, Device, Float, LaunchConfig, Ptr};
+    pub use crate::{bf16, f16, f8e4m3, f8e5m2, func, kernel, Buffer, Device, Float, LaunchConfig, Ptr, Tile};
 }
 
 /// Support for generated code; not a stable API.

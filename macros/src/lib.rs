@@ -9,6 +9,7 @@
 //! IR (as JSON) and a typed launcher, naming only paths under `::ferrotile`.
 
 mod codegen;
+mod funcs;
 mod lower;
 mod signature;
 
@@ -19,28 +20,66 @@ use proc_macro::TokenStream;
 /// See the `ferrotile` crate documentation for the language.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        let a: proc_macro2::TokenStream = attr.into();
-        return syn::Error::new_spanned(a, "#[kernel] takes no arguments\n  = help: launch options (grid, num_warps) are given at launch")
-            .to_compile_error()
-            .into();
-    }
-    if let Some(e) = where_call(item.clone().into()) {
+    let (attr, item): (proc_macro2::TokenStream, proc_macro2::TokenStream) = (attr.into(), item.into());
+    let given = match funcs::parse_given(attr.clone(), "kernel") {
+        Ok(g) => g,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    if let Some(e) = where_call(item.clone()) {
         return e.to_compile_error().into();
     }
-    let func = match syn::parse::<syn::ItemFn>(item) {
+    let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
         Ok(f) => f,
         Err(e) => return e.to_compile_error().into(),
     };
-    match expand(func) {
+    let sig = match signature::check(&func) {
+        Ok(s) => s,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    if let Some(fetch) = funcs::fetch_next(&func.sig, &func.block, &given, "kernel", &item, &attr) {
+        return fetch.into();
+    }
+    match expand_with(func, sig, given) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
+/// A tile function that kernels (and other functions) call: written in
+/// the DSL like a kernel body, its parameters tiles of any shape and dtype
+/// (`x: Tile`), returning nothing, `-> Tile` or a tuple of tiles; inlined at
+/// every call and typed with the caller's values.
+///
+/// See the `ferrotile` crate documentation for the language.
+#[proc_macro_attribute]
+pub fn func(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let (attr, item): (proc_macro2::TokenStream, proc_macro2::TokenStream) = (attr.into(), item.into());
+    let r = (|| -> syn::Result<proc_macro2::TokenStream> {
+        if let Some(e) = where_call(item.clone()) {
+            return Err(e);
+        }
+        let f = syn::parse2::<syn::ItemFn>(item.clone())?;
+        let checked = funcs::check(&f)?;
+        let given = funcs::parse_given(attr.clone(), "func")?;
+        if let Some(fetch) = funcs::fetch_next(&f.sig, &f.block, &given, "func", &item, &attr) {
+            return Ok(fetch);
+        }
+        Ok(funcs::definition(&checked, &attr))
+    })();
+    match r {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+#[cfg(test)]
 fn expand(func: syn::ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let sig = signature::check(&func)?;
-    let kernel = lower::lower(&func, &sig)?;
+    expand_with(func, sig, vec![])
+}
+
+fn expand_with(func: syn::ItemFn, sig: signature::Sig, funcs: Vec<funcs::Func>) -> syn::Result<proc_macro2::TokenStream> {
+    let kernel = lower::lower(&func, &sig, funcs)?;
     Ok(codegen::generate(&func, &sig, &kernel))
 }
 

@@ -36,6 +36,7 @@ mod basic;
 mod casts;
 mod control;
 pub mod fp8;
+pub mod funcs;
 pub mod fused;
 pub mod reduce;
 mod safety;
@@ -138,6 +139,13 @@ pub fn cases() -> Vec<Case> {
         ),
         case!("causal_conv1d", "a user's causal depthwise convolution along the sequence with SiLU (Mamba's short convolution)", user::causal_conv1d),
         case!("transpose", "a user's tiled transpose: trans of a loaded tile and of its mask", user::transpose),
+        case!(
+            "func_gemm",
+            "#[func]s in another module: a GEMM's tile pointers and masks (a tuple), bias + activation (functions calling functions), a dtype-generic cast, a store",
+            funcs::gemm
+        ),
+        case!("func_lse", "a long-row log-sum-exp whose online update is a #[func] returning a tuple", funcs::lse),
+        case!("func_rowdot", "a #[func] holding a loop over a constant block size; one written below its kernel", funcs::rowdot),
         case!(
             "invariant_operands",
             "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",

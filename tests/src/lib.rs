@@ -8,3 +8,4 @@
 pub mod conformance;
 pub mod gemm_interp;
 pub mod row_interp;
+pub mod tilefns;

@@ -9,6 +9,22 @@ impl<'a> Lower<'a> {
         let Expr::Path(p) = &*c.func else {
             return err(&c.func, "only DSL functions can be called in kernels", "");
         };
+        // a `#[func]`, possibly with dtype arguments: `f(x)`, `f::<T>(x)`
+        if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 {
+            let seg = &p.path.segments[0];
+            let name = seg.ident.to_string();
+            if self.lookup(&name).is_none() {
+                if let Some(f) = self.func(&name).cloned() {
+                    let tf = match &seg.arguments {
+                        syn::PathArguments::AngleBracketed(a) => Some(a),
+                        syn::PathArguments::Parenthesized(a) => return err(a, "expected dtype arguments", "write `f::<T>(...)`"),
+                        syn::PathArguments::None => None,
+                    };
+                    let args: Vec<&Expr> = c.args.iter().collect();
+                    return self.call_func(&f, &seg.ident, tf, &args, sp(c));
+                }
+            }
+        }
         let Some(id) = p.path.get_ident() else {
             // `std::cmp::max(a, b)`, `f32::exp(x)`: point at the DSL spelling when there is one.
             let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
@@ -46,8 +62,8 @@ impl<'a> Lower<'a> {
     pub(super) fn dtype_arg(&self, e: &Expr) -> SR<DType> {
         if let Expr::Path(p) = e {
             if let Some(id) = p.path.get_ident() {
-                if let Some(i) = self.sig.dtype_params.iter().position(|d| d == id) {
-                    return Ok(DType::Generic(i as u8));
+                if let Some(d) = self.dtype_param(&id.to_string()) {
+                    return Ok(d);
                 }
                 if let Some(d) = DType::from_rust(&id.to_string()) {
                     return Ok(d);

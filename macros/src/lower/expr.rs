@@ -38,7 +38,7 @@ impl<'a> Lower<'a> {
                 if matches!(&*c.ty, syn::Type::Path(p) if p.path.is_ident("f64")) {
                     return err(&c.ty, "f64 is not supported in kernels", "cast to f32: tiles hold f32, f16, bf16 and integers");
                 }
-                let Some(d) = dtype_of_type(&c.ty, &self.sig.dtype_params) else {
+                let Some(d) = self.dtype_of_type(&c.ty) else {
                     return err(&c.ty, "unsupported cast target", "cast to f32, f16, bf16, i32, u32, i64, i8, u8, bool or a dtype parameter");
                 };
                 self.set_loc(c.as_token.span);
@@ -145,7 +145,7 @@ impl<'a> Lower<'a> {
             if name == "None" {
                 return err(id, "`None` is only allowed as the mask of `load`", "");
             }
-            if DType::from_rust(&name).is_some() || self.sig.dtype_params.iter().any(|d| d == id) {
+            if DType::from_rust(&name).is_some() || self.dtype_param(&name).is_some() {
                 return err(id, format!("the dtype `{name}` is not a value"), format!("convert values with `x as {name}`"));
             }
             if FUNCS.iter().any(|(f, _, _)| *f == name) {
@@ -162,7 +162,7 @@ impl<'a> Lower<'a> {
         let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
         if segs.len() == 2 {
             let ty = segs[0].as_str();
-            let is_float_ty = matches!(ty, "f32" | "f16" | "bf16") || self.sig.dtype_params.iter().any(|d| d == ty);
+            let is_float_ty = matches!(ty, "f32" | "f16" | "bf16") || self.dtype_param(ty).is_some();
             if is_float_ty {
                 let val = match (ty, segs[1].as_str()) {
                     (_, "INFINITY") => Some(f64::INFINITY),

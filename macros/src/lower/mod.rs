@@ -10,10 +10,12 @@
 
 mod call;
 mod expr;
+mod inline;
 mod scope;
 mod stmt;
 
-use crate::signature::{dtype_of_type, Sig};
+use crate::funcs::Func;
+use crate::signature::Sig;
 use ferrotile_ir::*;
 use proc_macro2::{Punct, Spacing, Span, TokenStream, TokenTree};
 use quote::ToTokens;
@@ -88,10 +90,22 @@ struct Lower<'a> {
     b: Builder,
     scopes: Vec<Vec<Var>>,
     sig: &'a Sig,
+    /// The `#[func]`s this kernel may call (`inline.rs`).
+    funcs: Vec<Func>,
+    /// The dtype parameters in scope: the kernel's, or the inlined
+    /// function's bound by its call.
+    dtypes: Vec<(String, DType)>,
+    /// The functions being inlined, outermost first.
+    inlining: Vec<String>,
+    /// The location every op takes while a function written in another
+    /// file is inlined: its call's.
+    loc_override: Option<Loc>,
+    /// The kernel's source file.
+    file: String,
 }
 
 /// DSL functions: name, accepted argument counts, usage.
-const FUNCS: &[(&str, &[usize], &str)] = &[
+pub(crate) const FUNCS: &[(&str, &[usize], &str)] = &[
     ("program_id", &[1], "program_id(axis)"),
     ("num_programs", &[1], "num_programs(axis)"),
     ("arange", &[1, 2], "arange(start, end)"),
@@ -219,12 +233,14 @@ fn loc_of(span: Span) -> Loc {
     Loc { line: lc.line as u32, col: lc.column as u32 }
 }
 
-pub fn lower(f: &syn::ItemFn, sig: &Sig) -> SR<Kernel> {
+pub fn lower(f: &syn::ItemFn, sig: &Sig, funcs: Vec<Func>) -> SR<Kernel> {
     let params = sig.params.iter().map(|p| Param { name: p.ident.to_string(), kind: p.kind.clone(), written: false }).collect();
     let cxs = sig.constexprs.iter().map(|(i, d)| ConstexprParam { name: i.to_string(), dtype: *d }).collect();
     let dts = sig.dtype_params.iter().map(|i| i.to_string()).collect();
     let b = Builder::new(&sig.name, "", params, cxs, dts);
-    let mut l = Lower { b, scopes: vec![vec![]], sig };
+    let dtypes = sig.dtype_params.iter().enumerate().map(|(i, d)| (d.to_string(), DType::Generic(i as u8))).collect();
+    let file = f.sig.ident.span().file();
+    let mut l = Lower { b, scopes: vec![vec![]], sig, funcs, dtypes, inlining: vec![], loc_override: None, file };
     l.b.loc = loc_of(f.sig.ident.span());
     for (i, p) in sig.params.iter().enumerate() {
         let v = l.b.param(i);

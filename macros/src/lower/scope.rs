@@ -6,7 +6,23 @@ use super::*;
 
 impl<'a> Lower<'a> {
     pub(super) fn set_loc(&mut self, span: Span) {
-        self.b.loc = loc_of(span);
+        self.b.loc = self.loc_override.unwrap_or_else(|| loc_of(span));
+    }
+
+    /// The dtype a dtype parameter in scope stands for.
+    pub(super) fn dtype_param(&self, name: &str) -> Option<DType> {
+        self.dtypes.iter().find(|(n, _)| n == name).map(|(_, d)| *d)
+    }
+
+    /// A type written in the body as a dtype (`f16`, `T`).
+    pub(super) fn dtype_of_type(&self, t: &syn::Type) -> Option<DType> {
+        match t {
+            syn::Type::Path(p) if p.qself.is_none() => {
+                let id = p.path.get_ident()?.to_string();
+                self.dtype_param(&id).or_else(|| DType::from_rust(&id))
+            }
+            _ => None,
+        }
     }
 
     pub(super) fn lookup(&self, name: &str) -> Option<&Var> {

@@ -39,7 +39,15 @@ impl<'a> Lower<'a> {
             syn::Pat::Type(pt) => {
                 return err(&pt.ty, "type annotations on `let` are not supported", "types are inferred; convert with `as` if you need another dtype")
             }
-            syn::Pat::Tuple(_) | syn::Pat::TupleStruct(_) | syn::Pat::Struct(_) | syn::Pat::Slice(_) => {
+            syn::Pat::Tuple(pt) => {
+                if let Some(init) = &local.init {
+                    if init.diverge.is_none() {
+                        return self.let_tuple(pt, &init.expr);
+                    }
+                }
+                return err(&local.pat, "destructuring is only for the results of a #[func]", "bind one value per `let`");
+            }
+            syn::Pat::TupleStruct(_) | syn::Pat::Struct(_) | syn::Pat::Slice(_) => {
                 return err(&local.pat, "destructuring is not supported in kernels", "bind one value per `let`")
             }
             p => return err(p, "unsupported pattern in `let`", "write `let name = ...;`"),

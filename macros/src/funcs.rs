@@ -1,0 +1,309 @@
+//! `#[func]`: tile functions a kernel (or another function) calls.
+//!
+//! Takes a function written in the tile DSL whose parameters are tiles of
+//! any shape and dtype (`x: Tile`), optionally generic over float dtypes
+//! (`<U: Float>`, bound at each call with a turbofish), returning nothing, one
+//! tile or a tuple of tiles. A call is *inlined* by the caller's lowering: the
+//! arguments are the caller's values, the body is typed again at every call
+//! with the shapes and dtypes it gets there (as Triton specializes a
+//! `@jit` helper per call), and its errors are reported on the helper's own
+//! tokens.
+//!
+//! How a kernel gets the body. A proc-macro sees one item only, so each
+//! `#[func] fn f` becomes a `macro_rules! f` carrying its source (and the
+//! sources of every function it calls, resolved where `f` is written),
+//! imported by path like any item (`use crate::epilogue::f;`). A `#[kernel]`
+//! (or `#[func]`) that calls `f` and does not have its body yet expands to
+//! `f! { @kernel { bodies so far } <the item> }`; `f!` puts the item back
+//! with its attribute, now given `f`'s body — one round per function the
+//! item calls directly. Names are resolved by Rust, where the item is
+//! written, so a misspelled or missing function is rustc's "cannot find
+//! macro" on the call.
+//!
+//! What it guarantees: the bodies an item lowers with are exactly the ones
+//! its calls resolve to — a body marked `direct` was resolved from the item
+//! itself; one reached through another function was resolved where that
+//! function is written, and two *different* functions of one name reaching
+//! one item are an error rather than a silent choice. Functions are visible
+//! in their crate (`pub` is `pub(crate)`: `macro_rules` cannot be exported
+//! by path).
+
+use crate::lower::FUNCS;
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use std::collections::HashSet;
+use syn::visit::Visit;
+use syn::{Error, Expr, ItemFn};
+
+/// The marker on a body an item resolved itself.
+const DIRECT: &str = "__ferrotile_direct";
+
+/// A function's checked signature and body, as a caller inlines it.
+#[derive(Clone)]
+pub struct Func {
+    pub item: ItemFn,
+    pub name: String,
+    /// Parameter names and whether they are `mut`.
+    pub params: Vec<(syn::Ident, bool)>,
+    /// Float dtype parameters (`<U: Float>`), bound at each call.
+    pub dtypes: Vec<syn::Ident>,
+    /// How many values it returns: 0 (none), 1 (`-> Tile`) or a tuple's length.
+    pub returns: usize,
+    /// Resolved by the item being expanded (not carried by another function).
+    pub direct: bool,
+}
+
+fn err<T>(t: impl ToTokens, msg: &str, hint: &str) -> syn::Result<T> {
+    Err(Error::new_spanned(t, format!("{msg}\n  = help: {hint}")))
+}
+
+fn is_tile(t: &syn::Type) -> bool {
+    matches!(t, syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("Tile"))
+}
+
+/// Check a `#[func]`'s signature.
+pub fn check(f: &ItemFn) -> syn::Result<Func> {
+    let s = &f.sig;
+    let name = s.ident.to_string();
+    if let Some(t) = &s.constness {
+        return err(t, "a #[func] cannot be `const`", "remove `const`");
+    }
+    if let Some(t) = &s.asyncness {
+        return err(t, "a #[func] cannot be `async`", "remove `async`");
+    }
+    if let Some(t) = &s.unsafety {
+        return err(t, "a #[func] cannot be `unsafe`", "every access in it is checked, as in a kernel");
+    }
+    if let Some(a) = &s.abi {
+        return err(a, "a #[func] cannot declare an ABI", "remove it");
+    }
+    if let Some(v) = &s.variadic {
+        return err(v, "a #[func] cannot be variadic", "");
+    }
+    if FUNCS.iter().any(|(d, _, _)| *d == name) || name == "range" {
+        return err(&s.ident, &format!("`{name}` is a DSL function"), "name the function differently");
+    }
+    let mut dtypes = vec![];
+    for g in &s.generics.params {
+        match g {
+            syn::GenericParam::Type(t)
+                if t.bounds.len() == 1 && matches!(&t.bounds[0], syn::TypeParamBound::Trait(b) if b.path.is_ident("Float")) && t.default.is_none() =>
+            {
+                dtypes.push(t.ident.clone())
+            }
+            syn::GenericParam::Const(c) => {
+                return err(
+                    c,
+                    "a #[func] takes constants as ordinary arguments",
+                    &format!("write `{}: Tile` and pass the constexpr: a constant stays constant through the call", c.ident),
+                )
+            }
+            g => return err(g, "a #[func] can only be generic over float dtypes", "write `<U: Float>` and call it as `f::<T>(...)`"),
+        }
+    }
+    if let Some(w) = &s.generics.where_clause {
+        return err(w, "a #[func] cannot have a `where` clause", "write the bound inline: `<U: Float>`");
+    }
+    let mut params = vec![];
+    let mut seen = HashSet::new();
+    for a in &s.inputs {
+        let syn::FnArg::Typed(pt) = a else { return err(a, "a #[func] cannot take `self`", "") };
+        let (ident, mutable) = match &*pt.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
+            p => return err(p, "a #[func] parameter must be a plain name", "write `x: Tile`"),
+        };
+        if !is_tile(&pt.ty) {
+            return err(
+                &pt.ty,
+                "the parameters of a #[func] are tiles",
+                "write `x: Tile`: a tile (or scalar, or pointer tile) of any shape and dtype, typed at each call",
+            );
+        }
+        if !seen.insert(ident.to_string()) {
+            return err(&ident, &format!("parameter `{ident}` is declared twice"), "");
+        }
+        params.push((ident, mutable));
+    }
+    let returns = match &s.output {
+        syn::ReturnType::Default => 0,
+        syn::ReturnType::Type(_, t) => match &**t {
+            t if is_tile(t) => 1,
+            syn::Type::Tuple(tt) if tt.elems.is_empty() => 0,
+            syn::Type::Tuple(tt) if tt.elems.iter().all(is_tile) && tt.elems.len() >= 2 => tt.elems.len(),
+            t => return err(t, "a #[func] returns tiles", "write `-> Tile`, `-> (Tile, Tile)`, or nothing"),
+        },
+    };
+    let calls = direct_calls(&f.block, &f.sig);
+    if let Some((_, at)) = calls.iter().find(|(n, _)| *n == name) {
+        return Err(Error::new(*at, format!("`{name}` calls itself: recursion is not supported\n  = help: express repetition with a `for` loop")));
+    }
+    Ok(Func { item: f.clone(), name, params, dtypes, returns, direct: false })
+}
+
+/// The functions given to an item by earlier rounds: the attribute
+/// arguments `__funcs { fn ... }` (empty for a user's attribute).
+pub fn parse_given(attr: TokenStream, what: &str) -> syn::Result<Vec<Func>> {
+    if attr.is_empty() {
+        return Ok(vec![]);
+    }
+    let parser = |input: syn::parse::ParseStream| -> syn::Result<Vec<ItemFn>> {
+        let kw: syn::Ident = input.parse()?;
+        if kw != "__funcs" {
+            return Err(Error::new(kw.span(), ""));
+        }
+        let body;
+        syn::braced!(body in input);
+        let mut v = vec![];
+        while !body.is_empty() {
+            v.push(body.parse()?);
+        }
+        if !input.is_empty() {
+            return Err(input.error(""));
+        }
+        Ok(v)
+    };
+    let items = match syn::parse::Parser::parse2(parser, attr.clone()) {
+        Ok(v) => v,
+        Err(_) => {
+            return err(attr, &format!("#[{what}] takes no arguments"), "launch options (grid, num_warps) are given at launch");
+        }
+    };
+    let mut out: Vec<Func> = vec![];
+    for mut item in items {
+        let direct = item.attrs.iter().any(|a| a.path().is_ident(DIRECT));
+        item.attrs.retain(|a| !a.path().is_ident(DIRECT));
+        let mut f = check(&item)?;
+        f.direct = direct;
+        match out.iter_mut().find(|o| o.name == f.name) {
+            Some(o) => {
+                if o.item.to_token_stream().to_string() != f.item.to_token_stream().to_string() {
+                    let at = if f.direct { &f.item.sig.ident } else { &o.item.sig.ident };
+                    return err(
+                        at,
+                        &format!("two different #[func]s named `{}` are called from here (one directly or through another function)", f.name),
+                        "rename one of them",
+                    );
+                }
+                o.direct |= f.direct;
+            }
+            None => out.push(f),
+        }
+    }
+    Ok(out)
+}
+
+/// Names called as functions in `block` that are not DSL functions nor
+/// variables: the `#[func]`s it needs, each with its first call's span.
+pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Span)> {
+    struct V {
+        bound: HashSet<String>,
+        calls: Vec<(String, Span)>,
+    }
+    impl<'ast> Visit<'ast> for V {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.bound.insert(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func {
+                if p.qself.is_none() && p.path.segments.len() == 1 && p.path.leading_colon.is_none() {
+                    let id = &p.path.segments[0].ident;
+                    let name = id.to_string();
+                    let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
+                    if !FUNCS.iter().any(|(f, _, _)| *f == name) && name != "range" && !self.calls.iter().any(|(n, _)| *n == name) {
+                        self.calls.push((name, id.span()));
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        // Items inside a body are refused by the lowering; do not look into them.
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut v = V { bound: HashSet::new(), calls: vec![] };
+    for a in &sig.inputs {
+        v.visit_fn_arg(a);
+    }
+    for g in &sig.generics.params {
+        if let syn::GenericParam::Const(c) = g {
+            v.bound.insert(c.ident.to_string());
+        }
+    }
+    v.visit_block(block);
+    let V { bound, mut calls } = v;
+    calls.retain(|(n, _)| !bound.contains(n) && *n != sig.ident.to_string());
+    calls
+}
+
+/// The round that fetches the first function `block` calls that the
+/// item was not given directly, or `None` when it has them all.
+pub fn fetch_next(sig: &syn::Signature, block: &syn::Block, given: &[Func], kind: &str, item: &TokenStream, attr: &TokenStream) -> Option<TokenStream> {
+    let (name, at) = direct_calls(block, sig).into_iter().find(|(n, _)| !given.iter().any(|g| g.direct && g.name == *n))?;
+    let mac = syn::Ident::new(&name, at);
+    let kind = syn::Ident::new(kind, Span::call_site());
+    let inner = given_tokens(attr);
+    Some(quote_spanned! {at=> #mac! { @#kind { #inner } #item } })
+}
+
+/// The function bodies inside `__funcs { ... }`, as tokens (empty for none).
+fn given_tokens(attr: &TokenStream) -> TokenStream {
+    let mut it = attr.clone().into_iter();
+    match (it.next(), it.next()) {
+        (Some(_), Some(proc_macro2::TokenTree::Group(g))) => g.stream(),
+        _ => TokenStream::new(),
+    }
+}
+
+/// What `#[func] fn f` becomes once it has every body it calls:
+/// `macro_rules! f` handing the item that calls it back to its attribute
+/// with `f`'s body (and the bodies `f` needs), and a `use` that makes the
+/// macro an item of the module, importable by path.
+pub fn definition(f: &Func, attr: &TokenStream) -> TokenStream {
+    let name = &f.item.sig.ident;
+    let carried = strip_direct(given_tokens(attr));
+    let mut own = f.item.clone();
+    own.attrs.clear();
+    let direct = syn::Ident::new(DIRECT, Span::call_site());
+    let vis = match &f.item.vis {
+        syn::Visibility::Public(p) => quote_spanned!(p.span=> pub(crate)),
+        v => quote!(#v),
+    };
+    let misuse = format!("`{}` is a ferrotile #[func]: call it as `{}(...)` inside a #[kernel] or another #[func]", f.name, f.name);
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros, non_snake_case)]
+        macro_rules! #name {
+            (@kernel { $($given:tt)* } $($item:tt)*) => {
+                #[::ferrotile::kernel(__funcs { $($given)* #carried #[#direct] #own })]
+                $($item)*
+            };
+            (@func { $($given:tt)* } $($item:tt)*) => {
+                #[::ferrotile::func(__funcs { $($given)* #carried #[#direct] #own })]
+                $($item)*
+            };
+            ($($other:tt)*) => { ::core::compile_error!{#misuse} };
+        }
+        #[allow(unused_imports)]
+        #vis use #name;
+    }
+}
+
+/// The bodies `f` carries, without the marks of what `f` resolved itself:
+/// for the item that calls `f`, they were resolved elsewhere.
+fn strip_direct(ts: TokenStream) -> TokenStream {
+    use proc_macro2::TokenTree;
+    let toks: Vec<TokenTree> = ts.into_iter().collect();
+    let mut out = vec![];
+    let mut i = 0;
+    while i < toks.len() {
+        if let (TokenTree::Punct(p), Some(TokenTree::Group(g))) = (&toks[i], toks.get(i + 1)) {
+            if p.as_char() == '#' && g.delimiter() == proc_macro2::Delimiter::Bracket && g.stream().to_string() == DIRECT {
+                i += 2;
+                continue;
+            }
+        }
+        out.push(toks[i].clone());
+        i += 1;
+    }
+    out.into_iter().collect()
+}

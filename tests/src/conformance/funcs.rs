@@ -1,0 +1,164 @@
+//! Kernels that call `#[func]`s (`crate::tilefns`, and one written below
+//! the kernel that calls it): a GEMM with a bias + activation epilogue and
+//! an output cast done by functions, a long-row log-sum-exp whose online
+//! update returns a tuple, and a row dot product whose loop lives in a
+//! function — against f64 on odd sizes, so a function's body is checked on
+//! every backend the suite runs on.
+
+use super::util::*;
+use crate::tilefns::{bias_act, dot_1d, lse_step, put, tile_at, to_out};
+use ferrotile::prelude::*;
+
+/// `c = act(a · b + bias)` with `a [m, k]`, `b [k, n]`, `c [m, n]` row-major.
+#[kernel]
+pub fn k_func_gemm<T: Float, const BM: i32, const BN: i32, const BK: i32, const ACT: i32>(
+    a: Ptr<T>,
+    b: Ptr<T>,
+    bias: Ptr<f32>,
+    c: Ptr<T>,
+    m: i32,
+    n: i32,
+    k: i32,
+) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let (pa, ma) = tile_at(a, rm, rk, k, m, k);
+        let (pb, mb) = tile_at(b, rk, rn, n, k, n);
+        acc = dot(load(pa, ma, 0.0), load(pb, mb, 0.0), acc);
+    }
+    let y = bias_act(acc, load(bias + rn, rn < n, 0.0), ACT);
+    let (pc, mc) = tile_at(c, rm, rn, n, m, n);
+    put(pc, to_out::<T>(y), mc);
+}
+
+fn gelu64(x: f64) -> f64 {
+    x * 0.5 * (1.0 + ferrotile_kernels::reference::erf(x / std::f64::consts::SQRT_2))
+}
+
+fn gemm_t<T: Flt>(dev: &Device, seed: u64, tol: f64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, k, act) in &[(1usize, 1usize, 1usize, 0i32), (17, 33, 40, 1), (64, 50, 19, 2), (30, 70, 64, 3)] {
+        let c = Ctx::new("func_gemm", seed, format!("{} {m}x{n}x{k} act {act}", T::DTYPE));
+        let av: Vec<T> = (0..m * k).map(|_| T::from_f64(rng.normal())).collect();
+        let bv: Vec<T> = (0..k * n).map(|_| T::from_f64(rng.normal() * 0.5)).collect();
+        let bias: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+        let mut out = poisoned::<T>(dev, m * n + PAD)?;
+        let cfg = LaunchConfig::new([cdiv(m, 32) as u32, cdiv(n, 32) as u32, 1]).num_warps(4);
+        c.launch(k_func_gemm::launch(
+            dev,
+            cfg,
+            &upload(dev, &av)?,
+            &upload(dev, &bv)?,
+            &upload(dev, &bias)?,
+            &mut out,
+            m as i32,
+            n as i32,
+            k as i32,
+            32,
+            32,
+            16,
+            act,
+        ))?;
+        let want: Vec<f64> = (0..m * n)
+            .map(|p| {
+                let (i, j) = (p / n, p % n);
+                let s: f64 = (0..k).map(|q| av[i * k + q].to_f64() * bv[q * n + j].to_f64()).sum::<f64>() + bias[j] as f64;
+                match act {
+                    1 => s.max(0.0),
+                    2 => gelu64(s),
+                    3 => s / (1.0 + (-s).exp()),
+                    _ => s,
+                }
+            })
+            .collect();
+        let got = download(&out)?;
+        check_float(&c, "c", &got[..m * n], &want, 4, tol, tol, &|p| format!("c[{}, {}]", p / n, p % n))?;
+        check_pad(&c, "c", &got, m * n)?;
+    }
+    Ok(())
+}
+
+pub fn gemm(dev: &Device, seed: u64) -> R {
+    gemm_t::<f32>(dev, seed, 2e-3)?;
+    gemm_t::<bf16>(dev, seed ^ 1, 2e-2)
+}
+
+/// `out[r] = log Σ_j exp(x[r, j])` over rows of `cols` elements, `R` rows
+/// × `C` columns per step.
+#[kernel]
+pub fn k_func_lse<const R: i32, const C: i32>(x: Ptr<f32>, out: Ptr<f32>, rows: i32, cols: i32) {
+    let r = program_id(0) * R + arange(0, R);
+    let mut m = full([R], f32::NEG_INFINITY, f32);
+    let mut l = zeros([R], f32);
+    for c0 in (0..cols).step_by(C) {
+        let (p, ok) = tile_at(x, r, c0 + arange(0, C), cols, rows, cols);
+        let (m2, l2) = lse_step(m, l, load(p, ok, f32::NEG_INFINITY));
+        m = m2;
+        l = l2;
+    }
+    put(out + r, m + log(l), r < rows);
+}
+
+pub fn lse(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(rows, cols) in &[(1usize, 1usize), (5, 100), (33, 1000), (8, 4097)] {
+        let c = Ctx::new("func_lse", seed, format!("{rows}x{cols}"));
+        let xs: Vec<f32> = (0..rows * cols).map(|_| (rng.normal() * 3.0) as f32).collect();
+        let mut out = poisoned::<f32>(dev, rows + PAD)?;
+        let cfg = LaunchConfig::new([cdiv(rows, 4) as u32, 1, 1]).num_warps(4);
+        c.launch(k_func_lse::launch(dev, cfg, &upload(dev, &xs)?, &mut out, rows as i32, cols as i32, 4, 256))?;
+        let want: Vec<f64> = (0..rows)
+            .map(|r| {
+                let row = &xs[r * cols..(r + 1) * cols];
+                let mx = row.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+                mx + row.iter().map(|&v| (v as f64 - mx).exp()).sum::<f64>().ln()
+            })
+            .collect();
+        let got = download(&out)?;
+        check_float(&c, "out", &got[..rows], &want, 64, 1e-5, 1e-5, &|p| format!("row {p}"))?;
+        check_pad(&c, "out", &got, rows)?;
+    }
+    Ok(())
+}
+
+/// `out[r] = scale(Σ_k a[r, k] · b[k])`, one row per program; the loop is
+/// in `dot_1d`, the scaling in `half_of`, written below this kernel.
+#[kernel]
+pub fn k_func_rowdot<const BLOCK: i32>(a: Ptr<f32>, b: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let r = program_id(0);
+    let s = dot_1d(a + (r as i64) * (n as i64), b, n, BLOCK);
+    store(out + r, half_of(s));
+}
+
+/// `x / 2`.
+#[func]
+fn half_of(x: Tile) -> Tile {
+    x * 0.5
+}
+
+pub fn rowdot(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(rows, n, block) in &[(1usize, 1usize, 64i32), (3, 100, 64), (9, 1025, 256)] {
+        let c = Ctx::new("func_rowdot", seed, format!("{rows}x{n} BLOCK={block}"));
+        let av: Vec<f32> = (0..rows * n).map(|_| rng.normal() as f32).collect();
+        let bv: Vec<f32> = (0..n).map(|_| rng.normal() as f32).collect();
+        let mut out = poisoned::<f32>(dev, rows + PAD)?;
+        c.launch(k_func_rowdot::launch(
+            dev,
+            LaunchConfig::new([rows as u32, 1, 1]).num_warps(4),
+            &upload(dev, &av)?,
+            &upload(dev, &bv)?,
+            &mut out,
+            n as i32,
+            block,
+        ))?;
+        let want: Vec<f64> = (0..rows).map(|r| 0.5 * (0..n).map(|k| av[r * n + k] as f64 * bv[k] as f64).sum::<f64>()).collect();
+        let got = download(&out)?;
+        check_float(&c, "out", &got[..rows], &want, 64, 1e-5, 1e-5, &|p| format!("row {p}"))?;
+        check_pad(&c, "out", &got, rows)?;
+    }
+    Ok(())
+}
