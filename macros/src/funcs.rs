@@ -133,9 +133,8 @@ pub fn check(f: &ItemFn) -> syn::Result<Func> {
             t => return err(t, "a #[func] returns tiles", "write `-> Tile`, `-> (Tile, Tile)`, or nothing"),
         },
     };
-    let calls = direct_calls(&f.block, &f.sig);
-    if let Some((_, at)) = calls.iter().find(|(n, _)| *n == name) {
-        return Err(Error::new(*at, format!("`{name}` calls itself: recursion is not supported\n  = help: express repetition with a `for` loop")));
+    if let Some(at) = self_call(&f.block, &s.ident) {
+        return Err(Error::new(at, format!("`{name}` calls itself: recursion is not supported\n  = help: express repetition with a `for` loop")));
     }
     Ok(Func { item: f.clone(), name, params, dtypes, returns, direct: false })
 }
@@ -192,6 +191,25 @@ pub fn parse_given(attr: TokenStream, what: &str) -> syn::Result<Vec<Func>> {
     Ok(out)
 }
 
+/// The first call of `name` in `block`.
+fn self_call(block: &syn::Block, name: &syn::Ident) -> Option<Span> {
+    struct V<'n>(&'n syn::Ident, Option<Span>);
+    impl<'ast> Visit<'ast> for V<'_> {
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func {
+                if self.1.is_none() && p.path.segments.len() == 1 && p.path.segments[0].ident == *self.0 {
+                    self.1 = Some(p.path.segments[0].ident.span());
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut v = V(name, None);
+    v.visit_block(block);
+    v.1
+}
+
 /// Names called as functions in `block` that are not DSL functions nor
 /// variables: the `#[func]`s it needs, each with its first call's span.
 pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Span)> {
@@ -231,7 +249,7 @@ pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Sp
     }
     v.visit_block(block);
     let V { bound, mut calls } = v;
-    calls.retain(|(n, _)| !bound.contains(n) && *n != sig.ident.to_string());
+    calls.retain(|(n, _)| !bound.contains(n) && sig.ident != n);
     calls
 }
 

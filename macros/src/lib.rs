@@ -217,6 +217,87 @@ mod fuzz {
         assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n\n"));
     }
 
+    /// The same for the body of a `#[func]` a fixed kernel calls: a
+    /// mutated function is refused (by `funcs::check` or while inlined)
+    /// or accepted, never a panic.
+    #[test]
+    fn mutated_funcs_never_panic_the_macro() {
+        const FUNC: &str = "fn upd(m: Tile, l: Tile, x: Tile) -> (Tile, Tile) {
+            let m2 = maximum(m, max(x, axis = 1));
+            let l2 = l * exp(m - m2) + sum(exp(x - expand_dims(m2, 1)), axis = 1);
+            (m2, l2)
+        }";
+        const KERNEL: &str = "fn k<const R: i32, const C: i32>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
+            let r = arange(0, R);
+            let mut m = full([R], -1.0, f32);
+            let mut l = zeros([R], f32);
+            for c in (0..n).step_by(C) {
+                let v = load(x + expand_dims(r * n, 1) + expand_dims(c + arange(0, C), 0));
+                let (a, b) = upd(m, l, v);
+                m = a;
+                l = b;
+            }
+            store(out + r, m + log(l));
+        }";
+        let seed: u64 = std::env::var("FERROTILE_FUZZ_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
+        let count: usize = std::env::var("FERROTILE_FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+        let mut state = seed | 1;
+        let mut next = move |n: usize| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+        };
+        let text_of = |toks: &[String]| toks.join(" ").replace("\u{1} ", "").replace('\u{1}', "");
+        let kernel = syn::parse_str::<syn::ItemFn>(KERNEL).expect("kernel");
+        let expand = |f: &syn::ItemFn| -> syn::Result<proc_macro2::TokenStream> {
+            let mut func = super::funcs::check(f)?;
+            func.direct = true;
+            let sig = super::signature::check(&kernel)?;
+            super::expand_with(kernel.clone(), sig, vec![func])
+        };
+        assert!(expand(&syn::parse_str(FUNC).unwrap()).is_ok(), "the unmutated function is refused");
+        let base: Vec<String> = flatten(FUNC.parse().unwrap());
+        let (mut parsed, mut failures) = (0, vec![]);
+        for i in 0..count {
+            let mut toks = base.clone();
+            for _ in 0..1 + next(3) {
+                let at = next(toks.len());
+                if matches!(toks[at].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
+                    continue;
+                }
+                match next(4) {
+                    0 if toks.len() > 1 => {
+                        toks.remove(at);
+                    }
+                    1 => {
+                        let t = toks[at].clone();
+                        toks.insert(at, t);
+                    }
+                    2 => {
+                        let j = next(toks.len());
+                        if !matches!(toks[j].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
+                            toks.swap(at, j);
+                        }
+                    }
+                    _ => toks[at] = ["Tile", "upd", "m", "l", "x", "->", "(", ",", "mut", "return", "0", "1.0", "axis", "sum"][next(14)].to_string(),
+                }
+            }
+            let text = text_of(&toks);
+            let Ok(f) = syn::parse_str::<syn::ItemFn>(&text) else { continue };
+            parsed += 1;
+            if let Err(p) = std::panic::catch_unwind(|| expand(&f)) {
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                failures.push(format!("mutant {i}: PANIC {msg}\n{text}"));
+            }
+        }
+        eprintln!("fuzz seed {seed}: {count} mutated functions, {parsed} parsed, {} panics", failures.len());
+        assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n\n"));
+    }
+
     fn flatten(ts: proc_macro2::TokenStream) -> Vec<String> {
         use proc_macro2::{Delimiter, TokenTree};
         let mut out = vec![];

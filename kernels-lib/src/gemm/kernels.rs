@@ -3,6 +3,7 @@
 //! tf32 rounding transpose. The host side (`super`) picks configurations
 //! and launches them.
 
+use crate::epilogue::activation;
 use ferrotile::prelude::*;
 
 /// `C[b] = act(alpha · A[b]·B[b] + bias)` for a `BM × BN` tile per program;
@@ -117,13 +118,7 @@ pub fn gemm_kernel<
     if BIAS == 2 {
         out = out + expand_dims(load(bias + rm, rm < m, 0.0) as f32, 1);
     }
-    if ACT == 1 {
-        out = maximum(out, 0.0);
-    }
-    if ACT == 2 {
-        // exact GELU: x/2 · (1 + erf(x/√2))
-        out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
-    }
+    out = activation(out, ACT);
     let c_ptrs = c + batch * scb + (split as i64) * scs + expand_dims((rm as i64) * scm, 1) + expand_dims((rn as i64) * scn, 0);
     store(c_ptrs, out as U, m_ok & n_ok);
 }
@@ -161,12 +156,7 @@ pub fn gemm_splitk_reduce<U: Float, const BLOCK: i32, const ACT: i32, const HAS_
     if HAS_BIAS {
         out = out + (load(bias + cols, ok, 0.0) as f32);
     }
-    if ACT == 1 {
-        out = maximum(out, 0.0);
-    }
-    if ACT == 2 {
-        out = 0.5 * out * (1.0 + erf(out * 0.7071067811865476));
-    }
+    out = activation(out, ACT);
     store(c + batch * scb + row * scm + cols, out as U, ok);
 }
 

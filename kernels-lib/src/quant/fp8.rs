@@ -15,6 +15,7 @@
 //! magnitude per 32-deep step (the tests' bound; 1.2–1.4× 2⁻¹² measured
 //! at K = 300–640). On sm_80 and WGSL the `dot` runs on the FMA path (f32).
 
+use crate::epilogue::activation;
 use crate::gemm::Activation;
 use crate::quant::W8A8Config;
 use crate::LibError;
@@ -91,12 +92,7 @@ pub fn fp8_gemm_kernel<
     if BIAS {
         o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
     }
-    if ACT == 1 {
-        o = maximum(o, 0.0);
-    }
-    if ACT == 2 {
-        o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
-    }
+    o = activation(o, ACT);
     store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
 }
 

@@ -26,6 +26,7 @@
 //! which adds the bias and applies the activation). Autotuned on CUDA;
 //! small tiles elsewhere (lavapipe's 32 KiB of workgroup storage).
 
+use crate::epilogue::activation;
 use crate::gemm::Activation;
 use crate::LibError;
 use ferrotile::prelude::*;
@@ -117,12 +118,7 @@ pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, c
         if BIAS {
             o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
         }
-        if ACT == 1 {
-            o = maximum(o, 0.0);
-        }
-        if ACT == 2 {
-            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
-        }
+        o = activation(o, ACT);
         store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, ok);
     }
 }

@@ -10,6 +10,7 @@
 //! converts to float by an OR into a float's mantissa instead of an
 //! `I2F`.
 
+use crate::epilogue::activation;
 use ferrotile::prelude::*;
 
 /// `out[m, n] = act(Σ_k x[m, k] · ((q[k, n] − z[g, n]) · s[g, n]) + bias[n])` with
@@ -120,12 +121,7 @@ pub fn wq_gemm_kernel<
         if HAS_BIAS {
             o = o + expand_dims(load(bias + rn, rn < n, 0.0) as f32, 0);
         }
-        if ACT == 1 {
-            o = maximum(o, 0.0);
-        }
-        if ACT == 2 {
-            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
-        }
+        o = activation(o, ACT);
         store(out + expand_dims((rm as i64) * som, 1) + expand_dims(rn as i64, 0), o as T, m_ok & n_ok);
     }
 }
@@ -198,12 +194,7 @@ pub fn wq_gemv_kernel<
         if HAS_BIAS {
             o = o + (load(bias + rn, ok, 0.0) as f32);
         }
-        if ACT == 1 {
-            o = maximum(o, 0.0);
-        }
-        if ACT == 2 {
-            o = 0.5 * o * (1.0 + erf(o * 0.7071067811865476));
-        }
+        o = activation(o, ACT);
         store(out + (rn as i64), o as T, ok);
     }
 }

@@ -21,7 +21,7 @@ impl<'a> Lower<'a> {
                         syn::PathArguments::None => None,
                     };
                     let args: Vec<&Expr> = c.args.iter().collect();
-                    return self.call_func(&f, &seg.ident, tf, &args, sp(c));
+                    return self.call_func(&f, &seg.ident, tf, &args);
                 }
             }
         }
@@ -47,6 +47,9 @@ impl<'a> Lower<'a> {
             return err(t, "turbofish is not supported in kernels", "");
         }
         if !METHODS.contains(&name.as_str()) {
+            if self.func(&name).is_some() {
+                return err(&m.method, format!("`{name}` is a #[func], not a method"), format!("call it as `{name}(x, ...)`"));
+            }
             let hint = match suggest(&name, METHODS.iter().map(|s| s.to_string())) {
                 Some(s) => format!("did you mean `.{s}(...)`?"),
                 None => format!("tiles have these methods: {}", METHODS.join(", ")),

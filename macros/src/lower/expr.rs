@@ -68,6 +68,13 @@ impl<'a> Lower<'a> {
                 err(u.unsafe_token, "`unsafe` is not allowed in kernels", "kernel code is checked; out-of-bounds accesses are errors, so no `unsafe` is needed")
             }
             Expr::Return(r) => {
+                if let Some(f) = self.inlining.last() {
+                    return err(
+                        r.return_token,
+                        format!("`return` is not supported in a #[func] (`{f}`)"),
+                        "end the body with the value it returns, without `;`",
+                    );
+                }
                 if r.expr.is_some() {
                     err(r.return_token, "a kernel cannot return a value", "write results through a pointer with `store`")
                 } else {
@@ -156,6 +163,14 @@ impl<'a> Lower<'a> {
                 Some(s) => format!("did you mean `{s}`?"),
                 None => "declare it with `let` before using it".to_string(),
             };
+            if let Some(f) = self.inlining.last() {
+                let hint = if self.funcs.iter().any(|g| g.name == name) {
+                    format!("`{name}` is a #[func]: call it, `{name}(...)`")
+                } else {
+                    format!("{hint} (a #[func] sees only its parameters: pass what it needs)")
+                };
+                return err(id, format!("cannot find variable `{name}` in the #[func] `{f}`"), hint);
+            }
             return err(id, format!("cannot find variable `{name}` in this kernel"), hint);
         }
         // Float constants: f32::INFINITY, T::NEG_INFINITY, ...

@@ -23,15 +23,8 @@ impl<'a> Lower<'a> {
 
     /// Inline a call of the `#[func]` `f`: `id` is the name at the call,
     /// `turbofish` its dtype arguments, `args` the argument expressions.
-    pub(super) fn inline(
-        &mut self,
-        f: &Func,
-        id: &syn::Ident,
-        turbofish: Option<&syn::AngleBracketedGenericArguments>,
-        args: &[&Expr],
-        whole: Sp,
-    ) -> SR<Vec<V>> {
-        if self.inlining.iter().any(|n| *n == f.name) {
+    pub(super) fn inline(&mut self, f: &Func, id: &syn::Ident, turbofish: Option<&syn::AngleBracketedGenericArguments>, args: &[&Expr]) -> SR<Vec<V>> {
+        if self.inlining.contains(&f.name) {
             return err(id, format!("`{}` is called while it runs: recursion is not supported", f.name), "express repetition with a `for` loop");
         }
         if self.inlining.len() >= MAX_DEPTH {
@@ -92,12 +85,14 @@ impl<'a> Lower<'a> {
             self.scopes[0].push(Var { name: p.to_string(), v: *v, mutable: *mutable, what: VarKind::Local });
         }
         self.scopes.push(vec![]);
-        let r = self.body(f);
+        let r = self.body(f).map_err(|mut e| {
+            e.combine(mk_err(sp(id), &format!("in this call of `{}`", f.name), ""));
+            e
+        });
         self.inlining.pop();
         self.loc_override = saved_loc;
         self.dtypes = saved_dtypes;
         self.scopes = saved_scopes;
-        let _ = whole;
         r
     }
 
@@ -154,16 +149,9 @@ impl<'a> Lower<'a> {
     }
 
     /// A call in value position: exactly one result.
-    pub(super) fn call_func(
-        &mut self,
-        f: &Func,
-        id: &syn::Ident,
-        turbofish: Option<&syn::AngleBracketedGenericArguments>,
-        args: &[&Expr],
-        whole: Sp,
-    ) -> SR<Option<V>> {
+    pub(super) fn call_func(&mut self, f: &Func, id: &syn::Ident, turbofish: Option<&syn::AngleBracketedGenericArguments>, args: &[&Expr]) -> SR<Option<V>> {
         let n = f.returns;
-        let vals = self.inline(f, id, turbofish, args, whole)?;
+        let vals = self.inline(f, id, turbofish, args)?;
         match n {
             0 => Ok(None),
             1 => Ok(Some(vals[0])),
@@ -206,17 +194,17 @@ impl<'a> Lower<'a> {
             };
             Some((c, f, seg.ident.clone(), tf))
         }) else {
-            return err(&pt, "destructuring is only for the results of a #[func]", "bind one value per `let`");
+            return err(pt, "destructuring is only for the results of a #[func]", "bind one value per `let`");
         };
         if f.returns != names.len() {
             return err(
-                &pt,
+                pt,
                 format!("`{}` returns {} value{}, the pattern binds {}", f.name, f.returns, if f.returns == 1 { "" } else { "s" }, names.len()),
                 "",
             );
         }
         let args: Vec<&Expr> = c.args.iter().collect();
-        let vals = self.inline(&f, &id, tf.as_ref(), &args, sp(c))?;
+        let vals = self.inline(&f, &id, tf.as_ref(), &args)?;
         for (n, v) in names.into_iter().zip(vals) {
             if let Some((n, m)) = n {
                 self.define(n, v, m);

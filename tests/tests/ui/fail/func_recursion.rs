@@ -1,0 +1,8 @@
+use ferrotile::prelude::*;
+
+#[func]
+fn halve(x: Tile) -> Tile {
+    halve(x * 0.5)
+}
+
+fn main() {}
