@@ -25,6 +25,31 @@
 //! assert_eq!(out.to_vec().unwrap(), vec![11.0, 22.0, 33.0]);
 //! ```
 //!
+//! Tile functions ([`func`]) are inlined where they are called and typed
+//! with the values they get there:
+//!
+//! ```
+//! use ferrotile::prelude::*;
+//!
+//! #[func]
+//! fn axpy(a: Tile, x: Tile, y: Tile) -> Tile {
+//!     a * x + y
+//! }
+//!
+//! #[kernel]
+//! fn saxpy<const BLOCK: i32>(x: Ptr<f32>, y: Ptr<f32>, a: f32, n: i32) {
+//!     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+//!     let mask = offs < n;
+//!     store(y + offs, axpy(a, load(x + offs, mask, 0.0), load(y + offs, mask, 0.0)), mask);
+//! }
+//!
+//! let dev = Device::cpu();
+//! let x = dev.from_slice(&[1.0f32, 2.0, 3.0]).unwrap();
+//! let mut y = dev.from_slice(&[10.0f32, 20.0, 30.0]).unwrap();
+//! saxpy::launch(&dev, 1, &x, &mut y, 2.0, 3, 128).unwrap();
+//! assert_eq!(y.to_vec().unwrap(), vec![12.0, 24.0, 36.0]);
+//! ```
+//!
 //! Pipeline: the macro (`ferrotile-macros`) type-checks and lowers the
 //! function to the generic IR (`ferrotile-ir`); at launch the runtime
 //! specializes it for the constexpr values and dtypes, then a backend runs
