@@ -7,7 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod attention;
-mod epilogue;
+pub mod epilogue;
 pub mod gemm;
 pub mod norm;
 pub mod quant;

@@ -24,9 +24,10 @@
 //! its calls resolve to — a body marked `direct` was resolved from the item
 //! itself; one reached through another function was resolved where that
 //! function is written, and two *different* functions of one name reaching
-//! one item are an error rather than a silent choice. Functions are visible
-//! in their crate (`pub` is `pub(crate)`: `macro_rules` cannot be exported
-//! by path).
+//! one item are an error rather than a silent choice. A `pub` function is
+//! usable from other crates (`use ferrotile_kernels::epilogue::gelu;`): its
+//! macro is exported under a name of its own and re-exported where the
+//! function is written.
 
 use crate::lower::FUNCS;
 use proc_macro2::{Span, TokenStream};
@@ -210,12 +211,22 @@ fn self_call(block: &syn::Block, name: &syn::Ident) -> Option<Span> {
     v.1
 }
 
-/// Names called as functions in `block` that are not DSL functions nor
-/// variables: the `#[func]`s it needs, each with its first call's span.
-pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Span)> {
+/// A call of a function the item needs: its name, the path it was
+/// called by (without dtype arguments), where.
+pub struct Call {
+    pub name: String,
+    pub path: syn::Path,
+    pub at: Span,
+}
+
+/// Functions called in `block` that are not DSL functions nor variables:
+/// the `#[func]`s it needs, each with its first call. A path whose last
+/// segment is a DSL function (`f32::exp`, `std::cmp::max`) is left to the
+/// lowering, which says how the DSL spells it.
+pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<Call> {
     struct V {
         bound: HashSet<String>,
-        calls: Vec<(String, Span)>,
+        calls: Vec<Call>,
     }
     impl<'ast> Visit<'ast> for V {
         fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
@@ -224,12 +235,20 @@ pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Sp
         }
         fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
             if let Expr::Path(p) = &*c.func {
-                if p.qself.is_none() && p.path.segments.len() == 1 && p.path.leading_colon.is_none() {
-                    let id = &p.path.segments[0].ident;
-                    let name = id.to_string();
+                if let (None, Some(last)) = (&p.qself, p.path.segments.last()) {
+                    let name = last.ident.to_string();
                     let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
-                    if !FUNCS.iter().any(|(f, _, _)| *f == name) && name != "range" && !self.calls.iter().any(|(n, _)| *n == name) {
-                        self.calls.push((name, id.span()));
+                    let single = p.path.segments.len() == 1 && p.path.leading_colon.is_none();
+                    let dsl = FUNCS.iter().any(|(f, _, _)| *f == name) || name == "range";
+                    if !dsl && !(single && self.bound.contains(&name)) {
+                        let mut path = p.path.clone();
+                        for seg in path.segments.iter_mut() {
+                            seg.arguments = syn::PathArguments::None;
+                        }
+                        let text = path.to_token_stream().to_string();
+                        if !self.calls.iter().any(|c| c.name == name && c.path.to_token_stream().to_string() == text) {
+                            self.calls.push(Call { name, path, at: last.ident.span() });
+                        }
                     }
                 }
             }
@@ -249,18 +268,36 @@ pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<(String, Sp
     }
     v.visit_block(block);
     let V { bound, mut calls } = v;
-    calls.retain(|(n, _)| !bound.contains(n) && sig.ident != n);
+    calls.retain(|c| !(c.path.segments.len() == 1 && (bound.contains(&c.name) || sig.ident == c.name)));
     calls
 }
 
 /// The round that fetches the first function `block` calls that the
 /// item was not given directly, or `None` when it has them all.
 pub fn fetch_next(sig: &syn::Signature, block: &syn::Block, given: &[Func], kind: &str, item: &TokenStream, attr: &TokenStream) -> Option<TokenStream> {
-    let (name, at) = direct_calls(block, sig).into_iter().find(|(n, _)| !given.iter().any(|g| g.direct && g.name == *n))?;
-    let mac = syn::Ident::new(&name, at);
+    let calls = direct_calls(block, sig);
+    // one name, one function: the bodies are found by name
+    for (i, c) in calls.iter().enumerate() {
+        if let Some(d) = calls[..i].iter().find(|d| d.name == c.name) {
+            let msg = format!(
+                "`{}` is called as `{}` and as `{}`: call a function by one path in one item\n  = help: import it once (`use ...::{};`) and call it by its name",
+                c.name,
+                d.path.to_token_stream().to_string().replace(' ', ""),
+                c.path.to_token_stream().to_string().replace(' ', ""),
+                c.name
+            );
+            return Some(Error::new(c.at, msg).to_compile_error());
+        }
+    }
+    let call = calls.into_iter().find(|c| !given.iter().any(|g| g.direct && g.name == c.name))?;
+    let at = call.at;
+    let mut path = call.path;
+    if let Some(last) = path.segments.last_mut() {
+        last.ident = syn::Ident::new(&last.ident.to_string(), at);
+    }
     let kind = syn::Ident::new(kind, Span::call_site());
     let inner = given_tokens(attr);
-    Some(quote_spanned! {at=> #mac! { @#kind { #inner } #item } })
+    Some(quote_spanned! {at=> #path! { @#kind { #inner } #item } })
 }
 
 /// The function bodies inside `__funcs { ... }`, as tokens (empty for none).
@@ -282,15 +319,26 @@ pub fn definition(f: &Func, attr: &TokenStream) -> TokenStream {
     let mut own = f.item.clone();
     own.attrs.clear();
     let direct = syn::Ident::new(DIRECT, Span::call_site());
-    let vis = match &f.item.vis {
-        syn::Visibility::Public(p) => quote_spanned!(p.span=> pub(crate)),
-        v => quote!(#v),
-    };
     let misuse = format!("`{}` is a ferrotile #[func]: call it as `{}(...)` inside a #[kernel] or another #[func]", f.name, f.name);
+    let docs: Vec<&syn::Attribute> = f.item.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    // `pub`: exported from the crate under a name of its own (a
+    // `macro_export`ed macro lives at the crate root), re-exported here by
+    // the function's name; otherwise an item of this module.
+    let (mac, export, vis) = match &f.item.vis {
+        syn::Visibility::Public(_) => {
+            let at = name.span().start();
+            let key = format!("{}:{}:{}:{}", name.span().file(), at.line, at.column, f.name);
+            let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+            (syn::Ident::new(&format!("__ferrotile_func_{}_{h:016x}", f.name), name.span()), quote!(#[macro_export]), quote!(pub))
+        }
+        v => (name.clone(), quote!(), quote!(#v)),
+    };
+    let import = if mac == *name { quote!(use #name;) } else { quote!(use #mac as #name;) };
     quote! {
         #[doc(hidden)]
+        #export
         #[allow(unused_macros, non_snake_case)]
-        macro_rules! #name {
+        macro_rules! #mac {
             (@kernel { $($given:tt)* } $($item:tt)*) => {
                 #[::ferrotile::kernel(__funcs { $($given)* #carried #[#direct] #own })]
                 $($item)*
@@ -301,8 +349,9 @@ pub fn definition(f: &Func, attr: &TokenStream) -> TokenStream {
             };
             ($($other:tt)*) => { ::core::compile_error!{#misuse} };
         }
+        #(#docs)*
         #[allow(unused_imports)]
-        #vis use #name;
+        #vis #import
     }
 }
 

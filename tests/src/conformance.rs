@@ -146,6 +146,7 @@ pub fn cases() -> Vec<Case> {
         ),
         case!("func_lse", "a long-row log-sum-exp whose online update is a #[func] returning a tuple", funcs::lse),
         case!("func_rowdot", "a #[func] holding a loop over a constant block size; one written below its kernel", funcs::rowdot),
+        case!("func_library", "the kernel library's public #[func]s (activation, GELU) called by path from another crate", funcs::library),
         case!(
             "invariant_operands",
             "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",

@@ -62,7 +62,7 @@ pub enum Activation {
 impl Activation {
     /// The `ACT` constexpr of the kernels' epilogues: 0 none, 1 ReLU, 2
     /// exact GELU.
-    pub(crate) fn code(self) -> i32 {
+    pub fn code(self) -> i32 {
         match self {
             Activation::None => 0,
             Activation::Relu => 1,

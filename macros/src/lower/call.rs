@@ -9,11 +9,12 @@ impl<'a> Lower<'a> {
         let Expr::Path(p) = &*c.func else {
             return err(&c.func, "only DSL functions can be called in kernels", "");
         };
-        // a `#[func]`, possibly with dtype arguments: `f(x)`, `f::<T>(x)`
-        if p.qself.is_none() && p.path.leading_colon.is_none() && p.path.segments.len() == 1 {
-            let seg = &p.path.segments[0];
+        // a `#[func]`, possibly by a path and with dtype arguments: `f(x)`,
+        // `f::<T>(x)`, `epilogue::gelu(x)`
+        if let (None, Some(seg)) = (&p.qself, p.path.segments.last()) {
             let name = seg.ident.to_string();
-            if self.lookup(&name).is_none() {
+            let single = p.path.segments.len() == 1 && p.path.leading_colon.is_none();
+            if !(single && self.lookup(&name).is_some()) {
                 if let Some(f) = self.func(&name).cloned() {
                     let tf = match &seg.arguments {
                         syn::PathArguments::AngleBracketed(a) => Some(a),

@@ -3,11 +3,13 @@
 //! an output cast done by functions, a long-row log-sum-exp whose online
 //! update returns a tuple, and a row dot product whose loop lives in a
 //! function — against f64 on odd sizes, so a function's body is checked on
-//! every backend the suite runs on.
+//! every backend the suite runs on; and an elementwise kernel calling the
+//! kernel library's public functions by path (`#[func]`s of another crate).
 
 use super::util::*;
 use crate::tilefns::{bias_act, dot_1d, lse_step, put, tile_at, to_out};
 use ferrotile::prelude::*;
+use ferrotile_kernels::epilogue;
 
 /// `c = act(a · b + bias)` with `a [m, k]`, `b [k, n]`, `c [m, n]` row-major.
 #[kernel]
@@ -159,6 +161,45 @@ pub fn rowdot(dev: &Device, seed: u64) -> R {
         let got = download(&out)?;
         check_float(&c, "out", &got[..rows], &want, 64, 1e-5, 1e-5, &|p| format!("row {p}"))?;
         check_pad(&c, "out", &got, rows)?;
+    }
+    Ok(())
+}
+
+/// `y = activation(x, ACT) + gelu(x) / 4` through the kernel library's
+/// public tile functions (`ferrotile_kernels::epilogue`): `#[func]`s of
+/// another crate.
+#[kernel]
+pub fn k_func_library<const BLOCK: i32, const ACT: i32>(x: Ptr<f32>, y: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let ok = offs < n;
+    let v = load(x + offs, ok, 0.0);
+    store(y + offs, epilogue::activation(v, ACT) + epilogue::gelu(v) * 0.25, ok);
+}
+
+pub fn library(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(n, block) in SIZES_1D {
+        for act in 0..3 {
+            let c = Ctx::new("func_library", seed, format!("n={n} BLOCK={block} act {act}"));
+            let xs: Vec<f32> = (0..n).map(|_| (rng.normal() * 2.0) as f32).collect();
+            let mut out = poisoned::<f32>(dev, n + PAD)?;
+            c.launch(k_func_library::launch(dev, cdiv(n, block as usize) as u32, &upload(dev, &xs)?, &mut out, n as i32, block, act))?;
+            let want: Vec<f64> = xs
+                .iter()
+                .map(|&v| {
+                    let v = v as f64;
+                    let a = match act {
+                        1 => v.max(0.0),
+                        2 => gelu64(v),
+                        _ => v,
+                    };
+                    a + gelu64(v) * 0.25
+                })
+                .collect();
+            let got = download(&out)?;
+            check_float(&c, "y", &got[..n], &want, 8, 1e-5, 1e-6, &|p| format!("x = {}", xs[p]))?;
+            check_pad(&c, "y", &got, n)?;
+        }
     }
     Ok(())
 }
