@@ -240,7 +240,7 @@ pub fn direct_calls(block: &syn::Block, sig: &syn::Signature) -> Vec<Call> {
                     let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
                     let single = p.path.segments.len() == 1 && p.path.leading_colon.is_none();
                     let dsl = FUNCS.iter().any(|(f, _, _)| *f == name) || name == "range";
-                    if !dsl && !(single && self.bound.contains(&name)) {
+                    if !(dsl || single && self.bound.contains(&name)) {
                         let mut path = p.path.clone();
                         for seg in path.segments.iter_mut() {
                             seg.arguments = syn::PathArguments::None;
