@@ -59,6 +59,8 @@ pub fn catalog() -> Vec<&'static ferrotile::ir::Kernel> {
         attention::attention_bwd_dkdv::ir(),
         attention::attention_bwd_dq::ir(),
         attention::attention_bwd_sum::ir(),
+        attention::attention_bwd_dkdv_varlen::ir(),
+        attention::attention_bwd_dq_varlen::ir(),
         quant::wq_gemm_kernel::ir(),
         quant::wq_gemv_kernel::ir(),
         quant::gather_columns::ir(),

@@ -649,3 +649,152 @@ fn attention_varlen_rejects_bad_offsets() {
     let e = attention_varlen(&dev, &q, &k, &v, &mut o, Some(&mut l), &good, &good, &p, &opts).expect_err("short lse").to_string();
     assert!(e.contains("`lse`"), "{e}");
 }
+
+/// The varlen backward (`attention_varlen_backward`) against the f64
+/// gradients of each sequence on its own: ragged lengths (empty query or
+/// key sequences, 1 token, not multiples of any block, more and fewer keys
+/// than queries), causal (each sequence's bottom right), windows, a scale,
+/// GQA (the group's sum per key token), padded head dims; gradients
+/// poisoned before. Then the offsets it refuses (sequences that do not
+/// cover the tensors).
+#[test]
+fn attention_varlen_backward_matches_f64() {
+    for dev in devices() {
+        let cuda = dev.kind() == DeviceKind::Cuda;
+        let mut cases: Vec<(VarlenCase, Option<f32>)> = vec![
+            ((vec![(37, 37), (0, 5), (1, 20), (16, 16)], 2, 2, 64, false, (None, None)), None),
+            ((vec![(50, 70), (9, 9), (33, 12), (5, 0)], 4, 2, 32, true, (None, None)), None),
+            ((vec![(21, 26), (40, 40)], 2, 1, 80, false, (Some(7), Some(3))), Some(0.3)),
+            ((vec![(19, 19), (3, 30)], 3, 3, 24, true, (Some(10), None)), None),
+        ];
+        if cuda {
+            cases.push(((vec![(300, 300), (1, 517), (129, 64), (0, 0), (640, 640)], 8, 2, 128, true, (None, None)), None));
+            cases.push(((vec![(200, 333), (77, 77)], 4, 4, 64, false, (Some(40), None)), None));
+            cases.push(((vec![(130, 257), (64, 64)], 2, 1, 256, true, (None, None)), None));
+        }
+        for (i, (c, scale)) in cases.into_iter().enumerate() {
+            if i % 2 == 0 {
+                check_varlen_backward::<bf16>(&dev, &c, scale, 800 + i as u64, 1e-2);
+            } else {
+                check_varlen_backward::<f16>(&dev, &c, scale, 800 + i as u64, 2e-3);
+            }
+        }
+    }
+}
+
+fn check_varlen_backward<T: FloatElement>(dev: &Device, c: &VarlenCase, scale: Option<f32>, seed: u64, tol: f64) {
+    use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, VarlenProblem};
+    let (lens, hq, hkv, d, causal, window) = (&c.0, c.1, c.2, c.3, c.4, c.5);
+    let mut cu_q = vec![0i32];
+    let mut cu_k = vec![0i32];
+    for (lq, lk) in lens {
+        cu_q.push(cu_q.last().unwrap() + *lq as i32);
+        cu_k.push(cu_k.last().unwrap() + *lk as i32);
+    }
+    let (tq, tk) = (*cu_q.last().unwrap() as usize, *cu_k.last().unwrap() as usize);
+    let (mq, mk) = (lens.iter().map(|l| l.0).max().unwrap(), lens.iter().map(|l| l.1).max().unwrap());
+    let p = VarlenProblem::packed(lens.len(), hq, hkv, tq, tk, mq, mk, d);
+    let mut rng = Rng::new(seed);
+    let mut gen = |len: usize| -> Vec<T> { (0..len).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh, doh) = (gen(tq * hq * d), gen(tk * hkv * d), gen(tk * hkv * d), gen(tq * hq * d));
+    let f = |x: &[T]| -> Vec<f64> { x.iter().map(|e| e.to_f64()).collect() };
+    let (qf, kf, vf, dof) = (f(&qh), f(&kh), f(&vh), f(&doh));
+    let up = |x: &[T]| dev.from_slice(x).unwrap();
+    let (q, k, v, dout) = (up(&qh), up(&kh), up(&vh), up(&doh));
+    let nan = T::from_f64(f64::NAN);
+    let mut o = dev.full((tq * hq * d).max(1), nan).unwrap();
+    let mut l = dev.full((hq * tq).max(1), f32::NAN).unwrap();
+    let (cq, ck) = (dev.from_slice(&cu_q).unwrap(), dev.from_slice(&cu_k).unwrap());
+    let opts = AttentionOptions { causal, window, scale, ..Default::default() };
+    let what = format!(
+        "attention_varlen_backward {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?} scale={scale:?}",
+        T::DTYPE,
+        dev.name()
+    );
+    attention_varlen(dev, &q, &k, &v, &mut o, Some(&mut l), &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: forward: {e}"));
+    let (mut dq, mut dk, mut dv) =
+        (dev.full((tq * hq * d).max(1), nan).unwrap(), dev.full((tk * hkv * d).max(1), nan).unwrap(), dev.full((tk * hkv * d).max(1), nan).unwrap());
+    attention_varlen_backward(dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (gq, gk, gv) = (dq.to_vec().unwrap(), dk.to_vec().unwrap(), dv.to_vec().unwrap());
+    let sc = scale.map_or(1.0 / (d as f64).sqrt(), |s| s as f64);
+    let right = if causal { Some(0) } else { window.1 };
+    let mut worst = [0.0f64; 3];
+    for (b, (lq, lk)) in lens.iter().enumerate() {
+        let (q0, k0) = (cu_q[b] as usize, cu_k[b] as usize);
+        let st = |h: usize| Strides { batch: 0, head: d, seq: h * d };
+        let pb =
+            AttentionProblem { batch: 1, heads_q: hq, heads_kv: hkv, seqlen_q: *lq, seqlen_k: *lk, head_dim: d, q: st(hq), k: st(hkv), v: st(hkv), o: st(hq) };
+        let (wq, wk, wv) =
+            reference::attention_backward(&qf[q0 * hq * d..], &kf[k0 * hkv * d..], &vf[k0 * hkv * d..], &dof[q0 * hq * d..], &pb, sc, window.0, right);
+        for (t, (name, got, want, heads, seq, tok0)) in
+            [("dq", &gq, &wq, hq, *lq, q0), ("dk", &gk, &wk, hkv, *lk, k0), ("dv", &gv, &wv, hkv, *lk, k0)].into_iter().enumerate()
+        {
+            let norm = 1.0 + want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            for h in 0..heads {
+                for i in 0..seq {
+                    for e in 0..d {
+                        let at = (tok0 + i) * heads * d + h * d + e;
+                        let w = want[(h * seq + i) * d + e];
+                        let g = got[at].to_f64();
+                        let err = if g.is_finite() { (g - w).abs() / norm } else { f64::INFINITY };
+                        assert!(err <= tol, "{what}: {name}[seq {b}, h {h}, token {}, {e}] = {g}, want {w} (err {err:.2e})", tok0 + i);
+                        worst[t] = worst[t].max(err);
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{what}: max err dq {:.2e} dk {:.2e} dv {:.2e}", worst[0], worst[1], worst[2]);
+}
+
+#[test]
+fn attention_varlen_backward_rejects_bad_arguments() {
+    use ferrotile_kernels::attention::{attention_varlen_backward, VarlenProblem};
+    let dev = Device::cpu();
+    let p = VarlenProblem::packed(2, 2, 2, 20, 20, 12, 12, 16);
+    let buf = |len: usize| dev.zeros::<f16>(len).unwrap();
+    let n = 20 * 2 * 16;
+    let (q, k, v, o, dout) = (buf(n), buf(n), buf(n), buf(n), buf(n));
+    let (mut dq, mut dk, mut dv) = (buf(n), buf(n), buf(n));
+    let l = dev.zeros::<f32>(40).unwrap();
+    let opts = AttentionOptions::default();
+    let good = dev.from_slice(&[0i32, 10, 20]).unwrap();
+    attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &good, &good, &p, &opts).unwrap();
+    // not covering the tokens (a gap at either end), and the forward's refusals
+    for bad in [vec![0i32, 10, 19], vec![1, 10, 20], vec![0i32, 12, 10], vec![0, 13, 20], vec![0, 10]] {
+        let c = dev.from_slice(&bad).unwrap();
+        let e =
+            attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &c, &good, &p, &opts).expect_err("bad offsets").to_string();
+        assert!(e.contains("cu_seqlens_q"), "{bad:?}: {e}");
+        let e =
+            attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &good, &c, &p, &opts).expect_err("bad offsets").to_string();
+        assert!(e.contains("cu_seqlens_k"), "{bad:?}: {e}");
+    }
+    let short = dev.zeros::<f32>(39).unwrap();
+    let e =
+        attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &short, &mut dq, &mut dk, &mut dv, &good, &good, &p, &opts).expect_err("short lse").to_string();
+    assert!(e.contains("`lse`"), "{e}");
+    let mut short_dk = buf(n - 1);
+    let e =
+        attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut short_dk, &mut dv, &good, &good, &p, &opts).expect_err("short dk").to_string();
+    assert!(e.contains("dk"), "{e}");
+    let e = attention_varlen_backward(
+        &dev,
+        &q,
+        &k,
+        &v,
+        &o,
+        &dout,
+        &l,
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        &good,
+        &good,
+        &p,
+        &AttentionOptions { decode: Some(DecodeConfig { bn: 32, num_warps: 4, num_stages: 1, splits: None }), ..opts },
+    )
+    .expect_err("decode")
+    .to_string();
+    assert!(e.contains("decode"), "{e}");
+}

@@ -1321,3 +1321,68 @@ fn fp8_kernels_assemble_and_dots_take_wgmma() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The variable-length backward (dK/dV and dQ with sequence bounds loaded
+/// from `cu_seqlens`: no tensor maps) assembles for sm_80 and sm_90 in the
+/// backward's tuner configurations; on sm_90a every dot takes `wgmma` and
+/// nothing is staged. The configurations the library launches by default
+/// on CUDA (`BackwardConfig::default_for`) must not spill at d64 (at d128
+/// and d256 the loop-invariant K and V, held as register A where no
+/// tensor map describes them, spill: printed).
+#[test]
+fn attention_varlen_backward_assembles() {
+    let Some(px) = ptxas::find_or_skip() else { return };
+    use ferrotile_kernels::attention as a;
+    let mut failures = vec![];
+    for dp in [64i64, 128, 256] {
+        let (dkdv, dq) = a::backward_candidates(dp as usize);
+        let default = match dp {
+            64 | 128 => ((32, 64), (64, 64)),
+            _ => ((16, 64), (64, 32)),
+        };
+        let jobs = dkdv
+            .iter()
+            .map(|tc| (a::attention_bwd_dkdv_varlen::ir(), "dkdv", tc, (tc.get("BM").unwrap(), tc.get("BN").unwrap()) == default.0))
+            .chain(dq.iter().map(|tc| (a::attention_bwd_dq_varlen::ir(), "dq", tc, (tc.get("BM").unwrap(), tc.get("BN").unwrap()) == default.1)));
+        for (k, which, tc, is_default) in jobs {
+            let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            for (t, g, hi, lo) in [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)] {
+                let mut consts = vec![bm, bn, dp, g, hi, lo];
+                if which == "dkdv" {
+                    consts.push((g > 1) as i64);
+                }
+                let spec = specialize(k, &consts, &[t]).unwrap();
+                for sm in [80, 90] {
+                    let opts = PtxOptions {
+                        arg_div: vec![16; guarded_params(k)],
+                        pipeline: tc.num_stages.saturating_sub(1),
+                        ..PtxOptions::new(sm, tc.num_warps, k.params.len())
+                    };
+                    let what = format!("attention_bwd_{which}_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}");
+                    let p = match emit(&spec, &opts) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            failures.push(format!("{what}: emit: {e}"));
+                            continue;
+                        }
+                    };
+                    let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+                    if sm == 90 && (!p.mma_sync_dots.is_empty() || staged != 0 || !p.text.contains("wgmma.mma_async")) {
+                        failures.push(format!("{what}: {staged} staged, on mma.sync: {:?}", p.mma_sync_dots));
+                    }
+                    match ptxas::assemble(&px, &p.text, sm) {
+                        Ok(r) => {
+                            let spill = r.spill_loads + r.spill_stores;
+                            println!("{what}: {} regs, {spill} B spills, {} B smem{}", r.registers, p.smem_bytes, if is_default { " (default)" } else { "" });
+                            if is_default && tc.num_stages == 2 && dp == 64 && spill > 0 {
+                                failures.push(format!("{what}: the default configuration spills {spill} B"));
+                            }
+                        }
+                        Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -491,6 +491,68 @@ pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32>(
     store(delta + b * lb + h * lh + (rows as i64), sum(x, 1), rows < nq);
 }
 
+/// The loop of [`attention_bwd_dkdv`] (and of its varlen twin): the
+/// `BN` keys from `n0` (their K and V tiles `kt`, `vt`) against the query
+/// blocks of `vq` / `vdo` that see them (`nq` query rows, `nk` keys; the
+/// rows' log-sum-exp and delta at `lrow` / `drow`). Returns the keys'
+/// indices and the f32 dK (unscaled) and dV tiles.
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn dkdv_loop<U: Float>(
+    kt: Tile,
+    vt: Tile,
+    vq: Tile,
+    vdo: Tile,
+    lrow: Tile,
+    drow: Tile,
+    n0: Tile,
+    nq: Tile,
+    nk: Tile,
+    qk_scale: Tile,
+    win_left: Tile,
+    win_right: Tile,
+    BM: Tile,
+    BN: Tile,
+    DP: Tile,
+    MASK_HI: Tile,
+    MASK_LO: Tile,
+) -> (Tile, Tile, Tile) {
+    let keys = n0 + arange(0, BN);
+    // query rows that see this key block (bottom-right alignment: `off`)
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_HI {
+        lo = maximum(0, n0 - off - win_right) / BM * BM;
+    }
+    let mut hi = nq;
+    if MASK_LO {
+        hi = minimum(nq, maximum(0, n0 + BN - off + win_left));
+    }
+    let mut dk_i = zeros([BN, DP], f32);
+    let mut dv_i = zeros([BN, DP], f32);
+    for i in (lo..hi).step_by(BM) {
+        let rows = i + arange(0, BM);
+        // (rows past the end: lse +∞, so P = 0)
+        let l2 = load(lrow + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
+        let qi = load_block(vq, [i, 0], [BM, DP]);
+        let doi = load_block(vdo, [i, 0], [BM, DP]);
+        let mut st = dot(kt, trans(qi), zeros([BN, BM], f32)) * qk_scale;
+        if MASK_HI {
+            st = select(expand_dims(keys, 1) <= expand_dims(rows + (off + win_right), 0), st, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            st = select(expand_dims(keys, 1) >= expand_dims(rows - (win_left - off), 0), st, f32::NEG_INFINITY);
+        }
+        let pt = exp2(st - expand_dims(l2, 0));
+        dv_i = dot(pt as U, doi, dv_i);
+        let dpt = dot(vt, trans(doi), zeros([BN, BM], f32));
+        let dl = load(drow + (rows as i64), rows < nq, 0.0);
+        let dst = pt * (dpt - expand_dims(dl, 0));
+        dk_i = dot(dst as U, qi, dk_i);
+    }
+    (keys, dk_i, dv_i)
+}
+
 /// Backward, dK and dV (FlashAttention-2's outer loop over keys): one
 /// program per `BN` keys (`program_id(0)`) of query head `program_id(1)` in
 /// batch entry `program_id(2)`; its K and V tiles stay in registers while
@@ -557,39 +619,7 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
     let vdo = view(dout + b * db + h * dh, [nq, d], [ds, 1]);
     let lrow = lse + b * lb + h * lh;
     let drow = delta + b * lb + h * lh;
-    let keys = n0 + arange(0, BN);
-    // query rows that see this key block (bottom-right alignment: `off`)
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_HI {
-        lo = maximum(0, n0 - off - win_right) / BM * BM;
-    }
-    let mut hi = nq;
-    if MASK_LO {
-        hi = minimum(nq, maximum(0, n0 + BN - off + win_left));
-    }
-    let mut dk_i = zeros([BN, DP], f32);
-    let mut dv_i = zeros([BN, DP], f32);
-    for i in (lo..hi).step_by(BM) {
-        let rows = i + arange(0, BM);
-        // (rows past the end: lse +∞, so P = 0)
-        let l2 = load(lrow + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
-        let qi = load_block(vq, [i, 0], [BM, DP]);
-        let doi = load_block(vdo, [i, 0], [BM, DP]);
-        let mut st = dot(kt, trans(qi), zeros([BN, BM], f32)) * qk_scale;
-        if MASK_HI {
-            st = select(expand_dims(keys, 1) <= expand_dims(rows + (off + win_right), 0), st, f32::NEG_INFINITY);
-        }
-        if MASK_LO {
-            st = select(expand_dims(keys, 1) >= expand_dims(rows - (win_left - off), 0), st, f32::NEG_INFINITY);
-        }
-        let pt = exp2(st - expand_dims(l2, 0));
-        dv_i = dot(pt as T, doi, dv_i);
-        let dpt = dot(vt, trans(doi), zeros([BN, BM], f32));
-        let dl = load(drow + (rows as i64), rows < nq, 0.0);
-        let dst = pt * (dpt - expand_dims(dl, 0));
-        dk_i = dot(dst as T, qi, dk_i);
-    }
+    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
     let dk_out = dk_i * scale;
     if ACC {
         let dims = arange(0, DP);
@@ -640,6 +670,63 @@ pub fn attention_bwd_sum<T: Float, const BR: i32, const DP: i32, const G: i32>(
     }
     store_block(view(dk + b * dkb + (hk as i64) * dkh, [nk, d], [dks, 1]), [r0, 0], sk as T);
     store_block(view(dv + b * dvb + (hk as i64) * dvh, [nk, d], [dvs, 1]), [r0, 0], sv as T);
+}
+
+/// The loop of [`attention_bwd_dq`] (and of its varlen twin): query rows
+/// `rows` from `pm` (their Q and dO tiles `qt`, `dot_`, log-sum-exp in
+/// base 2 `l2`, delta `dl`) against the key blocks of `vk` / `vv` the
+/// masks leave (`nq` query rows, `nk` keys). Returns the f32 dQ
+/// (unscaled).
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn dq_loop<U: Float>(
+    qt: Tile,
+    dot_: Tile,
+    vk: Tile,
+    vv: Tile,
+    rows: Tile,
+    l2: Tile,
+    dl: Tile,
+    pm: Tile,
+    nq: Tile,
+    nk: Tile,
+    qk_scale: Tile,
+    win_left: Tile,
+    win_right: Tile,
+    BM: Tile,
+    BN: Tile,
+    DP: Tile,
+    MASK_HI: Tile,
+    MASK_LO: Tile,
+) -> Tile {
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    let mut dq_i = zeros([BM, DP], f32);
+    for j in (lo..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let kj = load_block(vk, [j, 0], [BN, DP]);
+        let mut s = dot(qt, trans(kj), zeros([BM, BN], f32)) * qk_scale;
+        // (keys past the end must give P = 0: exp2(0 − lse) may overflow)
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let p = exp2(s - expand_dims(l2, 1));
+        let dp = dot(dot_, trans(load_block(vv, [j, 0], [BN, DP])), zeros([BM, BN], f32));
+        let dsc = p * (dp - expand_dims(dl, 1));
+        dq_i = dot(dsc as U, kj, dq_i);
+    }
+    dq_i
 }
 
 /// Backward, dQ (a separate pass instead of atomics: deterministic): one
@@ -693,33 +780,7 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
     let rows = pm + arange(0, BM);
     let l2 = load(lse + b * lb + h * lh + (rows as i64), rows < nq, f32::INFINITY) * 1.4426950408889634;
     let dl = load(delta + b * lb + h * lh + (rows as i64), rows < nq, 0.0);
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
-    let mut dq_i = zeros([BM, DP], f32);
-    for j in (lo..hi).step_by(BN) {
-        let cols = j + arange(0, BN);
-        let kj = load_block(vk, [j, 0], [BN, DP]);
-        let mut s = dot(qt, trans(kj), zeros([BM, BN], f32)) * qk_scale;
-        // (keys past the end must give P = 0: exp2(0 − lse) may overflow)
-        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
-        if MASK_HI {
-            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
-        }
-        if MASK_LO {
-            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
-        }
-        let p = exp2(s - expand_dims(l2, 1));
-        let dp = dot(dot_, trans(load_block(vv, [j, 0], [BN, DP])), zeros([BM, BN], f32));
-        let dsc = p * (dp - expand_dims(dl, 1));
-        dq_i = dot(dsc as T, kj, dq_i);
-    }
+    let dq_i = dq_loop::<T>(qt, dot_, vk, vv, rows, l2, dl, pm, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
     store_block(view(dq + b * dqb + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
 }
 
@@ -834,4 +895,147 @@ pub fn attention_fwd_varlen<
         let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
         store(lse + h * lh + ((q0 + rows) as i64), row_lse, rows < nq);
     }
+}
+
+/// Variable-length backward, dK and dV: [`attention_bwd_dkdv`]'s loop
+/// over the packed layout of [`attention_fwd_varlen`] — sequence `b =
+/// program_id(2)` holds query tokens `cu_q[b]..cu_q[b+1]` and keys
+/// `cu_k[b]..cu_k[b+1]`; one program per `BN` keys (of at most the
+/// longest sequence's) of query head `program_id(1)`; programs past their
+/// sequence's end see no query rows and store nothing. `lse` and `delta`
+/// are `[Hq, total_q]` (`h·lh + token`). `ACC`: the query head's f32
+/// dK·scale and dV go to row `h·total_k + token` (rows of `DP`) of
+/// `dk_acc` / `dv_acc`, which [`attention_bwd_sum`] over one batch entry
+/// of `total_k` keys adds over the group; otherwise to `dk` / `dv` by
+/// their strides.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dkdv_varlen<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const ACC: bool,
+>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    dout: Ptr<T>,
+    lse: Ptr<f32>,
+    delta: Ptr<f32>,
+    dk: Ptr<T>,
+    dv: Ptr<T>,
+    dk_acc: Ptr<f32>,
+    dv_acc: Ptr<f32>,
+    cu_q: Ptr<i32>,
+    cu_k: Ptr<i32>,
+    d: i32,
+    total_k: i32,
+    qk_scale: f32,
+    scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qh: i64,
+    qs: i64,
+    kh: i64,
+    ks: i64,
+    vh: i64,
+    vs: i64,
+    dh: i64,
+    ds: i64,
+    dkh: i64,
+    dks: i64,
+    dvh: i64,
+    dvs: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let b = program_id(2);
+    let q0 = load(cu_q + b);
+    let nq_b = load(cu_q + b + 1) - q0;
+    let k0 = load(cu_k + b);
+    let nk = load(cu_k + b + 1) - k0;
+    let n0 = program_id(0) * BN;
+    let h = program_id(1) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let kt = load_block(view(k + (k0 as i64) * ks + hk * kh, [nk, d], [ks, 1]), [n0, 0], [BN, DP]);
+    let vt = load_block(view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]), [n0, 0], [BN, DP]);
+    let vq = view(q + (q0 as i64) * qs + h * qh, [nq_b, d], [qs, 1]);
+    let vdo = view(dout + (q0 as i64) * ds + h * dh, [nq_b, d], [ds, 1]);
+    let lrow = lse + h * lh + (q0 as i64);
+    let drow = delta + h * lh + (q0 as i64);
+    // (a program past its sequence's end: no query rows, so no steps)
+    let nq = select(n0 < nk, nq_b, 0);
+    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
+    let dk_out = dk_i * scale;
+    if ACC {
+        let dims = arange(0, DP);
+        let row = (h * (total_k as i64) + ((k0 + keys) as i64)) * (DP as i64);
+        let at = expand_dims(row, 1) + expand_dims(dims as i64, 0);
+        let ok = expand_dims(keys < nk, 1) & expand_dims(dims < DP, 0);
+        store(dk_acc + at, dk_out, ok);
+        store(dv_acc + at, dv_i, ok);
+    } else {
+        store_block(view(dk + (k0 as i64) * dks + hk * dkh, [nk, d], [dks, 1]), [n0, 0], dk_out as T);
+        store_block(view(dv + (k0 as i64) * dvs + hk * dvh, [nk, d], [dvs, 1]), [n0, 0], dv_i as T);
+    }
+}
+
+/// Variable-length backward, dQ: [`attention_bwd_dq`]'s loop over the
+/// packed layout (as [`attention_bwd_dkdv_varlen`]); one program per `BM`
+/// query rows of a sequence; programs past their sequence's end see no
+/// keys and store nothing.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq_varlen<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    dout: Ptr<T>,
+    lse: Ptr<f32>,
+    delta: Ptr<f32>,
+    dq: Ptr<T>,
+    cu_q: Ptr<i32>,
+    cu_k: Ptr<i32>,
+    d: i32,
+    qk_scale: f32,
+    scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qh: i64,
+    qs: i64,
+    kh: i64,
+    ks: i64,
+    vh: i64,
+    vs: i64,
+    dh: i64,
+    ds: i64,
+    dqh: i64,
+    dqs: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let b = program_id(2);
+    let q0 = load(cu_q + b);
+    let nq = load(cu_q + b + 1) - q0;
+    let k0 = load(cu_k + b);
+    let nk_b = load(cu_k + b + 1) - k0;
+    let pm = program_id(0) * BM;
+    let h = program_id(1) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let qt = load_block(view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]), [pm, 0], [BM, DP]);
+    let dot_ = load_block(view(dout + (q0 as i64) * ds + h * dh, [nq, d], [ds, 1]), [pm, 0], [BM, DP]);
+    let vk = view(k + (k0 as i64) * ks + hk * kh, [nk_b, d], [ks, 1]);
+    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk_b, d], [vs, 1]);
+    let rows = pm + arange(0, BM);
+    let at = h * lh + ((q0 + rows) as i64);
+    let l2 = load(lse + at, rows < nq, f32::INFINITY) * 1.4426950408889634;
+    let dl = load(delta + at, rows < nq, 0.0);
+    // (a program past its sequence's end: no keys, so no steps)
+    let nk = select(pm < nq, nk_b, 0);
+    let dq_i = dq_loop::<T>(qt, dot_, vk, vv, rows, l2, dl, pm, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
+    store_block(view(dq + (q0 as i64) * dqs + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
 }

@@ -50,10 +50,10 @@ mod kernels;
 mod varlen;
 pub use backward::{attention_backward, backward_candidates, BackwardConfig};
 pub use kernels::{
-    attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum, attention_combine, attention_decode, attention_fwd, attention_fwd_overlap,
-    attention_fwd_varlen,
+    attention_bwd_dkdv, attention_bwd_dkdv_varlen, attention_bwd_dq, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum, attention_combine,
+    attention_decode, attention_fwd, attention_fwd_overlap, attention_fwd_varlen,
 };
-pub use varlen::{attention_varlen, TokenStrides, VarlenProblem};
+pub use varlen::{attention_varlen, attention_varlen_backward, TokenStrides, VarlenProblem};
 
 /// Element strides of a 4-d attention tensor along batch, head and
 /// sequence; the head dimension is contiguous (stride 1).

@@ -12,7 +12,7 @@
 //! its `max_seqlen`): bad offsets are an error, never a wrong answer.
 
 use super::kernels::attention_fwd_varlen;
-use super::{check_problem, AttentionConfig, AttentionOptions, AttentionProblem, Strides};
+use super::{check_problem, AttentionConfig, AttentionOptions, AttentionProblem, BackwardConfig, Strides};
 use crate::LibError;
 use ferrotile::prelude::*;
 use ferrotile::FloatElement;
@@ -83,6 +83,49 @@ impl VarlenProblem {
     }
 }
 
+/// The packed tensors as one batch entry of `total` tokens (what sizes,
+/// spans and overlaps are checked on).
+fn whole(p: &VarlenProblem) -> AttentionProblem {
+    let st = |t: &TokenStrides| Strides { batch: 0, head: t.head, seq: t.token };
+    AttentionProblem {
+        batch: 1,
+        heads_q: p.heads_q,
+        heads_kv: p.heads_kv,
+        seqlen_q: p.total_q,
+        seqlen_k: p.total_k,
+        head_dim: p.head_dim,
+        q: st(&p.q),
+        k: st(&p.k),
+        v: st(&p.v),
+        o: st(&p.o),
+    }
+}
+
+/// The offsets: batch + 1 of them, non-decreasing, within the tensors,
+/// each length within its maximum; `tile`: the sequences cover their
+/// tensors exactly (the first starts at 0, the last ends at the total).
+fn check_offsets(what: &str, p: &VarlenProblem, cu_q: &Buffer<i32>, cu_k: &Buffer<i32>, tile: bool) -> Result<(), LibError> {
+    for (name, cu, total, max) in [("cu_seqlens_q", cu_q, p.total_q, p.max_seqlen_q), ("cu_seqlens_k", cu_k, p.total_k, p.max_seqlen_k)] {
+        if cu.len() < p.batch + 1 {
+            return Err(LibError::Shape(format!("{what}: `{name}` has {} elements, batch + 1 = {} needed", cu.len(), p.batch + 1)));
+        }
+        let c = cu.to_vec()?;
+        for b in 0..p.batch {
+            let (s, e) = (c[b], c[b + 1]);
+            if s < 0 || e < s || e as usize > total || (e - s) as usize > max {
+                return Err(LibError::Shape(format!("{what}: `{name}`[{b}..={}] = {s}..{e} is not a range of at most {max} tokens within 0..{total}", b + 1)));
+            }
+        }
+        if tile && (c[0] != 0 || c[p.batch] as usize != total) {
+            return Err(LibError::Shape(format!(
+                "{what}: `{name}` = {}..{} must cover the {total} tokens exactly (every token's gradient belongs to one sequence)",
+                c[0], c[p.batch]
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Attention forward over packed variable-length sequences: for each
 /// sequence `b`, query tokens `cu_seqlens_q[b]..cu_seqlens_q[b+1]` attend
 /// to key tokens `cu_seqlens_k[b]..cu_seqlens_k[b+1]` (see the module
@@ -109,19 +152,7 @@ pub fn attention_varlen<T: FloatElement>(
         return Err(LibError::Config(format!("{WHAT}: `seqlens_k`, `decode` and `backward` do not apply (cu_seqlens give the lengths)")));
     }
     // the tensors as one sequence of `total` tokens: sizes, spans, overlap
-    let st = |t: &TokenStrides| Strides { batch: 0, head: t.head, seq: t.token };
-    let whole = AttentionProblem {
-        batch: 1,
-        heads_q: p.heads_q,
-        heads_kv: p.heads_kv,
-        seqlen_q: p.total_q,
-        seqlen_k: p.total_k,
-        head_dim: p.head_dim,
-        q: st(&p.q),
-        k: st(&p.k),
-        v: st(&p.v),
-        o: st(&p.o),
-    };
+    let whole = whole(p);
     let args = check_problem::<T>(
         WHAT,
         &whole,
@@ -137,20 +168,7 @@ pub fn attention_varlen<T: FloatElement>(
             return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{}, {}] needed", l.len(), p.heads_q, p.total_q)));
         }
     }
-    // the offsets: batch + 1 of them, from 0, non-decreasing, within the
-    // tensors, each length within its maximum
-    for (name, cu, total, max) in [("cu_seqlens_q", cu_seqlens_q, p.total_q, p.max_seqlen_q), ("cu_seqlens_k", cu_seqlens_k, p.total_k, p.max_seqlen_k)] {
-        if cu.len() < p.batch + 1 {
-            return Err(LibError::Shape(format!("{WHAT}: `{name}` has {} elements, batch + 1 = {} needed", cu.len(), p.batch + 1)));
-        }
-        let c = cu.to_vec()?;
-        for b in 0..p.batch {
-            let (s, e) = (c[b], c[b + 1]);
-            if s < 0 || e < s || e as usize > total || (e - s) as usize > max {
-                return Err(LibError::Shape(format!("{WHAT}: `{name}`[{b}..={}] = {s}..{e} is not a range of at most {max} tokens within 0..{total}", b + 1)));
-            }
-        }
-    }
+    check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, false)?;
     if p.batch == 0 || p.max_seqlen_q == 0 || p.total_q == 0 {
         return Ok(());
     }
@@ -208,5 +226,198 @@ pub fn attention_varlen<T: FloatElement>(
         has_lse,
         args.fold(),
     )?;
+    Ok(())
+}
+
+/// The gradients of [`attention_varlen`]: given its inputs, its `out` and
+/// `lse` (`[heads_q, total_q]`) and `dout` (with `out`'s strides), writes
+/// `dq` (strides of Q), `dk` (of K) and `dv` (of V) — FlashAttention-2's
+/// algorithm as [`super::attention_backward`], each sequence on its own
+/// (its causal diagonal at its bottom right); for GQA dK and dV are summed
+/// over the query heads of each K/V head. The sequences must cover the
+/// tensors exactly (`cu_seqlens[0] = 0`, `cu_seqlens[batch] = total`: every
+/// token's gradient is written). `opts` must be the forward's (causal,
+/// window, scale); `backward` forces tile configurations; `seqlens_k`,
+/// `decode` and `config` do not apply (errors). Not autotuned.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_varlen_backward<T: FloatElement>(
+    dev: &Device,
+    q: &Buffer<T>,
+    k: &Buffer<T>,
+    v: &Buffer<T>,
+    out: &Buffer<T>,
+    dout: &Buffer<T>,
+    lse: &Buffer<f32>,
+    dq: &mut Buffer<T>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    cu_seqlens_q: &Buffer<i32>,
+    cu_seqlens_k: &Buffer<i32>,
+    p: &VarlenProblem,
+    opts: &AttentionOptions<'_>,
+) -> Result<(), LibError> {
+    use super::kernels::{attention_bwd_dkdv_varlen, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum};
+    const WHAT: &str = "attention_varlen_backward";
+    if opts.seqlens_k.is_some() || opts.decode.is_some() || opts.config.is_some() {
+        return Err(LibError::Config(format!(
+            "{WHAT}: `seqlens_k`, `decode` and `config` do not apply (cu_seqlens give the lengths; the backward's tiles are `backward`)"
+        )));
+    }
+    let whole = whole(p);
+    let (hq, hk, tq, tk) = (p.heads_q, p.heads_kv, p.total_q, p.total_k);
+    let args = check_problem::<T>(
+        WHAT,
+        &whole,
+        opts,
+        &[
+            ("q", q.len(), hq, tq, &whole.q),
+            ("k", k.len(), hk, tk, &whole.k),
+            ("v", v.len(), hk, tk, &whole.v),
+            ("out", out.len(), hq, tq, &whole.o),
+            ("dout", dout.len(), hq, tq, &whole.o),
+        ],
+        &[("dq", dq.len(), hq, tq, &whole.q), ("dk", dk.len(), hk, tk, &whole.k), ("dv", dv.len(), hk, tk, &whole.v)],
+    )?;
+    if p.batch > 65535 {
+        return Err(LibError::Shape(format!("{WHAT}: batch = {} must be at most 65535 (grid)", p.batch)));
+    }
+    if lse.len() < hq * tq {
+        return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{hq}, {tq}] = {} needed", lse.len(), hq * tq)));
+    }
+    check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, true)?;
+    let dp = whole.padded_dim();
+    let cfg = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
+    for (name, c) in [("dkdv", cfg.dkdv), ("dq", cfg.dq)] {
+        c.check_tiles(&format!("{WHAT}: backward.{name}."))?;
+    }
+    if p.batch == 0 || (tq == 0 && tk == 0) {
+        return Ok(());
+    }
+    let s = |x: usize| x as i64;
+    let g = hq / hk;
+    let mut delta_ws = crate::scratch::workspace(dev, (hq * tq).max(1))?;
+    let delta = delta_ws.buffer();
+    if tq > 0 {
+        // delta is row-wise: the packed tensors as one batch entry of `total_q` rows
+        let bm = 64usize.min(tq.next_power_of_two()).max(16);
+        let launch = LaunchConfig::new([tq.div_ceil(bm) as u32, hq as u32, 1]).num_warps(4);
+        let (oh, os) = (s(p.o.head), s(p.o.token));
+        attention_bwd_pre::launch(dev, launch, out, dout, delta, tq as i32, p.head_dim as i32, 0, oh, os, 0, oh, os, 0, s(tq), bm as i32, dp as i32)?;
+    }
+    if tk > 0 && p.max_seqlen_k > 0 {
+        let acc_len = if g > 1 { hq * tk * dp } else { 1 };
+        let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
+        let (dk_acc, dv_acc) = ws.pair_mut();
+        let c = cfg.dkdv;
+        let grid = [p.max_seqlen_k.div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
+        let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+        attention_bwd_dkdv_varlen::launch(
+            dev,
+            launch,
+            q,
+            k,
+            v,
+            dout,
+            lse,
+            delta,
+            dk,
+            dv,
+            dk_acc,
+            dv_acc,
+            cu_seqlens_q,
+            cu_seqlens_k,
+            p.head_dim as i32,
+            tk as i32,
+            args.qk_scale(),
+            args.scale,
+            args.win_left,
+            args.win_right,
+            s(p.q.head),
+            s(p.q.token),
+            s(p.k.head),
+            s(p.k.token),
+            s(p.v.head),
+            s(p.v.token),
+            s(p.o.head),
+            s(p.o.token),
+            s(p.k.head),
+            s(p.k.token),
+            s(p.v.head),
+            s(p.v.token),
+            s(tq),
+            c.bm as i32,
+            c.bn as i32,
+            dp as i32,
+            g as i32,
+            args.mask_hi,
+            args.mask_lo,
+            g > 1,
+        )?;
+        if g > 1 {
+            // the group's sum is per key token: one batch entry of `total_k` keys
+            let br = 32usize;
+            let launch = LaunchConfig::new([tk.div_ceil(br) as u32, hk as u32, 1]).num_warps(4);
+            attention_bwd_sum::launch(
+                dev,
+                launch,
+                dk_acc,
+                dv_acc,
+                dk,
+                dv,
+                tk as i32,
+                p.head_dim as i32,
+                hq as i32,
+                0,
+                s(p.k.head),
+                s(p.k.token),
+                0,
+                s(p.v.head),
+                s(p.v.token),
+                br as i32,
+                dp as i32,
+                g as i32,
+            )?;
+        }
+    }
+    if tq > 0 && p.max_seqlen_q > 0 {
+        let c = cfg.dq;
+        let grid = [p.max_seqlen_q.div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
+        let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+        attention_bwd_dq_varlen::launch(
+            dev,
+            launch,
+            q,
+            k,
+            v,
+            dout,
+            lse,
+            delta,
+            dq,
+            cu_seqlens_q,
+            cu_seqlens_k,
+            p.head_dim as i32,
+            args.qk_scale(),
+            args.scale,
+            args.win_left,
+            args.win_right,
+            s(p.q.head),
+            s(p.q.token),
+            s(p.k.head),
+            s(p.k.token),
+            s(p.v.head),
+            s(p.v.token),
+            s(p.o.head),
+            s(p.o.token),
+            s(p.q.head),
+            s(p.q.token),
+            s(tq),
+            c.bm as i32,
+            c.bn as i32,
+            dp as i32,
+            g as i32,
+            args.mask_hi,
+            args.mask_lo,
+        )?;
+    }
     Ok(())
 }
