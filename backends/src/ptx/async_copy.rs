@@ -119,11 +119,19 @@ pub struct AsyncPlan {
     /// the transpose moves no data; likewise an `mma.sync` B whose padded
     /// slot holds it as `[N, K]` rows. No code is emitted for such a `trans`.
     pub flipped: HashMap<V, V>,
-    /// Loads of loop-invariant operands (a `load_block` before the loop
-    /// whose `dot` runs inside it) that fill a one-slot class once; the
-    /// `dot`s wait on its mbarrier (at once after the first time), and the
-    /// loop's exit waits too (a loop of no iterations).
+    /// Loads of loop-invariant operands (a `load_block` — or, with
+    /// `PtxOptions::cp_invariant_slots`, the pointer load a view no tensor
+    /// map describes was lowered to — before the loop whose `dot` runs
+    /// inside it) that fill a one-slot class once. A bulk copy: the `dot`s
+    /// wait on its mbarrier (at once after the first time), and the loop's
+    /// exit waits too (a loop of no iterations). A `cp.async` (16-bit
+    /// tiles): waited for, fenced and barriered once, before the loop
+    /// ([`Self::invariant_cp`]).
     pub invariant: std::collections::HashSet<V>,
+    /// Loop-invariant operands that would take `cp.async`-filled slots
+    /// with `PtxOptions::cp_invariant_slots` (0 where it is on, or would
+    /// change nothing).
+    pub cp_invariant_candidates: u32,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -159,6 +167,13 @@ impl SlotLayout {
 }
 
 impl AsyncPlan {
+    /// `v` (or the tile it is read from) lies in a loop-invariant slot
+    /// filled by `cp.async`.
+    pub fn invariant_cp(&self, v: V) -> bool {
+        let x = self.source(v);
+        self.invariant.contains(&x) && self.class_of(x).is_some_and(|c| self.tma[c].is_none())
+    }
+
     /// The class of a planned load or loop-carried value (a flipped `trans` counts as its source);
     /// `None` for other values.
     pub fn class_of(&self, v: V) -> Option<usize> {
@@ -366,7 +381,7 @@ pub fn shared_slot_sources(k: &Kernel, layouts: &Plan) -> std::collections::Hash
 /// would leave the copy unwaited when the branch is not taken.)
 fn invariant_load(d: &Defs, x: V, blk: usize) -> Option<usize> {
     let (op, home) = d.def.get(&x)?;
-    if !matches!(op.kind, OpKind::LoadBlock { .. }) || *home == blk {
+    if !matches!(op.kind, OpKind::LoadBlock { .. } | OpKind::Load { .. }) || *home == blk {
         return None;
     }
     let mut b = blk;
@@ -394,7 +409,10 @@ fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMa
         if a == b || k.ty(src).elem().is_none_or(|e| e.dtype().size_bytes() != 2) || invariant_load(d, src, *blk).is_none() {
             continue;
         }
-        if source_view(d, src).and_then(|v| tma_views.get(&v)).is_none() {
+        // (a bulk copy, or a pointer load `cp.async` can copy)
+        let tma = source_view(d, src).and_then(|v| tma_views.get(&v)).is_some();
+        let cp = matches!(d.def.get(&src).map(|(o, _)| &o.kind), Some(OpKind::Load { other, .. }) if other.is_none_or(|o| is_zero(d, o)));
+        if !tma && !cp {
             continue;
         }
         let elems: u32 = k.ty(src).shape().iter().map(|s| s.known().unwrap_or(0) as u32).product();
@@ -449,7 +467,11 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
 
 /// `invariant_slots`: [`AsyncPlan::invariant`] classes may be made
 /// (`PtxOptions::invariant_slots`, and no warp specialization).
-pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool) -> AsyncPlan {
+/// `cp_invariant`: such classes may also be filled by `cp.async`, for
+/// 16-bit tiles no tensor map describes (`PtxOptions::cp_invariant_slots`);
+/// where it is false, [`AsyncPlan::cp_invariant_candidates`] counts the
+/// operands it would move.
+pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool, cp_invariant: bool) -> AsyncPlan {
     let mut d = Defs::default();
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
@@ -538,18 +560,30 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             // chain's other links are read once, by the yield)
             let single = |v: V| if shared && v == x { shared_slot_ok(k, &d, layouts, v) } else { d.uses.get(&v) == Some(&1) };
             // a loop-invariant tile: one slot, filled once before the loop
+            // (by a bulk copy, or by `cp.async` for 16-bit tiles: an f32
+            // slot for `dot_tf32` would need its rounding pass once)
             let invariant = invariant_slots
                 && g.wgmma
                 && (x_dot == b || invariant_a.contains(&x))
-                && invariant_load(&d, x, blk).is_some_and(|home| matches!(async_load(k, &d, x, home, &shape, &tma_ok, shared), Some(Via::Tma(_))));
+                && invariant_load(&d, x, blk).is_some_and(|home| match async_load(k, &d, x, home, &shape, &tma_ok, shared) {
+                    Some(Via::Tma(_)) => true,
+                    Some(Via::CpAsync) if es == 2 => {
+                        out.cp_invariant_candidates += !cp_invariant as u32;
+                        cp_invariant
+                    }
+                    _ => false,
+                });
             if invariant {
-                let Some(Via::Tma(view)) = async_load(k, &d, x, d.def[&x].1, &shape, &tma_ok, shared) else { continue };
+                let Some(via) = async_load(k, &d, x, d.def[&x].1, &shape, &tma_ok, shared) else { continue };
                 let c = out.slot_bytes.len();
                 out.slot_bytes.push(bytes);
                 out.slots.push(1);
                 out.layout.push(lay);
-                out.tma.push(Some(view));
-                out.round_tf32.push(round);
+                out.tma.push(match via {
+                    Via::Tma(view) => Some(view),
+                    Via::CpAsync => None,
+                });
+                out.round_tf32.push(round && matches!(via, Via::Tma(_)));
                 out.loads.insert(x, c);
                 out.invariant.insert(x);
                 if flip {

@@ -63,7 +63,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands)
         .with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
-    let mut ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1);
+    let mut ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots);
     if !o.warp_specialize && o.cluster == 1 && o.late_prefetch {
         async_copy::late_prefetch(k, &mut ring_plan, o.num_warps);
     }

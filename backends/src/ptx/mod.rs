@@ -206,6 +206,16 @@ pub struct PtxOptions {
     /// the register path (the CUDA runtime reads
     /// `FERROTILE_INVARIANT_SLOTS=0`, for A/B runs).
     pub invariant_slots: bool,
+    /// With `invariant_slots`: a 16-bit loop-invariant operand whose view
+    /// no tensor map describes (its base from a loaded offset: the varlen
+    /// backward's K and V) takes such a slot too, filled by `cp.async`
+    /// (copies as wide as its register layout allows, once) and waited for
+    /// once at the loop's entry. Off by default: held as register A it
+    /// costs no shared memory and no wait, and is cheaper where it fits;
+    /// the CUDA runtime turns it on where a compilation without it uses
+    /// local memory ([`PtxKernel::cp_invariant_slots`];
+    /// `FERROTILE_CP_INVARIANT_SLOTS=1` always, `=0` never).
+    pub cp_invariant_slots: bool,
     /// A loop-carried f32 accumulator that the loop only adds into and
     /// that is only summed along one axis afterwards is carried pre-summed
     /// inside each thread ([`crate::plan::partial`]: a GEMV's `[BK, BN]`
@@ -267,6 +277,7 @@ impl PtxOptions {
             programs_per_sm: 0,
             tma_terms: true,
             invariant_slots: true,
+            cp_invariant_slots: false,
             partial_accumulators: true,
             register_operands: false,
             packed_16bit: true,
@@ -319,6 +330,10 @@ pub struct PtxKernel {
     /// Offsets taken from their 32-bit registers
     /// ([`PtxOptions::wide_offsets`]): 0 where the option changed nothing.
     pub wide_offsets: u32,
+    /// Loop-invariant operands [`PtxOptions::cp_invariant_slots`] would put
+    /// in `cp.async`-filled slots: 0 where the option is on or would
+    /// change nothing.
+    pub cp_invariant_slots: u32,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -286,7 +286,18 @@ pub fn attention_varlen_backward<T: FloatElement>(
     }
     check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, true)?;
     let dp = whole.padded_dim();
-    let cfg = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
+    // (not autotuned; on CUDA up to d128 64×64 tiles in both loops: their
+    // dots all take `wgmma` — no tensor map serves these views, and a
+    // 32-wide tile's transposed operand needs one — and the loop-invariant
+    // K, V (Q, dO) tiles go to slots of their own by `cp.async`, spilling
+    // nothing — `ptx_assemble`)
+    let cfg = opts.backward.unwrap_or_else(|| match dev.kind() {
+        ferrotile::DeviceKind::Cuda if dp <= 128 => {
+            let c = AttentionConfig { bm: 64, bn: 64, num_warps: 4, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false };
+            BackwardConfig { dkdv: c, dq: c }
+        }
+        _ => BackwardConfig::default_for(dev, dp),
+    });
     for (name, c) in [("dkdv", cfg.dkdv), ("dq", cfg.dq)] {
         c.check_tiles(&format!("{WHAT}: backward.{name}."))?;
     }

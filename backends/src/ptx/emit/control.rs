@@ -338,6 +338,29 @@ impl<'k> PtxWriter<'k> {
             OpKind::Scan { x, axis, .. } => Some(self.scan(*x, *axis as usize, res.unwrap())?),
             OpKind::Dot { a, b, acc, precision } => Some(self.dot(*a, *b, *acc, *precision, res.unwrap())?),
             OpKind::For { lo, hi, step, inits, body } => {
+                // loop-invariant operands copied by `cp.async` into slots
+                // of their own ([`crate::ptx::async_copy::AsyncPlan::invariant`]):
+                // waited for, fenced for the tensor cores and barriered once,
+                // here (with the copies issued since: the pipeline's first
+                // tiles, a one-time wait), so the `dot`s inside read them as
+                // ready
+                if self.role == Role::All {
+                    let mut ops = vec![];
+                    dot_operand_values(body, &mut ops);
+                    let fresh: Vec<V> = ops
+                        .into_iter()
+                        .map(|x| self.ring_plan.source(x))
+                        .filter(|x| self.ring_plan.invariant_cp(*x) && self.vals.contains_key(x) && !self.inv_waited.contains(x))
+                        .collect();
+                    if !fresh.is_empty() {
+                        self.cp_commit();
+                        self.line("cp.async.wait_group 0;");
+                        self.line("fence.proxy.async.shared::cta;");
+                        self.bar();
+                        self.ring_dirty = false;
+                        self.inv_waited.extend(fresh);
+                    }
+                }
                 let ivd = self.dtype(body.args[0]);
                 let iv = self.reg(reg_class(Elem::Val(ivd)));
                 let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
@@ -584,23 +607,14 @@ impl<'k> PtxWriter<'k> {
                         }
                     }
                     // (a loop-invariant slot filled before a loop that ran
-                    // no iteration: its bulk copy may still be landing)
-                    fn dot_operands(b: &Block, out: &mut Vec<V>) {
-                        for o in &b.ops {
-                            if let OpKind::Dot { a, b, .. } = &o.kind {
-                                out.extend([*a, *b]);
-                            }
-                            for r in o.kind.regions() {
-                                dot_operands(r, out);
-                            }
-                        }
-                    }
+                    // no iteration: its bulk copy may still be landing; a
+                    // `cp.async` one was waited for before the loop)
                     let mut inv: Vec<V> = vec![];
-                    dot_operands(body, &mut inv);
+                    dot_operand_values(body, &mut inv);
                     let mut waited = std::collections::HashSet::new();
                     let inv: Vec<V> = inv.into_iter().map(|x| self.ring_plan.source(x)).collect();
                     for x in inv {
-                        if self.ring_plan.invariant.contains(&x) && waited.insert(x) {
+                        if self.ring_plan.invariant.contains(&x) && !self.ring_plan.invariant_cp(x) && waited.insert(x) {
                             let c = self.ring_plan.class_of(x).expect("invariant slot");
                             let r = self.get(x)[0].clone();
                             self.tma_wait(c, &r);
@@ -835,4 +849,16 @@ fn branch_reads(op: &Op) -> Option<Vec<V>> {
     let OpKind::If { cond, then_, else_ } = &op.kind else { return None };
     let mut reads = vec![*cond];
     (walk(then_, &mut reads) && walk(else_, &mut reads)).then_some(reads)
+}
+
+/// The operands of every `dot` in `b` and its regions.
+fn dot_operand_values(b: &Block, out: &mut Vec<V>) {
+    for o in &b.ops {
+        if let OpKind::Dot { a, b, .. } = &o.kind {
+            out.extend([*a, *b]);
+        }
+        for r in o.kind.regions() {
+            dot_operand_values(r, out);
+        }
+    }
 }

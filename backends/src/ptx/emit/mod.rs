@@ -250,6 +250,9 @@ struct PtxWriter<'k> {
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
+    /// Loop-invariant `cp.async` slots already waited for (before their
+    /// first loop: `OpKind::For`).
+    inv_waited: std::collections::HashSet<V>,
     /// TMA views of this kernel ([`super::tma`]).
     tma_views: HashMap<V, super::tma::TmaView>,
     /// Tensor-map parameters (view, box innermost first) and the registers
@@ -368,6 +371,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         wg_defer: false,
         wg_held: 0,
         ring_ready: Default::default(),
+        inv_waited: Default::default(),
         tma_views,
         tmaps: vec![],
         tmap_regs: vec![],
@@ -542,6 +546,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         em.role = Role::Producer;
         em.vals.clear();
         em.ring_ready.clear();
+        em.inv_waited.clear();
         em.ring_dirty = true;
         em.rings_dead = false;
         em.block(&k.body)?;
@@ -629,5 +634,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         tensor_maps,
         unrolled_loops: em.unrolled,
         wide_offsets: em.wide_uses,
+        cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
     })
 }

@@ -171,6 +171,7 @@ pub(crate) fn launch(
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
+            cp_invariant_slots: std::env::var("FERROTILE_CP_INVARIANT_SLOTS").is_ok_and(|v| v == "1"),
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
@@ -192,12 +193,19 @@ pub(crate) fn launch(
         // that changed the text, and that the launch did not ask for) are
         // tried in turn, and the one using the least runs (the first on a
         // tie: the copies, then the wide offsets, are kept where they cost
-        // nothing).
+        // nothing). First of all, where loop-invariant operands held as
+        // register A could take `cp.async`-filled slots instead
+        // (`cp_invariant_slots`: the register-pressure test of that
+        // choice is this one).
         let unroll_free = pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none();
         let wide_free = pk.wide_offsets > 0;
-        let with = if unroll_free || wide_free { loaded.local_bytes().map_err(berr)? } else { 0 };
+        let cp_free = pk.cp_invariant_slots > 0 && std::env::var("FERROTILE_CP_INVARIANT_SLOTS").as_deref() != Ok("0");
+        let with = if unroll_free || wide_free || cp_free { loaded.local_bytes().map_err(berr)? } else { 0 };
         if with > 0 {
             let mut alts: Vec<(&str, PtxOptions)> = vec![];
+            if cp_free {
+                alts.push(("loop-invariant operands in shared memory", PtxOptions { cp_invariant_slots: true, ..opts.clone() }));
+            }
             if unroll_free {
                 alts.push(("the plain loop", PtxOptions { unroll_pipelined: false, ..opts.clone() }));
             }
@@ -210,6 +218,10 @@ pub(crate) fn launch(
             let mut best = with;
             for (what, o) in alts {
                 let alt = ptx_for(spec, &o)?;
+                // (slots of its own may not fit where the registers did)
+                if alt.smem_bytes > cuda.max_smem_optin {
+                    continue;
+                }
                 let l = cuda.load(&alt.text, &alt.entry).map_err(berr)?;
                 let bytes = l.local_bytes().map_err(berr)?;
                 if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
