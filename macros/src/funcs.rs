@@ -134,6 +134,17 @@ pub fn check(f: &ItemFn) -> syn::Result<Func> {
             t => return err(t, "a #[func] returns tiles", "write `-> Tile`, `-> (Tile, Tile)`, or nothing"),
         },
     };
+    // (what the body's shape already says, before any call types it)
+    if let Some(r) = first_return(&f.block) {
+        return err(r, &format!("`return` is not supported in a #[func] (`{name}`)"), "end the body with the value it returns, without `;`");
+    }
+    if returns > 0 && !matches!(f.block.stmts.last(), Some(syn::Stmt::Expr(_, None))) {
+        let at: &dyn ToTokens = match &s.output {
+            syn::ReturnType::Type(_, t) => t,
+            syn::ReturnType::Default => &s.ident,
+        };
+        return err(at, &format!("`{name}` must end with the {} it returns", if returns == 1 { "tile" } else { "tuple" }), "write the value last, without `;`");
+    }
     if let Some(at) = self_call(&f.block, &s.ident) {
         return Err(Error::new(at, format!("`{name}` calls itself: recursion is not supported\n  = help: express repetition with a `for` loop")));
     }
@@ -190,6 +201,20 @@ pub fn parse_given(attr: TokenStream, what: &str) -> syn::Result<Vec<Func>> {
         }
     }
     Ok(out)
+}
+
+/// The first `return` in `block`.
+fn first_return(block: &syn::Block) -> Option<syn::token::Return> {
+    struct V(Option<syn::token::Return>);
+    impl<'ast> Visit<'ast> for V {
+        fn visit_expr_return(&mut self, r: &'ast syn::ExprReturn) {
+            self.0.get_or_insert(r.return_token);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut v = V(None);
+    v.visit_block(block);
+    v.0
 }
 
 /// The first call of `name` in `block`.
@@ -352,6 +377,26 @@ pub fn definition(f: &Func, attr: &TokenStream) -> TokenStream {
         #(#docs)*
         #[allow(unused_imports)]
         #vis #import
+    }
+}
+
+/// What a refused `#[func] fn f` becomes: `f` resolves (to a macro that
+/// expands to nothing), so its callers add no "cannot find macro" to the
+/// error already reported.
+pub fn stub(f: &ItemFn) -> TokenStream {
+    let name = &f.sig.ident;
+    let vis = match &f.vis {
+        syn::Visibility::Public(p) => quote_spanned!(p.span=> pub(crate)),
+        v => quote!(#v),
+    };
+    quote! {
+        #[doc(hidden)]
+        #[allow(unused_macros)]
+        macro_rules! #name {
+            ($($t:tt)*) => {};
+        }
+        #[allow(unused_imports)]
+        #vis use #name;
     }
 }
 

@@ -6,6 +6,57 @@
 
 use ferrotile::prelude::*;
 
+/// One key block of the forward's online softmax ([`attention_fwd`],
+/// [`attention_fwd_varlen`]): the scores `s` (`[BM, BN]`, unscaled when
+/// `FOLD`) of query rows `rows` against keys `cols` masked (keys past `nk`,
+/// and the causal / window bounds with bottom-right offset `off`), the new
+/// running maximum (base 2, scaled) from `m_i`, and `p = exp2(scaled s −
+/// m)` with the rescale `alpha` of the previous blocks. Returns `(p,
+/// alpha, m_new)`.
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn online_softmax_step(
+    mut s: Tile,
+    cols: Tile,
+    rows: Tile,
+    nk: Tile,
+    off: Tile,
+    qk_scale: Tile,
+    win_left: Tile,
+    win_right: Tile,
+    m_i: Tile,
+    MASK_HI: Tile,
+    MASK_LO: Tile,
+    FOLD: Tile,
+) -> (Tile, Tile, Tile) {
+    if !FOLD {
+        s = s * qk_scale;
+    }
+    s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+    if MASK_HI {
+        s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+    }
+    if MASK_LO {
+        s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+    }
+    let mut m_blk = max(s, axis = 1);
+    if FOLD {
+        m_blk = m_blk * qk_scale;
+    }
+    let m_new = maximum(m_i, m_blk);
+    // (a row with no key yet keeps m = −∞: subtract 0 instead, so that
+    // its p and alpha are 0 rather than NaN)
+    let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+    let mut p = s;
+    if FOLD {
+        p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+    } else {
+        p = exp2(s - expand_dims(m_use, 1));
+    }
+    let alpha = exp2(m_i - m_use);
+    (p, alpha, m_new)
+}
+
 /// `BM` query rows of head `program_id(1)` in batch entry `program_id(2)`
 /// (query blocks in reverse order of `program_id(0)`). Strides are in
 /// elements: `(qb, qh, qs)` batch, head and sequence strides of Q, and the
@@ -83,32 +134,8 @@ pub fn attention_fwd<
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
         // (`FOLD`: the scores stay unscaled until exp2's argument)
-        let mut s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
-        if !FOLD {
-            s = s * qk_scale;
-        }
-        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
-        if MASK_HI {
-            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
-        }
-        if MASK_LO {
-            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
-        }
-        let mut m_blk = max(s, axis = 1);
-        if FOLD {
-            m_blk = m_blk * qk_scale;
-        }
-        let m_new = maximum(m_i, m_blk);
-        // (a row with no key yet keeps m = −∞: subtract 0 instead, so that
-        // its p and alpha are 0 rather than NaN)
-        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let mut p = s;
-        if FOLD {
-            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
-        } else {
-            p = exp2(s - expand_dims(m_use, 1));
-        }
-        let alpha = exp2(m_i - m_use);
+        let s = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        let (p, alpha, m_new) = online_softmax_step(s, cols, rows, nk, off, qk_scale, win_left, win_right, m_i, MASK_HI, MASK_LO, FOLD);
         l_i = l_i * alpha + sum(p, 1);
         acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
         m_i = m_new;
@@ -860,30 +887,8 @@ pub fn attention_fwd_varlen<
     let mut acc = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
-        let mut s = dot(qt, trans(load_block(vk, [j, 0], [BN, DP])), zeros([BM, BN], f32));
-        if !FOLD {
-            s = s * qk_scale;
-        }
-        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
-        if MASK_HI {
-            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
-        }
-        if MASK_LO {
-            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
-        }
-        let mut m_blk = max(s, axis = 1);
-        if FOLD {
-            m_blk = m_blk * qk_scale;
-        }
-        let m_new = maximum(m_i, m_blk);
-        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let mut p = s;
-        if FOLD {
-            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
-        } else {
-            p = exp2(s - expand_dims(m_use, 1));
-        }
-        let alpha = exp2(m_i - m_use);
+        let s = dot(qt, trans(load_block(vk, [j, 0], [BN, DP])), zeros([BM, BN], f32));
+        let (p, alpha, m_new) = online_softmax_step(s, cols, rows, nk, off, qk_scale, win_left, win_right, m_i, MASK_HI, MASK_LO, FOLD);
         l_i = l_i * alpha + sum(p, 1);
         acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
         m_i = m_new;
