@@ -1375,6 +1375,13 @@ fn attention_varlen_backward_assembles() {
                         }
                     };
                     slots_used += slots as u32;
+                    // (the slots are waited for once, at the loop's entry: a
+                    // `dot` inside waiting for all copies would stall the
+                    // pipeline every iteration)
+                    let waits_all = p.text.matches("cp.async.wait_group 0;").count();
+                    if slots && waits_all != 1 {
+                        failures.push(format!("{what}: {waits_all} waits for every copy (want 1, before the loop)"));
+                    }
                     let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
                     let wgmma = p.mma_sync_dots.is_empty() && p.text.contains("wgmma.mma_async");
                     let spill = r.spill_loads + r.spill_stores;

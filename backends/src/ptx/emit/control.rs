@@ -340,17 +340,20 @@ impl<'k> PtxWriter<'k> {
             OpKind::For { lo, hi, step, inits, body } => {
                 // loop-invariant operands copied by `cp.async` into slots
                 // of their own ([`crate::ptx::async_copy::AsyncPlan::invariant`]):
-                // waited for, fenced for the tensor cores and barriered once,
-                // here (with the copies issued since: the pipeline's first
-                // tiles, a one-time wait), so the `dot`s inside read them as
-                // ready
+                // waited for, fenced for the tensor cores and barriered here,
+                // at the entry of the outermost loop whose `dot`s read them
+                // (with the copies issued since: the pipeline's first tiles,
+                // a one-time wait), so the `dot`s inside read them as ready
+                // — only inside this loop: an entry in one branch does not
+                // cover a loop after the branch (`inv_waited` is a stack)
+                let mut fresh = std::collections::HashSet::new();
                 if self.role == Role::All {
                     let mut ops = vec![];
                     dot_operand_values(body, &mut ops);
-                    let fresh: Vec<V> = ops
+                    fresh = ops
                         .into_iter()
                         .map(|x| self.ring_plan.source(x))
-                        .filter(|x| self.ring_plan.invariant_cp(*x) && self.vals.contains_key(x) && !self.inv_waited.contains(x))
+                        .filter(|x| self.ring_plan.invariant_cp(*x) && self.vals.contains_key(x) && !self.inv_covered(*x))
                         .collect();
                     if !fresh.is_empty() {
                         self.cp_commit();
@@ -358,9 +361,9 @@ impl<'k> PtxWriter<'k> {
                         self.line("fence.proxy.async.shared::cta;");
                         self.bar();
                         self.ring_dirty = false;
-                        self.inv_waited.extend(fresh);
                     }
                 }
+                self.inv_waited.push(fresh);
                 let ivd = self.dtype(body.args[0]);
                 let iv = self.reg(reg_class(Elem::Val(ivd)));
                 let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
@@ -634,6 +637,7 @@ impl<'k> PtxWriter<'k> {
                 for (r, (_, regs)) in results.zip(carried) {
                     self.vals.insert(r, regs);
                 }
+                self.inv_waited.pop();
                 return Ok(());
             }
             OpKind::If { cond, then_, else_ } => {

@@ -250,9 +250,9 @@ struct PtxWriter<'k> {
     /// Ring operands already waited for, fenced and barriered at the top of
     /// the loop body (see `For`): their `dot` synchronizes no further.
     ring_ready: std::collections::HashSet<V>,
-    /// Loop-invariant `cp.async` slots already waited for (before their
-    /// first loop: `OpKind::For`).
-    inv_waited: std::collections::HashSet<V>,
+    /// Loop-invariant `cp.async` slots waited for at the entry of each
+    /// enclosing loop being emitted (`OpKind::For`), innermost last.
+    inv_waited: Vec<std::collections::HashSet<V>>,
     /// TMA views of this kernel ([`super::tma`]).
     tma_views: HashMap<V, super::tma::TmaView>,
     /// Tensor-map parameters (view, box innermost first) and the registers

@@ -8,6 +8,12 @@
 use super::*;
 
 impl<'k> PtxWriter<'k> {
+    /// Loop-invariant `cp.async` slot `x` was waited for at the entry of a
+    /// loop enclosing the code being emitted.
+    pub(super) fn inv_covered(&self, x: V) -> bool {
+        self.inv_waited.iter().any(|s| s.contains(&x))
+    }
+
     /// Close the current `cp.async` group (loop and branch boundaries).
     pub(super) fn cp_commit(&mut self) {
         if !self.cp_pending.is_empty() {

@@ -201,7 +201,7 @@ impl<'k> PtxWriter<'k> {
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);
         let tma = |c: Option<usize>| c.is_some_and(|c| self.ring_plan.tma[c].is_some());
         // (a loop-invariant `cp.async` slot was waited for before the loop)
-        let inv = |v: V| self.ring_plan.invariant_cp(v) && self.inv_waited.contains(&self.ring_plan.source(v));
+        let inv = |v: V| self.ring_plan.invariant_cp(v) && self.inv_covered(self.ring_plan.source(v));
         let (cp_a, cp_b) = (ca.is_some() && !tma(ca) && !inv(a), cb.is_some() && !tma(cb) && !inv(b));
         if ready {
             // waited for at the top of the loop body; close this
