@@ -1,6 +1,7 @@
 //! A kernel of your own: the SwiGLU gate of a transformer MLP,
 //! `out = silu(x) · g` over `[rows, cols]` bf16 tensors, one program per
-//! row chunk, written as block-level Rust and launched on the best device
+//! row chunk, written as block-level Rust (the activation a tile function,
+//! `#[func]`, inlined where it is called) and launched on the best device
 //! there is (a CUDA GPU, a wgpu adapter with the `wgpu` feature, else the
 //! CPU interpreter). The result is checked against f64.
 //!
@@ -9,7 +10,13 @@
 
 use ferrotile::prelude::*;
 
-/// `out[r, c] = x·sigmoid(x) · g` for `BLOCK` columns of row `program_id(0)`
+/// SiLU, `x·sigmoid(x)`: a tile function, for tiles of any shape and dtype.
+#[func]
+fn silu(x: Tile) -> Tile {
+    x * sigmoid(x)
+}
+
+/// `out[r, c] = silu(x) · g` for `BLOCK` columns of row `program_id(0)`
 /// per program along axis 1; masked at the row's end.
 #[kernel]
 pub fn swiglu<T: Float, const BLOCK: i32>(x: Ptr<T>, g: Ptr<T>, out: Ptr<T>, cols: i32) {
@@ -19,7 +26,7 @@ pub fn swiglu<T: Float, const BLOCK: i32>(x: Ptr<T>, g: Ptr<T>, out: Ptr<T>, col
     let off = row * (cols as i64) + (c as i64);
     let xv = load(x + off, ok, 0.0) as f32;
     let gv = load(g + off, ok, 0.0) as f32;
-    store(out + off, (xv * sigmoid(xv) * gv) as T, ok);
+    store(out + off, (silu(xv) * gv) as T, ok);
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
