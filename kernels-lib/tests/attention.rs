@@ -798,3 +798,37 @@ fn attention_varlen_backward_rejects_bad_arguments() {
     .to_string();
     assert!(e.contains("decode"), "{e}");
 }
+
+/// A `max_seqlen` far above every sequence (even `usize::MAX`, which an
+/// unchecked grid size would wrap to zero programs) gives the same results
+/// as the exact one, forward and backward.
+#[test]
+fn attention_varlen_max_seqlen_above_the_lengths() {
+    use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, VarlenProblem};
+    let dev = Device::cpu();
+    let (hq, d, tq) = (2usize, 16usize, 30usize);
+    let exact = VarlenProblem::packed(2, hq, hq, tq, tq, 20, 20, d);
+    let huge = VarlenProblem { max_seqlen_q: usize::MAX, max_seqlen_k: usize::MAX, ..exact };
+    let mut rng = Rng::new(77);
+    let mut gen = |n: usize| -> Vec<f16> { (0..n).map(|_| f16::from_f64(rng.normal())).collect() };
+    let n = tq * hq * d;
+    let (q, k, v, dout) =
+        (dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap());
+    let cu = dev.from_slice(&[0i32, 20, 30]).unwrap();
+    let opts = AttentionOptions { causal: true, ..Default::default() };
+    let mut outs = vec![];
+    for p in [&exact, &huge] {
+        let nan = f16::from_f64(f64::NAN);
+        let (mut o, mut l) = (dev.full(n, nan).unwrap(), dev.full(hq * tq, f32::NAN).unwrap());
+        attention_varlen(&dev, &q, &k, &v, &mut o, Some(&mut l), &cu, &cu, p, &opts).unwrap();
+        let (mut dq, mut dk, mut dv) = (dev.full(n, nan).unwrap(), dev.full(n, nan).unwrap(), dev.full(n, nan).unwrap());
+        attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &cu, &cu, p, &opts).unwrap();
+        let bits = |b: &ferrotile::Buffer<f16>| b.to_vec().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
+        outs.push([bits(&o), bits(&dq), bits(&dk), bits(&dv)]);
+    }
+    for (i, name) in ["out", "dq", "dk", "dv"].iter().enumerate() {
+        assert!(outs[0][i].iter().all(|x| f16::from_bits(*x).is_finite()), "{name}: not every element written");
+        let differ = outs[0][i].iter().zip(&outs[1][i]).filter(|(a, b)| a != b).count();
+        assert!(differ == 0, "{name}: max_seqlen = usize::MAX changed {differ} of {} elements", outs[0][i].len());
+    }
+}

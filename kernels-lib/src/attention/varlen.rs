@@ -191,7 +191,8 @@ pub fn attention_varlen<T: FloatElement>(
             (placeholder.buffer(), false)
         }
     };
-    let grid = [p.max_seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
+    // (no sequence is longer than the tokens: a larger maximum sizes no grid)
+    let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
     let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
     let s = |x: usize| x as i64;
     attention_fwd_varlen::launch(
@@ -320,7 +321,8 @@ pub fn attention_varlen_backward<T: FloatElement>(
         let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
         let (dk_acc, dv_acc) = ws.pair_mut();
         let c = cfg.dkdv;
-        let grid = [p.max_seqlen_k.div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
+        // (no sequence is longer than the tokens: a larger maximum sizes no grid)
+        let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
         let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
         attention_bwd_dkdv_varlen::launch(
             dev,
@@ -392,7 +394,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     }
     if tq > 0 && p.max_seqlen_q > 0 {
         let c = cfg.dq;
-        let grid = [p.max_seqlen_q.div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
+        let grid = [p.max_seqlen_q.min(tq).div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
         let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
         attention_bwd_dq_varlen::launch(
             dev,
