@@ -164,19 +164,7 @@ mod fuzz {
     #[test]
     fn mutated_kernels_never_panic_the_macro() {
         use proc_macro2::TokenStream;
-        let seed: u64 = std::env::var("FERROTILE_FUZZ_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
-        let count: usize = std::env::var("FERROTILE_FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
-        let mut state = seed | 1;
-        let mut next = move |n: usize| {
-            // xorshift64*
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
-        };
+        let (seed, count, mut next) = fuzz_rng();
         let text_of = |toks: &[String]| toks.join(" ").replace("\u{1} ", "").replace('\u{1}', "");
         for src in KERNELS {
             let toks = flatten(src.parse::<TokenStream>().expect("tokens"));
@@ -190,29 +178,7 @@ mod fuzz {
             // which the parser then refuses)
             let toks: Vec<String> = src.parse::<TokenStream>().map(flatten).unwrap_or_default();
             let mut toks = toks;
-            for _ in 0..1 + next(3) {
-                // (brackets stay: a mutant that does not parse tests nothing)
-                let at = next(toks.len());
-                if matches!(toks[at].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
-                    continue;
-                }
-                match next(4) {
-                    0 if toks.len() > 1 => {
-                        toks.remove(at);
-                    }
-                    1 => {
-                        let t = toks[at].clone();
-                        toks.insert(at, t);
-                    }
-                    2 => {
-                        let j = next(toks.len());
-                        if !matches!(toks[j].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
-                            toks.swap(at, j);
-                        }
-                    }
-                    _ => toks[at] = VOCAB[next(VOCAB.len())].to_string(),
-                }
-            }
+            mutate(&mut toks, &mut next, VOCAB);
             let text = text_of(&toks);
             let Ok(func) = syn::parse_str::<syn::ItemFn>(&text) else { continue };
             parsed += 1;
@@ -247,18 +213,7 @@ mod fuzz {
             }
             store(out + r, m + log(l));
         }";
-        let seed: u64 = std::env::var("FERROTILE_FUZZ_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
-        let count: usize = std::env::var("FERROTILE_FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
-        let mut state = seed | 1;
-        let mut next = move |n: usize| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
-        };
+        let (seed, count, mut next) = fuzz_rng();
         let text_of = |toks: &[String]| toks.join(" ").replace("\u{1} ", "").replace('\u{1}', "");
         let kernel = syn::parse_str::<syn::ItemFn>(KERNEL).expect("kernel");
         let expand = |f: &syn::ItemFn| -> syn::Result<proc_macro2::TokenStream> {
@@ -272,28 +227,7 @@ mod fuzz {
         let (mut parsed, mut failures) = (0, vec![]);
         for i in 0..count {
             let mut toks = base.clone();
-            for _ in 0..1 + next(3) {
-                let at = next(toks.len());
-                if matches!(toks[at].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
-                    continue;
-                }
-                match next(4) {
-                    0 if toks.len() > 1 => {
-                        toks.remove(at);
-                    }
-                    1 => {
-                        let t = toks[at].clone();
-                        toks.insert(at, t);
-                    }
-                    2 => {
-                        let j = next(toks.len());
-                        if !matches!(toks[j].as_str(), "(" | ")" | "[" | "]" | "{" | "}") {
-                            toks.swap(at, j);
-                        }
-                    }
-                    _ => toks[at] = ["Tile", "upd", "m", "l", "x", "->", "(", ",", "mut", "return", "0", "1.0", "axis", "sum"][next(14)].to_string(),
-                }
-            }
+            mutate(&mut toks, &mut next, &["Tile", "upd", "m", "l", "x", "->", "(", ",", "mut", "return", "0", "1.0", "axis", "sum"]);
             let text = text_of(&toks);
             let Ok(f) = syn::parse_str::<syn::ItemFn>(&text) else { continue };
             parsed += 1;
@@ -304,6 +238,54 @@ mod fuzz {
         }
         eprintln!("fuzz seed {seed}: {count} mutated functions, {parsed} parsed, {} panics", failures.len());
         assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n\n"));
+    }
+
+    /// The fuzzers' seed (`FERROTILE_FUZZ_SEED`, else the clock), mutant
+    /// count (`FERROTILE_FUZZ_N`, default 600) and generator (xorshift64*:
+    /// `next(n)` in `0..n`).
+    fn fuzz_rng() -> (u64, usize, impl FnMut(usize) -> usize) {
+        let seed: u64 = std::env::var("FERROTILE_FUZZ_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1));
+        let count: usize = std::env::var("FERROTILE_FUZZ_N").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+        let mut state = seed | 1;
+        let next = move |n: usize| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+        };
+        (seed, count, next)
+    }
+
+    /// One to three mutations of a flat token list: a token deleted,
+    /// duplicated, swapped with another or replaced by one of `vocab`.
+    /// (Brackets stay: a mutant that does not parse tests nothing.)
+    fn mutate(toks: &mut Vec<String>, next: &mut impl FnMut(usize) -> usize, vocab: &[&str]) {
+        let bracket = |t: &str| matches!(t, "(" | ")" | "[" | "]" | "{" | "}");
+        for _ in 0..1 + next(3) {
+            let at = next(toks.len());
+            if bracket(&toks[at]) {
+                continue;
+            }
+            match next(4) {
+                0 if toks.len() > 1 => {
+                    toks.remove(at);
+                }
+                1 => {
+                    let t = toks[at].clone();
+                    toks.insert(at, t);
+                }
+                2 => {
+                    let j = next(toks.len());
+                    if !bracket(&toks[j]) {
+                        toks.swap(at, j);
+                    }
+                }
+                _ => toks[at] = vocab[next(vocab.len())].to_string(),
+            }
+        }
     }
 
     fn flatten(ts: proc_macro2::TokenStream) -> Vec<String> {

@@ -128,28 +128,7 @@ pub fn attention_backward<T: FloatElement>(
     let delta = delta_ws.buffer();
     let l = Launch { dev, q, k, v, dout, lse, a: &args, g, dp };
     if nq > 0 {
-        let s = |x: usize| x as i64;
-        let bm = 64usize.min(nq.next_power_of_two()).max(16);
-        let launch = LaunchConfig::new([nq.div_ceil(bm) as u32, hq as u32, p.batch as u32]).num_warps(4);
-        attention_bwd_pre::launch(
-            dev,
-            launch,
-            out,
-            dout,
-            delta,
-            nq as i32,
-            p.head_dim as i32,
-            s(p.o.batch),
-            s(p.o.head),
-            s(p.o.seq),
-            s(p.o.batch),
-            s(p.o.head),
-            s(p.o.seq),
-            s(hq * nq),
-            s(nq),
-            bm as i32,
-            dp as i32,
-        )?;
+        launch_delta(dev, out, dout, delta, p, dp)?;
     }
     let flops = 10.0 * (p.batch * hq) as f64 * nq as f64 * nk as f64 * p.head_dim as f64;
     let tuned = opts.backward.is_none() && dev.kind() == DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
@@ -176,29 +155,7 @@ pub fn attention_backward<T: FloatElement>(
             l.dkdv(fixed.dkdv, delta, dk, dv, dk_acc, dv_acc)?;
         }
         if g > 1 {
-            let br = 32usize;
-            let launch = LaunchConfig::new([nk.div_ceil(br) as u32, hk as u32, p.batch as u32]).num_warps(4);
-            let s = |x: usize| x as i64;
-            attention_bwd_sum::launch(
-                dev,
-                launch,
-                dk_acc,
-                dv_acc,
-                dk,
-                dv,
-                nk as i32,
-                p.head_dim as i32,
-                hq as i32,
-                s(p.k.batch),
-                s(p.k.head),
-                s(p.k.seq),
-                s(p.v.batch),
-                s(p.v.head),
-                s(p.v.seq),
-                br as i32,
-                dp as i32,
-                g as i32,
-            )?;
+            launch_group_sum(dev, dk_acc, dv_acc, dk, dv, p, dp)?;
         }
     }
     if nq > 0 {
@@ -211,6 +168,68 @@ pub fn attention_backward<T: FloatElement>(
             l.dq(fixed.dq, delta, dq)?;
         }
     }
+    Ok(())
+}
+
+/// Step 1: `delta = rowsum(dO ∘ O)` of `p`'s query rows, laid out like
+/// the log-sum-exp (`[batch, heads_q, seqlen_q]`; `dout` has `out`'s
+/// strides). The varlen backward passes its packed tensors as one batch
+/// entry of `total_q` rows (delta is row-wise).
+pub(super) fn launch_delta<T: FloatElement>(
+    dev: &Device,
+    out: &Buffer<T>,
+    dout: &Buffer<T>,
+    delta: &mut Buffer<f32>,
+    p: &AttentionProblem,
+    dp: usize,
+) -> Result<(), LibError> {
+    let (hq, nq) = (p.heads_q, p.seqlen_q);
+    let s = |x: usize| x as i64;
+    let bm = 64usize.min(nq.next_power_of_two()).max(16);
+    let launch = LaunchConfig::new([nq.div_ceil(bm) as u32, hq as u32, p.batch as u32]).num_warps(4);
+    let (ob, oh, os) = (s(p.o.batch), s(p.o.head), s(p.o.seq));
+    attention_bwd_pre::launch(dev, launch, out, dout, delta, nq as i32, p.head_dim as i32, ob, oh, os, ob, oh, os, s(hq * nq), s(nq), bm as i32, dp as i32)?;
+    Ok(())
+}
+
+/// GQA: each K/V head's dK and dV, the sum of its query heads' f32
+/// partials (`[batch, heads_q, seqlen_k, dp]` in `dk_acc` / `dv_acc`),
+/// stored by the strides of K and V. The varlen backward passes its
+/// packed tensors as one batch entry of `total_k` keys (the sum is per key
+/// token).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch_group_sum<T: FloatElement>(
+    dev: &Device,
+    dk_acc: &Buffer<f32>,
+    dv_acc: &Buffer<f32>,
+    dk: &mut Buffer<T>,
+    dv: &mut Buffer<T>,
+    p: &AttentionProblem,
+    dp: usize,
+) -> Result<(), LibError> {
+    let (nk, br) = (p.seqlen_k, 32usize);
+    let s = |x: usize| x as i64;
+    let launch = LaunchConfig::new([nk.div_ceil(br) as u32, p.heads_kv as u32, p.batch as u32]).num_warps(4);
+    attention_bwd_sum::launch(
+        dev,
+        launch,
+        dk_acc,
+        dv_acc,
+        dk,
+        dv,
+        nk as i32,
+        p.head_dim as i32,
+        p.heads_q as i32,
+        s(p.k.batch),
+        s(p.k.head),
+        s(p.k.seq),
+        s(p.v.batch),
+        s(p.v.head),
+        s(p.v.seq),
+        br as i32,
+        dp as i32,
+        (p.heads_q / p.heads_kv) as i32,
+    )?;
     Ok(())
 }
 

@@ -257,7 +257,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     p: &VarlenProblem,
     opts: &AttentionOptions<'_>,
 ) -> Result<(), LibError> {
-    use super::kernels::{attention_bwd_dkdv_varlen, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum};
+    use super::kernels::{attention_bwd_dkdv_varlen, attention_bwd_dq_varlen};
     const WHAT: &str = "attention_varlen_backward";
     if opts.seqlens_k.is_some() || opts.decode.is_some() || opts.config.is_some() {
         return Err(LibError::Config(format!(
@@ -310,11 +310,8 @@ pub fn attention_varlen_backward<T: FloatElement>(
     let mut delta_ws = crate::scratch::workspace(dev, (hq * tq).max(1))?;
     let delta = delta_ws.buffer();
     if tq > 0 {
-        // delta is row-wise: the packed tensors as one batch entry of `total_q` rows
-        let bm = 64usize.min(tq.next_power_of_two()).max(16);
-        let launch = LaunchConfig::new([tq.div_ceil(bm) as u32, hq as u32, 1]).num_warps(4);
-        let (oh, os) = (s(p.o.head), s(p.o.token));
-        attention_bwd_pre::launch(dev, launch, out, dout, delta, tq as i32, p.head_dim as i32, 0, oh, os, 0, oh, os, 0, s(tq), bm as i32, dp as i32)?;
+        // (delta is row-wise: the packed tensors as one batch entry)
+        super::backward::launch_delta(dev, out, dout, delta, &whole, dp)?;
     }
     if tk > 0 && p.max_seqlen_k > 0 {
         let acc_len = if g > 1 { hq * tk * dp } else { 1 };
@@ -367,29 +364,8 @@ pub fn attention_varlen_backward<T: FloatElement>(
             g > 1,
         )?;
         if g > 1 {
-            // the group's sum is per key token: one batch entry of `total_k` keys
-            let br = 32usize;
-            let launch = LaunchConfig::new([tk.div_ceil(br) as u32, hk as u32, 1]).num_warps(4);
-            attention_bwd_sum::launch(
-                dev,
-                launch,
-                dk_acc,
-                dv_acc,
-                dk,
-                dv,
-                tk as i32,
-                p.head_dim as i32,
-                hq as i32,
-                0,
-                s(p.k.head),
-                s(p.k.token),
-                0,
-                s(p.v.head),
-                s(p.v.token),
-                br as i32,
-                dp as i32,
-                g as i32,
-            )?;
+            // (the group's sum is per key token: the packed tensors as one batch entry)
+            super::backward::launch_group_sum(dev, dk_acc, dv_acc, dk, dv, &whole, dp)?;
         }
     }
     if tq > 0 && p.max_seqlen_q > 0 {
