@@ -9,22 +9,9 @@ impl<'a> Lower<'a> {
         let Expr::Path(p) = &*c.func else {
             return err(&c.func, "only DSL functions can be called in kernels", "");
         };
-        // a `#[func]`, possibly by a path and with dtype arguments: `f(x)`,
-        // `f::<T>(x)`, `epilogue::gelu(x)`
-        if let (None, Some(seg)) = (&p.qself, p.path.segments.last()) {
-            let name = seg.ident.to_string();
-            let single = p.path.segments.len() == 1 && p.path.leading_colon.is_none();
-            if !(single && self.lookup(&name).is_some()) {
-                if let Some(f) = self.func(&name).cloned() {
-                    let tf = match &seg.arguments {
-                        syn::PathArguments::AngleBracketed(a) => Some(a),
-                        syn::PathArguments::Parenthesized(a) => return err(a, "expected dtype arguments", "write `f::<T>(...)`"),
-                        syn::PathArguments::None => None,
-                    };
-                    let args: Vec<&Expr> = c.args.iter().collect();
-                    return self.call_func(&f, &seg.ident, tf, &args);
-                }
-            }
+        if let Some((f, id, tf)) = self.func_call(c)? {
+            let args: Vec<&Expr> = c.args.iter().collect();
+            return self.call_func(&f, id, tf, &args);
         }
         let Some(id) = p.path.get_ident() else {
             // `std::cmp::max(a, b)`, `f32::exp(x)`: point at the DSL spelling when there is one.

@@ -21,6 +21,27 @@ impl<'a> Lower<'a> {
         self.funcs.iter().find(|f| f.name == name)
     }
 
+    /// The `#[func]` a call names — by its name or a path (`f(x)`,
+    /// `epilogue::gelu(x)`), with dtype arguments (`f::<T>(x)`) — with the
+    /// name at the call and the turbofish; `None` when it calls none (a
+    /// variable's name is the variable's).
+    pub(super) fn func_call<'c>(&self, c: &'c syn::ExprCall) -> SR<Option<(Func, &'c syn::Ident, Option<&'c syn::AngleBracketedGenericArguments>)>> {
+        let Expr::Path(p) = &*c.func else { return Ok(None) };
+        let (None, Some(seg)) = (&p.qself, p.path.segments.last()) else { return Ok(None) };
+        let name = seg.ident.to_string();
+        let single = p.path.segments.len() == 1 && p.path.leading_colon.is_none();
+        if single && self.lookup(&name).is_some() {
+            return Ok(None);
+        }
+        let Some(f) = self.func(&name).cloned() else { return Ok(None) };
+        let tf = match &seg.arguments {
+            syn::PathArguments::AngleBracketed(a) => Some(a),
+            syn::PathArguments::Parenthesized(a) => return err(a, "expected dtype arguments", "write `f::<T>(...)`"),
+            syn::PathArguments::None => None,
+        };
+        Ok(Some((f, &seg.ident, tf)))
+    }
+
     /// Inline a call of the `#[func]` `f`: `id` is the name at the call,
     /// `turbofish` its dtype arguments, `args` the argument expressions.
     pub(super) fn inline(&mut self, f: &Func, id: &syn::Ident, turbofish: Option<&syn::AngleBracketedGenericArguments>, args: &[&Expr]) -> SR<Vec<V>> {
@@ -181,19 +202,11 @@ impl<'a> Lower<'a> {
             },
             _ => None,
         };
-        let Some((c, f, id, tf)) = call.and_then(|c| {
-            let Expr::Path(p) = &*c.func else { return None };
-            let seg = p.path.segments.last()?;
-            if p.path.segments.len() != 1 {
-                return None;
-            }
-            let f = self.func(&seg.ident.to_string())?.clone();
-            let tf = match &seg.arguments {
-                syn::PathArguments::AngleBracketed(a) => Some(a.clone()),
-                _ => None,
-            };
-            Some((c, f, seg.ident.clone(), tf))
-        }) else {
+        let found = match call {
+            Some(c) => self.func_call(c)?.map(|(f, id, tf)| (c, f, id, tf)),
+            None => None,
+        };
+        let Some((c, f, id, tf)) = found else {
             return err(pt, "destructuring is only for the results of a #[func]", "bind one value per `let`");
         };
         if f.returns != names.len() {
@@ -204,7 +217,7 @@ impl<'a> Lower<'a> {
             );
         }
         let args: Vec<&Expr> = c.args.iter().collect();
-        let vals = self.inline(&f, &id, tf.as_ref(), &args)?;
+        let vals = self.inline(&f, id, tf, &args)?;
         for (n, v) in names.into_iter().zip(vals) {
             if let Some((n, m)) = n {
                 self.define(n, v, m);

@@ -7,7 +7,7 @@
 //! kernel library's public functions by path (`#[func]`s of another crate).
 
 use super::util::*;
-use crate::tilefns::{bias_act, dot_1d, lse_step, put, tile_at, to_out};
+use crate::tilefns::{self, bias_act, dot_1d, put, tile_at, to_out};
 use ferrotile::prelude::*;
 use ferrotile_kernels::epilogue;
 
@@ -97,7 +97,8 @@ pub fn k_func_lse<const R: i32, const C: i32>(x: Ptr<f32>, out: Ptr<f32>, rows: 
     let mut l = zeros([R], f32);
     for c0 in (0..cols).step_by(C) {
         let (p, ok) = tile_at(x, r, c0 + arange(0, C), cols, rows, cols);
-        let (m2, l2) = lse_step(m, l, load(p, ok, f32::NEG_INFINITY));
+        // (a tuple from a function called by its path)
+        let (m2, l2) = tilefns::lse_step(m, l, load(p, ok, f32::NEG_INFINITY));
         m = m2;
         l = l2;
     }
