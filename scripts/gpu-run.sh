@@ -51,6 +51,15 @@
 #            memcheck and racecheck (`attn-bwd-bench [SHAPES]`: B:H:S:D shapes,
 #            MHA, next to SDPA's backward per backend and a Triton FA2
 #            backward of the same algorithm: `peers.py --attn-backward`)
+#   varlen [SHAPES]: the varlen attention (forward and backward): its tests
+#            on CUDA, racecheck and memcheck of the varlen backward, then
+#            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
+#            backward next to the dense one on the same tokens, and on a
+#            ragged batch of the same total)
+#   tuner [SHAPES]: the tuner's picks are stable: the library's W4A16 and
+#            W8A16 decode shapes tuned twice, each into a fresh cache
+#            (FERROTILE_AUTOTUNE_PRINT shows both picks), W4A16 with a
+#            fused bias + GELU, then the W4A16 peers (carry .whl)
 #   attn-decode [SHAPES]: the library's decode attention: tests on CUDA, memcheck,
 #            racecheck, then B:H:HK:SQ:SK:D shapes next to SDPA per backend
 #   tma-terms: the attention case with FERROTILE_TMA_TERMS=1, memcheck and
@@ -349,6 +358,26 @@ case "${1:-check}" in
     step lib_bwd 300 $D/attn-user --library --backward --shapes $SH
     step peers 300 python3 $D/peers.py --attn-backward --attn-shapes $SH
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|^(sdpa|triton)" "$L" | tail -90
+    ;;
+  varlen)
+    FERROTILE_TEST_DEVICES=cuda step varlen_tests 300 $D/attention --nocapture varlen
+    FERROTILE_TEST_DEVICES=cuda step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_varlen_backward_matches
+    FERROTILE_TEST_DEVICES=cuda step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_varlen_backward_matches
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    step varlen_bench 300 $D/attn-user --library --varlen --shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^varlen-bwd|error" "$L" | tail -40
+    ;;
+  tuner)
+    SH=${2:-1x8192x8192,16x8192x8192,1x4096x14336}
+    for r in 1 2; do
+      for w in 4 8; do
+        flag=; [ $w = 8 ] && flag=--w8
+        FERROTILE_CACHE_DIR=/tmp/fttune_${w}_$r FERROTILE_AUTOTUNE_PRINT=1 step "w${w}_tune_$r" 300 $D/dequant-user --library $flag --device cuda --shapes $SH
+      done
+    done
+    step w4_epilogue 200 $D/dequant-user --library --epilogue --device cuda --shapes $SH
+    step peers 300 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |-> |^library|cublas|tinygemm|gemlite|FAIL|error" "$L" | tail -60
     ;;
   attn-decode)
     # the library's decode attention: its tests on CUDA, memcheck, then the

@@ -55,7 +55,8 @@ pub struct Func {
 }
 
 fn err<T>(t: impl ToTokens, msg: &str, hint: &str) -> syn::Result<T> {
-    Err(Error::new_spanned(t, format!("{msg}\n  = help: {hint}")))
+    let help = if hint.is_empty() { String::new() } else { format!("\n  = help: {hint}") };
+    Err(Error::new_spanned(t, format!("{msg}{help}")))
 }
 
 fn is_tile(t: &syn::Type) -> bool {
@@ -108,7 +109,9 @@ pub fn check(f: &ItemFn) -> syn::Result<Func> {
     let mut params = vec![];
     let mut seen = HashSet::new();
     for a in &s.inputs {
-        let syn::FnArg::Typed(pt) = a else { return err(a, "a #[func] cannot take `self`", "") };
+        let syn::FnArg::Typed(pt) = a else {
+            return err(a, "a #[func] cannot take `self`", "a #[func] is a free function of tiles: write it outside the `impl`");
+        };
         let (ident, mutable) = match &*pt.pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => (pi.ident.clone(), pi.mutability.is_some()),
             p => return err(p, "a #[func] parameter must be a plain name", "write `x: Tile`"),
@@ -384,6 +387,11 @@ pub fn definition(f: &Func, attr: &TokenStream) -> TokenStream {
 /// expands to nothing), so its callers add no "cannot find macro" to the
 /// error already reported.
 pub fn stub(f: &ItemFn) -> TokenStream {
+    // (a method — `self` — sits in an `impl`, where no macro can be
+    // defined: the error alone)
+    if f.sig.receiver().is_some() {
+        return TokenStream::new();
+    }
     let name = &f.sig.ident;
     let vis = match &f.vis {
         syn::Visibility::Public(p) => quote_spanned!(p.span=> pub(crate)),

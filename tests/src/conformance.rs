@@ -126,6 +126,11 @@ pub fn cases() -> Vec<Case> {
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention
         ),
+        case!(
+            "segment_sum",
+            "packed segments through views at loaded offsets and lengths (a varlen batch): rows past a segment's end read as zeros, unmasked",
+            fused::segment_sum
+        ),
         case!("conv3x3", "a user's 3×3 convolution: a 2-D tile loaded nine times at shifted, partly negative offsets, scalar weights (f32, bf16)", user::conv3x3),
         case!(
             "cross_entropy",

@@ -1351,13 +1351,17 @@ fn attention_varlen_backward_assembles() {
                     consts.push((g > 1) as i64);
                 }
                 let spec = specialize(k, &consts, &[t]).unwrap();
-                for sm in [80, 90] {
+                // (sm_90: the sequences' tiles by TMA copies of their
+                // dynamic views, and without them — `FERROTILE_TMA_DYNAMIC=0`,
+                // or maps the launch cannot build — by `cp.async`)
+                for (sm, dynamic) in [(80, false), (90, true), (90, false)] {
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
+                        tma_dynamic: dynamic,
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
-                    let what = format!("attention_bwd_{which}_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}");
+                    let what = format!("attention_bwd_{which}_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}{}", if dynamic { " tma" } else { "" });
                     let compiled = emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| {
                         let r = ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))?;
                         if r.spill_loads + r.spill_stores == 0 || p.cp_invariant_slots == 0 {
@@ -1396,10 +1400,59 @@ fn attention_varlen_backward_assembles() {
                     if is_default && sm == 90 && (spill > 0 || staged > 0 || !wgmma) {
                         failures.push(format!("{what}: the default tiles: {spill} B spills, {staged} staged, on mma.sync {:?}", p.mma_sync_dots));
                     }
+                    // (the loops' Q/dO or K/V tiles by bulk copies, their
+                    // views' bounds applied in the kernel)
+                    let bulk = p.text.matches("cp.async.bulk.tensor").count();
+                    if is_default && dynamic && (bulk == 0 || !p.text.contains("st.shared.v4.b32") || p.tensor_maps.iter().any(|m| !m.view.dynamic)) {
+                        failures.push(format!(
+                            "{what}: the default tiles: {bulk} bulk copies, maps {:?}",
+                            p.tensor_maps.iter().map(|m| m.view.dynamic).collect::<Vec<_>>()
+                        ));
+                    }
                 }
             }
         }
     }
     assert!(slots_used > 0, "no configuration took cp.async invariant slots");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Views at offsets and of extents loaded in the kernel (the conformance
+/// case `segment_sum`, a varlen batch's segments): on sm_90 their block
+/// loads are bulk tensor copies of a *dynamic* map (the buffer from the
+/// launch-invariant base; the kernel adds the loaded row offset to the
+/// coordinate and zeroes the rows outside the segment), with the guards
+/// (the view is checked in the kernel, not on the host) and without, in
+/// one stream and with the producer warpgroup (which then loads the
+/// offsets itself and records the bounds; the consumers' zeroing meets at
+/// their named barrier); off with `tma_dynamic = false` (`cp.async`).
+/// Each assembles for sm_90a.
+#[test]
+fn dynamic_tma_views_assemble() {
+    use ferrotile::ir::passes::Safety;
+    let Some(px) = ptxas::find_or_skip() else { return };
+    let k = ferrotile_tests::conformance::fused::k_segment_sum::ir();
+    let spec = specialize(k, &[64, 64, 64], &[DType::BF16]).unwrap();
+    for (safety, dynamic, ws) in [(Safety::Safe, true, false), (Safety::Unchecked, true, false), (Safety::Safe, true, true), (Safety::Safe, false, false)] {
+        let params = if safety == Safety::Unchecked { k.params.len() } else { guarded_params(k) };
+        let opts =
+            PtxOptions { arg_div: vec![16; params], pipeline: 2, safety, tma_dynamic: dynamic, warp_specialize: ws, ..PtxOptions::new(90, 4, k.params.len()) };
+        let what = format!("{safety:?} dynamic={dynamic} ws={ws}");
+        let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let bulk = p.text.matches("cp.async.bulk.tensor").count();
+        let maps: Vec<bool> = p.tensor_maps.iter().map(|m| m.view.dynamic).collect();
+        if dynamic {
+            assert!(bulk > 0 && maps == [true], "{what}: {bulk} bulk copies, maps {maps:?}");
+            // (the valid rows recorded per fill, read back after each wait)
+            assert!(p.text.contains("st.shared.v2.u32") && p.text.contains("ld.shared.v2.u32"), "{what}: no valid-row ranges");
+        } else {
+            assert!(bulk == 0 && maps.is_empty(), "{what}: {bulk} bulk copies");
+        }
+        if ws {
+            // (the producer warpgroup: four warps more; the consumers' barrier)
+            assert!(p.threads == 256 && p.text.contains("bar.sync 1, 128;"), "{what}: {} threads", p.threads);
+        }
+        let r = ptxas::assemble(&px, &p.text, 90).unwrap_or_else(|l| panic!("{what}: {l}"));
+        assert_eq!(r.spill_loads + r.spill_stores, 0, "{what}: spills");
+    }
 }

@@ -31,7 +31,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     }
     let has_views = k.values.iter().any(|v| matches!(v.ty, Type::View { .. }));
     let view_axis = if has_views { axis::analyze(k, &o.arg_div, &o.arg_one) } else { HashMap::new() };
-    let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &view_axis, o.tma_terms) } else { HashMap::new() };
+    let tma_views = if has_views && o.tma && o.mma && o.wgmma && o.sm >= 90 { tma::views(k, &view_axis, o.tma_terms, o.tma_dynamic) } else { HashMap::new() };
     // (strides the launch proves to be 1: transposed views load in storage order)
     let unit = |v: V| view_axis.get(&v).is_some_and(|i| i.unit);
     // The IR passes of the PTX target: views lowered to pointer accesses
@@ -39,11 +39,12 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
     let kept = tma_block_loads(k, o, &tma_views);
     // (the views those loads read are checked on the host, against the
-    // tensor maps built per launch, instead of in the kernel)
+    // tensor maps built per launch, instead of in the kernel — except
+    // dynamic ones, whose bounds the kernel computes: guarded there)
     let mut host_checked: HashSet<V> = HashSet::new();
     k.walk(&mut |op| {
         if let OpKind::LoadBlock { view, .. } = &op.kind {
-            if kept.contains(&op.results[0]) {
+            if kept.contains(&op.results[0]) && !tma_views.get(view).is_some_and(|t| t.dynamic) {
                 host_checked.insert(*view);
             }
         }
@@ -72,7 +73,13 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // (a whole producer warpgroup: at most 32 warps in all)
     // (clusters: the plan also says which copies are uniform across a
     // cluster — kept as the stream structure only with `warp_specialize`)
-    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 { warp_spec::plan(k, &ring_plan) } else { None };
+    // (a dynamic view's copies: the producer computes the view too)
+    let dynamic: HashSet<V> = tma_views.iter().filter(|(_, t)| t.dynamic).map(|(v, _)| *v).collect();
+    let ws = if (o.warp_specialize || o.cluster == 2) && o.num_warps.is_multiple_of(4) && o.num_warps <= 16 {
+        warp_spec::plan(k, &ring_plan, &dynamic)
+    } else {
+        None
+    };
     let values =
         if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), o.broadcast_slices) } else { Default::default() };
     // (accumulators that another plan holds elsewhere stay as they are)

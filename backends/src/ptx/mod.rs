@@ -197,6 +197,10 @@ pub struct PtxOptions {
     /// racecheck (session 16); the CUDA runtime reads
     /// `FERROTILE_TMA_TERMS=0` to turn it off for A/B runs.
     pub tma_terms: bool,
+    /// TMA copies for views at offsets or of extents computed in the
+    /// kernel (`tma` module doc: a sequence of a packed varlen batch);
+    /// `FERROTILE_TMA_DYNAMIC=0` turns them off.
+    pub tma_dynamic: bool,
     /// A loop-invariant `wgmma` operand block-loaded by a TMA view before
     /// its loop (K and V of attention's backward, Q of a d256 forward)
     /// lands once in a shared-memory slot of its own, read by descriptor
@@ -276,6 +280,7 @@ impl PtxOptions {
             proven_masks: vec![],
             programs_per_sm: 0,
             tma_terms: true,
+            tma_dynamic: true,
             invariant_slots: true,
             cp_invariant_slots: false,
             partial_accumulators: true,

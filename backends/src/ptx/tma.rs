@@ -25,6 +25,24 @@
 //!   with `PtxOptions::tma_terms`, on by default: the strided and GQA
 //!   attention kernels of the conformance suite run them on the H200.)
 //!
+//! **Views at offsets computed in the kernel** (`dynamic`): a view whose
+//! base also has one term `r · s_outer` — `r` any scalar the kernel
+//! computes (a sequence's first token loaded from `cu_seqlens`, a page
+//! from a block table), `s_outer` the view's own outer stride — or whose
+//! outer extent is computed in the kernel, defined at the kernel's top
+//! level (once per program). Its map covers the pointer's whole buffer
+//! from the launch-invariant part of the base: the host finds the map's
+//! outer extent from the buffer's length ([`TmaView::resolve`]), the
+//! kernel adds `r` to the outer coordinate of every copy, and the view's
+//! own bounds — rows before its start or past its extent, which the map
+//! does not know — are applied in the kernel: the issuing thread records
+//! the slot's valid rows next to its mbarrier, and the readers zero the
+//! other rows after the copy lands (only for boxes that cross the view's
+//! edge: `emit`'s rings). The view is guarded in the kernel like any
+//! other (the `guard` pass: a view outside its buffer is empty), not on
+//! the host. With the producer warpgroup, its stream computes the view
+//! (`warp_spec`); not with multicast (two programs, two offsets).
+//!
 //! Produces a [`TmaView`] per such view: the host evaluates its [`HExpr`]s
 //! on the launch's arguments ([`TmaView::resolve`]) and encodes the tensor
 //! map; [`TmaView::resolve`] returns `None` where the run-time values do
@@ -96,6 +114,13 @@ pub struct TmaView {
     /// The unit-stride dimension: 1 for a row-major view, 0 for a
     /// transposed one (`view(b, [k, n], [1, k])`: a column-major B).
     pub inner: usize,
+    /// A view at an offset or of an outer extent computed in the kernel
+    /// (module doc): the map spans the buffer, the kernel applies the
+    /// view's bounds. `dims[1 - inner]` is then unused.
+    pub dynamic: bool,
+    /// The base's term `row · stride` of a `dynamic` view: the scalar the
+    /// kernel adds to the outer coordinate.
+    pub row: Option<V>,
 }
 
 /// One base term of a [`TmaView`]: `p · stride` elements, `p` =
@@ -134,17 +159,36 @@ impl TmaView {
     }
 
     /// The map for this launch: `args` are the integer arguments (by
-    /// parameter index), `ptr` the pointer argument's address, `grid` the
-    /// launch grid. `None` where the values do not fit a tensor map.
-    pub fn resolve(&self, args: &[i64], ptr: u64, grid: [u32; 3]) -> Option<TensorMapArgs> {
+    /// parameter index), `ptr` the pointer argument's address and `len`
+    /// its buffer's length in elements, `grid` the launch grid. `None`
+    /// where the values do not fit a tensor map. A `dynamic` view's map
+    /// has as many rows as fit in the buffer after its base (at least one).
+    pub fn resolve(&self, args: &[i64], ptr: u64, len: u64, grid: [u32; 3]) -> Option<TensorMapArgs> {
         let es = self.dtype.size_bytes() as i64;
-        let address = (ptr as i64).checked_add(self.offset.eval(args).checked_mul(es)?)? as u64;
+        let offset = self.offset.eval(args);
+        let address = (ptr as i64).checked_add(offset.checked_mul(es)?)? as u64;
         let ext = |v: i64| (1..=i32::MAX as i64).contains(&v).then_some(v as u64);
         let stride = |v: i64| {
             let b = v.checked_mul(es)?;
             (b > 0 && b % 16 == 0 && b < 1 << 40).then_some(b as u64)
         };
-        let mut dims = vec![ext(self.dims[self.inner].eval(args))?, ext(self.dims[1 - self.inner].eval(args))?];
+        let inner = ext(self.dims[self.inner].eval(args))?;
+        let outer = if self.dynamic {
+            // rows r with offset + (r − 1)·s + (inner − 1) + the batch
+            // terms' span < len
+            let s = self.stride.eval(args);
+            let mut room = (len as i64).checked_sub(offset)?.checked_sub(inner as i64)?;
+            for t in &self.batch {
+                room = room.checked_sub((t.extent(grid[t.axis as usize]) as i64 - 1).checked_mul(t.stride.eval(args))?)?;
+            }
+            if s <= 0 || room < 0 || s < inner as i64 {
+                return None;
+            }
+            ext((room / s + 1).min(i32::MAX as i64))?
+        } else {
+            ext(self.dims[1 - self.inner].eval(args))?
+        };
+        let mut dims = vec![inner, outer];
         let mut strides = vec![stride(self.stride.eval(args))?];
         for t in &self.batch {
             let n = t.extent(grid[t.axis as usize]);
@@ -232,38 +276,46 @@ impl<'k> Defs<'k> {
 
     /// The terms of an integer offset: launch-invariant ones summed, plus
     /// up to three i64 `p · q` with `p` a function of a program id
-    /// ([`Defs::program_id`]).
-    fn offset_terms(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>) -> Option<()> {
+    /// ([`Defs::program_id`]), plus (where `dev` is given) at most one i64
+    /// `r · q` with `r` any other scalar (`dev`: `(r, q)`); `q`
+    /// launch-invariant.
+    fn offset_terms(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>, dev: &mut Option<Option<(V, V)>>) -> Option<()> {
         if let Some(e) = self.hexpr(k, v) {
             inv.push(e);
             return Some(());
         }
         match self.def.get(&v)? {
             OpKind::Binary { op: BinOp::Add, a, b } if k.ty(v).dtype() == Some(DType::I64) => {
-                self.offset_terms(k, *a, inv, batch)?;
-                self.offset_terms(k, *b, inv, batch)
+                self.offset_terms(k, *a, inv, batch, dev)?;
+                self.offset_terms(k, *b, inv, batch, dev)
             }
-            OpKind::Binary { op: BinOp::Mul, a, b } if k.ty(v).dtype() == Some(DType::I64) && batch.len() < 3 => {
-                let (p, q) = match (self.program_id(k, *a), self.program_id(k, *b)) {
-                    (Some(p), _) => (p, *b),
-                    (_, Some(p)) => (p, *a),
-                    _ => return None,
-                };
-                self.hexpr(k, q)?;
-                batch.push((p, q));
+            OpKind::Binary { op: BinOp::Mul, a, b } if k.ty(v).dtype() == Some(DType::I64) => {
+                match (self.program_id(k, *a), self.program_id(k, *b)) {
+                    (Some(p), _) if batch.len() < 3 && self.hexpr(k, *b).is_some() => batch.push((p, *b)),
+                    (_, Some(p)) if batch.len() < 3 && self.hexpr(k, *a).is_some() => batch.push((p, *a)),
+                    _ => {
+                        // (a scalar the kernel computes, times a launch-invariant stride)
+                        let slot = dev.as_mut().filter(|d| d.is_none())?;
+                        let (r, q) = if self.hexpr(k, *b).is_some() { (*a, *b) } else { (*b, *a) };
+                        self.hexpr(k, q)?;
+                        (k.ty(r).is_scalar() && matches!(k.ty(r).dtype(), Some(DType::I32 | DType::I64))).then_some(())?;
+                        *slot = Some((r, q));
+                    }
+                }
                 Some(())
             }
             _ => None,
         }
     }
 
-    /// The base pointer as (pointer argument, invariant offset terms, batch term).
-    fn base(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>) -> Option<u32> {
+    /// The base pointer as (pointer argument, invariant offset terms, batch
+    /// terms, and with `dev` a term computed in the kernel).
+    fn base(&self, k: &Kernel, v: V, inv: &mut Vec<HExpr>, batch: &mut Vec<((u8, u32, u32), V)>, dev: &mut Option<Option<(V, V)>>) -> Option<u32> {
         match self.def.get(&v)? {
             OpKind::Param(i) => matches!(k.params.get(*i as usize)?.kind, ParamKind::Ptr(_)).then_some(*i),
             OpKind::AddPtr { ptr, offset } if k.ty(*offset).is_scalar() => {
-                let p = self.base(k, *ptr, inv, batch)?;
-                self.offset_terms(k, *offset, inv, batch)?;
+                let p = self.base(k, *ptr, inv, batch, dev)?;
+                self.offset_terms(k, *offset, inv, batch, dev)?;
                 Some(p)
             }
             _ => None,
@@ -274,9 +326,14 @@ impl<'k> Defs<'k> {
 /// The TMA views of `k` (see the module doc), by view value. `general`:
 /// bases with up to three program-id terms, divided or modulo a constant;
 /// otherwise at most one plain `program_id(a) · q` (the form of
-/// `PtxOptions::tma_terms = false`).
-pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, TmaView> {
+/// `PtxOptions::tma_terms = false`). `dynamic`: views at offsets or of
+/// outer extents computed in the kernel too.
+pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool, dynamic: bool) -> HashMap<V, TmaView> {
     let defs = Defs::new(k);
+    // (views defined once per program: a dynamic view's bounds are read
+    // where its copies are issued, long after)
+    let top: std::collections::HashSet<V> =
+        k.body.ops.iter().filter(|op| matches!(op.kind, OpKind::MakeView { .. })).flat_map(|op| op.results.iter().copied()).collect();
     let mut out = HashMap::new();
     for (&v, kind) in &defs.def {
         let OpKind::MakeView { base, shape, strides } = kind else { continue };
@@ -297,14 +354,27 @@ pub fn views(k: &Kernel, axis: &HashMap<V, Info>, general: bool) -> HashMap<V, T
             continue;
         }
         let (mut inv, mut terms) = (vec![], vec![]);
-        let Some(param) = defs.base(k, *base, &mut inv, &mut terms) else { continue };
+        let mut dev = (dynamic && top.contains(&v)).then_some(None);
+        let Some(param) = defs.base(k, *base, &mut inv, &mut terms, &mut dev) else { continue };
         if !terms.iter().all(|(_, q)| aligned(*q, es)) || (!general && (terms.len() > 1 || terms.iter().any(|((_, d, m), _)| *d != 1 || *m != 0))) {
             continue;
         }
         let batch: Vec<BatchTerm> = terms.iter().map(|&((axis, div, modulo), q)| BatchTerm { axis, div, modulo, stride: defs.hexpr(k, q).unwrap() }).collect();
-        let (Some(d0), Some(d1), Some(so)) = (defs.hexpr(k, shape[0]), defs.hexpr(k, shape[1]), defs.hexpr(k, strides[1 - inner])) else { continue };
+        let (Some(di), Some(so)) = (defs.hexpr(k, shape[inner]), defs.hexpr(k, strides[1 - inner])) else { continue };
+        let outer = defs.hexpr(k, shape[1 - inner]);
+        let row = dev.flatten();
+        // (the kernel's term must step along the view's own rows)
+        if row.is_some_and(|(_, q)| defs.hexpr(k, q) != Some(so.clone())) {
+            continue;
+        }
+        let is_dynamic = row.is_some() || outer.is_none();
+        if is_dynamic && !(dynamic && top.contains(&v)) {
+            continue;
+        }
+        let mut dims = [di.clone(), di];
+        dims[1 - inner] = outer.unwrap_or(HExpr::Const(0));
         let offset = inv.into_iter().reduce(|a, b| HExpr::Add(Box::new(a), Box::new(b))).unwrap_or(HExpr::Const(0));
-        out.insert(v, TmaView { param, dtype, offset, batch, dims: [d0, d1], stride: so, inner });
+        out.insert(v, TmaView { param, dtype, offset, batch, dims, stride: so, inner, dynamic: is_dynamic, row: row.map(|(r, _)| r) });
     }
     out
 }
@@ -322,6 +392,8 @@ mod tests {
             dims: [HExpr::Arg(1), HExpr::Wrap32(Box::new(HExpr::Arg(2)))],
             stride: HExpr::Arg(2),
             inner: 1,
+            dynamic: false,
+            row: None,
         }
     }
 
@@ -335,31 +407,31 @@ mod tests {
         assert_eq!(t(1, 4, 0).extent(3), 3, "fewer programs than the modulus");
         assert_eq!(t(3, 0, 0).extent(8), 3, "rounded up");
         let v = TmaView { batch: vec![t(4, 0, 64 * 100 * 4), t(1, 4, 64)], ..view(false) };
-        let m = v.resolve(&[0, 100, 256, 0], 0x1000, [1, 8, 1]).unwrap();
+        let m = v.resolve(&[0, 100, 256, 0], 0x1000, 1 << 40, [1, 8, 1]).unwrap();
         assert_eq!(m.dims, vec![256, 100, 2, 4]);
         assert_eq!(m.strides, vec![512, 51200, 128]);
         // one value along a term: any valid stride (the span before it)
-        let m = v.resolve(&[0, 100, 256, 0], 0x1000, [1, 4, 1]).unwrap();
+        let m = v.resolve(&[0, 100, 256, 0], 0x1000, 1 << 40, [1, 4, 1]).unwrap();
         assert_eq!((m.dims[2], m.strides[1]), (1, 512 * 100));
     }
 
     #[test]
     fn resolve_checks_the_tensor_map_limits() {
         let v = view(false);
-        let m = v.resolve(&[0, 100, 64, 0], 0x1000, [1, 1, 1]).unwrap();
+        let m = v.resolve(&[0, 100, 64, 0], 0x1000, 1 << 40, [1, 1, 1]).unwrap();
         assert_eq!(m, TensorMapArgs { address: 0x1010, dims: vec![64, 100], strides: vec![128] });
-        assert!(v.resolve(&[0, 0, 64, 0], 0x1000, [1, 1, 1]).is_none(), "zero extent");
-        assert!(v.resolve(&[0, 100, 60, 0], 0x1000, [1, 1, 1]).is_none(), "row stride not a multiple of 16 bytes");
-        assert!(v.resolve(&[0, 100, 64, 0], 0x1008, [1, 1, 1]).is_none(), "misaligned base");
-        assert!(v.resolve(&[0, 1 << 31, 64, 0], 0x1000, [1, 1, 1]).is_none(), "extent beyond 2^31 - 1");
+        assert!(v.resolve(&[0, 0, 64, 0], 0x1000, 1 << 40, [1, 1, 1]).is_none(), "zero extent");
+        assert!(v.resolve(&[0, 100, 60, 0], 0x1000, 1 << 40, [1, 1, 1]).is_none(), "row stride not a multiple of 16 bytes");
+        assert!(v.resolve(&[0, 100, 64, 0], 0x1008, 1 << 40, [1, 1, 1]).is_none(), "misaligned base");
+        assert!(v.resolve(&[0, 1 << 31, 64, 0], 0x1000, 1 << 40, [1, 1, 1]).is_none(), "extent beyond 2^31 - 1");
         let b = view(true);
-        let m = b.resolve(&[0, 100, 64, 6400], 0x1000, [4, 3, 1]).unwrap();
+        let m = b.resolve(&[0, 100, 64, 6400], 0x1000, 1 << 40, [4, 3, 1]).unwrap();
         assert_eq!((m.dims[2], m.strides[1]), (3, 12800), "batch: extent = grid, stride q");
-        let one = b.resolve(&[0, 100, 64, 0], 0x1000, [4, 1, 1]).unwrap();
+        let one = b.resolve(&[0, 100, 64, 0], 0x1000, 1 << 40, [4, 1, 1]).unwrap();
         assert_eq!((one.dims[2], one.strides[1]), (1, 128 * 100), "one program along the axis: q = 0 is fine");
-        assert!(b.resolve(&[0, 100, 64, 0], 0x1000, [4, 2, 1]).is_none(), "q = 0 with two programs");
+        assert!(b.resolve(&[0, 100, 64, 0], 0x1000, 1 << 40, [4, 2, 1]).is_none(), "q = 0 with two programs");
         let t = TmaView { inner: 0, dtype: DType::F32, ..view(false) };
-        let m = t.resolve(&[0, 100, 64, 0], 0x1000, [1, 1, 1]).unwrap();
+        let m = t.resolve(&[0, 100, 64, 0], 0x1000, 1 << 40, [1, 1, 1]).unwrap();
         assert_eq!(m, TensorMapArgs { address: 0x1020, dims: vec![100, 64], strides: vec![256] }, "transposed: d0 innermost, 4-byte elements");
         assert_eq!(HExpr::Wrap32(Box::new(HExpr::Const(1 << 32 | 5))).eval(&[]), 5);
     }

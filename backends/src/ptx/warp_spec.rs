@@ -20,12 +20,17 @@
 //! - the values their block coordinates depend on, transitively — through
 //!   loop-carried scalars (their initial and yielded values) and the bounds
 //!   of every loop the copies sit in,
-//! - those loops.
+//! - those loops,
+//! - for a copy of a *dynamic* TMA view (`tma`: an offset or extent the
+//!   kernel computes, e.g. loaded from `cu_seqlens`), the view itself and
+//!   what it is made of — the issuing lane adds the row offset to the
+//!   coordinate and records the view's bounds for the readers.
 //!
 //! Conditions (otherwise `None`, and the kernel keeps one instruction
 //! stream): every value the producer computes is a scalar made by pure ops
 //! (parameters, constants, program ids, arithmetic, comparisons, selects,
-//! casts) — the producer is one warp and owns no tile; no copy and no such
+//! casts, pointer offsets), a scalar `load`, or a view — the producer is
+//! one warp and owns no tile; no copy and no such
 //! value lies inside an `if` (the producer would have to evaluate the
 //! condition, which no kernel needs yet); every TMA ring is read by a
 //! `wgmma` (true of TMA classes by construction, checked again here).
@@ -105,8 +110,10 @@ enum Def<'k> {
     Arg { iv: V, i: usize },
 }
 
-/// The producer's slice of `k`, or `None` when the kernel cannot be split.
-pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
+/// The producer's slice of `k`, or `None` when the kernel cannot be
+/// split. `dynamic`: the views whose copies need the view's own values
+/// (`tma::TmaView::dynamic`).
+pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> {
     let tma_loads: HashSet<V> = ap.loads.iter().filter(|(_, c)| ap.tma[**c].is_some()).map(|(v, _)| *v).collect();
     if tma_loads.is_empty() {
         return None;
@@ -179,8 +186,11 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
         if *in_if {
             return None;
         }
-        let OpKind::LoadBlock { offsets, .. } = &op.kind else { return None };
+        let OpKind::LoadBlock { view, offsets, .. } = &op.kind else { return None };
         work.extend(offsets.iter().copied());
+        if dynamic.contains(view) {
+            work.push(*view);
+        }
         for iv in encl.clone() {
             need_loop(iv, &mut out, &mut work, &fors);
         }
@@ -213,9 +223,15 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan) -> Option<WsPlan> {
                 }
                 match &op.kind {
                     OpKind::Param(_) | OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {}
-                    OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } => {
-                        work.extend(op.kind.operands())
-                    }
+                    OpKind::Binary { .. }
+                    | OpKind::Cmp { .. }
+                    | OpKind::Unary { .. }
+                    | OpKind::Fma { .. }
+                    | OpKind::Select { .. }
+                    | OpKind::Cast { .. }
+                    | OpKind::AddPtr { .. }
+                    | OpKind::MakeView { .. }
+                    | OpKind::Load { .. } => work.extend(op.kind.operands()),
                     OpKind::For { body, inits, .. } => {
                         // a loop's final value of a carried scalar
                         let iv = body.args[0];

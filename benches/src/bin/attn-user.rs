@@ -17,7 +17,10 @@
 //! problems through the library's `attention::attention` (issue 21), K/V
 //! heads `H / G`, each `--configs` entry forced and then the library's own
 //! choice (`auto`: autotuned on GPUs). `--backward`: the library's
-//! `attention_backward` instead (each tuner pair forced, then `auto`).
+//! `attention_backward` instead (each tuner pair forced, then `auto`);
+//! `--varlen`: `attention_varlen_backward` next to the dense backward on
+//! the same tokens, then on a ragged batch of the same total
+//! (`--varlen-sweep`: each tuner pair forced on both as well).
 //! `attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]`: the PTX (no GPU),
 //! with the compiler's explanations (`FERROTILE_EXPLAIN`'s lines) on stderr.
 
@@ -429,6 +432,160 @@ fn run_library_bwd<T: FloatElement>(
     Ok(ok)
 }
 
+/// The varlen backward (`attention_varlen_backward`) against the dense
+/// one on the same tokens: `b` sequences of `s` tokens packed as
+/// `[b·s, h, d]` are exactly the dense `bshd` tensors, so both read the
+/// same buffers (the forward of each gives its own O and log-sum-exp).
+/// Then a ragged batch of the same total (lengths alternating `s/2` and
+/// `3s/2`), timed alone. Each checked on sampled rows against f64 (the
+/// equal-length run through the dense reference; the ragged one per
+/// sequence is covered by the library's tests and only timed here).
+#[allow(clippy::too_many_arguments)]
+fn run_varlen_bwd<T: FloatElement>(
+    dev: &Device,
+    b: usize,
+    h: usize,
+    hk: usize,
+    s: usize,
+    d: usize,
+    causal: bool,
+    tol: f64,
+    sweep: bool,
+) -> Result<bool, String> {
+    use ferrotile_kernels::attention::{
+        attention, attention_backward, attention_varlen, attention_varlen_backward, AttentionOptions, AttentionProblem, VarlenProblem,
+    };
+    let e = |e: ferrotile::Error| e.to_string();
+    let le = |x: ferrotile_kernels::LibError| ferrotile::Error::Launch { kernel: "attention".into(), msg: x.to_string() };
+    let p = AttentionProblem::bshd(b, h, hk, s, s, d);
+    let mut rng = Rng::new(17);
+    let mut gen = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_f64(rng.normal())).collect() };
+    let (qh, kh, vh, doh) = (gen(b * h * s * d), gen(b * hk * s * d), gen(b * hk * s * d), gen(b * h * s * d));
+    let up = |x: &[T]| dev.from_slice(x).map_err(e);
+    let (q, k, v, dout) = (up(&qh)?, up(&kh)?, up(&vh)?, up(&doh)?);
+    let opts = AttentionOptions { causal, ..Default::default() };
+    let flops = 2.5 * 4.0 * (b * h) as f64 * (s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
+    let nan = T::from_f64(f64::NAN);
+    let mut ok = true;
+    // dense: forward, then the timed backward
+    let mut o: Buffer<T> = dev.zeros(qh.len()).map_err(e)?;
+    let mut lse: Buffer<f32> = dev.zeros(b * h * s).map_err(e)?;
+    attention(dev, &q, &k, &v, &mut o, Some(&mut lse), &p, &opts).map_err(|x| x.to_string())?;
+    let (mut dq, mut dk, mut dv): (Buffer<T>, Buffer<T>, Buffer<T>) =
+        (dev.full(qh.len(), nan).map_err(e)?, dev.full(kh.len(), nan).map_err(e)?, dev.full(vh.len(), nan).map_err(e)?);
+    let dense = time_both(dev, 10, 3, || attention_backward(dev, &q, &k, &v, &o, &dout, &lse, &mut dq, &mut dk, &mut dv, &p, &opts).map_err(le)).map_err(e)?;
+    // varlen, equal lengths: the same tensors
+    let cu: Vec<i32> = (0..=b).map(|i| (i * s) as i32).collect();
+    let cq = dev.from_slice(&cu).map_err(e)?;
+    let vp = VarlenProblem::packed(b, h, hk, b * s, b * s, s, s, d);
+    let mut vo: Buffer<T> = dev.zeros(qh.len()).map_err(e)?;
+    let mut vl: Buffer<f32> = dev.zeros(b * h * s).map_err(e)?;
+    attention_varlen(dev, &q, &k, &v, &mut vo, Some(&mut vl), &cq, &cq, &vp, &opts).map_err(|x| x.to_string())?;
+    let (mut gq, mut gk, mut gv): (Buffer<T>, Buffer<T>, Buffer<T>) =
+        (dev.full(qh.len(), nan).map_err(e)?, dev.full(kh.len(), nan).map_err(e)?, dev.full(vh.len(), nan).map_err(e)?);
+    type G<'a, T> = (&'a mut Buffer<T>, &'a mut Buffer<T>, &'a mut Buffer<T>);
+    let vb = |o: &Buffer<T>, l: &Buffer<f32>, (gq, gk, gv): G<'_, T>, cq: &Buffer<i32>, vp: &VarlenProblem| {
+        attention_varlen_backward(dev, &q, &k, &v, o, &dout, l, gq, gk, gv, cq, cq, vp, &opts).map_err(le)
+    };
+    vb(&vo, &vl, (&mut gq, &mut gk, &mut gv), &cq, &vp).and_then(|_| dev.synchronize()).map_err(e)?;
+    let worst = ferrotile_kernels::reference::attention_backward_sampled_err(
+        [&qh, &kh, &vh, &o.to_vec().map_err(e)?, &doh],
+        &lse.to_vec().map_err(e)?,
+        [&gq.to_vec().map_err(e)?, &gk.to_vec().map_err(e)?, &gv.to_vec().map_err(e)?],
+        &p,
+        &mut Rng::new(19),
+        8,
+        1.0 / (d as f64).sqrt(),
+        None,
+        causal.then_some(0),
+    );
+    let pass = worst <= tol;
+    ok &= pass;
+    let equal = time_both(dev, 10, 3, || vb(&vo, &vl, (&mut gq, &mut gk, &mut gv), &cq, &vp)).map_err(e)?;
+    if sweep {
+        // each tuner pair forced on both (dK/dV candidate `i` with dQ
+        // candidate `i mod n`, as `--backward` forces them)
+        let (ca, cb) = ferrotile_kernels::attention::backward_candidates(p.padded_dim());
+        let cfg = |tc: &ferrotile::TuneConfig| ferrotile_kernels::attention::AttentionConfig::from_tune(tc).unwrap();
+        for (i, a) in ca.iter().enumerate() {
+            let c = ferrotile_kernels::attention::BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]) };
+            let f = |a: ferrotile_kernels::attention::AttentionConfig| format!("{}x{}x{}w{}s", a.bm, a.bn, a.num_warps, a.num_stages);
+            let name = format!("{}/{}", f(c.dkdv), f(c.dq));
+            let fo = AttentionOptions { backward: Some(c), ..opts };
+            let td = time_both(dev, 10, 3, || attention_backward(dev, &q, &k, &v, &o, &dout, &lse, &mut dq, &mut dk, &mut dv, &p, &fo).map_err(le));
+            let tv = time_both(dev, 10, 3, || {
+                attention_varlen_backward(dev, &q, &k, &v, &vo, &dout, &vl, &mut gq, &mut gk, &mut gv, &cq, &cq, &vp, &fo).map_err(le)
+            });
+            match (td, tv) {
+                (Ok(td), Ok(tv)) => println!(
+                    "varlen-bwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={} {name:<26} dense {:>9.1} us | varlen {:>9.1} us ({:.2}x dense)",
+                    T::DTYPE,
+                    causal as u8,
+                    td.ms() * 1e3,
+                    tv.ms() * 1e3,
+                    td.ms() / tv.ms()
+                ),
+                (a, b) => println!("varlen-bwd {name}: error: dense {:?} varlen {:?}", a.err().map(|x| x.to_string()), b.err().map(|x| x.to_string())),
+            }
+        }
+    }
+    // ragged: lengths s/2 and 3s/2 alternating (same total when b is even)
+    let lens: Vec<usize> = (0..b)
+        .map(|i| {
+            if b.is_multiple_of(2) {
+                if i % 2 == 0 {
+                    s / 2
+                } else {
+                    s + s / 2
+                }
+            } else {
+                s
+            }
+        })
+        .collect();
+    let mut cr = vec![0i32];
+    for l in &lens {
+        cr.push(cr.last().unwrap() + *l as i32);
+    }
+    let total = *cr.last().unwrap() as usize;
+    let rflops = 2.5 * 4.0 * h as f64 * lens.iter().map(|&l| (l * l * d) as f64).sum::<f64>() * if causal { 0.5 } else { 1.0 };
+    let crb = dev.from_slice(&cr).map_err(e)?;
+    let rp = VarlenProblem::packed(b, h, hk, total, total, *lens.iter().max().unwrap(), *lens.iter().max().unwrap(), d);
+    attention_varlen(dev, &q, &k, &v, &mut vo, Some(&mut vl), &crb, &crb, &rp, &opts).map_err(|x| x.to_string())?;
+    let ragged = time_both(dev, 10, 3, || vb(&vo, &vl, (&mut gq, &mut gk, &mut gv), &crb, &rp)).map_err(e)?;
+    // the forwards too: dense (tuned) and varlen (its default tiles) on the same tokens
+    let ffl = flops / 2.5;
+    let fd = time_both(dev, 10, 3, || attention(dev, &q, &k, &v, &mut o, Some(&mut lse), &p, &opts).map_err(le)).map_err(e)?;
+    let fv = time_both(dev, 10, 3, || attention_varlen(dev, &q, &k, &v, &mut vo, Some(&mut vl), &cq, &cq, &vp, &opts).map_err(le)).map_err(e)?;
+    let tf = |f: f64, t: &Timing| f / (t.ms() * 1e-3) / 1e12;
+    println!(
+        "varlen-fwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={}  dense {:>9.1} us {:>6.1} TFLOP/s | varlen equal {:>9.1} us {:>6.1} TFLOP/s ({:.2}x dense)",
+        T::DTYPE,
+        causal as u8,
+        fd.ms() * 1e3,
+        tf(ffl, &fd),
+        fv.ms() * 1e3,
+        tf(ffl, &fv),
+        fd.ms() / fv.ms()
+    );
+    println!(
+        "varlen-bwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={}  dense {:>9.1} us {:>6.1} TFLOP/s | varlen equal {:>9.1} us {:>6.1} TFLOP/s ({:.2}x dense) err {worst:.1e}{} | ragged {}/{} {:>9.1} us {:>6.1} TFLOP/s",
+        T::DTYPE,
+        causal as u8,
+        dense.ms() * 1e3,
+        tf(flops, &dense),
+        equal.ms() * 1e3,
+        tf(flops, &equal),
+        dense.ms() / equal.ms(),
+        if pass { "" } else { "  FAIL" },
+        lens[0],
+        lens[lens.len().min(2) - 1],
+        ragged.ms() * 1e3,
+        tf(rflops, &ragged),
+    );
+    Ok(ok)
+}
+
 /// Decode through the library: `sq` query rows of `h` heads (`hk` K/V
 /// heads) against a `[b, hk, sk, d]` KV cache; µs and the KV read's GB/s
 /// (K and V once), checked on sampled rows.
@@ -557,7 +714,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice)\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice); `--varlen`: the varlen backward next to the dense one on the same tokens, and on a ragged batch\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {
@@ -647,7 +804,18 @@ fn main() {
         for &[b, h, s, d] in &shapes {
             for &causal in &causals {
                 let hk = (h / hk_div).max(1);
-                let runs = if args.iter().any(|a| a == "--backward") {
+                let runs = if args.iter().any(|a| a == "--varlen") {
+                    // (`--varlen-sweep`: each tuner pair forced on both too)
+                    let sweep = args.iter().any(|a| a == "--varlen-sweep");
+                    let mut v = vec![];
+                    if dtype != "f16" {
+                        v.push(run_varlen_bwd::<bf16>(&dev, b, h, hk, s, d, causal, 2e-2, sweep));
+                    }
+                    if dtype != "bf16" {
+                        v.push(run_varlen_bwd::<f16>(&dev, b, h, hk, s, d, causal, 5e-3, sweep));
+                    }
+                    v
+                } else if args.iter().any(|a| a == "--backward") {
                     vec![run_library_bwd::<bf16>(&dev, b, h, hk, s, d, causal, bshd, 2e-2), run_library_bwd::<f16>(&dev, b, h, hk, s, d, causal, bshd, 5e-3)]
                 } else {
                     let mut v = vec![];

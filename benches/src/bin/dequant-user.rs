@@ -238,7 +238,16 @@ fn run(dev: &Device, m: usize, n: usize, k: usize, cfgs: &[Cfg]) -> Result<bool,
 /// The library's `quant::wq_gemm` on the same problem (its packed layout is
 /// the one this kernel reads): tuned on the first call, then timed as the
 /// user kernel is.
-fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_kernels::quant::QuantConfig>, bits: u32) -> Result<bool, String> {
+fn run_library(
+    dev: &Device,
+    m: usize,
+    n: usize,
+    k: usize,
+    config: Option<ferrotile_kernels::quant::QuantConfig>,
+    bits: u32,
+    epilogue: bool,
+) -> Result<bool, String> {
+    use ferrotile_kernels::gemm::Activation;
     use ferrotile_kernels::quant::{wq_gemm, PackedWeights, QuantFormat, QuantOptions, QuantWeights};
     let e = |e: ferrotile_kernels::LibError| e.to_string();
     let p = problem(m, n, k, 3);
@@ -268,7 +277,17 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     let w = QuantWeights::upload(dev, &packed).map_err(e)?;
     let x: Buffer<bf16> = dev.from_slice(&p.x).map_err(|e| e.to_string())?;
     let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(|e| e.to_string())?;
-    let opts = QuantOptions { config, ..Default::default() };
+    // `--epilogue`: a bias of random values and GELU fused into the GEMM
+    let bias_h: Vec<bf16> = {
+        let mut rng = Rng::new(21);
+        (0..n).map(|_| bf16::from_f64(rng.normal())).collect()
+    };
+    let bias: Buffer<bf16> = dev.from_slice(&bias_h).map_err(|e| e.to_string())?;
+    let opts = if epilogue {
+        QuantOptions { config, bias: Some(&bias), activation: Activation::Gelu, ..Default::default() }
+    } else {
+        QuantOptions { config, ..Default::default() }
+    };
     wq_gemm(dev, &x, &w, &mut o, m, &opts).map_err(e)?;
     dev.synchronize().map_err(|e| e.to_string())?;
     let got = o.to_vec().map_err(|e| e.to_string())?;
@@ -276,8 +295,23 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     let mut cells: Vec<(usize, usize)> = (0..48).map(|_| (rng.below(m as u64) as usize, rng.below(n as u64) as usize)).collect();
     cells.extend([(0, 0), (m - 1, n - 1)]);
     // (the exact dequantized weights, and the metric of the library's tests)
-    let worst =
-        ferrotile_kernels::reference::quant_gemm_err(|i, kk| p.x[i * k + kk].to_f64(), &packed.dequantize(), |i, j| got[i * n + j].to_f64(), n, k, &cells);
+    let post = |j: usize, v: f64| {
+        if epilogue {
+            let v = v + bias_h[j].to_f64();
+            0.5 * v * (1.0 + ferrotile_kernels::reference::erf(v / std::f64::consts::SQRT_2))
+        } else {
+            v
+        }
+    };
+    let worst = ferrotile_kernels::reference::quant_gemm_epilogue_err(
+        |i, kk| p.x[i * k + kk].to_f64(),
+        &packed.dequantize(),
+        post,
+        |i, j| got[i * n + j].to_f64(),
+        n,
+        k,
+        &cells,
+    );
     let pass = worst <= 1e-2;
     let t: Timing = if dev.kind() == ferrotile::DeviceKind::Cpu {
         Timing { b2b: f64::NAN, graph: None }
@@ -304,6 +338,7 @@ fn run_library(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrot
     let bytes = (packed.qweight.len() * 4 + packed.scales.len() * 2 + packed.qzeros.len() * 4 + p.x.len() * 2 + m * n * 2) as f64;
     let cfg = config.map_or("tuned".to_string(), |c| format!("{c:?}"));
     let fmt = if bits == 4 { format!("w4 g{GROUP}") } else { "w8 per-channel".to_string() };
+    let fmt = if epilogue { format!("{fmt} +bias+gelu") } else { fmt };
     println!(
         "library wq_gemm {fmt} {m}x{n}x{k} {cfg}  {:>8.1} us (b2b {:>8.1}, host {host_us:>6.1} per call)  {:>6.0} GB/s  err {worst:.1e}{}",
         t.ms() * 1e3,
@@ -548,7 +583,7 @@ fn emit_lib(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] [EVEN=0] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--epilogue] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] [EVEN=0] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit-lib") {
@@ -626,7 +661,7 @@ fn main() {
         let tuned = !args.iter().any(|a| a == "--only-forced");
         for &[m, n, k] in &shapes {
             for c in tuned.then_some(None).into_iter().chain(forced.iter().copied().map(Some)) {
-                match run_library(&dev, m, n, k, c, if args.iter().any(|a| a == "--w8") { 8 } else { 4 }) {
+                match run_library(&dev, m, n, k, c, if args.iter().any(|a| a == "--w8") { 8 } else { 4 }, args.iter().any(|a| a == "--epilogue")) {
                     Ok(o) => ok &= o,
                     Err(e) => {
                         println!("library {m}x{n}x{k} {c:?}: error: {e}");

@@ -819,8 +819,8 @@ pub fn attention_bwd_dq<T: Float, const BM: i32, const BN: i32, const DP: i32, c
 /// `max_q`) of head `program_id(1)`; programs past their sequence's end
 /// do nothing. Masks, GQA and the online softmax as [`attention_fwd`]
 /// (the causal diagonal aligned to the bottom right of each sequence); K
-/// is read as `trans` of its `[keys, d]` tile (a slot read K-major: the
-/// views' bases depend on loaded offsets, so they are not tensor maps).
+/// is read as `trans` of its `[keys, d]` tile. (On Hopper the views, at
+/// offsets loaded from `cu_q` / `cu_k`, are dynamic TMA views: `ptx::tma`.)
 /// `LSE`: the natural-log log-sum-exp of token `t` of head `h` at `lse +
 /// h·lh + t` (`[Hq, total_q]`, as FlashAttention's varlen API).
 #[kernel]

@@ -174,8 +174,9 @@ pub fn attention_varlen<T: FloatElement>(
     }
     let dp = whole.padded_dim();
     // (not autotuned; on CUDA 128×64 on 8 warps, the forward candidate
-    // that spills nowhere here — the offsets' pointer arithmetic takes
-    // registers the tensor maps of the forward do not — `ptx_assemble`)
+    // that spills nowhere here — `ptx_assemble`; on Hopper the sequences'
+    // views are dynamic TMA views, `ptx::tma`, which rule out the dense
+    // forward's producer warpgroup: its stream loads no offsets)
     let cfg = opts.config.unwrap_or_else(|| match dev.kind() {
         ferrotile::DeviceKind::Cuda if dp <= 128 => {
             AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false }
@@ -288,10 +289,11 @@ pub fn attention_varlen_backward<T: FloatElement>(
     check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, true)?;
     let dp = whole.padded_dim();
     // (not autotuned; on CUDA up to d128 64×64 tiles in both loops: their
-    // dots all take `wgmma` — no tensor map serves these views, and a
-    // 32-wide tile's transposed operand needs one — and the loop-invariant
-    // K, V (Q, dO) tiles go to slots of their own by `cp.async`, spilling
-    // nothing — `ptx_assemble`)
+    // dots all take `wgmma`, the loops' tiles arrive by TMA copies of the
+    // sequences' dynamic views (`ptx::tma`) and nothing spills; without
+    // those maps — `FERROTILE_TMA_DYNAMIC=0` — by `cp.async`, the
+    // loop-invariant K, V (Q, dO) tiles in slots of their own:
+    // `ptx_assemble`)
     let cfg = opts.backward.unwrap_or_else(|| match dev.kind() {
         ferrotile::DeviceKind::Cuda if dp <= 128 => {
             let c = AttentionConfig { bm: 64, bn: 64, num_warps: 4, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false };

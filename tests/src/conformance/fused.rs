@@ -278,3 +278,69 @@ pub fn invariant_operands(dev: &Device, seed: u64) -> R {
     }
     Ok(())
 }
+
+/// Packed segments (a varlen batch's layout): segment `program_id(0)`
+/// holds rows `cu[s]..cu[s+1]` of `y` (row stride `ys`), read through a
+/// view at that loaded offset, of that loaded length; `out[s] = P · Y_s`
+/// with `P[m, i] = (m + 2i) mod 5 − 2` computed in the kernel, `BK` rows a
+/// step. Nothing masks the rows past the segment's end: the view's bounds
+/// alone make them zeros, so a neighbouring segment's rows leaking into a
+/// block changes the sums. (On Hopper the view is a *dynamic* TMA view:
+/// its map spans the buffer and the kernel zeroes the rows outside the
+/// segment, `ptx::tma`.)
+#[kernel]
+pub fn k_segment_sum<T: Float, const BM: i32, const BK: i32, const D: i32>(y: Ptr<T>, cu: Ptr<i32>, out: Ptr<f32>, ys: i64) {
+    let s = program_id(0);
+    let r0 = load(cu + s);
+    let n = load(cu + s + 1) - r0;
+    let vy = view(y + (r0 as i64) * ys, [n, D], [ys, 1]);
+    let m = arange(0, BM);
+    let mut acc = zeros([BM, D], f32);
+    for i in (0..n).step_by(BK) {
+        let c = i + arange(0, BK);
+        let p = (expand_dims(m, 1) + expand_dims(c, 0) * 2) % 5 - 2;
+        acc = dot(p as T, load_block(vy, [i, 0], [BK, D]), acc);
+    }
+    let offs = (s as i64) * ((BM * D) as i64) + expand_dims((m as i64) * (D as i64), 1) + expand_dims(arange(0, D) as i64, 0);
+    store(out + offs, acc);
+}
+
+fn segment_sum_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (BM, BK, D, warps, stages): wgmma tiles with a pipelined ring on
+    // Hopper; tiles lavapipe's workgroup storage holds elsewhere
+    let (bm, bk, d, warps, stages) = if dev.kind() == DeviceKind::Cuda { (64usize, 64usize, 64usize, 4u32, 3u32) } else { (16, 16, 32, 4, 2) };
+    // segments: longer than a step, empty, exactly one, shorter than one,
+    // a single row, ending on the buffer's last row
+    let lens = [2 * bk + 7, 0, bk, 5, 1, bk + 1, 3 * bk - 2];
+    let mut cu = vec![0i32];
+    for l in lens {
+        cu.push(cu.last().unwrap() + l as i32);
+    }
+    let rows = *cu.last().unwrap() as usize;
+    // (a row stride past D: the rows' tails are never read)
+    let ys = d + 16;
+    let yh: Vec<T> = (0..rows * ys).map(|_| T::from_f64(rng.normal())).collect();
+    let c = Ctx::new("segment_sum", seed, format!("{} segments {lens:?} BM={bm} BK={bk} D={d} ys={ys} warps={warps} stages={stages}", T::DTYPE));
+    let len = lens.len() * bm * d;
+    let mut out = poisoned::<f32>(dev, len + PAD)?;
+    let cfg = LaunchConfig::new([lens.len() as u32, 1, 1]).num_warps(warps).num_stages(stages);
+    c.launch(k_segment_sum::launch(dev, cfg, &upload(dev, &yh)?, &upload(dev, &cu)?, &mut out, ys as i64, bm as i32, bk as i32, d as i32))?;
+    let mut want = vec![0.0f64; len];
+    for (s, w) in cu.windows(2).enumerate() {
+        let (r0, n) = (w[0] as usize, (w[1] - w[0]) as usize);
+        for m in 0..bm {
+            for e in 0..d {
+                want[(s * bm + m) * d + e] = (0..n).map(|i| ((m + 2 * i) % 5) as f64 - 2.0).zip(0..n).map(|(p, i)| p * yh[(r0 + i) * ys + e].to_f64()).sum();
+            }
+        }
+    }
+    check_float(&c, "out[s] = P · Y_s", &download(&out)?[..len], &want, 4, 1e-5, 1e-4, &|i| {
+        format!("segment {} row {} column {}", i / (bm * d), (i / d) % bm, i % d)
+    })
+}
+
+pub fn segment_sum(dev: &Device, seed: u64) -> R {
+    segment_sum_t::<bf16>(dev, seed)?;
+    segment_sum_t::<f16>(dev, seed ^ 1)
+}

@@ -603,7 +603,7 @@ impl<'k> PtxWriter<'k> {
                     // released at once — a loop around this one refills them)
                     for (a, (_, regs)) in body.args[1..].iter().zip(&carried) {
                         if let Some(c) = self.ring_plan.carried.get(a).map(|x| x.0).filter(|c| self.ring_plan.tma[*c].is_some()) {
-                            self.tma_wait(c, &regs[0].clone());
+                            self.tma_wait(c, &regs[0].clone(), false);
                             if self.role == Role::Consumer {
                                 self.ws_release(c, &regs[0].clone(), None);
                             }
@@ -620,7 +620,7 @@ impl<'k> PtxWriter<'k> {
                         if self.ring_plan.invariant.contains(&x) && !self.ring_plan.invariant_cp(x) && waited.insert(x) {
                             let c = self.ring_plan.class_of(x).expect("invariant slot");
                             let r = self.get(x)[0].clone();
-                            self.tma_wait(c, &r);
+                            self.tma_wait(c, &r, false);
                         }
                     }
                     // the last in-flight MMA must land before its accumulator

@@ -263,6 +263,10 @@ struct PtxWriter<'k> {
     /// mbarrier (one per slot, 8 bytes each) and the register holding the
     /// parity of the current slot's fill.
     tma_bar: Vec<Option<(u32, String)>>,
+    /// Per ring: for a TMA ring of a dynamic view (`tma` module doc), the
+    /// shared-memory offset of its slots' valid-row ranges (`[lo, hi)` as
+    /// two u32 per slot, written by the issuing thread before each copy).
+    tma_range: Vec<Option<u32>>,
     /// Thread 0 (initializes the mbarriers).
     leader: String,
     /// Warp specialization ([`super::warp_spec`]): the producer's slice, the
@@ -376,6 +380,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         tmaps: vec![],
         tmap_regs: vec![],
         tma_bar: vec![],
+        tma_range: vec![],
         leader: String::new(),
         ws,
         role: Role::All,
@@ -407,7 +412,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
             let Some(w) = em.ws.as_ref().filter(|w| o.cluster == 2 && w.uniform_trips && em.ring_plan.tma[c].is_some()) else { return false };
             // (a base term on program_id(0) gives the two programs
             // different tiles)
-            if em.ring_plan.tma[c].and_then(|view| em.tma_views.get(&view)).is_none_or(|t| t.batch.iter().any(|b| b.axis == 0)) {
+            if em.ring_plan.tma[c].and_then(|view| em.tma_views.get(&view)).is_none_or(|t| t.dynamic || t.batch.iter().any(|b| b.axis == 0)) {
                 return false;
             }
             let mut loads = em.ring_plan.loads.iter().filter(|(_, cc)| **cc == c).map(|(v, _)| *v).peekable();
@@ -483,6 +488,14 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
             em.ws_prev.push(Some(prev));
         } else {
             em.ws_prev.push(None);
+        }
+    }
+    // (dynamic views: each slot's valid rows, next to the mbarriers)
+    for c in 0..em.ring_plan.slot_bytes.len() {
+        let dynamic = em.ring_plan.tma[c].and_then(|v| em.tma_views.get(&v)).is_some_and(|t| t.dynamic);
+        em.tma_range.push(dynamic.then_some(bar_off));
+        if dynamic {
+            bar_off += 8 * em.ring_plan.slots[c];
         }
     }
     if bar_off > em.ring {

@@ -188,7 +188,9 @@ impl<'k> PtxWriter<'k> {
     }
 
     /// Wait (every thread) until the bulk copies of TMA tile `v` landed.
-    pub(super) fn tma_wait(&mut self, c: usize, v: &str) {
+    /// `read`: the tile is read next — a dynamic view's rows outside the
+    /// view are zeroed first ([`Self::tma_bounds`]).
+    pub(super) fn tma_wait(&mut self, c: usize, v: &str, read: bool) {
         let bar = self.tma_bar_addr(c, v);
         let (par, p) = (self.reg(RegClass::R), self.reg(RegClass::P));
         self.line(format!("and.b32 {par}, {v}, 1;"));
@@ -196,6 +198,110 @@ impl<'k> PtxWriter<'k> {
         self.body.push_str(&format!("{lbl}:\n"));
         self.line(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{bar}], {par};"));
         self.line(format!("@!{p} bra {lbl};"));
+        if read && self.tma_range[c].is_some() {
+            self.tma_bounds(c, v);
+        }
+    }
+
+    /// Scalar integer `v` as a signed 64-bit register.
+    fn as_s64(&mut self, v: V) -> String {
+        let r = self.get(v)[0].clone();
+        if self.dtype(v) == DType::I64 {
+            return r;
+        }
+        let w = self.reg(RegClass::Rd);
+        self.line(format!("cvt.s64.s32 {w}, {r};"));
+        w
+    }
+
+    /// The slot rows and columns of TMA ring `c` (`[cols/atom][rows][atom]`).
+    fn tma_rows_cols(&self, c: usize) -> (u32, u32) {
+        let v = self.ring_plan.loads.iter().find(|(_, cc)| **cc == c).map(|(v, _)| *v).expect("a TMA ring has loads");
+        let shape: Vec<u32> = self.k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
+        self.ring_plan.layout[c].rows_cols(&shape).expect("a 2-D tile (tma_slot)")
+    }
+
+    /// The valid-row range entry of the slot holding TMA tile `v` (a
+    /// dynamic view's ring: `tma_range`).
+    fn tma_range_addr(&mut self, c: usize, v: &str) -> String {
+        let off = self.tma_range[c].expect("a dynamic view's ring");
+        let first = self.slot_regs[c].1.clone();
+        let (t, b) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("and.b32 {t}, {v}, -2;"));
+        self.line(format!("sub.u32 {t}, {t}, {first};"));
+        let sb = self.ring_plan.slot_bytes[c];
+        if sb.is_power_of_two() {
+            self.line(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
+        } else {
+            self.line(format!("div.u32 {t}, {t}, {sb};"));
+        }
+        self.line(format!("mov.u32 {b}, ft_smem;"));
+        self.line(format!("add.u32 {b}, {b}, {off};"));
+        self.line(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
+        t
+    }
+
+    /// A dynamic view's tile has landed in the slot of `v`: its map spans
+    /// the buffer, so rows of the box outside the view (before its start,
+    /// past its extent, or all of them for an empty view) hold neighbouring
+    /// data. Every thread reads the slot's valid rows `[lo, hi)` (written
+    /// by the issuing thread before the copy, ordered by the mbarrier);
+    /// where some row is invalid — the one uniform branch, taken only by a
+    /// box on the view's edge — the threads zero those rows' 16-byte
+    /// chunks (a row keeps its 128 bytes per column atom under the
+    /// swizzle), fence them for the tensor cores and meet at a barrier.
+    /// (MMAs still in flight may read the slot from an earlier reading of
+    /// the same fill: they are waited for first, in the branch only.)
+    fn tma_bounds(&mut self, c: usize, v: &str) {
+        let (rows, cols) = self.tma_rows_cols(c);
+        let es = match self.ring_plan.layout[c] {
+            crate::ptx::async_copy::SlotLayout::Swizzled { es, .. } => es,
+            _ => unreachable!("TMA rings are swizzled"),
+        };
+        let at = self.tma_range_addr(c, v);
+        let (lo, hi) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        self.line(format!("ld.shared.v2.u32 {{{lo}, {hi}}}, [{at}];"));
+        let (p, q) = (self.reg(RegClass::P), self.reg(RegClass::P));
+        self.line(format!("setp.ne.u32 {p}, {lo}, 0;"));
+        self.line(format!("setp.ne.u32 {q}, {hi}, {rows};"));
+        self.line(format!("or.pred {p}, {p}, {q};"));
+        let skip = self.label();
+        self.line(format!("@!{p} bra.uni {skip};"));
+        if self.uses_wgmma {
+            self.line("wgmma.wait_group.sync.aligned 0;");
+        }
+        let base = self.reg(RegClass::R);
+        self.line(format!("and.b32 {base}, {v}, -2;"));
+        let threads = self.o.num_warps * 32;
+        let chunks = rows * cols * es / 16;
+        for i in 0..chunks.div_ceil(threads) {
+            // chunk q = tid + i·T: byte q·16, row (q / 8) mod rows
+            let (qv, r, z, a) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::P), self.reg(RegClass::P));
+            self.line(format!("add.u32 {qv}, {}, {};", self.tid, i * threads));
+            self.line(format!("shr.u32 {r}, {qv}, 3;"));
+            if rows.is_power_of_two() {
+                self.line(format!("and.b32 {r}, {r}, {};", rows - 1));
+            } else {
+                self.line(format!("rem.u32 {r}, {r}, {rows};"));
+            }
+            self.line(format!("setp.lt.u32 {z}, {r}, {lo};"));
+            self.line(format!("setp.ge.u32 {a}, {r}, {hi};"));
+            self.line(format!("or.pred {z}, {z}, {a};"));
+            if (i + 1) * threads > chunks {
+                self.line(format!("setp.lt.and.u32 {z}, {qv}, {chunks}, {z};"));
+            }
+            let addr = self.reg(RegClass::R);
+            self.line(format!("mad.lo.u32 {addr}, {qv}, 16, {base};"));
+            self.line(format!("@{z} st.shared.v4.b32 [{addr}], {{0, 0, 0, 0}};"));
+        }
+        self.line("fence.proxy.async.shared::cta;");
+        // (raw: `bar` would also wait for the MMAs in the emitter's
+        // books, which this branch must not change)
+        match self.role {
+            Role::Consumer => self.line(format!("bar.sync 1, {threads};")),
+            _ => self.line("bar.sync 0;"),
+        }
+        self.body.push_str(&format!("{skip}:\n"));
     }
 
     /// Warp-specialized consumers: every warp has finished reading the slot
@@ -304,7 +410,23 @@ impl<'k> PtxWriter<'k> {
         // as s32 (clamped: anything beyond is outside every tensor-map
         // extent, hence zeros, as it should be)
         let mut coords = vec![];
-        for o in [offsets[tma_view.inner], offsets[1 - tma_view.inner]] {
+        // (a dynamic view: its row offset joins the outer coordinate, in
+        // 64 bits before the clamp)
+        let row64 = tma_view.row.map(|r| self.as_s64(r));
+        let outer64 = row64.as_ref().map(|r| {
+            let (i0, t) = (self.as_s64(offsets[1 - tma_view.inner]), self.reg(RegClass::Rd));
+            self.line(format!("add.s64 {t}, {i0}, {r};"));
+            t
+        });
+        for (n, o) in [offsets[tma_view.inner], offsets[1 - tma_view.inner]].into_iter().enumerate() {
+            if let (1, Some(t64)) = (n, &outer64) {
+                let (t, c32) = (self.reg(RegClass::Rd), self.reg(RegClass::R));
+                self.line(format!("max.s64 {t}, {t64}, -2147483648;"));
+                self.line(format!("min.s64 {t}, {t}, 2147483647;"));
+                self.line(format!("cvt.u32.u64 {c32}, {t};"));
+                coords.push(c32);
+                continue;
+            }
             let r = self.get(o)[0].clone();
             if self.dtype(o) == DType::I64 {
                 let (t, c32) = (self.reg(RegClass::Rd), self.reg(RegClass::R));
@@ -367,6 +489,32 @@ impl<'k> PtxWriter<'k> {
             // (multicast: the other program's consumers released it too)
             self.line(format!("mbarrier.try_wait.parity.shared::cta.b64 {p}, [{empty}], {par};"));
             self.line(format!("@!{p} bra {lbl};"));
+        }
+        if self.tma_range[c].is_some() {
+            // the box's rows inside the view, [lo, hi) of 0..rows (none
+            // where the view is empty), for the readers (`tma_bounds`):
+            // before the arrival, whose release orders it before their wait
+            let vr = self.get(view);
+            let (e_out, e_in) = (vr[1 + 1 - tma_view.inner].clone(), vr[1 + tma_view.inner].clone());
+            let i0 = self.as_s64(offsets[1 - tma_view.inner]);
+            let (lo, hi, t, e) = (self.reg(RegClass::Rd), self.reg(RegClass::Rd), self.reg(RegClass::Rd), self.reg(RegClass::P));
+            self.line(format!("neg.s64 {lo}, {i0};"));
+            self.line(format!("max.s64 {lo}, {lo}, 0;"));
+            self.line(format!("min.s64 {lo}, {lo}, {rows};"));
+            self.line(format!("sub.s64 {t}, {e_out}, {i0};"));
+            self.line(format!("max.s64 {hi}, {t}, {lo};"));
+            self.line(format!("min.s64 {hi}, {hi}, {rows};"));
+            self.line(format!("setp.le.s64 {e}, {e_out}, 0;"));
+            let e2 = self.reg(RegClass::P);
+            self.line(format!("setp.le.s64 {e2}, {e_in}, 0;"));
+            self.line(format!("or.pred {e}, {e}, {e2};"));
+            let (l32, h32) = (self.reg(RegClass::R), self.reg(RegClass::R));
+            self.line(format!("cvt.u32.u64 {l32}, {lo};"));
+            self.line(format!("cvt.u32.u64 {h32}, {hi};"));
+            self.line(format!("@{e} mov.u32 {l32}, 0;"));
+            self.line(format!("@{e} mov.u32 {h32}, 0;"));
+            let at = self.tma_range_addr(c, &slot);
+            self.line(format!("st.shared.v2.u32 [{at}], {{{l32}, {h32}}};"));
         }
         let sink = self.reg(RegClass::Rd);
         self.line(format!("mbarrier.arrive.expect_tx.shared::cta.b64 {sink}, [{bar}], {};", rows * cols * es));

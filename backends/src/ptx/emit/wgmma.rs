@@ -231,7 +231,7 @@ impl<'k> PtxWriter<'k> {
         }
         for (c, r) in [(ca, &ra[0]), (cb, &rb[0])] {
             if let Some(c) = c.filter(|c| self.ring_plan.tma[*c].is_some()) {
-                self.tma_wait(c, r);
+                self.tma_wait(c, r, true);
             }
         }
         self.ring_dirty = true;

@@ -170,6 +170,7 @@ pub(crate) fn launch(
             proven_masks: proven.clone(),
             programs_per_sm: cfg.programs_per_sm,
             tma_terms: env_flag("FERROTILE_TMA_TERMS", true),
+            tma_dynamic: env_flag("FERROTILE_TMA_DYNAMIC", true),
             invariant_slots: env_flag("FERROTILE_INVARIANT_SLOTS", true),
             cp_invariant_slots: std::env::var("FERROTILE_CP_INVARIANT_SLOTS").is_ok_and(|v| v == "1"),
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
@@ -293,7 +294,7 @@ pub(crate) fn launch(
                     Some(Arg::Buffer { mem: Storage::Cuda(m), len, .. }) => (m.ptr, (*len).min(m.bytes / t.view.dtype.size_bytes().max(1)) as u64),
                     _ => return None,
                 };
-                let m = t.view.resolve(&ints, ptr, cfg.grid)?;
+                let m = t.view.resolve(&ints, ptr, len, cfg.grid)?;
                 // (the kernel does not guard a TMA view: the map must lie
                 // in its buffer, or the guarded compilation runs)
                 let es = t.view.dtype.size_bytes() as u64;

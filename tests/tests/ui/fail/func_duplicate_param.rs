@@ -1,0 +1,8 @@
+use ferrotile::prelude::*;
+
+#[func]
+fn add(x: Tile, x: Tile) -> Tile {
+    x + x
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use ferrotile::prelude::*;
+
+#[func]
+fn first((a, b): Tile) -> Tile {
+    a + b
+}
+
+fn main() {}
