@@ -53,6 +53,7 @@ pub fn catalog() -> Vec<&'static ferrotile::ir::Kernel> {
         gemm::round_tf32_transpose_kernel::ir(),
         attention::attention_fwd::ir(),
         attention::attention_fwd_varlen::ir(),
+        attention::attention_fwd_varlen_overlap::ir(),
         attention::attention_decode::ir(),
         attention::attention_combine::ir(),
         attention::attention_bwd_pre::ir(),

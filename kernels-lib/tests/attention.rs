@@ -548,11 +548,29 @@ fn attention_varlen_matches_f64() {
             cases.push((vec![(200, 333), (77, 77)], 4, 4, 64, false, (Some(40), None)));
         }
         for (i, (lens, hq, hkv, d, causal, window)) in cases.into_iter().enumerate() {
-            let bf = i % 2 == 0;
-            if bf {
-                check_varlen::<bf16>(&dev, &lens, hq, hkv, d, causal, window, 700 + i as u64, 1e-2);
+            // the default tiles, then the other loop: on CUDA the plain one
+            // (the default up to d128 overlaps the softmax with P·V, with
+            // the producer warpgroup at d128), elsewhere the overlapped one
+            let dp = d.next_power_of_two().max(16);
+            let other = if cuda {
+                (dp <= 128).then_some(AttentionConfig {
+                    bm: 128,
+                    bn: 64,
+                    num_warps: 8,
+                    num_stages: 2,
+                    split_masks: false,
+                    overlap: false,
+                    warp_specialize: false,
+                })
             } else {
-                check_varlen::<f16>(&dev, &lens, hq, hkv, d, causal, window, 700 + i as u64, 4e-3);
+                Some(AttentionConfig { overlap: true, ..AttentionConfig::default_for(&dev, dp) })
+            };
+            for config in std::iter::once(None).chain(other.map(Some)) {
+                if i % 2 == 0 {
+                    check_varlen::<bf16>(&dev, &lens, hq, hkv, d, causal, window, config, 700 + i as u64, 1e-2);
+                } else {
+                    check_varlen::<f16>(&dev, &lens, hq, hkv, d, causal, window, config, 700 + i as u64, 4e-3);
+                }
             }
         }
     }
@@ -567,6 +585,7 @@ fn check_varlen<T: FloatElement>(
     d: usize,
     causal: bool,
     window: (Option<usize>, Option<usize>),
+    config: Option<AttentionConfig>,
     seed: u64,
     tol: f64,
 ) {
@@ -590,8 +609,9 @@ fn check_varlen<T: FloatElement>(
     let mut o = dev.full(tq * hq * d, T::from_f64(f64::NAN)).unwrap();
     let mut l = dev.full(hq * tq, f32::NAN).unwrap();
     let (cq, ck) = (dev.from_slice(&cu_q).unwrap(), dev.from_slice(&cu_k).unwrap());
-    let opts = AttentionOptions { causal, window, ..Default::default() };
-    let what = format!("attention_varlen {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?}", T::DTYPE, dev.name());
+    let opts = AttentionOptions { causal, window, config, ..Default::default() };
+    let what =
+        format!("attention_varlen {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?} config={config:?}", T::DTYPE, dev.name());
     attention_varlen(dev, &q, &k, &v, &mut o, Some(&mut l), &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     let got = o.to_vec().unwrap();
     let got_l = l.to_vec().unwrap();

@@ -997,20 +997,35 @@ fn every_attention_backward_configuration_assembles() {
 #[test]
 fn attention_varlen_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
-    let k = ferrotile_kernels::attention::attention_fwd_varlen::ir();
     let mut failures = vec![];
     for dp in [64i64, 128] {
         for tc in ferrotile_kernels::attention::attention_candidates(dp as usize) {
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
+            // (the overlapped loop where the candidate asks for it, with
+            // the producer warpgroup likewise: the varlen forward runs
+            // the dense forward's configurations)
+            let ov = tc.get("OV").is_ok_and(|v| v != 0);
+            let ws = tc.get("WS").is_ok_and(|v| v != 0);
+            let (k, name) = if ov {
+                (ferrotile_kernels::attention::attention_fwd_varlen_overlap::ir(), "attention_fwd_varlen_overlap")
+            } else {
+                (ferrotile_kernels::attention::attention_fwd_varlen::ir(), "attention_fwd_varlen")
+            };
+            let default = {
+                let c = ferrotile_kernels::attention::AttentionConfig::from_tune(&tc).unwrap();
+                let d = ferrotile_kernels::attention::AttentionConfig::default_for_kind(ferrotile::DeviceKind::Cuda, dp as usize);
+                (c.bm, c.bn, c.num_warps, c.num_stages, c.overlap, c.warp_specialize) == (d.bm, d.bn, d.num_warps, d.num_stages, d.overlap, d.warp_specialize)
+            };
             for (t, g, hi, lo, lse, fold) in [(DType::BF16, 1, 1, 0, 1, 1), (DType::F16, 4, 1, 1, 0, 0)] {
                 let spec = specialize(k, &[bm, bn, dp, g, hi, lo, lse, fold], &[t]).unwrap();
                 for sm in [80, 90] {
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
+                        warp_specialize: ws,
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
-                    let what = format!("attention_fwd_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}");
+                    let what = format!("{name} {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}{}", if default { " (default)" } else { "" });
                     let p = match emit(&spec, &opts) {
                         Ok(p) => p,
                         Err(e) => {
@@ -1022,8 +1037,21 @@ fn attention_varlen_assembles() {
                     if sm == 90 && (!p.mma_sync_dots.is_empty() || staged != 0 || !p.text.contains("wgmma.mma_async")) {
                         failures.push(format!("{what}: {staged} staged, on mma.sync: {:?}", p.mma_sync_dots));
                     }
+                    if sm == 90 && ov && !p.text.contains("wgmma.wait_group.sync.aligned 1;") {
+                        failures.push(format!("{what}: the softmax does not overlap P·V"));
+                    }
+                    // (sm_90: the sequences' tiles by dynamic TMA views)
+                    if sm == 90 && !p.tensor_maps.iter().any(|m| m.view.dynamic) {
+                        failures.push(format!("{what}: no dynamic tensor map"));
+                    }
                     match ptxas::assemble(&px, &p.text, sm) {
-                        Ok(r) => println!("{what}: {} regs, {} B spills, {} B smem", r.registers, r.spill_loads + r.spill_stores, p.smem_bytes),
+                        Ok(r) => {
+                            let spill = r.spill_loads + r.spill_stores;
+                            println!("{what}: {} regs, {spill} B spills, {} B smem", r.registers, p.smem_bytes);
+                            if default && sm == 90 && spill > 0 {
+                                failures.push(format!("{what}: the default configuration spills {spill} B"));
+                            }
+                        }
                         Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
                     }
                 }

@@ -150,6 +150,101 @@ pub fn attention_fwd<
     }
 }
 
+/// The key loop of [`attention_fwd_overlap`] (and of its varlen twin):
+/// query tile `qt` (rows `rows`) against the key blocks `lo..hi` of `vkt`
+/// (Kᵀ, `[d, nk]`) and `vv`, the softmax of each block overlapping the
+/// previous block's `P·V`; block `lo` is computed even when `lo >= hi`
+/// (the masks clear it). Returns the unnormalized output, the row sums
+/// and the row maxima (base 2, scaled).
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn overlap_loop<U: Float>(
+    qt: Tile,
+    vkt: Tile,
+    vv: Tile,
+    rows: Tile,
+    lo: Tile,
+    hi: Tile,
+    nk: Tile,
+    off: Tile,
+    qk_scale: Tile,
+    win_left: Tile,
+    win_right: Tile,
+    BM: Tile,
+    BN: Tile,
+    DP: Tile,
+    MASK_HI: Tile,
+    MASK_LO: Tile,
+    FOLD: Tile,
+) -> (Tile, Tile, Tile) {
+    // key block `lo` (the masks below clear it when `lo >= hi`)
+    let cols0 = lo + arange(0, BN);
+    let mut s0 = dot(qt, load_block(vkt, [0, lo], [DP, BN]), zeros([BM, BN], f32));
+    if !FOLD {
+        s0 = s0 * qk_scale;
+    }
+    s0 = select(expand_dims(cols0 < nk, 0), s0, f32::NEG_INFINITY);
+    if MASK_HI {
+        s0 = select(expand_dims(cols0, 0) <= expand_dims(rows + (off + win_right), 1), s0, f32::NEG_INFINITY);
+    }
+    if MASK_LO {
+        s0 = select(expand_dims(cols0, 0) >= expand_dims(rows - (win_left - off), 1), s0, f32::NEG_INFINITY);
+    }
+    let mut m_i = max(s0, axis = 1);
+    if FOLD {
+        m_i = m_i * qk_scale;
+    }
+    let m_use0 = select(m_i == f32::NEG_INFINITY, 0.0, m_i);
+    let mut p0 = s0;
+    if FOLD {
+        p0 = exp2(fma(s0, qk_scale, expand_dims(-m_use0, 1)));
+    } else {
+        p0 = exp2(s0 - expand_dims(m_use0, 1));
+    }
+    let mut l_i = sum(p0, 1);
+    let mut pt = p0 as U;
+    let mut acc = zeros([BM, DP], f32);
+    for j in (lo + BN..hi).step_by(BN) {
+        let cols = j + arange(0, BN);
+        let qk = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
+        // (the previous block's P·V: on the tensor cores during this softmax)
+        acc = dot(pt, load_block(vv, [j - BN, 0], [BN, DP]), acc);
+        let mut s = qk;
+        if !FOLD {
+            s = qk * qk_scale;
+        }
+        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
+        if MASK_HI {
+            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
+        }
+        if MASK_LO {
+            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
+        }
+        let mut m_blk = max(s, axis = 1);
+        if FOLD {
+            m_blk = m_blk * qk_scale;
+        }
+        let m_new = maximum(m_i, m_blk);
+        // (rows with no key yet keep m = −∞: subtract 0 instead, so that
+        // their p and alpha are 0 rather than NaN)
+        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
+        let alpha = exp2(m_i - m_use);
+        let mut p = s;
+        if FOLD {
+            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
+        } else {
+            p = exp2(s - expand_dims(m_use, 1));
+        }
+        l_i = l_i * alpha + sum(p, 1);
+        pt = p as U;
+        acc = acc * expand_dims(alpha, 1);
+        m_i = m_new;
+    }
+    // the last block's P·V (block `lo` when the loop did not run)
+    acc = dot(pt, load_block(vv, [maximum(lo, (hi - 1) / BN * BN), 0], [BN, DP]), acc);
+    (acc, l_i, m_i)
+}
+
 /// [`attention_fwd`] with FlashAttention-3's intra-warpgroup overlap
 /// written out (`AttentionConfig::overlap`): key block `lo` is peeled off
 /// before the loop (every key masked when the range is empty), and each
@@ -213,71 +308,7 @@ pub fn attention_fwd_overlap<
     if MASK_HI {
         hi = minimum(nk, maximum(0, pm + BM + off + win_right));
     }
-    // key block `lo` (the masks below clear it when `lo >= hi`)
-    let cols0 = lo + arange(0, BN);
-    let mut s0 = dot(qt, load_block(vkt, [0, lo], [DP, BN]), zeros([BM, BN], f32));
-    if !FOLD {
-        s0 = s0 * qk_scale;
-    }
-    s0 = select(expand_dims(cols0 < nk, 0), s0, f32::NEG_INFINITY);
-    if MASK_HI {
-        s0 = select(expand_dims(cols0, 0) <= expand_dims(rows + (off + win_right), 1), s0, f32::NEG_INFINITY);
-    }
-    if MASK_LO {
-        s0 = select(expand_dims(cols0, 0) >= expand_dims(rows - (win_left - off), 1), s0, f32::NEG_INFINITY);
-    }
-    let mut m_i = max(s0, axis = 1);
-    if FOLD {
-        m_i = m_i * qk_scale;
-    }
-    let m_use0 = select(m_i == f32::NEG_INFINITY, 0.0, m_i);
-    let mut p0 = s0;
-    if FOLD {
-        p0 = exp2(fma(s0, qk_scale, expand_dims(-m_use0, 1)));
-    } else {
-        p0 = exp2(s0 - expand_dims(m_use0, 1));
-    }
-    let mut l_i = sum(p0, 1);
-    let mut pt = p0 as T;
-    let mut acc = zeros([BM, DP], f32);
-    for j in (lo + BN..hi).step_by(BN) {
-        let cols = j + arange(0, BN);
-        let qk = dot(qt, load_block(vkt, [0, j], [DP, BN]), zeros([BM, BN], f32));
-        // (the previous block's P·V: on the tensor cores during this softmax)
-        acc = dot(pt, load_block(vv, [j - BN, 0], [BN, DP]), acc);
-        let mut s = qk;
-        if !FOLD {
-            s = qk * qk_scale;
-        }
-        s = select(expand_dims(cols < nk, 0), s, f32::NEG_INFINITY);
-        if MASK_HI {
-            s = select(expand_dims(cols, 0) <= expand_dims(rows + (off + win_right), 1), s, f32::NEG_INFINITY);
-        }
-        if MASK_LO {
-            s = select(expand_dims(cols, 0) >= expand_dims(rows - (win_left - off), 1), s, f32::NEG_INFINITY);
-        }
-        let mut m_blk = max(s, axis = 1);
-        if FOLD {
-            m_blk = m_blk * qk_scale;
-        }
-        let m_new = maximum(m_i, m_blk);
-        // (rows with no key yet keep m = −∞: subtract 0 instead, so that
-        // their p and alpha are 0 rather than NaN)
-        let m_use = select(m_new == f32::NEG_INFINITY, 0.0, m_new);
-        let alpha = exp2(m_i - m_use);
-        let mut p = s;
-        if FOLD {
-            p = exp2(fma(s, qk_scale, expand_dims(-m_use, 1)));
-        } else {
-            p = exp2(s - expand_dims(m_use, 1));
-        }
-        l_i = l_i * alpha + sum(p, 1);
-        pt = p as T;
-        acc = acc * expand_dims(alpha, 1);
-        m_i = m_new;
-    }
-    // the last block's P·V (block `lo` when the loop did not run)
-    acc = dot(pt, load_block(vv, [maximum(lo, (hi - 1) / BN * BN), 0], [BN, DP]), acc);
+    let (acc, l_i, m_i) = overlap_loop::<T>(qt, vkt, vv, rows, lo, hi, nk, off, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, FOLD);
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
     let vo = view(o + b * ob + (program_id(1) as i64) * oh, [nq, d], [os, 1]);
     store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
@@ -893,6 +924,80 @@ pub fn attention_fwd_varlen<
         acc = dot(p as T, load_block(vv, [j, 0], [BN, DP]), acc * expand_dims(alpha, 1));
         m_i = m_new;
     }
+    let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
+    let vo = view(o + (q0 as i64) * os + h * oh, [nq, d], [os, 1]);
+    store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
+    if LSE {
+        let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
+        store(lse + h * lh + ((q0 + rows) as i64), row_lse, rows < nq);
+    }
+}
+
+/// [`attention_fwd_varlen`] with the key loop of [`attention_fwd_overlap`]
+/// (each block's softmax overlapping the previous block's `P·V`), K read
+/// through a transposed view of the sequence; same arguments, grid and
+/// outputs (`AttentionConfig::overlap` picks it).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_varlen_overlap<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const LSE: bool,
+    const FOLD: bool,
+>(
+    q: Ptr<T>,
+    k: Ptr<T>,
+    v: Ptr<T>,
+    o: Ptr<T>,
+    lse: Ptr<f32>,
+    cu_q: Ptr<i32>,
+    cu_k: Ptr<i32>,
+    d: i32,
+    qk_scale: f32,
+    win_left: i32,
+    win_right: i32,
+    qh: i64,
+    qs: i64,
+    kh: i64,
+    ks: i64,
+    vh: i64,
+    vs: i64,
+    oh: i64,
+    os: i64,
+    lh: i64,
+) {
+    static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
+    let b = program_id(2);
+    let q0 = load(cu_q + b);
+    let nq = load(cu_q + b + 1) - q0;
+    let k0 = load(cu_k + b);
+    let nk = load(cu_k + b + 1) - k0;
+    let pm = program_id(0) * BM;
+    let h = program_id(1) as i64;
+    let hk = (program_id(1) / G) as i64;
+    let vq = view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]);
+    let vkt = view(k + (k0 as i64) * ks + hk * kh, [d, nk], [1, ks]);
+    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]);
+    let qt = load_block(vq, [pm, 0], [BM, DP]);
+    let rows = pm + arange(0, BM);
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    // (a program past its sequence's end: only the first block, which it
+    // does not store)
+    hi = select(pm < nq, hi, lo);
+    let (acc, l_i, m_i) = overlap_loop::<T>(qt, vkt, vv, rows, lo, hi, nk, off, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, FOLD);
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
     let vo = view(o + (q0 as i64) * os + h * oh, [nq, d], [os, 1]);
     store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);

@@ -51,7 +51,7 @@ mod varlen;
 pub use backward::{attention_backward, backward_candidates, BackwardConfig};
 pub use kernels::{
     attention_bwd_dkdv, attention_bwd_dkdv_varlen, attention_bwd_dq, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum, attention_combine,
-    attention_decode, attention_fwd, attention_fwd_overlap, attention_fwd_varlen,
+    attention_decode, attention_fwd, attention_fwd_overlap, attention_fwd_varlen, attention_fwd_varlen_overlap,
 };
 pub use varlen::{attention_varlen, attention_varlen_backward, TokenStrides, VarlenProblem};
 
@@ -181,8 +181,13 @@ impl AttentionConfig {
     /// small tiles on the CPU interpreter and WGSL (whose workgroup storage
     /// may be 32 KiB: lavapipe).
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
+        Self::default_for_kind(dev.kind(), padded_dim)
+    }
+
+    /// [`AttentionConfig::default_for`] a device of this kind.
+    pub fn default_for_kind(kind: DeviceKind, padded_dim: usize) -> Self {
         let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, warp_specialize: false };
-        match dev.kind() {
+        match kind {
             DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, overlap: true, ..c(128, 64, 4, 2) },
             DeviceKind::Cuda if padded_dim <= 128 => AttentionConfig { overlap: true, warp_specialize: true, ..c(128, 128, 8, 2) },
             DeviceKind::Cuda => c(64, 64, 4, 2),

@@ -11,7 +11,7 @@
 //! call to check them (monotone, within the tensors, each length within
 //! its `max_seqlen`): bad offsets are an error, never a wrong answer.
 
-use super::kernels::attention_fwd_varlen;
+use super::kernels::{attention_fwd_varlen, attention_fwd_varlen_overlap};
 use super::{check_problem, AttentionConfig, AttentionOptions, AttentionProblem, BackwardConfig, Strides};
 use crate::LibError;
 use ferrotile::prelude::*;
@@ -173,16 +173,12 @@ pub fn attention_varlen<T: FloatElement>(
         return Ok(());
     }
     let dp = whole.padded_dim();
-    // (not autotuned; on CUDA 128×64 on 8 warps, the forward candidate
-    // that spills nowhere here — `ptx_assemble`; on Hopper the sequences'
-    // views are dynamic TMA views, `ptx::tma`, which rule out the dense
-    // forward's producer warpgroup: its stream loads no offsets)
-    let cfg = opts.config.unwrap_or_else(|| match dev.kind() {
-        ferrotile::DeviceKind::Cuda if dp <= 128 => {
-            AttentionConfig { bm: 128, bn: 64, num_warps: 8, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false }
-        }
-        _ => AttentionConfig::default_for(dev, dp),
-    });
+    // (not autotuned; on CUDA the dense forward's defaults — d64: 128×64
+    // on 4 warps, masks split, the overlapped loop; d128: 128×128 on 8
+    // warps, overlapped, with the producer warpgroup — on Hopper the
+    // sequences' views are dynamic TMA views, `ptx::tma`, which the
+    // producer computes itself; nothing spills: `ptx_assemble`)
+    let cfg = opts.config.unwrap_or_else(|| AttentionConfig::default_for(dev, dp));
     cfg.check_tiles(&format!("{WHAT}: config "))?;
     let mut placeholder;
     let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse {
@@ -194,40 +190,49 @@ pub fn attention_varlen<T: FloatElement>(
     };
     // (no sequence is longer than the tokens: a larger maximum sizes no grid)
     let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
     let s = |x: usize| x as i64;
-    attention_fwd_varlen::launch(
-        dev,
-        launch,
-        q,
-        k,
-        v,
-        out,
-        lse_ref,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        p.head_dim as i32,
-        args.qk_scale(),
-        args.win_left,
-        args.win_right,
-        s(p.q.head),
-        s(p.q.token),
-        s(p.k.head),
-        s(p.k.token),
-        s(p.v.head),
-        s(p.v.token),
-        s(p.o.head),
-        s(p.o.token),
-        s(p.total_q),
-        cfg.bm as i32,
-        cfg.bn as i32,
-        dp as i32,
-        (p.heads_q / p.heads_kv) as i32,
-        args.mask_hi,
-        args.mask_lo,
-        has_lse,
-        args.fold(),
-    )?;
+    macro_rules! go {
+        ($k:ident) => {
+            $k::launch(
+                dev,
+                launch,
+                q,
+                k,
+                v,
+                out,
+                lse_ref,
+                cu_seqlens_q,
+                cu_seqlens_k,
+                p.head_dim as i32,
+                args.qk_scale(),
+                args.win_left,
+                args.win_right,
+                s(p.q.head),
+                s(p.q.token),
+                s(p.k.head),
+                s(p.k.token),
+                s(p.v.head),
+                s(p.v.token),
+                s(p.o.head),
+                s(p.o.token),
+                s(p.total_q),
+                cfg.bm as i32,
+                cfg.bn as i32,
+                dp as i32,
+                (p.heads_q / p.heads_kv) as i32,
+                args.mask_hi,
+                args.mask_lo,
+                has_lse,
+                args.fold(),
+            )
+        };
+    }
+    if cfg.overlap {
+        go!(attention_fwd_varlen_overlap)?;
+    } else {
+        go!(attention_fwd_varlen)?;
+    }
     Ok(())
 }
 

@@ -244,8 +244,9 @@ impl<'k> PtxWriter<'k> {
     /// A dynamic view's tile has landed in the slot of `v`: its map spans
     /// the buffer, so rows of the box outside the view (before its start,
     /// past its extent, or all of them for an empty view) hold neighbouring
-    /// data. Every thread reads the slot's valid rows `[lo, hi)` (written
-    /// by the issuing thread before the copy, ordered by the mbarrier);
+    /// data. Lane 0 of each warp reads the slot's valid rows `[lo, hi)`
+    /// (written by the issuing thread before the copy, ordered by the
+    /// mbarrier) and shares them with its warp;
     /// where some row is invalid — the one uniform branch, taken only by a
     /// box on the view's edge — the threads zero those rows' 16-byte
     /// chunks (a row keeps its 128 bytes per column atom under the
@@ -260,7 +261,16 @@ impl<'k> PtxWriter<'k> {
         };
         let at = self.tma_range_addr(c, v);
         let (lo, hi) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("ld.shared.v2.u32 {{{lo}, {hi}}}, [{at}];"));
+        // (lane 0 reads the record and shares it: with the producer
+        // warpgroup, the slot's release — and so the record's next write —
+        // is ordered after lane 0's accesses only)
+        let l0 = self.reg(RegClass::P);
+        self.line(format!("setp.eq.u32 {l0}, {}, 0;", self.lane));
+        self.line(format!("mov.u32 {lo}, 0;"));
+        self.line(format!("mov.u32 {hi}, 0;"));
+        self.line(format!("@{l0} ld.shared.v2.u32 {{{lo}, {hi}}}, [{at}];"));
+        self.line(format!("shfl.sync.idx.b32 {lo}, {lo}, 0, 31, -1;"));
+        self.line(format!("shfl.sync.idx.b32 {hi}, {hi}, 0, 31, -1;"));
         let (p, q) = (self.reg(RegClass::P), self.reg(RegClass::P));
         self.line(format!("setp.ne.u32 {p}, {lo}, 0;"));
         self.line(format!("setp.ne.u32 {q}, {hi}, {rows};"));
