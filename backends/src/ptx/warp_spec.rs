@@ -29,8 +29,8 @@
 //! Conditions (otherwise `None`, and the kernel keeps one instruction
 //! stream): every value the producer computes is a scalar made by pure ops
 //! (parameters, constants, program ids, arithmetic, comparisons, selects,
-//! casts, pointer offsets), a scalar `load`, or a view — the producer is
-//! one warp and owns no tile; no copy and no such
+//! casts; and for a dynamic view, pointer offsets, scalar `load`s and the
+//! view itself) — the producer is one warp and owns no tile; no copy and no such
 //! value lies inside an `if` (the producer would have to evaluate the
 //! condition, which no kernel needs yet); every TMA ring is read by a
 //! `wgmma` (true of TMA classes by construction, checked again here).
@@ -223,15 +223,12 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                 }
                 match &op.kind {
                     OpKind::Param(_) | OpKind::Const(_) | OpKind::ProgramId(_) | OpKind::NumPrograms(_) => {}
-                    OpKind::Binary { .. }
-                    | OpKind::Cmp { .. }
-                    | OpKind::Unary { .. }
-                    | OpKind::Fma { .. }
-                    | OpKind::Select { .. }
-                    | OpKind::Cast { .. }
-                    | OpKind::AddPtr { .. }
-                    | OpKind::MakeView { .. }
-                    | OpKind::Load { .. } => work.extend(op.kind.operands()),
+                    OpKind::Binary { .. } | OpKind::Cmp { .. } | OpKind::Unary { .. } | OpKind::Fma { .. } | OpKind::Select { .. } | OpKind::Cast { .. } => {
+                        work.extend(op.kind.operands())
+                    }
+                    // (what a dynamic view is made of: its offsets are
+                    // loaded; elsewhere the producer stays pure)
+                    OpKind::AddPtr { .. } | OpKind::MakeView { .. } | OpKind::Load { .. } if !dynamic.is_empty() => work.extend(op.kind.operands()),
                     OpKind::For { body, inits, .. } => {
                         // a loop's final value of a carried scalar
                         let iv = body.args[0];
