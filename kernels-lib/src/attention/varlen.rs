@@ -5,7 +5,10 @@
 //! needs no padding.
 //!
 //! [`attention_fwd_varlen`] is [`super::attention_fwd`]'s loop with the
-//! sequence bounds loaded from `cu_seqlens_q` / `cu_seqlens_k`; causal
+//! sequence bounds loaded from `cu_seqlens_q` / `cu_seqlens_k`
+//! ([`attention_fwd_varlen_overlap`] the overlapped loop of
+//! [`super::attention_fwd_overlap`], which `AttentionConfig::overlap` —
+//! the CUDA default up to d128 — picks); causal
 //! masks and windows align to the bottom right of each sequence (as
 //! FlashAttention 2.1+). The offsets are read back to the host once per
 //! call to check them (monotone, within the tensors, each length within
