@@ -171,6 +171,13 @@ impl<'k> PtxWriter<'k> {
     pub(super) fn tma_bar_addr_of(&mut self, c: usize, v: &str, empty: bool) -> String {
         let (bar0, _) = self.tma_bar[c].clone().expect("TMA ring");
         let bar0 = if empty { bar0 + 8 * self.ring_plan.slots[c] } else { bar0 };
+        self.slot_entry_addr(c, v, bar0)
+    }
+
+    /// The 8-byte entry of the slot holding tile value `v` (its address,
+    /// the fill's parity in bit 0) in a per-slot table of ring `c` at
+    /// shared-memory offset `table`: mbarriers, valid-row records.
+    fn slot_entry_addr(&mut self, c: usize, v: &str, table: u32) -> String {
         let first = self.slot_regs[c].1.clone();
         let (t, b) = (self.reg(RegClass::R), self.reg(RegClass::R));
         self.line(format!("and.b32 {t}, {v}, -2;"));
@@ -182,7 +189,7 @@ impl<'k> PtxWriter<'k> {
             self.line(format!("div.u32 {t}, {t}, {sb};"));
         }
         self.line(format!("mov.u32 {b}, ft_smem;"));
-        self.line(format!("add.u32 {b}, {b}, {bar0};"));
+        self.line(format!("add.u32 {b}, {b}, {table};"));
         self.line(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
         t
     }
@@ -225,20 +232,7 @@ impl<'k> PtxWriter<'k> {
     /// dynamic view's ring: `tma_range`).
     fn tma_range_addr(&mut self, c: usize, v: &str) -> String {
         let off = self.tma_range[c].expect("a dynamic view's ring");
-        let first = self.slot_regs[c].1.clone();
-        let (t, b) = (self.reg(RegClass::R), self.reg(RegClass::R));
-        self.line(format!("and.b32 {t}, {v}, -2;"));
-        self.line(format!("sub.u32 {t}, {t}, {first};"));
-        let sb = self.ring_plan.slot_bytes[c];
-        if sb.is_power_of_two() {
-            self.line(format!("shr.u32 {t}, {t}, {};", sb.trailing_zeros()));
-        } else {
-            self.line(format!("div.u32 {t}, {t}, {sb};"));
-        }
-        self.line(format!("mov.u32 {b}, ft_smem;"));
-        self.line(format!("add.u32 {b}, {b}, {off};"));
-        self.line(format!("mad.lo.u32 {t}, {t}, 8, {b};"));
-        t
+        self.slot_entry_addr(c, v, off)
     }
 
     /// A dynamic view's tile has landed in the slot of `v`: its map spans
