@@ -10,7 +10,9 @@
 //! `--stages` as `num_stages`, `--unit` naming the scalars known to be 1
 //! (the unit strides the runtime detects), guarded unless `--unchecked`,
 //! without threaded copies of pipelined loop bodies unless `--unroll` (the
-//! CUDA runtime adds them where the driver reports that they do not spill).
+//! CUDA runtime adds them where the driver reports that they do not spill),
+//! and with the backward slice rule when `FERROTILE_BROADCAST_SLICES=1`
+//! (as the CUDA runtime reads it).
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::passes::Safety;
@@ -166,6 +168,7 @@ pub fn render_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> Result<(Stri
                 pipeline: args.stages.saturating_sub(1),
                 safety,
                 unroll_pipelined: args.unroll,
+                broadcast_slices: std::env::var("FERROTILE_BROADCAST_SLICES").is_ok_and(|v| v == "1"),
                 ..PtxOptions::new(args.sm, args.warps, k.params.len())
             };
             let p = emit(&spec, &opts).map_err(|e| e.to_string())?;

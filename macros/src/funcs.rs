@@ -1,9 +1,9 @@
 //! `#[func]`: tile functions a kernel (or another function) calls.
 //!
 //! Takes a function written in the tile DSL whose parameters are tiles of
-//! any shape and dtype (`x: Tile`), optionally generic over float dtypes
-//! (`<U: Float>`, bound at each call with a turbofish), returning nothing, one
-//! tile or a tuple of tiles. A call is *inlined* by the caller's lowering: the
+//! any shape and dtype (`x: Tile`; a `view` is such a value too),
+//! optionally generic over float dtypes (`<U: Float>`, bound at each call
+//! with a turbofish), returning nothing, one tile or a tuple of tiles. A call is *inlined* by the caller's lowering: the
 //! arguments are the caller's values, the body is typed again at every call
 //! with the shapes and dtypes it gets there (as Triton specializes a
 //! `@jit` helper per call), and its errors are reported on the helper's own

@@ -153,6 +153,11 @@ pub fn cases() -> Vec<Case> {
         case!("func_rowdot", "a #[func] holding a loop over a constant block size; one written below its kernel", funcs::rowdot),
         case!("func_library", "the kernel library's public #[func]s (activation, GELU) called by path from another crate", funcs::library),
         case!(
+            "func_segment_view",
+            "a #[func] returning a view built at a loaded offset, with the segment's length; another taking the view into a dot loop",
+            funcs::segment_view
+        ),
+        case!(
             "invariant_operands",
             "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",
             fused::invariant_operands

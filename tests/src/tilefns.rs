@@ -84,3 +84,29 @@ pub fn dot_1d(a: Tile, b: Tile, n: Tile, block: Tile) -> Tile {
 pub fn put(ptrs: Tile, v: Tile, mask: Tile) {
     store(ptrs, v, mask);
 }
+
+/// Segment `s` of a ragged batch: its rows `cu[s]..cu[s+1]` of a
+/// `[rows, width]` matrix with row stride `stride`, as a view, and how many
+/// rows it has — a function that returns a view (built at an offset it
+/// loads) next to a scalar.
+#[func]
+pub fn segment(base: Tile, cu: Tile, s: Tile, stride: Tile, width: Tile) -> (Tile, Tile) {
+    let r0 = load(cu + s);
+    let n = load(cu + s + 1) - r0;
+    (view(base + (r0 as i64) * stride, [n, width], [stride, 1]), n)
+}
+
+/// `Σ_i P[:, i] · v[i, :]` over the `n` rows of the view `v`, `bk` at a
+/// time, with the fixed pattern `P[m, i] = (m + 2i) mod 5 − 2` in the
+/// dtype `U` — a function that takes a view.
+#[func]
+pub fn pattern_dot<U: Float>(v: Tile, n: Tile, bm: Tile, bk: Tile, width: Tile) -> Tile {
+    let m = arange(0, bm);
+    let mut acc = zeros([bm, width], f32);
+    for i in (0..n).step_by(bk) {
+        let c = i + arange(0, bk);
+        let p = (expand_dims(m, 1) + expand_dims(c, 0) * 2) % 5 - 2;
+        acc = dot(p.to(U), load_block(v, [i, 0], [bk, width]), acc);
+    }
+    acc
+}

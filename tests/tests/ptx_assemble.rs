@@ -1454,7 +1454,8 @@ fn attention_varlen_backward_assembles() {
 /// one stream and with the producer warpgroup (which then loads the
 /// offsets itself and records the bounds; the consumers' zeroing meets at
 /// their named barrier); off with `tma_dynamic = false` (`cp.async`).
-/// Each assembles for sm_90a.
+/// Each assembles for sm_90a, and the same kernel written with `#[func]`s
+/// (one returns the view, another reads it) emits the same PTX.
 #[test]
 fn dynamic_tma_views_assemble() {
     use ferrotile::ir::passes::Safety;
@@ -1482,5 +1483,10 @@ fn dynamic_tma_views_assemble() {
         }
         let r = ptxas::assemble(&px, &p.text, 90).unwrap_or_else(|l| panic!("{what}: {l}"));
         assert_eq!(r.spill_loads + r.spill_stores, 0, "{what}: spills");
+        // the same kernel with its view returned by one #[func] and read
+        // by another (`func_segment_view`): the same PTX, name aside
+        let kf = ferrotile_tests::conformance::funcs::k_func_segment_sum::ir();
+        let pf = emit(&specialize(kf, &[64, 64, 64], &[DType::BF16]).unwrap(), &opts).unwrap_or_else(|e| panic!("{what} (func): {e}"));
+        assert!(pf.text.replace("k_func_segment_sum", "k_segment_sum") == p.text, "{what}: the #[func] form's PTX differs");
     }
 }

@@ -6,6 +6,42 @@
 
 use ferrotile::prelude::*;
 
+/// The key blocks query rows `pm..pm + BM` see: `(off, lo, hi)` with `off =
+/// nk − nq` the bottom-right alignment (the last query row sees the last
+/// key), `lo` the first key (a multiple of `BN`: the window's left edge
+/// when `MASK_LO`) and `hi` the end (the causal / window right edge when
+/// `MASK_HI`).
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn key_range(pm: Tile, nq: Tile, nk: Tile, win_left: Tile, win_right: Tile, BM: Tile, BN: Tile, MASK_HI: Tile, MASK_LO: Tile) -> (Tile, Tile, Tile) {
+    let off = nk - nq;
+    let mut lo = 0;
+    if MASK_LO {
+        lo = maximum(0, pm + off - win_left) / BN * BN;
+    }
+    let mut hi = nk;
+    if MASK_HI {
+        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
+    }
+    (off, lo, hi)
+}
+
+/// Sequence `b` of a packed batch: its first token `cu[b]` and its length.
+#[func]
+fn sequence(cu: Tile, b: Tile) -> (Tile, Tile) {
+    let t0 = load(cu + b);
+    (t0, load(cu + b + 1) - t0)
+}
+
+/// The `[n, d]` view of one head of a sequence in a packed `[total, heads,
+/// dim]` tensor: tokens `t0..t0 + n` of head `head` (token stride `ts`,
+/// head stride `hs`).
+#[func]
+#[allow(clippy::too_many_arguments)]
+fn tokens(ptr: Tile, t0: Tile, n: Tile, head: Tile, d: Tile, ts: Tile, hs: Tile) -> Tile {
+    view(ptr + (t0 as i64) * ts + head * hs, [n, d], [ts, 1])
+}
+
 /// One key block of the forward's online softmax ([`attention_fwd`],
 /// [`attention_fwd_varlen`]): the scores `s` (`[BM, BN]`, unscaled when
 /// `FOLD`) of query rows `rows` against keys `cols` masked (keys past `nk`,
@@ -118,16 +154,7 @@ pub fn attention_fwd<
     let vv = view(v + b * vb + ((program_id(1) / G) as i64) * vh, [nk, d], [vs, 1]);
     let qt = load_block(vq, [pm, 0], [BM, DP]);
     let rows = pm + arange(0, BM);
-    // (bottom-right alignment: the last query row sees the last key)
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
+    let (off, lo, hi) = key_range(pm, nq, nk, win_left, win_right, BM, BN, MASK_HI, MASK_LO);
     let mut m_i = full([BM], f32::NEG_INFINITY, f32);
     let mut l_i = zeros([BM], f32);
     let mut acc = zeros([BM, DP], f32);
@@ -299,15 +326,7 @@ pub fn attention_fwd_overlap<
     let vv = view(v + b * vb + ((program_id(1) / G) as i64) * vh, [nk, d], [vs, 1]);
     let qt = load_block(vq, [pm, 0], [BM, DP]);
     let rows = pm + arange(0, BM);
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
+    let (off, lo, hi) = key_range(pm, nq, nk, win_left, win_right, BM, BN, MASK_HI, MASK_LO);
     let (acc, l_i, m_i) = overlap_loop::<T>(qt, vkt, vv, rows, lo, hi, nk, off, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, FOLD);
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
     let vo = view(o + b * ob + (program_id(1) as i64) * oh, [nq, d], [os, 1]);
@@ -757,15 +776,7 @@ fn dq_loop<U: Float>(
     MASK_HI: Tile,
     MASK_LO: Tile,
 ) -> Tile {
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
+    let (off, lo, hi) = key_range(pm, nq, nk, win_left, win_right, BM, BN, MASK_HI, MASK_LO);
     let mut dq_i = zeros([BM, DP], f32);
     for j in (lo..hi).step_by(BN) {
         let cols = j + arange(0, BN);
@@ -890,27 +901,17 @@ pub fn attention_fwd_varlen<
 ) {
     static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
     let b = program_id(2);
-    let q0 = load(cu_q + b);
-    let nq = load(cu_q + b + 1) - q0;
-    let k0 = load(cu_k + b);
-    let nk = load(cu_k + b + 1) - k0;
+    let (q0, nq) = sequence(cu_q, b);
+    let (k0, nk) = sequence(cu_k, b);
     let pm = program_id(0) * BM;
     let h = program_id(1) as i64;
     let hk = (program_id(1) / G) as i64;
-    let vq = view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]);
-    let vk = view(k + (k0 as i64) * ks + hk * kh, [nk, d], [ks, 1]);
-    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]);
+    let vq = tokens(q, q0, nq, h, d, qs, qh);
+    let vk = tokens(k, k0, nk, hk, d, ks, kh);
+    let vv = tokens(v, k0, nk, hk, d, vs, vh);
     let qt = load_block(vq, [pm, 0], [BM, DP]);
     let rows = pm + arange(0, BM);
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
+    let (off, lo, mut hi) = key_range(pm, nq, nk, win_left, win_right, BM, BN, MASK_HI, MASK_LO);
     // (a program past its sequence's end: no keys, nothing stored)
     hi = select(pm < nq, hi, lo);
     let mut m_i = full([BM], f32::NEG_INFINITY, f32);
@@ -925,7 +926,7 @@ pub fn attention_fwd_varlen<
         m_i = m_new;
     }
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
-    let vo = view(o + (q0 as i64) * os + h * oh, [nq, d], [os, 1]);
+    let vo = tokens(o, q0, nq, h, d, os, oh);
     store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
     if LSE {
         let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
@@ -973,33 +974,23 @@ pub fn attention_fwd_varlen_overlap<
 ) {
     static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
     let b = program_id(2);
-    let q0 = load(cu_q + b);
-    let nq = load(cu_q + b + 1) - q0;
-    let k0 = load(cu_k + b);
-    let nk = load(cu_k + b + 1) - k0;
+    let (q0, nq) = sequence(cu_q, b);
+    let (k0, nk) = sequence(cu_k, b);
     let pm = program_id(0) * BM;
     let h = program_id(1) as i64;
     let hk = (program_id(1) / G) as i64;
-    let vq = view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]);
+    let vq = tokens(q, q0, nq, h, d, qs, qh);
     let vkt = view(k + (k0 as i64) * ks + hk * kh, [d, nk], [1, ks]);
-    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]);
+    let vv = tokens(v, k0, nk, hk, d, vs, vh);
     let qt = load_block(vq, [pm, 0], [BM, DP]);
     let rows = pm + arange(0, BM);
-    let off = nk - nq;
-    let mut lo = 0;
-    if MASK_LO {
-        lo = maximum(0, pm + off - win_left) / BN * BN;
-    }
-    let mut hi = nk;
-    if MASK_HI {
-        hi = minimum(nk, maximum(0, pm + BM + off + win_right));
-    }
+    let (off, lo, mut hi) = key_range(pm, nq, nk, win_left, win_right, BM, BN, MASK_HI, MASK_LO);
     // (a program past its sequence's end: only the first block, which it
     // does not store)
     hi = select(pm < nq, hi, lo);
     let (acc, l_i, m_i) = overlap_loop::<T>(qt, vkt, vv, rows, lo, hi, nk, off, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, FOLD);
     let inv = select(l_i > 0.0, 1.0 / l_i, 0.0);
-    let vo = view(o + (q0 as i64) * os + h * oh, [nq, d], [os, 1]);
+    let vo = tokens(o, q0, nq, h, d, os, oh);
     store_block(vo, [pm, 0], (acc * expand_dims(inv, 1)) as T);
     if LSE {
         let row_lse = select(l_i > 0.0, (m_i + log2(l_i)) * 0.6931471805599453, f32::INFINITY);
@@ -1064,17 +1055,15 @@ pub fn attention_bwd_dkdv_varlen<
 ) {
     static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
     let b = program_id(2);
-    let q0 = load(cu_q + b);
-    let nq_b = load(cu_q + b + 1) - q0;
-    let k0 = load(cu_k + b);
-    let nk = load(cu_k + b + 1) - k0;
+    let (q0, nq_b) = sequence(cu_q, b);
+    let (k0, nk) = sequence(cu_k, b);
     let n0 = program_id(0) * BN;
     let h = program_id(1) as i64;
     let hk = (program_id(1) / G) as i64;
-    let kt = load_block(view(k + (k0 as i64) * ks + hk * kh, [nk, d], [ks, 1]), [n0, 0], [BN, DP]);
-    let vt = load_block(view(v + (k0 as i64) * vs + hk * vh, [nk, d], [vs, 1]), [n0, 0], [BN, DP]);
-    let vq = view(q + (q0 as i64) * qs + h * qh, [nq_b, d], [qs, 1]);
-    let vdo = view(dout + (q0 as i64) * ds + h * dh, [nq_b, d], [ds, 1]);
+    let kt = load_block(tokens(k, k0, nk, hk, d, ks, kh), [n0, 0], [BN, DP]);
+    let vt = load_block(tokens(v, k0, nk, hk, d, vs, vh), [n0, 0], [BN, DP]);
+    let vq = tokens(q, q0, nq_b, h, d, qs, qh);
+    let vdo = tokens(dout, q0, nq_b, h, d, ds, dh);
     let lrow = lse + h * lh + (q0 as i64);
     let drow = delta + h * lh + (q0 as i64);
     // (a program past its sequence's end: no query rows, so no steps)
@@ -1089,8 +1078,8 @@ pub fn attention_bwd_dkdv_varlen<
         store(dk_acc + at, dk_out, ok);
         store(dv_acc + at, dv_i, ok);
     } else {
-        store_block(view(dk + (k0 as i64) * dks + hk * dkh, [nk, d], [dks, 1]), [n0, 0], dk_out as T);
-        store_block(view(dv + (k0 as i64) * dvs + hk * dvh, [nk, d], [dvs, 1]), [n0, 0], dv_i as T);
+        store_block(tokens(dk, k0, nk, hk, d, dks, dkh), [n0, 0], dk_out as T);
+        store_block(tokens(dv, k0, nk, hk, d, dvs, dvh), [n0, 0], dv_i as T);
     }
 }
 
@@ -1129,17 +1118,15 @@ pub fn attention_bwd_dq_varlen<T: Float, const BM: i32, const BN: i32, const DP:
 ) {
     static_assert(BM >= 16 && BN >= 16 && DP >= 16, "dot tiles must be at least 16 in every dimension");
     let b = program_id(2);
-    let q0 = load(cu_q + b);
-    let nq = load(cu_q + b + 1) - q0;
-    let k0 = load(cu_k + b);
-    let nk_b = load(cu_k + b + 1) - k0;
+    let (q0, nq) = sequence(cu_q, b);
+    let (k0, nk_b) = sequence(cu_k, b);
     let pm = program_id(0) * BM;
     let h = program_id(1) as i64;
     let hk = (program_id(1) / G) as i64;
-    let qt = load_block(view(q + (q0 as i64) * qs + h * qh, [nq, d], [qs, 1]), [pm, 0], [BM, DP]);
-    let dot_ = load_block(view(dout + (q0 as i64) * ds + h * dh, [nq, d], [ds, 1]), [pm, 0], [BM, DP]);
-    let vk = view(k + (k0 as i64) * ks + hk * kh, [nk_b, d], [ks, 1]);
-    let vv = view(v + (k0 as i64) * vs + hk * vh, [nk_b, d], [vs, 1]);
+    let qt = load_block(tokens(q, q0, nq, h, d, qs, qh), [pm, 0], [BM, DP]);
+    let dot_ = load_block(tokens(dout, q0, nq, h, d, ds, dh), [pm, 0], [BM, DP]);
+    let vk = tokens(k, k0, nk_b, hk, d, ks, kh);
+    let vv = tokens(v, k0, nk_b, hk, d, vs, vh);
     let rows = pm + arange(0, BM);
     let at = h * lh + ((q0 + rows) as i64);
     let l2 = load(lse + at, rows < nq, f32::INFINITY) * 1.4426950408889634;
@@ -1147,5 +1134,5 @@ pub fn attention_bwd_dq_varlen<T: Float, const BM: i32, const BN: i32, const DP:
     // (a program past its sequence's end: no keys, so no steps)
     let nk = select(pm < nq, nk_b, 0);
     let dq_i = dq_loop::<T>(qt, dot_, vk, vv, rows, l2, dl, pm, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
-    store_block(view(dq + (q0 as i64) * dqs + h * dqh, [nq, d], [dqs, 1]), [pm, 0], (dq_i * scale) as T);
+    store_block(tokens(dq, q0, nq, h, d, dqs, dqh), [pm, 0], (dq_i * scale) as T);
 }

@@ -4,10 +4,12 @@
 //! update returns a tuple, and a row dot product whose loop lives in a
 //! function — against f64 on odd sizes, so a function's body is checked on
 //! every backend the suite runs on; and an elementwise kernel calling the
-//! kernel library's public functions by path (`#[func]`s of another crate).
+//! kernel library's public functions by path (`#[func]`s of another crate);
+//! and the segment sums of `fused::segment_sum` with the view built by one
+//! function (at an offset it loads) and read by another.
 
 use super::util::*;
-use crate::tilefns::{self, bias_act, dot_1d, put, tile_at, to_out};
+use crate::tilefns::{self, bias_act, dot_1d, pattern_dot, put, segment, tile_at, to_out};
 use ferrotile::prelude::*;
 use ferrotile_kernels::epilogue;
 
@@ -203,4 +205,27 @@ pub fn library(dev: &Device, seed: u64) -> R {
         }
     }
     Ok(())
+}
+
+/// [`super::fused::k_segment_sum`] with its view returned by a function
+/// (`segment`: built at the offset the function loads, returned with the
+/// segment's length) and its loop in another that takes the view.
+#[kernel]
+pub fn k_func_segment_sum<T: Float, const BM: i32, const BK: i32, const D: i32>(y: Ptr<T>, cu: Ptr<i32>, out: Ptr<f32>, ys: i64) {
+    let s = program_id(0);
+    let (vy, n) = segment(y, cu, s, ys, D);
+    let acc = pattern_dot::<T>(vy, n, BM, BK, D);
+    let m = arange(0, BM);
+    let offs = (s as i64) * ((BM * D) as i64) + expand_dims((m as i64) * (D as i64), 1) + expand_dims(arange(0, D) as i64, 0);
+    store(out + offs, acc);
+}
+
+pub fn segment_view(dev: &Device, seed: u64) -> R {
+    use super::fused::segment_sum_with;
+    segment_sum_with::<bf16>(dev, seed, "func_segment_view", &|dev, cfg, y, cu, out, ys, bm, bk, d| {
+        k_func_segment_sum::launch(dev, cfg, y, cu, out, ys, bm, bk, d)
+    })?;
+    segment_sum_with::<f16>(dev, seed ^ 1, "func_segment_view", &|dev, cfg, y, cu, out, ys, bm, bk, d| {
+        k_func_segment_sum::launch(dev, cfg, y, cu, out, ys, bm, bk, d)
+    })
 }

@@ -306,6 +306,15 @@ pub fn k_segment_sum<T: Float, const BM: i32, const BK: i32, const D: i32>(y: Pt
 }
 
 fn segment_sum_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    segment_sum_with::<T>(dev, seed, "segment_sum", &|dev, cfg, y, cu, out, ys, bm, bk, d| k_segment_sum::launch(dev, cfg, y, cu, out, ys, bm, bk, d))
+}
+
+/// Launches a segment-sum kernel: `(dev, cfg, y, cu, out, ys, BM, BK, D)`.
+pub type SegmentLaunch<T> = dyn Fn(&Device, LaunchConfig, &Buffer<T>, &Buffer<i32>, &mut Buffer<f32>, i64, i32, i32, i32) -> ferrotile::Result<()>;
+
+/// The segment sums of a ragged batch (see [`k_segment_sum`]) by the kernel
+/// `launch` starts, against f64.
+pub fn segment_sum_with<T: Flt>(dev: &Device, seed: u64, name: &'static str, launch: &SegmentLaunch<T>) -> R {
     let mut rng = Rng::new(seed);
     // (BM, BK, D, warps, stages): wgmma tiles with a pipelined ring on
     // Hopper; tiles lavapipe's workgroup storage holds elsewhere
@@ -321,11 +330,11 @@ fn segment_sum_t<T: Flt>(dev: &Device, seed: u64) -> R {
     // (a row stride past D: the rows' tails are never read)
     let ys = d + 16;
     let yh: Vec<T> = (0..rows * ys).map(|_| T::from_f64(rng.normal())).collect();
-    let c = Ctx::new("segment_sum", seed, format!("{} segments {lens:?} BM={bm} BK={bk} D={d} ys={ys} warps={warps} stages={stages}", T::DTYPE));
+    let c = Ctx::new(name, seed, format!("{} segments {lens:?} BM={bm} BK={bk} D={d} ys={ys} warps={warps} stages={stages}", T::DTYPE));
     let len = lens.len() * bm * d;
     let mut out = poisoned::<f32>(dev, len + PAD)?;
     let cfg = LaunchConfig::new([lens.len() as u32, 1, 1]).num_warps(warps).num_stages(stages);
-    c.launch(k_segment_sum::launch(dev, cfg, &upload(dev, &yh)?, &upload(dev, &cu)?, &mut out, ys as i64, bm as i32, bk as i32, d as i32))?;
+    c.launch(launch(dev, cfg, &upload(dev, &yh)?, &upload(dev, &cu)?, &mut out, ys as i64, bm as i32, bk as i32, d as i32))?;
     let mut want = vec![0.0f64; len];
     for (s, w) in cu.windows(2).enumerate() {
         let (r0, n) = (w[0] as usize, (w[1] - w[0]) as usize);
