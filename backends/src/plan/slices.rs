@@ -34,7 +34,12 @@
 //!   on the expanded value: a column of pointers), and its leaves are
 //!   `arange`s, splats and scalars: then it never adds a conversion; and
 //!   only slices of at most [`MAX_SLICE_REGS`] registers per thread (a
-//!   wide slice held whole costs more registers than it saves).
+//!   wide slice held whole costs more registers than it saves). A loop's
+//!   carried value belongs as one value with its initial value, yielded
+//!   value and result — the shape pipelining gives a load in a loop (the
+//!   prologue's load, the prefetch of the next iteration, the value the
+//!   body reads: the attention backward's per-row statistics) — and each
+//!   carried copy, live across the whole body, counts against the bound.
 //!   Index arithmetic without a load is left to `plan::remat`, which
 //!   already recomputes it in place. (Triton's layout propagation does
 //!   this backward from every anchor, with conversions where consumers
@@ -125,6 +130,44 @@ fn broadcast_seeds(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> Se
             uses.entry(u).or_default().push(op);
         }
     });
+    // the loops' carried slots: (initial value, block argument, yielded
+    // value, result) — a vector loaded by a pipelined loop arrives through
+    // them (the prologue's load, and the body's prefetch of the next
+    // iteration, `ferrotile_ir::passes::pipeline`); each `For` op and its
+    // body's closing `Yield` by address, with their slots
+    let mut slots: Vec<[V; 4]> = vec![];
+    let mut slot_of_arg: HashMap<V, usize> = HashMap::new();
+    let mut slot_of_result: HashMap<V, usize> = HashMap::new();
+    let mut loop_slots: HashMap<*const Op, Vec<usize>> = HashMap::new();
+    let mut yield_slots: HashMap<*const Op, Vec<usize>> = HashMap::new();
+    k.walk(&mut |op| {
+        if let OpKind::For { inits, body, .. } = &op.kind {
+            let ids: Vec<usize> = (0..inits.len()).map(|i| slots.len() + i).collect();
+            for (i, &init) in inits.iter().enumerate() {
+                let s = [init, body.args[1 + i], body.yields()[i], op.results[i]];
+                slot_of_arg.insert(s[1], slots.len());
+                slot_of_result.insert(s[3], slots.len());
+                slots.push(s);
+            }
+            if let Some(y) = body.ops.last() {
+                yield_slots.insert(y as *const Op, ids.clone());
+            }
+            loop_slots.insert(op as *const Op, ids);
+        }
+    });
+    // the slot a use of `v` by `op` passes it into: `v` an initial value of
+    // the loop `op`, or a value its body yields
+    let passes = |op: &Op, v: V| -> Option<Vec<usize>> {
+        let at = op as *const Op;
+        let ids = loop_slots.get(&at).or_else(|| yield_slots.get(&at))?;
+        let found: Vec<usize> =
+            ids.iter().copied().filter(|&i| slots[i][0] == v && loop_slots.contains_key(&at) || slots[i][2] == v && yield_slots.contains_key(&at)).collect();
+        // (a loop's bound or step is not carried)
+        if loop_slots.contains_key(&at) && op.kind.operands()[..3].contains(&v) {
+            return None;
+        }
+        Some(found)
+    };
     let tile = |v: V| k.ty(v).rank() >= 1;
     let splat = |v: V| matches!(defs.get(&v), Some(OpKind::Splat { .. }));
     // the slice layout an `expand_dims` result `e` asks of its operand:
@@ -201,7 +244,11 @@ fn broadcast_seeds(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> Se
                 break;
             }
             members.push(v);
+            // a carried slot is one value four times over: its initial
+            // value, block argument, yielded value and result all belong
+            let slot = slot_of_arg.get(&v).or_else(|| slot_of_result.get(&v));
             match defs.get(&v) {
+                _ if slot.is_some() => stack.extend(slots[*slot.unwrap()]),
                 Some(kind) if chain(kind) => stack.extend(kind.operands().into_iter().filter(|&u| tile(u) && !splat(u))),
                 Some(OpKind::Arange { .. }) => {}
                 _ => {
@@ -212,6 +259,13 @@ fn broadcast_seeds(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> Se
             for op in uses.get(&v).map(|u| &u[..]).unwrap_or(&[]) {
                 match (&op.kind, op.results.first()) {
                     (OpKind::ExpandDims { axis, .. }, Some(&e2)) if asks(e2, *axis).as_ref() == Some(&layout) => {}
+                    (OpKind::For { .. } | OpKind::Yield(_), _) => match passes(op, v) {
+                        Some(ids) if !ids.is_empty() => stack.extend(ids.into_iter().flat_map(|i| slots[i])),
+                        _ => {
+                            ok = false;
+                            break 'grow;
+                        }
+                    },
                     (kind, Some(&r)) if chain(kind) => stack.push(r),
                     _ => {
                         ok = false;
@@ -221,6 +275,15 @@ fn broadcast_seeds(k: &Kernel, default: &mut dyn FnMut(&[u32]) -> Blocked) -> Se
             }
         }
         if !ok {
+            continue;
+        }
+        // (a carried slot — a vector a pipelined loop prefetches — holds
+        // its slice through the whole body, one more copy per stage: the
+        // attention backward's row statistics in a 64-column `wgmma` slice,
+        // two of them, spilled 100+ bytes offline where the round trip
+        // through shared memory did not)
+        let carried = members.iter().filter(|m| slot_of_arg.contains_key(m)).count();
+        if carried * layout.regs() > MAX_SLICE_REGS {
             continue;
         }
         let aranges: Vec<V> = members.iter().copied().filter(|m| matches!(defs.get(m), Some(OpKind::Arange { .. }))).collect();

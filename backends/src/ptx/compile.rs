@@ -82,13 +82,22 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     };
     let values =
         if o.slice_layouts { crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), o.broadcast_slices) } else { Default::default() };
+    // (how many values the backward rule placed: 0 where it changed nothing)
+    let broadcast_values = if o.slice_layouts && o.broadcast_slices {
+        let forward = crate::plan::slices::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), false);
+        values.iter().filter(|(v, l)| forward.get(v) != Some(l)).count() as u32
+    } else {
+        0
+    };
     // (accumulators that another plan holds elsewhere stay as they are)
     let partial = if o.partial_accumulators {
         crate::plan::partial::assign(k, &mut |s| plan.layout(s, o.num_warps, vec), &|v| values.contains_key(&v) || ring_plan.class_of(v).is_some())
     } else {
         Default::default()
     };
-    emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values, partial }, o)
+    let mut p = emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values, partial }, o)?;
+    p.broadcast_slices = broadcast_values;
+    Ok(p)
 }
 
 /// The `load_block`s a TMA copy serves, which view lowering keeps: of a

@@ -339,6 +339,9 @@ pub struct PtxKernel {
     /// in `cp.async`-filled slots: 0 where the option is on or would
     /// change nothing.
     pub cp_invariant_slots: u32,
+    /// Values [`PtxOptions::broadcast_slices`]'s backward rule put in a
+    /// slice layout: 0 where the option is off or changed nothing.
+    pub broadcast_slices: u32,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -648,5 +648,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         unrolled_loops: em.unrolled,
         wide_offsets: em.wide_uses,
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
+        broadcast_slices: 0,
     })
 }

@@ -197,11 +197,15 @@ pub(crate) fn launch(
         // nothing). First of all, where loop-invariant operands held as
         // register A could take `cp.async`-filled slots instead
         // (`cp_invariant_slots`: the register-pressure test of that
-        // choice is this one).
+        // choice is this one). Last, where the backward slice rule placed
+        // loaded vectors (`broadcast_slices`), the compilation that
+        // converts them through shared memory instead.
         let unroll_free = pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none();
         let wide_free = pk.wide_offsets > 0;
         let cp_free = pk.cp_invariant_slots > 0 && std::env::var("FERROTILE_CP_INVARIANT_SLOTS").as_deref() != Ok("0");
-        let with = if unroll_free || wide_free || cp_free { loaded.local_bytes().map_err(berr)? } else { 0 };
+        // (slices of loaded vectors held across a loop add registers)
+        let slices_free = pk.broadcast_slices > 0;
+        let with = if unroll_free || wide_free || cp_free || slices_free { loaded.local_bytes().map_err(berr)? } else { 0 };
         if with > 0 {
             let mut alts: Vec<(&str, PtxOptions)> = vec![];
             if cp_free {
@@ -215,6 +219,9 @@ pub(crate) fn launch(
             }
             if unroll_free && wide_free {
                 alts.push(("both", PtxOptions { unroll_pipelined: false, wide_offsets: false, ..opts.clone() }));
+            }
+            if slices_free {
+                alts.push(("loaded vectors converted through shared memory", PtxOptions { broadcast_slices: false, ..opts.clone() }));
             }
             let mut best = with;
             for (what, o) in alts {
