@@ -668,6 +668,80 @@ fn attention_varlen_rejects_bad_offsets() {
     let mut l = dev.zeros::<f32>(39).unwrap();
     let e = attention_varlen(&dev, &q, &k, &v, &mut o, Some(&mut l), &good, &good, &p, &opts).expect_err("short lse").to_string();
     assert!(e.contains("`lse`"), "{e}");
+    // on trust (no read-back): too few offsets are still refused (their
+    // count needs no read-back); bad values reach the guarded kernels,
+    // which never touch memory outside the tensors — a checked launch
+    // (debug builds) reports the view outside its buffer as a fault
+    let trusted = p.trusted_offsets();
+    let short = dev.from_slice(&[0i32, 10]).unwrap();
+    let e = attention_varlen(&dev, &q, &k, &v, &mut o, None, &short, &good, &trusted, &opts).expect_err("short offsets").to_string();
+    assert!(e.contains("cu_seqlens_q"), "{e}");
+    for bad in [vec![0i32, 12, 10], vec![0, 10, 21], vec![0, 13, 20], vec![-1, 5, 10], vec![7, 3, 2000]] {
+        let c = dev.from_slice(&bad).unwrap();
+        for (cq, ck) in [(&c, &good), (&good, &c)] {
+            match attention_varlen(&dev, &q, &k, &v, &mut o, None, cq, ck, &trusted, &opts) {
+                Ok(()) | Err(ferrotile_kernels::LibError::Launch(ferrotile::Error::Fault { .. })) => {}
+                Err(e) => panic!("{bad:?} on trust: {e}"),
+            }
+        }
+    }
+}
+
+/// `cu_seqlens` on trust (`VarlenProblem::trusted_offsets`): the same
+/// outputs as the checked call, forward and backward; on CUDA the calls
+/// are captured in a graph and replayed (the checked call refuses a
+/// capture, saying how to make one).
+#[test]
+fn attention_varlen_trusted_offsets() {
+    use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, VarlenProblem};
+    for dev in devices() {
+        let cuda = dev.kind() == DeviceKind::Cuda;
+        let (hq, d) = (2usize, if cuda { 64 } else { 16 });
+        let lens = [23usize, 0, 40, 1];
+        let mut cu = vec![0i32];
+        for l in lens {
+            cu.push(cu.last().unwrap() + l as i32);
+        }
+        let t = *cu.last().unwrap() as usize;
+        let checked = VarlenProblem::packed(lens.len(), hq, hq, t, t, 40, 40, d);
+        let trusted = checked.trusted_offsets();
+        let mut rng = Rng::new(91);
+        let mut gen = |n: usize| -> Vec<f16> { (0..n).map(|_| f16::from_f64(rng.normal())).collect() };
+        let n = t * hq * d;
+        let (q, k, v, dout) =
+            (dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap(), dev.from_slice(&gen(n)).unwrap());
+        let cu = dev.from_slice(&cu).unwrap();
+        let opts = AttentionOptions { causal: true, ..Default::default() };
+        let run = |p: &VarlenProblem, o: &mut ferrotile::Buffer<f16>, l: &mut ferrotile::Buffer<f32>, grads: &mut [ferrotile::Buffer<f16>; 3]| {
+            attention_varlen(&dev, &q, &k, &v, o, Some(l), &cu, &cu, p, &opts)?;
+            let [dq, dk, dv] = grads;
+            attention_varlen_backward(&dev, &q, &k, &v, o, &dout, l, dq, dk, dv, &cu, &cu, p, &opts)
+        };
+        let fresh = || (dev.full(n, f16::NAN).unwrap(), dev.full(hq * t, f32::NAN).unwrap(), [0, 1, 2].map(|_| dev.full(n, f16::NAN).unwrap()));
+        let (mut o1, mut l1, mut g1) = fresh();
+        run(&checked, &mut o1, &mut l1, &mut g1).unwrap();
+        let (mut o2, mut l2, mut g2) = fresh();
+        run(&trusted, &mut o2, &mut l2, &mut g2).unwrap();
+        let bits = |b: &ferrotile::Buffer<f16>| b.to_vec().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&o1), bits(&o2), "{}: out", dev.name());
+        assert_eq!(l1.to_vec().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>(), l2.to_vec().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        for (a, b) in g1.iter().zip(&g2) {
+            assert_eq!(bits(a), bits(b), "{}: gradients", dev.name());
+        }
+        if !cuda {
+            continue;
+        }
+        // a capture: refused with the offsets checked, replayed on trust
+        let (mut o3, mut l3, mut g3) = fresh();
+        let e = dev.capture(|| run(&checked, &mut o3, &mut l3, &mut g3).map_err(|e| ferrotile::Error::Buffer(e.to_string()))).expect_err("checked capture");
+        assert!(e.to_string().contains("trusted_offsets"), "{e}");
+        let graph = dev.capture(|| run(&trusted, &mut o3, &mut l3, &mut g3).map_err(|e| ferrotile::Error::Buffer(e.to_string()))).unwrap();
+        graph.replay().unwrap();
+        assert_eq!(bits(&o1), bits(&o3), "replayed out");
+        for (a, b) in g1.iter().zip(&g3) {
+            assert_eq!(bits(a), bits(b), "replayed gradients");
+        }
+    }
 }
 
 /// The varlen backward (`attention_varlen_backward`) against the f64

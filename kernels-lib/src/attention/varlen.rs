@@ -10,9 +10,16 @@
 //! [`super::attention_fwd_overlap`], which `AttentionConfig::overlap` —
 //! the CUDA default up to d128 — picks); causal
 //! masks and windows align to the bottom right of each sequence (as
-//! FlashAttention 2.1+). The offsets are read back to the host once per
-//! call to check them (monotone, within the tensors, each length within
-//! its `max_seqlen`): bad offsets are an error, never a wrong answer.
+//! FlashAttention 2.1+). By default the offsets are read back to the host
+//! once per call to check them (monotone, within the tensors, each length
+//! within its `max_seqlen`): bad offsets are an error, never a wrong
+//! answer. That read-back waits for the GPU and cannot happen inside a
+//! CUDA graph capture; a caller that builds the offsets itself (as
+//! FlashAttention's varlen API assumes) turns it off with
+//! [`VarlenProblem::check_offsets`] `= false`: no host synchronization,
+//! capturable, and still memory-safe — the kernels are guarded, so offsets
+//! that break the contract give unspecified outputs, never an access
+//! outside the tensors.
 
 use super::kernels::{attention_fwd_varlen, attention_fwd_varlen_overlap};
 use super::{check_problem, AttentionConfig, AttentionOptions, AttentionProblem, BackwardConfig, Strides};
@@ -66,6 +73,15 @@ pub struct VarlenProblem {
     pub v: TokenStrides,
     /// Strides of `out`.
     pub o: TokenStrides,
+    /// Read `cu_seqlens` back and check them before launching (the
+    /// default: a host synchronization per call, refused inside a graph
+    /// capture). `false`: the caller vouches for them — each sequence a
+    /// range within the tensors, at most its `max_seqlen` long (for the
+    /// backward, covering the tensors exactly); the call then neither
+    /// waits for the GPU nor reads anything back, and offsets that break
+    /// that give unspecified outputs, but never an access outside the
+    /// tensors (the launches are guarded).
+    pub check_offsets: bool,
 }
 
 impl VarlenProblem {
@@ -82,7 +98,14 @@ impl VarlenProblem {
         head_dim: usize,
     ) -> Self {
         let (q, kv) = (TokenStrides::packed(heads_q, head_dim), TokenStrides::packed(heads_kv, head_dim));
-        VarlenProblem { batch, heads_q, heads_kv, head_dim, total_q, total_k, max_seqlen_q, max_seqlen_k, q, k: kv, v: kv, o: q }
+        VarlenProblem { batch, heads_q, heads_kv, head_dim, total_q, total_k, max_seqlen_q, max_seqlen_k, q, k: kv, v: kv, o: q, check_offsets: true }
+    }
+
+    /// The same problem with `cu_seqlens` taken on trust
+    /// ([`Self::check_offsets`] `= false`): no read-back, capturable in a
+    /// CUDA graph.
+    pub fn trusted_offsets(self) -> Self {
+        VarlenProblem { check_offsets: false, ..self }
     }
 }
 
@@ -107,10 +130,21 @@ fn whole(p: &VarlenProblem) -> AttentionProblem {
 /// The offsets: batch + 1 of them, non-decreasing, within the tensors,
 /// each length within its maximum; `tile`: the sequences cover their
 /// tensors exactly (the first starts at 0, the last ends at the total).
-fn check_offsets(what: &str, p: &VarlenProblem, cu_q: &Buffer<i32>, cu_k: &Buffer<i32>, tile: bool) -> Result<(), LibError> {
+/// Their lengths are always checked; their values only with
+/// `p.check_offsets` (outside a graph capture: inside one, an error that
+/// says how to capture).
+fn check_offsets(what: &str, dev: &Device, p: &VarlenProblem, cu_q: &Buffer<i32>, cu_k: &Buffer<i32>, tile: bool) -> Result<(), LibError> {
     for (name, cu, total, max) in [("cu_seqlens_q", cu_q, p.total_q, p.max_seqlen_q), ("cu_seqlens_k", cu_k, p.total_k, p.max_seqlen_k)] {
         if cu.len() < p.batch + 1 {
             return Err(LibError::Shape(format!("{what}: `{name}` has {} elements, batch + 1 = {} needed", cu.len(), p.batch + 1)));
+        }
+        if !p.check_offsets {
+            continue;
+        }
+        if dev.capturing() {
+            return Err(LibError::Config(format!(
+                "{what}: `{name}` cannot be read back to be checked while a graph is being captured; to capture the call, take the offsets on trust (`VarlenProblem::trusted_offsets`)"
+            )));
         }
         let c = cu.to_vec()?;
         for b in 0..p.batch {
@@ -171,7 +205,7 @@ pub fn attention_varlen<T: FloatElement>(
             return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{}, {}] needed", l.len(), p.heads_q, p.total_q)));
         }
     }
-    check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, false)?;
+    check_offsets(WHAT, dev, p, cu_seqlens_q, cu_seqlens_k, false)?;
     if p.batch == 0 || p.max_seqlen_q == 0 || p.total_q == 0 {
         return Ok(());
     }
@@ -294,7 +328,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     if lse.len() < hq * tq {
         return Err(LibError::Shape(format!("{WHAT}: `lse` has {} elements, [{hq}, {tq}] = {} needed", lse.len(), hq * tq)));
     }
-    check_offsets(WHAT, p, cu_seqlens_q, cu_seqlens_k, true)?;
+    check_offsets(WHAT, dev, p, cu_seqlens_q, cu_seqlens_k, true)?;
     let dp = whole.padded_dim();
     // (not autotuned; on CUDA up to d128 64×64 tiles in both loops: their
     // dots all take `wgmma`, the loops' tiles arrive by TMA copies of the
