@@ -343,12 +343,14 @@ fn loaded_vectors_broadcast_from_their_slice() {
 /// broadcast over the block's keys), and pipelining turns each load into a
 /// prologue load, a prefetch and a loop-carried value. With
 /// `broadcast_slices` they are loaded, carried and used in the slice of
-/// the scores' `wgmma` layout: no conversion and 10 barriers fewer (of 17)
+/// the scores' `wgmma` layout: no conversion and 6 barriers fewer (of 13)
 /// at the library's default tiles (32 query rows a step). With 64 rows a
 /// step the two carried slices would hold 16 registers each across the
 /// loop (spilling offline, next to 255 live registers): they keep the
-/// conversion (`MAX_SLICE_REGS` counts each carried copy). All assemble
-/// for sm_90a without spills.
+/// conversion (`MAX_SLICE_REGS` counts each carried copy). Without the
+/// rule, each vector's `expand_dims` and broadcast convert in one trip
+/// through shared memory (`PtxOptions::expand_broadcast`; two trips and 17
+/// barriers without it). All assemble for sm_90a without spills.
 #[test]
 fn pipelined_loaded_vectors_broadcast_from_their_slice() {
     use ferrotile::ir::passes::guard::Safety;
@@ -356,24 +358,27 @@ fn pipelined_loaded_vectors_broadcast_from_their_slice() {
     for (bm, sliced) in [(32i64, true), (64, false)] {
         // BM, BN, DP, G, MASK_HI, MASK_LO, ACC
         let spec = specialize(k, &[bm, 64, 64, 1, 1, 0, 0], &[DType::BF16]).unwrap();
-        let opts = |on| PtxOptions {
+        let opts = |on, fused| PtxOptions {
             arg_div: vec![16; k.params.len()],
             pipeline: 1,
             safety: Safety::Unchecked,
             broadcast_slices: on,
+            expand_broadcast: fused,
             ..PtxOptions::new(90, 4, k.params.len())
         };
-        let (off, on) = (emit(&spec, &opts(false)).unwrap(), emit(&spec, &opts(true)).unwrap());
-        assert_eq!(off.conversions.len(), 4, "BM={bm} off: {:?}", off.conversions);
+        let (two, off, on) = (emit(&spec, &opts(false, false)).unwrap(), emit(&spec, &opts(false, true)).unwrap(), emit(&spec, &opts(true, true)).unwrap());
+        assert_eq!((two.conversions.len(), bars(&two.text)), (4, 17), "BM={bm} two trips: {:?}", two.conversions);
+        assert_eq!(off.conversions.len(), 2, "BM={bm} off: {:?}", off.conversions);
+        assert!(off.conversions.iter().all(|(_, w)| w.contains("expanded to")), "{:?}", off.conversions);
         assert_eq!(off.broadcast_slices, 0);
         if sliced {
             assert!(on.conversions.is_empty() && on.broadcast_slices > 0, "BM={bm}: {:?}", on.conversions);
-            assert_eq!((bars(&off.text), bars(&on.text)), (17, 7), "BM={bm}: barriers");
+            assert_eq!((bars(&off.text), bars(&on.text)), (13, 7), "BM={bm}: barriers");
         } else {
-            assert_eq!((on.conversions.len(), on.broadcast_slices, &on.text), (4, 0, &off.text), "BM={bm}: {:?}", on.conversions);
+            assert_eq!((on.conversions.len(), on.broadcast_slices, &on.text), (2, 0, &off.text), "BM={bm}: {:?}", on.conversions);
         }
         if let Some(px) = ptxas::find_or_skip() {
-            for p in [&off, &on] {
+            for p in [&two, &off, &on] {
                 let r = ptxas::assemble(&px, &p.text, 90).unwrap_or_else(|e| panic!("BM={bm}: {e}"));
                 assert_eq!(r.spill_loads + r.spill_stores, 0, "BM={bm}: spills");
             }

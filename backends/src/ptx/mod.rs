@@ -149,6 +149,15 @@ pub struct PtxOptions {
     /// only where the driver reports no more local memory than without
     /// ([`PtxKernel::wide_offsets`]). On by default.
     pub wide_offsets: bool,
+    /// `expand_dims` of a value in its default layout read only by
+    /// broadcasts is not converted where it is written: each broadcast
+    /// converts from the value itself, one trip through shared memory
+    /// (two barriers, three where shared memory was touched since the
+    /// last one) instead of two (five): the attention backward's dK/dV
+    /// step 17 → 13 barriers. On by default; false: the two-trip form,
+    /// for A/B measurements (the CUDA runtime reads
+    /// `FERROTILE_EXPAND_BROADCAST=0`).
+    pub expand_broadcast: bool,
     /// `dot` loops whose last iterations are masked run as two loops, the
     /// first with those masks known true
     /// ([`ferrotile_ir::passes::split_masks`]). Off by default; a launch
@@ -273,6 +282,7 @@ impl PtxOptions {
             register_a: true,
             unroll_pipelined: false,
             wide_offsets: true,
+            expand_broadcast: true,
             split_masks: false,
             branch_masks: true,
             remat_widened: true,

@@ -243,7 +243,23 @@ impl<'k> PtxWriter<'k> {
                 }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(v));
                 let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, true);
-                Some(self.convert(*x, &src, &dst, &plan)?)
+                // an `expand_dims` left unconverted (below): the
+                // broadcast reads its operand's registers, laid out as the
+                // expanded tile would be (the new axis's stride unused)
+                if let Some(&(y, axis)) = self.expand_then_broadcast.get(x).filter(|_| !self.vals.contains_key(x)) {
+                    let ysh = self.shape_u32(y);
+                    let strides: Vec<u32> = plan.src_strides.iter().enumerate().filter(|(d, _)| *d != axis).map(|(_, s)| *s).collect();
+                    Some(self.convert_from(y, &ysh, &strides, &src, &dst, &plan)?)
+                } else {
+                    Some(self.convert(*x, &src, &dst, &plan)?)
+                }
+            }
+            // an `expand_dims` only broadcasts read, of a value in its
+            // default layout: converted once, by each broadcast
+            OpKind::ExpandDims { x, .. }
+                if self.expand_then_broadcast.contains_key(&res.unwrap()) && !self.vlay.contains_key(x) && !self.vlay.contains_key(&res.unwrap()) =>
+            {
+                return Ok(())
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
                 let v = res.unwrap();

@@ -30,7 +30,7 @@ use crate::plan::axis::Info;
 use crate::plan::layout::ThreadLayout as Layout;
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// Which instruction stream of a warp-specialized kernel is being emitted.
@@ -198,6 +198,11 @@ struct PtxWriter<'k> {
     /// `max`/`argmax` pairs reduced once ([`crate::plan::reduce::siblings`]):
     /// the first emitted → the other.
     reduce_pairs: HashMap<V, V>,
+    /// `expand_dims` results read only by broadcasts, of a value in its
+    /// default layout: → (that value, the new axis). Not converted where
+    /// they are defined: each broadcast converts from the value itself,
+    /// one trip through shared memory instead of two (`control.rs`).
+    expand_then_broadcast: HashMap<V, (V, usize)>,
     /// The other's registers, computed with the first.
     reduced: HashMap<V, Vec<String>>,
     zero: Option<String>,
@@ -362,6 +367,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         b32_consts: HashMap::new(),
         remat: crate::plan::remat::Remat::with_pinned(k, pinned),
         reduce_pairs: crate::plan::reduce::siblings(k),
+        expand_then_broadcast: if o.expand_broadcast { expand_then_broadcast(k) } else { HashMap::new() },
         reduced: HashMap::new(),
         zero: None,
         uses_wgmma: false,
@@ -650,4 +656,24 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
     })
+}
+
+/// The `expand_dims` results of `k` that only broadcasts read, with their
+/// operand and new axis ([`PtxWriter::expand_then_broadcast`]; the layout
+/// conditions are checked where they are emitted).
+fn expand_then_broadcast(k: &Kernel) -> HashMap<V, (V, usize)> {
+    let mut expands: HashMap<V, (V, usize)> = HashMap::new();
+    let mut other_use: HashSet<V> = HashSet::new();
+    k.walk(&mut |op| {
+        if let (OpKind::ExpandDims { x, axis }, Some(&r)) = (&op.kind, op.results.first()) {
+            if k.ty(*x).rank() >= 1 {
+                expands.insert(r, (*x, *axis as usize));
+            }
+        }
+        if !matches!(op.kind, OpKind::Broadcast { .. }) {
+            other_use.extend(op.kind.operands());
+        }
+    });
+    expands.retain(|v, _| !other_use.contains(v));
+    expands
 }

@@ -162,19 +162,30 @@ impl<'k> PtxWriter<'k> {
     /// A layout conversion through shared memory, as `plan` lays it out
     /// (a broadcast or a permutation: [`crate::plan::convert`]).
     pub(super) fn convert(&mut self, x: V, src: &[u32], dst: &[u32], plan: &ConvertPlan) -> R<Vec<String>> {
-        let c = reg_class(self.elem(x));
-        let regs = self.get(x);
-        let sz = if c == RegClass::Rd { 8 } else { 4 };
         self.explain(format!(
             "{src:?} to {dst:?} (a broadcast or permutation of a value that is neither index arithmetic to recompute nor a slice of the destination's layout)"
         ));
+        self.convert_from(x, src, &plan.src_strides, src, dst, plan)
+    }
+
+    /// [`Self::convert`] from the registers of `x` (shape `xs`, in its
+    /// default layout) written at slot strides `strides`: `x` itself, or
+    /// the operand of an `expand_dims` whose result `src` the plan is for
+    /// (the same elements: its strides less the new axis's).
+    pub(super) fn convert_from(&mut self, x: V, xs: &[u32], strides: &[u32], src: &[u32], dst: &[u32], plan: &ConvertPlan) -> R<Vec<String>> {
+        let c = reg_class(self.elem(x));
+        let regs = self.get(x);
+        let sz = if c == RegClass::Rd { 8 } else { 4 };
+        if xs != src {
+            self.explain(format!("{xs:?} expanded to {src:?} and broadcast to {dst:?} (a value that is neither index arithmetic to recompute nor in a slice of the destination's layout)"));
+        }
         // the source tile in shared memory as the plan lays it out (rows
         // padded: crate::plan::convert), read back in the destination's
         // layout
         self.smem_need(plan.slots * sz);
         self.bar_before_scratch_write();
         let base = self.smem_base();
-        self.store_tile_smem_strided(&regs, src, c, &base, &plan.src_strides);
+        self.store_tile_smem_strided(&regs, xs, c, &base, strides);
         self.bar();
         let lay = self.layout(dst);
         let mut out = vec![];

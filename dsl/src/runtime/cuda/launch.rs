@@ -177,6 +177,7 @@ pub(crate) fn launch(
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
             wide_offsets: env_flag("FERROTILE_WIDE_OFFSETS", true),
+            expand_broadcast: env_flag("FERROTILE_EXPAND_BROADCAST", true),
         };
         let mut pk = ptx_for(spec, &opts)?;
         if pk.smem_bytes > cuda.max_smem_optin {
