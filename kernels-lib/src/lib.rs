@@ -259,6 +259,12 @@ pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<()
 /// constexpr flag leaves unused (e.g. GEMM without bias), the split-K
 /// workspace and the tf32 GEMM's rounded operand copies. Allocating them per call would put an allocation, a memset
 /// and a free — which synchronizes a CUDA device — into every call.
+///
+/// Lock order: a call that holds both takes [`scratch::tf32_copies`] first,
+/// then [`scratch::workspace`] (a split-K GEMM on tf32 copies, the decode
+/// attention, both backwards); [`scratch::placeholder`] holds its lock only
+/// while it looks up. Taking them the other way round deadlocks against a
+/// concurrent call (the test `scratch_locks_in_one_order`).
 pub(crate) mod scratch {
     use crate::LibError;
     use ferrotile::{Buffer, Device, Element};

@@ -926,3 +926,93 @@ fn attention_varlen_max_seqlen_above_the_lengths() {
         assert!(differ == 0, "{name}: max_seqlen = usize::MAX changed {differ} of {} elements", outs[0][i].len());
     }
 }
+
+/// The varlen autotuners (CUDA, problems large enough to tune): the tuned
+/// forward and backward agree with the forced default tiles (each checked
+/// against f64 by the tests above) on ragged sequences — whatever tiles
+/// the tuner keeps, and with the offsets checked or on trust.
+#[test]
+fn attention_varlen_tuned_matches_forced() {
+    use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, BackwardConfig, VarlenProblem};
+    for dev in devices().into_iter().filter(|d| d.kind() == DeviceKind::Cuda) {
+        let (hq, hkv, d) = (8usize, 2usize, 64usize);
+        let lens = [1500usize, 2600, 77];
+        let mut cu = vec![0i32];
+        for l in lens {
+            cu.push(cu.last().unwrap() + l as i32);
+        }
+        let t = *cu.last().unwrap() as usize;
+        let p = VarlenProblem::packed(lens.len(), hq, hkv, t, t, 2600, 2600, d);
+        let mut rng = Rng::new(93);
+        let mut gen = |n: usize| -> Vec<bf16> { (0..n).map(|_| bf16::from_f64(rng.normal())).collect() };
+        let (nq, nk) = (t * hq * d, t * hkv * d);
+        let (q, k, v, dout) =
+            (dev.from_slice(&gen(nq)).unwrap(), dev.from_slice(&gen(nk)).unwrap(), dev.from_slice(&gen(nk)).unwrap(), dev.from_slice(&gen(nq)).unwrap());
+        let cu = dev.from_slice(&cu).unwrap();
+        let tuned = AttentionOptions { causal: true, ..Default::default() };
+        let forced = AttentionOptions { config: Some(AttentionConfig::default_for(&dev, d)), backward: Some(BackwardConfig::default_for(&dev, d)), ..tuned };
+        let mut outs = vec![];
+        for (opts, p) in [(&forced, p), (&tuned, p), (&tuned, p.trusted_offsets())] {
+            let mut o = dev.full(nq, bf16::NAN).unwrap();
+            let mut l = dev.full(hq * t, f32::NAN).unwrap();
+            let fwd = AttentionOptions { backward: None, ..*opts };
+            attention_varlen(&dev, &q, &k, &v, &mut o, Some(&mut l), &cu, &cu, &p, &fwd).unwrap();
+            let (mut dq, mut dk, mut dv) = (dev.full(nq, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap());
+            let bwd = AttentionOptions { config: None, ..*opts };
+            attention_varlen_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &cu, &cu, &p, &bwd).unwrap();
+            outs.push([o, dq, dk, dv].map(|b| b.to_vec().unwrap().iter().map(|x| x.to_f64()).collect::<Vec<f64>>()));
+        }
+        for run in &outs[1..] {
+            for (what, (a, b)) in ["out", "dq", "dk", "dv"].iter().zip(outs[0].iter().zip(run)) {
+                let scale = a.iter().fold(1f64, |m, x| m.max(x.abs()));
+                let err = a.iter().zip(b).fold(0f64, |m, (x, y)| if x.is_finite() && y.is_finite() { m.max((x - y).abs() / scale) } else { f64::INFINITY });
+                assert!(err <= 2e-2, "{what}: tuned against forced, max error {err} (of {scale})");
+            }
+        }
+    }
+}
+
+/// The library's scratch buffers are locked in one order: a decode
+/// attention (f32 partials, then a log-sum-exp workspace) and a varlen
+/// backward (which once took the workspace first) called from two threads
+/// at once finish — before, they deadlocked within a few calls.
+#[test]
+fn scratch_locks_in_one_order() {
+    use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, VarlenProblem};
+    use std::sync::mpsc;
+    const ROUNDS: usize = 400;
+    let (tx, rx) = mpsc::channel();
+    let decode = {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let dev = Device::cpu();
+            let p = AttentionProblem::bshd(1, 2, 2, 1, 40, 16);
+            let (q, kv) = (dev.zeros::<f16>(2 * 16).unwrap(), dev.zeros::<f16>(40 * 2 * 16).unwrap());
+            for _ in 0..ROUNDS {
+                let mut o = dev.zeros::<f16>(2 * 16).unwrap();
+                attention(&dev, &q, &kv, &kv, &mut o, None, &p, &AttentionOptions::default()).unwrap();
+            }
+            tx.send("decode").unwrap();
+        })
+    };
+    let varlen = std::thread::spawn(move || {
+        let dev = Device::cpu();
+        let p = VarlenProblem::packed(2, 2, 2, 24, 24, 16, 16, 16);
+        let cu = dev.from_slice(&[0i32, 8, 24]).unwrap();
+        let x = dev.zeros::<f16>(24 * 2 * 16).unwrap();
+        let opts = AttentionOptions::default();
+        for _ in 0..ROUNDS {
+            let (mut o, mut l) = (dev.zeros::<f16>(24 * 32).unwrap(), dev.zeros::<f32>(2 * 24).unwrap());
+            attention_varlen(&dev, &x, &x, &x, &mut o, Some(&mut l), &cu, &cu, &p, &opts).unwrap();
+            let (mut dq, mut dk, mut dv) = (dev.zeros::<f16>(24 * 32).unwrap(), dev.zeros::<f16>(24 * 32).unwrap(), dev.zeros::<f16>(24 * 32).unwrap());
+            attention_varlen_backward(&dev, &x, &x, &x, &o, &x, &l, &mut dq, &mut dk, &mut dv, &cu, &cu, &p, &opts).unwrap();
+        }
+        tx.send("varlen").unwrap();
+    });
+    for _ in 0..2 {
+        let who = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the two calls deadlocked on the library's scratch locks");
+        eprintln!("{who} done");
+    }
+    decode.join().unwrap();
+    varlen.join().unwrap();
+}

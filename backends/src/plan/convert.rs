@@ -10,12 +10,19 @@
 //! whether to pad rows. Guarantees every destination element reads the
 //! source element the op's semantics name, and `slots` covers every write.
 //!
+//! An `expand_dims` whose result only broadcasts read need not be
+//! converted on its own ([`expand_then_broadcast`]): the broadcast writes
+//! the operand at the expanded tile's slot strides and reads the
+//! destination from there — one trip instead of two (both backends).
+//!
 //! Row padding: with `pad_rows`, each innermost source row takes one extra
 //! slot, so that a permutation reads what was a row as a column with
 //! consecutive rows in different banks (a 64×64 f32 transpose read 16 lanes
 //! from one bank without it). The PTX backend pads broadcasts and
 //! permutations; the WGSL backend does not yet (its goldens pin the dense
 //! form; padding it is a change to measure on its own).
+
+use std::collections::{HashMap, HashSet};
 
 /// What the conversion does to element coordinates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +72,32 @@ impl ConvertPlan {
         };
         ConvertPlan { src_strides, slots, dst_coef }
     }
+}
+
+/// The `expand_dims` results of `k` (of a tile, not a scalar) that only
+/// broadcasts read, with their operand and new axis. A backend need not
+/// convert such a result where it is defined: each broadcast can convert
+/// from the operand directly — the expanded tile's row-major order is the
+/// operand's, so the operand written at the expanded tile's slot strides
+/// (less the new axis's) is the expanded tile — one trip through scratch
+/// memory instead of two. (Whether the operand and result are in their
+/// default layouts is the backend's check.)
+pub fn expand_then_broadcast(k: &ferrotile_ir::Kernel) -> HashMap<ferrotile_ir::V, (ferrotile_ir::V, usize)> {
+    use ferrotile_ir::OpKind;
+    let mut expands = HashMap::new();
+    let mut other_use = HashSet::new();
+    k.walk(&mut |op| {
+        if let (OpKind::ExpandDims { x, axis }, Some(&r)) = (&op.kind, op.results.first()) {
+            if k.ty(*x).rank() >= 1 {
+                expands.insert(r, (*x, *axis as usize));
+            }
+        }
+        if !matches!(op.kind, OpKind::Broadcast { .. }) {
+            other_use.extend(op.kind.operands());
+        }
+    });
+    expands.retain(|v, _| !other_use.contains(v));
+    expands
 }
 
 #[cfg(test)]

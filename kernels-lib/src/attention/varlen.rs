@@ -169,8 +169,9 @@ fn check_offsets(what: &str, dev: &Device, p: &VarlenProblem, cu_q: &Buffer<i32>
 /// doc); `lse`, when given, receives the natural-log log-sum-exp as
 /// `[heads_q, total_q]` f32. `opts`: `causal`, `window`, `scale` and a
 /// forced `config` apply; `seqlens_k`, `decode` and `backward` do not
-/// (errors). Every size, stride and offset is checked first; errors name
-/// the argument.
+/// (errors). Every size, stride and offset is checked first (the offsets
+/// unless taken on trust); errors name the argument. Autotuned on CUDA
+/// for large problems (the dense forward's candidates, tuned apart).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_varlen<T: FloatElement>(
     dev: &Device,
@@ -210,13 +211,14 @@ pub fn attention_varlen<T: FloatElement>(
         return Ok(());
     }
     let dp = whole.padded_dim();
-    // (not autotuned; on CUDA the dense forward's defaults — d64: 128×64
-    // on 4 warps, masks split, the overlapped loop; d128: 128×128 on 8
-    // warps, overlapped, with the producer warpgroup — on Hopper the
-    // sequences' views are dynamic TMA views, `ptx::tma`, which the
-    // producer computes itself; nothing spills: `ptx_assemble`)
-    let cfg = opts.config.unwrap_or_else(|| AttentionConfig::default_for(dev, dp));
-    cfg.check_tiles(&format!("{WHAT}: config "))?;
+    // (untuned, on CUDA, the dense forward's defaults — d64: 128×64 on 4
+    // warps, masks split, the overlapped loop; d128: 128×128 on 8 warps,
+    // overlapped, with the producer warpgroup — on Hopper the sequences'
+    // views are dynamic TMA views, `ptx::tma`, which the producer
+    // computes itself; nothing spills: `ptx_assemble`)
+    if let Some(cfg) = opts.config {
+        cfg.check_tiles(&format!("{WHAT}: config "))?;
+    }
     let mut placeholder;
     let (lse_ref, has_lse): (&mut Buffer<f32>, bool) = match lse {
         Some(l) => (l, true),
@@ -225,52 +227,115 @@ pub fn attention_varlen<T: FloatElement>(
             (placeholder.buffer(), false)
         }
     };
-    // (no sequence is longer than the tokens: a larger maximum sizes no grid)
-    let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
     let s = |x: usize| x as i64;
-    macro_rules! go {
-        ($k:ident) => {
-            $k::launch(
-                dev,
-                launch,
-                q,
-                k,
-                v,
-                out,
-                lse_ref,
-                cu_seqlens_q,
-                cu_seqlens_k,
-                p.head_dim as i32,
-                args.qk_scale(),
-                args.win_left,
-                args.win_right,
-                s(p.q.head),
-                s(p.q.token),
-                s(p.k.head),
-                s(p.k.token),
-                s(p.v.head),
-                s(p.v.token),
-                s(p.o.head),
-                s(p.o.token),
-                s(p.total_q),
-                cfg.bm as i32,
-                cfg.bn as i32,
-                dp as i32,
-                (p.heads_q / p.heads_kv) as i32,
-                args.mask_hi,
-                args.mask_lo,
-                has_lse,
-                args.fold(),
-            )
-        };
+    let mut run = |cfg: AttentionConfig| -> Result<(), LibError> {
+        // (no sequence is longer than the tokens: a larger maximum sizes no grid)
+        let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
+        let launch =
+            LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
+        macro_rules! go {
+            ($k:ident) => {
+                $k::launch(
+                    dev,
+                    launch,
+                    q,
+                    k,
+                    v,
+                    &mut *out,
+                    &mut *lse_ref,
+                    cu_seqlens_q,
+                    cu_seqlens_k,
+                    p.head_dim as i32,
+                    args.qk_scale(),
+                    args.win_left,
+                    args.win_right,
+                    s(p.q.head),
+                    s(p.q.token),
+                    s(p.k.head),
+                    s(p.k.token),
+                    s(p.v.head),
+                    s(p.v.token),
+                    s(p.o.head),
+                    s(p.o.token),
+                    s(p.total_q),
+                    cfg.bm as i32,
+                    cfg.bn as i32,
+                    dp as i32,
+                    (p.heads_q / p.heads_kv) as i32,
+                    args.mask_hi,
+                    args.mask_lo,
+                    has_lse,
+                    args.fold(),
+                )
+            };
+        }
+        if cfg.overlap {
+            go!(attention_fwd_varlen_overlap)?;
+        } else {
+            go!(attention_fwd_varlen)?;
+        }
+        Ok(())
+    };
+    if let Some(cfg) = opts.config {
+        return run(cfg);
     }
-    if cfg.overlap {
-        go!(attention_fwd_varlen_overlap)?;
-    } else {
-        go!(attention_fwd_varlen)?;
+    // autotuned on CUDA where the work is large (its bound: every query
+    // token against the longest key sequence), per key of sizes; the
+    // dense forward's candidates, tuned apart (the loaded offsets and
+    // dynamic views change what is fastest)
+    let flops = 4.0 * p.heads_q as f64 * p.total_q as f64 * p.max_seqlen_k.min(p.total_k) as f64 * p.head_dim as f64;
+    if dev.kind() != ferrotile::DeviceKind::Cuda || flops < (1u64 << 33) as f64 {
+        return run(AttentionConfig::default_for(dev, dp));
     }
+    let key = varlen_key::<T>("fwd", p, dp, args.mask_hi, args.mask_lo, has_lse);
+    tuner(dp, 0).run(dev, &key, |tc| {
+        let cfg = AttentionConfig::from_tune(tc)?;
+        run(cfg).map_err(crate::lib_to_launch)
+    })?;
     Ok(())
+}
+
+/// The autotuner's key of a varlen problem: dtype, padded head dim, group
+/// size, masks, sizes rounded up to powers of two (heads, sequences,
+/// tokens, longest sequences).
+fn varlen_key<T: FloatElement>(which: &str, p: &VarlenProblem, dp: usize, mask_hi: bool, mask_lo: bool, lse: bool) -> String {
+    let b2 = |x: usize| x.max(1).next_power_of_two();
+    format!(
+        "{which}|{}|d{dp}|g{}|{}{}{}|h<={}|b<={}|tq<={}|tk<={}|mq<={}|mk<={}",
+        T::DTYPE,
+        p.heads_q / p.heads_kv.max(1),
+        if mask_hi { "hi" } else { "" },
+        if mask_lo { "lo" } else { "" },
+        if lse { "|lse" } else { "" },
+        b2(p.heads_q),
+        b2(p.batch),
+        b2(p.total_q),
+        b2(p.total_k),
+        b2(p.max_seqlen_q.min(p.total_q)),
+        b2(p.max_seqlen_k.min(p.total_k)),
+    )
+}
+
+/// The varlen autotuners: `which` 0 the forward (the dense forward's
+/// candidates), 1 and 2 the backward's dK/dV and dQ loops (the dense
+/// backward's), per padded head dimension.
+fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
+    use std::sync::OnceLock;
+    static T: [OnceLock<ferrotile::Autotuner>; 9] = [const { OnceLock::new() }; 9];
+    let (i, name) = match padded_dim {
+        0..=64 => (0, "d64"),
+        65..=128 => (1, "d128"),
+        _ => (2, "d256"),
+    };
+    T[3 * i + which].get_or_init(|| {
+        let (a, b) = super::backward::backward_candidates(padded_dim);
+        let (kind, cands) = match which {
+            0 => ("fwd", super::attention_candidates(padded_dim)),
+            1 => ("bwd_dkdv", a),
+            _ => ("bwd_dq", b),
+        };
+        ferrotile::Autotuner::new(&format!("attention_varlen_{kind}_{name}"), cands).reps(5)
+    })
 }
 
 /// The gradients of [`attention_varlen`]: given its inputs, its `out` and
@@ -282,7 +347,8 @@ pub fn attention_varlen<T: FloatElement>(
 /// tensors exactly (`cu_seqlens[0] = 0`, `cu_seqlens[batch] = total`: every
 /// token's gradient is written). `opts` must be the forward's (causal,
 /// window, scale); `backward` forces tile configurations; `seqlens_k`,
-/// `decode` and `config` do not apply (errors). Not autotuned.
+/// `decode` and `config` do not apply (errors). Autotuned on CUDA for
+/// large problems (each loop on its own, the dense backward's candidates).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_varlen_backward<T: FloatElement>(
     dev: &Device,
@@ -330,7 +396,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     }
     check_offsets(WHAT, dev, p, cu_seqlens_q, cu_seqlens_k, true)?;
     let dp = whole.padded_dim();
-    // (not autotuned; on CUDA up to d128 64×64 tiles in both loops: their
+    // (untuned, on CUDA up to d128 64×64 tiles in both loops: their
     // dots all take `wgmma`, the loops' tiles arrive by TMA copies of the
     // sequences' dynamic views (`ptx::tma`) and nothing spills; without
     // those maps — `FERROTILE_TMA_DYNAMIC=0` — by `cp.async`, the
@@ -343,6 +409,10 @@ pub fn attention_varlen_backward<T: FloatElement>(
         }
         _ => BackwardConfig::default_for(dev, dp),
     });
+    // autotuned on CUDA where the work is large (as the forward: its
+    // bound), each loop on its own, with the dense backward's candidates
+    let flops = 10.0 * hq as f64 * tq as f64 * p.max_seqlen_k.min(tk) as f64 * p.head_dim as f64;
+    let tuned = opts.backward.is_none() && dev.kind() == ferrotile::DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
     for (name, c) in [("dkdv", cfg.dkdv), ("dq", cfg.dq)] {
         c.check_tiles(&format!("{WHAT}: backward.{name}."))?;
     }
@@ -351,6 +421,11 @@ pub fn attention_varlen_backward<T: FloatElement>(
     }
     let s = |x: usize| x as i64;
     let g = hq / hk;
+    // (the scratch in the library's one lock order: the f32 copies, then
+    // the workspace — the decode and dense backward take them so; the
+    // other order deadlocked against a concurrent decode)
+    let acc_len = if g > 1 && tk > 0 && p.max_seqlen_k > 0 { hq * tk * dp } else { 1 };
+    let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
     let mut delta_ws = crate::scratch::workspace(dev, (hq * tq).max(1))?;
     let delta = delta_ws.buffer();
     if tq > 0 {
@@ -358,99 +433,117 @@ pub fn attention_varlen_backward<T: FloatElement>(
         super::backward::launch_delta(dev, out, dout, delta, &whole, dp)?;
     }
     if tk > 0 && p.max_seqlen_k > 0 {
-        let acc_len = if g > 1 { hq * tk * dp } else { 1 };
-        let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
         let (dk_acc, dv_acc) = ws.pair_mut();
-        let c = cfg.dkdv;
-        // (no sequence is longer than the tokens: a larger maximum sizes no grid)
-        let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
-        let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
-        attention_bwd_dkdv_varlen::launch(
-            dev,
-            launch,
-            q,
-            k,
-            v,
-            dout,
-            lse,
-            delta,
-            dk,
-            dv,
-            dk_acc,
-            dv_acc,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            p.head_dim as i32,
-            tk as i32,
-            args.qk_scale(),
-            args.scale,
-            args.win_left,
-            args.win_right,
-            s(p.q.head),
-            s(p.q.token),
-            s(p.k.head),
-            s(p.k.token),
-            s(p.v.head),
-            s(p.v.token),
-            s(p.o.head),
-            s(p.o.token),
-            s(p.k.head),
-            s(p.k.token),
-            s(p.v.head),
-            s(p.v.token),
-            s(tq),
-            c.bm as i32,
-            c.bn as i32,
-            dp as i32,
-            g as i32,
-            args.mask_hi,
-            args.mask_lo,
-            g > 1,
-        )?;
+        let mut dkdv = |c: AttentionConfig| -> Result<(), LibError> {
+            // (no sequence is longer than the tokens: a larger maximum sizes no grid)
+            let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
+            let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+            attention_bwd_dkdv_varlen::launch(
+                dev,
+                launch,
+                q,
+                k,
+                v,
+                dout,
+                lse,
+                delta,
+                &mut *dk,
+                &mut *dv,
+                &mut *dk_acc,
+                &mut *dv_acc,
+                cu_seqlens_q,
+                cu_seqlens_k,
+                p.head_dim as i32,
+                tk as i32,
+                args.qk_scale(),
+                args.scale,
+                args.win_left,
+                args.win_right,
+                s(p.q.head),
+                s(p.q.token),
+                s(p.k.head),
+                s(p.k.token),
+                s(p.v.head),
+                s(p.v.token),
+                s(p.o.head),
+                s(p.o.token),
+                s(p.k.head),
+                s(p.k.token),
+                s(p.v.head),
+                s(p.v.token),
+                s(tq),
+                c.bm as i32,
+                c.bn as i32,
+                dp as i32,
+                g as i32,
+                args.mask_hi,
+                args.mask_lo,
+                g > 1,
+            )?;
+            Ok(())
+        };
+        if tuned {
+            tuner(dp, 1).run(dev, &varlen_key::<T>("dkdv", p, dp, args.mask_hi, args.mask_lo, false), |tc| {
+                let c = AttentionConfig::from_tune(tc)?;
+                dkdv(c).map_err(crate::lib_to_launch)
+            })?;
+        } else {
+            dkdv(cfg.dkdv)?;
+        }
         if g > 1 {
             // (the group's sum is per key token: the packed tensors as one batch entry)
             super::backward::launch_group_sum(dev, dk_acc, dv_acc, dk, dv, &whole, dp)?;
         }
     }
     if tq > 0 && p.max_seqlen_q > 0 {
-        let c = cfg.dq;
-        let grid = [p.max_seqlen_q.min(tq).div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
-        let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
-        attention_bwd_dq_varlen::launch(
-            dev,
-            launch,
-            q,
-            k,
-            v,
-            dout,
-            lse,
-            delta,
-            dq,
-            cu_seqlens_q,
-            cu_seqlens_k,
-            p.head_dim as i32,
-            args.qk_scale(),
-            args.scale,
-            args.win_left,
-            args.win_right,
-            s(p.q.head),
-            s(p.q.token),
-            s(p.k.head),
-            s(p.k.token),
-            s(p.v.head),
-            s(p.v.token),
-            s(p.o.head),
-            s(p.o.token),
-            s(p.q.head),
-            s(p.q.token),
-            s(tq),
-            c.bm as i32,
-            c.bn as i32,
-            dp as i32,
-            g as i32,
-            args.mask_hi,
-            args.mask_lo,
-        )?;
+        let mut dq_loop = |c: AttentionConfig| -> Result<(), LibError> {
+            let grid = [p.max_seqlen_q.min(tq).div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
+            let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+            attention_bwd_dq_varlen::launch(
+                dev,
+                launch,
+                q,
+                k,
+                v,
+                dout,
+                lse,
+                &*delta,
+                &mut *dq,
+                cu_seqlens_q,
+                cu_seqlens_k,
+                p.head_dim as i32,
+                args.qk_scale(),
+                args.scale,
+                args.win_left,
+                args.win_right,
+                s(p.q.head),
+                s(p.q.token),
+                s(p.k.head),
+                s(p.k.token),
+                s(p.v.head),
+                s(p.v.token),
+                s(p.o.head),
+                s(p.o.token),
+                s(p.q.head),
+                s(p.q.token),
+                s(tq),
+                c.bm as i32,
+                c.bn as i32,
+                dp as i32,
+                g as i32,
+                args.mask_hi,
+                args.mask_lo,
+            )?;
+            Ok(())
+        };
+        if tuned {
+            tuner(dp, 2).run(dev, &varlen_key::<T>("dq", p, dp, args.mask_hi, args.mask_lo, false), |tc| {
+                let c = AttentionConfig::from_tune(tc)?;
+                dq_loop(c).map_err(crate::lib_to_launch)
+            })?;
+        } else {
+            dq_loop(cfg.dq)?;
+        }
     }
     Ok(())
 }

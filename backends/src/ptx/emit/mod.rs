@@ -30,7 +30,7 @@ use crate::plan::axis::Info;
 use crate::plan::layout::ThreadLayout as Layout;
 use ferrotile_ir::numeric::f32_round_to_odd;
 use ferrotile_ir::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// Which instruction stream of a warp-specialized kernel is being emitted.
@@ -367,7 +367,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         b32_consts: HashMap::new(),
         remat: crate::plan::remat::Remat::with_pinned(k, pinned),
         reduce_pairs: crate::plan::reduce::siblings(k),
-        expand_then_broadcast: if o.expand_broadcast { expand_then_broadcast(k) } else { HashMap::new() },
+        expand_then_broadcast: if o.expand_broadcast { crate::plan::convert::expand_then_broadcast(k) } else { HashMap::new() },
         reduced: HashMap::new(),
         zero: None,
         uses_wgmma: false,
@@ -656,24 +656,4 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
     })
-}
-
-/// The `expand_dims` results of `k` that only broadcasts read, with their
-/// operand and new axis ([`PtxWriter::expand_then_broadcast`]; the layout
-/// conditions are checked where they are emitted).
-fn expand_then_broadcast(k: &Kernel) -> HashMap<V, (V, usize)> {
-    let mut expands: HashMap<V, (V, usize)> = HashMap::new();
-    let mut other_use: HashSet<V> = HashSet::new();
-    k.walk(&mut |op| {
-        if let (OpKind::ExpandDims { x, axis }, Some(&r)) = (&op.kind, op.results.first()) {
-            if k.ty(*x).rank() >= 1 {
-                expands.insert(r, (*x, *axis as usize));
-            }
-        }
-        if !matches!(op.kind, OpKind::Broadcast { .. }) {
-            other_use.extend(op.kind.operands());
-        }
-    });
-    expands.retain(|v, _| !other_use.contains(v));
-    expands
 }

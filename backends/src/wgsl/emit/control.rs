@@ -154,7 +154,20 @@ impl<'k> WgslWriter<'k> {
                 }
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));
                 let plan = ConvertPlan::new(&Movement::Broadcast, &src, &dst, false);
-                Some(self.convert(*x, res.unwrap(), &plan)?)
+                // an `expand_dims` left unconverted (below): from its operand
+                if let Some(&(y, _)) = self.expand_then_broadcast.get(x).filter(|_| !self.vals.contains_key(x)) {
+                    let ys = self.shape_u32(y);
+                    Some(self.convert_from(y, &ys, res.unwrap(), &plan)?)
+                } else {
+                    Some(self.convert(*x, res.unwrap(), &plan)?)
+                }
+            }
+            // an `expand_dims` only broadcasts read, of a value in its
+            // default layout: converted once, by each broadcast
+            OpKind::ExpandDims { x, .. }
+                if self.expand_then_broadcast.contains_key(&res.unwrap()) && !self.vlay.contains_key(x) && !self.vlay.contains_key(&res.unwrap()) =>
+            {
+                return Ok(())
             }
             OpKind::ExpandDims { x, .. } | OpKind::Reshape { x, .. } => {
                 let (src, dst) = (self.shape_u32(*x), self.shape_u32(res.unwrap()));

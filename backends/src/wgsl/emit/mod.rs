@@ -233,6 +233,11 @@ struct WgslWriter<'k> {
     /// `max`/`argmax` pairs reduced once ([`crate::plan::reduce::siblings`]):
     /// the first emitted → the other.
     reduce_pairs: HashMap<V, V>,
+    /// `expand_dims` results only broadcasts read
+    /// ([`crate::plan::convert::expand_then_broadcast`]): converted once,
+    /// by each broadcast from the operand, where both are in their default
+    /// layouts (`control.rs`).
+    expand_then_broadcast: HashMap<V, (V, usize)>,
     /// The other's registers, computed with the first.
     reduced: HashMap<V, Vec<String>>,
     /// 16-bit loads of provable pairs read one word per pair
@@ -295,6 +300,7 @@ pub(super) fn write(p: Plans<'_>, o: &WgslOptions) -> R<WgslKernel> {
         divrem: vec![],
         vars: HashSet::new(),
         reduce_pairs: crate::plan::reduce::siblings(k),
+        expand_then_broadcast: crate::plan::convert::expand_then_broadcast(k),
         reduced: HashMap::new(),
         word_loads: o.word_stores,
     };

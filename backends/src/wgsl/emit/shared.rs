@@ -53,8 +53,17 @@ impl<'k> WgslWriter<'k> {
     /// Register renaming when every invocation already holds what it needs
     /// (`register_remap`); otherwise through workgroup memory.
     pub(super) fn convert(&mut self, x: V, res: V, plan: &ConvertPlan) -> R<Vec<String>> {
+        let src = self.shape_u32(x);
+        self.convert_from(x, &src, res, plan)
+    }
+
+    /// [`Self::convert`] from the registers of `x`, of shape `src` — `x`
+    /// itself, or the operand of an `expand_dims` whose result the plan
+    /// converts (the same row-major order, so the same slots: the plan's
+    /// are dense here).
+    pub(super) fn convert_from(&mut self, x: V, src: &[u32], res: V, plan: &ConvertPlan) -> R<Vec<String>> {
         let coef = &plan.dst_coef;
-        let (src, dst) = (self.shape_u32(x), self.shape_u32(res));
+        let (src, dst) = (src.to_vec(), self.shape_u32(res));
         let regs = self.get(x);
         if src.is_empty() {
             let n = self.nregs(res)?;
