@@ -255,10 +255,14 @@ pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<()
 }
 
 /// Device buffers the library keeps between calls, per device
-/// ([`ferrotile::Device::id`]): a placeholder for pointer parameters that a
+/// ([`ferrotile::Device::id`]) and, where written, per stream: a placeholder for pointer parameters that a
 /// constexpr flag leaves unused (e.g. GEMM without bias), the split-K
 /// workspace and the tf32 GEMM's rounded operand copies. Allocating them per call would put an allocation, a memset
 /// and a free — which synchronizes a CUDA device — into every call.
+///
+/// Per device and stream: the workspace and the f32 copies are written, so
+/// each stream has its own (a split-K GEMM on one stream and another on a
+/// second stream run at once on a GPU).
 ///
 /// Lock order: a call that holds both takes [`scratch::tf32_copies`] first,
 /// then [`scratch::workspace`] (a split-K GEMM on tf32 copies, the decode
@@ -273,6 +277,17 @@ pub(crate) mod scratch {
     use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
     type Placeholders = HashMap<(usize, ferrotile::ir::DType), Arc<dyn Any + Send + Sync>>;
+
+    /// Written scratch belongs to a device *and a stream*
+    /// ([`Device::stream_key`]): work queued on two streams runs
+    /// concurrently, and two calls sharing one workspace would overwrite
+    /// each other's partial sums. (Placeholders are never written: one per
+    /// device.)
+    type Key = (usize, u64);
+
+    fn key(dev: &Device) -> Key {
+        (dev.id(), dev.stream_key())
+    }
 
     /// A one-element buffer of `U` on `dev`, never written.
     pub fn placeholder<U: Element>(dev: &Device) -> Result<Arc<Buffer<U>>, LibError> {
@@ -292,8 +307,8 @@ pub(crate) mod scratch {
     /// the kernels that use it before releasing it (work on one device runs
     /// in queue order).
     pub struct Workspace {
-        guard: MutexGuard<'static, HashMap<usize, Buffer<f32>>>,
-        key: usize,
+        guard: MutexGuard<'static, HashMap<Key, Buffer<f32>>>,
+        key: Key,
     }
 
     impl Workspace {
@@ -308,8 +323,8 @@ pub(crate) mod scratch {
     /// (separate from [`workspace`], which a split-K GEMM on them takes
     /// too).
     pub struct Tf32Copies {
-        guard: MutexGuard<'static, HashMap<usize, [Buffer<f32>; 2]>>,
-        key: usize,
+        guard: MutexGuard<'static, HashMap<Key, [Buffer<f32>; 2]>>,
+        key: Key,
     }
 
     impl Tf32Copies {
@@ -327,9 +342,9 @@ pub(crate) mod scratch {
     }
 
     pub fn tf32_copies(dev: &Device, len_a: usize, len_b: usize) -> Result<Tf32Copies, LibError> {
-        static W: OnceLock<Mutex<HashMap<usize, [Buffer<f32>; 2]>>> = OnceLock::new();
+        static W: OnceLock<Mutex<HashMap<Key, [Buffer<f32>; 2]>>> = OnceLock::new();
         let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-        let key = dev.id();
+        let key = key(dev);
         if guard.get(&key).is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
             let old = guard.remove(&key);
             let (oa, ob) = old.map_or((0, 0), |[a, b]| (a.len(), b.len()));
@@ -339,9 +354,9 @@ pub(crate) mod scratch {
     }
 
     pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {
-        static W: OnceLock<Mutex<HashMap<usize, Buffer<f32>>>> = OnceLock::new();
+        static W: OnceLock<Mutex<HashMap<Key, Buffer<f32>>>> = OnceLock::new();
         let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-        let key = dev.id();
+        let key = key(dev);
         if guard.get(&key).is_none_or(|b| b.len() < len) {
             guard.remove(&key);
             guard.insert(key, dev.zeros::<f32>(len.max(1))?);

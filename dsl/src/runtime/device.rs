@@ -325,6 +325,21 @@ impl Device {
         Err(Error::DeviceUnavailable(format!("graph capture needs a CUDA device, not {}", self.name())))
     }
 
+    /// Which stream the calling thread's device work goes to, as a key:
+    /// 0 for the device's own stream, a number of its own for each CUDA
+    /// [`crate::Stream`] scope (never reused) — to keep per-stream resources
+    /// apart (the kernel library's scratch buffers: work on two streams
+    /// runs concurrently). On the CPU interpreter and wgpu, whose streams
+    /// are the device's one queue, always 0. Inside a [`Device::capture`],
+    /// the key of the scope the capture runs in.
+    pub fn stream_key(&self) -> u64 {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return c.stream_key();
+        }
+        0
+    }
+
     /// Whether the calling thread is inside a [`Device::capture`] on this
     /// device.
     pub fn capturing(&self) -> bool {

@@ -62,6 +62,9 @@ pub struct CudaDevice {
 /// handed over a handle that owns it, e.g. cudarc's `Arc<CudaStream>`).
 pub struct StreamInner {
     pub raw: sys::CUstream,
+    /// Unique in the process, never reused (handles are): see
+    /// [`CudaDevice::stream_key`].
+    pub id: u64,
     owned: bool,
     dev: Arc<CudaDevice>,
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -111,6 +114,12 @@ impl Drop for StreamInner {
             }
         }
     }
+}
+
+/// A new [`StreamInner::id`] (from 1: 0 is the device's own stream).
+fn next_stream_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 thread_local! {
@@ -220,6 +229,14 @@ impl CudaDevice {
         self.capture.lock().unwrap_or_else(|p| p.into_inner()).as_mut().filter(|c| c.thread == std::thread::current().id()).map(f)
     }
 
+    /// Which stream scope the calling thread is in for this device: the
+    /// innermost scope's [`StreamInner::id`], 0 outside any (the device's
+    /// stream). A capture keeps the key of the scope it runs in (its
+    /// stream is a detail of the capture).
+    pub fn stream_key(&self) -> u64 {
+        CURRENT.with(|c| c.borrow().iter().rev().find(|s| std::ptr::eq(Arc::as_ptr(&s.dev), self)).map(|s| s.id)).unwrap_or(0)
+    }
+
     /// The stream the calling thread's work goes to: its capture stream
     /// while it captures, else the innermost stream scope of the thread for
     /// this device ([`Self::scoped`]), else the device's stream.
@@ -237,7 +254,7 @@ impl CudaDevice {
         self.bind()?;
         let mut raw = std::ptr::null_mut();
         unsafe { sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_DEFAULT as u32) }.result().map_err(drv)?;
-        Ok(self.register(StreamInner { raw, owned: true, dev: self.clone(), _keep: None }))
+        Ok(self.register(StreamInner { raw, id: next_stream_id(), owned: true, dev: self.clone(), _keep: None }))
     }
 
     /// A caller's stream (`raw`, of this device's context), never destroyed
@@ -255,7 +272,7 @@ impl CudaDevice {
         if ctx != self.ctx {
             return Err(format!("the stream belongs to another CUDA context than device {}'s primary context", self.ordinal));
         }
-        Ok(self.register(StreamInner { raw, owned: false, dev: self.clone(), _keep: keep }))
+        Ok(self.register(StreamInner { raw, id: next_stream_id(), owned: false, dev: self.clone(), _keep: keep }))
     }
 
     fn register(&self, s: StreamInner) -> Arc<StreamInner> {
