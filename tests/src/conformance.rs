@@ -158,6 +158,11 @@ pub fn cases() -> Vec<Case> {
             funcs::segment_view
         ),
         case!(
+            "func_segment_mean",
+            "a #[func]'s view at a loaded offset reduced over its rows in blocks (no dot): per-segment means of a packed batch, odd widths",
+            funcs::segment_mean
+        ),
+        case!(
             "invariant_operands",
             "dot operands loaded once before a loop (B, and C read through trans) and a loop tile read by two dots",
             fused::invariant_operands

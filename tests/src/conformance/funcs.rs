@@ -229,3 +229,53 @@ pub fn segment_view(dev: &Device, seed: u64) -> R {
         k_func_segment_sum::launch(dev, cfg, y, cu, out, ys, bm, bk, d)
     })
 }
+
+/// The mean of each segment's rows (a varlen batch's mean pooling), `BC`
+/// columns per program: the view comes from a function (at the offset it
+/// loads), blocks of `BR` rows are reduced over the rows — no `dot` —
+/// with the view's bounds zeroing what lies past the segment's end and
+/// past the row's width.
+#[kernel]
+pub fn k_func_segment_mean<T: Float, const BR: i32, const BC: i32>(y: Ptr<T>, cu: Ptr<i32>, out: Ptr<f32>, width: i32, ys: i64) {
+    let s = program_id(0);
+    let c0 = program_id(1) * BC;
+    let (vy, n) = segment(y, cu, s, ys, width);
+    let mut acc = zeros([BC], f32);
+    for i in (0..n).step_by(BR) {
+        acc += sum(load_block(vy, [i, c0], [BR, BC]) as f32, axis = 0);
+    }
+    let cols = c0 + arange(0, BC);
+    store(out + (s as i64) * (width as i64) + (cols as i64), acc / (maximum(n, 1) as f32), cols < width);
+}
+
+fn segment_mean_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    let lens = [0usize, 1, 5, 17, 40, 3, 8];
+    let mut cu = vec![0i32];
+    for l in lens {
+        cu.push(cu.last().unwrap() + l as i32);
+    }
+    let rows = *cu.last().unwrap() as usize;
+    let (width, ys, br, bc) = (45usize, 48usize, 8usize, 16usize);
+    let yh: Vec<T> = (0..rows * ys).map(|_| T::from_f64(rng.normal())).collect();
+    let c = Ctx::new("func_segment_mean", seed, format!("{} segments {lens:?} width {width} ys {ys} BR={br} BC={bc}", T::DTYPE));
+    let len = lens.len() * width;
+    let mut out = poisoned::<f32>(dev, len + PAD)?;
+    let cfg = LaunchConfig::new([lens.len() as u32, cdiv(width, bc) as u32, 1]).num_warps(4);
+    c.launch(k_func_segment_mean::launch(dev, cfg, &upload(dev, &yh)?, &upload(dev, &cu)?, &mut out, width as i32, ys as i64, br as i32, bc as i32))?;
+    let mut want = vec![0.0f64; len];
+    for (s, w) in cu.windows(2).enumerate() {
+        let (r0, n) = (w[0] as usize, (w[1] - w[0]) as usize);
+        for e in 0..width {
+            let t: f64 = (0..n).map(|i| yh[(r0 + i) * ys + e].to_f64()).sum();
+            want[s * width + e] = t / n.max(1) as f64;
+        }
+    }
+    // (and nothing written past the outputs: the poisoned pad)
+    check_float(&c, "out[s] = mean of segment s", &download(&out)?, &want, 4, 1e-5, 1e-5, &|i| format!("segment {} column {}", i / width, i % width))
+}
+
+pub fn segment_mean(dev: &Device, seed: u64) -> R {
+    segment_mean_t::<bf16>(dev, seed)?;
+    segment_mean_t::<f16>(dev, seed ^ 1)
+}
