@@ -281,12 +281,22 @@ pub(crate) mod scratch {
     /// Written scratch belongs to a device *and a stream*
     /// ([`Device::stream_key`]): work queued on two streams runs
     /// concurrently, and two calls sharing one workspace would overwrite
-    /// each other's partial sums. (Placeholders are never written: one per
-    /// device.)
+    /// each other's partial sums. A dropped stream's scratch is freed at
+    /// the device's next scratch request. (Placeholders are never written:
+    /// one per device.)
     type Key = (usize, u64);
 
     fn key(dev: &Device) -> Key {
         (dev.id(), dev.stream_key())
+    }
+
+    /// Frees the scratch of `dev`'s streams that were dropped (freeing
+    /// waits for the device's work: done only when a stream died, and not
+    /// inside a graph capture, which cannot wait).
+    fn prune<B>(map: &mut HashMap<Key, B>, dev: &Device) {
+        if !dev.capturing() {
+            map.retain(|&(d, s), _| d != dev.id() || dev.stream_key_live(s));
+        }
     }
 
     /// A one-element buffer of `U` on `dev`, never written.
@@ -345,6 +355,7 @@ pub(crate) mod scratch {
         static W: OnceLock<Mutex<HashMap<Key, [Buffer<f32>; 2]>>> = OnceLock::new();
         let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         let key = key(dev);
+        prune(&mut guard, dev);
         if guard.get(&key).is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
             let old = guard.remove(&key);
             let (oa, ob) = old.map_or((0, 0), |[a, b]| (a.len(), b.len()));
@@ -357,10 +368,43 @@ pub(crate) mod scratch {
         static W: OnceLock<Mutex<HashMap<Key, Buffer<f32>>>> = OnceLock::new();
         let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         let key = key(dev);
+        prune(&mut guard, dev);
         if guard.get(&key).is_none_or(|b| b.len() < len) {
             guard.remove(&key);
             guard.insert(key, dev.zeros::<f32>(len.max(1))?);
         }
         Ok(Workspace { guard, key })
+    }
+
+    /// The streams of `dev` that hold a workspace now.
+    #[cfg(test)]
+    pub fn workspace_streams(dev: &Device) -> Vec<u64> {
+        let w = workspace(dev, 1).expect("workspace");
+        let mut v: Vec<u64> = w.guard.keys().filter(|k| k.0 == dev.id()).map(|k| k.1).collect();
+        v.sort();
+        v
+    }
+
+    /// A stream's workspace is its own and goes with the stream (CUDA;
+    /// elsewhere every stream is the device's queue, key 0).
+    #[test]
+    fn workspaces_per_stream_freed_with_the_stream() {
+        for dev in [Device::cpu()].into_iter().chain(Device::cuda(0).ok()) {
+            let s = dev.new_stream().unwrap();
+            let key = s.scope(|| {
+                let mut w = workspace(&dev, 1000).unwrap();
+                assert!(w.buffer().len() >= 1000);
+                dev.stream_key()
+            });
+            if dev.kind() == ferrotile::DeviceKind::Cuda {
+                assert_ne!(key, 0);
+                assert!(workspace_streams(&dev).contains(&key));
+                drop(s);
+                assert!(!dev.stream_key_live(key));
+                assert!(!workspace_streams(&dev).contains(&key), "the dropped stream's workspace stays");
+            } else {
+                assert_eq!(key, 0);
+            }
+        }
     }
 }

@@ -340,6 +340,17 @@ impl Device {
         0
     }
 
+    /// Whether some [`crate::Stream`] with this [`Device::stream_key`] is
+    /// still alive (the key 0, the device's own stream, always is): per
+    /// stream resources of a dropped stream can be freed.
+    pub fn stream_key_live(&self, key: u64) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Some(c) = &self.cuda {
+            return c.stream_key_live(key);
+        }
+        key == 0
+    }
+
     /// Whether the calling thread is inside a [`Device::capture`] on this
     /// device.
     pub fn capturing(&self) -> bool {

@@ -237,6 +237,12 @@ impl CudaDevice {
         CURRENT.with(|c| c.borrow().iter().rev().find(|s| std::ptr::eq(Arc::as_ptr(&s.dev), self)).map(|s| s.id)).unwrap_or(0)
     }
 
+    /// Whether a stream with [`StreamInner::id`] `key` is still alive (0,
+    /// the device's stream, always is).
+    pub fn stream_key_live(&self, key: u64) -> bool {
+        key == 0 || self.streams.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|w| w.upgrade().is_some_and(|s| s.id == key))
+    }
+
     /// The stream the calling thread's work goes to: its capture stream
     /// while it captures, else the innermost stream scope of the thread for
     /// this device ([`Self::scoped`]), else the device's stream.
