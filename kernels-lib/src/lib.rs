@@ -262,7 +262,8 @@ pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<()
 ///
 /// Per device and stream: the workspace and the f32 copies are written, so
 /// each stream has its own (a split-K GEMM on one stream and another on a
-/// second stream run at once on a GPU).
+/// second stream run at once on a GPU), each behind a lock of its own
+/// (calls on other devices or streams never wait for it).
 ///
 /// Lock order: a call that holds both takes [`scratch::tf32_copies`] first,
 /// then [`scratch::workspace`] (a split-K GEMM on tf32 copies, the decode
@@ -286,17 +287,31 @@ pub(crate) mod scratch {
     /// one per device.)
     type Key = (usize, u64);
 
-    fn key(dev: &Device) -> Key {
-        (dev.id(), dev.stream_key())
-    }
+    /// One key's buffers behind a lock of its own: calls on other devices
+    /// or streams do not wait for it (a tuner timing candidates on one GPU
+    /// holds its scratch for seconds). The lock is allocated once per key
+    /// and kept (a few bytes per stream ever used); the buffers go with
+    /// their stream.
+    type Slot<B> = &'static Mutex<Option<B>>;
 
-    /// Frees the scratch of `dev`'s streams that were dropped (freeing
-    /// waits for the device's work: done only when a stream died, and not
-    /// inside a graph capture, which cannot wait).
-    fn prune<B>(map: &mut HashMap<Key, B>, dev: &Device) {
+    /// The slot of `dev`'s current stream in `table`, after freeing the
+    /// buffers of `dev`'s dropped streams (freeing waits for the device's
+    /// work: done only when a stream died, and not inside a graph capture,
+    /// which cannot wait).
+    fn slot<B: Send>(table: &'static OnceLock<Mutex<HashMap<Key, Slot<B>>>>, dev: &Device) -> Slot<B> {
+        let mut m = table.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         if !dev.capturing() {
-            map.retain(|&(d, s), _| d != dev.id() || dev.stream_key_live(s));
+            for (&(d, s), slot) in m.iter() {
+                // (one still held — a guard kept past its stream — is
+                // freed at a later request)
+                if d == dev.id() && !dev.stream_key_live(s) {
+                    if let Ok(mut b) = slot.try_lock() {
+                        b.take();
+                    }
+                }
+            }
         }
+        m.entry((dev.id(), dev.stream_key())).or_insert_with(|| Box::leak(Box::new(Mutex::new(None))))
     }
 
     /// A one-element buffer of `U` on `dev`, never written.
@@ -312,81 +327,76 @@ pub(crate) mod scratch {
         Ok(b)
     }
 
-    /// The device's f32 workspace, at least `len` elements (grown, never
-    /// shrunk), held exclusively while the guard lives: callers queue all
-    /// the kernels that use it before releasing it (work on one device runs
-    /// in queue order).
+    /// The f32 workspace of the device and stream, at least `len` elements
+    /// (grown, never shrunk), held exclusively while the guard lives:
+    /// callers queue all the kernels that use it before releasing it (work
+    /// on one stream runs in queue order).
     pub struct Workspace {
-        guard: MutexGuard<'static, HashMap<Key, Buffer<f32>>>,
-        key: Key,
+        guard: MutexGuard<'static, Option<Buffer<f32>>>,
     }
 
     impl Workspace {
         pub fn buffer(&mut self) -> &mut Buffer<f32> {
-            self.guard.get_mut(&self.key).expect("workspace present")
+            self.guard.as_mut().expect("workspace present")
         }
     }
 
-    /// The device's two f32 buffers for tf32-rounded GEMM operands (and
-    /// decode attention's partial outputs and log-sum-exps), at least
-    /// `len_a` and `len_b` elements, held exclusively while the guard lives
-    /// (separate from [`workspace`], which a split-K GEMM on them takes
-    /// too).
+    /// The two f32 buffers of the device and stream for tf32-rounded GEMM
+    /// operands (and decode attention's partial outputs and log-sum-exps),
+    /// at least `len_a` and `len_b` elements, held exclusively while the
+    /// guard lives (separate from [`workspace`], which a split-K GEMM on
+    /// them takes too).
     pub struct Tf32Copies {
-        guard: MutexGuard<'static, HashMap<Key, [Buffer<f32>; 2]>>,
-        key: Key,
+        guard: MutexGuard<'static, Option<[Buffer<f32>; 2]>>,
     }
 
     impl Tf32Copies {
         pub fn buffer(&mut self, which: usize) -> &mut Buffer<f32> {
-            &mut self.guard.get_mut(&self.key).expect("copies present")[which]
+            &mut self.guard.as_mut().expect("copies present")[which]
         }
         pub fn pair_mut(&mut self) -> (&mut Buffer<f32>, &mut Buffer<f32>) {
-            let [a, b] = self.guard.get_mut(&self.key).expect("copies present");
+            let [a, b] = self.guard.as_mut().expect("copies present");
             (a, b)
         }
         pub fn pair(&self) -> (&Buffer<f32>, &Buffer<f32>) {
-            let [a, b] = self.guard.get(&self.key).expect("copies present");
+            let [a, b] = self.guard.as_ref().expect("copies present");
             (a, b)
         }
     }
 
+    static COPIES: OnceLock<Mutex<HashMap<Key, Slot<[Buffer<f32>; 2]>>>> = OnceLock::new();
+    static WORKSPACES: OnceLock<Mutex<HashMap<Key, Slot<Buffer<f32>>>>> = OnceLock::new();
+
     pub fn tf32_copies(dev: &Device, len_a: usize, len_b: usize) -> Result<Tf32Copies, LibError> {
-        static W: OnceLock<Mutex<HashMap<Key, [Buffer<f32>; 2]>>> = OnceLock::new();
-        let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-        let key = key(dev);
-        prune(&mut guard, dev);
-        if guard.get(&key).is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
-            let old = guard.remove(&key);
-            let (oa, ob) = old.map_or((0, 0), |[a, b]| (a.len(), b.len()));
-            guard.insert(key, [dev.zeros::<f32>(len_a.max(oa).max(1))?, dev.zeros::<f32>(len_b.max(ob).max(1))?]);
+        let mut guard = slot(&COPIES, dev).lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref().is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
+            let (oa, ob) = guard.take().map_or((0, 0), |[a, b]| (a.len(), b.len()));
+            *guard = Some([dev.zeros::<f32>(len_a.max(oa).max(1))?, dev.zeros::<f32>(len_b.max(ob).max(1))?]);
         }
-        Ok(Tf32Copies { guard, key })
+        Ok(Tf32Copies { guard })
     }
 
     pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {
-        static W: OnceLock<Mutex<HashMap<Key, Buffer<f32>>>> = OnceLock::new();
-        let mut guard = W.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
-        let key = key(dev);
-        prune(&mut guard, dev);
-        if guard.get(&key).is_none_or(|b| b.len() < len) {
-            guard.remove(&key);
-            guard.insert(key, dev.zeros::<f32>(len.max(1))?);
+        let mut guard = slot(&WORKSPACES, dev).lock().unwrap_or_else(|p| p.into_inner());
+        if guard.as_ref().is_none_or(|b| b.len() < len) {
+            guard.take();
+            *guard = Some(dev.zeros::<f32>(len.max(1))?);
         }
-        Ok(Workspace { guard, key })
+        Ok(Workspace { guard })
     }
 
-    /// The streams of `dev` that hold a workspace now.
+    /// Whether the workspace of `dev`'s stream `key` holds a buffer.
     #[cfg(test)]
-    pub fn workspace_streams(dev: &Device) -> Vec<u64> {
-        let w = workspace(dev, 1).expect("workspace");
-        let mut v: Vec<u64> = w.guard.keys().filter(|k| k.0 == dev.id()).map(|k| k.1).collect();
-        v.sort();
-        v
+    fn has_workspace(dev: &Device, key: u64) -> bool {
+        // (a request from the device's stream frees dropped streams' first)
+        drop(workspace(dev, 1).expect("workspace"));
+        let slot = WORKSPACES.get().and_then(|t| t.lock().unwrap().get(&(dev.id(), key)).copied());
+        slot.is_some_and(|s| s.lock().unwrap().is_some())
     }
 
     /// A stream's workspace is its own and goes with the stream (CUDA;
-    /// elsewhere every stream is the device's queue, key 0).
+    /// elsewhere every stream is the device's queue, key 0); a held
+    /// workspace does not stop another stream's request.
     #[test]
     fn workspaces_per_stream_freed_with_the_stream() {
         for dev in [Device::cpu()].into_iter().chain(Device::cuda(0).ok()) {
@@ -398,10 +408,14 @@ pub(crate) mod scratch {
             });
             if dev.kind() == ferrotile::DeviceKind::Cuda {
                 assert_ne!(key, 0);
-                assert!(workspace_streams(&dev).contains(&key));
+                assert!(has_workspace(&dev, key));
+                // (held on the device's stream, requested on `s`: no wait)
+                let held = workspace(&dev, 10).unwrap();
+                s.scope(|| drop(workspace(&dev, 10).unwrap()));
+                drop(held);
                 drop(s);
                 assert!(!dev.stream_key_live(key));
-                assert!(!workspace_streams(&dev).contains(&key), "the dropped stream's workspace stays");
+                assert!(!has_workspace(&dev, key), "the dropped stream's workspace stays");
             } else {
                 assert_eq!(key, 0);
             }
