@@ -125,6 +125,18 @@
 #            before (.devbin/dequant-user-before) and after, alternated
 #            twice, each tuned into its own cache, forced split 8 / 16
 #            configurations and the W4A16 peers (carry .whl)
+#   s42:     session 42's offline work on the GPU (first): racecheck of the
+#            dynamic views' valid-row reads with the producer (owed since
+#            session 41), the CUDA conformance suite (one-trip expand +
+#            broadcast in every kernel; `func_segment_*`), the library's
+#            attention / GEMM / quantized / W8A8 / FP8 tests (scratch per
+#            stream, split-K on two streams, varlen tuned and on trust,
+#            graph capture), then conformance and attention tests with
+#            FERROTILE_BROADCAST_SLICES=1
+#   s42-bench [SHAPES]: the backward with FERROTILE_EXPAND_BROADCAST=0/1
+#            and FERROTILE_BROADCAST_SLICES=0/1, alternated twice, each
+#            tuned into its own cache; the varlen bench (tuned, checked and
+#            trusted offsets) next to dense
 #   suite:   issue 20's generality suite: `user-suite` (eight kernels of
 #            different kinds written in the DSL, checked against f64) and
 #            their Triton twins (`peers.py --suite`), then each ratio and
@@ -352,6 +364,26 @@ case "${1:-check}" in
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  s42)
+    FERROTILE_WS=1 FERROTILE_CASE=segment_sum,func_segment_view step racecheck_views 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step racecheck_varlen 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_varlen_matches_f64
+    step conformance_cuda 200 $D/conformance_cuda --nocapture
+    for t in attention gemm quant w8a8 fp8 library; do FERROTILE_TEST_DEVICES=cpu,cuda step "lib_$t" 300 $D/$t --nocapture; done
+    FERROTILE_BROADCAST_SLICES=1 step conformance_slices 200 $D/conformance_cuda --nocapture
+    FERROTILE_BROADCAST_SLICES=1 FERROTILE_TEST_DEVICES=cuda step attention_slices 300 $D/attention --nocapture
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|conformance on" "$L" | tail -60
+    ;;
+  s42-bench)
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    for r in 1 2; do
+      for e in 0 1; do
+        FERROTILE_CACHE_DIR=/tmp/ft42_e$e FERROTILE_EXPAND_BROADCAST=$e step "bwd_expand${e}_$r" 300 $D/attn-user --library --backward --shapes $SH
+      done
+      FERROTILE_CACHE_DIR=/tmp/ft42_s1 FERROTILE_BROADCAST_SLICES=1 step "bwd_slices_$r" 300 $D/attn-user --library --backward --shapes $SH
+    done
+    step varlen_bench 300 $D/attn-user --library --varlen --shapes $SH
+    grep -E "^=== |FAILED|panicked|^library|^varlen" "$L" | tail -60
     ;;
   attn-bwd-bench)
     SH=${2:-4:32:4096:128,4:32:4096:64}
