@@ -289,29 +289,49 @@ pub(crate) mod scratch {
 
     /// One key's buffers behind a lock of its own: calls on other devices
     /// or streams do not wait for it (a tuner timing candidates on one GPU
-    /// holds its scratch for seconds). The lock is allocated once per key
-    /// and kept (a few bytes per stream ever used); the buffers go with
-    /// their stream.
+    /// holds its scratch for seconds). A dropped stream's slot is emptied
+    /// and reused for the next new key: the locks allocated are as many as
+    /// streams ever used scratch *at once*.
     type Slot<B> = &'static Mutex<Option<B>>;
+
+    /// The slots of the live keys, and the emptied ones to reuse.
+    struct Table<B: 'static> {
+        map: HashMap<Key, Slot<B>>,
+        free: Vec<Slot<B>>,
+    }
+
+    impl<B> Default for Table<B> {
+        fn default() -> Self {
+            Table { map: HashMap::new(), free: vec![] }
+        }
+    }
 
     /// The slot of `dev`'s current stream in `table`, after freeing the
     /// buffers of `dev`'s dropped streams (freeing waits for the device's
     /// work: done only when a stream died, and not inside a graph capture,
     /// which cannot wait).
-    fn slot<B: Send>(table: &'static OnceLock<Mutex<HashMap<Key, Slot<B>>>>, dev: &Device) -> Slot<B> {
-        let mut m = table.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    fn slot<B: Send>(table: &'static OnceLock<Mutex<Table<B>>>, dev: &Device) -> Slot<B> {
+        let mut t = table.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
         if !dev.capturing() {
-            for (&(d, s), slot) in m.iter() {
+            let dead: Vec<Key> = t.map.keys().copied().filter(|&(d, s)| d == dev.id() && !dev.stream_key_live(s)).collect();
+            for k in dead {
+                let slot = t.map[&k];
                 // (one still held — a guard kept past its stream — is
                 // freed at a later request)
-                if d == dev.id() && !dev.stream_key_live(s) {
-                    if let Ok(mut b) = slot.try_lock() {
-                        b.take();
-                    }
-                }
+                let Ok(mut b) = slot.try_lock() else { continue };
+                b.take();
+                drop(b);
+                t.map.remove(&k);
+                t.free.push(slot);
             }
         }
-        m.entry((dev.id(), dev.stream_key())).or_insert_with(|| Box::leak(Box::new(Mutex::new(None))))
+        let key = (dev.id(), dev.stream_key());
+        if let Some(&slot) = t.map.get(&key) {
+            return slot;
+        }
+        let slot = t.free.pop().unwrap_or_else(|| Box::leak(Box::new(Mutex::new(None))));
+        t.map.insert(key, slot);
+        slot
     }
 
     /// A one-element buffer of `U` on `dev`, never written.
@@ -364,8 +384,8 @@ pub(crate) mod scratch {
         }
     }
 
-    static COPIES: OnceLock<Mutex<HashMap<Key, Slot<[Buffer<f32>; 2]>>>> = OnceLock::new();
-    static WORKSPACES: OnceLock<Mutex<HashMap<Key, Slot<Buffer<f32>>>>> = OnceLock::new();
+    static COPIES: OnceLock<Mutex<Table<[Buffer<f32>; 2]>>> = OnceLock::new();
+    static WORKSPACES: OnceLock<Mutex<Table<Buffer<f32>>>> = OnceLock::new();
 
     pub fn tf32_copies(dev: &Device, len_a: usize, len_b: usize) -> Result<Tf32Copies, LibError> {
         let mut guard = slot(&COPIES, dev).lock().unwrap_or_else(|p| p.into_inner());
@@ -390,7 +410,7 @@ pub(crate) mod scratch {
     fn has_workspace(dev: &Device, key: u64) -> bool {
         // (a request from the device's stream frees dropped streams' first)
         drop(workspace(dev, 1).expect("workspace"));
-        let slot = WORKSPACES.get().and_then(|t| t.lock().unwrap().get(&(dev.id(), key)).copied());
+        let slot = WORKSPACES.get().and_then(|t| t.lock().unwrap().map.get(&(dev.id(), key)).copied());
         slot.is_some_and(|s| s.lock().unwrap().is_some())
     }
 
@@ -416,6 +436,17 @@ pub(crate) mod scratch {
                 drop(s);
                 assert!(!dev.stream_key_live(key));
                 assert!(!has_workspace(&dev, key), "the dropped stream's workspace stays");
+                // (its emptied slot serves the next new stream)
+                let table = || WORKSPACES.get().unwrap().lock().unwrap();
+                let freed: Vec<*const Mutex<Option<Buffer<f32>>>> = table().free.iter().map(|s| *s as *const _).collect();
+                assert!(!freed.is_empty());
+                let s2 = dev.new_stream().unwrap();
+                let k2 = s2.scope(|| {
+                    drop(workspace(&dev, 10).unwrap());
+                    dev.stream_key()
+                });
+                let reused = table().map.get(&(dev.id(), k2)).map(|s| *s as *const _);
+                assert!(reused.is_some_and(|r| freed.contains(&r)), "a new slot was allocated");
             } else {
                 assert_eq!(key, 0);
             }
