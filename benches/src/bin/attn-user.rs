@@ -575,14 +575,7 @@ fn run_varlen_bwd<T: FloatElement>(
         fd.ms() / ft.ms()
     );
     println!(
-        "varlen-bwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={}  trusted offsets {:>9.1} us ({:.2}x dense)",
-        T::DTYPE,
-        causal as u8,
-        bt.ms() * 1e3,
-        dense.ms() / bt.ms()
-    );
-    println!(
-        "varlen-bwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={}  dense {:>9.1} us {:>6.1} TFLOP/s | varlen equal {:>9.1} us {:>6.1} TFLOP/s ({:.2}x dense) err {worst:.1e}{} | ragged {}/{} {:>9.1} us {:>6.1} TFLOP/s",
+        "varlen-bwd {:<5} b{b} h{h}/{hk} s{s} d{d} causal={}  dense {:>9.1} us {:>6.1} TFLOP/s | varlen equal {:>9.1} us {:>6.1} TFLOP/s ({:.2}x dense) err {worst:.1e}{} | trusted offsets {:>9.1} us ({:.2}x dense) | ragged {}/{} {:>9.1} us {:>6.1} TFLOP/s",
         T::DTYPE,
         causal as u8,
         dense.ms() * 1e3,
@@ -591,6 +584,8 @@ fn run_varlen_bwd<T: FloatElement>(
         tf(flops, &equal),
         dense.ms() / equal.ms(),
         if pass { "" } else { "  FAIL" },
+        bt.ms() * 1e3,
+        dense.ms() / bt.ms(),
         lens[0],
         lens[lens.len().min(2) - 1],
         ragged.ms() * 1e3,

@@ -236,11 +236,7 @@ pub(super) fn launch_group_sum<T: FloatElement>(
 fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
     use std::sync::OnceLock;
     static T: [OnceLock<ferrotile::Autotuner>; 6] = [const { OnceLock::new() }; 6];
-    let (i, name) = match padded_dim {
-        0..=64 => (0, "d64"),
-        65..=128 => (1, "d128"),
-        _ => (2, "d256"),
-    };
+    let (i, name) = super::dim_class(padded_dim);
     T[2 * i + which].get_or_init(|| {
         let (a, b) = backward_candidates(padded_dim);
         let kind = if which == 0 { "dkdv" } else { "dq" };

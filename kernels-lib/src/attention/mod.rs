@@ -553,15 +553,21 @@ pub fn attention<T: FloatElement>(
     Ok(())
 }
 
+/// The head-dimension class every attention tuner is kept per: its index
+/// (0, 1, 2) and name in the tuners' cache names (`d64`, `d128`, `d256`).
+pub(super) fn dim_class(padded_dim: usize) -> (usize, &'static str) {
+    match padded_dim {
+        0..=64 => (0, "d64"),
+        65..=128 => (1, "d128"),
+        _ => (2, "d256"),
+    }
+}
+
 fn tuner(padded_dim: usize) -> &'static ferrotile::Autotuner {
     use std::sync::OnceLock;
     static T: [OnceLock<ferrotile::Autotuner>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let (i, name) = match padded_dim {
-        0..=64 => (0, "attention_d64"),
-        65..=128 => (1, "attention_d128"),
-        _ => (2, "attention_d256"),
-    };
-    T[i].get_or_init(|| ferrotile::Autotuner::new(name, attention_candidates(padded_dim)).reps(5))
+    let (i, name) = dim_class(padded_dim);
+    T[i].get_or_init(|| ferrotile::Autotuner::new(&format!("attention_{name}"), attention_candidates(padded_dim)).reps(5))
 }
 
 /// The launch's arguments after the checks.

@@ -322,11 +322,7 @@ fn varlen_key<T: FloatElement>(which: &str, p: &VarlenProblem, dp: usize, mask_h
 fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
     use std::sync::OnceLock;
     static T: [OnceLock<ferrotile::Autotuner>; 9] = [const { OnceLock::new() }; 9];
-    let (i, name) = match padded_dim {
-        0..=64 => (0, "d64"),
-        65..=128 => (1, "d128"),
-        _ => (2, "d256"),
-    };
+    let (i, name) = super::dim_class(padded_dim);
     T[3 * i + which].get_or_init(|| {
         let (a, b) = super::backward::backward_candidates(padded_dim);
         let (kind, cands) = match which {
