@@ -137,6 +137,14 @@
 #            and FERROTILE_BROADCAST_SLICES=0/1, alternated twice, each
 #            tuned into its own cache; the varlen bench (tuned, checked and
 #            trusted offsets) next to dense
+#   s43:     session 42's checks ordered by what they guard, CUDA only, for
+#            one 600 s call: conformance, the attention library tests,
+#            racecheck of the views' valid-row reads (owed since session 41),
+#            W8A8 / FP8 / quantized / library tests, racecheck of varlen,
+#            then the GEMM tests (their tuner sweeps last)
+#   s43-bench [SHAPE]: the backward (one shape, both dtypes, not causal):
+#            each dK/dV candidate with the dQ pass and with dQ by atomics,
+#            the tuner's pick (free, deterministic); the backward peers
 #   suite:   issue 20's generality suite: `user-suite` (eight kernels of
 #            different kinds written in the DSL, checked against f64) and
 #            their Triton twins (`peers.py --suite`), then each ratio and
@@ -364,6 +372,24 @@ case "${1:-check}" in
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  s43)
+    export FERROTILE_TEST_DEVICES=cuda
+    step conformance_cuda 150 $D/conformance_cuda --nocapture
+    step lib_attention 200 $D/attention --nocapture
+    FERROTILE_WS=1 FERROTILE_CASE=segment_sum,func_segment_view step racecheck_views 120 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    for t in w8a8 fp8 quant library; do step "lib_$t" 120 $D/$t --nocapture; done
+    step racecheck_varlen 150 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_varlen_matches_f64
+    step lib_gemm 200 $D/gemm --nocapture
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|conformance on" "$L" | tail -60
+    ;;
+  s43-bench)
+    # the backward: every dK/dV candidate with the dQ pass and with dQ by
+    # atomics, the tuner's pick free and deterministic; the peers after
+    SH=${2:-4:32:4096:128}
+    FERROTILE_AUTOTUNE_PRINT=1 step bwd 300 $D/attn-user --library --backward --causal 0 --shapes $SH
+    step peers_bwd 150 python3 $D/peers.py --attn-backward --attn-shapes $SH
+    grep -E "^=== |FAILED|panicked|^library|-> |-bwd |error" "$L" | tail -60
     ;;
   s42)
     FERROTILE_WS=1 FERROTILE_CASE=segment_sum,func_segment_view step racecheck_views 200 compute-sanitizer --tool racecheck --error-exitcode 9 $D/conformance_cuda --nocapture

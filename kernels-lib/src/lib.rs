@@ -59,6 +59,7 @@ pub fn catalog() -> Vec<&'static ferrotile::ir::Kernel> {
         attention::attention_bwd_pre::ir(),
         attention::attention_bwd_dkdv::ir(),
         attention::attention_bwd_dq::ir(),
+        attention::attention_bwd_dq_cast::ir(),
         attention::attention_bwd_sum::ir(),
         attention::attention_bwd_dkdv_varlen::ir(),
         attention::attention_bwd_dq_varlen::ir(),
@@ -350,14 +351,20 @@ pub(crate) mod scratch {
     /// The f32 workspace of the device and stream, at least `len` elements
     /// (grown, never shrunk), held exclusively while the guard lives:
     /// callers queue all the kernels that use it before releasing it (work
-    /// on one stream runs in queue order).
+    /// on one stream runs in queue order). It has a second buffer for calls
+    /// that need two ([`workspace_pair`]: the attention backward's row
+    /// statistics and its f32 dQ).
     pub struct Workspace {
-        guard: MutexGuard<'static, Option<Buffer<f32>>>,
+        guard: MutexGuard<'static, Option<[Buffer<f32>; 2]>>,
     }
 
     impl Workspace {
         pub fn buffer(&mut self) -> &mut Buffer<f32> {
-            self.guard.as_mut().expect("workspace present")
+            &mut self.guard.as_mut().expect("workspace present")[0]
+        }
+        pub fn pair_mut(&mut self) -> (&mut Buffer<f32>, &mut Buffer<f32>) {
+            let [a, b] = self.guard.as_mut().expect("workspace present");
+            (a, b)
         }
     }
 
@@ -385,7 +392,7 @@ pub(crate) mod scratch {
     }
 
     static COPIES: OnceLock<Mutex<Table<[Buffer<f32>; 2]>>> = OnceLock::new();
-    static WORKSPACES: OnceLock<Mutex<Table<Buffer<f32>>>> = OnceLock::new();
+    static WORKSPACES: OnceLock<Mutex<Table<[Buffer<f32>; 2]>>> = OnceLock::new();
 
     pub fn tf32_copies(dev: &Device, len_a: usize, len_b: usize) -> Result<Tf32Copies, LibError> {
         let mut guard = slot(&COPIES, dev).lock().unwrap_or_else(|p| p.into_inner());
@@ -397,10 +404,30 @@ pub(crate) mod scratch {
     }
 
     pub fn workspace(dev: &Device, len: usize) -> Result<Workspace, LibError> {
+        workspace_pair(dev, len, 0)
+    }
+
+    /// [`workspace`] with its second buffer at least `len_b` elements too.
+    pub fn workspace_pair(dev: &Device, len_a: usize, len_b: usize) -> Result<Workspace, LibError> {
         let mut guard = slot(&WORKSPACES, dev).lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref().is_none_or(|b| b.len() < len) {
-            guard.take();
-            *guard = Some(dev.zeros::<f32>(len.max(1))?);
+        if guard.as_ref().is_none_or(|[a, b]| a.len() < len_a || b.len() < len_b) {
+            // (each buffer grown only where it is short; the old ones are
+            // freed first)
+            let old = guard.take();
+            let (oa, ob) = old.as_ref().map_or((0, 0), |[a, b]| (a.len(), b.len()));
+            let [a, b] = match old {
+                Some([a, b]) => [(a.len() >= len_a).then_some(a), (b.len() >= len_b).then_some(b)],
+                None => [None, None],
+            };
+            let a = match a {
+                Some(a) => a,
+                None => dev.zeros::<f32>(len_a.max(oa).max(1))?,
+            };
+            let b = match b {
+                Some(b) => b,
+                None => dev.zeros::<f32>(len_b.max(ob).max(1))?,
+            };
+            *guard = Some([a, b]);
         }
         Ok(Workspace { guard })
     }
@@ -438,7 +465,7 @@ pub(crate) mod scratch {
                 assert!(!has_workspace(&dev, key), "the dropped stream's workspace stays");
                 // (its emptied slot serves the next new stream)
                 let table = || WORKSPACES.get().unwrap().lock().unwrap();
-                let freed: Vec<*const Mutex<Option<Buffer<f32>>>> = table().free.iter().map(|s| *s as *const _).collect();
+                let freed: Vec<*const Mutex<Option<[Buffer<f32>; 2]>>> = table().free.iter().map(|s| *s as *const _).collect();
                 assert!(!freed.is_empty());
                 let s2 = dev.new_stream().unwrap();
                 let k2 = s2.scope(|| {

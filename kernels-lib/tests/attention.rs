@@ -24,6 +24,7 @@ use half::{bf16, f16};
 
 /// One case: the problem, causal, window, scale, and whether to ask for the
 /// log-sum-exp.
+#[derive(Clone)]
 struct Case {
     p: AttentionProblem,
     causal: bool,
@@ -123,8 +124,17 @@ fn check<T: FloatElement>(dev: &Device, c: &Case, seed: u64, tol: f64) {
     let mut l = dev.full(nl, f32::NAN).unwrap();
     let seqlens = c.seqlens.as_ref().map(|s| dev.from_slice(s).unwrap());
     let decode = c.splits.map(|sp| DecodeConfig { splits: Some(sp), ..DecodeConfig::default_for(dev, (p.heads_q / p.heads_kv) * p.seqlen_q) });
-    let opts =
-        AttentionOptions { causal: c.causal, window: c.window, scale: c.scale, config: c.config, seqlens_k: seqlens.as_ref(), decode, backward: None, paged };
+    let opts = AttentionOptions {
+        causal: c.causal,
+        window: c.window,
+        scale: c.scale,
+        config: c.config,
+        seqlens_k: seqlens.as_ref(),
+        decode,
+        backward: None,
+        paged,
+        deterministic: false,
+    };
     let what = format!(
         "attention {} on {}: {p:?} causal={} window={:?} scale={:?} config={:?} seqlens={:?} splits={:?} paged={:?}",
         T::DTYPE,
@@ -490,6 +500,15 @@ fn backward_cases(dev: &Device) -> Vec<Case> {
     p.q = Strides { batch: 23 * 2 * 72, head: 72, seq: 2 * 72 };
     p.v = Strides::bhsd(1, 31, 64);
     v.push(case(p));
+    // FlashAttention-2's single pass (dQ by atomics in the dK/dV loop) on
+    // the cases where it differs most: GQA, masks on both sides, rows that
+    // see no key, no keys, padded and strided head dims
+    let single = |c: Case| {
+        let pd = c.p.padded_dim();
+        Case { backward: Some(BackwardConfig { atomic_dq: true, ..BackwardConfig::default_for(dev, pd) }), ..c }
+    };
+    let picks: Vec<Case> = [2, 3, 5, 7, 8, 10, 12, 13].iter().filter_map(|&i| v.get(i).cloned()).chain(v.last().cloned()).map(single).collect();
+    v.extend(picks);
     if dev.kind() == DeviceKind::Cuda {
         v.extend([
             Case { causal: true, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
@@ -506,7 +525,9 @@ fn backward_cases(dev: &Device) -> Vec<Case> {
             for (i, tc) in a.iter().enumerate() {
                 let dkdv = AttentionConfig::from_tune(tc).unwrap();
                 let dq = AttentionConfig::from_tune(&b[i % b.len()]).unwrap();
-                v.push(Case { causal, backward: Some(BackwardConfig { dkdv, dq }), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
+                // (every other pair with dQ by atomics in the dK/dV loop)
+                let atomic_dq = i % 2 == 1;
+                v.push(Case { causal, backward: Some(BackwardConfig { dkdv, dq, atomic_dq }), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
             }
         }
     }
@@ -766,17 +787,20 @@ fn attention_varlen_backward_matches_f64() {
             cases.push(((vec![(200, 333), (77, 77)], 4, 4, 64, false, (Some(40), None)), None));
             cases.push(((vec![(130, 257), (64, 64)], 2, 1, 256, true, (None, None)), None));
         }
+        // (each case with the dQ pass, then with dQ by atomics)
         for (i, (c, scale)) in cases.into_iter().enumerate() {
-            if i % 2 == 0 {
-                check_varlen_backward::<bf16>(&dev, &c, scale, 800 + i as u64, 1e-2);
-            } else {
-                check_varlen_backward::<f16>(&dev, &c, scale, 800 + i as u64, 2e-3);
+            for atomic in [false, true] {
+                if i % 2 == 0 {
+                    check_varlen_backward::<bf16>(&dev, &c, scale, atomic, 800 + i as u64, 1e-2);
+                } else {
+                    check_varlen_backward::<f16>(&dev, &c, scale, atomic, 800 + i as u64, 2e-3);
+                }
             }
         }
     }
 }
 
-fn check_varlen_backward<T: FloatElement>(dev: &Device, c: &VarlenCase, scale: Option<f32>, seed: u64, tol: f64) {
+fn check_varlen_backward<T: FloatElement>(dev: &Device, c: &VarlenCase, scale: Option<f32>, atomic: bool, seed: u64, tol: f64) {
     use ferrotile_kernels::attention::{attention_varlen, attention_varlen_backward, VarlenProblem};
     let (lens, hq, hkv, d, causal, window) = (&c.0, c.1, c.2, c.3, c.4, c.5);
     let mut cu_q = vec![0i32];
@@ -800,15 +824,17 @@ fn check_varlen_backward<T: FloatElement>(dev: &Device, c: &VarlenCase, scale: O
     let mut l = dev.full((hq * tq).max(1), f32::NAN).unwrap();
     let (cq, ck) = (dev.from_slice(&cu_q).unwrap(), dev.from_slice(&cu_k).unwrap());
     let opts = AttentionOptions { causal, window, scale, ..Default::default() };
+    let dp = d.next_power_of_two().max(16);
+    let bwd = AttentionOptions { backward: atomic.then(|| BackwardConfig { atomic_dq: true, ..BackwardConfig::default_for(dev, dp) }), ..opts };
     let what = format!(
-        "attention_varlen_backward {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?} scale={scale:?}",
+        "attention_varlen_backward {} on {}: lens {lens:?} heads {hq}/{hkv} d {d} causal={causal} window={window:?} scale={scale:?} atomic dQ={atomic}",
         T::DTYPE,
         dev.name()
     );
     attention_varlen(dev, &q, &k, &v, &mut o, Some(&mut l), &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: forward: {e}"));
     let (mut dq, mut dk, mut dv) =
         (dev.full((tq * hq * d).max(1), nan).unwrap(), dev.full((tk * hkv * d).max(1), nan).unwrap(), dev.full((tk * hkv * d).max(1), nan).unwrap());
-    attention_varlen_backward(dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &cq, &ck, &p, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    attention_varlen_backward(dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &cq, &ck, &p, &bwd).unwrap_or_else(|e| panic!("{what}: {e}"));
     let (gq, gk, gv) = (dq.to_vec().unwrap(), dk.to_vec().unwrap(), dv.to_vec().unwrap());
     let sc = scale.map_or(1.0 / (d as f64).sqrt(), |s| s as f64);
     let right = if causal { Some(0) } else { window.1 };
@@ -969,6 +995,39 @@ fn attention_varlen_tuned_matches_forced() {
                 assert!(err <= 2e-2, "{what}: tuned against forced, max error {err} (of {scale})");
             }
         }
+    }
+}
+
+/// `deterministic`: the backward sums dQ in a fixed order — two runs give
+/// the same bits, also where the autotuner would be free to pick dQ by
+/// atomics (CUDA, large enough to tune) — and forcing the atomics with it
+/// is an error naming both.
+#[test]
+fn attention_backward_deterministic() {
+    for dev in devices() {
+        let cuda = dev.kind() == DeviceKind::Cuda;
+        let p = if cuda { AttentionProblem::bhsd(1, 8, 2, 1024, 1024, 64) } else { AttentionProblem::bhsd(1, 2, 1, 45, 37, 32) };
+        let mut rng = Rng::new(71);
+        let mut gen = |n: usize| -> Vec<bf16> { (0..n).map(|_| bf16::from_f64(rng.normal())).collect() };
+        let (nq, nk) = (p.batch * p.heads_q * p.seqlen_q * p.head_dim, p.batch * p.heads_kv * p.seqlen_k * p.head_dim);
+        let (q, k, v, dout) =
+            (dev.from_slice(&gen(nq)).unwrap(), dev.from_slice(&gen(nk)).unwrap(), dev.from_slice(&gen(nk)).unwrap(), dev.from_slice(&gen(nq)).unwrap());
+        let opts = AttentionOptions { causal: true, deterministic: true, ..Default::default() };
+        let mut o = dev.full(nq, bf16::NAN).unwrap();
+        let mut l = dev.full(p.batch * p.heads_q * p.seqlen_q, f32::NAN).unwrap();
+        attention(&dev, &q, &k, &v, &mut o, Some(&mut l), &p, &opts).unwrap();
+        let mut runs = vec![];
+        for _ in 0..2 {
+            let (mut dq, mut dk, mut dv) = (dev.full(nq, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap());
+            attention_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &p, &opts).unwrap();
+            runs.push([dq, dk, dv].map(|b| b.to_vec().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u16>>()));
+        }
+        assert!(runs[0] == runs[1], "deterministic backward on {}: two runs differ", dev.name());
+        let forced = AttentionOptions { backward: Some(BackwardConfig { atomic_dq: true, ..BackwardConfig::default_for(&dev, 64) }), ..opts };
+        let (mut dq, mut dk, mut dv) = (dev.full(nq, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap(), dev.full(nk, bf16::NAN).unwrap());
+        let e =
+            attention_backward(&dev, &q, &k, &v, &o, &dout, &l, &mut dq, &mut dk, &mut dv, &p, &forced).expect_err("atomic dQ with deterministic").to_string();
+        assert!(e.contains("atomic_dq") && e.contains("deterministic"), "{e}");
     }
 }
 

@@ -271,9 +271,9 @@ fn library_kernels_match_golden_files() {
     // registers on `wgmma`), dQ, causal GQA; WGSL in lavapipe's tiles
     use ferrotile_kernels::attention::{attention_bwd_dkdv, attention_bwd_dq};
     let bk = attention_bwd_dkdv::ir();
-    let spec = specialize(bk, &[32, 64, 64, 1, 0, 0, 0], &[bf]).unwrap();
+    let spec = specialize(bk, &[32, 64, 64, 1, 0, 0, 0, 0], &[bf]).unwrap();
     push(check("ptx/attention_bwd_dkdv.32x64.d64.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(bk, 90, 4, 1, Safety::Unchecked))));
-    let spec = specialize(bk, &[16, 32, 64, 2, 1, 0, 1], &[f16]).unwrap();
+    let spec = specialize(bk, &[16, 32, 64, 2, 1, 0, 1, 0], &[f16]).unwrap();
     push(check("wgsl/attention_bwd_dkdv.gqa2.causal.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(bk))));
     let bq = attention_bwd_dq::ir();
     let spec = specialize(bq, &[64, 64, 128, 4, 1, 0], &[bf]).unwrap();

@@ -921,58 +921,68 @@ fn every_attention_backward_configuration_assembles() {
     let mut failures = vec![];
     // (`maps`: tensor maps wanted on sm_90 — the loop's two tiles, each
     // loaded once and read both ways)
-    let mut check = |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool, maps: usize| {
-        let spec = specialize(k, consts, &[t]).unwrap();
-        for sm in [80, 90] {
-            let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages.saturating_sub(1), ..PtxOptions::new(sm, warps, k.params.len()) };
-            let what = format!("{what} {t} sm_{sm}");
-            let p = match emit(&spec, &opts) {
-                Ok(p) => p,
-                Err(e) => {
-                    failures.push(format!("{what}: emit: {e}"));
-                    continue;
-                }
-            };
-            let wgmma = p.text.contains("wgmma.mma_async");
-            if sm == 90 && want_wgmma && (!wgmma || !p.mma_sync_dots.is_empty()) {
-                failures.push(format!("{what}: not every dot on wgmma: {:?}", p.mma_sync_dots));
-            }
-            let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
-            if sm == 90 && (p.tensor_maps.len() != maps || staged != 0) {
-                failures.push(format!("{what}: {} tensor maps (want {maps}), {staged} operands staged", p.tensor_maps.len()));
-            }
-            match ptxas::assemble(&px, &p.text, sm) {
-                Ok(r) => println!(
-                    "{what}: {} regs, {} B spills, {} B smem, {} tensor maps, {} staged, {}",
-                    r.registers,
-                    r.spill_loads + r.spill_stores,
-                    p.smem_bytes,
-                    p.tensor_maps.len(),
-                    staged,
-                    if wgmma {
-                        "wgmma"
-                    } else if p.text.contains("mma.sync") {
-                        "mma.sync"
-                    } else {
-                        "no mma"
+    let mut check =
+        |k: &ferrotile::ir::Kernel, what: String, consts: &[i64], t: DType, warps: u32, stages: u32, want_wgmma: bool, maps: usize, want_staged: usize| {
+            let spec = specialize(k, consts, &[t]).unwrap();
+            for sm in [80, 90] {
+                let opts =
+                    PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages.saturating_sub(1), ..PtxOptions::new(sm, warps, k.params.len()) };
+                let what = format!("{what} {t} sm_{sm}");
+                let p = match emit(&spec, &opts) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        failures.push(format!("{what}: emit: {e}"));
+                        continue;
                     }
-                ),
-                Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                };
+                let wgmma = p.text.contains("wgmma.mma_async");
+                if sm == 90 && want_wgmma && (!wgmma || !p.mma_sync_dots.is_empty()) {
+                    failures.push(format!("{what}: not every dot on wgmma: {:?}", p.mma_sync_dots));
+                }
+                let staged = p.conversions.iter().filter(|(_, l)| l.contains("staged")).count();
+                if sm == 90 && (p.tensor_maps.len() != maps || staged != want_staged) {
+                    failures.push(format!("{what}: {} tensor maps (want {maps}), {staged} operands staged (want {want_staged})", p.tensor_maps.len()));
+                }
+                match ptxas::assemble(&px, &p.text, sm) {
+                    Ok(r) => println!(
+                        "{what}: {} regs, {} B spills, {} B smem, {} tensor maps, {} staged, {}",
+                        r.registers,
+                        r.spill_loads + r.spill_stores,
+                        p.smem_bytes,
+                        p.tensor_maps.len(),
+                        staged,
+                        if wgmma {
+                            "wgmma"
+                        } else if p.text.contains("mma.sync") {
+                            "mma.sync"
+                        } else {
+                            "no mma"
+                        }
+                    ),
+                    Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
+                }
             }
-        }
-    };
+        };
     use ferrotile_kernels::attention as a;
     for dp in [64i64, 128, 256] {
         let (dkdv, dq) = a::backward_candidates(dp as usize);
         for tc in dkdv {
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
-            // (G, MASK_HI, MASK_LO, ACC)
-            for (t, g, hi, lo, acc) in [(DType::BF16, 1, 0, 0, 0), (DType::F16, 4, 1, 1, 1)] {
-                let what = format!("attention_bwd_dkdv D={dp} G={g} hi={hi} lo={lo} acc={acc} {tc}");
+            // (G, MASK_HI, MASK_LO, ACC, DQ: dQ by atomics)
+            for (t, g, hi, lo, acc, dq) in
+                [(DType::BF16, 1, 0, 0, 0, 0), (DType::F16, 4, 1, 1, 1, 0), (DType::BF16, 1, 0, 0, 0, 1), (DType::F16, 4, 1, 1, 1, 1)]
+            {
+                let what = format!("attention_bwd_dkdv D={dp} G={g} hi={hi} lo={lo} acc={acc} dq={dq} {tc}");
                 // (K and V in invariant slots too where, as register A, they would
                 // take more than 32 registers per thread)
                 let maps = if 2 * bn * dp * 2 / (tc.num_warps as i64 * 32) > 128 { 4 } else { 2 };
-                check(a::attention_bwd_dkdv::ir(), what, &[bm, bn, dp, g, hi, lo, acc], t, tc.num_warps, tc.num_stages, true, maps);
+                // (dQ by atomics: `dQᵀ = Kᵀ·dSᵀ` reads K's slot the other
+                // way and stages the computed dSᵀ as its B, K-major; on
+                // `wgmma` where its DP rows fill the warpgroups, else on
+                // `mma.sync` with both operands staged)
+                let wg = dq == 0 || dp % (16 * tc.num_warps as i64) == 0;
+                let staged = [0, if wg { 1 } else { 2 }][dq as usize];
+                check(a::attention_bwd_dkdv::ir(), what, &[bm, bn, dp, g, hi, lo, acc, dq], t, tc.num_warps, tc.num_stages, wg, maps, staged);
             }
         }
         for tc in dq {
@@ -980,11 +990,14 @@ fn every_attention_backward_configuration_assembles() {
             for (t, g, hi, lo) in [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)] {
                 let what = format!("attention_bwd_dq D={dp} G={g} hi={hi} lo={lo} {tc}");
                 let maps = if 2 * bm * dp * 2 / (tc.num_warps as i64 * 32) > 128 { 4 } else { 2 };
-                check(a::attention_bwd_dq::ir(), what, &[bm, bn, dp, g, hi, lo], t, tc.num_warps, tc.num_stages, true, maps);
+                check(a::attention_bwd_dq::ir(), what, &[bm, bn, dp, g, hi, lo], t, tc.num_warps, tc.num_stages, true, maps, 0);
             }
         }
-        check(a::attention_bwd_pre::ir(), format!("attention_bwd_pre D={dp}"), &[64, dp], DType::BF16, 4, 1, false, 0);
-        check(a::attention_bwd_sum::ir(), format!("attention_bwd_sum D={dp}"), &[32, dp, 4], DType::F16, 4, 1, false, 0);
+        for zero in [0, 1] {
+            check(a::attention_bwd_pre::ir(), format!("attention_bwd_pre D={dp} ZERO={zero}"), &[64, dp, zero], DType::BF16, 4, 1, false, 0, 0);
+        }
+        check(a::attention_bwd_dq_cast::ir(), format!("attention_bwd_dq_cast D={dp}"), &[64, dp], DType::BF16, 4, 1, false, 0, 0);
+        check(a::attention_bwd_sum::ir(), format!("attention_bwd_sum D={dp}"), &[32, dp, 4], DType::F16, 4, 1, false, 0, 0);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -1373,23 +1386,33 @@ fn attention_varlen_backward_assembles() {
         for (k, which, tc) in jobs {
             let (bm, bn) = (tc.get("BM").unwrap(), tc.get("BN").unwrap());
             let is_default = dp <= 128 && (bm, bn) == (64, 64) && tc.num_warps == 4 && tc.num_stages == 2;
-            for (t, g, hi, lo) in [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)] {
+            // (dK/dV with dQ by atomics too, assembled on sm_90 with TMA)
+            let dqs: &[i64] = if which == "dkdv" { &[0, 1] } else { &[0] };
+            for (t, g, hi, lo, dq) in
+                [(DType::BF16, 1, 0, 0), (DType::F16, 4, 1, 1)].into_iter().flat_map(|(t, g, hi, lo)| dqs.iter().map(move |&dq| (t, g, hi, lo, dq)))
+            {
+                let is_default = is_default && dq == 0;
                 let mut consts = vec![bm, bn, dp, g, hi, lo];
                 if which == "dkdv" {
-                    consts.push((g > 1) as i64);
+                    // (ACC, DQ)
+                    consts.extend([(g > 1) as i64, dq]);
                 }
                 let spec = specialize(k, &consts, &[t]).unwrap();
                 // (sm_90: the sequences' tiles by TMA copies of their
                 // dynamic views, and without them — `FERROTILE_TMA_DYNAMIC=0`,
                 // or maps the launch cannot build — by `cp.async`)
                 for (sm, dynamic) in [(80, false), (90, true), (90, false)] {
+                    if dq == 1 && (sm, dynamic) != (90, true) {
+                        continue;
+                    }
                     let opts = PtxOptions {
                         arg_div: vec![16; guarded_params(k)],
                         pipeline: tc.num_stages.saturating_sub(1),
                         tma_dynamic: dynamic,
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
-                    let what = format!("attention_bwd_{which}_varlen {t} D={dp} G={g} hi={hi} lo={lo} {tc} sm_{sm}{}", if dynamic { " tma" } else { "" });
+                    let what =
+                        format!("attention_bwd_{which}_varlen {t} D={dp} G={g} hi={hi} lo={lo} dq={dq} {tc} sm_{sm}{}", if dynamic { " tma" } else { "" });
                     let compiled = emit(&spec, &opts).map_err(|e| e.to_string()).and_then(|p| {
                         let r = ptxas::assemble(&px, &p.text, sm).map_err(|l| l.lines().take(5).collect::<Vec<_>>().join("\n"))?;
                         if r.spill_loads + r.spill_stores == 0 || p.cp_invariant_slots == 0 {

@@ -356,8 +356,8 @@ fn pipelined_loaded_vectors_broadcast_from_their_slice() {
     use ferrotile::ir::passes::guard::Safety;
     let k = ferrotile_kernels::attention::attention_bwd_dkdv::ir();
     for (bm, sliced) in [(32i64, true), (64, false)] {
-        // BM, BN, DP, G, MASK_HI, MASK_LO, ACC
-        let spec = specialize(k, &[bm, 64, 64, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+        // BM, BN, DP, G, MASK_HI, MASK_LO, ACC, DQ
+        let spec = specialize(k, &[bm, 64, 64, 1, 1, 0, 0, 0], &[DType::BF16]).unwrap();
         let opts = |on, fused| PtxOptions {
             arg_div: vec![16; k.params.len()],
             pipeline: 1,

@@ -297,7 +297,11 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 /// The `dot` B operands that arrive K-major: 16-bit tiles block-loaded
 /// (directly, or as a loop-carried value whose initial value is) from a
 /// TMA view whose unit stride is on K (a column-major B), and transposes
-/// of tiles loaded along N. `wgmma` takes
+/// of tiles loaded along N — or may be placed so: tiles computed in
+/// registers (no load, no `trans`, no loop-carried value: never a ring
+/// slot), which the emitter stages K-major where N is narrower than a
+/// 128-byte atom (attention backward's `dSᵀ` as the B of `dQᵀ = Kᵀ·dSᵀ`
+/// at 32 query rows a step). `wgmma` takes
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
 pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
@@ -312,10 +316,14 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
         })
         .filter(|b| k.ty(*b).elem().is_some_and(|e| matches!(e.dtype().size_bytes(), 1 | 2)))
         .filter(|b| {
+            // (computed: staged from registers in the layout the emitter
+            // picks — `PtxWriter::dot_wgmma`)
+            let computed = !d.arg.contains_key(b)
+                && d.def.get(b).is_some_and(|(op, _)| !matches!(op.kind, OpKind::LoadBlock { .. } | OpKind::Load { .. } | OpKind::Trans { .. }));
             // (`trans(y)` of a tile read along its rows arrives K-major: the
             // slot of `y` read the other way — [`AsyncPlan::flipped`])
             let (src, flip) = trans_source(&d, *b).map_or((*b, false), |y| (y, true));
-            source_view(&d, src).and_then(|v| tma_views.get(&v)).is_some_and(|t| (t.inner == 0) != flip)
+            computed || source_view(&d, src).and_then(|v| tma_views.get(&v)).is_some_and(|t| (t.inner == 0) != flip)
         })
         .collect()
 }

@@ -378,21 +378,31 @@ fn run_library_bwd<T: FloatElement>(
     let layout = if bshd { "bshd" } else { "bhsd" };
     let (ca, cb) = backward_candidates(p.padded_dim());
     let cfg = |tc: &ferrotile::TuneConfig| AttentionConfig::from_tune(tc).unwrap();
-    let runs: Vec<Option<BackwardConfig>> =
-        ca.iter().enumerate().map(|(i, a)| Some(BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]) })).chain([None]).collect();
+    // (each dK/dV candidate with a dQ candidate's second pass and with dQ
+    // by atomics; then the tuner's pick, free and deterministic)
+    let runs: Vec<(Option<BackwardConfig>, bool)> = ca
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| [false, true].map(|atomic_dq| (Some(BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]), atomic_dq }), false)))
+        .chain([(None, false), (None, true)])
+        .collect();
     let mut ok = true;
-    for c in runs {
+    for (c, deterministic) in runs {
         let nan = T::from_f64(f64::NAN);
         let (mut dq, mut dk, mut dv): (Buffer<T>, Buffer<T>, Buffer<T>) =
             (dev.full(qh.len(), nan).map_err(e)?, dev.full(kh.len(), nan).map_err(e)?, dev.full(vh.len(), nan).map_err(e)?);
-        let opts = AttentionOptions { backward: c, ..fwd };
+        let opts = AttentionOptions { backward: c, deterministic, ..fwd };
         let launch = |dq: &mut Buffer<T>, dk: &mut Buffer<T>, dv: &mut Buffer<T>| {
             attention_backward(dev, &q, &k, &v, &o, &dout, &lse, dq, dk, dv, &p, &opts)
                 .map_err(|x| ferrotile::Error::Launch { kernel: "attention_backward".into(), msg: x.to_string() })
         };
-        let name = c.map_or("auto".to_string(), |c| {
+        let name = c.map_or(if deterministic { "auto-det" } else { "auto" }.to_string(), |c| {
             let f = |a: AttentionConfig| format!("{}x{}x{}w{}s", a.bm, a.bn, a.num_warps, a.num_stages);
-            format!("{}/{}", f(c.dkdv), f(c.dq))
+            if c.atomic_dq {
+                format!("{}/atomic-dQ", f(c.dkdv))
+            } else {
+                format!("{}/{}", f(c.dkdv), f(c.dq))
+            }
         });
         if let Err(err) = launch(&mut dq, &mut dk, &mut dv).and_then(|_| dev.synchronize()) {
             println!("library-bwd {:<5} {layout} b{b} h{h}/{hk} s{s} d{d} causal={} {name}: error: {err}", T::DTYPE, causal as u8);
@@ -508,7 +518,7 @@ fn run_varlen_bwd<T: FloatElement>(
         let (ca, cb) = ferrotile_kernels::attention::backward_candidates(p.padded_dim());
         let cfg = |tc: &ferrotile::TuneConfig| ferrotile_kernels::attention::AttentionConfig::from_tune(tc).unwrap();
         for (i, a) in ca.iter().enumerate() {
-            let c = ferrotile_kernels::attention::BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]) };
+            let c = ferrotile_kernels::attention::BackwardConfig { dkdv: cfg(a), dq: cfg(&cb[i % cb.len()]), atomic_dq: false };
             let f = |a: ferrotile_kernels::attention::AttentionConfig| format!("{}x{}x{}w{}s", a.bm, a.bn, a.num_warps, a.num_stages);
             let name = format!("{}/{}", f(c.dkdv), f(c.dq));
             let fo = AttentionOptions { backward: Some(c), ..opts };

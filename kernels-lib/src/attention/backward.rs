@@ -13,12 +13,20 @@
 //!    second pass instead of FlashAttention-2's atomics, for the same
 //!    reason).
 //!
+//! Or, in one pass (FlashAttention-2's: [`BackwardConfig::atomic_dq`], or
+//! the autotuner's pick unless [`AttentionOptions::deterministic`]): step
+//! 1 also zeroes an f32 dQ, step 2 adds each step's `dS·K` to it by
+//! atomics (five products per step instead of seven over both loops), and
+//! [`attention_bwd_dq_cast`] scales it and stores it in dQ's dtype and
+//! strides. The atomics' order varies from run to run, and with it dQ's
+//! last bits.
+//!
 //! Masks (causal aligned to the bottom right, sliding windows), scale,
 //! GQA/MQA, padded head dims and strides are those of the forward
 //! ([`super::attention`]); each gradient has the strides of its tensor
 //! (dQ as Q, dK as K, dV as V) and dO has the output's.
 
-use super::kernels::{attention_bwd_dkdv, attention_bwd_dq, attention_bwd_pre, attention_bwd_sum};
+use super::kernels::{attention_bwd_dkdv, attention_bwd_dq, attention_bwd_dq_cast, attention_bwd_pre, attention_bwd_sum};
 use super::{check_problem, Args, AttentionConfig, AttentionOptions, AttentionProblem};
 use crate::LibError;
 use ferrotile::prelude::*;
@@ -31,8 +39,11 @@ use ferrotile::{DeviceKind, FloatElement};
 pub struct BackwardConfig {
     /// Tiles of the dK/dV kernel.
     pub dkdv: AttentionConfig,
-    /// Tiles of the dQ kernel.
+    /// Tiles of the dQ kernel (unused with `atomic_dq`).
     pub dq: AttentionConfig,
+    /// dQ accumulated by atomics in the dK/dV loop (one pass; see the
+    /// module doc): not with [`AttentionOptions::deterministic`].
+    pub atomic_dq: bool,
 }
 
 impl BackwardConfig {
@@ -41,10 +52,10 @@ impl BackwardConfig {
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
         let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, warp_specialize: false };
         match dev.kind() {
-            DeviceKind::Cuda if padded_dim <= 128 => BackwardConfig { dkdv: c(32, 64, 4, 2), dq: c(64, 64, 4, 2) },
-            DeviceKind::Cuda => BackwardConfig { dkdv: c(16, 64, 4, 2), dq: c(64, 32, 4, 2) },
-            _ if padded_dim <= 64 => BackwardConfig { dkdv: c(16, 32, 4, 1), dq: c(32, 32, 4, 1) },
-            _ => BackwardConfig { dkdv: c(16, 16, 4, 1), dq: c(16, 16, 4, 1) },
+            DeviceKind::Cuda if padded_dim <= 128 => BackwardConfig { dkdv: c(32, 64, 4, 2), dq: c(64, 64, 4, 2), atomic_dq: false },
+            DeviceKind::Cuda => BackwardConfig { dkdv: c(16, 64, 4, 2), dq: c(64, 32, 4, 2), atomic_dq: false },
+            _ if padded_dim <= 64 => BackwardConfig { dkdv: c(16, 32, 4, 1), dq: c(32, 32, 4, 1), atomic_dq: false },
+            _ => BackwardConfig { dkdv: c(16, 16, 4, 1), dq: c(16, 16, 4, 1), atomic_dq: false },
         }
     }
 }
@@ -119,20 +130,20 @@ pub fn attention_backward<T: FloatElement>(
     }
     let dp = p.padded_dim();
     let g = hq / hk;
+    if opts.deterministic && opts.backward.is_some_and(|c| c.atomic_dq) {
+        return Err(LibError::Config(format!("{WHAT}: `backward.atomic_dq` sums dQ by atomics, whose order varies: not with `deterministic`")));
+    }
     // (tensors of length 0 have one-element placeholders; nothing reads
     // them: no program of a kernel over them runs)
     let acc_len = if g > 1 { p.batch * hq * nk * dp } else { 1 };
     let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
     let (dk_acc, dv_acc) = ws.pair_mut();
-    let mut delta_ws = crate::scratch::workspace(dev, rows.max(1))?;
-    let delta = delta_ws.buffer();
+    let atomic_ok = !opts.deterministic && opts.backward.is_none_or(|c| c.atomic_dq);
+    let mut rows_ws = crate::scratch::workspace_pair(dev, rows.max(1), if atomic_ok { rows * dp } else { 0 })?;
+    let (delta, dq_acc) = rows_ws.pair_mut();
     let l = Launch { dev, q, k, v, dout, lse, a: &args, g, dp };
-    if nq > 0 {
-        launch_delta(dev, out, dout, delta, p, dp)?;
-    }
     let flops = 10.0 * (p.batch * hq) as f64 * nq as f64 * nk as f64 * p.head_dim as f64;
     let tuned = opts.backward.is_none() && dev.kind() == DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
-    let fixed = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
     let key = |which: &str| {
         let b2 = |x: usize| x.max(1).next_power_of_two();
         format!(
@@ -145,29 +156,53 @@ pub fn attention_backward<T: FloatElement>(
             b2(nk)
         )
     };
-    if nk > 0 {
-        if tuned {
-            tuner(dp, 0).run(dev, &key("dkdv"), |tc| {
-                let cfg = AttentionConfig::from_tune(tc)?;
-                l.dkdv(cfg, delta, dk, dv, dk_acc, dv_acc).map_err(crate::lib_to_launch)
-            })?;
-        } else {
-            l.dkdv(fixed.dkdv, delta, dk, dv, dk_acc, dv_acc)?;
+    // The whole backward by one of the two algorithms, with the given
+    // tiles or (`None`) each loop's tuned ones.
+    let mut backward = |atomic: bool, fixed: Option<BackwardConfig>| -> Result<(), LibError> {
+        if nq > 0 {
+            launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, atomic, p, dp)?;
         }
-        if g > 1 {
-            launch_group_sum(dev, dk_acc, dv_acc, dk, dv, p, dp)?;
+        if nk > 0 {
+            match fixed {
+                Some(c) => l.dkdv(c.dkdv, delta, dk, dv, dk_acc, dv_acc, dq_acc, atomic)?,
+                None => {
+                    tuner(dp, if atomic { 2 } else { 0 }).run(dev, &key(if atomic { "dkdvq" } else { "dkdv" }), |tc| {
+                        let cfg = AttentionConfig::from_tune(tc)?;
+                        l.dkdv(cfg, delta, dk, dv, dk_acc, dv_acc, dq_acc, atomic).map_err(crate::lib_to_launch)
+                    })?;
+                }
+            }
+            if g > 1 {
+                launch_group_sum(dev, dk_acc, dv_acc, dk, dv, p, dp)?;
+            }
         }
+        if nq > 0 {
+            if atomic {
+                launch_dq_cast(dev, dq_acc, dq, p, args.scale, dp)?;
+            } else {
+                match fixed {
+                    Some(c) => l.dq(c.dq, delta, dq)?,
+                    None => {
+                        tuner(dp, 1).run(dev, &key("dq"), |tc| {
+                            let cfg = AttentionConfig::from_tune(tc)?;
+                            l.dq(cfg, delta, dq).map_err(crate::lib_to_launch)
+                        })?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    };
+    if !tuned {
+        let c = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
+        return backward(c.atomic_dq, Some(c));
     }
-    if nq > 0 {
-        if tuned {
-            tuner(dp, 1).run(dev, &key("dq"), |tc| {
-                let cfg = AttentionConfig::from_tune(tc)?;
-                l.dq(cfg, delta, dq).map_err(crate::lib_to_launch)
-            })?;
-        } else {
-            l.dq(fixed.dq, delta, dq)?;
-        }
+    if opts.deterministic {
+        return backward(false, None);
     }
+    // (which algorithm: timed as whole backwards, each with its loops'
+    // tuned tiles — the first run of each tunes them)
+    pass_tuner(dp).run(dev, &key("pass"), |tc| backward(tc.get("ATOMIC")? == 1, None).map_err(crate::lib_to_launch))?;
     Ok(())
 }
 
@@ -175,11 +210,14 @@ pub fn attention_backward<T: FloatElement>(
 /// the log-sum-exp (`[batch, heads_q, seqlen_q]`; `dout` has `out`'s
 /// strides). The varlen backward passes its packed tensors as one batch
 /// entry of `total_q` rows (delta is row-wise).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn launch_delta<T: FloatElement>(
     dev: &Device,
     out: &Buffer<T>,
     dout: &Buffer<T>,
     delta: &mut Buffer<f32>,
+    dq_acc: &mut Buffer<f32>,
+    zero_dq: bool,
     p: &AttentionProblem,
     dp: usize,
 ) -> Result<(), LibError> {
@@ -188,7 +226,62 @@ pub(super) fn launch_delta<T: FloatElement>(
     let bm = 64usize.min(nq.next_power_of_two()).max(16);
     let launch = LaunchConfig::new([nq.div_ceil(bm) as u32, hq as u32, p.batch as u32]).num_warps(4);
     let (ob, oh, os) = (s(p.o.batch), s(p.o.head), s(p.o.seq));
-    attention_bwd_pre::launch(dev, launch, out, dout, delta, nq as i32, p.head_dim as i32, ob, oh, os, ob, oh, os, s(hq * nq), s(nq), bm as i32, dp as i32)?;
+    attention_bwd_pre::launch(
+        dev,
+        launch,
+        out,
+        dout,
+        delta,
+        dq_acc,
+        nq as i32,
+        p.head_dim as i32,
+        ob,
+        oh,
+        os,
+        ob,
+        oh,
+        os,
+        s(hq * nq),
+        s(nq),
+        bm as i32,
+        dp as i32,
+        zero_dq,
+    )?;
+    Ok(())
+}
+
+/// The single pass's last step: dQ = `scale` · the f32 rows the dK/dV
+/// loop added up (laid out like the log-sum-exp, `dp` apart), stored by
+/// Q's strides. The varlen backward passes its packed tensors as one
+/// batch entry of `total_q` rows.
+pub(super) fn launch_dq_cast<T: FloatElement>(
+    dev: &Device,
+    dq_acc: &Buffer<f32>,
+    dq: &mut Buffer<T>,
+    p: &AttentionProblem,
+    scale: f32,
+    dp: usize,
+) -> Result<(), LibError> {
+    let (hq, nq) = (p.heads_q, p.seqlen_q);
+    let s = |x: usize| x as i64;
+    let bm = 64usize.min(nq.next_power_of_two()).max(16);
+    let launch = LaunchConfig::new([nq.div_ceil(bm) as u32, hq as u32, p.batch as u32]).num_warps(4);
+    attention_bwd_dq_cast::launch(
+        dev,
+        launch,
+        dq_acc,
+        dq,
+        nq as i32,
+        p.head_dim as i32,
+        scale,
+        s(p.q.batch),
+        s(p.q.head),
+        s(p.q.seq),
+        s(hq * nq),
+        s(nq),
+        bm as i32,
+        dp as i32,
+    )?;
     Ok(())
 }
 
@@ -233,14 +326,29 @@ pub(super) fn launch_group_sum<T: FloatElement>(
     Ok(())
 }
 
+/// The loops' tuners: `which` 0 the dK/dV loop, 1 the dQ loop, 2 the
+/// dK/dV loop with dQ by atomics.
 fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
     use std::sync::OnceLock;
-    static T: [OnceLock<ferrotile::Autotuner>; 6] = [const { OnceLock::new() }; 6];
+    static T: [OnceLock<ferrotile::Autotuner>; 9] = [const { OnceLock::new() }; 9];
     let (i, name) = super::dim_class(padded_dim);
-    T[2 * i + which].get_or_init(|| {
+    T[3 * i + which].get_or_init(|| {
         let (a, b) = backward_candidates(padded_dim);
-        let kind = if which == 0 { "dkdv" } else { "dq" };
-        ferrotile::Autotuner::new(&format!("attention_bwd_{kind}_{name}"), if which == 0 { a } else { b }).reps(5)
+        let kind = ["dkdv", "dq", "dkdvq"][which];
+        ferrotile::Autotuner::new(&format!("attention_bwd_{kind}_{name}"), if which == 1 { b } else { a }).reps(5)
+    })
+}
+
+/// The choice between the two algorithms (`ATOMIC` 0: the dQ loop's
+/// second pass, 1: dQ by atomics in the dK/dV loop), each timed as a whole
+/// backward.
+fn pass_tuner(padded_dim: usize) -> &'static ferrotile::Autotuner {
+    use std::sync::OnceLock;
+    static T: [OnceLock<ferrotile::Autotuner>; 3] = [const { OnceLock::new() }; 3];
+    let (i, name) = super::dim_class(padded_dim);
+    T[i].get_or_init(|| {
+        let c = |a| ferrotile::TuneConfig::new(4).with("ATOMIC", a);
+        ferrotile::Autotuner::new(&format!("attention_bwd_pass_{name}"), vec![c(0), c(1)]).reps(5)
     })
 }
 
@@ -258,6 +366,7 @@ struct Launch<'a, T: FloatElement> {
 }
 
 impl<T: FloatElement> Launch<'_, T> {
+    #[allow(clippy::too_many_arguments)]
     fn dkdv(
         &self,
         cfg: AttentionConfig,
@@ -266,6 +375,8 @@ impl<T: FloatElement> Launch<'_, T> {
         dv: &mut Buffer<T>,
         dk_acc: &mut Buffer<f32>,
         dv_acc: &mut Buffer<f32>,
+        dq_acc: &mut Buffer<f32>,
+        dq_on: bool,
     ) -> Result<(), LibError> {
         let (a, p) = (self.a, &self.a.p);
         let s = |x: usize| x as i64;
@@ -284,6 +395,7 @@ impl<T: FloatElement> Launch<'_, T> {
             dv,
             dk_acc,
             dv_acc,
+            dq_acc,
             p.seqlen_q as i32,
             p.seqlen_k as i32,
             p.head_dim as i32,
@@ -318,6 +430,7 @@ impl<T: FloatElement> Launch<'_, T> {
             a.mask_hi,
             a.mask_lo,
             self.g > 1,
+            dq_on,
         )?;
         Ok(())
     }

@@ -540,13 +540,16 @@ pub fn attention_combine<T: Float, const SP: i32, const DP: i32, const LSE: bool
 /// Backward preprocessing: `delta[b, h, i] = Σ_c dO[i, c] · O[i, c]` (f32),
 /// the row term of `dS = P ∘ (dP − delta)`. One program per `BM` rows of
 /// head `program_id(1)` in batch entry `program_id(2)`; `delta` is laid out
-/// like the log-sum-exp (`b·lb + h·lh + i`).
+/// like the log-sum-exp (`b·lb + h·lh + i`). `ZERO`: the program also
+/// zeroes its rows of the f32 dQ that [`attention_bwd_dkdv`] adds to by
+/// atomics (row `b·lb + h·lh + i`, `DP` apart).
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32>(
+pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32, const ZERO: bool>(
     o: Ptr<T>,
     dout: Ptr<T>,
     delta: Ptr<f32>,
+    dq_acc: Ptr<f32>,
     nq: i32,
     d: i32,
     ob: i64,
@@ -566,13 +569,47 @@ pub fn attention_bwd_pre<T: Float, const BM: i32, const DP: i32>(
     let x = (load_block(vo, [pm, 0], [BM, DP]) as f32) * (load_block(vdo, [pm, 0], [BM, DP]) as f32);
     let rows = pm + arange(0, BM);
     store(delta + b * lb + h * lh + (rows as i64), sum(x, 1), rows < nq);
+    if ZERO {
+        let at = expand_dims((b * lb + h * lh + (rows as i64)) * (DP as i64), 1) + expand_dims(arange(0, DP) as i64, 0);
+        store(dq_acc + at, zeros([BM, DP], f32), expand_dims(rows < nq, 1));
+    }
+}
+
+/// Backward, the last step of the single pass: dQ = `scale` · the f32
+/// rows that [`attention_bwd_dkdv`] (`DQ`) added up (row `b·lb + h·lh +
+/// i`, `DP` apart), cast to `T` and stored by dQ's strides. One program
+/// per `BM` rows of head `program_id(1)` in batch entry `program_id(2)`.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq_cast<T: Float, const BM: i32, const DP: i32>(
+    dq_acc: Ptr<f32>,
+    dq: Ptr<T>,
+    nq: i32,
+    d: i32,
+    scale: f32,
+    dqb: i64,
+    dqh: i64,
+    dqs: i64,
+    lb: i64,
+    lh: i64,
+) {
+    let pm = program_id(0) * BM;
+    let b = program_id(2) as i64;
+    let h = program_id(1) as i64;
+    let rows = pm + arange(0, BM);
+    let at = expand_dims((b * lb + h * lh + (rows as i64)) * (DP as i64), 1) + expand_dims(arange(0, DP) as i64, 0);
+    let x = load(dq_acc + at, expand_dims(rows < nq, 1), 0.0) * scale;
+    store_block(view(dq + b * dqb + h * dqh, [nq, d], [dqs, 1]), [pm, 0], x as T);
 }
 
 /// The loop of [`attention_bwd_dkdv`] (and of its varlen twin): the
 /// `BN` keys from `n0` (their K and V tiles `kt`, `vt`) against the query
 /// blocks of `vq` / `vdo` that see them (`nq` query rows, `nk` keys; the
 /// rows' log-sum-exp and delta at `lrow` / `drow`). Returns the keys'
-/// indices and the f32 dK (unscaled) and dV tiles.
+/// indices and the f32 dK (unscaled) and dV tiles. `DQ`: each step also
+/// adds its share of dQ (unscaled, `dSᵀ`'s product with K) to the f32
+/// rows at `dqrow` (`DP` apart) by atomics — FlashAttention-2's single
+/// pass, in place of [`attention_bwd_dq`].
 #[func]
 #[allow(clippy::too_many_arguments)]
 fn dkdv_loop<U: Float>(
@@ -582,6 +619,7 @@ fn dkdv_loop<U: Float>(
     vdo: Tile,
     lrow: Tile,
     drow: Tile,
+    dqrow: Tile,
     n0: Tile,
     nq: Tile,
     nk: Tile,
@@ -593,6 +631,7 @@ fn dkdv_loop<U: Float>(
     DP: Tile,
     MASK_HI: Tile,
     MASK_LO: Tile,
+    DQ: Tile,
 ) -> (Tile, Tile, Tile) {
     let keys = n0 + arange(0, BN);
     // query rows that see this key block (bottom-right alignment: `off`)
@@ -626,6 +665,13 @@ fn dkdv_loop<U: Float>(
         let dl = load(drow + (rows as i64), rows < nq, 0.0);
         let dst = pt * (dpt - expand_dims(dl, 0));
         dk_i = dot(dst as U, qi, dk_i);
+        if DQ {
+            // dQᵀ = Kᵀ·dSᵀ: the head dimension as rows (a `wgmma` needs 64
+            // rows a warpgroup; a step has BM query rows)
+            let dqt = dot(trans(kt), dst as U, zeros([DP, BM], f32));
+            let at = expand_dims(rows as i64, 0) * (DP as i64) + expand_dims(arange(0, DP) as i64, 1);
+            atomic_add(dqrow + at, dqt, expand_dims(rows < nq, 0));
+        }
     }
     (keys, dk_i, dv_i)
 }
@@ -643,10 +689,23 @@ fn dkdv_loop<U: Float>(
 /// head's dK·scale and dV go, in f32, to `dk_acc` / `dv_acc` at row
 /// `(b·Hq + h)·nk + j` (rows of `DP`) for [`attention_bwd_sum`] to add
 /// over the `G` heads of a K/V head; otherwise (`G = 1`) to `dk` / `dv`
-/// by their strides.
+/// by their strides. `DQ`: the program also adds its keys' share of dQ
+/// (unscaled) to the f32 rows `b·lb + h·lh + i` of `dq_acc` (zeroed by
+/// [`attention_bwd_pre`]; [`attention_bwd_dq_cast`] scales and stores
+/// them), in place of [`attention_bwd_dq`]'s second pass.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
-pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32, const G: i32, const MASK_HI: bool, const MASK_LO: bool, const ACC: bool>(
+pub fn attention_bwd_dkdv<
+    T: Float,
+    const BM: i32,
+    const BN: i32,
+    const DP: i32,
+    const G: i32,
+    const MASK_HI: bool,
+    const MASK_LO: bool,
+    const ACC: bool,
+    const DQ: bool,
+>(
     q: Ptr<T>,
     k: Ptr<T>,
     v: Ptr<T>,
@@ -657,6 +716,7 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
     dv: Ptr<T>,
     dk_acc: Ptr<f32>,
     dv_acc: Ptr<f32>,
+    dq_acc: Ptr<f32>,
     nq: i32,
     nk: i32,
     d: i32,
@@ -696,7 +756,8 @@ pub fn attention_bwd_dkdv<T: Float, const BM: i32, const BN: i32, const DP: i32,
     let vdo = view(dout + b * db + h * dh, [nq, d], [ds, 1]);
     let lrow = lse + b * lb + h * lh;
     let drow = delta + b * lb + h * lh;
-    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
+    let dqrow = dq_acc + (b * lb + h * lh) * (DP as i64);
+    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, dqrow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, DQ);
     let dk_out = dk_i * scale;
     if ACC {
         let dims = arange(0, DP);
@@ -1008,7 +1069,8 @@ pub fn attention_fwd_varlen_overlap<
 /// dK·scale and dV go to row `h·total_k + token` (rows of `DP`) of
 /// `dk_acc` / `dv_acc`, which [`attention_bwd_sum`] over one batch entry
 /// of `total_k` keys adds over the group; otherwise to `dk` / `dv` by
-/// their strides.
+/// their strides. `DQ`: dQ's f32 rows by atomics as the dense kernel's,
+/// row `h·lh + token` of `dq_acc`.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd_dkdv_varlen<
@@ -1020,6 +1082,7 @@ pub fn attention_bwd_dkdv_varlen<
     const MASK_HI: bool,
     const MASK_LO: bool,
     const ACC: bool,
+    const DQ: bool,
 >(
     q: Ptr<T>,
     k: Ptr<T>,
@@ -1031,6 +1094,7 @@ pub fn attention_bwd_dkdv_varlen<
     dv: Ptr<T>,
     dk_acc: Ptr<f32>,
     dv_acc: Ptr<f32>,
+    dq_acc: Ptr<f32>,
     cu_q: Ptr<i32>,
     cu_k: Ptr<i32>,
     d: i32,
@@ -1066,9 +1130,10 @@ pub fn attention_bwd_dkdv_varlen<
     let vdo = tokens(dout, q0, nq_b, h, d, ds, dh);
     let lrow = lse + h * lh + (q0 as i64);
     let drow = delta + h * lh + (q0 as i64);
+    let dqrow = dq_acc + (h * lh + (q0 as i64)) * (DP as i64);
     // (a program past its sequence's end: no query rows, so no steps)
     let nq = select(n0 < nk, nq_b, 0);
-    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO);
+    let (keys, dk_i, dv_i) = dkdv_loop::<T>(kt, vt, vq, vdo, lrow, drow, dqrow, n0, nq, nk, qk_scale, win_left, win_right, BM, BN, DP, MASK_HI, MASK_LO, DQ);
     let dk_out = dk_i * scale;
     if ACC {
         let dims = arange(0, DP);

@@ -50,8 +50,8 @@ mod kernels;
 mod varlen;
 pub use backward::{attention_backward, backward_candidates, BackwardConfig};
 pub use kernels::{
-    attention_bwd_dkdv, attention_bwd_dkdv_varlen, attention_bwd_dq, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum, attention_combine,
-    attention_decode, attention_fwd, attention_fwd_overlap, attention_fwd_varlen, attention_fwd_varlen_overlap,
+    attention_bwd_dkdv, attention_bwd_dkdv_varlen, attention_bwd_dq, attention_bwd_dq_cast, attention_bwd_dq_varlen, attention_bwd_pre, attention_bwd_sum,
+    attention_combine, attention_decode, attention_fwd, attention_fwd_overlap, attention_fwd_varlen, attention_fwd_varlen_overlap,
 };
 pub use varlen::{attention_varlen, attention_varlen_backward, TokenStrides, VarlenProblem};
 
@@ -328,6 +328,12 @@ pub struct AttentionOptions<'a> {
     /// Tile configurations of [`attention_backward`]; `None` picks them
     /// (autotuned on GPUs for large problems).
     pub backward: Option<BackwardConfig>,
+    /// The backward sums dQ in a fixed order (its second pass over the
+    /// keys), so that runs on the same inputs give the same bits;
+    /// otherwise the autotuner may pick FlashAttention-2's single pass
+    /// with dQ by atomics where it is faster (`backward.atomic_dq` forces
+    /// it).
+    pub deterministic: bool,
 }
 
 fn max_index(batch: usize, heads: usize, seq: usize, dim: usize, s: &Strides) -> Option<usize> {

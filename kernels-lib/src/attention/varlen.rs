@@ -318,17 +318,20 @@ fn varlen_key<T: FloatElement>(which: &str, p: &VarlenProblem, dp: usize, mask_h
 
 /// The varlen autotuners: `which` 0 the forward (the dense forward's
 /// candidates), 1 and 2 the backward's dK/dV and dQ loops (the dense
-/// backward's), per padded head dimension.
+/// backward's), 3 the dK/dV loop with dQ by atomics, 4 the backward's
+/// choice between the two algorithms; per padded head dimension.
 fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
     use std::sync::OnceLock;
-    static T: [OnceLock<ferrotile::Autotuner>; 9] = [const { OnceLock::new() }; 9];
+    static T: [OnceLock<ferrotile::Autotuner>; 15] = [const { OnceLock::new() }; 15];
     let (i, name) = super::dim_class(padded_dim);
-    T[3 * i + which].get_or_init(|| {
+    T[5 * i + which].get_or_init(|| {
         let (a, b) = super::backward::backward_candidates(padded_dim);
         let (kind, cands) = match which {
             0 => ("fwd", super::attention_candidates(padded_dim)),
             1 => ("bwd_dkdv", a),
-            _ => ("bwd_dq", b),
+            2 => ("bwd_dq", b),
+            3 => ("bwd_dkdvq", a),
+            _ => ("bwd_pass", (0..2).map(|x| ferrotile::TuneConfig::new(4).with("ATOMIC", x)).collect()),
         };
         ferrotile::Autotuner::new(&format!("attention_varlen_{kind}_{name}"), cands).reps(5)
     })
@@ -401,7 +404,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     let cfg = opts.backward.unwrap_or_else(|| match dev.kind() {
         ferrotile::DeviceKind::Cuda if dp <= 128 => {
             let c = AttentionConfig { bm: 64, bn: 64, num_warps: 4, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false };
-            BackwardConfig { dkdv: c, dq: c }
+            BackwardConfig { dkdv: c, dq: c, atomic_dq: false }
         }
         _ => BackwardConfig::default_for(dev, dp),
     });
@@ -415,6 +418,9 @@ pub fn attention_varlen_backward<T: FloatElement>(
     if p.batch == 0 || (tq == 0 && tk == 0) {
         return Ok(());
     }
+    if opts.deterministic && cfg.atomic_dq {
+        return Err(LibError::Config(format!("{WHAT}: `backward.atomic_dq` sums dQ by atomics, whose order varies: not with `deterministic`")));
+    }
     let s = |x: usize| x as i64;
     let g = hq / hk;
     // (the scratch in the library's one lock order: the f32 copies, then
@@ -422,124 +428,143 @@ pub fn attention_varlen_backward<T: FloatElement>(
     // other order deadlocked against a concurrent decode)
     let acc_len = if g > 1 && tk > 0 && p.max_seqlen_k > 0 { hq * tk * dp } else { 1 };
     let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
-    let mut delta_ws = crate::scratch::workspace(dev, (hq * tq).max(1))?;
-    let delta = delta_ws.buffer();
-    if tq > 0 {
-        // (delta is row-wise: the packed tensors as one batch entry)
-        super::backward::launch_delta(dev, out, dout, delta, &whole, dp)?;
-    }
-    if tk > 0 && p.max_seqlen_k > 0 {
-        let (dk_acc, dv_acc) = ws.pair_mut();
-        let mut dkdv = |c: AttentionConfig| -> Result<(), LibError> {
-            // (no sequence is longer than the tokens: a larger maximum sizes no grid)
-            let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
-            let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
-            attention_bwd_dkdv_varlen::launch(
-                dev,
-                launch,
-                q,
-                k,
-                v,
-                dout,
-                lse,
-                delta,
-                &mut *dk,
-                &mut *dv,
-                &mut *dk_acc,
-                &mut *dv_acc,
-                cu_seqlens_q,
-                cu_seqlens_k,
-                p.head_dim as i32,
-                tk as i32,
-                args.qk_scale(),
-                args.scale,
-                args.win_left,
-                args.win_right,
-                s(p.q.head),
-                s(p.q.token),
-                s(p.k.head),
-                s(p.k.token),
-                s(p.v.head),
-                s(p.v.token),
-                s(p.o.head),
-                s(p.o.token),
-                s(p.k.head),
-                s(p.k.token),
-                s(p.v.head),
-                s(p.v.token),
-                s(tq),
-                c.bm as i32,
-                c.bn as i32,
-                dp as i32,
-                g as i32,
-                args.mask_hi,
-                args.mask_lo,
-                g > 1,
-            )?;
-            Ok(())
-        };
-        if tuned {
-            tuner(dp, 1).run(dev, &varlen_key::<T>("dkdv", p, dp, args.mask_hi, args.mask_lo, false), |tc| {
-                let c = AttentionConfig::from_tune(tc)?;
-                dkdv(c).map_err(crate::lib_to_launch)
-            })?;
-        } else {
-            dkdv(cfg.dkdv)?;
+    let atomic_ok = !opts.deterministic && (tuned || cfg.atomic_dq);
+    let mut rows_ws = crate::scratch::workspace_pair(dev, (hq * tq).max(1), if atomic_ok { hq * tq * dp } else { 0 })?;
+    let (delta, dq_acc) = rows_ws.pair_mut();
+    let (dk_acc, dv_acc) = ws.pair_mut();
+    let has_keys = tk > 0 && p.max_seqlen_k > 0;
+    let has_queries = tq > 0 && p.max_seqlen_q > 0;
+    // The whole backward by one of the two algorithms (see the dense
+    // one), with `cfg`'s tiles or (`tuned`) each loop's tuned ones.
+    let mut backward = |atomic: bool| -> Result<(), LibError> {
+        if tq > 0 {
+            // (delta is row-wise: the packed tensors as one batch entry)
+            super::backward::launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, atomic, &whole, dp)?;
         }
-        if g > 1 {
-            // (the group's sum is per key token: the packed tensors as one batch entry)
-            super::backward::launch_group_sum(dev, dk_acc, dv_acc, dk, dv, &whole, dp)?;
+        if has_keys {
+            let mut dkdv = |c: AttentionConfig| -> Result<(), LibError> {
+                // (no sequence is longer than the tokens: a larger maximum sizes no grid)
+                let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
+                let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+                attention_bwd_dkdv_varlen::launch(
+                    dev,
+                    launch,
+                    q,
+                    k,
+                    v,
+                    dout,
+                    lse,
+                    delta,
+                    &mut *dk,
+                    &mut *dv,
+                    &mut *dk_acc,
+                    &mut *dv_acc,
+                    &mut *dq_acc,
+                    cu_seqlens_q,
+                    cu_seqlens_k,
+                    p.head_dim as i32,
+                    tk as i32,
+                    args.qk_scale(),
+                    args.scale,
+                    args.win_left,
+                    args.win_right,
+                    s(p.q.head),
+                    s(p.q.token),
+                    s(p.k.head),
+                    s(p.k.token),
+                    s(p.v.head),
+                    s(p.v.token),
+                    s(p.o.head),
+                    s(p.o.token),
+                    s(p.k.head),
+                    s(p.k.token),
+                    s(p.v.head),
+                    s(p.v.token),
+                    s(tq),
+                    c.bm as i32,
+                    c.bn as i32,
+                    dp as i32,
+                    g as i32,
+                    args.mask_hi,
+                    args.mask_lo,
+                    g > 1,
+                    atomic,
+                )?;
+                Ok(())
+            };
+            if tuned {
+                let (which, name) = if atomic { (3, "dkdvq") } else { (1, "dkdv") };
+                tuner(dp, which).run(dev, &varlen_key::<T>(name, p, dp, args.mask_hi, args.mask_lo, false), |tc| {
+                    let c = AttentionConfig::from_tune(tc)?;
+                    dkdv(c).map_err(crate::lib_to_launch)
+                })?;
+            } else {
+                dkdv(cfg.dkdv)?;
+            }
+            if g > 1 {
+                // (the group's sum is per key token: the packed tensors as one batch entry)
+                super::backward::launch_group_sum(dev, dk_acc, dv_acc, &mut *dk, &mut *dv, &whole, dp)?;
+            }
         }
-    }
-    if tq > 0 && p.max_seqlen_q > 0 {
-        let mut dq_loop = |c: AttentionConfig| -> Result<(), LibError> {
-            let grid = [p.max_seqlen_q.min(tq).div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
-            let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
-            attention_bwd_dq_varlen::launch(
-                dev,
-                launch,
-                q,
-                k,
-                v,
-                dout,
-                lse,
-                &*delta,
-                &mut *dq,
-                cu_seqlens_q,
-                cu_seqlens_k,
-                p.head_dim as i32,
-                args.qk_scale(),
-                args.scale,
-                args.win_left,
-                args.win_right,
-                s(p.q.head),
-                s(p.q.token),
-                s(p.k.head),
-                s(p.k.token),
-                s(p.v.head),
-                s(p.v.token),
-                s(p.o.head),
-                s(p.o.token),
-                s(p.q.head),
-                s(p.q.token),
-                s(tq),
-                c.bm as i32,
-                c.bn as i32,
-                dp as i32,
-                g as i32,
-                args.mask_hi,
-                args.mask_lo,
-            )?;
-            Ok(())
-        };
-        if tuned {
-            tuner(dp, 2).run(dev, &varlen_key::<T>("dq", p, dp, args.mask_hi, args.mask_lo, false), |tc| {
-                let c = AttentionConfig::from_tune(tc)?;
-                dq_loop(c).map_err(crate::lib_to_launch)
-            })?;
-        } else {
-            dq_loop(cfg.dq)?;
+        if has_queries && !atomic {
+            let mut dq_loop = |c: AttentionConfig| -> Result<(), LibError> {
+                let grid = [p.max_seqlen_q.min(tq).div_ceil(c.bm as usize) as u32, hq as u32, p.batch as u32];
+                let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
+                attention_bwd_dq_varlen::launch(
+                    dev,
+                    launch,
+                    q,
+                    k,
+                    v,
+                    dout,
+                    lse,
+                    &*delta,
+                    &mut *dq,
+                    cu_seqlens_q,
+                    cu_seqlens_k,
+                    p.head_dim as i32,
+                    args.qk_scale(),
+                    args.scale,
+                    args.win_left,
+                    args.win_right,
+                    s(p.q.head),
+                    s(p.q.token),
+                    s(p.k.head),
+                    s(p.k.token),
+                    s(p.v.head),
+                    s(p.v.token),
+                    s(p.o.head),
+                    s(p.o.token),
+                    s(p.q.head),
+                    s(p.q.token),
+                    s(tq),
+                    c.bm as i32,
+                    c.bn as i32,
+                    dp as i32,
+                    g as i32,
+                    args.mask_hi,
+                    args.mask_lo,
+                )?;
+                Ok(())
+            };
+            if tuned {
+                tuner(dp, 2).run(dev, &varlen_key::<T>("dq", p, dp, args.mask_hi, args.mask_lo, false), |tc| {
+                    let c = AttentionConfig::from_tune(tc)?;
+                    dq_loop(c).map_err(crate::lib_to_launch)
+                })?;
+            } else {
+                dq_loop(cfg.dq)?;
+            }
         }
+        if tq > 0 && atomic {
+            super::backward::launch_dq_cast(dev, dq_acc, &mut *dq, &whole, args.scale, dp)?;
+        }
+        Ok(())
+    };
+    if !tuned || opts.deterministic {
+        return backward(!tuned && cfg.atomic_dq);
     }
+    tuner(dp, 4)
+        .run(dev, &varlen_key::<T>("pass", p, dp, args.mask_hi, args.mask_lo, false), |tc| backward(tc.get("ATOMIC")? == 1).map_err(crate::lib_to_launch))?;
     Ok(())
 }
