@@ -159,6 +159,10 @@ pub fn attention_backward<T: FloatElement>(
     // The whole backward by one of the two algorithms, with the given
     // tiles or (`None`) each loop's tuned ones.
     let mut backward = |atomic: bool, fixed: Option<BackwardConfig>| -> Result<(), LibError> {
+        if atomic && nq * dp > i32::MAX as usize {
+            // (the loop adds at 32-bit offsets from each head's first row)
+            return Err(LibError::Shape(format!("{WHAT}: dQ by atomics needs seqlen_q · {dp} below 2³¹ (seqlen_q = {nq})")));
+        }
         if nq > 0 {
             launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, atomic, p, dp)?;
         }
@@ -382,56 +386,71 @@ impl<T: FloatElement> Launch<'_, T> {
         let s = |x: usize| x as i64;
         let grid = [p.seqlen_k.div_ceil(cfg.bn as usize) as u32, p.heads_q as u32, p.batch as u32];
         let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
-        attention_bwd_dkdv::launch(
-            self.dev,
-            launch,
-            self.q,
-            self.k,
-            self.v,
-            self.dout,
-            self.lse,
-            delta,
-            dk,
-            dv,
-            dk_acc,
-            dv_acc,
-            dq_acc,
-            p.seqlen_q as i32,
-            p.seqlen_k as i32,
-            p.head_dim as i32,
-            a.qk_scale(),
-            a.scale,
-            a.win_left,
-            a.win_right,
-            s(p.q.batch),
-            s(p.q.head),
-            s(p.q.seq),
-            s(p.k.batch),
-            s(p.k.head),
-            s(p.k.seq),
-            s(p.v.batch),
-            s(p.v.head),
-            s(p.v.seq),
-            s(p.o.batch),
-            s(p.o.head),
-            s(p.o.seq),
-            s(p.k.batch),
-            s(p.k.head),
-            s(p.k.seq),
-            s(p.v.batch),
-            s(p.v.head),
-            s(p.v.seq),
-            s(p.heads_q * p.seqlen_q),
-            s(p.seqlen_q),
-            cfg.bm as i32,
-            cfg.bn as i32,
-            self.dp as i32,
-            self.g as i32,
-            a.mask_hi,
-            a.mask_lo,
-            self.g > 1,
-            dq_on,
-        )?;
+        // SAFETY: every access lies inside its buffer (`check_problem`
+        // checked the tensors' extents by their strides; the callers size
+        // the rest): K, V, Q, dO, dK and dV through views of `[seqlen, d]`
+        // at `b·batch + h·head` (block accesses stay in the view); the
+        // rows' `lse` and `delta` at `(b·Hq + h)·nq + row`, masked to `row
+        // < nq` (`lse` holds `batch·Hq·nq`, the workspace as many); with
+        // `acc` the f32 dK/dV rows `((b·Hq + h)·nk + key)·dp + c`, masked
+        // to `key < nk`, `c < dp` (`dk_acc`, `dv_acc` hold `batch·Hq·nk·dp`
+        // when `g > 1`); with `dq_on` the f32 dQ at `((b·Hq + h)·nq)·dp`
+        // plus the 32-bit `row·dp + c`, masked to `row < nq` (`dq_acc`
+        // holds `batch·Hq·nq·dp`; `nq·dp < 2³¹`, checked by the caller).
+        // Unguarded because the guard's per-element bounds test of those
+        // atomics costs ~30 registers in a loop at the register limit.
+        unsafe {
+            attention_bwd_dkdv::launch_unchecked(
+                self.dev,
+                launch,
+                self.q,
+                self.k,
+                self.v,
+                self.dout,
+                self.lse,
+                delta,
+                dk,
+                dv,
+                dk_acc,
+                dv_acc,
+                dq_acc,
+                p.seqlen_q as i32,
+                p.seqlen_k as i32,
+                p.head_dim as i32,
+                a.qk_scale(),
+                a.scale,
+                a.win_left,
+                a.win_right,
+                s(p.q.batch),
+                s(p.q.head),
+                s(p.q.seq),
+                s(p.k.batch),
+                s(p.k.head),
+                s(p.k.seq),
+                s(p.v.batch),
+                s(p.v.head),
+                s(p.v.seq),
+                s(p.o.batch),
+                s(p.o.head),
+                s(p.o.seq),
+                s(p.k.batch),
+                s(p.k.head),
+                s(p.k.seq),
+                s(p.v.batch),
+                s(p.v.head),
+                s(p.v.seq),
+                s(p.heads_q * p.seqlen_q),
+                s(p.seqlen_q),
+                cfg.bm as i32,
+                cfg.bn as i32,
+                self.dp as i32,
+                self.g as i32,
+                a.mask_hi,
+                a.mask_lo,
+                self.g > 1,
+                dq_on,
+            )?;
+        }
         Ok(())
     }
 

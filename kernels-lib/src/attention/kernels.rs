@@ -669,7 +669,9 @@ fn dkdv_loop<U: Float>(
             // dQᵀ = Kᵀ·dSᵀ: the head dimension as rows (a `wgmma` needs 64
             // rows a warpgroup; a step has BM query rows)
             let dqt = dot(trans(kt), dst as U, zeros([DP, BM], f32));
-            let at = expand_dims(rows as i64, 0) * (DP as i64) + expand_dims(arange(0, DP) as i64, 1);
+            // (32-bit offsets from the head's row 0: the host keeps
+            // seqlen·DP below 2³¹)
+            let at = expand_dims(rows, 0) * DP + expand_dims(arange(0, DP), 1);
             atomic_add(dqrow + at, dqt, expand_dims(rows < nq, 0));
         }
     }
