@@ -5,6 +5,10 @@
 
 use super::*;
 
+/// Predicated reductions per thread from which a masked `atomic_add`
+/// takes a warp-uniform unpredicated path ([`PtxWriter::red_uniform`]).
+const UNIFORM_RED_MIN: usize = 4;
+
 impl<'k> PtxWriter<'k> {
     pub(super) fn ld_ty(d: DType) -> &'static str {
         match d {
@@ -384,6 +388,13 @@ impl<'k> PtxWriter<'k> {
         let rm = mask.map(|m| self.get(m));
         let (preds, _) = self.owned_lanes(&shape, rm.as_deref(), rp.len());
         let w = if atomic || self.layout_has_repl(&shape) { 1 } else { self.vec_width(ptr, mask) };
+        // (over a tile of distinct addresses — masks true but at the edges
+        // —; not one address broadcast — the guards' fault counter, a
+        // count —, whose masks are the rare case)
+        let distinct = || rp.iter().collect::<std::collections::HashSet<_>>().len() == rp.len();
+        if atomic && preds.len() >= UNIFORM_RED_MIN && preds.iter().all(|p| p.is_some()) && distinct() {
+            return self.red_uniform(&rp, &preds, &rv, d);
+        }
         self.store_regs(&rp, &preds, &rv, d, atomic, w)
     }
 
@@ -684,6 +695,38 @@ impl<'k> PtxWriter<'k> {
             }
             i += w;
         }
+        Ok(())
+    }
+
+    /// Masked reductions (`atomic_add` without a result), many per thread:
+    /// ptxas wraps each predicated `red` in a branch of its own (`BSSY`,
+    /// `@P BRA`, `REDG`, `BSYNC`: four instructions and a divergence point
+    /// per element), so where every lane's every predicate holds — a
+    /// warp-uniform test, one `vote` — the `red`s run unpredicated, and
+    /// only a warp with a masked-off element takes the predicated copy
+    /// (attention backward's dQ atomics: masked only in the last query
+    /// block). Every lane of a warp reaches a store together (masks are
+    /// predicates, never divergence), as `vote.sync`'s full mask needs.
+    fn red_uniform(&mut self, ptrs: &[String], preds: &[Option<String>], vals: &[String], d: DType) -> R<()> {
+        let all = self.reg(RegClass::P);
+        self.line(format!("mov.pred {all}, {};", preds[0].as_ref().expect("predicated")));
+        for p in &preds[1..] {
+            self.line(format!("and.pred {all}, {all}, {};", p.as_ref().expect("predicated")));
+        }
+        let uni = self.reg(RegClass::P);
+        self.line(format!("vote.sync.all.pred {uni}, {all}, 0xffffffff;"));
+        let (slow, done) = (self.label(), self.label());
+        self.line(format!("@!{uni} bra {slow};"));
+        let none: Vec<Option<String>> = vec![None; ptrs.len()];
+        self.store_regs(ptrs, &none, vals, d, true, 1)?;
+        self.line(format!("bra.uni {done};"));
+        self.body.push_str(&format!("{slow}:\n"));
+        // (fewer than `UNIFORM_RED_MIN` at a time: the plain path)
+        for i in (0..ptrs.len()).step_by(UNIFORM_RED_MIN - 1) {
+            let e = (i + UNIFORM_RED_MIN - 1).min(ptrs.len());
+            self.store_regs(&ptrs[i..e], &preds[i..e], &vals[i..e], d, true, 1)?;
+        }
+        self.body.push_str(&format!("{done}:\n"));
         Ok(())
     }
 
