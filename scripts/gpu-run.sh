@@ -142,6 +142,9 @@
 #            racecheck of the views' valid-row reads (owed since session 41),
 #            W8A8 / FP8 / quantized / library tests, racecheck of varlen,
 #            then the GEMM tests (their tuner sweeps last)
+#   s43a [SHAPE]: the one-pass backward's tests on CUDA, its A/B against
+#            the dQ pass (every candidate, the tuner's picks), the peers,
+#            then the CUDA conformance suite
 #   s43-bench [SHAPE]: the backward (one shape, both dtypes, not causal):
 #            each dK/dV candidate with the dQ pass and with dQ by atomics,
 #            the tuner's pick (free, deterministic); the backward peers
@@ -372,6 +375,18 @@ case "${1:-check}" in
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  s43a)
+    # the one-pass backward first: its tests on CUDA, the A/B (every
+    # dK/dV candidate with the dQ pass and with atomics, the tuner's picks)
+    # and the peers; then the conformance suite
+    SH=${2:-4:32:4096:128}
+    export FERROTILE_ATTN_ONE_PASS=1
+    FERROTILE_TEST_DEVICES=cuda step lib_attention 200 $D/attention --nocapture
+    FERROTILE_AUTOTUNE_PRINT=1 step bwd 240 $D/attn-user --library --backward --causal 0 --shapes $SH
+    step peers_bwd 100 python3 $D/peers.py --attn-backward --attn-shapes $SH
+    FERROTILE_TEST_DEVICES=cuda step conformance_cuda 150 $D/conformance_cuda --nocapture
+    grep -E "^=== |FAILED|panicked|test result|conformance on|^library|-> |-bwd |error" "$L" | tail -70
     ;;
   s43)
     export FERROTILE_TEST_DEVICES=cuda

@@ -14,7 +14,9 @@
 //!    reason).
 //!
 //! Or, in one pass (FlashAttention-2's: [`BackwardConfig::atomic_dq`], or
-//! the autotuner's pick unless [`AttentionOptions::deterministic`]): step
+//! the autotuner's pick unless [`AttentionOptions::deterministic`] —
+//! that pick is off until measured on a GPU, `FERROTILE_ATTN_ONE_PASS=1`
+//! turns it on): step
 //! 1 also zeroes an f32 dQ, step 2 adds each step's `dS·K` to it by
 //! atomics (five products per step instead of seven over both loops), and
 //! [`attention_bwd_dq_cast`] scales it and stores it in dQ's dtype and
@@ -138,12 +140,17 @@ pub fn attention_backward<T: FloatElement>(
     let acc_len = if g > 1 { p.batch * hq * nk * dp } else { 1 };
     let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
     let (dk_acc, dv_acc) = ws.pair_mut();
-    let atomic_ok = !opts.deterministic && opts.backward.is_none_or(|c| c.atomic_dq);
+    let flops = 10.0 * (p.batch * hq) as f64 * nq as f64 * nk as f64 * p.head_dim as f64;
+    let tuned = opts.backward.is_none() && dev.kind() == DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
+    // (the f32 dQ only where the one pass may run)
+    let atomic_ok = !opts.deterministic
+        && match opts.backward {
+            Some(c) => c.atomic_dq,
+            None => tuned && one_pass_tuned(),
+        };
     let mut rows_ws = crate::scratch::workspace_pair(dev, rows.max(1), if atomic_ok { rows * dp } else { 0 })?;
     let (delta, dq_acc) = rows_ws.pair_mut();
     let l = Launch { dev, q, k, v, dout, lse, a: &args, g, dp };
-    let flops = 10.0 * (p.batch * hq) as f64 * nq as f64 * nk as f64 * p.head_dim as f64;
-    let tuned = opts.backward.is_none() && dev.kind() == DeviceKind::Cuda && flops >= (1u64 << 33) as f64;
     let key = |which: &str| {
         let b2 = |x: usize| x.max(1).next_power_of_two();
         format!(
@@ -201,7 +208,7 @@ pub fn attention_backward<T: FloatElement>(
         let c = opts.backward.unwrap_or_else(|| BackwardConfig::default_for(dev, dp));
         return backward(c.atomic_dq, Some(c));
     }
-    if opts.deterministic {
+    if opts.deterministic || !one_pass_tuned() {
         return backward(false, None);
     }
     // (which algorithm: timed as whole backwards, each with its loops'
@@ -341,6 +348,15 @@ fn tuner(padded_dim: usize, which: usize) -> &'static ferrotile::Autotuner {
         let kind = ["dkdv", "dq", "dkdvq"][which];
         ferrotile::Autotuner::new(&format!("attention_bwd_{kind}_{name}"), if which == 1 { b } else { a }).reps(5)
     })
+}
+
+/// Whether the autotuner may pick the one pass (dQ by atomics): not until
+/// it has run on a GPU — written without one, it is checked on the CPU
+/// interpreter, lavapipe and by ptxas only — unless
+/// `FERROTILE_ATTN_ONE_PASS=1` (`BackwardConfig::atomic_dq` forces it
+/// either way).
+pub(super) fn one_pass_tuned() -> bool {
+    std::env::var("FERROTILE_ATTN_ONE_PASS").is_ok_and(|v| v == "1")
 }
 
 /// The choice between the two algorithms (`ATOMIC` 0: the dQ loop's

@@ -428,7 +428,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
     // other order deadlocked against a concurrent decode)
     let acc_len = if g > 1 && tk > 0 && p.max_seqlen_k > 0 { hq * tk * dp } else { 1 };
     let mut ws = crate::scratch::tf32_copies(dev, acc_len, acc_len)?;
-    let atomic_ok = !opts.deterministic && (tuned || cfg.atomic_dq);
+    let atomic_ok = !opts.deterministic && ((tuned && super::backward::one_pass_tuned()) || cfg.atomic_dq);
     let mut rows_ws = crate::scratch::workspace_pair(dev, (hq * tq).max(1), if atomic_ok { hq * tq * dp } else { 0 })?;
     let (delta, dq_acc) = rows_ws.pair_mut();
     let (dk_acc, dv_acc) = ws.pair_mut();
@@ -561,7 +561,7 @@ pub fn attention_varlen_backward<T: FloatElement>(
         }
         Ok(())
     };
-    if !tuned || opts.deterministic {
+    if !tuned || opts.deterministic || !super::backward::one_pass_tuned() {
         return backward(!tuned && cfg.atomic_dq);
     }
     tuner(dp, 4)
