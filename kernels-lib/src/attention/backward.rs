@@ -170,16 +170,25 @@ pub fn attention_backward<T: FloatElement>(
             // (the loop adds at 32-bit offsets from each head's first row)
             return Err(LibError::Shape(format!("{WHAT}: dQ by atomics needs seqlen_q · {dp} below 2³¹ (seqlen_q = {nq})")));
         }
-        if nq > 0 {
+        // (with atomics the pre-pass, which zeroes the f32 dQ, runs with
+        // each dK/dV launch — so that every launch the tuner times, and
+        // the one it makes after tuning, leaves exactly one pass's sums)
+        if nq > 0 && (!atomic || nk == 0) {
             launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, atomic, p, dp)?;
         }
         if nk > 0 {
+            let mut dkdv = |cfg: AttentionConfig| -> Result<(), LibError> {
+                if atomic && nq > 0 {
+                    launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, true, p, dp)?;
+                }
+                l.dkdv(cfg, delta, dk, dv, dk_acc, dv_acc, dq_acc, atomic)
+            };
             match fixed {
-                Some(c) => l.dkdv(c.dkdv, delta, dk, dv, dk_acc, dv_acc, dq_acc, atomic)?,
+                Some(c) => dkdv(c.dkdv)?,
                 None => {
                     tuner(dp, if atomic { 2 } else { 0 }).run(dev, &key(if atomic { "dkdvq" } else { "dkdv" }), |tc| {
                         let cfg = AttentionConfig::from_tune(tc)?;
-                        l.dkdv(cfg, delta, dk, dv, dk_acc, dv_acc, dq_acc, atomic).map_err(crate::lib_to_launch)
+                        dkdv(cfg).map_err(crate::lib_to_launch)
                     })?;
                 }
             }

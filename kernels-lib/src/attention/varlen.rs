@@ -437,12 +437,17 @@ pub fn attention_varlen_backward<T: FloatElement>(
     // The whole backward by one of the two algorithms (see the dense
     // one), with `cfg`'s tiles or (`tuned`) each loop's tuned ones.
     let mut backward = |atomic: bool| -> Result<(), LibError> {
-        if tq > 0 {
-            // (delta is row-wise: the packed tensors as one batch entry)
+        // (delta is row-wise: the packed tensors as one batch entry; with
+        // atomics it runs with each dK/dV launch, zeroing the f32 dQ, as
+        // in the dense backward)
+        if tq > 0 && (!atomic || !has_keys) {
             super::backward::launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, atomic, &whole, dp)?;
         }
         if has_keys {
             let mut dkdv = |c: AttentionConfig| -> Result<(), LibError> {
+                if atomic && tq > 0 {
+                    super::backward::launch_delta(dev, out, dout, &mut *delta, &mut *dq_acc, true, &whole, dp)?;
+                }
                 // (no sequence is longer than the tokens: a larger maximum sizes no grid)
                 let grid = [p.max_seqlen_k.min(tk).div_ceil(c.bn as usize) as u32, hq as u32, p.batch as u32];
                 let launch = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages);
