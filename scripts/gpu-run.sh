@@ -142,6 +142,7 @@
 #            racecheck of the views' valid-row reads (owed since session 41),
 #            W8A8 / FP8 / quantized / library tests, racecheck of varlen,
 #            then the GEMM tests (their tuner sweeps last)
+#   s43b [SHAPE]: s43a's tests and A/B only (a short device budget)
 #   s43a [SHAPE]: the one-pass backward's tests on CUDA, its A/B against
 #            the dQ pass (every candidate, the tuner's picks), the peers,
 #            then the CUDA conformance suite
@@ -375,6 +376,14 @@ case "${1:-check}" in
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  s43b)
+    # s43a within a short budget: the tests, then the A/B
+    export FERROTILE_ATTN_ONE_PASS=1
+    SH=${2:-4:32:4096:128}
+    FERROTILE_TEST_DEVICES=cuda step lib_attention 170 $D/attention --nocapture
+    FERROTILE_AUTOTUNE_PRINT=1 step bwd 250 $D/attn-user --library --backward --causal 0 --shapes $SH
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |error" "$L" | tail -70
     ;;
   s43a)
     # the one-pass backward first: its tests on CUDA, the A/B (every
