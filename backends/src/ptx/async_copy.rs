@@ -316,9 +316,11 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
         })
         .filter(|b| k.ty(*b).elem().is_some_and(|e| matches!(e.dtype().size_bytes(), 1 | 2)))
         .filter(|b| {
-            // (computed: staged from registers in the layout the emitter
-            // picks — `PtxWriter::dot_wgmma`)
-            let computed = !d.arg.contains_key(b)
+            // (computed 16-bit: staged from registers in the layout the
+            // emitter picks — `PtxWriter::dot_wgmma`; 8-bit B are staged
+            // K-major always, in `assign::kmajor_b_layout`)
+            let computed = k.ty(*b).elem().is_some_and(|e| e.dtype().size_bytes() == 2)
+                && !d.arg.contains_key(b)
                 && d.def.get(b).is_some_and(|(op, _)| !matches!(op.kind, OpKind::LoadBlock { .. } | OpKind::Load { .. } | OpKind::Trans { .. }));
             // (`trans(y)` of a tile read along its rows arrives K-major: the
             // slot of `y` read the other way — [`AsyncPlan::flipped`])

@@ -721,11 +721,7 @@ impl<'k> PtxWriter<'k> {
         self.store_regs(ptrs, &none, vals, d, true, 1)?;
         self.line(format!("bra.uni {done};"));
         self.body.push_str(&format!("{slow}:\n"));
-        // (fewer than `UNIFORM_RED_MIN` at a time: the plain path)
-        for i in (0..ptrs.len()).step_by(UNIFORM_RED_MIN - 1) {
-            let e = (i + UNIFORM_RED_MIN - 1).min(ptrs.len());
-            self.store_regs(&ptrs[i..e], &preds[i..e], &vals[i..e], d, true, 1)?;
-        }
+        self.store_regs(ptrs, preds, vals, d, true, 1)?;
         self.body.push_str(&format!("{done}:\n"));
         Ok(())
     }
