@@ -142,6 +142,7 @@
 #            racecheck of the views' valid-row reads (owed since session 41),
 #            W8A8 / FP8 / quantized / library tests, racecheck of varlen,
 #            then the GEMM tests (their tuner sweeps last)
+#   s43t:    the library's attention tests on CUDA alone (one pass on)
 #   s43b [SHAPE]: s43a's tests and A/B only (a short device budget)
 #   s43a [SHAPE]: the one-pass backward's tests on CUDA, its A/B against
 #            the dQ pass (every candidate, the tuner's picks), the peers,
@@ -376,6 +377,12 @@ case "${1:-check}" in
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step memcheck 170 compute-sanitizer --tool memcheck --error-exitcode 9 $D/attention --nocapture attention_backward
     FERROTILE_ATTN_LARGE=0 FERROTILE_TEST_DEVICES=cuda step racecheck 170 compute-sanitizer --tool racecheck --error-exitcode 9 $D/attention --nocapture attention_backward
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|max err" "$L" | tail -60
+    ;;
+  s43t)
+    # the one pass's correctness alone: the library's attention tests on CUDA
+    export FERROTILE_ATTN_ONE_PASS=1
+    FERROTILE_TEST_DEVICES=cuda step lib_attention 200 $D/attention --nocapture
+    grep -E "^=== |FAILED|panicked|test result|error" "$L" | tail -30
     ;;
   s43b)
     # s43a within a short budget: the tests, then the A/B
