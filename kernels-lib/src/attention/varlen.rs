@@ -437,6 +437,10 @@ pub fn attention_varlen_backward<T: FloatElement>(
     // The whole backward by one of the two algorithms (see the dense
     // one), with `cfg`'s tiles or (`tuned`) each loop's tuned ones.
     let mut backward = |atomic: bool| -> Result<(), LibError> {
+        if atomic && p.max_seqlen_q.min(tq) * dp > i32::MAX as usize {
+            // (the loop adds at 32-bit offsets from each sequence's first row)
+            return Err(LibError::Shape(format!("{WHAT}: dQ by atomics needs max_seqlen_q · {dp} below 2³¹ (max_seqlen_q = {})", p.max_seqlen_q)));
+        }
         // (delta is row-wise: the packed tensors as one batch entry; with
         // atomics it runs with each dK/dV launch, zeroing the f32 dQ, as
         // in the dense backward)
