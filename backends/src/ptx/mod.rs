@@ -149,6 +149,15 @@ pub struct PtxOptions {
     /// only where the driver reports no more local memory than without
     /// ([`PtxKernel::wide_offsets`]). On by default.
     pub wide_offsets: bool,
+    /// A pointer tile's per-element constants as address immediates: facts
+    /// `r = root + c` about integer registers, a root per op, loads,
+    /// stores and atomics at `[root+c]` ([`emit`]'s `affine` module).
+    /// Fewer instructions and registers wherever a tile of addresses is
+    /// computed (attention backward's dQ atomics: an `IMAD`, a `LEA` and
+    /// a `LEA.HI.X` per element). Not exact where a 32-bit offset's
+    /// arithmetic wraps (`docs/semantics.md`, "Pointer offsets"). Off
+    /// here; the CUDA runtime reads `FERROTILE_AFFINE_ADDRESSES=1`.
+    pub affine_addresses: bool,
     /// `expand_dims` of a value in its default layout read only by
     /// broadcasts is not converted where it is written: each broadcast
     /// converts from the value itself, one trip through shared memory
@@ -282,6 +291,7 @@ impl PtxOptions {
             register_a: true,
             unroll_pipelined: false,
             wide_offsets: true,
+            affine_addresses: false,
             expand_broadcast: true,
             split_masks: false,
             branch_masks: true,
@@ -345,6 +355,10 @@ pub struct PtxKernel {
     /// Offsets taken from their 32-bit registers
     /// ([`PtxOptions::wide_offsets`]): 0 where the option changed nothing.
     pub wide_offsets: u32,
+    /// Global accesses printed at a root address plus an immediate
+    /// ([`PtxOptions::affine_addresses`]): 0 where the option is off or
+    /// changed no access.
+    pub affine_addresses: u32,
     /// Loop-invariant operands [`PtxOptions::cp_invariant_slots`] would put
     /// in `cp.async`-filled slots: 0 where the option is on or would
     /// change nothing.

@@ -234,6 +234,10 @@ impl<'k> PtxWriter<'k> {
                 let es = self.dtype(*ptr).size_bytes();
                 let od = self.dtype(*offset);
                 let (rp, ro) = (self.get(*ptr), self.get(*offset));
+                if self.o.affine_addresses {
+                    let k = self.remat.int_constant(*offset);
+                    return Ok(self.add_ptr_affine(&rp, &ro, od, es, k));
+                }
                 let mut out = vec![];
                 for i in 0..rp.len() {
                     let d = self.reg(RegClass::Rd);
@@ -543,6 +547,11 @@ impl<'k> PtxWriter<'k> {
                     }
                 } else {
                     self.line(format!("{ins} {r}, {x}, {y};"));
+                    if matches!(o, BinOp::Add | BinOp::Sub | BinOp::Mul) {
+                        let kx = self.reg_const.get(x).copied().or(ka);
+                        let ky = self.reg_const.get(y).copied().or(kb);
+                        self.affine_binary(o, d, &r, (x, kx), (y, ky));
+                    }
                 }
                 self.norm8(&r, d);
                 r
@@ -950,12 +959,18 @@ impl<'k> PtxWriter<'k> {
                             self.line(format!("cvt.u64.u32 {y}, {r};"));
                         }
                         self.wide32.insert(y.clone(), (r.clone(), from.is_signed()));
+                        if matches!(from, DType::I32 | DType::U32) {
+                            self.affine_widen(&y, &r, from.is_signed());
+                        }
                         y
                     }
                     _ => {
                         let y = self.reg(RegClass::R);
                         self.line(format!("mov.b32 {y}, {r};"));
                         self.norm8(&y, to);
+                        if matches!(from, DType::I32 | DType::U32) && matches!(to, DType::I32 | DType::U32) {
+                            self.affine_copy(&y, &r);
+                        }
                         y
                     }
                 }

@@ -214,6 +214,7 @@ impl<'k> PtxWriter<'k> {
                     } else {
                         let o = self.reg(RegClass::R);
                         self.line(format!("add.s32 {o}, {i}, {s};"));
+                        self.affine_binary(BinOp::Add, DType::I32, &o, (&i, None), ("", Some(s)));
                         regs.push(o);
                     }
                 }

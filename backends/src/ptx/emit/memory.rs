@@ -328,22 +328,23 @@ impl<'k> PtxWriter<'k> {
                 }
             }
             let pred = masks.map(|m| format!("@{} ", m[i])).unwrap_or_default();
+            let at = self.gaddr(&ptrs[i]);
             if w == 1 {
-                self.line(format!("{pred}ld.global.{t} {}, [{}];", group[0], ptrs[i]));
+                self.line(format!("{pred}ld.global.{t} {}, [{at}];", group[0]));
             } else if w == 8 && c == RegClass::H {
                 // 8 x 16-bit: PTX vectors stop at v4, so move 4 x 32-bit words
                 let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 for (j, wd) in words.iter().enumerate() {
                     self.line(format!("mov.b32 {wd}, {{{}, {}}};", group[2 * j], group[2 * j + 1]));
                 }
-                self.line(format!("{pred}ld.global.v4.b32 {{{}}}, [{}];", words.join(", "), ptrs[i]));
+                self.line(format!("{pred}ld.global.v4.b32 {{{}}}, [{at}];", words.join(", ")));
                 for (j, wd) in words.iter().enumerate() {
                     self.line(format!("mov.b32 {{{}, {}}}, {wd};", group[2 * j], group[2 * j + 1]));
                     self.h_from_word.insert(group[2 * j].clone(), (wd.clone(), false));
                     self.h_from_word.insert(group[2 * j + 1].clone(), (wd.clone(), true));
                 }
             } else {
-                self.line(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{}];", group.join(", "), ptrs[i]));
+                self.line(format!("{pred}ld.global.v{w}.{t} {{{}}}, [{at}];", group.join(", ")));
             }
             out.extend(group);
             i += w;
@@ -492,6 +493,7 @@ impl<'k> PtxWriter<'k> {
                 Some(m) => format!("@{} ", crate::plan::remat::eval_at(self, m, vec![row, col])?),
                 None => String::new(),
             };
+            let at = self.gaddr(&at);
             self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
         }
         Ok(true)
@@ -615,7 +617,8 @@ impl<'k> PtxWriter<'k> {
             let o = self.reg(c);
             self.mov(c, &o, zero);
             let at = pred.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
-            self.line(format!("{at}atom.relaxed.gpu.global.{op} {o}, [{}], {};", rp[r], rv[r]));
+            let addr = self.gaddr(&rp[r]);
+            self.line(format!("{at}atom.relaxed.gpu.global.{op} {o}, [{addr}], {};", rv[r]));
             old.push(o);
         }
         let copies = shape.is_empty() || self.layout_has_repl(&shape);
@@ -662,6 +665,7 @@ impl<'k> PtxWriter<'k> {
         let mut i = 0;
         while i < ptrs.len() {
             let pred = preds[i].as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
+            let at = self.gaddr(&ptrs[i]);
             if atomic {
                 let (op, v) = match d {
                     DType::F32 => ("red.global.add.f32", vals[i].clone()),
@@ -672,12 +676,12 @@ impl<'k> PtxWriter<'k> {
                     DType::BF16 => return self.err("bf16 atomic_add needs sm_90"),
                     _ => return self.err(format!("atomic_add on {d}")),
                 };
-                self.line(format!("{pred}{op} [{}], {v};", ptrs[i]));
+                self.line(format!("{pred}{op} [{at}], {v};"));
                 i += 1;
                 continue;
             }
             if w == 1 {
-                self.line(format!("{pred}st.global.{t} [{}], {};", ptrs[i], vals[i]));
+                self.line(format!("{pred}st.global.{t} [{at}], {};", vals[i]));
             } else if w == 8 && d.size_bytes() == 2 {
                 let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
                 let x2 = if d == DType::BF16 { "bf16x2" } else { "f16x2" };
@@ -689,9 +693,9 @@ impl<'k> PtxWriter<'k> {
                         _ => self.line(format!("mov.b32 {wd}, {{{lo}, {hi}}};")),
                     }
                 }
-                self.line(format!("{pred}st.global.v4.b32 [{}], {{{}}};", ptrs[i], words.join(", ")));
+                self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
             } else {
-                self.line(format!("{pred}st.global.v{w}.{t} [{}], {{{}}};", ptrs[i], vals[i..i + w].join(", ")));
+                self.line(format!("{pred}st.global.v{w}.{t} [{at}], {{{}}};", vals[i..i + w].join(", ")));
             }
             i += w;
         }

@@ -14,6 +14,7 @@
 //! touches memory outside masked-in lanes, and a shared-memory requirement
 //! in [`PtxKernel::smem_bytes`] that the runtime checks against the device.
 
+mod affine;
 mod alu;
 mod control;
 mod dot;
@@ -144,6 +145,11 @@ struct PtxWriter<'k> {
     /// W4A16 tile spilled 8 bytes with it); every tuner configuration of
     /// the library assembles without spills with both now (session 38).
     wide32: HashMap<String, (String, bool)>,
+    /// Integer and address registers known as `root + c` (a register and
+    /// a constant; addresses in bytes): [`affine`].
+    affine: HashMap<String, (String, i64)>,
+    /// Accesses printed at `[root+c]` ([`super::PtxKernel::affine_addresses`]).
+    affine_uses: u32,
     /// `mad.wide` / `mul.wide` printed from `wide32`
     /// ([`super::PtxKernel::wide_offsets`]).
     wide_uses: u32,
@@ -341,6 +347,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         idx_residue: HashMap::new(),
         reg_const: HashMap::new(),
         wide32: HashMap::new(),
+        affine: HashMap::new(),
+        affine_uses: 0,
         wide_uses: 0,
         unrolled: 0,
         shifted: HashMap::new(),
@@ -653,6 +661,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         tensor_maps,
         unrolled_loops: em.unrolled,
         wide_offsets: em.wide_uses,
+        affine_addresses: em.affine_uses,
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
     })

@@ -147,13 +147,14 @@ impl<'k> PtxWriter<'k> {
                 }
             };
             let kind = if bytes == 16 { "cg" } else { "ca" };
+            let src = self.gaddr(&rp[r0]);
             match &masks {
                 Some(m) => {
                     let sz = self.reg(RegClass::R);
                     self.line(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
-                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes}, {sz};", rp[r0]));
+                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes}, {sz};"));
                 }
-                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{}], {bytes};", rp[r0])),
+                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes};")),
             }
         }
         self.cp_pending.push(res);

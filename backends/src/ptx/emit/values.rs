@@ -139,6 +139,8 @@ impl<'k> PtxWriter<'k> {
         let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);
+        } else if self.o.affine_addresses {
+            self.affine.insert(out.clone(), (lay.thread[d].clone(), c as i64));
         }
         self.pro.push_str(&s);
         self.idx_cache.insert(key, out.clone());
@@ -164,6 +166,8 @@ impl<'k> PtxWriter<'k> {
         let mut s = format!("\tadd.u32 {out}, {}, {};\n", lay.thread[d], lay.reg_offsets[r][d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", lay.bl.shape[d] - 1);
+        } else if self.o.affine_addresses {
+            self.affine.insert(out.clone(), (lay.thread[d].clone(), lay.reg_offsets[r][d] as i64));
         }
         self.pro.push_str(&s);
         self.oidx_cache.insert(key, out.clone());
@@ -376,6 +380,7 @@ impl<'k> crate::plan::remat::Emitter<'k> for PtxWriter<'k> {
         }
         let o = self.reg(RegClass::R);
         self.line(format!("add.s32 {o}, {i}, {start};"));
+        self.affine_binary(BinOp::Add, DType::I32, &o, (i, None), ("", Some(start)));
         o
     }
     fn zero_index(&mut self) -> String {

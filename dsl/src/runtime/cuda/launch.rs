@@ -177,6 +177,7 @@ pub(crate) fn launch(
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
             wide_offsets: env_flag("FERROTILE_WIDE_OFFSETS", true),
+            affine_addresses: env_flag("FERROTILE_AFFINE_ADDRESSES", false),
             expand_broadcast: env_flag("FERROTILE_EXPAND_BROADCAST", true),
         };
         let mut pk = ptx_for(spec, &opts)?;
@@ -189,7 +190,8 @@ pub(crate) fn launch(
         let mut loaded = cuda.load(&pk.text, &pk.entry).map_err(berr)?;
         // Threaded copies of pipelined bodies (`unroll_pipelined`) lengthen
         // the prefetched tiles' live ranges, and offsets taken from their
-        // 32-bit registers (`wide_offsets`) change ptxas's allocation;
+        // 32-bit registers (`wide_offsets`) and addresses as a root plus
+        // immediates (`affine_addresses`) change ptxas's allocation;
         // whether ptxas then spills, only the compiled code says: where it
         // uses local memory, the compilations without either (of those
         // that changed the text, and that the launch did not ask for) are
@@ -203,10 +205,11 @@ pub(crate) fn launch(
         // converts them through shared memory instead.
         let unroll_free = pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none();
         let wide_free = pk.wide_offsets > 0;
+        let affine_free = pk.affine_addresses > 0;
         let cp_free = pk.cp_invariant_slots > 0 && std::env::var("FERROTILE_CP_INVARIANT_SLOTS").as_deref() != Ok("0");
         // (slices of loaded vectors held across a loop add registers)
         let slices_free = pk.broadcast_slices > 0;
-        let with = if unroll_free || wide_free || cp_free || slices_free { loaded.local_bytes().map_err(berr)? } else { 0 };
+        let with = if unroll_free || wide_free || affine_free || cp_free || slices_free { loaded.local_bytes().map_err(berr)? } else { 0 };
         if with > 0 {
             let mut alts: Vec<(&str, PtxOptions)> = vec![];
             if cp_free {
@@ -220,6 +223,9 @@ pub(crate) fn launch(
             }
             if unroll_free && wide_free {
                 alts.push(("both", PtxOptions { unroll_pipelined: false, wide_offsets: false, ..opts.clone() }));
+            }
+            if affine_free {
+                alts.push(("per-element addresses", PtxOptions { affine_addresses: false, ..opts.clone() }));
             }
             if slices_free {
                 alts.push(("loaded vectors converted through shared memory", PtxOptions { broadcast_slices: false, ..opts.clone() }));
