@@ -176,7 +176,7 @@ impl<'k> PtxWriter<'k> {
                         DType::U32 | DType::U8 => (o.clone(), "wide.u32"),
                         _ => (o.clone(), "wide.s32"),
                     };
-                    let root = self.root(RegClass::Rd, format!("{form} {src} {p}"), |dst| format!("mad.{form} {dst}, {src}, {es}, {p};"));
+                    let root = self.root(RegClass::Rd, format!("{form} {src} {es} {p}"), |dst| format!("mad.{form} {dst}, {src}, {es}, {p};"));
                     (root, cp.wrapping_add(co.wrapping_mul(es as i64)))
                 }
             };
