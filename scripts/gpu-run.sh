@@ -149,9 +149,10 @@
 #            then the CUDA conformance suite
 #   s44a [SHAPE]: affine addresses (FERROTILE_AFFINE_ADDRESSES=1) under
 #            the CUDA conformance suite and the attention tests (one pass
-#            on), then the backward's A/B with both on
-#   s44b [SHAPE]: the backward's A/B without affine addresses, the peers,
-#            the GEMM / quantized / row-kernel tests with them
+#            on), then the backward's A/B without and with them
+#   s44b [SHAPE]: the backward with affine addresses and broadcast slices,
+#            the peers, the attention tests with slices, the GEMM and
+#            quantized tests with affine addresses
 #   s43-bench [SHAPE]: the backward (one shape, both dtypes, not causal):
 #            each dK/dV candidate with the dQ pass and with dQ by atomics,
 #            the tuner's pick (free, deterministic); the backward peers
@@ -392,22 +393,25 @@ case "${1:-check}" in
   s44a)
     # session 44: affine addresses (FERROTILE_AFFINE_ADDRESSES=1) checked
     # by the conformance suite and the attention tests (with the one pass
-    # on), then the backward's A/B with both on
+    # on), then the backward's A/B without and with them
     SH=${2:-4:32:4096:128}
-    export FERROTILE_ATTN_ONE_PASS=1 FERROTILE_AFFINE_ADDRESSES=1
-    FERROTILE_TEST_DEVICES=cuda step conformance_cuda 120 $D/conformance_cuda --nocapture
-    FERROTILE_TEST_DEVICES=cuda step lib_attention 170 $D/attention --nocapture
-    FERROTILE_AUTOTUNE_PRINT=1 step bwd_affine 240 $D/attn-user --library --backward --causal 0 --shapes $SH
+    export FERROTILE_ATTN_ONE_PASS=1
+    FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_TEST_DEVICES=cuda step conformance_cuda 100 $D/conformance_cuda --nocapture
+    FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_TEST_DEVICES=cuda step lib_attention 150 $D/attention --nocapture
+    FERROTILE_AUTOTUNE_PRINT=1 step bwd_plain 140 $D/attn-user --library --backward --causal 0 --shapes $SH
+    FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_AUTOTUNE_PRINT=1 step bwd_affine 140 $D/attn-user --library --backward --causal 0 --shapes $SH
     grep -E "^=== |FAILED|panicked|test result|conformance on|^library|-> |error" "$L" | tail -70
     ;;
   s44b)
-    # the backward's A/B without affine addresses, the peers, and the
-    # other libraries' tests with affine addresses
+    # broadcast slices with affine addresses: the backward's A/B and the
+    # attention tests; the peers; the other libraries' tests with affine
+    # addresses
     SH=${2:-4:32:4096:128}
-    export FERROTILE_ATTN_ONE_PASS=1
-    FERROTILE_AUTOTUNE_PRINT=1 step bwd_plain 240 $D/attn-user --library --backward --causal 0 --shapes $SH
+    export FERROTILE_ATTN_ONE_PASS=1 FERROTILE_AFFINE_ADDRESSES=1
+    FERROTILE_BROADCAST_SLICES=1 FERROTILE_AUTOTUNE_PRINT=1 step bwd_affine_slices 140 $D/attn-user --library --backward --causal 0 --shapes $SH
     step peers_bwd 100 python3 $D/peers.py --attn-backward --attn-shapes $SH
-    for t in gemm quant library; do FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_TEST_DEVICES=cuda step "lib_$t" 90 $D/$t --nocapture; done
+    FERROTILE_BROADCAST_SLICES=1 FERROTILE_TEST_DEVICES=cuda step lib_attention_slices 150 $D/attention --nocapture
+    for t in gemm quant; do FERROTILE_TEST_DEVICES=cuda step "lib_$t" 80 $D/$t --nocapture; done
     grep -E "^=== |FAILED|panicked|test result|^library|-> |-bwd |error" "$L" | tail -70
     ;;
   s43b)
