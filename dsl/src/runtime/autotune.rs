@@ -135,6 +135,14 @@ pub struct Autotuner {
     /// The choices of this process, by device id and key: found without
     /// building the full key, so a tuned call costs one lookup.
     chosen: Mutex<HashMap<usize, HashMap<String, TuneConfig>>>,
+    /// One lock per (device, key), held while a key is being chosen: two
+    /// threads making their first call on one key do not tune it twice
+    /// (timing each other's launches, and picking two configurations —
+    /// so that calls on the same inputs ran different tiles, and a
+    /// `deterministic` attention backward gave other bits on the next
+    /// call: seen on the H200, session 44); the second waits and takes
+    /// the first's choice.
+    choosing: Mutex<HashMap<(usize, String), std::sync::Arc<Mutex<()>>>>,
     reports: Mutex<HashMap<String, TuneReport>>,
     /// A value tried on the finalists only ([`Self::finalist_knob`]).
     knob: Option<(String, i64, Vec<i64>)>,
@@ -201,6 +209,7 @@ impl Autotuner {
             reps: 10,
             sample_ms: 0.2,
             chosen: Mutex::default(),
+            choosing: Mutex::default(),
             reports: Mutex::default(),
             knob: None,
         }
@@ -267,8 +276,16 @@ impl Autotuner {
         if self.configs.is_empty() {
             return Err(Error::Launch { kernel: self.name.clone(), msg: format!("the autotuner has no configurations to choose from for [{key}]") });
         }
-        let cached = self.chosen.lock().unwrap_or_else(|p| p.into_inner()).get(&dev.id()).and_then(|m| m.get(key)).cloned();
-        if let Some(c) = cached {
+        let cached = || self.chosen.lock().unwrap_or_else(|p| p.into_inner()).get(&dev.id()).and_then(|m| m.get(key)).cloned();
+        if let Some(c) = cached() {
+            launch(&c)?;
+            return Ok(c);
+        }
+        // (the key's lock, then the choice again: another thread may have
+        // made it while this one waited)
+        let lock = self.choosing.lock().unwrap_or_else(|p| p.into_inner()).entry((dev.id(), key.to_string())).or_default().clone();
+        let _choosing = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cached() {
             launch(&c)?;
             return Ok(c);
         }
