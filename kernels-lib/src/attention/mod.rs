@@ -332,8 +332,8 @@ pub struct AttentionOptions<'a> {
     /// keys), so that runs on the same inputs give the same bits;
     /// otherwise the autotuner may pick FlashAttention-2's single pass
     /// with dQ by atomics where it is faster (`backward.atomic_dq` forces
-    /// it; the tuner's pick is off until measured on a GPU:
-    /// `FERROTILE_ATTN_ONE_PASS=1`).
+    /// it; the tuner's pick is off by default — measured slower than the
+    /// two passes on the H200 — and on with `FERROTILE_ATTN_ONE_PASS=1`).
     pub deterministic: bool,
 }
 
