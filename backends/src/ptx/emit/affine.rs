@@ -142,9 +142,9 @@ impl<'k> PtxWriter<'k> {
     /// `ptr + offset` per element as a root address and a byte offset:
     /// the root `mad`e once per distinct (pointer root, offset root), each
     /// element an `add.s64` from it (folded into its accesses by ptxas and
-    /// printed as `[root+c]` by [`Self::gaddr`]). `form`: the offset's
-    /// `mad` form per element (`wide.s32`, `wide.u32`, `lo.s64`; `None`:
-    /// extended from the 32-bit register of `wide32`, picked here).
+    /// printed as `[root+c]` by [`Self::gaddr`]); the root's `mad` as the
+    /// per-element path makes it ([`Self::offset_mad`]). `konst`: the
+    /// offset's value where it is a constant.
     pub(super) fn add_ptr_affine(&mut self, rp: &[String], ro: &[String], od: DType, es: usize, konst: Option<i64>) -> Vec<String> {
         let mut out = Vec::with_capacity(rp.len());
         for i in 0..rp.len() {
@@ -165,17 +165,7 @@ impl<'k> PtxWriter<'k> {
                     (p, cp.wrapping_add(k.wrapping_mul(es as i64)))
                 }
                 Term::Lin(o, co) => {
-                    let (src, form) = match od {
-                        DType::I64 => match self.wide32.get(&o).cloned().filter(|_| self.o.wide_offsets) {
-                            Some((r, s)) => {
-                                self.wide_uses += 1;
-                                (r, if s { "wide.s32" } else { "wide.u32" })
-                            }
-                            None => (o.clone(), "lo.s64"),
-                        },
-                        DType::U32 | DType::U8 => (o.clone(), "wide.u32"),
-                        _ => (o.clone(), "wide.s32"),
-                    };
+                    let (src, form) = self.offset_mad(od, &o);
                     let root = self.root(RegClass::Rd, format!("{form} {src} {es} {p}"), |dst| format!("mad.{form} {dst}, {src}, {es}, {p};"));
                     (root, cp.wrapping_add(co.wrapping_mul(es as i64)))
                 }

@@ -241,20 +241,7 @@ impl<'k> PtxWriter<'k> {
                 let mut out = vec![];
                 for i in 0..rp.len() {
                     let d = self.reg(RegClass::Rd);
-                    // (an offset extended from 32 bits: one widening
-                    // multiply-add from the 32-bit register, `IMAD.WIDE`,
-                    // where the 64-bit one takes a sign shift and three
-                    // multiply-adds)
-                    let w = if self.o.wide_offsets { self.wide32.get(&ro[i]).cloned() } else { None };
-                    let (src, form) = match (od, w) {
-                        (DType::I64, Some((r, s))) => {
-                            self.wide_uses += 1;
-                            (r, if s { "wide.s32" } else { "wide.u32" })
-                        }
-                        (DType::I64, None) => (ro[i].clone(), "lo.s64"),
-                        (DType::U32 | DType::U8, _) => (ro[i].clone(), "wide.u32"),
-                        _ => (ro[i].clone(), "wide.s32"),
-                    };
+                    let (src, form) = self.offset_mad(od, &ro[i]);
                     self.line(format!("mad.{form} {d}, {src}, {es}, {};", rp[i]));
                     out.push(d);
                 }
@@ -262,6 +249,24 @@ impl<'k> PtxWriter<'k> {
             }
             _ => return self.err(format!("not an elementwise op: {kind:?}")),
         })
+    }
+
+    /// The operand and `mad` form that add offset register `o` of dtype
+    /// `od` (times the element size) to a pointer: an offset extended
+    /// from 32 bits as one widening multiply-add from the 32-bit register
+    /// (`IMAD.WIDE`, where the 64-bit one takes a sign shift and three
+    /// multiply-adds; `PtxOptions::wide_offsets`).
+    pub(super) fn offset_mad(&mut self, od: DType, o: &str) -> (String, &'static str) {
+        let w = if self.o.wide_offsets { self.wide32.get(o).cloned() } else { None };
+        match (od, w) {
+            (DType::I64, Some((r, s))) => {
+                self.wide_uses += 1;
+                (r, if s { "wide.s32" } else { "wide.u32" })
+            }
+            (DType::I64, None) => (o.to_string(), "lo.s64"),
+            (DType::U32 | DType::U8, _) => (o.to_string(), "wide.u32"),
+            _ => (o.to_string(), "wide.s32"),
+        }
     }
 
     /// A 32-bit constant in a register (set in the prologue, once per value):
