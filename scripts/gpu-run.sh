@@ -150,6 +150,11 @@
 #   s44a [SHAPE]: affine addresses (FERROTILE_AFFINE_ADDRESSES=1) under
 #            the CUDA conformance suite and the attention tests (one pass
 #            on), then the backward's A/B without and with them
+#   s45a:    affine addresses through the GEMM/quantized tests, the grouped
+#            GEMM with them off/on, FP8 next to torch._scaled_mm
+#   s45b [SHAPES]: the user's tutorial-form attention next to Triton's
+#   s45c [SHAPES]: the same with FERROTILE_ROTATE_CHAINS off / on, the
+#            hand-rotated kernel, the peers
 #   s44b [SHAPE]: the backward with affine addresses and broadcast slices,
 #            the peers, the attention tests with slices, the GEMM and
 #            quantized tests with affine addresses
@@ -401,6 +406,58 @@ case "${1:-check}" in
     FERROTILE_AUTOTUNE_PRINT=1 step bwd_plain 140 $D/attn-user --library --backward --causal 0 --shapes $SH
     FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_AUTOTUNE_PRINT=1 step bwd_affine 140 $D/attn-user --library --backward --causal 0 --shapes $SH
     grep -E "^=== |FAILED|panicked|test result|conformance on|^library|-> |error" "$L" | tail -70
+    ;;
+  s45d)
+    # the library with FERROTILE_ROTATE_CHAINS off / on (each tuned into
+    # its own cache): the forward (bf16, d64 and d128, causal both; the
+    # tuner's OV=0 tiles rotate) and the backward (bf16 d128; its dK/dV and
+    # dQ loops rotate)
+    for x in 0 1; do
+      FERROTILE_CACHE_DIR=/tmp/cache_f$x FERROTILE_EXPLAIN=$x FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_ROTATE_CHAINS=$x step "lib_fwd_rot$x" 130 $D/attn-user --library --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal both
+    done
+    for x in 0 1; do
+      FERROTILE_CACHE_DIR=/tmp/cache_b$x FERROTILE_EXPLAIN=$x FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_ROTATE_CHAINS=$x step "lib_bwd_rot$x" 115 $D/attn-user --library --backward --device cuda --dtype bf16 --shapes 4:32:4096:128 --causal 0
+    done
+    grep -E "^=== |auto|FAIL|error|chained|-> " "$L" | grep -v "^\s*$" | tail -60
+    ;;
+  s45c)
+    # chained dots rotated (FERROTILE_ROTATE_CHAINS=1): the fused
+    # conformance cases with it, then the user's tutorial-form attention
+    # with it off / on (alternated twice), the hand-rotated one, the peers
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    C=128x128x8x2,128x64x4x2,128x64x8x2
+    FERROTILE_ROTATE_CHAINS=1 FERROTILE_CASE=attention,invariant_operands FERROTILE_TEST_DEVICES=cuda step conformance_rot 100 $D/conformance_cuda --nocapture
+    for r in 1 2; do
+      for x in 0 1; do FERROTILE_EXPLAIN=$x FERROTILE_ROTATE_CHAINS=$x step "attn_rot${x}_r$r" 100 $D/attn-user --device cuda --dtype bf16 --shapes $SH --causal both --configs $C; done
+      # (Q's invariant fragments in a TMA slot instead of 32 registers)
+      FERROTILE_INVARIANT_A_REGS=16 step "attn_aregs16_r$r" 100 $D/attn-user --device cuda --dtype bf16 --shapes $SH --causal both --configs $C
+    done
+    ATTN_OV=1 step attn_ov 100 $D/attn-user --device cuda --dtype bf16 --shapes $SH --causal both --configs $C
+    step attn_peers 130 python3 $D/peers.py --attention --attn-shapes $SH
+    grep -E "^=== |BEST|FAIL|error|conformance on|attention |chained" "$L" | grep -v "^triton-fa2 .*wrong\|sdpa-eff\|sdpa-flash" | tail -70
+    ;;
+  s45a)
+    # affine addresses on (session 44's FERROTILE_AFFINE_ADDRESSES=1): the
+    # GEMM / quantized tests that had not run with them; the grouped GEMM
+    # with them off / on (alternated) and unguarded; FP8 row-wise next to
+    # torch._scaled_mm (last measured in session 19)
+    FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_TEST_DEVICES=cuda step gemm_affine 110 $D/gemm --nocapture --skip every_tuner_configuration
+    for t in quant w8a8 fp8; do FERROTILE_AFFINE_ADDRESSES=1 FERROTILE_TEST_DEVICES=cuda step "${t}_affine" 70 $D/$t --nocapture; done
+    for a in 0 1 0 1; do FERROTILE_AFFINE_ADDRESSES=$a step gg_affine$a 40 $D/user-suite --device cuda --only grouped_gemm; done
+    FERROTILE_AFFINE_ADDRESSES=1 step gg_unchecked 40 $D/user-suite --device cuda --only grouped_gemm --unchecked
+    FERROTILE_AUTOTUNE_PRINT=1 step fp8_lib 100 $D/dequant-user --fp8 --device cuda --shapes 4096x4096x4096,8192x8192x8192
+    step fp8_peers 70 python3 $D/peers.py --fp8 --w8-shapes 4096x4096x4096,8192x8192x8192
+    grep -E "^=== |FAILED|panicked|test result|suite grouped|fp8 |^library|cublas|scaled_mm|error" "$L" | tail -60
+    ;;
+  s45b)
+    # the user's attention in the Triton tutorial's form (attn_fwd, not
+    # the hand-rotated attn_fwd_ov) next to Triton's, bf16: where issue
+    # 20's "≥ 1.0× Triton" stands for the kernel a user writes first
+    SH=${2:-4:32:4096:128,4:32:4096:64}
+    step attn_plain 200 $D/attn-user --device cuda --dtype bf16 --shapes $SH --causal both --configs 128x128x8x2,128x64x4x2
+    ATTN_OV=1 step attn_ov 180 $D/attn-user --device cuda --dtype bf16 --shapes $SH --causal both --configs 128x128x8x2,128x64x4x2
+    step attn_peers 170 python3 $D/peers.py --attention --attn-shapes $SH
+    grep -E "^=== |BEST|TFLOP|FAIL|error" "$L" | grep -v "^triton-fa2 .*wrong" | tail -60
     ;;
   s44b)
     # broadcast slices with affine addresses: the backward's A/B and the

@@ -406,10 +406,11 @@ fn invariant_load(d: &Defs, x: V, blk: usize) -> Option<usize> {
 
 /// The loop-invariant A operands that go to slots: per block of `dot`s,
 /// the 16-bit TMA-loaded invariant A tiles of its `wgmma` dots, when
-/// together they would hold more than 32 registers per thread as register
-/// A fragments (below that the register path wins: no shared-memory
-/// reads; above it, they spill — attention's backward at d128).
-fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
+/// together they would hold more than `a_regs` (32 by default) registers
+/// per thread as register A fragments (below that the register path wins:
+/// no shared-memory reads; above it, they spill — attention's backward at
+/// d128).
+fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, a_regs: u32) -> std::collections::HashSet<V> {
     let mut per_block: HashMap<usize, (u32, Vec<V>)> = HashMap::new();
     for (op, blk) in &d.dots {
         let OpKind::Dot { a, b, .. } = &op.kind else { continue };
@@ -432,7 +433,7 @@ fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMa
             e.1.push(src);
         }
     }
-    per_block.into_values().filter(|(bytes, _)| *bytes > 128).flat_map(|(_, vs)| vs).collect()
+    per_block.into_values().filter(|(bytes, _)| *bytes > 4 * a_regs).flat_map(|(_, vs)| vs).collect()
 }
 
 /// How a ring load copies its tile.
@@ -481,12 +482,13 @@ fn source_view(d: &Defs, x: V) -> Option<V> {
 /// 16-bit tiles no tensor map describes (`PtxOptions::cp_invariant_slots`);
 /// where it is false, [`AsyncPlan::cp_invariant_candidates`] counts the
 /// operands it would move.
-pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool, cp_invariant: bool) -> AsyncPlan {
+/// `a_regs`: the register-A budget of invariant A tiles (`PtxOptions::invariant_a_regs`).
+pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, invariant_slots: bool, cp_invariant: bool, a_regs: u32) -> AsyncPlan {
     let mut d = Defs::default();
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
     let mut out = AsyncPlan::default();
-    let invariant_a = if invariant_slots { invariant_a_to_slots(k, &d, layouts, tma_views) } else { Default::default() };
+    let invariant_a = if invariant_slots { invariant_a_to_slots(k, &d, layouts, tma_views, a_regs) } else { Default::default() };
     for (op, blk) in d.dots.clone() {
         let OpKind::Dot { a, b, acc, precision } = &op.kind else { continue };
         let (a, b, acc, precision) = (*a, *b, *acc, *precision);

@@ -49,12 +49,23 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
             }
         }
     });
+    // (chained dots rotated only where they run on `wgmma`: an `mma.sync`
+    // is synchronous, and its register-A path wants the chained dot's
+    // operand from the same iteration — measured: a rotated `mma.sync`
+    // dQ loop of the attention backward ran 1.7× slower)
+    let pre_layouts = o
+        .rotate_chains
+        .then(|| assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands));
+    let on_wgmma = |s: &[u32]| pre_layouts.as_ref().is_some_and(|p| p.mma(s).is_some_and(|g| g.wgmma));
+    let rotate: Option<passes::rotate_chains::Accept> = o.rotate_chains.then_some(&on_wgmma);
+    let rotated = rotate.map_or(0, |a| passes::rotate_chains::count(k, a));
     let k = &*passes::run(
         k,
         &passes::PassOptions::ptx(o.safety, &|v| host_checked.contains(&v), &|r| kept.contains(&r), o.pipeline)
             .every_loop(o.pipeline_every_loop)
             .split_masks(o.split_masks)
             .branch_masks(o.branch_masks)
+            .rotate_chains(rotate)
             .remat_widened(o.remat_widened.then_some(o.num_warps * 32))
             .proven_masks(&o.proven_masks)
             .unit(&unit),
@@ -64,7 +75,8 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands)
         .with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
-    let mut ring_plan = async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots);
+    let mut ring_plan =
+        async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots, o.invariant_a_regs);
     if !o.warp_specialize && o.cluster == 1 && o.late_prefetch {
         async_copy::late_prefetch(k, &mut ring_plan, o.num_warps);
     }
@@ -97,6 +109,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     };
     let mut p = emit::write(Plans { kernel: k, vec, layouts: plan, axis, facts, rings: ring_plan, tma_views, warp_spec: ws, values, partial }, o)?;
     p.broadcast_slices = broadcast_values;
+    p.rotated_loops = rotated;
     Ok(p)
 }
 

@@ -185,6 +185,12 @@ pub struct PtxOptions {
     /// rings or registers). On by default; the CUDA runtime reads
     /// `FERROTILE_BRANCH_MASKS=0` for A/B runs.
     pub branch_masks: bool,
+    /// A loop whose carried-accumulator `dot` consumes another `dot`'s
+    /// result of the same iteration is rotated by one iteration
+    /// ([`ferrotile_ir::passes::rotate_chains`]): the chained dot of the
+    /// previous iteration runs under this iteration's elementwise work.
+    /// Off by default; the CUDA runtime reads `FERROTILE_ROTATE_CHAINS=1`.
+    pub rotate_chains: bool,
     /// Tiles widened from narrower ones are recomputed after reductions
     /// instead of held across them ([`ferrotile_ir::passes::remat_widened`]:
     /// fewer registers in row kernels of 16-bit data). On by default; the
@@ -228,6 +234,11 @@ pub struct PtxOptions {
     /// the register path (the CUDA runtime reads
     /// `FERROTILE_INVARIANT_SLOTS=0`, for A/B runs).
     pub invariant_slots: bool,
+    /// The register-A budget of [`Self::invariant_slots`]: a block of
+    /// `dot`s whose loop-invariant A fragments would take more than this
+    /// many registers per thread puts them in slots (default 32; the CUDA
+    /// runtime reads `FERROTILE_INVARIANT_A_REGS`, for A/B runs).
+    pub invariant_a_regs: u32,
     /// With `invariant_slots`: a 16-bit loop-invariant operand whose view
     /// no tensor map describes (its base from a loaded offset: the varlen
     /// backward's K and V) takes such a slot too, filled by `cp.async`
@@ -295,6 +306,8 @@ impl PtxOptions {
             expand_broadcast: true,
             split_masks: false,
             branch_masks: true,
+            rotate_chains: false,
+            invariant_a_regs: 32,
             remat_widened: true,
             defer_wgmma_waits: true,
             proven_masks: vec![],
@@ -359,6 +372,9 @@ pub struct PtxKernel {
     /// ([`PtxOptions::affine_addresses`]): 0 where the option is off or
     /// changed no access.
     pub affine_addresses: u32,
+    /// Loops rotated by [`PtxOptions::rotate_chains`]: 0 where the option
+    /// is off or found no chain.
+    pub rotated_loops: u32,
     /// Loop-invariant operands [`PtxOptions::cp_invariant_slots`] would put
     /// in `cp.async`-filled slots: 0 where the option is on or would
     /// change nothing.

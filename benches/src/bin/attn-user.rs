@@ -721,6 +721,8 @@ fn emit(args: &[String]) {
         tma: true,
         warp_specialize: ws,
         split_masks: args.iter().any(|a| a == "split"),
+        rotate_chains: args.iter().any(|a| a == "rotate"),
+        invariant_a_regs: std::env::var("FERROTILE_INVARIANT_A_REGS").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
         programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };
@@ -732,7 +734,7 @@ fn emit(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice); `--varlen`: the varlen backward next to the dense one on the same tokens, and on a ragged batch\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [lib [nofold]]");
+        println!("usage: attn-user [--device cuda|wgpu|cpu] [--shapes B:H:S:D,..] [--causal 0|1|both] [--configs BMxBNxWARPSxSTAGES[xPROGRAMS_PER_SM],..]\n       attn-user --decode-shapes B:H:HK:SQ:SK:D,.. [--device ..] [--paged PS,..]: the library's decode path (µs, KV GB/s; also from a paged copy of the cache)\n       attn-user --library [--backward] [--layout bhsd|bshd] [--group G] [--configs ..] [shapes, causal, device as above] [--dtype bf16|f16]: the library's attention, forward or backward (each config forced, then its own choice); `--varlen`: the varlen backward next to the dense one on the same tokens, and on a ragged batch\n       attn-user --emit BMxBNxD WARPS STAGES [sm] [causal] [ws] [perSM=N] [split] [rotate] [lib [nofold]]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit") {

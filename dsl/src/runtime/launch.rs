@@ -117,6 +117,19 @@ pub struct LaunchConfig {
     /// W4A16 shape runs 4 % slower with the copies, others up to 13 %
     /// faster: H200, session 37). Other backends ignore it.
     pub unroll_pipelined: Option<bool>,
+    /// A loop whose carried-accumulator `dot` consumes another `dot`'s
+    /// result of the same iteration (attention written the Triton
+    /// tutorial's way, a two-dot chain) is rotated by one iteration, so the
+    /// chained `wgmma` runs under the next iteration's elementwise work
+    /// (CUDA on Hopper; `ferrotile_ir::passes::rotate_chains`). `None`:
+    /// `FERROTILE_ROTATE_CHAINS=1` turns it on (off by default), and the
+    /// compilation in source order runs where the rotated one uses local
+    /// memory. Only chains on `wgmma`, and not where the chained dots load a
+    /// tile the rest of the loop reads too. A performance hint — results do
+    /// not depend on it (the user attention at d64 +18 %, at d128 +4–12 % on
+    /// the tiles that do not spill: H100, session 45). Other backends ignore
+    /// it.
+    pub rotate_chains: Option<bool>,
 }
 
 impl LaunchConfig {
@@ -134,6 +147,7 @@ impl LaunchConfig {
             split_masks: false,
             warp_specialize: false,
             unroll_pipelined: None,
+            rotate_chains: None,
         }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
@@ -179,6 +193,11 @@ impl LaunchConfig {
     /// Threaded copies of pipelined loop bodies on or off (see the field).
     pub fn unroll_pipelined(mut self, on: bool) -> Self {
         self.unroll_pipelined = Some(on);
+        self
+    }
+    /// Chained dots rotated by one iteration, or not (see the field).
+    pub fn rotate_chains(mut self, on: bool) -> Self {
+        self.rotate_chains = Some(on);
         self
     }
 }

@@ -18,6 +18,10 @@
 //!   as two loops, the first with the masks known true;
 //! - [`branch_masks`]: in such a loop (one loop), the selects only the
 //!   last iterations can fail run under a branch on the induction variable;
+//! - [`rotate_chains`]: a loop whose carried-accumulator `dot` consumes
+//!   another `dot`'s result of the same iteration is rotated by one
+//!   iteration, so the chained dot runs under the next iteration's
+//!   elementwise work;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
 //!   `dot` (prefetch `depth` iterations ahead);
 //! - [`remat_widened`]: a tile widened from narrower ones (`x as f32` of a
@@ -30,8 +34,8 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] (where the launch asks, or `FERROTILE_SPLIT_MASKS=1`) → [`branch_masks`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
-//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] (where the launch asks, or `FERROTILE_SPLIT_MASKS=1`) → [`branch_masks`] → [`rotate_chains`] → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`rotate_chains`] (opt-in: `PtxOptions::rotate_chains`) → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
 //! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
@@ -47,6 +51,7 @@ pub mod lower_views;
 pub mod pipeline;
 pub mod proven_masks;
 pub mod remat_widened;
+pub mod rotate_chains;
 pub mod split_masks;
 
 use crate::{Kernel, Type, V};
@@ -78,6 +83,10 @@ pub struct PassOptions<'a> {
     /// Put the selects that only a `dot` loop's last iterations can fail
     /// under a branch on the induction variable ([`branch_masks`]).
     pub branch_masks: bool,
+    /// Rotate loops whose carried-accumulator `dot` consumes another
+    /// `dot`'s result by one iteration ([`rotate_chains`]), for the chained
+    /// dots this accepts; `None`: off.
+    pub rotate_chains: Option<rotate_chains::Accept<'a>>,
     /// Recompute widened tiles after reductions ([`remat_widened`]), for
     /// programs of this many threads; `None`: off.
     pub remat_widened: Option<u32>,
@@ -100,6 +109,7 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             branch_masks: true,
+            rotate_chains: None,
             remat_widened: None,
             proven_masks: &[],
         }
@@ -119,6 +129,7 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             branch_masks: gpu_pipeline_depth > 0,
+            rotate_chains: (gpu_pipeline_depth > 0).then_some(&|_: &[u32]| true),
             // (one thread: every value large enough in any launch is rewritten)
             remat_widened: (gpu_pipeline_depth > 0).then_some(1),
             proven_masks: &[],
@@ -168,9 +179,16 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             branch_masks: false,
+            rotate_chains: None,
             remat_widened: None,
             proven_masks: &[],
         }
+    }
+    /// These options with [`rotate_chains`] for the chained dots `accept`
+    /// takes, or off (`None`).
+    pub fn rotate_chains(mut self, accept: Option<rotate_chains::Accept<'a>>) -> Self {
+        self.rotate_chains = accept;
+        self
     }
 }
 
@@ -197,7 +215,12 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     let split = o.split_masks && split_masks::has_dot_loops(&k) && split_masks::split_masks(k.to_mut());
     // (after a split only the second loop keeps its masks)
     let branched = o.branch_masks && split_masks::has_dot_loops(&k) && branch_masks::branch_masks(k.to_mut());
-    if o.pipeline_depth > 0 || split || branched {
+    let rotated = o.rotate_chains.is_some_and(|a| rotate_chains::count(&k, a) > 0 && rotate_chains::rotate_chains(k.to_mut(), a) > 0);
+    if rotated {
+        // (stage 0's copies of the operand loads only the chained dots read)
+        dce::dce(k.to_mut());
+    }
+    if o.pipeline_depth > 0 || split || branched || rotated {
         let before: Kernel = (*k).clone();
         pipeline::pipeline_loops(k.to_mut(), o.pipeline_depth, o.pipeline_every_loop);
         // (a pipelined loop keeps its body's address and mask arithmetic for

@@ -662,6 +662,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         unrolled_loops: em.unrolled,
         wide_offsets: em.wide_uses,
         affine_addresses: em.affine_uses,
+        rotated_loops: 0,
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
     })

@@ -36,7 +36,20 @@ struct Compiled {
     tensor_maps: Vec<ptx::TensorMapSpec>,
 }
 
-type Key = (usize, usize, Vec<i64>, Vec<DType>, Vec<u32>, Vec<bool>, u32, u32, u32, u32, bool, (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>));
+type Key = (
+    usize,
+    usize,
+    Vec<i64>,
+    Vec<DType>,
+    Vec<u32>,
+    Vec<bool>,
+    u32,
+    u32,
+    u32,
+    u32,
+    bool,
+    (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>, Option<bool>),
+);
 
 /// The mask bounds of a specialization (`proven_masks::bounds`), found
 /// once per (kernel, constexprs, dtypes): launches only compare them with
@@ -138,7 +151,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop, split, proven.clone(), ws, cfg.unroll_pipelined),
+            (safety, every_loop, split, proven.clone(), ws, cfg.unroll_pipelined, cfg.rotate_chains),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -165,6 +178,8 @@ pub(crate) fn launch(
             unroll_pipelined: cfg.unroll_pipelined.unwrap_or_else(|| env_flag("FERROTILE_UNROLL_PIPELINED", true)),
             split_masks: split,
             branch_masks: env_flag("FERROTILE_BRANCH_MASKS", true),
+            rotate_chains: cfg.rotate_chains.unwrap_or_else(|| env_flag("FERROTILE_ROTATE_CHAINS", false)),
+            invariant_a_regs: std::env::var("FERROTILE_INVARIANT_A_REGS").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
             defer_wgmma_waits: env_flag("FERROTILE_WGMMA_DEFER", true),
             proven_masks: proven.clone(),
@@ -209,7 +224,9 @@ pub(crate) fn launch(
         let cp_free = pk.cp_invariant_slots > 0 && std::env::var("FERROTILE_CP_INVARIANT_SLOTS").as_deref() != Ok("0");
         // (slices of loaded vectors held across a loop add registers)
         let slices_free = pk.broadcast_slices > 0;
-        let with = if unroll_free || wide_free || affine_free || cp_free || slices_free { loaded.local_bytes().map_err(berr)? } else { 0 };
+        // (a rotated loop carries the chained dot's operands: registers)
+        let rotate_free = pk.rotated_loops > 0 && cfg.rotate_chains.is_none();
+        let with = if unroll_free || wide_free || affine_free || cp_free || slices_free || rotate_free { loaded.local_bytes().map_err(berr)? } else { 0 };
         if with > 0 {
             let mut alts: Vec<(&str, PtxOptions)> = vec![];
             if cp_free {
@@ -229,6 +246,9 @@ pub(crate) fn launch(
             }
             if slices_free {
                 alts.push(("loaded vectors converted through shared memory", PtxOptions { broadcast_slices: false, ..opts.clone() }));
+            }
+            if rotate_free {
+                alts.push(("chained dots in source order", PtxOptions { rotate_chains: false, ..opts.clone() }));
             }
             let mut best = with;
             for (what, o) in alts {
