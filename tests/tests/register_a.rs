@@ -106,3 +106,30 @@ fn strided_grouped_views_become_rank4_tensor_maps() {
         ptxas::assemble(&px, &p.text, 90).unwrap_or_else(|log| panic!("ptxas: {log}"));
     }
 }
+
+/// `PtxOptions::lower_register_a`: a loop-invariant Q that stays register
+/// A (no slot) is read as pointer loads of whole fragment pairs — half
+/// the loads, none of them scalar — instead of element by element; the
+/// rest of the kernel is unchanged (its K and V rings) and the PTX
+/// assembles without spills.
+#[test]
+fn register_a_invariants_load_in_vectors() {
+    let px = ptxas::find_or_skip();
+    let k = k_attention::ir();
+    for causal in [0, 1] {
+        let spec = specialize(k, &[128, 64, 64, causal], &[DType::BF16]).unwrap();
+        let off = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, tma: true, ..PtxOptions::new(90, 4, k.params.len()) };
+        let on = PtxOptions { lower_register_a: true, ..off.clone() };
+        let (p0, p1) = (emit(&spec, &off).unwrap(), emit(&spec, &on).unwrap());
+        let loads = |t: &str, w: &str| t.lines().filter(|l| l.contains("ld.global") && l.contains(w)).count();
+        assert_eq!(loads(&p0.text, "ld.global.b16"), 64, "Q element by element without the option");
+        assert_eq!(loads(&p1.text, "ld.global.b16"), 0, "no scalar loads with it");
+        assert_eq!(loads(&p1.text, "ld.global.v2.b16"), 32, "Q's 64 elements per thread as 32 pairs");
+        let bulk = |t: &str| t.matches("cp.async.bulk.tensor").count();
+        assert_eq!(bulk(&p0.text), bulk(&p1.text), "K and V copied as before");
+        if let Some(px) = &px {
+            let r = ptxas::assemble(px, &p1.text, 90).unwrap_or_else(|e| panic!("ptxas: {e}"));
+            assert_eq!(r.spill_stores, 0, "{}", r.log);
+        }
+    }
+}

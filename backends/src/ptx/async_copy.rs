@@ -436,6 +436,32 @@ fn invariant_a_to_slots(k: &Kernel, d: &Defs, layouts: &Plan, tma_views: &HashMa
     per_block.into_values().filter(|(bytes, _)| *bytes > 4 * a_regs).flat_map(|(_, vs)| vs).collect()
 }
 
+/// The block loads that stay register A: 16-bit A operands of `wgmma`
+/// dots, loaded before the loop each such dot sits in, that
+/// [`invariant_a_to_slots`] leaves in registers (within `a_regs`), and read
+/// by nothing else. No copy fills a slot for them, so the caller lowers
+/// them to pointer loads, which load whole runs of the fragments' layout
+/// at once (kept as block loads without a ring, they would load element
+/// by element: attention's Q tile, 64 scalar loads per thread at d64).
+pub fn register_a_invariants(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaView>, a_regs: u32) -> std::collections::HashSet<V> {
+    let mut d = Defs::default();
+    let mut next = 0;
+    index_block(&k.body, 0, &mut next, &mut d);
+    let slots = invariant_a_to_slots(k, &d, layouts, tma_views, a_regs);
+    let mut reads: HashMap<V, usize> = HashMap::new();
+    for (op, blk) in &d.dots {
+        let OpKind::Dot { a, b, .. } = &op.kind else { continue };
+        let out: Option<Vec<u32>> = k.ty(op.results[0]).shape().iter().map(|s| s.known().map(|y| y as u32)).collect();
+        let wgmma = out.and_then(|o| layouts.mma(&o)).is_some_and(|g| g.wgmma);
+        let block_load = matches!(d.def.get(a).map(|(o, _)| &o.kind), Some(OpKind::LoadBlock { .. }));
+        let two_bytes = k.ty(*a).elem().is_some_and(|e| e.dtype().size_bytes() == 2);
+        if wgmma && a != b && block_load && two_bytes && !slots.contains(a) && invariant_load(&d, *a, *blk).is_some() {
+            *reads.entry(*a).or_default() += 1;
+        }
+    }
+    reads.into_iter().filter(|(v, n)| d.uses.get(v) == Some(n)).map(|(v, _)| v).collect()
+}
+
 /// How a ring load copies its tile.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Via {

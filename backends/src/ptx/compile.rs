@@ -170,9 +170,16 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
         let lay = async_copy::SlotLayout::Swizzled { es, transposed: i == 0 };
         shared.contains(&r) && (es == 2 || byte_ok) && async_copy::tma_slot(lay, &shape(r), i)
     };
+    // (loop-invariant A tiles that stay in registers get no slot: lowered,
+    // they load in vectors)
+    let register_a = if o.lower_register_a && o.invariant_slots && !o.warp_specialize && o.cluster == 1 {
+        async_copy::register_a_invariants(k, &layouts, tma_views, o.invariant_a_regs)
+    } else {
+        HashSet::new()
+    };
     view_of
         .iter()
-        .filter(|(r, v)| tma_views.contains_key(v) && ((uses.get(r) == Some(&1) && tma_slot.contains(r)) || shared_ok(**r)))
+        .filter(|(r, v)| tma_views.contains_key(v) && !register_a.contains(r) && ((uses.get(r) == Some(&1) && tma_slot.contains(r)) || shared_ok(**r)))
         .map(|(r, _)| *r)
         .collect()
 }

@@ -239,6 +239,15 @@ pub struct PtxOptions {
     /// many registers per thread puts them in slots (default 32; the CUDA
     /// runtime reads `FERROTILE_INVARIANT_A_REGS`, for A/B runs).
     pub invariant_a_regs: u32,
+    /// Loop-invariant `wgmma` A tiles that stay in registers (no slot:
+    /// within [`Self::invariant_a_regs`]) are read as pointer loads, which
+    /// load whole runs of the fragments' layout per instruction, instead of
+    /// as block loads without a ring, element by element
+    /// (`async_copy::register_a_invariants`; offline, the user's d64
+    /// attention: 64 scalar loads → 32 pairs per thread, 255 registers and
+    /// 40 bytes of spills → 250 and none). Off by default until measured
+    /// on a GPU; the CUDA runtime reads `FERROTILE_LOWER_REGISTER_A=1`.
+    pub lower_register_a: bool,
     /// With `invariant_slots`: a 16-bit loop-invariant operand whose view
     /// no tensor map describes (its base from a loaded offset: the varlen
     /// backward's K and V) takes such a slot too, filled by `cp.async`
@@ -308,6 +317,7 @@ impl PtxOptions {
             branch_masks: true,
             rotate_chains: false,
             invariant_a_regs: 32,
+            lower_register_a: false,
             remat_widened: true,
             defer_wgmma_waits: true,
             proven_masks: vec![],

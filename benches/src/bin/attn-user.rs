@@ -718,11 +718,13 @@ fn emit(args: &[String]) {
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
         pipeline: stages - 1,
-        tma: true,
+        tma: !args.iter().any(|a| a == "notma"),
         warp_specialize: ws,
         split_masks: args.iter().any(|a| a == "split"),
         rotate_chains: args.iter().any(|a| a == "rotate"),
+        safety: if args.iter().any(|a| a == "unchecked") { ferrotile::ir::passes::Safety::Unchecked } else { ferrotile::ir::passes::Safety::Safe },
         invariant_a_regs: std::env::var("FERROTILE_INVARIANT_A_REGS").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        lower_register_a: std::env::var("FERROTILE_LOWER_REGISTER_A").is_ok_and(|v| v == "1"),
         programs_per_sm: per_sm,
         ..PtxOptions::new(sm, warps, k.params.len())
     };

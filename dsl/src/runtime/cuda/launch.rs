@@ -180,6 +180,7 @@ pub(crate) fn launch(
             branch_masks: env_flag("FERROTILE_BRANCH_MASKS", true),
             rotate_chains: cfg.rotate_chains.unwrap_or_else(|| env_flag("FERROTILE_ROTATE_CHAINS", false)),
             invariant_a_regs: std::env::var("FERROTILE_INVARIANT_A_REGS").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+            lower_register_a: env_flag("FERROTILE_LOWER_REGISTER_A", false),
             remat_widened: env_flag("FERROTILE_REMAT_WIDENED", true),
             defer_wgmma_waits: env_flag("FERROTILE_WGMMA_DEFER", true),
             proven_masks: proven.clone(),
