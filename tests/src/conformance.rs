@@ -122,6 +122,11 @@ pub fn cases() -> Vec<Case> {
             reduce::dot_i8_tiles
         ),
         case!(
+            "dot_chain",
+            "a two-dot chain: the first dot's result cast into the second's A, a loop-carried accumulator, masked tails in m, K and n",
+            fused::dot_chain
+        ),
+        case!(
             "attention",
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention

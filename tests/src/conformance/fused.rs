@@ -353,3 +353,105 @@ pub fn segment_sum(dev: &Device, seed: u64) -> R {
     segment_sum_t::<bf16>(dev, seed)?;
     segment_sum_t::<f16>(dev, seed ^ 1)
 }
+
+/// A two-dot chain, `acc += (A_j · B_j) as T · C_j` over `K` in blocks of
+/// `BK`: the first dot's result cast into the second's A operand (a
+/// tensor-core accumulator reused as an operand), a loop-carried
+/// accumulator, `K`, `m` and `n` that are not multiples of their blocks
+/// (masked loads), `S = BS` columns in between (`a` `[m, K]`, `b` `[K, S]`,
+/// `c` `[⌈K / BK⌉·S, n]`). With the GPU's rewrites the chained dot is
+/// rotated by one iteration (`ferrotile_ir::passes::rotate_chains`).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_dot_chain<T: Float, const BM: i32, const BK: i32, const BS: i32, const BN: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<T>, o: Ptr<f32>, m: i32, k: i32, n: i32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let rs = arange(0, BS);
+    let m_ok = rm < m;
+    let n_ok = rn < n;
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let k_ok = rk < k;
+        let at = load(a + expand_dims(rm * k, 1) + expand_dims(rk, 0), expand_dims(m_ok, 1) & expand_dims(k_ok, 0), 0.0);
+        let bt = load(b + expand_dims(rk * BS, 1) + expand_dims(rs, 0), expand_dims(k_ok, 1), 0.0);
+        let s = dot(at, bt, zeros([BM, BS], f32));
+        let cr = (k0 / BK) * BS + rs;
+        let ct = load(c + expand_dims(cr * n, 1) + expand_dims(rn, 0), expand_dims(n_ok, 0), 0.0);
+        acc = dot(s as T, ct, acc);
+    }
+    store(o + expand_dims(rm * n, 1) + expand_dims(rn, 0), acc, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
+}
+
+fn dot_chain_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, k, n, BM, BK, BS, BN, warps): tensor-core tiles where the device
+    // has them (`wgmma` on Hopper: BM a multiple of 64); small ones on the
+    // interpreter and lavapipe
+    let shapes: &[(usize, usize, usize, i32, i32, i32, i32, u32)] = if dev.kind() == DeviceKind::Cuda {
+        &[(150, 200, 90, 64, 32, 64, 64, 4), (64, 64, 64, 64, 64, 64, 64, 4), (130, 97, 70, 128, 32, 64, 64, 8), (70, 40, 33, 64, 16, 32, 32, 4)]
+    } else {
+        &[(37, 50, 21, 16, 16, 16, 16, 4), (16, 9, 16, 16, 16, 32, 16, 4)]
+    };
+    for &(m, k, n, bm, bk, bs, bn, warps) in shapes {
+        let steps = k.div_ceil(bk as usize);
+        let s = bs as usize;
+        let cx = Ctx::new("dot_chain", seed, format!("{} m={m} K={k} n={n} BM={bm} BK={bk} S={bs} BN={bn} warps={warps}", T::NAME));
+        let av: Vec<T> = (0..m * k).map(|_| T::round(rng.normal())).collect();
+        let bv: Vec<T> = (0..k * s).map(|_| T::round(rng.normal() * 0.25)).collect();
+        let cv: Vec<T> = (0..steps * s * n).map(|_| T::round(rng.normal())).collect();
+        let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+        let cfg = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(warps).num_stages(2);
+        cx.launch(k_dot_chain::launch(
+            dev,
+            cfg,
+            &upload(dev, &av)?,
+            &upload(dev, &bv)?,
+            &upload(dev, &cv)?,
+            &mut out,
+            m as i32,
+            k as i32,
+            n as i32,
+            bm,
+            bk,
+            bs,
+            bn,
+        ))?;
+        // f64, with each first product rounded to T as the kernel's cast
+        // does; the kernel's f32 product may round to the neighbouring T
+        // (one unit in T's last place of |P|) and its f32 sums add
+        // ~2⁻²⁴ per term
+        let f = |x: &[T], i: usize| x[i].to_f64();
+        let (mut want, mut mag) = (vec![0.0f64; m * n], vec![0.0f64; m * n]);
+        for r in 0..m {
+            for j in 0..steps {
+                for q in 0..s {
+                    let sv: f64 = (j * bk as usize..((j + 1) * bk as usize).min(k)).map(|kk| f(&av, r * k + kk) * f(&bv, kk * s + q)).sum();
+                    let p = T::round(sv).to_f64();
+                    for col in 0..n {
+                        let cval = f(&cv, (j * s + q) * n + col);
+                        want[r * n + col] += p * cval;
+                        mag[r * n + col] += (p * cval).abs();
+                    }
+                }
+            }
+        }
+        let ulp = 2f64.powi(-(T::MANT as i32));
+        let terms = (steps * s + bk as usize) as f64;
+        let got = download(&out)?;
+        check_with(
+            &cx,
+            "acc = Σ (A·B as T)·C",
+            &got[..m * n],
+            &want,
+            |i, g, &w| (g as f64 - w).abs() <= mag[i] * (ulp + 2.0 * terms * 2f64.powi(-24)) + 1e-30,
+            &|i| format!("row {} column {} (tolerance {:e})", i / n, i % n, mag[i] * (ulp + 2.0 * terms * 2f64.powi(-24))),
+        )?;
+    }
+    Ok(())
+}
+
+pub fn dot_chain(dev: &Device, seed: u64) -> R {
+    dot_chain_t::<f16>(dev, seed)?;
+    dot_chain_t::<bf16>(dev, seed ^ 1)
+}
