@@ -199,3 +199,31 @@ fn ptx_rotates_only_wgmma_chains() {
         }
     }
 }
+
+/// A checked launch counts faults with `atomic_add`s beside each access in
+/// the loop; they are no reason to leave the loop alone (they stay with
+/// the access they count, in its iteration), and every load the rotated
+/// loop issues is still guarded.
+#[test]
+fn checked_launches_rotate_too() {
+    use ferrotile::ir::passes::guard::guard;
+    use ferrotile::ir::passes::Safety;
+    let mut spec = specialize(chain2::ir(), &[16, 16, 32], &[DType::F16]).unwrap();
+    guard(&mut spec, Safety::Checked, &|_| false, true);
+    let counts = |k: &Kernel| {
+        let mut n = 0;
+        k.walk(&mut |op| {
+            if let OpKind::For { body, .. } = &op.kind {
+                n = body.ops.iter().filter(|o| matches!(o.kind, OpKind::AtomicAdd { .. })).count();
+            }
+        });
+        n
+    };
+    assert_eq!(counts(&spec), 3, "the loop counts the faults of its three loads");
+    let rot = rotated(&spec);
+    assert_eq!(counts(&rot), 3, "and still does, rotated");
+    // every load of the kernel has a mask (the guard's)
+    let mut unmasked = 0;
+    rot.walk(&mut |op| unmasked += matches!(op.kind, OpKind::Load { mask: None, .. }) as u32);
+    assert_eq!(unmasked, 0);
+}

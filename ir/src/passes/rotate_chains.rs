@@ -67,32 +67,34 @@ pub type Accept<'a> = &'a dyn Fn(&[u32]) -> bool;
 /// Rotate every qualifying loop of `k` whose chained dots `accept` takes
 /// (module doc); how many were.
 pub fn rotate_chains(k: &mut Kernel, accept: Accept) -> u32 {
+    let counted = fault_counters(k);
     let mut body = std::mem::take(&mut k.body);
-    let n = block(k, &mut body, accept);
+    let n = block(k, &mut body, accept, &counted);
     k.body = body;
     n
 }
 
 /// How many loops of `k` [`rotate_chains`] would rotate.
 pub fn count(k: &Kernel, accept: Accept) -> u32 {
+    let counted = fault_counters(k);
     let mut n = 0;
-    k.walk(&mut |op| n += plan(k, op, accept).is_some() as u32);
+    k.walk(&mut |op| n += plan(k, op, accept, &counted).is_some() as u32);
     n
 }
 
-fn block(k: &mut Kernel, b: &mut Block, accept: Accept) -> u32 {
+fn block(k: &mut Kernel, b: &mut Block, accept: Accept, counted: &HashSet<V>) -> u32 {
     let mut n = 0;
     let mut out = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
         match &mut op.kind {
-            OpKind::For { body, .. } => n += block(k, body, accept),
+            OpKind::For { body, .. } => n += block(k, body, accept, counted),
             OpKind::If { then_, else_, .. } => {
-                n += block(k, then_, accept);
-                n += block(k, else_, accept);
+                n += block(k, then_, accept, counted);
+                n += block(k, else_, accept, counted);
             }
             _ => {}
         }
-        match plan(k, &op, accept) {
+        match plan(k, &op, accept, counted) {
             Some(p) => {
                 rotate(k, op, &p, &mut out);
                 n += 1;
@@ -115,9 +117,31 @@ fn deep_uses(op: &Op, out: &mut HashSet<V>) {
 }
 
 /// Whether `op` or an op of its regions writes memory, prints or loops.
-fn effects(op: &Op) -> bool {
-    matches!(op.kind, OpKind::Store { .. } | OpKind::StoreBlock { .. } | OpKind::AtomicAdd { .. } | OpKind::Print { .. } | OpKind::For { .. })
-        || op.kind.regions().iter().any(|r| r.ops.iter().any(effects))
+/// (A checked launch's fault counts — `atomic_add`s into the hidden
+/// counter buffer that `guard` adds beside each access, `counted`'s
+/// pointers — are not effects here: they stay in stage 0 with the access
+/// they count, in its own iteration, while stage 1's recomputed loads are
+/// as guarded as the originals; the counts stay exact.)
+fn effects(op: &Op, counted: &HashSet<V>) -> bool {
+    let count = matches!(&op.kind, OpKind::AtomicAdd { ptr, .. } if counted.contains(ptr)) && op.results.is_empty();
+    (!count && matches!(op.kind, OpKind::Store { .. } | OpKind::StoreBlock { .. } | OpKind::AtomicAdd { .. } | OpKind::Print { .. } | OpKind::For { .. }))
+        || op.kind.regions().iter().any(|r| r.ops.iter().any(|o| effects(o, counted)))
+}
+
+/// The pointers into `guard`'s fault-counter buffer (the hidden parameter
+/// "fault counters"): the parameter, and offsets and splats of such.
+fn fault_counters(k: &Kernel) -> HashSet<V> {
+    let mut out = HashSet::new();
+    k.walk(&mut |op| match &op.kind {
+        OpKind::Param(i) if k.params.get(*i as usize).is_some_and(|p| p.name == "fault counters") => {
+            out.insert(op.results[0]);
+        }
+        OpKind::AddPtr { ptr: x, .. } | OpKind::Splat { x, .. } if out.contains(x) => {
+            out.insert(op.results[0]);
+        }
+        _ => {}
+    });
+    out
 }
 
 /// Ops a stage-1 operand may be recomputed with: pure, region-free, or
@@ -158,11 +182,11 @@ struct Plan {
     b: Vec<usize>,
 }
 
-fn plan(k: &Kernel, op: &Op, accept: Accept) -> Option<Plan> {
+fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Plan> {
     let OpKind::For { body, .. } = &op.kind else { return None };
     let ops = &body.ops;
     let n = ops.len().checked_sub(1)?; // (the closing yield)
-    if !matches!(ops[n].kind, OpKind::Yield(_)) || ops[..n].iter().any(effects) {
+    if !matches!(ops[n].kind, OpKind::Yield(_)) || ops[..n].iter().any(|o| effects(o, counted)) {
         return None;
     }
     let ys = body.yields();
