@@ -425,7 +425,7 @@ case "${1:-check}" in
       FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "lib_rot$x" 150 $D/attn-user --library --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal both
       FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "bwd_rot$x" 120 $D/attn-user --library --backward --device cuda --dtype bf16 --shapes 4:32:4096:128 --causal 0
     done
-    for r in 0 1; do for x in 0 1; do FERROTILE_ROTATE_CHAINS=$r FERROTILE_LOWER_REGISTER_A=$x step "user_rot${r}_lra$x" 60 $D/attn-user --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal 0 --configs 128x64x4x2,128x128x8x2; done; done
+    for r in 0 1; do for x in 0 1; do FERROTILE_ROTATE_CHAINS=$r FERROTILE_LOWER_REGISTER_A=$x step "user_rot${r}_lra$x" 60 $D/attn-user --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal 0 --configs 128x64x4x2,128x128x8x2,64x64x4x3; done; done
     grep -E "^=== |conformance on|FAIL|panicked|BEST|auto|^decode|error" "$L" | tail -80
     ;;
   s45d)
