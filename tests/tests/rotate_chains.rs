@@ -227,3 +227,62 @@ fn checked_launches_rotate_too() {
     rot.walk(&mut |op| unmasked += matches!(op.kind, OpKind::Load { mask: None, .. }) as u32);
     assert_eq!(unmasked, 0);
 }
+
+/// `chain2` with a run-time step: a step ≤ 0 runs no iterations, rotated
+/// or not (no prologue either).
+#[kernel]
+pub fn chain_step<T: Float, const BM: i32, const BK: i32, const BN: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<T>, o: Ptr<f32>, m: i32, steps: i32, st: i32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rk = arange(0, BK);
+    let rn = arange(0, BN);
+    let kk = steps * BK;
+    let m_ok = expand_dims(rm < m, 1);
+    let mut acc = full([BM, BN], 1.0, f32);
+    for j in (0..steps).step_by(st) {
+        let cols = j * BK + rk;
+        let at = load(a + expand_dims(rm * kk, 1) + expand_dims(cols, 0), m_ok, 0.0);
+        let bt = load(b + expand_dims(cols * BK, 1) + expand_dims(rk, 0));
+        let ct = load(c + expand_dims(cols * BN, 1) + expand_dims(rn, 0));
+        let s = dot(at, bt, zeros([BM, BK], f32));
+        acc = dot(s as T, ct, acc * 0.5);
+    }
+    store(o + expand_dims(rm * BN, 1) + expand_dims(rn, 0), acc, m_ok);
+}
+
+#[test]
+fn steps_that_are_not_positive_run_nothing() {
+    let dev = Device::cpu();
+    let (bm, bk, bn) = (16usize, 16usize, 16usize);
+    let spec = specialize(chain_step::ir(), &[bm as i64, bk as i64, bn as i64], &[DType::F16]).unwrap();
+    let rot = rotated(&spec);
+    let (m, steps) = (16usize, 3usize);
+    let kk = steps * bk;
+    let a = vec![f16::from_f32(0.25); m * kk];
+    let b = vec![f16::from_f32(0.5); kk * bk];
+    let c = vec![f16::from_f32(1.0); kk * bn];
+    for st in [-1i32, 0, 1, 2] {
+        let run = |k: &Kernel| -> Vec<f32> {
+            let (ab, bb, cb) = (dev.from_slice(&a).unwrap(), dev.from_slice(&b).unwrap(), dev.from_slice(&c).unwrap());
+            let mut o = dev.full(m * bn, f32::NAN).unwrap();
+            let args = vec![
+                Arg::buffer(&ab),
+                Arg::buffer(&bb),
+                Arg::buffer(&cb),
+                Arg::buffer_mut(&mut o),
+                Arg::scalar(m as i32),
+                Arg::scalar(steps as i32),
+                Arg::scalar(st),
+            ];
+            ferrotile::runtime::run_interpreted(k, &dev, [1, 1, 1], &args).unwrap();
+            drop(args);
+            o.to_vec().unwrap()
+        };
+        let (want, got) = (run(&spec), run(&rot));
+        if st <= 0 {
+            assert!(want.iter().all(|&v| v == 1.0), "step {st}: no iterations");
+        } else {
+            assert!(want.iter().all(|&v| v != 1.0), "step {st}: some iterations");
+        }
+        assert_eq!(bits(&got), bits(&want), "step {st}");
+    }
+}

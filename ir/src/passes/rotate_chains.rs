@@ -26,7 +26,7 @@
 //! the next iteration. The loop becomes
 //!
 //! ```text
-//! if lo < hi {
+//! if lo < hi && step > 0 {
 //!     stage 0 of iteration lo                           // prologue
 //!     for iv in (lo + step..hi).step_by(step), carried.., operands.., prev {
 //!         stage 0 up to its last dot     (s_j = dot(q, k_jᵀ) issued)
@@ -433,7 +433,14 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
     }
     then_ops.push(Op { kind: OpKind::Yield(fin), results: vec![], loc });
 
-    let cond = Emit { k, out, loc }.cmp(CmpOp::Lt, lo, hi);
+    // (the loop runs when lo < hi and its step is positive: a step ≤ 0
+    // runs no iterations, so no prologue either)
+    let mut e = Emit { k, out, loc };
+    let runs = e.cmp(CmpOp::Lt, lo, hi);
+    let dt = e.k.ty(step).dtype().expect("an integer step");
+    let zero = e.konst(Lit::Int(0), dt);
+    let forward = e.cmp(CmpOp::Gt, step, zero);
+    let cond = e.bin(BinOp::And, runs, forward);
     let else_ = Block { args: vec![], ops: vec![Op { kind: OpKind::Yield(inits.clone()), results: vec![], loc }] };
     out.push(Op { kind: OpKind::If { cond, then_: Block { args: vec![], ops: then_ops }, else_ }, results: op.results, loc });
 }
