@@ -13,7 +13,7 @@
 //! chained dot's operand from the same iteration — a rotated `mma.sync`
 //! dQ loop of the attention backward measured 1.7× slower).
 //! For an innermost `for` whose body has no stores, prints or atomics (a
-//! checked launch's fault counts aside: [`fault_counters`]), a
+//! checked launch's fault counts aside: `fault_counters`), a
 //! top-level `D = dot(a, b, c)` qualifies when its result is only yielded
 //! (as carried value `x_c`), its accumulator `c` is computed from `x_c`,
 //! and `a` or `b` depends on another `dot` of the body. A loop is left as
