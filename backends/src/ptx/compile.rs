@@ -37,7 +37,11 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // The IR passes of the PTX target: views lowered to pointer accesses
     // except the block loads a TMA copy serves, then pipelining. (They
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
-    let kept = tma_block_loads(k, o, &tma_views);
+    // (the layout plan of the kernel as written: which dots run on
+    // `wgmma`, for the TMA choice and the chained-dot rotation)
+    let pre_layouts = (o.rotate_chains || !tma_views.is_empty())
+        .then(|| assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands));
+    let kept = pre_layouts.as_ref().map_or_else(HashSet::new, |layouts| tma_block_loads(k, o, &tma_views, layouts));
     // (the views those loads read are checked on the host, against the
     // tensor maps built per launch, instead of in the kernel — except
     // dynamic ones, whose bounds the kernel computes: guarded there)
@@ -53,9 +57,6 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // is synchronous, and its register-A path wants the chained dot's
     // operand from the same iteration — measured: a rotated `mma.sync`
     // dQ loop of the attention backward ran 1.7× slower)
-    let pre_layouts = o
-        .rotate_chains
-        .then(|| assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands));
     let on_wgmma = |s: &[u32]| pre_layouts.as_ref().is_some_and(|p| p.mma(s).is_some_and(|g| g.wgmma));
     let rotate: Option<passes::rotate_chains::Accept> = o.rotate_chains.then_some(&on_wgmma);
     let rotated = rotate.map_or(0, |a| passes::rotate_chains::count(k, a));
@@ -120,11 +121,10 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
 /// dots, directly or through a `trans`, from one slot laid out as the view
 /// stores the tile (`AsyncPlan::flipped`; 8-bit tiles only once, as a B
 /// through a `trans`: stored along K).
-fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaView>) -> HashSet<V> {
+fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaView>, layouts: &assign::Plan) -> HashSet<V> {
     if tma_views.is_empty() {
         return HashSet::new();
     }
-    let layouts = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, tma_views), o.mma_i8, o.register_operands);
     let shape = |v: V| -> Vec<u32> { k.ty(v).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect() };
     let mut view_of: HashMap<V, V> = HashMap::new();
     let mut uses: HashMap<V, usize> = HashMap::new();
@@ -161,7 +161,7 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     });
     // (a tile with several readings, or read through a `trans`: one slot
     // laid out as the view stores it, as `async_copy` makes it)
-    let shared = async_copy::shared_slot_sources(k, &layouts);
+    let shared = async_copy::shared_slot_sources(k, layouts);
     let shared_ok = |r: V| {
         let Some(i) = view_of.get(&r).and_then(|v| tma_views.get(v)).map(|t| t.inner) else { return false };
         let es = k.ty(r).elem().map_or(0, |e| e.dtype().size_bytes() as u32);
@@ -173,7 +173,7 @@ fn tma_block_loads(k: &Kernel, o: &PtxOptions, tma_views: &HashMap<V, tma::TmaVi
     // (loop-invariant A tiles that stay in registers get no slot: lowered,
     // they load in vectors)
     let register_a = if o.lower_register_a && o.invariant_slots && !o.warp_specialize && o.cluster == 1 {
-        async_copy::register_a_invariants(k, &layouts, tma_views, o.invariant_a_regs)
+        async_copy::register_a_invariants(k, layouts, tma_views, o.invariant_a_regs)
     } else {
         HashSet::new()
     };

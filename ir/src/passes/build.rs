@@ -3,7 +3,7 @@
 
 use crate::ir::*;
 use crate::types::*;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// What an op (operands already renamed) becomes when the values in
 /// `truth` are known all-true: the operand it equals (`select(true, a, b)`
@@ -121,5 +121,79 @@ impl Emit<'_> {
             Some(a) => self.bin(BinOp::Or, a, b),
             None => b,
         }
+    }
+}
+
+/// Copies ops and blocks with fresh values for their results and their
+/// regions' (`map`: original → copy, seeded by the caller to substitute
+/// values), the comparisons in `replace` made `true` and what they feed
+/// simplified (`split_masks`; `rotate_chains` replaces none).
+pub(crate) struct Copier {
+    pub map: HashMap<V, V>,
+    /// Copied values known to be all-true.
+    pub truth: HashSet<V>,
+    pub replace: HashSet<V>,
+}
+
+impl Copier {
+    /// A copier that only renames (nothing replaced).
+    pub fn new() -> Self {
+        Copier { map: HashMap::new(), truth: HashSet::new(), replace: HashSet::new() }
+    }
+
+    pub fn get(&self, v: V) -> V {
+        *self.map.get(&v).unwrap_or(&v)
+    }
+
+    pub fn block(&mut self, k: &mut Kernel, b: &Block) -> Block {
+        let args = b.args.iter().map(|&a| self.fresh(k, a)).collect();
+        let mut ops = vec![];
+        for op in &b.ops {
+            self.op(k, op, &mut ops);
+        }
+        Block { args, ops }
+    }
+
+    pub fn fresh(&mut self, k: &mut Kernel, v: V) -> V {
+        let n = like(k, v);
+        self.map.insert(v, n);
+        n
+    }
+
+    /// Push the copy of `op` (or nothing, where it folds to an operand).
+    pub fn op(&mut self, k: &mut Kernel, op: &Op, out: &mut Vec<Op>) {
+        if op.results.len() == 1 && self.replace.contains(&op.results[0]) {
+            let r = op.results[0];
+            let shape = k.ty(r).shape().to_vec();
+            let mut e = Emit { k, out, loc: op.loc };
+            let t = e.konst(Lit::Bool(true), DType::Bool);
+            let t = e.splat(t, &shape);
+            self.map.insert(r, t);
+            self.truth.insert(t);
+            return;
+        }
+        let mut kind = op.kind.clone();
+        kind.map_operands(&mut |v| self.get(v));
+        // simplify what an all-true value feeds
+        let spread = match fold_true(&mut kind, &self.truth) {
+            TrueFold::Alias(a) => {
+                self.map.insert(op.results[0], a);
+                return;
+            }
+            TrueFold::Keep { all_true } => all_true,
+        };
+        match &mut kind {
+            OpKind::For { body, .. } => *body = self.block(k, body),
+            OpKind::If { then_, else_, .. } => {
+                *then_ = self.block(k, then_);
+                *else_ = self.block(k, else_);
+            }
+            _ => {}
+        }
+        let results: Vec<V> = op.results.iter().map(|&r| self.fresh(k, r)).collect();
+        if spread {
+            self.truth.insert(results[0]);
+        }
+        out.push(Op { kind, results, loc: op.loc });
     }
 }

@@ -104,7 +104,7 @@ fn block(k: &mut Kernel, b: &mut Block, depth: u32, every_loop: bool) {
 /// integer division included, which is total in the language (`x / 0 =
 /// x`, `x % 0 = 0`, `MIN / −1 = MIN` on every backend: docs/semantics.md).
 /// (Loads are handled by the caller: masked off for such an iteration.)
-fn is_pure(kind: &OpKind) -> bool {
+pub(super) fn is_pure(kind: &OpKind) -> bool {
     kind.is_elementwise()
         || matches!(
             kind,

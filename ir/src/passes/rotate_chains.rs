@@ -56,7 +56,7 @@
 //! registers (the chained dot's A tile), which is why the CUDA runtime
 //! keeps the unrotated compilation where the rotated one spills.
 
-use super::build::{like, new_value, Emit};
+use super::build::{like, new_value, Copier, Emit};
 use crate::ir::*;
 use std::collections::{HashMap, HashSet};
 
@@ -145,25 +145,12 @@ fn fault_counters(k: &Kernel) -> HashSet<V> {
     out
 }
 
-/// Ops a stage-1 operand may be recomputed with: pure, region-free, or
-/// loads (the loop stores nothing).
+/// Ops a stage-1 operand may be recomputed with: the pure, region-free
+/// ops the pipelining pass evaluates early, reshapes, and loads (the loop
+/// stores nothing).
 fn recomputable_kind(kind: &OpKind) -> bool {
-    kind.is_elementwise()
-        || matches!(
-            kind,
-            OpKind::Const(_)
-                | OpKind::ProgramId(_)
-                | OpKind::NumPrograms(_)
-                | OpKind::Arange { .. }
-                | OpKind::Splat { .. }
-                | OpKind::Broadcast { .. }
-                | OpKind::ExpandDims { .. }
-                | OpKind::Reshape { .. }
-                | OpKind::Trans { .. }
-                | OpKind::Load { .. }
-                | OpKind::MakeView { .. }
-                | OpKind::LoadBlock { .. }
-        )
+    super::pipeline::is_pure(kind)
+        || matches!(kind, OpKind::Reshape { .. } | OpKind::Trans { .. } | OpKind::Load { .. } | OpKind::MakeView { .. } | OpKind::LoadBlock { .. })
 }
 
 /// What [`rotate`] moves: indices into the loop body's ops.
@@ -307,44 +294,6 @@ fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Pla
     Some(Plan { dots, stage1, carried, a1, a2, b })
 }
 
-/// Copies ops with fresh values for their results and their regions'.
-struct Copier {
-    map: HashMap<V, V>,
-}
-
-impl Copier {
-    fn get(&self, v: V) -> V {
-        *self.map.get(&v).unwrap_or(&v)
-    }
-    fn block(&mut self, k: &mut Kernel, b: &Block) -> Block {
-        let args = b.args.iter().map(|&a| self.fresh(k, a)).collect();
-        let mut ops = vec![];
-        for op in &b.ops {
-            ops.push(self.op(k, op));
-        }
-        Block { args, ops }
-    }
-    fn fresh(&mut self, k: &mut Kernel, v: V) -> V {
-        let n = like(k, v);
-        self.map.insert(v, n);
-        n
-    }
-    fn op(&mut self, k: &mut Kernel, op: &Op) -> Op {
-        let mut kind = op.kind.clone();
-        kind.map_operands(&mut |v| self.get(v));
-        match &mut kind {
-            OpKind::For { body, .. } => *body = self.block(k, body),
-            OpKind::If { then_, else_, .. } => {
-                *then_ = self.block(k, then_);
-                *else_ = self.block(k, else_);
-            }
-            _ => {}
-        }
-        let results = op.results.iter().map(|&r| self.fresh(k, r)).collect();
-        Op { kind, results, loc: op.loc }
-    }
-}
-
 /// Push the rotated form of loop `op` (module doc) to `out`.
 fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
     let OpKind::For { lo, hi, step, inits, body } = op.kind else { unreachable!() };
@@ -359,7 +308,7 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
 
     // prologue: stage 0 of iteration lo
     let mut then_ops = vec![];
-    let mut pro = Copier { map: HashMap::new() };
+    let mut pro = Copier::new();
     pro.map.insert(iv, lo);
     for (x, i) in xs.iter().zip(&inits) {
         pro.map.insert(*x, *i);
@@ -367,7 +316,7 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
     let mut s0: Vec<usize> = p.a1.iter().chain(&p.a2).chain(&p.b).copied().collect();
     s0.sort();
     for &i in &s0 {
-        then_ops.push(pro.op(k, &ops[i]));
+        pro.op(k, &ops[i], &mut then_ops);
     }
     let lo2 = Emit { k, out: &mut then_ops, loc }.bin(BinOp::Add, lo, step);
     let mut loop_inits: Vec<V> = kept.iter().map(|&s| pro.get(ys[s])).collect();
@@ -376,7 +325,7 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
 
     // the rotated body
     let niv = like(k, iv);
-    let mut lp = Copier { map: HashMap::new() };
+    let mut lp = Copier::new();
     lp.map.insert(iv, niv);
     let mut args = vec![niv];
     for &s in &kept {
@@ -390,23 +339,23 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
     args.push(prev);
     let mut bops = vec![];
     for &i in &p.a1 {
-        bops.push(lp.op(k, &ops[i]));
+        lp.op(k, &ops[i], &mut bops);
     }
     let ivp = Emit { k, out: &mut bops, loc }.bin(BinOp::Sub, niv, step);
-    let mut st = Copier { map: HashMap::new() };
+    let mut st = Copier::new();
     st.map.insert(iv, ivp);
     for (v, c) in p.carried.iter().zip(&cargs) {
         st.map.insert(*v, *c);
     }
     for &i in &p.stage1 {
-        bops.push(st.op(k, &ops[i]));
+        st.op(k, &ops[i], &mut bops);
     }
     for &(d, s) in &p.dots {
         let r = st.get(ops[d].results[0]);
         lp.map.insert(xs[s], r);
     }
     for &i in p.a2.iter().chain(&p.b) {
-        bops.push(lp.op(k, &ops[i]));
+        lp.op(k, &ops[i], &mut bops);
     }
     let mut next: Vec<V> = kept.iter().map(|&s| lp.get(ys[s])).collect();
     next.extend(p.carried.iter().map(|&v| lp.get(v)));
@@ -417,13 +366,13 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
 
     // epilogue: stage 1 of the last iteration
     let last = *lres.last().unwrap();
-    let mut ep = Copier { map: HashMap::new() };
+    let mut ep = Copier::new();
     ep.map.insert(iv, last);
     for (v, r) in p.carried.iter().zip(&lres[kept.len()..]) {
         ep.map.insert(*v, *r);
     }
     for &i in &p.stage1 {
-        then_ops.push(ep.op(k, &ops[i]));
+        ep.op(k, &ops[i], &mut then_ops);
     }
     let mut fin = vec![V(0); xs.len()];
     for (j, &s) in kept.iter().enumerate() {

@@ -55,7 +55,7 @@
 //! row statistics are folded and converted between the two loops, and
 //! long-lived invariants are spilled around both.
 
-use super::build::{defined_in, fold_true, like, Emit, TrueFold};
+use super::build::{defined_in, like, Copier, Emit};
 use crate::ir::*;
 use crate::types::*;
 use std::collections::{HashMap, HashSet};
@@ -267,70 +267,4 @@ fn split(k: &mut Kernel, defs: &HashMap<V, OpKind>, mut op: Op, out: &mut Vec<Op
         *inits = first_results;
     }
     e.out.push(op);
-}
-
-/// Copies a block with fresh values, the comparisons in `replace` made
-/// `true` and what they feed simplified.
-struct Copier {
-    map: HashMap<V, V>,
-    /// Copied values known to be all-true.
-    truth: HashSet<V>,
-    replace: HashSet<V>,
-}
-
-impl Copier {
-    fn get(&self, v: V) -> V {
-        *self.map.get(&v).unwrap_or(&v)
-    }
-
-    fn block(&mut self, k: &mut Kernel, b: &Block) -> Block {
-        let args = b.args.iter().map(|&a| self.fresh(k, a)).collect();
-        let mut ops = vec![];
-        for op in &b.ops {
-            self.op(k, op, &mut ops);
-        }
-        Block { args, ops }
-    }
-
-    fn fresh(&mut self, k: &mut Kernel, v: V) -> V {
-        let n = like(k, v);
-        self.map.insert(v, n);
-        n
-    }
-
-    fn op(&mut self, k: &mut Kernel, op: &Op, out: &mut Vec<Op>) {
-        if op.results.len() == 1 && self.replace.contains(&op.results[0]) {
-            let r = op.results[0];
-            let shape = k.ty(r).shape().to_vec();
-            let mut e = Emit { k, out, loc: op.loc };
-            let t = e.konst(Lit::Bool(true), DType::Bool);
-            let t = e.splat(t, &shape);
-            self.map.insert(r, t);
-            self.truth.insert(t);
-            return;
-        }
-        let mut kind = op.kind.clone();
-        kind.map_operands(&mut |v| self.get(v));
-        // simplify what an all-true value feeds
-        let spread = match fold_true(&mut kind, &self.truth) {
-            TrueFold::Alias(a) => {
-                self.map.insert(op.results[0], a);
-                return;
-            }
-            TrueFold::Keep { all_true } => all_true,
-        };
-        match &mut kind {
-            OpKind::For { body, .. } => *body = self.block(k, body),
-            OpKind::If { then_, else_, .. } => {
-                *then_ = self.block(k, then_);
-                *else_ = self.block(k, else_);
-            }
-            _ => {}
-        }
-        let results: Vec<V> = op.results.iter().map(|&r| self.fresh(k, r)).collect();
-        if spread {
-            self.truth.insert(results[0]);
-        }
-        out.push(Op { kind, results, loc: op.loc });
-    }
 }
