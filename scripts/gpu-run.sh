@@ -151,8 +151,11 @@
 #            the CUDA conformance suite and the attention tests (one pass
 #            on), then the backward's A/B without and with them
 #   s46a:    session 45's opt-in options (rotated chains, lowered register-A
-#            tiles) through the conformance suite, the library and the
-#            user's attention, off / on: the measurements to turn them on by
+#            tiles) through the conformance suite and the user's
+#            attention, off / on: the measurements to turn them on by
+#   s46b:    the library's decode and forward with rotated chains off / on
+#   s46c:    the library's attention tuned twice from fresh caches (its
+#            picks printed), then the attention tests on CUDA
 #   s45a:    affine addresses through the GEMM/quantized tests, the grouped
 #            GEMM with them off/on, FP8 next to torch._scaled_mm
 #   s45b [SHAPES]: the user's tutorial-form attention next to Triton's
@@ -413,20 +416,35 @@ case "${1:-check}" in
   s46a)
     # to decide session 45's two opt-in options: the CUDA conformance
     # suite with both on (the new dot_chain case in every setting), then
-    # the library with FERROTILE_ROTATE_CHAINS off / on, each tuned into
-    # its own cache: decode (q1, q8, GQA and not), the varlen forward, the
-    # dense forward and backward; then the user's plain attention with
-    # FERROTILE_LOWER_REGISTER_A off / on (rotated and not)
+    # the user's plain attention with FERROTILE_LOWER_REGISTER_A off / on
+    # (rotated and not)
     export FERROTILE_TEST_DEVICES=cuda
     FERROTILE_CASE=dot_chain,attention step conformance_plain 60 $D/conformance_cuda --nocapture
     FERROTILE_ROTATE_CHAINS=1 FERROTILE_LOWER_REGISTER_A=1 step conformance_both 150 $D/conformance_cuda --nocapture
-    for x in 0 1; do
-      FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "decode_rot$x" 120 $D/attn-user --decode-shapes 32:32:8:1:8192:128,32:32:32:1:8192:128,32:32:8:8:8192:128
-      FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "lib_rot$x" 150 $D/attn-user --library --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal both
-      FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "bwd_rot$x" 120 $D/attn-user --library --backward --device cuda --dtype bf16 --shapes 4:32:4096:128 --causal 0
-    done
     for r in 0 1; do for x in 0 1; do FERROTILE_ROTATE_CHAINS=$r FERROTILE_LOWER_REGISTER_A=$x step "user_rot${r}_lra$x" 60 $D/attn-user --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal 0 --configs 128x64x4x2,128x128x8x2,64x64x4x3; done; done
-    grep -E "^=== |conformance on|FAIL|panicked|BEST|auto|^decode|error" "$L" | tail -80
+    grep -E "^=== |conformance on|FAIL|panicked|BEST|error" "$L" | tail -60
+    ;;
+  s46b)
+    # the library with FERROTILE_ROTATE_CHAINS off / on, each tuned into
+    # its own cache: decode (q1, q8, GQA and not) and the dense forward
+    # (the backward's loops are not rotated: a stage-1 load read by stage 0)
+    for x in 0 1; do
+      FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "decode_rot$x" 90 $D/attn-user --decode-shapes 32:32:8:1:8192:128,32:32:32:1:8192:128,32:32:8:8:8192:128
+      FERROTILE_CACHE_DIR=/tmp/c46_$x FERROTILE_ROTATE_CHAINS=$x step "lib_rot$x" 150 $D/attn-user --library --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal both
+    done
+    grep -E "^=== |FAIL|panicked|auto|^decode|error|TFLOP|µs" "$L" | tail -60
+    ;;
+  s46c)
+    # the library's forward tuned twice, each into a fresh cache, its picks
+    # printed (session 46 ran it with the rotated plain tiles as a finalist
+    # knob, then as candidates: neither won); then the attention tests on
+    # CUDA (every candidate forced, the plain ones rotated too; the varlen
+    # cases)
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/c46k_$r FERROTILE_AUTOTUNE_PRINT=1 step "lib_knob_r$r" 150 $D/attn-user --library --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal both
+    done
+    FERROTILE_TEST_DEVICES=cuda step lib_attention 240 $D/attention --nocapture
+    grep -E "^=== |FAIL|panicked|-> |^library|test result|error" "$L" | grep -v "autotune.*/[0-9]" | tail -60
     ;;
   s45d)
     # the library with FERROTILE_ROTATE_CHAINS off / on (each tuned into

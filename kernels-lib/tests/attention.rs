@@ -285,7 +285,16 @@ fn cases(dev: &Device) -> Vec<Case> {
         // a producer warpgroup (`AttentionConfig::warp_specialize`):
         // causal, a window, GQA with a transposed layout, programs whose key
         // range is empty
-        let ws = Some(AttentionConfig { bm: 128, bn: 128, num_warps: 8, num_stages: 2, split_masks: false, overlap: true, warp_specialize: true });
+        let ws = Some(AttentionConfig {
+            bm: 128,
+            bn: 128,
+            num_warps: 8,
+            num_stages: 2,
+            split_masks: false,
+            overlap: true,
+            warp_specialize: true,
+            rotate_chains: false,
+        });
         v.extend([
             Case { causal: true, config: ws, ..case(bhsd(2, 4, 4, 300, 300, 128)) },
             Case { window: (Some(100), Some(50)), config: ws, ..case(bhsd(1, 4, 2, 777, 777, 128)) },
@@ -298,6 +307,12 @@ fn cases(dev: &Device) -> Vec<Case> {
             for tc in ferrotile_kernels::attention::attention_candidates(pd) {
                 let cfg = AttentionConfig::from_tune(&tc).unwrap();
                 v.push(Case { causal, config: Some(cfg), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
+                // and the plain loop with its chained dots rotated (`ROT`)
+                if !cfg.overlap && dim <= 128 {
+                    let rot = AttentionConfig::from_tune(&tc.clone().with("ROT", 1)).unwrap();
+                    assert!(rot.rotate_chains);
+                    v.push(Case { causal, config: Some(rot), ..case(bhsd(1, 2, 1, 211, 333, dim)) });
+                }
             }
         }
     }
@@ -350,7 +365,16 @@ fn attention_rejects_bad_arguments() {
         None,
         &p,
         &AttentionOptions {
-            config: Some(AttentionConfig { bm: 24, bn: 16, num_warps: 4, num_stages: 1, split_masks: false, overlap: false, warp_specialize: false }),
+            config: Some(AttentionConfig {
+                bm: 24,
+                bn: 16,
+                num_warps: 4,
+                num_stages: 1,
+                split_masks: false,
+                overlap: false,
+                warp_specialize: false,
+                rotate_chains: false,
+            }),
             ..opts
         },
     ));
@@ -582,6 +606,8 @@ fn attention_varlen_matches_f64() {
                     split_masks: false,
                     overlap: false,
                     warp_specialize: false,
+                    // (odd cases with chained dots rotated)
+                    rotate_chains: i % 2 == 1,
                 })
             } else {
                 Some(AttentionConfig { overlap: true, ..AttentionConfig::default_for(&dev, dp) })

@@ -87,7 +87,8 @@ fn attention_on_the_interpreter_after_the_gpu_rewrites() {
             let (q, k, v) = (dev.from_slice(&qh).unwrap(), dev.from_slice(&kh).unwrap(), dev.from_slice(&vh).unwrap());
             let mut out = dev.from_slice(&vec![bf16::NAN; n(sq, 2)]).unwrap();
             // two stages: the interpreter runs the pipelined loop with its masks under a branch
-            let config = AttentionConfig { bm: 16, bn: 16, num_warps: 4, num_stages: 2, split_masks: false, overlap, warp_specialize: false };
+            let config =
+                AttentionConfig { bm: 16, bn: 16, num_warps: 4, num_stages: 2, split_masks: false, overlap, warp_specialize: false, rotate_chains: false };
             let opts = AttentionOptions { causal, window, config: Some(config), ..Default::default() };
             attention(&dev, &q, &k, &v, &mut out, None, &p, &opts).unwrap();
             let got = out.to_vec().unwrap();

@@ -306,6 +306,7 @@ fn run_library<T: FloatElement>(
             split_masks: false,
             overlap: overlap(),
             warp_specialize: warp_specialize(),
+            rotate_chains: false,
         });
         let scale = scale_sign() / (d as f64).sqrt();
         let opts = AttentionOptions { causal, config, scale: Some(scale as f32), ..Default::default() };

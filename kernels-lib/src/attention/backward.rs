@@ -53,7 +53,16 @@ impl BackwardConfig {
     /// Without the autotuner: medium tiles on CUDA GPUs, small ones on the
     /// CPU interpreter and WGSL (whose workgroup storage may be 32 KiB).
     pub fn default_for(dev: &Device, padded_dim: usize) -> Self {
-        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, warp_specialize: false };
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig {
+            bm,
+            bn,
+            num_warps,
+            num_stages,
+            split_masks: false,
+            overlap: false,
+            warp_specialize: false,
+            rotate_chains: false,
+        };
         match dev.kind() {
             DeviceKind::Cuda if padded_dim <= 128 => BackwardConfig { dkdv: c(32, 64, 4, 2), dq: c(64, 64, 4, 2), atomic_dq: false },
             DeviceKind::Cuda => BackwardConfig { dkdv: c(16, 64, 4, 2), dq: c(64, 32, 4, 2), atomic_dq: false },

@@ -144,6 +144,15 @@ pub struct AttentionConfig {
     /// CUDA, sm_90a): no CTA barrier per key block, and `setmaxnreg` gives
     /// the consumers the producer's registers.
     pub warp_specialize: bool,
+    /// The key loop's `P·V` runs one iteration behind `QKᵀ` and its
+    /// softmax, rotated by the compiler
+    /// ([`ferrotile::LaunchConfig::rotate_chains`]; CUDA, `wgmma` tiles of
+    /// the plain kernel — the overlapped one is rotated by hand). `false`
+    /// leaves the choice to `FERROTILE_ROTATE_CHAINS`. Not among the
+    /// tuner's candidates: measured on the H200 and an H100 (session 46),
+    /// the rotated plain tiles never beat the overlapped ones the tuner
+    /// picks (`ROT = 1` in a [`ferrotile::TuneConfig`] sets it).
+    pub rotate_chains: bool,
 }
 
 impl AttentionConfig {
@@ -163,6 +172,7 @@ impl AttentionConfig {
         let split_masks = tc.values.get("SPLIT").is_some_and(|&v| v != 0);
         let overlap = tc.values.get("OV").is_some_and(|&v| v != 0);
         let warp_specialize = tc.values.get("WS").is_some_and(|&v| v != 0);
+        let rotate_chains = tc.values.get("ROT").is_some_and(|&v| v != 0);
         Ok(AttentionConfig {
             bm: tc.get("BM")? as u32,
             bn: tc.get("BN")? as u32,
@@ -171,6 +181,7 @@ impl AttentionConfig {
             split_masks,
             overlap,
             warp_specialize,
+            rotate_chains,
         })
     }
 
@@ -186,7 +197,16 @@ impl AttentionConfig {
 
     /// [`AttentionConfig::default_for`] a device of this kind.
     pub fn default_for_kind(kind: DeviceKind, padded_dim: usize) -> Self {
-        let c = |bm, bn, num_warps, num_stages| AttentionConfig { bm, bn, num_warps, num_stages, split_masks: false, overlap: false, warp_specialize: false };
+        let c = |bm, bn, num_warps, num_stages| AttentionConfig {
+            bm,
+            bn,
+            num_warps,
+            num_stages,
+            split_masks: false,
+            overlap: false,
+            warp_specialize: false,
+            rotate_chains: false,
+        };
         match kind {
             DeviceKind::Cuda if padded_dim <= 64 => AttentionConfig { split_masks: true, overlap: true, ..c(128, 64, 4, 2) },
             DeviceKind::Cuda if padded_dim <= 128 => AttentionConfig { overlap: true, warp_specialize: true, ..c(128, 128, 8, 2) },
@@ -615,7 +635,11 @@ fn launch_fwd<T: FloatElement>(
     let p = &a.p;
     cfg.check_tiles("attention: config ")?;
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
+    let mut launch =
+        LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
+    if cfg.rotate_chains {
+        launch = launch.rotate_chains(true);
+    }
     let qk_scale = a.qk_scale();
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));

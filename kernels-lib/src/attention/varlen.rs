@@ -231,8 +231,11 @@ pub fn attention_varlen<T: FloatElement>(
     let mut run = |cfg: AttentionConfig| -> Result<(), LibError> {
         // (no sequence is longer than the tokens: a larger maximum sizes no grid)
         let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-        let launch =
+        let mut launch =
             LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
+        if cfg.rotate_chains {
+            launch = launch.rotate_chains(true);
+        }
         macro_rules! go {
             ($k:ident) => {
                 $k::launch(
@@ -403,7 +406,16 @@ pub fn attention_varlen_backward<T: FloatElement>(
     // `ptx_assemble`)
     let cfg = opts.backward.unwrap_or_else(|| match dev.kind() {
         ferrotile::DeviceKind::Cuda if dp <= 128 => {
-            let c = AttentionConfig { bm: 64, bn: 64, num_warps: 4, num_stages: 2, split_masks: false, overlap: false, warp_specialize: false };
+            let c = AttentionConfig {
+                bm: 64,
+                bn: 64,
+                num_warps: 4,
+                num_stages: 2,
+                split_masks: false,
+                overlap: false,
+                warp_specialize: false,
+                rotate_chains: false,
+            };
             BackwardConfig { dkdv: c, dq: c, atomic_dq: false }
         }
         _ => BackwardConfig::default_for(dev, dp),
