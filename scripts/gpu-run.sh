@@ -154,6 +154,8 @@
 #            tiles) through the conformance suite and the user's
 #            attention, off / on: the measurements to turn them on by
 #   s46b:    the library's decode and forward with rotated chains off / on
+#   s46e:    late prefetch on by default: tests, the grouped GEMM on / off
+#   s46d:    the grouped GEMM's variants next to Triton's, and ncu of both
 #   s46c:    the library's attention tuned twice from fresh caches (its
 #            picks printed), then the attention tests on CUDA
 #   s45a:    affine addresses through the GEMM/quantized tests, the grouped
@@ -445,6 +447,41 @@ case "${1:-check}" in
     done
     FERROTILE_TEST_DEVICES=cuda step lib_attention 240 $D/attention --nocapture
     grep -E "^=== |FAIL|panicked|-> |^library|test result|error" "$L" | grep -v "autotune.*/[0-9]" | tail -60
+    ;;
+  s46d)
+    # the grouped GEMM (the suite's one kernel below 0.9× Triton): its
+    # variants (late prefetch: 3 slots and 2 programs per SM as Triton's;
+    # 2 and 4 stages; no threaded copies; unguarded), Triton's twin, then
+    # ncu of ours (default and late prefetch) and of Triton's
+    G="$D/user-suite --device cuda --only grouped_gemm"
+    step gg_default 60 $G
+    FERROTILE_LATE_PREFETCH=1 step gg_late 60 $G
+    SUITE_GG_STAGES=4 step gg_s4 60 $G
+    SUITE_GG_STAGES=2 step gg_s2 60 $G
+    FERROTILE_UNROLL_PIPELINED=0 step gg_nounroll 60 $G
+    step gg_unchecked 60 $G --unchecked
+    step gg_default2 60 $G
+    step suite_peers 120 python3 $D/peers.py --suite
+    NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+    step ncu_ours 120 $NCU --kernel-name regex:grouped_gemm --launch-skip 3 --launch-count 1 $G
+    FERROTILE_LATE_PREFETCH=1 step ncu_late 120 $NCU --kernel-name regex:grouped_gemm --launch-skip 3 --launch-count 1 $G
+    step ncu_triton 150 $NCU --kernel-name regex:grouped_gemm --launch-skip 3 --launch-count 1 python3 $D/peers.py --suite
+    grep -E "^=== |suite grouped|FAIL|error" "$L" | tail -30
+    grep -E "^=== ncu|Duration|hit_rate|dram__bytes|gmma_cycles|bank_conflicts|Achieved Occupancy|Theoretical Occupancy|Block Limit Shared|Issued Ipc|No Eligible|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Dynamic Shared" "$L" | cut -c1-150 | tail -80
+    ;;
+  s46e)
+    # late prefetch on by default: the CUDA conformance suite, the GEMM
+    # tests (its cp.async wgmma shapes change), the W8A8 tests, then the
+    # grouped GEMM with it on (default) / off alternated twice, the whole
+    # suite once and Triton's twins
+    step conformance_cuda 90 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step gemm 200 $D/gemm --nocapture --skip every_tuner_configuration
+    FERROTILE_TEST_DEVICES=cuda step w8a8 60 $D/w8a8 --nocapture --skip w8a8_every
+    G="$D/user-suite --device cuda --only grouped_gemm"
+    for r in 1 2; do step "gg_on_$r" 40 $G; FERROTILE_LATE_PREFETCH=0 step "gg_off_$r" 40 $G; done
+    step user_suite 120 $D/user-suite --device cuda
+    step suite_peers 120 python3 $D/peers.py --suite
+    grep -E "^=== |conformance on|FAILED|panicked|test result|^suite" "$L" | tail -40
     ;;
   s45d)
     # the library with FERROTILE_ROTATE_CHAINS off / on (each tuned into

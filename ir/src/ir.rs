@@ -353,6 +353,30 @@ pub struct Op {
     pub loc: Loc,
 }
 
+impl Op {
+    /// Every value this op and the ops of its regions read, each once, in
+    /// program order (depth first) — values defined inside the regions
+    /// included. What a pass needs to know before it moves or recomputes a
+    /// value an op, or a loop or branch body, may read.
+    pub fn deep_operands(&self) -> Vec<V> {
+        fn go(op: &Op, out: &mut Vec<V>, seen: &mut std::collections::HashSet<V>) {
+            for v in op.kind.operands() {
+                if seen.insert(v) {
+                    out.push(v);
+                }
+            }
+            for r in op.kind.regions() {
+                for o in &r.ops {
+                    go(o, out, seen);
+                }
+            }
+        }
+        let (mut out, mut seen) = (vec![], std::collections::HashSet::new());
+        go(self, &mut out, &mut seen);
+        out
+    }
+}
+
 /// The operations of the IR. Operands are [`V`]s; result types are those the
 /// [`Builder`](crate::Builder) infers, described per variant. In specialized IR, the operands of
 /// elementwise ops ([`OpKind::is_elementwise`]) already have the result's shape.

@@ -169,20 +169,6 @@ fn reduction_point(kind: &OpKind) -> bool {
     }
 }
 
-/// Every value `op` reads, its regions' ops included.
-fn uses(op: &Op, out: &mut Vec<V>) {
-    for v in op.kind.operands() {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    for r in op.kind.regions() {
-        for o in &r.ops {
-            uses(o, out);
-        }
-    }
-}
-
 /// Replace operands through `m` in `op` and its regions.
 fn substitute(op: &mut Op, m: &HashMap<V, V>) {
     op.kind.map_operands(&mut |v| m.get(&v).copied().unwrap_or(v));
@@ -213,9 +199,13 @@ fn into_branches(
     let OpKind::If { then_, else_, .. } = &mut op.kind else { return false };
     let mut changed = false;
     for br in [then_, else_] {
-        let mut read = vec![];
+        let mut read: Vec<V> = vec![];
         for o in &br.ops {
-            uses(o, &mut read);
+            for v in o.deep_operands() {
+                if !read.contains(&v) {
+                    read.push(v);
+                }
+            }
         }
         let mut pre = vec![];
         let mut m = HashMap::new();
@@ -259,8 +249,7 @@ fn block(k: &mut Kernel, defs: &mut HashMap<V, OpKind>, b: &mut Block, min_numel
     let mut out: Vec<Op> = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
         if let Some(r) = last_reduction {
-            let mut read = vec![];
-            uses(&op, &mut read);
+            let read = op.deep_operands();
             let mut m = HashMap::new();
             // (an `if` whose branches alone read the value computes it in
             // the branch that does: `into_branches`)

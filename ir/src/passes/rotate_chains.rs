@@ -107,16 +107,6 @@ fn block(k: &mut Kernel, b: &mut Block, accept: Accept, counted: &HashSet<V>) ->
     n
 }
 
-/// Every value `op` reads, its regions' ops included.
-fn deep_uses(op: &Op, out: &mut HashSet<V>) {
-    out.extend(op.kind.operands());
-    for r in op.kind.regions() {
-        for o in &r.ops {
-            deep_uses(o, out);
-        }
-    }
-}
-
 /// Whether `op` or an op of its regions writes memory, prints or loops.
 /// (A checked launch's fault counts — `atomic_add`s into the hidden
 /// counter buffer that `guard` adds beside each access, `counted`'s
@@ -188,9 +178,7 @@ fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Pla
     }
     let mut uses: Vec<HashSet<V>> = vec![];
     for o in &ops[..n] {
-        let mut u = HashSet::new();
-        deep_uses(o, &mut u);
-        uses.push(u);
+        uses.push(o.deep_operands().into_iter().collect::<HashSet<V>>());
     }
     // every body value's transitive body inputs: ops (indices) and block arguments
     let mut anc: Vec<(HashSet<usize>, HashSet<V>)> = vec![];
