@@ -124,7 +124,7 @@ pub struct LaunchConfig {
     /// (CUDA on Hopper; `ferrotile_ir::passes::rotate_chains`). `None`:
     /// `FERROTILE_ROTATE_CHAINS=1` turns it on (off by default), and the
     /// compilation in source order runs where the rotated one uses local
-    /// memory. Only chains on `wgmma`, and not where the chained dots load a
+    /// memory or fits fewer programs on an SM. Only chains on `wgmma`, and not where the chained dots load a
     /// tile the rest of the loop reads too. A performance hint — results do
     /// not depend on it (the user attention at d64 +18 %, at d128 +4–12 % on
     /// the tiles that do not spill: H100, session 45). Other backends ignore

@@ -47,6 +47,10 @@ pub struct CudaDevice {
     /// Compute capability as major*10 + minor.
     pub sm: u32,
     pub max_smem_optin: u32,
+    /// What one SM holds of the programs resident on it: shared memory
+    /// and the part the driver reserves per program, registers, threads,
+    /// programs ([`Self::programs_per_sm`]).
+    pub sm_limits: SmLimits,
     pub num_sms: u32,
     /// The SMs' maximum clock, kHz (0 where the driver does not say).
     pub clock_khz: u32,
@@ -190,6 +194,16 @@ impl CudaDevice {
         let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32;
         let smem = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
         let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        // (each as the driver says; where it does not, an sm_90 SM's:
+        // these only weigh one compilation against another)
+        let or = |a, d: u32| attr(a).map_or(d, |c| c.max(0) as u32);
+        let sm_limits = SmLimits {
+            smem: or(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472),
+            smem_reserved: or(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024),
+            regs: or(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536),
+            threads: or(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048),
+            programs: or(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32),
+        };
         // (deprecated in newer drivers' headers, still answered; 0 if not)
         let clock = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).map_or(0, |c| c.max(0) as u32);
         let name = result::device::get_name(dev).map_err(drv)?;
@@ -207,6 +221,7 @@ impl CudaDevice {
             name,
             sm: major * 10 + minor,
             max_smem_optin: smem,
+            sm_limits,
             num_sms: sms,
             clock_khz: clock,
             streams: std::sync::Mutex::new(vec![]),
@@ -582,6 +597,42 @@ impl Loaded {
         let v = unsafe { result::function::get_function_attribute(self.func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES) }.map_err(drv)?;
         Ok(v.max(0) as u32)
     }
+    /// Registers per thread of the compiled function.
+    pub fn registers(&self) -> CuResult<u32> {
+        // SAFETY: as above.
+        let v = unsafe { result::function::get_function_attribute(self.func, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS) }.map_err(drv)?;
+        Ok(v.max(0) as u32)
+    }
+}
+
+/// Per-SM resources that bound how many programs share an SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmLimits {
+    /// Shared memory of an SM, bytes.
+    pub smem: u32,
+    /// Shared memory the driver reserves per program, bytes.
+    pub smem_reserved: u32,
+    /// 32-bit registers of an SM.
+    pub regs: u32,
+    /// Threads resident at once.
+    pub threads: u32,
+    /// Programs resident at once.
+    pub programs: u32,
+}
+
+impl SmLimits {
+    /// The programs of `threads` threads, `regs` registers per thread and
+    /// `smem` bytes of shared memory that fit on one SM at once: the least
+    /// of what shared memory, registers (allocated per warp in units of
+    /// 256), threads and the program limit allow.
+    pub fn programs_per_sm(&self, threads: u32, regs: u32, smem: u32) -> u32 {
+        let warps = threads.div_ceil(32).max(1);
+        let by_smem = if smem == 0 { u32::MAX } else { self.smem / (smem + self.smem_reserved) };
+        let per_warp = (regs.max(1) * 32).next_multiple_of(256);
+        let by_regs = (self.regs / per_warp) / warps;
+        let by_threads = self.threads / (warps * 32);
+        by_smem.min(by_regs).min(by_threads).min(self.programs)
+    }
 }
 
 unsafe impl Send for Loaded {}
@@ -863,5 +914,31 @@ impl Drop for Event {
         unsafe {
             let _ = result::event::destroy(self.e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SmLimits;
+
+    /// An H100's / H200's SM (sm_90): 228 KB of shared memory, 1 KB
+    /// reserved per program, 64 K registers, 2048 threads, 32 programs.
+    const SM90: SmLimits = SmLimits { smem: 233472, smem_reserved: 1024, regs: 65536, threads: 2048, programs: 32 };
+
+    #[test]
+    fn programs_per_sm_take_the_tightest_resource() {
+        // the user attention's tiles (ptxas 13, sm_90a, session 46): 64×64
+        // d128 on 4 warps, rotated (188 registers, 131 KB) against source
+        // order (254, 98 KB) — shared memory decides, 1 against 2
+        assert_eq!(SM90.programs_per_sm(128, 188, 131392), 1);
+        assert_eq!(SM90.programs_per_sm(128, 254, 98352), 2);
+        // 64×64 d64: 3 either way (shared memory rotated, registers not)
+        assert_eq!(SM90.programs_per_sm(128, 136, 65856), 3);
+        assert_eq!(SM90.programs_per_sm(128, 166, 49200), 3);
+        // registers round up to 8 a thread (256 a warp): 255 → 256
+        assert_eq!(SM90.programs_per_sm(256, 255, 0), 1);
+        // threads and the program limit
+        assert_eq!(SM90.programs_per_sm(1024, 32, 0), 2);
+        assert_eq!(SM90.programs_per_sm(32, 16, 0), 32);
     }
 }

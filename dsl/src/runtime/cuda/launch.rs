@@ -278,6 +278,35 @@ pub(crate) fn launch(
                 }
             }
         }
+        // A rotated loop keeps the chained dot's operand slots one iteration
+        // longer (a ring slot more), which can cost programs per SM: where
+        // the compilation in source order fits more of them on an SM, it
+        // runs instead (measured on an H100, session 46: the user's 64×64
+        // d128 tile, rotated, 131 KB and one program per SM against 98 KB
+        // and two, ran 18 % slower; where the count stays, the rotated
+        // tiles ran 3–19 % faster).
+        if pk.rotated_loops > 0 && cfg.rotate_chains.is_none() {
+            let plain = ptx_for(spec, &PtxOptions { rotate_chains: false, ..opts.clone() })?;
+            if plain.smem_bytes <= cuda.max_smem_optin {
+                let l = cuda.load(&plain.text, &plain.entry).map_err(berr)?;
+                let lim = cuda.sm_limits;
+                let here = lim.programs_per_sm(pk.threads, loaded.registers().map_err(berr)?, pk.smem_bytes);
+                let there = lim.programs_per_sm(plain.threads, l.registers().map_err(berr)?, plain.smem_bytes);
+                let takes = there > here && l.local_bytes().map_err(berr)? <= loaded.local_bytes().map_err(berr)?;
+                if std::env::var("FERROTILE_EXPLAIN").is_ok_and(|v| v == "1") {
+                    eprintln!(
+                        "ferrotile: `{}` [{}], {} warps: {here} programs per SM with chained dots rotated, {there} in source order{}",
+                        k.name,
+                        spec.describe_binding(),
+                        cfg.num_warps,
+                        if takes { ": that runs" } else { "" }
+                    );
+                }
+                if takes {
+                    (pk, loaded) = (plain, l);
+                }
+            }
+        }
         if std::env::var("FERROTILE_DUMP_PTX").is_ok_and(|v| v == "1" || v.split(',').any(|n| n == k.name)) {
             eprintln!("{}", pk.text);
         }
