@@ -760,6 +760,15 @@ impl OpKind {
         }
     }
 
+    /// [`Self::regions`], to rewrite.
+    pub fn regions_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::If { then_, else_, .. } => vec![then_, else_],
+            _ => vec![],
+        }
+    }
+
     /// Ops computed element by element from operands of the result's shape
     /// (backends run them register by register in the result's layout).
     pub fn is_elementwise(&self) -> bool {

@@ -127,6 +127,11 @@ pub fn cases() -> Vec<Case> {
             fused::dot_chain
         ),
         case!(
+            "norm_matmul",
+            "RMSNorm fused into a GEMM: a row statistic from one loop scales the next loop's computed A operand; a gain vector only broadcast, addressed by offsets the tiles share",
+            fused::norm_matmul
+        ),
+        case!(
             "attention",
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention

@@ -67,6 +67,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
             .split_masks(o.split_masks)
             .branch_masks(o.branch_masks)
             .rotate_chains(rotate)
+            .private_index(o.slice_layouts && o.broadcast_slices)
             .remat_widened(o.remat_widened.then_some(o.num_warps * 32))
             .proven_masks(&o.proven_masks)
             .unit(&unit),

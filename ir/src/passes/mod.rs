@@ -14,6 +14,10 @@
 //!   faults are counted for the host to report;
 //! - [`lower_views`]: `load_block` / `store_block` of views as masked
 //!   pointer `load` / `store`, except the block loads the caller keeps;
+//! - [`private_index`]: a loaded vector only ever broadcast (a bias, a
+//!   gain) gets its own copy of the index arithmetic it shares with other
+//!   accesses, so the backends can compute it in the broadcast's slice
+//!   layout;
 //! - [`split_masks`]: a `dot` loop whose last iterations are masked runs
 //!   as two loops, the first with the masks known true;
 //! - [`branch_masks`]: in such a loop (one loop), the selects only the
@@ -34,9 +38,9 @@
 //!
 //! | target | after `specialize` (fold, `dce`, verify) |
 //! |---|---|
-//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`split_masks`] (where the launch asks, or `FERROTILE_SPLIT_MASKS=1`) → [`branch_masks`] → [`rotate_chains`] → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
-//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`rotate_chains`] (opt-in: `PtxOptions::rotate_chains`) → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
-//! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way) |
+//! | CPU interpreter | [`guard`] (with `FERROTILE_INTERP_PIPELINE=1`: [`proven_masks`] with the launch's arguments first, then [`guard`] → [`private_index`] → [`split_masks`] (where the launch asks, or `FERROTILE_SPLIT_MASKS=1`) → [`branch_masks`] → [`rotate_chains`] → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] → [`remat_widened`], to check the rewrites the GPU runs) |
+//! | PTX | [`proven_masks`] (the bounds the launch proved: `PtxOptions::proven_masks`) → [`dce`] → [`guard`] (leaving the views of TMA copies to the host's check) → [`lower_views`] (keeping the block loads a TMA copy serves, which the backend picks) → [`private_index`] (where the backward slice rule is on: `PtxOptions::broadcast_slices`) → [`split_masks`] (opt-in: `PtxOptions::split_masks`) → [`branch_masks`] (`PtxOptions::branch_masks`, on by default) → [`rotate_chains`] (opt-in: `PtxOptions::rotate_chains`) → [`dce`] → [`pipeline`] at `num_stages − 1` → [`dce`] (the replaced loads' address arithmetic, the simplified masks) → [`remat_widened`] |
+//! | WGSL | [`guard`] (the emitter lowers block accesses itself; no pipelining; no [`remat_widened`]: not measured there, and the WGSL compilers allocate registers their own way; no [`private_index`]: on the conformance kernels it would apply to, it removed no barrier there and only added code) |
 //!
 //! [`guard`] does nothing for `launch_unchecked` ([`guard::Safety::Unchecked`]).
 //!
@@ -49,6 +53,7 @@ pub mod dce;
 pub mod guard;
 pub mod lower_views;
 pub mod pipeline;
+pub mod private_index;
 pub mod proven_masks;
 pub mod remat_widened;
 pub mod rotate_chains;
@@ -92,6 +97,9 @@ pub struct PassOptions<'a> {
     pub remat_widened: Option<u32>,
     /// Bounds on arguments the launch proved ([`proven_masks`]).
     pub proven_masks: &'a [proven_masks::Bound],
+    /// Give broadcast-only loads index arithmetic of their own
+    /// ([`private_index`]).
+    pub private_index: bool,
 }
 
 impl<'a> PassOptions<'a> {
@@ -112,6 +120,7 @@ impl<'a> PassOptions<'a> {
             rotate_chains: None,
             remat_widened: None,
             proven_masks: &[],
+            private_index: false,
         }
     }
     /// The CPU interpreter; `gpu_pipeline_depth` > 0 runs the GPU's
@@ -133,6 +142,7 @@ impl<'a> PassOptions<'a> {
             // (one thread: every value large enough in any launch is rewritten)
             remat_widened: (gpu_pipeline_depth > 0).then_some(1),
             proven_masks: &[],
+            private_index: gpu_pipeline_depth > 0,
         }
     }
     /// These options with `unit` naming the values known to be 1.
@@ -182,7 +192,13 @@ impl<'a> PassOptions<'a> {
             rotate_chains: None,
             remat_widened: None,
             proven_masks: &[],
+            private_index: false,
         }
+    }
+    /// These options with [`private_index`] on or off.
+    pub fn private_index(mut self, on: bool) -> Self {
+        self.private_index = on;
+        self
     }
     /// These options with [`rotate_chains`] for the chained dots `accept`
     /// takes, or off (`None`).
@@ -210,6 +226,13 @@ pub fn run<'k>(k: &'k Kernel, o: &PassOptions) -> Cow<'k, Kernel> {
     if let Some(keep) = o.lower_views {
         if k.values.iter().any(|v| matches!(v.ty, Type::View { .. })) {
             lower_views::lower_views(k.to_mut(), keep, o.unit.unwrap_or(&|_| false));
+        }
+    }
+    if o.private_index {
+        // (copies only where a load qualifies: a kernel without one stays borrowed)
+        let mut r = (*k).clone();
+        if private_index::private_index(&mut r) {
+            k = Cow::Owned(r);
         }
     }
     let split = o.split_masks && split_masks::has_dot_loops(&k) && split_masks::split_masks(k.to_mut());

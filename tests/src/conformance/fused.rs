@@ -455,3 +455,101 @@ pub fn dot_chain(dev: &Device, seed: u64) -> R {
     dot_chain_t::<f16>(dev, seed)?;
     dot_chain_t::<bf16>(dev, seed ^ 1)
 }
+
+/// RMSNorm fused into the GEMM that follows it, written as a user would:
+/// `y = (x · rsqrt(mean(x²) + eps) ∘ g) · W` for `BM` rows of `x` (`[m,
+/// K]`) and `BN` columns of `W` (`[K, n]`); one loop for the rows' mean
+/// square, a second whose A operand is the normalized tile computed in
+/// registers. The gain `g` (`[K]`) is loaded with the column offsets that
+/// also address `x` and mask `W`'s rows and is only broadcast over rows
+/// (`ferrotile_ir::passes::private_index` gives it offsets of its own).
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_norm_matmul<T: Float, const BM: i32, const BN: i32, const BK: i32>(x: Ptr<T>, g: Ptr<T>, w: Ptr<T>, y: Ptr<f32>, m: i32, n: i32, k: i32, eps: f32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let m_ok = rm < m;
+    let n_ok = rn < n;
+    let mut ss = zeros([BM], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let xt = load(x + expand_dims(rm * k, 1) + expand_dims(rk, 0), expand_dims(m_ok, 1) & expand_dims(rk < k, 0), 0.0) as f32;
+        ss = ss + sum(xt * xt, 1);
+    }
+    let r = rsqrt(ss / (k as f32) + eps);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let k_ok = rk < k;
+        let xt = load(x + expand_dims(rm * k, 1) + expand_dims(rk, 0), expand_dims(m_ok, 1) & expand_dims(k_ok, 0), 0.0) as f32;
+        let gv = load(g + rk, k_ok, 0.0) as f32;
+        let a = (xt * expand_dims(r, 1) * expand_dims(gv, 0)) as T;
+        let wt = load(w + expand_dims(rk * n, 1) + expand_dims(rn, 0), expand_dims(k_ok, 1) & expand_dims(n_ok, 0), 0.0);
+        acc = dot(a, wt, acc);
+    }
+    store(y + expand_dims(rm * n, 1) + expand_dims(rn, 0), acc, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
+}
+
+fn norm_matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, K, n, BM, BN, BK, warps): tensor-core tiles on CUDA (`wgmma` on
+    // Hopper at BM 64 and 128), small ones on the interpreter and lavapipe
+    let shapes: &[(usize, usize, usize, i32, i32, i32, u32)] = if dev.kind() == DeviceKind::Cuda {
+        &[(150, 200, 90, 64, 64, 64, 4), (130, 333, 70, 128, 128, 64, 8), (70, 40, 33, 64, 32, 16, 4)]
+    } else {
+        &[(37, 50, 21, 16, 16, 16, 4), (16, 9, 40, 16, 32, 16, 4)]
+    };
+    let eps = 1e-5f64;
+    for &(m, k, n, bm, bn, bk, warps) in shapes {
+        let cx = Ctx::new("norm_matmul", seed, format!("{} m={m} K={k} n={n} BM={bm} BN={bn} BK={bk} warps={warps}", T::NAME));
+        let xv: Vec<T> = (0..m * k).map(|_| T::round(rng.normal() * 3.0)).collect();
+        let gv: Vec<T> = (0..k).map(|_| T::round(1.0 + 0.5 * rng.normal())).collect();
+        let wv: Vec<T> = (0..k * n).map(|_| T::round(rng.normal())).collect();
+        let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+        let cfg = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(warps).num_stages(2);
+        cx.launch(k_norm_matmul::launch(
+            dev,
+            cfg,
+            &upload(dev, &xv)?,
+            &upload(dev, &gv)?,
+            &upload(dev, &wv)?,
+            &mut out,
+            m as i32,
+            n as i32,
+            k as i32,
+            eps as f32,
+            bm,
+            bn,
+            bk,
+        ))?;
+        // f64 of the same formula; each A element is rounded to T by the
+        // kernel (one unit in T's last place of |A|), its f32 statistics
+        // and sums add ~2⁻²⁴ per term
+        let f = |x: &[T], i: usize| x[i].to_f64();
+        let (mut want, mut mag) = (vec![0.0f64; m * n], vec![0.0f64; m * n]);
+        for row in 0..m {
+            let ms: f64 = (0..k).map(|c| f(&xv, row * k + c).powi(2)).sum::<f64>() / k as f64;
+            let rs = 1.0 / (ms + eps).sqrt();
+            for c in 0..k {
+                let a = f(&xv, row * k + c) * rs * f(&gv, c);
+                for col in 0..n {
+                    let t = a * f(&wv, c * n + col);
+                    want[row * n + col] += t;
+                    mag[row * n + col] += t.abs();
+                }
+            }
+        }
+        let ulp = 2f64.powi(-(T::MANT as i32));
+        let tol = |i: usize| mag[i] * (ulp + 4.0 * k as f64 * 2f64.powi(-24)) + 1e-30;
+        let got = download(&out)?;
+        check_with(&cx, "y = (x·rsqrt(mean(x²) + eps)∘g)·W", &got[..m * n], &want, |i, g, &w| (g as f64 - w).abs() <= tol(i), &|i| {
+            format!("row {} column {} (tolerance {:e})", i / n, i % n, tol(i))
+        })?;
+    }
+    Ok(())
+}
+
+pub fn norm_matmul(dev: &Device, seed: u64) -> R {
+    norm_matmul_t::<f16>(dev, seed)?;
+    norm_matmul_t::<bf16>(dev, seed ^ 1)
+}
