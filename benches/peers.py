@@ -644,6 +644,30 @@ def suite_peers():
         tl.store(O + t[:, None].to(tl.int64) * D + cols[None, :], v, mask=m)
 
     @triton.jit
+    def norm_matmul(X, G, W, Y, M, N, K, eps, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        rm = tl.program_id(0) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1) * BN + tl.arange(0, BN)
+        m_ok = rm < M
+        n_ok = rn < N
+        xrow = X + rm[:, None].to(tl.int64) * K
+        ss = tl.zeros([BM], tl.float32)
+        for k0 in range(0, K, BK):
+            rk = k0 + tl.arange(0, BK)
+            xt = tl.load(xrow + rk[None, :], mask=m_ok[:, None] & (rk[None, :] < K), other=0.0).to(tl.float32)
+            ss += tl.sum(xt * xt, 1)
+        r = tl.rsqrt(ss / K + eps)
+        acc = tl.zeros([BM, BN], tl.float32)
+        for k0 in range(0, K, BK):
+            rk = k0 + tl.arange(0, BK)
+            k_ok = rk < K
+            xt = tl.load(xrow + rk[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+            gv = tl.load(G + rk, mask=k_ok, other=0.0).to(tl.float32)
+            a = (xt * r[:, None] * gv[None, :]).to(tl.bfloat16)
+            wt = tl.load(W + rk[:, None].to(tl.int64) * N + rn[None, :], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = tl.dot(a, wt, acc)
+        tl.store(Y + rm[:, None].to(tl.int64) * N + rn[None, :], acc.to(tl.bfloat16), mask=m_ok[:, None] & n_ok[None, :])
+
+    @triton.jit
     def grouped_gemm(X, W, O, TG, TR, GE, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
         t = tl.program_id(0)
         g = tl.load(TG + t)
@@ -740,6 +764,18 @@ def suite_peers():
     x = torch.randn(rows, n, **f32) * 3; o = torch.empty(rows, **f32)
     fn = lambda: row_logsumexp[(rows,)](x, o, n, B=4096)
     fn(); report("row_logsumexp", f"{rows}x{n}", fn, torch.allclose(o, torch.logsumexp(x.double(), 1).float(), rtol=1e-5, atol=1e-5))
+    del x, o
+
+    m, n, k = 4096, 4096, 4096  # as user-suite's
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    g = (1.0 + 0.1 * torch.randn(k, device="cuda")).to(torch.bfloat16)
+    w = (torch.randn(k, n, device="cuda") * 0.05).to(torch.bfloat16)
+    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    fn = lambda: norm_matmul[(cdiv(m, 128), cdiv(n, 128))](x, g, w, y, m, n, k, 1e-6, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    fn()
+    xd = x.double()
+    want = (xd * torch.rsqrt(xd.pow(2).mean(1, keepdim=True) + 1e-6) * g.double()) @ w.double()
+    report("norm_matmul", f"{m}x{n}x{k}", fn, torch.allclose(y.double(), want, rtol=2e-2, atol=2e-2))
 
 def main():
     quick = "--quick" in sys.argv

@@ -169,7 +169,7 @@
 #   s43-bench [SHAPE]: the backward (one shape, both dtypes, not causal):
 #            each dK/dV candidate with the dQ pass and with dQ by atomics,
 #            the tuner's pick (free, deterministic); the backward peers
-#   suite:   issue 20's generality suite: `user-suite` (eight kernels of
+#   suite:   issue 20's generality suite: `user-suite` (nine kernels of
 #            different kinds written in the DSL, checked against f64) and
 #            their Triton twins (`peers.py --suite`), then each ratio and
 #            the geometric mean (graph-replayed times)

@@ -14,6 +14,7 @@
 //! | `softmax_bwd` | a backward pass: `dx = y·(dy − Σ y·dy)` |
 //! | `embedding` | a gather through loaded indices |
 //! | `grouped_gemm` | a grouped GEMM (MoE): a tile table loaded per program |
+//! | `norm_matmul` | RMSNorm fused into the GEMM after it: a row statistic, then a computed A operand |
 //! | `row_logsumexp` | a long-row online reduction (131072 columns) |
 //!
 //! Each is checked against f64 on sampled rows (a mismatch prints FAIL and
@@ -154,6 +155,38 @@ pub fn grouped_gemm<const BM: i32, const BN: i32, const BK: i32>(
         acc = dot(a, b, acc);
     }
     store(out + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc as bf16, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
+}
+
+/// `y = (x · rsqrt(mean(x²) + eps) ∘ g) · W` (bf16 in and out, f32
+/// statistics and accumulation): `BM` rows of `x` and `BN` columns of `W`
+/// per program — a first loop for the rows' mean square, a second whose A
+/// operand is the normalized tile.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn norm_matmul<const BM: i32, const BN: i32, const BK: i32>(x: Ptr<bf16>, g: Ptr<bf16>, w: Ptr<bf16>, y: Ptr<bf16>, m: i32, n: i32, k: i32, eps: f32) {
+    let rm = program_id(0) * BM + arange(0, BM);
+    let rn = program_id(1) * BN + arange(0, BN);
+    let m_ok = rm < m;
+    let n_ok = rn < n;
+    let xrow = x + expand_dims((rm as i64) * (k as i64), 1);
+    let mut ss = zeros([BM], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let xt = load(xrow + expand_dims(rk as i64, 0), expand_dims(m_ok, 1) & expand_dims(rk < k, 0), 0.0) as f32;
+        ss = ss + sum(xt * xt, 1);
+    }
+    let r = rsqrt(ss / (k as f32) + eps);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let rk = k0 + arange(0, BK);
+        let k_ok = rk < k;
+        let xt = load(xrow + expand_dims(rk as i64, 0), expand_dims(m_ok, 1) & expand_dims(k_ok, 0), 0.0) as f32;
+        let gv = load(g + rk, k_ok, 0.0) as f32;
+        let a = (xt * expand_dims(r, 1) * expand_dims(gv, 0)) as bf16;
+        let wt = load(w + expand_dims((rk as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), expand_dims(k_ok, 1) & expand_dims(n_ok, 0), 0.0);
+        acc = dot(a, wt, acc);
+    }
+    store(y + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc as bf16, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
 }
 
 /// `out[r] = log Σ exp(x[r, :])` over long rows, `B` columns a step: a
@@ -393,6 +426,42 @@ fn grouped_gemm_case(dev: &Device, small: bool) -> R<Case> {
     Ok(Case { name: "grouped_gemm", shape: format!("g{groups}:m{m}x{n}x{k}"), ms, b2b, err, tol: 1e-2 })
 }
 
+fn norm_matmul_case(dev: &Device, small: bool) -> R<Case> {
+    let (m, n, k) = if small { (37usize, 21usize, 50usize) } else { (4096, 4096, 4096) };
+    let (bm, bn, bk) = if small { (16usize, 16usize, 16usize) } else { (128, 128, 64) };
+    let mut rng = Rng::new(9);
+    // (peers.py --suite takes the same sizes)
+    let xs: Vec<bf16> = (0..m * k).map(|_| bf16::from_f64(rng.normal())).collect();
+    let gs: Vec<bf16> = (0..k).map(|_| bf16::from_f64(1.0 + 0.1 * rng.normal())).collect();
+    let ws: Vec<bf16> = (0..k * n).map(|_| bf16::from_f64(rng.normal() * 0.05)).collect();
+    let (x, g, w) = (up(dev, &xs)?, up(dev, &gs)?, up(dev, &ws)?);
+    let mut y = dev.full(m * n, bf16::NAN).map_err(e)?;
+    let grid = [m.div_ceil(bm) as u32, n.div_ceil(bn) as u32, 1];
+    // (Triton's twin runs 8 warps and 3 stages, as the grouped GEMM)
+    let cfg = LaunchConfig::new(grid).num_warps(if small { 4 } else { 8 }).num_stages(3);
+    let eps = 1e-6f32;
+    let mut go = || norm_matmul::launch(dev, cfg, &x, &g, &w, &mut y, m as i32, n as i32, k as i32, eps, bm as i32, bn as i32, bk as i32);
+    let (ms, b2b) = time(dev, &mut go)?;
+    let got = y.to_vec().map_err(e)?;
+    let mut err = 0.0f64;
+    for row in (0..m).step_by((m / 23).max(1)) {
+        let ms2: f64 = (0..k).map(|c| xs[row * k + c].to_f64().powi(2)).sum::<f64>() / k as f64;
+        let rs = 1.0 / (ms2 + eps as f64).sqrt();
+        for j in (0..n).step_by((n / 17).max(1)) {
+            let (mut acc, mut mag) = (0.0f64, 0.0f64);
+            for c in 0..k {
+                let p = xs[row * k + c].to_f64() * rs * gs[c].to_f64() * ws[c * n + j].to_f64();
+                acc += p;
+                mag += p * p;
+            }
+            err = err.max(rel(got[row * n + j].to_f64(), acc, mag.sqrt()));
+        }
+    }
+    let flop = 2.0 * (m * n * k) as f64;
+    println!("  norm_matmul: {:.0} TFLOP/s", flop / (ms * 1e-3) / 1e12);
+    Ok(Case { name: "norm_matmul", shape: format!("{m}x{n}x{k}"), ms, b2b, err, tol: 1e-2 })
+}
+
 fn logsumexp_case(dev: &Device, small: bool) -> R<Case> {
     let (rows, n) = if small { (3, 5000) } else { (256, 131072) };
     let mut rng = Rng::new(8);
@@ -426,8 +495,17 @@ fn main() {
     if args.get(1).is_some_and(|a| a == "dump") {
         use clap::Parser;
         let d = Dump::parse_from(args[1..].iter());
-        let suite =
-            [silu_scale3d::ir(), rope::ir(), row_cumsum::ir(), row_topk::ir(), softmax_bwd::ir(), embedding::ir(), grouped_gemm::ir(), row_logsumexp::ir()];
+        let suite = [
+            silu_scale3d::ir(),
+            rope::ir(),
+            row_cumsum::ir(),
+            row_topk::ir(),
+            softmax_bwd::ir(),
+            embedding::ir(),
+            grouped_gemm::ir(),
+            row_logsumexp::ir(),
+            norm_matmul::ir(),
+        ];
         std::process::exit(ferrotile_benches::dump::main_from(&d.args, &suite));
     }
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
@@ -442,7 +520,7 @@ fn main() {
     let dev = ferrotile_benches::device_arg(&args);
     println!("user-suite on {}", dev.name());
     type F = fn(&Device, bool) -> R<Case>;
-    let cases: [(&str, F); 8] = [
+    let cases: [(&str, F); 9] = [
         ("silu_scale3d", silu3d),
         ("rope", rope_case),
         ("row_cumsum", cumsum_case),
@@ -451,6 +529,7 @@ fn main() {
         ("embedding", embedding_case),
         ("grouped_gemm", grouped_gemm_case),
         ("row_logsumexp", logsumexp_case),
+        ("norm_matmul", norm_matmul_case),
     ];
     let mut ok = true;
     for (name, f) in cases {
