@@ -149,9 +149,9 @@ pub struct AttentionConfig {
     /// ([`ferrotile::LaunchConfig::rotate_chains`]; CUDA, `wgmma` tiles of
     /// the plain kernel — the overlapped one is rotated by hand). `false`
     /// leaves the choice to `FERROTILE_ROTATE_CHAINS`. Not among the
-    /// tuner's candidates: measured on the H200 and an H100 (session 46),
-    /// the rotated plain tiles never beat the overlapped ones the tuner
-    /// picks (`ROT = 1` in a [`ferrotile::TuneConfig`] sets it).
+    /// tuner's candidates: with the rotated plain tiles among them, two
+    /// fresh tunings on the H200 picked the overlapped tiles on every cell
+    /// (session 46). `ROT = 1` in a [`ferrotile::TuneConfig`] sets it.
     pub rotate_chains: bool,
 }
 

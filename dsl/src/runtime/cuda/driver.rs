@@ -49,7 +49,7 @@ pub struct CudaDevice {
     pub max_smem_optin: u32,
     /// What one SM holds of the programs resident on it: shared memory
     /// and the part the driver reserves per program, registers, threads,
-    /// programs ([`Self::programs_per_sm`]).
+    /// programs ([`SmLimits::programs_per_sm`]).
     pub sm_limits: SmLimits,
     pub num_sms: u32,
     /// The SMs' maximum clock, kHz (0 where the driver does not say).
