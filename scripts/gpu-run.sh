@@ -154,7 +154,7 @@
 #            tiles) through the conformance suite and the user's
 #            attention, off / on: the measurements to turn them on by
 #   s46b:    the library's decode and forward with rotated chains off / on
-#   s46e:    late prefetch on by default: tests, the grouped GEMM on / off
+#   s46e:    late prefetch (opt-in) through the tests, the grouped GEMM on / off
 #   s46d:    the grouped GEMM's variants next to Triton's, and ncu of both
 #   s46c:    the library's attention tuned twice from fresh caches (its
 #            picks printed), then the attention tests on CUDA
@@ -470,10 +470,11 @@ case "${1:-check}" in
     grep -E "^=== ncu|Duration|hit_rate|dram__bytes|gmma_cycles|bank_conflicts|Achieved Occupancy|Theoretical Occupancy|Block Limit Shared|Issued Ipc|No Eligible|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Dynamic Shared" "$L" | cut -c1-150 | tail -80
     ;;
   s46e)
-    # late prefetch on by default: the CUDA conformance suite, the GEMM
-    # tests (its cp.async wgmma shapes change), the W8A8 tests, then the
-    # grouped GEMM with it on (default) / off alternated twice, the whole
-    # suite once and Triton's twins
+    # late prefetch (FERROTILE_LATE_PREFETCH=1, opt-in): the CUDA
+    # conformance suite, the GEMM tests (its cp.async wgmma shapes change)
+    # and the W8A8 tests with it, then the grouped GEMM on / off
+    # alternated twice, the whole suite once with it and Triton's twins
+    export FERROTILE_LATE_PREFETCH=1
     step conformance_cuda 90 $D/conformance_cuda --nocapture
     FERROTILE_TEST_DEVICES=cuda step gemm 200 $D/gemm --nocapture --skip every_tuner_configuration
     FERROTILE_TEST_DEVICES=cuda step w8a8 60 $D/w8a8 --nocapture --skip w8a8_every
