@@ -469,6 +469,24 @@ case "${1:-check}" in
     grep -E "^=== |suite grouped|FAIL|error" "$L" | tail -30
     grep -E "^=== ncu|Duration|hit_rate|dram__bytes|gmma_cycles|bank_conflicts|Achieved Occupancy|Theoretical Occupancy|Block Limit Shared|Issued Ipc|No Eligible|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Dynamic Shared" "$L" | cut -c1-150 | tail -80
     ;;
+  s47a)
+    # computed A operands in the fragments' layout, K interleaved
+    # (FERROTILE_OPERAND_LAYOUTS=1, opt-in): the CUDA conformance suite
+    # with it (norm_matmul's 128x128x64 8-warp case takes the path: B's
+    # ring rows permuted, A from registers; K = 333 and 200 leave tails),
+    # memcheck of that case, then the suite's norm_matmul off / on
+    # alternated twice and its Triton twin
+    FERROTILE_OPERAND_LAYOUTS=1 step conformance_oplay 90 $D/conformance_cuda --nocapture
+    FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_CASE=norm_matmul step memcheck_oplay 120 compute-sanitizer --tool memcheck $D/conformance_cuda --nocapture
+    N="$D/user-suite --device cuda --only norm_matmul"
+    for r in 1 2; do
+      FERROTILE_OPERAND_LAYOUTS=0 step "nm_off_$r" 40 $N
+      FERROTILE_OPERAND_LAYOUTS=1 step "nm_on_$r" 40 $N
+      FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_BROADCAST_SLICES=1 step "nm_on_slices_$r" 40 $N
+    done
+    step suite_peers 120 python3 $D/peers.py --suite --only norm_matmul
+    grep -E "^=== |conformance on|FAILED|panicked|test result|ERROR SUMMARY|^suite|norm_matmul" "$L" | tail -40
+    ;;
   s46e)
     # late prefetch (FERROTILE_LATE_PREFETCH=1, opt-in): the CUDA
     # conformance suite, the GEMM tests (its cp.async wgmma shapes change)

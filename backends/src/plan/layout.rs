@@ -245,6 +245,23 @@ impl Blocked {
         Blocked::with_regular_reps(shape, vec![1, run], vec![8, 4], vec![wm, 1], vec![shape[0] / (8 * wm), shape[1] / (4 * run)], vec![2, 0], vec![log2(wn), 0])
     }
 
+    /// The layout of an `m × k` 16-bit A operand that `wgmma` takes from
+    /// registers with K *interleaved*
+    /// ([`crate::ptx::fragments::wgmma_a_interleaved`]): the rows of
+    /// [`Blocked::wgmma_acc`] (lane `l` of warp `w` holds rows
+    /// `l/4 + 16·w + 8·h + 16·wm·t`) and `run` consecutive columns
+    /// `run·(l%4) + 4·run·c + (0..run)` — a 16-byte vector of the tile's
+    /// row per run at `run = 8`, where the accumulator's layout holds pairs
+    /// 8 columns apart.
+    /// Needs `m % (16·wm) == 0`, `k % (4·run) == 0`.
+    pub fn wgmma_a_operand(shape: &[u32], wm: u32, run: u32) -> Blocked {
+        assert!(shape.len() == 2 && shape[0].is_multiple_of(16 * wm), "wgmma A operand layout of {shape:?} over {wm} warps");
+        let mut b = Blocked::mma_a_operand(shape, wm, 1, run);
+        b.warp_mul[0] = 16;
+        b.rep_off[0] = (0..b.reps[0]).map(|r| 8 * (r % 2) + 16 * wm * (r / 2)).collect();
+        b
+    }
+
     /// The layout of a `k × n` 16-bit B operand that `mma.sync` takes from
     /// registers with K interleaved ([`crate::ptx::fragments::mma_b_interleaved`]):
     /// lane `l` of warp `(warp_m, warp_n)` holds columns `l/4 + 8·warp_n +

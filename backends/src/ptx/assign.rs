@@ -67,6 +67,9 @@ pub struct Plan {
     /// Result shapes of `mma.sync` dots that take both operands from
     /// registers, K interleaved ([`register_operand_dots`]).
     reg_operands: HashSet<Vec<u32>>,
+    /// Shapes of computed `wgmma` A operands held K-interleaved, with
+    /// their runs ([`computed_a_layouts`]).
+    kperm: HashMap<Vec<u32>, u32>,
     /// Why a `dot` stays on the FMA path: (source line, reason), for
     /// `FERROTILE_EXPLAIN=1`.
     pub fma_reasons: Vec<(u32, String)>,
@@ -99,6 +102,14 @@ impl Plan {
     /// The warp grid when tiles of `shape` use the mma accumulator layout.
     pub fn mma(&self, shape: &[u32]) -> Option<MmaGrid> {
         self.mma.get(shape).copied()
+    }
+
+    /// The run of consecutive K each thread holds of A operands of shape
+    /// `a` that `wgmma` reads from registers in the interleaved K order
+    /// ([`computed_a_layouts`]): their dots' B slots hold B's rows in
+    /// that order.
+    pub fn a_interleaved(&self, a: &[u32]) -> Option<u32> {
+        self.kperm.get(a).copied()
     }
 
     /// Whether the `mma.sync` dots with an `out`-shaped result take both
@@ -412,12 +423,119 @@ fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, c
     (outs, keep)
 }
 
+/// The layouts of computed `dot` A operands held as `wgmma`'s register-A
+/// fragments with K interleaved ([`crate::ptx::fragments::wgmma_a_interleaved`]):
+/// the dot-operand anchor of issue 20, propagated backward through the
+/// whole shape. A 16-bit A operand computed element by element — `(x · r
+/// ∘ g) as bf16`, anything but a load or another dot's result — of a
+/// `wgmma` dot whose shape is not the accumulator's is otherwise staged
+/// through shared memory: a store, a proxy fence and a CTA barrier every K
+/// step, and the previous step's MMAs waited for before the scratch is
+/// rewritten. Its shape `[m, k]` then takes [`Blocked::wgmma_a_operand`]
+/// instead: the accumulator's rows, and runs of `run` consecutive K per
+/// thread (8 where K allows: one 16-byte vector of a row, as the canonical
+/// layout loads it) which the `dot` reads as its fragments in the
+/// interleaved K order — and B's ring copies put B's rows in that order
+/// (`AsyncPlan::kperm`), which is free: each copy moves a piece of one row.
+/// Every tile of that shape (the loads A is computed from, their index
+/// arithmetic, the broadcasts into it, and the same shape elsewhere in the
+/// kernel: the row statistic of a fused norm reduced from it) is computed
+/// in place.
+///
+/// Only where no tile of the shape is read from shared memory (the shape
+/// is no `dot`'s B, and no `dot` reads an A of that shape that is a load
+/// or another dot's result), it is no accumulator's shape and has no
+/// operand layout of its own yet, every `dot` with a computed A of the
+/// shape agrees, and B can take the permuted rows: 16-bit, arriving N-major
+/// (not a transposed view), not through a TMA copy (a box copy keeps the
+/// rows in order) — where the emitter still finds B's slot in natural
+/// order, it stages A as before. Value: `(layout, run)`.
+fn computed_a_layouts(
+    k: &Kernel,
+    mma: &HashMap<Vec<u32>, MmaGrid>,
+    taken: &HashMap<Vec<u32>, Blocked>,
+    kmajor_b: &HashSet<V>,
+) -> HashMap<Vec<u32>, (Blocked, u32)> {
+    let mut def: HashMap<V, &OpKind> = HashMap::new();
+    // (a loop-carried value's sources: its initial and yielded values — a
+    // pipelined operand arrives at its `dot` through them)
+    let mut carried: HashMap<V, Vec<V>> = HashMap::new();
+    k.walk(&mut |op| {
+        for r in &op.results {
+            def.insert(*r, &op.kind);
+        }
+        if let OpKind::For { inits, body, .. } = &op.kind {
+            for (i, init) in inits.iter().enumerate() {
+                let src = vec![*init, body.yields()[i]];
+                carried.insert(body.args[1 + i], src.clone());
+                carried.insert(op.results[i], src);
+            }
+        }
+    });
+    let by_tma = |b: V| {
+        let mut stack = vec![b];
+        let mut seen = HashSet::new();
+        while let Some(v) = stack.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
+            match (def.get(&v), carried.get(&v)) {
+                (Some(OpKind::LoadBlock { .. }), _) => return true,
+                (_, Some(src)) => stack.extend(src),
+                _ => {}
+            }
+        }
+        false
+    };
+    let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
+    let mut want: HashMap<Vec<u32>, Option<(Blocked, u32)>> = HashMap::new();
+    let mut bad: HashSet<Vec<u32>> = HashSet::new();
+    k.walk(&mut |op| {
+        let OpKind::Dot { a, b, .. } = &op.kind else { return };
+        let (Some(sa), Some(sb), Some(so)) = (dims(*a), dims(*b), dims(op.results[0])) else { return };
+        bad.insert(sb);
+        bad.insert(so.clone());
+        if !def.get(a).is_some_and(|kind| kind.is_elementwise()) {
+            bad.insert(sa);
+            return;
+        }
+        let sixteen = |v: V| matches!(k.ty(v).elem().map(|e| e.dtype()), Some(DType::F16 | DType::BF16));
+        let (m, kk) = (sa[0], sa[1]);
+        let run = if kk.is_multiple_of(32) { 8 } else { 4 };
+        let layout = match mma.get(&so) {
+            Some(g)
+                if g.wgmma && sixteen(*a) && sixteen(*b) && !kmajor_b.contains(b) && !by_tma(*b) && m.is_multiple_of(16 * g.wm) && kk.is_multiple_of(16) =>
+            {
+                let l = Blocked::wgmma_a_operand(&sa, g.wm, run);
+                crate::ptx::fragments::wgmma_a_interleaved(&l, m, kk, g.wm, run).map(|_| (l, run))
+            }
+            _ => None,
+        };
+        let e = want.entry(sa).or_insert_with(|| layout.clone());
+        if *e != layout {
+            *e = None;
+        }
+    });
+    want.into_iter().filter_map(|(s, l)| Some((s, l?))).filter(|(s, _)| !bad.contains(s) && !mma.contains_key(s) && !taken.contains_key(s)).collect()
+}
+
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
 /// false keeps every shape canonical (the FMA path for every `dot`);
 /// `wgmma` lets f16/bf16 dots whose shapes fit take Hopper's warpgroup
 /// MMAs; `register_operands` lets `mma.sync` dots with a computed operand
-/// take both operands from registers ([`register_operand_dots`]).
-pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b: &HashSet<V>, mma_i8: bool, register_operands: bool) -> Plan {
+/// take both operands from registers ([`register_operand_dots`]);
+/// `operand_layouts` gives the shapes of computed A operands the A
+/// fragments' layout ([`computed_a_layouts`]).
+pub fn plan(
+    k: &Kernel,
+    num_warps: u32,
+    enable_mma: bool,
+    wgmma: bool,
+    kmajor_b: &HashSet<V>,
+    mma_i8: bool,
+    register_operands: bool,
+    operand_layouts: bool,
+) -> Plan {
     let (rows, chained_a) = chained_dot_shapes(k);
     // `mma.sync` grid of an `m × n` result: warps along M only where a
     // dot's A is computed from another dot's result (so that the first
@@ -434,6 +552,15 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
     let mut fma_reasons = vec![];
     let mut no_wgmma_reasons = vec![];
     let mut operand: HashMap<Vec<u32>, Blocked> = HashMap::new();
+    // (an operand computed element by element: fed from registers where
+    // `operand_layouts` gives its shape the fragments' layout)
+    let mut def: HashMap<V, bool> = HashMap::new();
+    k.walk(&mut |op| {
+        for r in &op.results {
+            def.insert(*r, op.kind.is_elementwise());
+        }
+    });
+    let computed = |v: V| def.get(&v).copied().unwrap_or(false);
     k.walk(&mut |op| {
         let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
         let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
@@ -468,7 +595,7 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
                 let kb = kmajor_b.contains(b);
                 // (a computed A: fed from registers, or staged; never a
                 // ring slot, so K needs no whole swizzle atom)
-                let k_atom = if chained_a.contains(a) && es == 2 && !kb { 16 } else { 128 / es };
+                let k_atom = if (chained_a.contains(a) || operand_layouts && computed(*a)) && es == 2 && !kb { 16 } else { 128 / es };
                 match wgmma_misfit(out[0], out[1], sa[1], num_warps, es, kb, k_atom) {
                     None => {
                         if es == 4 || (es == 1 && !kb) {
@@ -533,7 +660,14 @@ pub fn plan(k: &Kernel, num_warps: u32, enable_mma: bool, wgmma: bool, kmajor_b:
     // layout: correct, only its copies are slower)
     operand.retain(|s, _| !mma.contains_key(s));
     operand.extend(reg_layouts);
-    Plan { mma, operand, runs: HashMap::new(), reg_operands, fma_reasons, no_wgmma_reasons }
+    let mut kperm = HashMap::new();
+    if operand_layouts {
+        for (s, (l, run)) in computed_a_layouts(k, &mma, &operand, kmajor_b) {
+            operand.insert(s.clone(), l);
+            kperm.insert(s, run);
+        }
+    }
+    Plan { mma, operand, runs: HashMap::new(), reg_operands, kperm, fma_reasons, no_wgmma_reasons }
 }
 
 /// Per tile shape, the runs of equal addresses its loads repeat along each

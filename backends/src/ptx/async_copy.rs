@@ -132,6 +132,11 @@ pub struct AsyncPlan {
     /// with `PtxOptions::cp_invariant_slots` (0 where it is on, or would
     /// change nothing).
     pub cp_invariant_candidates: u32,
+    /// `cp.async` classes holding a `wgmma` B whose rows go into the slot
+    /// in the interleaved K order of its K-interleaved register A
+    /// ([`Plan::a_interleaved`], [`crate::ptx::fragments::interleaved_row`]),
+    /// with the run.
+    pub kperm: HashMap<usize, u32>,
 }
 
 /// The shared-memory layout of a ring slot: the one its `dot` reads.
@@ -727,7 +732,35 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
             out.inflight.insert(res, acc);
         }
     }
+    out.kperm = kperm_classes(k, layouts, &out);
     out
+}
+
+/// The `cp.async` classes whose copies put B's rows in the interleaved K
+/// order of the `wgmma` dots that read A K-interleaved from registers
+/// ([`Plan::a_interleaved`]), with the run: every reading of the class is
+/// the B of such a dot with that run, its slot is the N-major 16-bit
+/// swizzled one, no TMA, no flipped reading, no loop-invariant copy.
+fn kperm_classes(k: &Kernel, layouts: &Plan, p: &AsyncPlan) -> HashMap<usize, u32> {
+    let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
+    let mut want: HashMap<usize, Option<u32>> = HashMap::new();
+    k.walk(&mut |op| {
+        let OpKind::Dot { a, b, .. } = &op.kind else { return };
+        let run = dims(*a).and_then(|s| layouts.a_interleaved(&s));
+        for (x, r) in [(*a, None), (*b, run)] {
+            let Some(c) = p.class_of(x) else { continue };
+            let ok = r.is_some()
+                && !p.flipped.contains_key(&x)
+                && p.tma[c].is_none()
+                && p.layout[c] == SlotLayout::Swizzled { es: 2, transposed: false }
+                && !p.invariant.iter().any(|v| p.class_of(*v) == Some(c));
+            let e = want.entry(c).or_insert(if ok { r } else { None });
+            if *e != r || !ok {
+                *e = None;
+            }
+        }
+    });
+    want.into_iter().filter_map(|(c, r)| Some((c, r?))).collect()
 }
 
 /// Shared memory of an sm_90 SM, and what the driver reserves per block.

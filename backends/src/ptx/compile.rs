@@ -39,8 +39,18 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
     // (the layout plan of the kernel as written: which dots run on
     // `wgmma`, for the TMA choice and the chained-dot rotation)
-    let pre_layouts = (o.rotate_chains || !tma_views.is_empty())
-        .then(|| assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands));
+    let pre_layouts = (o.rotate_chains || !tma_views.is_empty()).then(|| {
+        assign::plan(
+            k,
+            o.num_warps,
+            o.mma,
+            o.wgmma && o.sm >= 90,
+            &async_copy::kmajor_b_sources(k, &tma_views),
+            o.mma_i8,
+            o.register_operands,
+            o.operand_layouts,
+        )
+    });
     let kept = pre_layouts.as_ref().map_or_else(HashSet::new, |layouts| tma_block_loads(k, o, &tma_views, layouts));
     // (the views those loads read are checked on the host, against the
     // tensor maps built per launch, instead of in the kernel — except
@@ -74,8 +84,17 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let vec = vector_elems(k, &facts);
-    let plan = assign::plan(k, o.num_warps, o.mma, o.wgmma && o.sm >= 90, &async_copy::kmajor_b_sources(k, &tma_views), o.mma_i8, o.register_operands)
-        .with_load_runs(k, &facts);
+    let plan = assign::plan(
+        k,
+        o.num_warps,
+        o.mma,
+        o.wgmma && o.sm >= 90,
+        &async_copy::kmajor_b_sources(k, &tma_views),
+        o.mma_i8,
+        o.register_operands,
+        o.operand_layouts,
+    )
+    .with_load_runs(k, &facts);
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let mut ring_plan =
         async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots, o.invariant_a_regs);

@@ -49,6 +49,39 @@ pub fn wgmma_a(have: &Blocked, m: u32, k: u32, wm: u32) -> Option<Vec<usize>> {
     remap(have, wm * 32, (k / 16 * tcount * 8) as usize, &need)
 }
 
+/// Registers feeding `wgmma`'s register-A fragments with K interleaved
+/// ([`interleaved_k`]) for an `m × k` 16-bit tile over `wm` warps, held in
+/// layout `have` with runs of `run` along K ([`Blocked::wgmma_a_operand`]):
+/// entries as in [`wgmma_a`]. The instructions then take K in the order
+/// [`interleaved_k`] gives, so B's rows must be in that order too: its
+/// ring slot row `p` holds the tile's row [`interleaved_k`]`(p)` (the
+/// copies place row `i` at [`interleaved_row`]`(i)`).
+pub fn wgmma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, run: u32) -> Option<Vec<usize>> {
+    if have.shape != [m, k] || !wm.is_multiple_of(4) || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(4 * run) || !k.is_multiple_of(16) || run < 4 {
+        return None;
+    }
+    let (groups, tcount) = (wm / 4, m / (16 * wm));
+    let need = |tid: u32, f: usize| -> u32 {
+        let f = f as u32;
+        let (ks, t, s) = (f / (tcount * 8), (f / 8) % tcount, f % 8);
+        let (w, lane) = (tid / 32, tid % 32);
+        let row = (t * groups + w / 4) * 64 + 16 * (w % 4) + lane / 4 + 8 * ((s / 2) % 2);
+        row * k + interleaved_k(run, ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4))
+    };
+    remap(have, wm * 32, (k / 16 * tcount * 8) as usize, &need)
+}
+
+/// The inverse of [`interleaved_k`]: the position, in the instructions'
+/// K order, of the tile's row (or column) `i` — where a K-interleaved
+/// dot's B slot holds B's row `i`. Bits of `i`, low to high: `e` (1), `h`
+/// (1), `s` (`log2(run/4)`), `j` (2), the block; of the position: `e`,
+/// `j`, `h`, `s`, the block.
+pub fn interleaved_row(run: u32, i: u32) -> u32 {
+    let sb = (run / 4).trailing_zeros();
+    let (e, h, s, j) = (i & 1, (i >> 1) & 1, (i >> 2) & ((1 << sb) - 1), (i >> (2 + sb)) & 3);
+    (i & !(4 * run - 1)) | e | (j << 1) | (h << 3) | (s << 4)
+}
+
 /// Registers feeding `mma.sync.m16n8k16`'s A fragments for an `m × k`
 /// 16-bit tile over a `wm × wn` warp grid (warp `w` = `warp_m · wn +
 /// warp_n`), held in layout `have`: entry `((t · ksteps + ks) · 8 + s)` is
@@ -201,6 +234,39 @@ mod tests {
         let at: Vec<Vec<u32>> = map.iter().map(|&r| src.coords_of(37, r)).collect();
         assert_eq!(at[0], vec![17, 2]);
         assert_eq!(at[7], vec![25, 11]);
+    }
+
+    /// The K-interleaved `wgmma` A operand: its layout's registers are the
+    /// register-A fragments once K is read in [`interleaved_k`]'s order,
+    /// each register feeding one slot, and [`interleaved_row`] is that
+    /// order's inverse (where B's rows go).
+    #[test]
+    fn interleaved_wgmma_a_operands() {
+        for (m, k, wm, run) in [(128, 64, 8, 8), (64, 64, 4, 8), (64, 128, 4, 8), (128, 16, 4, 4), (256, 32, 8, 8), (64, 64, 4, 16)] {
+            let l = Blocked::wgmma_a_operand(&[m, k], wm, run);
+            assert!(!l.any_replication(), "{m}x{k}");
+            let map = wgmma_a_interleaved(&l, m, k, wm, run).unwrap_or_else(|| panic!("{m}x{k} over {wm} warps, run {run}"));
+            assert_eq!(map.len() as u32, m * k / (wm * 32));
+            let mut seen = map.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen.len(), map.len(), "every register feeds exactly one slot");
+            // the natural order does not fit it, nor it the accumulator
+            assert!(wgmma_a(&l, m, k, wm).is_none());
+            assert!(wgmma_a_interleaved(&Blocked::wgmma_acc(&[m, k], wm), m, k, wm, run).is_none());
+            for i in 0..k {
+                let p = interleaved_row(run, i);
+                assert_eq!(interleaved_k(run, p / 16, p % 16), i, "run {run} row {i}");
+            }
+        }
+        // thread 0 holds columns 0..8 of rows 0 and 8: slots of (ks 0) are
+        // columns 0, 1 (row 0), 0, 1 (row 8), 2, 3, 2, 3 — step 1 takes 4..8
+        let l = Blocked::wgmma_a_operand(&[64, 32], 4, 8);
+        let map = wgmma_a_interleaved(&l, 64, 32, 4, 8).unwrap();
+        let src = ThreadLayout { bl: l.clone(), reg_offsets: l.reg_offsets(), thread: vec![] };
+        let at: Vec<Vec<u32>> = map.iter().map(|&r| src.coords_of(0, r)).collect();
+        assert_eq!(&at[..8], &[vec![0, 0], vec![0, 1], vec![8, 0], vec![8, 1], vec![0, 2], vec![0, 3], vec![8, 2], vec![8, 3]]);
+        assert_eq!(&at[8..10], &[vec![0, 4], vec![0, 5]]);
     }
 
     #[test]

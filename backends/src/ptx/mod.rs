@@ -275,6 +275,17 @@ pub struct PtxOptions {
     /// SASS, session 25: 640 instructions per 16×128×64 step against 330
     /// staged). The CUDA runtime reads `FERROTILE_REGISTER_OPERANDS=1`.
     pub register_operands: bool,
+    /// The shape of a 16-bit A operand computed element by element (not
+    /// a load, not another dot's result) takes the layout whose registers
+    /// are the tensor cores' A fragments ([`assign`]'s
+    /// `computed_a_layouts`): the loads and arithmetic it is computed from
+    /// run in that layout and the `dot` reads A from registers — no
+    /// staging through shared memory, no barrier, no wait for the previous
+    /// step's MMAs before the scratch is rewritten. Off by default until
+    /// measured on a GPU: loads of that shape lose their 16-byte vectors
+    /// (two elements per access). The CUDA runtime reads
+    /// `FERROTILE_OPERAND_LAYOUTS=1`.
+    pub operand_layouts: bool,
     /// Elementwise add, sub and mul of 16-bit floats, and casts of small
     /// integers to them, two elements per instruction (`.f16x2`,
     /// `.bf16x2`; the values the widened f32 operations round to); false:
@@ -328,6 +339,7 @@ impl PtxOptions {
             cp_invariant_slots: false,
             partial_accumulators: true,
             register_operands: false,
+            operand_layouts: false,
             packed_16bit: true,
         }
     }

@@ -125,6 +125,9 @@ struct PtxWriter<'k> {
     layouts: HashMap<Vec<u32>, std::rc::Rc<Layout>>,
     /// (shape, offset along the dimension, dimension) → index register.
     idx_cache: HashMap<(Vec<u32>, usize, usize), String>,
+    /// (index register, run) → its position in the interleaved K order
+    /// (prologue: `interleaved_row`).
+    kperm_cache: HashMap<(String, u32), String>,
     /// Index registers (`index`) whose value is a per-thread offset that is
     /// a multiple of `align` plus the constant `c`: `(align, c)`.
     idx_residue: HashMap<String, (u32, u32)>,
@@ -344,6 +347,7 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         vals: HashMap::new(),
         layouts: HashMap::new(),
         idx_cache: HashMap::new(),
+        kperm_cache: HashMap::new(),
         idx_residue: HashMap::new(),
         reg_const: HashMap::new(),
         wide32: HashMap::new(),

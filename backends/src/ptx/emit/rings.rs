@@ -127,15 +127,25 @@ impl<'k> PtxWriter<'k> {
             // (a strided operand) go through registers into the slot
             let regs = self.load(ptr, mask, None, res)?;
             match lay {
-                crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed } => self.stage_wgmma(&regs, &shape, &slot, es, transposed),
+                crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed } => {
+                    let kperm = self.ring_plan.kperm.get(&c).map(|&r| (0, r));
+                    self.stage_wgmma(&regs, &shape, &slot, es, transposed, kperm)
+                }
                 crate::ptx::async_copy::SlotLayout::Padded { pitch } => self.stage(&regs, &shape, 2, pitch, &slot),
             }
             return Ok(vec![slot]);
         }
         let rp = self.get(ptr);
         let masks = mask.map(|m| self.get(m));
+        // (B of a dot whose A is K-interleaved: its rows in that order,
+        // `AsyncPlan::kperm` — each copy moves a piece of one row)
+        let kperm = self.ring_plan.kperm.get(&c).copied();
         for r0 in (0..rp.len()).step_by(w) {
             let (i, j) = (self.index(&shape, r0, 0), self.index(&shape, r0, 1));
+            let i = match kperm {
+                Some(run) => self.interleaved_row(&i, run),
+                None => i,
+            };
             let dst = match lay {
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: false } => self.wgmma_addr(&i, &j, shape[0], &slot, es),
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: true } => self.wgmma_addr(&j, &i, shape[1], &slot, es),

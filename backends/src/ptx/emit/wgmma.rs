@@ -12,8 +12,11 @@ impl<'k> PtxWriter<'k> {
     /// is the slot's row `j` — tf32 and i8 B, read K-major). Returns
     /// nothing; every thread stores its own runs (at most one 16-byte chunk
     /// per store; single elements when transposed, and i8 runs shorter than
-    /// a word).
-    pub(super) fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, es: u32, transposed: bool) {
+    /// a word). `kperm`: `(dim, run)` — the tile's index along `dim` (K)
+    /// goes to its position in the interleaved K order
+    /// ([`crate::ptx::fragments::interleaved_row`]) of a `dot` whose other
+    /// operand is K-interleaved (16-bit elements, not transposed).
+    pub(super) fn stage_wgmma(&mut self, regs: &[String], shape: &[u32], base: &str, es: u32, transposed: bool, kperm: Option<(usize, u32)>) {
         let lay = self.layout(shape);
         let ty = match es {
             4 => "f32",
@@ -29,10 +32,17 @@ impl<'k> PtxWriter<'k> {
             return;
         }
         let run = lay.bl.spt[1] as usize;
-        let piece = run.min(16 / es as usize);
+        // (K along the columns permuted: pairs stay together — the
+        // order's lowest bit is the index's — the rest moves)
+        let piece = if kperm.is_some_and(|(d, _)| d == 1) { run.min(2) } else { run.min(16 / es as usize) };
         for r0 in (0..regs.len()).step_by(run) {
             for p0 in (0..run).step_by(piece) {
                 let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
+                let (i, j) = match kperm {
+                    Some((0, r)) => (self.interleaved_row(&i, r), j),
+                    Some((_, r)) => (i, self.interleaved_row(&j, r)),
+                    None => (i, j),
+                };
                 let a = self.wgmma_addr(&i, &j, shape[0], base, es);
                 let vals = &regs[r0 + p0..r0 + p0 + piece];
                 if piece == 1 || (es == 1 && piece < 4) {
@@ -61,6 +71,30 @@ impl<'k> PtxWriter<'k> {
                 }
             }
         }
+    }
+
+    /// The position of K index `i` (a register) in the interleaved K order
+    /// of runs of `run` ([`crate::ptx::fragments::interleaved_row`]: the
+    /// same bit fields, moved with `bfe` / `bfi`). `i` is a tile index
+    /// ([`Self::index`]: a prologue register), so this is computed once,
+    /// in the prologue, too.
+    pub(super) fn interleaved_row(&mut self, i: &str, run: u32) -> String {
+        let key = (i.to_string(), run);
+        if let Some(p) = self.kperm_cache.get(&key) {
+            return p.clone();
+        }
+        let sb = (run / 4).trailing_zeros();
+        let (p, t) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        // (the block and `e` stay)
+        let mut s = format!("\tand.b32 {p}, {i}, {};\n", !(4 * run - 1) | 1);
+        s += &format!("\tbfe.u32 {t}, {i}, {}, 2;\n\tbfi.b32 {p}, {t}, {p}, 1, 2;\n", 2 + sb);
+        s += &format!("\tbfe.u32 {t}, {i}, 1, 1;\n\tbfi.b32 {p}, {t}, {p}, 3, 1;\n");
+        if sb > 0 {
+            s += &format!("\tbfe.u32 {t}, {i}, 2, {sb};\n\tbfi.b32 {p}, {t}, {p}, 4, {sb};\n");
+        }
+        self.pro.push_str(&s);
+        self.kperm_cache.insert(key, p.clone());
+        p
     }
 
     /// Shared-memory address of element `(i, j)` of a `rows`-row tile of
@@ -125,15 +159,37 @@ impl<'k> PtxWriter<'k> {
         // register-A fragments (an accumulator cast to 16 bits: attention's
         // P) feeds the instructions from its registers: no staging, no
         // barrier (`ptx::fragments`)
+        // A computed K-interleaved (`assign`'s `computed_a_layouts`) takes
+        // K in the interleaved order, and B's rows must be in it too: its
+        // ring's copies put them there (`AsyncPlan::kperm`), a staged B is
+        // staged so; where B's slot is permuted and A's registers do not
+        // fit, A is staged permuted too
+        let run_a = self.layout_plan.a_interleaved(&sa);
+        let ring_perm = cb.and_then(|c| self.ring_plan.kperm.get(&c).copied());
+        let mut perm_used: Option<u32> = None;
         let reg_a: Option<Vec<String>> = if ca.is_none() && es == 2 && self.o.register_a {
             let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let raw = self.get_raw(a);
-            crate::ptx::fragments::wgmma_a(&have, m, kk, wm)
-                .filter(|_| raw.len() == have.regs())
-                .map(|map| map.chunks(2).map(|p| self.pack_b16(&raw[p[0]], &raw[p[1]])).collect())
+            let interleaved = match (run_a, ring_perm) {
+                (Some(run), Some(r)) if run == r => Some(run),
+                (Some(run), None) if cb.is_none() => Some(run),
+                _ => None,
+            };
+            let map = match (interleaved, ring_perm) {
+                (Some(run), _) => crate::ptx::fragments::wgmma_a_interleaved(&have, m, kk, wm, run),
+                (None, None) => crate::ptx::fragments::wgmma_a(&have, m, kk, wm),
+                (None, Some(_)) => None,
+            };
+            let map = map.filter(|_| raw.len() == have.regs());
+            if map.is_some() {
+                perm_used = interleaved;
+            }
+            map.map(|map| map.chunks(2).map(|p| self.pack_b16(&raw[p[0]], &raw[p[1]])).collect())
         } else {
             None
         };
+        // (the K order both operands take: B's ring's, or A's registers')
+        let kperm = ring_perm.or(perm_used);
         let stage_a = ca.is_none() && reg_a.is_none();
         // (why A is not fed from registers, for FERROTILE_EXPLAIN)
         let a_why = if !self.o.register_a {
@@ -141,7 +197,11 @@ impl<'k> PtxWriter<'k> {
         } else if es != 2 {
             ": wgmma takes A from registers as 16-bit elements only"
         } else {
-            ": its registers do not hold wgmma's A fragments in the threads that read them (register A needs the rows split over warps as the accumulator splits them)"
+            if self.o.operand_layouts || run_a.is_some() {
+                ": its registers do not hold wgmma's A fragments in the threads that read them (register A needs the rows split over warps as the accumulator splits them; a computed A's shape takes the fragments' layout only where no tile of it is read from shared memory and B's copies can reorder its rows)"
+            } else {
+                ": its registers do not hold wgmma's A fragments in the threads that read them (register A needs the rows split over warps as the accumulator splits them; FERROTILE_OPERAND_LAYOUTS=1 gives a computed A's shape the fragments' layout)"
+            }
         };
         let ra = if reg_a.is_some() { vec![String::new()] } else { self.get(a) };
         let rb = self.get(b);
@@ -188,14 +248,14 @@ impl<'k> PtxWriter<'k> {
             };
             if stage_a {
                 let ra = tf(self, &ra);
-                self.stage_wgmma(&ra, &sa, &scratch, es, false);
+                self.stage_wgmma(&ra, &sa, &scratch, es, false, kperm.map(|r| (1, r)));
                 base = scratch.clone();
             }
             if cb.is_none() {
                 base_b = self.reg(RegClass::R);
                 self.line(format!("add.u32 {base_b}, {scratch}, {bytes_a};"));
                 let rb = tf(self, &rb);
-                self.stage_wgmma(&rb, &sb, &base_b, es, kmajor_b);
+                self.stage_wgmma(&rb, &sb, &base_b, es, kmajor_b, kperm.map(|r| (0, r)));
             }
         }
         let ready = self.ring_ready.contains(&a) && self.ring_ready.contains(&b);

@@ -191,6 +191,7 @@ pub(crate) fn launch(
             cp_invariant_slots: std::env::var("FERROTILE_CP_INVARIANT_SLOTS").is_ok_and(|v| v == "1"),
             partial_accumulators: env_flag("FERROTILE_PARTIAL_ACC", true),
             register_operands: env_flag("FERROTILE_REGISTER_OPERANDS", false),
+            operand_layouts: env_flag("FERROTILE_OPERAND_LAYOUTS", false),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
             wide_offsets: env_flag("FERROTILE_WIDE_OFFSETS", true),
             affine_addresses: env_flag("FERROTILE_AFFINE_ADDRESSES", false),
