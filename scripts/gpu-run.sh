@@ -473,11 +473,13 @@ case "${1:-check}" in
     # computed A operands in the fragments' layout, K interleaved
     # (FERROTILE_OPERAND_LAYOUTS=1, opt-in): the CUDA conformance suite
     # with it (norm_matmul's 128x128x64 8-warp case takes the path: B's
-    # ring rows permuted, A from registers; K = 333 and 200 leave tails),
-    # memcheck of that case, then the suite's norm_matmul off / on
-    # alternated twice and its Triton twin
+    # ring rows permuted, A from registers; K = 333 and 200 leave tails;
+    # decode_t's: the decode form, a narrow B copied element by element
+    # into its K-major slot in the interleaved order), memcheck of those
+    # two cases, then the suite's norm_matmul off / on alternated twice and
+    # its Triton twin
     FERROTILE_OPERAND_LAYOUTS=1 step conformance_oplay 90 $D/conformance_cuda --nocapture
-    FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_CASE=norm_matmul step memcheck_oplay 120 compute-sanitizer --tool memcheck $D/conformance_cuda --nocapture
+    FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_CASE=norm_matmul,decode_t step memcheck_oplay 120 compute-sanitizer --tool memcheck $D/conformance_cuda --nocapture
     N="$D/user-suite --device cuda --only norm_matmul"
     for r in 1 2; do
       FERROTILE_OPERAND_LAYOUTS=0 step "nm_off_$r" 40 $N

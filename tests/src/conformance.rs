@@ -132,6 +132,11 @@ pub fn cases() -> Vec<Case> {
             fused::norm_matmul
         ),
         case!(
+            "decode_t",
+            "the decode form of a small-M product: a weight tile scaled in registers as the dot's A, the tokens loaded along K as a narrow B; tails in every dimension",
+            fused::decode_t
+        ),
+        case!(
             "attention",
             "a user's fused attention loop: two dots, the first's result reduced, exponentiated and cast into the second's A; transposed view; causal loop bound from program_id",
             fused::attention

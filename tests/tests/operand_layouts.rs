@@ -7,16 +7,18 @@
 //! registers (the register form of `wgmma`), nothing is staged for it and
 //! the row statistic `r` reaches the tile without shared memory; the PTX
 //! assembles without spilling. Without it, A is staged as before (what the
-//! A/B measurement compares). Kernels whose A is a load, or whose computed
-//! A already has the accumulator's shape, compile to the same PTX either
-//! way.
+//! A/B measurement compares). The decode form of a small-M product
+//! (`outᵀ = (W ∘ s)·xᵀ`: a computed weight tile as A, the few tokens as a
+//! narrow B loaded along K) takes `wgmma` with its A from registers too.
+//! Kernels whose A is a load, or whose computed A already has the
+//! accumulator's shape, compile to the same PTX either way.
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::{specialize, DType, Kernel};
 use ferrotile_backends::plan::layout::Blocked;
 use ferrotile_backends::ptx::{assign, emit, PtxOptions};
 use ferrotile_backends::ptxas;
-use ferrotile_tests::conformance::fused::{k_attention, k_norm_matmul};
+use ferrotile_tests::conformance::fused::{k_attention, k_decode_t, k_norm_matmul};
 
 fn opts(k: &Kernel, sm: u32, warps: u32, operand_layouts: bool, broadcast_slices: bool) -> PtxOptions {
     PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, operand_layouts, broadcast_slices, ..PtxOptions::new(sm, warps, k.params.len()) }
@@ -92,5 +94,34 @@ fn other_kernels_are_unchanged() {
         let a = emit(&spec, &opts(k, 90, warps, false, false)).unwrap();
         let b = emit(&spec, &opts(k, 90, warps, true, false)).unwrap();
         assert!(a.text == b.text, "attention {bm}x{bn}x{d}: the option changed the PTX");
+    }
+}
+
+/// The decode form (`k_decode_t`: `outᵀ = (W ∘ s)·xᵀ`, the scaled weight
+/// tile as A, the tokens loaded along K as a narrow B).
+#[test]
+fn the_decode_form_takes_wgmma_with_register_a() {
+    let px = ptxas::find_or_skip();
+    let k = k_decode_t::ir();
+    for (bn, bm, bk, warps) in [(64, 16, 64, 4), (128, 16, 128, 8), (64, 32, 64, 4)] {
+        let spec = specialize(k, &[bn, bm, bk], &[DType::BF16]).unwrap();
+        for on in [true, false] {
+            let what = format!("decode_t {bn}x{bm}x{bk} {warps} warps operand_layouts {on}");
+            let p = emit(&spec, &opts(k, 90, warps, on, false)).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            let reg_form = p.text.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
+            let staged: Vec<_> = p.conversions.iter().filter(|(_, w)| w.contains("dot operand A")).collect();
+            if on {
+                assert!(reg_form > 0 && staged.is_empty(), "{what}: {reg_form} register-A wgmma, {staged:?}");
+                // (B's rows in the interleaved K order: `bfi` in the copies)
+                assert!(p.text.contains("bfi.b32"), "{what}");
+            } else {
+                // (without the option the narrow B keeps the dot on mma.sync)
+                assert!(!p.text.contains("wgmma.mma_async") && !staged.is_empty(), "{what}");
+            }
+            if let Some(px) = &px {
+                let r = ptxas::assemble(px, &p.text, 90).unwrap_or_else(|log| panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")));
+                assert_eq!(r.spill_stores, 0, "{what}: {} bytes spilled", r.spill_stores);
+            }
+        }
     }
 }

@@ -446,16 +446,12 @@ fn register_operand_dots(k: &Kernel, mma: &HashMap<Vec<u32>, Option<MmaGrid>>, c
 /// is no `dot`'s B, and no `dot` reads an A of that shape that is a load
 /// or another dot's result), it is no accumulator's shape and has no
 /// operand layout of its own yet, every `dot` with a computed A of the
-/// shape agrees, and B can take the permuted rows: 16-bit, arriving N-major
-/// (not a transposed view), not through a TMA copy (a box copy keeps the
-/// rows in order) — where the emitter still finds B's slot in natural
-/// order, it stages A as before. Value: `(layout, run)`.
-fn computed_a_layouts(
-    k: &Kernel,
-    mma: &HashMap<Vec<u32>, MmaGrid>,
-    taken: &HashMap<Vec<u32>, Blocked>,
-    kmajor_b: &HashSet<V>,
-) -> HashMap<Vec<u32>, (Blocked, u32)> {
+/// shape agrees, and B can take the permuted rows: 16-bit, not through a
+/// TMA copy (a box copy keeps the rows in order; a B that arrives K-major
+/// is copied element by element, each to its place) — where the emitter
+/// still finds B's slot in natural order, it stages A as before. Value:
+/// `(layout, run)`.
+fn computed_a_layouts(k: &Kernel, mma: &HashMap<Vec<u32>, MmaGrid>, taken: &HashMap<Vec<u32>, Blocked>) -> HashMap<Vec<u32>, (Blocked, u32)> {
     let mut def: HashMap<V, &OpKind> = HashMap::new();
     // (a loop-carried value's sources: its initial and yielded values — a
     // pipelined operand arrives at its `dot` through them)
@@ -503,9 +499,7 @@ fn computed_a_layouts(
         let (m, kk) = (sa[0], sa[1]);
         let run = if kk.is_multiple_of(32) { 8 } else { 4 };
         let layout = match mma.get(&so) {
-            Some(g)
-                if g.wgmma && sixteen(*a) && sixteen(*b) && !kmajor_b.contains(b) && !by_tma(*b) && m.is_multiple_of(16 * g.wm) && kk.is_multiple_of(16) =>
-            {
+            Some(g) if g.wgmma && sixteen(*a) && sixteen(*b) && !by_tma(*b) && m.is_multiple_of(16 * g.wm) && kk.is_multiple_of(16) => {
                 let l = Blocked::wgmma_a_operand(&sa, g.wm, run);
                 crate::ptx::fragments::wgmma_a_interleaved(&l, m, kk, g.wm, run).map(|_| (l, run))
             }
@@ -662,7 +656,7 @@ pub fn plan(
     operand.extend(reg_layouts);
     let mut kperm = HashMap::new();
     if operand_layouts {
-        for (s, (l, run)) in computed_a_layouts(k, &mma, &operand, kmajor_b) {
+        for (s, (l, run)) in computed_a_layouts(k, &mma, &operand) {
             operand.insert(s.clone(), l);
             kperm.insert(s, run);
         }

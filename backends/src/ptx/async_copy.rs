@@ -306,10 +306,12 @@ pub fn wgmma_slot(es: u32, is_b: bool, view_inner: Option<usize>, shape: &[u32])
 /// registers (no load, no `trans`, no loop-carried value: never a ring
 /// slot), which the emitter stages K-major where N is narrower than a
 /// 128-byte atom (attention backward's `dSᵀ` as the B of `dQᵀ = Kᵀ·dSᵀ`
-/// at 32 query rows a step). `wgmma` takes
+/// at 32 query rows a step) — and 16-bit tiles loaded (directly, or as a
+/// loop-carried value whose initial value is) through a pointer tile
+/// `along_k` says runs along K. `wgmma` takes
 /// such a B at any N in steps of 8 (`assign`), where an N-major one needs
 /// whole 64-column atoms.
-pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>) -> std::collections::HashSet<V> {
+pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>, along_k: &dyn Fn(V) -> bool) -> std::collections::HashSet<V> {
     let mut d = Defs::default();
     let mut next = 0;
     index_block(&k.body, 0, &mut next, &mut d);
@@ -330,7 +332,12 @@ pub fn kmajor_b_sources(k: &Kernel, tma_views: &HashMap<V, super::tma::TmaView>)
             // (`trans(y)` of a tile read along its rows arrives K-major: the
             // slot of `y` read the other way — [`AsyncPlan::flipped`])
             let (src, flip) = trans_source(&d, *b).map_or((*b, false), |y| (y, true));
-            computed || source_view(&d, src).and_then(|v| tma_views.get(&v)).is_some_and(|t| (t.inner == 0) != flip)
+            let init = match d.arg.get(b).map(|(fop, i, _, _)| (&fop.kind, *i)) {
+                Some((OpKind::For { inits, .. }, i)) => inits[i],
+                _ => *b,
+            };
+            let loaded = d.def.get(&init).is_some_and(|(op, _)| matches!(op.kind, OpKind::Load { ptr, .. } if along_k(ptr)));
+            computed || loaded || source_view(&d, src).and_then(|v| tma_views.get(&v)).is_some_and(|t| (t.inner == 0) != flip)
         })
         .collect()
 }
@@ -739,8 +746,11 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
 /// The `cp.async` classes whose copies put B's rows in the interleaved K
 /// order of the `wgmma` dots that read A K-interleaved from registers
 /// ([`Plan::a_interleaved`]), with the run: every reading of the class is
-/// the B of such a dot with that run, its slot is the N-major 16-bit
-/// swizzled one, no TMA, no flipped reading, no loop-invariant copy.
+/// the B of such a dot with that run, its slot is a 16-bit swizzled one
+/// (N-major: each copy moves a piece of one row to the row's place;
+/// K-major — a B narrower than an atom, or arriving transposed —: its
+/// elements are copied one by one already, each to its place), no TMA, no
+/// flipped reading, no loop-invariant copy.
 fn kperm_classes(k: &Kernel, layouts: &Plan, p: &AsyncPlan) -> HashMap<usize, u32> {
     let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };
     let mut want: HashMap<usize, Option<u32>> = HashMap::new();
@@ -752,7 +762,7 @@ fn kperm_classes(k: &Kernel, layouts: &Plan, p: &AsyncPlan) -> HashMap<usize, u3
             let ok = r.is_some()
                 && !p.flipped.contains_key(&x)
                 && p.tma[c].is_none()
-                && p.layout[c] == SlotLayout::Swizzled { es: 2, transposed: false }
+                && matches!(p.layout[c], SlotLayout::Swizzled { es: 2, .. })
                 && !p.invariant.iter().any(|v| p.class_of(*v) == Some(c));
             let e = want.entry(c).or_insert(if ok { r } else { None });
             if *e != r || !ok {

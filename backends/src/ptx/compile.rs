@@ -45,7 +45,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
             o.num_warps,
             o.mma,
             o.wgmma && o.sm >= 90,
-            &async_copy::kmajor_b_sources(k, &tma_views),
+            &async_copy::kmajor_b_sources(k, &tma_views, &|_| false),
             o.mma_i8,
             o.register_operands,
             o.operand_layouts,
@@ -84,12 +84,18 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     );
     let facts = axis::analyze_all(k, &o.arg_div, &o.arg_one);
     let vec = vector_elems(k, &facts);
+    // (with `operand_layouts`, a B loaded through pointers that run along
+    // K counts as arriving K-major: the decode form `outᵀ = Wᵀ·xᵀ` of a
+    // small-M product, whose narrow `xᵀ` then takes `wgmma` — its
+    // elements copied one by one into a K-major slot — so that the
+    // computed weight tile can be its register A)
+    let along_k = |p: V| o.operand_layouts && facts.get(&p).is_some_and(|f| f.dims.len() == 2 && f.dim(0).contig > 1 && f.dim(1).contig == 1);
     let plan = assign::plan(
         k,
         o.num_warps,
         o.mma,
         o.wgmma && o.sm >= 90,
-        &async_copy::kmajor_b_sources(k, &tma_views),
+        &async_copy::kmajor_b_sources(k, &tma_views, &along_k),
         o.mma_i8,
         o.register_operands,
         o.operand_layouts,

@@ -62,6 +62,47 @@ pub fn w4a16<const BM: i32, const BN: i32, const BK: i32, const GROUP: i32>(
     store(out + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn as i64, 0), acc as bf16, m_ok & n_ok);
 }
 
+/// The same product in its decode form, `outᵀ = Wᵀ · xᵀ`, as a user of
+/// Hopper writes a small-M W4A16 kernel: the `BN` output columns are the
+/// `dot`'s rows (`wgmma` wants M ≥ 64), the `BM ≤ 16` tokens its columns,
+/// and the weight tile `[BN, BK]` — each thread's packed word along K
+/// unpacked and dequantized — is the `dot`'s A, computed in registers.
+/// With `FERROTILE_OPERAND_LAYOUTS=1` the compiler keeps it there (its
+/// K-interleaved fragments: one packed word is a run of 8 K) instead of
+/// staging it through shared memory.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn w4a16_t<const BN: i32, const BM: i32, const BK: i32, const GROUP: i32>(
+    x: Ptr<bf16>,
+    w: Ptr<i32>,
+    scales: Ptr<bf16>,
+    zp: Ptr<i32>,
+    out: Ptr<bf16>,
+    m: i32,
+    n: i32,
+    k: i32,
+) {
+    let rn = program_id(0) * BN + arange(0, BN);
+    let rm = program_id(1) * BM + arange(0, BM);
+    let n_ok = expand_dims(rn < n, 1);
+    let m_ok = expand_dims(rm < m, 0);
+    let mut acc = zeros([BN, BM], f32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = expand_dims(kk < k, 0);
+        let words = load(w + expand_dims(((kk / 8) as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), n_ok & k_ok, 0);
+        let q = (words >> expand_dims((kk % 8) * 4, 0)) & 15;
+        let g = expand_dims(kk / GROUP, 0);
+        let s = load(scales + (g as i64) * (n as i64) + expand_dims(rn as i64, 1), n_ok & k_ok, 0.0) as f32;
+        let zw = load(zp + (g as i64) * ((n / 8) as i64) + expand_dims((rn / 8) as i64, 1), n_ok & k_ok, 0);
+        let z = (zw >> expand_dims((rn % 8) * 4, 1)) & 15;
+        let a = (((q - z) as f32) * s) as bf16;
+        let xt = load(x + expand_dims(kk as i64, 1) + expand_dims((rm as i64) * (k as i64), 0), expand_dims(kk < k, 1) & m_ok, 0.0);
+        acc = dot(a, xt, acc);
+    }
+    store(out + expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), acc as bf16, n_ok & m_ok);
+}
+
 /// The same product, written the way the analysis says it should
 /// be: split K over `program_id(2)` (partial sums added atomically into an
 /// f32 output), one scale row and one zero-point row per group, each
@@ -474,9 +515,23 @@ fn emit(args: &[String]) {
     let warps: u32 = args[1].parse().unwrap();
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
-    let k = if std::env::var("SPLIT").is_ok() { w4a16_split::ir() } else { w4a16::ir() };
-    let spec = specialize(k, &[t[0], t[1], t[2], GROUP as i64], &[]).unwrap();
-    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: stages - 1, ..PtxOptions::new(sm, warps, k.params.len()) };
+    // (SWAP=1: the decode form `w4a16_t`, its constants BN, BM first)
+    let swap = std::env::var("SWAP").is_ok_and(|v| v == "1");
+    let k = if swap {
+        w4a16_t::ir()
+    } else if std::env::var("SPLIT").is_ok() {
+        w4a16_split::ir()
+    } else {
+        w4a16::ir()
+    };
+    let consts = if swap { [t[1], t[0], t[2], GROUP as i64] } else { [t[0], t[1], t[2], GROUP as i64] };
+    let spec = specialize(k, &consts, &[]).unwrap();
+    let opts = PtxOptions {
+        arg_div: vec![16; guarded_params(k)],
+        pipeline: stages - 1,
+        operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").is_ok_and(|v| v == "1"),
+        ..PtxOptions::new(sm, warps, k.params.len())
+    };
     let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
     ferrotile_benches::explain_ptx(&p);
     println!("{}", p.text);

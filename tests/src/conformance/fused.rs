@@ -553,3 +553,88 @@ pub fn norm_matmul(dev: &Device, seed: u64) -> R {
     norm_matmul_t::<f16>(dev, seed)?;
     norm_matmul_t::<bf16>(dev, seed ^ 1)
 }
+
+/// The decode form of a small-M product with a computed weight tile, as a
+/// Hopper user writes it: `outᵀ[n, m] = Σ_k (W[n, k] · s[n]) · x[m, k]`
+/// with the `BN` output columns as the `dot`'s rows (`wgmma` wants M ≥ 64)
+/// and the `BM` tokens as its columns: A is the weight tile scaled in
+/// registers, B is `xᵀ` loaded along K (`x` row-major), a narrow operand.
+/// (With `FERROTILE_OPERAND_LAYOUTS=1` on sm_90, A is read from registers
+/// K-interleaved and B's rows are copied in that order.)
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_decode_t<T: Float, const BN: i32, const BM: i32, const BK: i32>(w: Ptr<T>, s: Ptr<f32>, x: Ptr<T>, out: Ptr<f32>, m: i32, n: i32, k: i32) {
+    let rn = program_id(0) * BN + arange(0, BN);
+    let rm = program_id(1) * BM + arange(0, BM);
+    let n_ok = rn < n;
+    let m_ok = rm < m;
+    let sv = expand_dims(load(s + rn, n_ok, 0.0), 1);
+    let mut acc = zeros([BN, BM], f32);
+    for k0 in (0..k).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_ok = kk < k;
+        let wt = load(w + expand_dims(rn * k, 1) + expand_dims(kk, 0), expand_dims(n_ok, 1) & expand_dims(k_ok, 0), 0.0);
+        let a = ((wt as f32) * sv) as T;
+        let xt = load(x + expand_dims(kk, 1) + expand_dims(rm * k, 0), expand_dims(k_ok, 1) & expand_dims(m_ok, 0), 0.0);
+        acc = dot(a, xt, acc);
+    }
+    store(out + expand_dims(rm * n, 0) + expand_dims(rn, 1), acc, expand_dims(n_ok, 1) & expand_dims(m_ok, 0));
+}
+
+fn decode_t_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    // (m, n, K, BN, BM, BK, warps): `wgmma` tiles on CUDA (one and two
+    // warpgroups), small ones on the interpreter and lavapipe; tails in
+    // every dimension
+    let shapes: &[(usize, usize, usize, i32, i32, i32, u32)] = if dev.kind() == DeviceKind::Cuda {
+        &[(5, 200, 300, 64, 16, 64, 4), (16, 130, 333, 128, 16, 128, 8), (37, 70, 100, 64, 32, 64, 4)]
+    } else {
+        &[(5, 40, 50, 16, 16, 16, 4), (20, 17, 33, 32, 16, 16, 4)]
+    };
+    for &(m, n, k, bn, bm, bk, warps) in shapes {
+        let cx = Ctx::new("decode_t", seed, format!("{} m={m} n={n} K={k} BN={bn} BM={bm} BK={bk} warps={warps}", T::NAME));
+        let wv: Vec<T> = (0..n * k).map(|_| T::round(rng.normal())).collect();
+        let sv: Vec<f32> = (0..n).map(|_| (0.5 + rng.normal().abs()) as f32).collect();
+        let xv: Vec<T> = (0..m * k).map(|_| T::round(rng.normal())).collect();
+        let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+        let cfg = LaunchConfig::new([cdiv(n, bn as usize) as u32, cdiv(m, bm as usize) as u32, 1]).num_warps(warps).num_stages(3);
+        cx.launch(k_decode_t::launch(
+            dev,
+            cfg,
+            &upload(dev, &wv)?,
+            &upload(dev, &sv)?,
+            &upload(dev, &xv)?,
+            &mut out,
+            m as i32,
+            n as i32,
+            k as i32,
+            bn,
+            bm,
+            bk,
+        ))?;
+        // f64 of the same formula; each A element is rounded to T by the
+        // kernel (one unit in T's last place), the f32 sums add ~2⁻²⁴ per term
+        let (mut want, mut mag) = (vec![0.0f64; m * n], vec![0.0f64; m * n]);
+        for row in 0..m {
+            for col in 0..n {
+                for c in 0..k {
+                    let t = wv[col * k + c].to_f64() * sv[col] as f64 * xv[row * k + c].to_f64();
+                    want[row * n + col] += t;
+                    mag[row * n + col] += t.abs();
+                }
+            }
+        }
+        let ulp = 2f64.powi(-(T::MANT as i32));
+        let tol = |i: usize| mag[i] * (ulp + 4.0 * k as f64 * 2f64.powi(-24)) + 1e-30;
+        let got = download(&out)?;
+        check_with(&cx, "out = x·(W∘s)ᵀ", &got[..m * n], &want, |i, g, &w| (g as f64 - w).abs() <= tol(i), &|i| {
+            format!("token {} column {} (tolerance {:e})", i / n, i % n, tol(i))
+        })?;
+    }
+    Ok(())
+}
+
+pub fn decode_t(dev: &Device, seed: u64) -> R {
+    decode_t_t::<f16>(dev, seed)?;
+    decode_t_t::<bf16>(dev, seed ^ 1)
+}

@@ -26,6 +26,11 @@ impl<'k> PtxWriter<'k> {
         if transposed {
             for (r, v) in regs.iter().enumerate() {
                 let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
+                let (i, j) = match kperm {
+                    Some((0, r)) => (self.interleaved_row(&i, r), j),
+                    Some((_, r)) => (i, self.interleaved_row(&j, r)),
+                    None => (i, j),
+                };
                 let a = self.wgmma_addr(&j, &i, shape[1], base, es);
                 self.line(format!("st.shared.{ty} [{a}], {v};"));
             }
