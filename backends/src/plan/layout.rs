@@ -574,6 +574,29 @@ mod tests {
         }
     }
 
+    /// The K-interleaved `wgmma` A operand: covers its shape once; lane
+    /// `l` of warp `w` holds the accumulator's rows and `run` consecutive
+    /// columns from `run·(l%4)`, in consecutive registers (one vector).
+    #[test]
+    fn wgmma_a_operand_layout() {
+        for (m, k, wm, run) in [(128, 64, 8, 8), (64, 64, 4, 8), (64, 16, 4, 4), (256, 32, 8, 8), (128, 128, 4, 8)] {
+            let l = Blocked::wgmma_a_operand(&[m, k], wm, run);
+            check_layout(&l, wm);
+            assert!(!l.any_replication());
+            let acc = Blocked::wgmma_acc(&[m, 8], wm);
+            let rows: std::collections::BTreeSet<u32> = acc.reg_offsets().iter().map(|o| o[0]).collect();
+            let mine: std::collections::BTreeSet<u32> = l.reg_offsets().iter().map(|o| o[0]).collect();
+            assert_eq!(rows, mine, "{m}x{k}: the accumulator's row offsets");
+            let offs = l.reg_offsets();
+            for (r, o) in offs.iter().enumerate() {
+                assert_eq!(o[1] % run, (r as u32) % run, "{m}x{k}: a run in consecutive registers");
+                assert_eq!((o[1] / run) % 4, 0, "{m}x{k}: runs 4·run apart across a thread's registers");
+            }
+            assert_eq!(l.lane_shift, vec![2, 0]);
+            assert_eq!(l.tpw, vec![8, 4]);
+        }
+    }
+
     #[test]
     fn wgmma_layout_is_what_wgmma_writes() {
         for (m, n, wm) in [(64, 64, 4), (128, 256, 8), (128, 128, 4), (256, 128, 8), (256, 64, 4)] {

@@ -449,6 +449,8 @@ mod tests {
             Blocked::canonical(&[4, 8, 16], 4, 4),
             Blocked::mma_acc(&[64, 128], 2, 2),
             Blocked::wgmma_acc(&[128, 128], 8),
+            Blocked::wgmma_a_operand(&[128, 64], 8, 8),
+            Blocked::wgmma_a_operand(&[64, 16], 4, 4),
         ] {
             let offs = bl.reg_offsets();
             for axis in 0..bl.rank() {
