@@ -56,6 +56,8 @@ fn norm_matmul_reads_a_from_registers() {
                 let p = emit(&spec, &opts(k, 90, warps, on, slices)).unwrap_or_else(|e| panic!("{what}: {e:?}"));
                 let staged: Vec<_> = p.conversions.iter().filter(|(_, w)| w.contains("dot operand A")).collect();
                 let reg_form = p.text.lines().filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r")).count();
+                // (what the CUDA runtime's spill fallback reads)
+                assert_eq!(p.operand_layouts, on as u32, "{what}");
                 if on {
                     assert!(staged.is_empty(), "{what}: {staged:?}");
                     assert!(reg_form > 0, "{what}: no register-A wgmma");

@@ -112,6 +112,11 @@ impl Plan {
         self.kperm.get(a).copied()
     }
 
+    /// How many A shapes are held K-interleaved ([`Self::a_interleaved`]).
+    pub fn interleaved_shapes(&self) -> usize {
+        self.kperm.len()
+    }
+
     /// Whether the `mma.sync` dots with an `out`-shaped result take both
     /// operands from registers, K interleaved ([`register_operand_dots`]):
     /// their operand loads fill no ring.

@@ -404,6 +404,10 @@ pub struct PtxKernel {
     /// Values [`PtxOptions::broadcast_slices`]'s backward rule put in a
     /// slice layout: 0 where the option is off or changed nothing.
     pub broadcast_slices: u32,
+    /// Computed A shapes [`PtxOptions::operand_layouts`] gave the
+    /// K-interleaved fragments' layout: 0 where the option is off or found
+    /// none.
+    pub operand_layouts: u32,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -669,5 +669,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         rotated_loops: 0,
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
+        operand_layouts: em.layout_plan.interleaved_shapes() as u32,
     })
 }

@@ -219,7 +219,9 @@ pub(crate) fn launch(
         // (`cp_invariant_slots`: the register-pressure test of that
         // choice is this one). Last, where the backward slice rule placed
         // loaded vectors (`broadcast_slices`), the compilation that
-        // converts them through shared memory instead.
+        // converts them through shared memory instead; where computed A
+        // operands took the fragments' layout (`operand_layouts`), the one
+        // that stages them.
         let unroll_free = pk.unrolled_loops > 0 && cfg.unroll_pipelined.is_none();
         let wide_free = pk.wide_offsets > 0;
         let affine_free = pk.affine_addresses > 0;
@@ -228,7 +230,14 @@ pub(crate) fn launch(
         let slices_free = pk.broadcast_slices > 0;
         // (a rotated loop carries the chained dot's operands: registers)
         let rotate_free = pk.rotated_loops > 0 && cfg.rotate_chains.is_none();
-        let with = if unroll_free || wide_free || affine_free || cp_free || slices_free || rotate_free { loaded.local_bytes().map_err(berr)? } else { 0 };
+        // (computed A operands held as fragments: registers the staging
+        // path would not hold across the MMAs)
+        let oplay_free = pk.operand_layouts > 0;
+        let with = if unroll_free || wide_free || affine_free || cp_free || slices_free || rotate_free || oplay_free {
+            loaded.local_bytes().map_err(berr)?
+        } else {
+            0
+        };
         if with > 0 {
             let mut alts: Vec<(&str, PtxOptions)> = vec![];
             if cp_free {
@@ -251,6 +260,9 @@ pub(crate) fn launch(
             }
             if rotate_free {
                 alts.push(("chained dots in source order", PtxOptions { rotate_chains: false, ..opts.clone() }));
+            }
+            if oplay_free {
+                alts.push(("computed A operands staged", PtxOptions { operand_layouts: false, ..opts.clone() }));
             }
             let mut best = with;
             for (what, o) in alts {
