@@ -86,18 +86,20 @@ pub fn w4a16_t<const BN: i32, const BM: i32, const BK: i32, const GROUP: i32>(
     let rm = program_id(1) * BM + arange(0, BM);
     let n_ok = expand_dims(rn < n, 1);
     let m_ok = expand_dims(rm < m, 0);
+    let wrow = w + expand_dims(rn as i64, 1);
     let mut acc = zeros([BN, BM], f32);
+    // (K is a multiple of GROUP and BK divides GROUP: no K tail, one group
+    // per step — its scale and zero point per column, broadcast along K)
     for k0 in (0..k).step_by(BK) {
         let kk = k0 + arange(0, BK);
-        let k_ok = expand_dims(kk < k, 0);
-        let words = load(w + expand_dims(((kk / 8) as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), n_ok & k_ok, 0);
+        let words = load(wrow + expand_dims(((kk / 8) as i64) * (n as i64), 0), n_ok, 0);
         let q = (words >> expand_dims((kk % 8) * 4, 0)) & 15;
-        let g = expand_dims(kk / GROUP, 0);
-        let s = load(scales + (g as i64) * (n as i64) + expand_dims(rn as i64, 1), n_ok & k_ok, 0.0) as f32;
-        let zw = load(zp + (g as i64) * ((n / 8) as i64) + expand_dims((rn / 8) as i64, 1), n_ok & k_ok, 0);
-        let z = (zw >> expand_dims((rn % 8) * 4, 1)) & 15;
-        let a = (((q - z) as f32) * s) as bf16;
-        let xt = load(x + expand_dims(kk as i64, 1) + expand_dims((rm as i64) * (k as i64), 0), expand_dims(kk < k, 1) & m_ok, 0.0);
+        let g = (k0 / GROUP) as i64;
+        let s = load(scales + g * (n as i64) + (rn as i64), rn < n, 0.0) as f32;
+        let zw = load(zp + g * ((n / 8) as i64) + ((rn / 8) as i64), rn < n, 0);
+        let z = (zw >> ((rn % 8) * 4)) & 15;
+        let a = (((q - expand_dims(z, 1)) as f32) * expand_dims(s, 1)) as bf16;
+        let xt = load(x + expand_dims(kk as i64, 1) + expand_dims((rm as i64) * (k as i64), 0), m_ok, 0.0);
         acc = dot(a, xt, acc);
     }
     store(out + expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), acc as bf16, n_ok & m_ok);
@@ -226,7 +228,17 @@ fn run(dev: &Device, m: usize, n: usize, k: usize, cfgs: &[Cfg]) -> Result<bool,
         let mut o: Buffer<bf16> = dev.from_slice(&vec![bf16::NAN; m * n]).map_err(e)?;
         let grid = [m.div_ceil(c.bm as usize) as u32, n.div_ceil(c.bn as usize) as u32, 1];
         let cfg = LaunchConfig::new(grid).num_warps(c.warps).num_stages(c.stages);
-        let launch = |o: &mut Buffer<bf16>| w4a16::launch(dev, cfg, &x, &w, &s, &z, o, m as i32, n as i32, k as i32, c.bm, c.bn, c.bk, GROUP as i32);
+        // (SWAP=1: the decode form `w4a16_t`, `BN` columns a program along
+        // the grid's x; BK must divide the group)
+        let swap = std::env::var("SWAP").is_ok_and(|v| v == "1");
+        let cfg_t = LaunchConfig::new([grid[1], grid[0], 1]).num_warps(c.warps).num_stages(c.stages);
+        let launch = |o: &mut Buffer<bf16>| {
+            if swap {
+                w4a16_t::launch(dev, cfg_t, &x, &w, &s, &z, o, m as i32, n as i32, k as i32, c.bn, c.bm, c.bk, GROUP as i32)
+            } else {
+                w4a16::launch(dev, cfg, &x, &w, &s, &z, o, m as i32, n as i32, k as i32, c.bm, c.bn, c.bk, GROUP as i32)
+            }
+        };
         if let Err(err) = launch(&mut o).and_then(|_| dev.synchronize()) {
             println!("w4a16 {m}x{n}x{k} {c:?}: error: {err}");
             ok = false;
