@@ -34,7 +34,14 @@ use crate::plan::layout::{register_remap, Blocked, ThreadLayout};
 /// `tcount = m / (16 · wm)`; instruction `t` of warpgroup `g` covers the
 /// 64-row block `t · wm/4 + g`, as the shared-memory form does).
 pub fn wgmma_a(have: &Blocked, m: u32, k: u32, wm: u32) -> Option<Vec<usize>> {
-    if have.shape != [m, k] || !wm.is_multiple_of(4) || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(16) {
+    wgmma_a_with(have, [m, k, wm], 16, &|ks, c| ks * 16 + c)
+}
+
+/// The A fragments of [`wgmma_a`] and [`wgmma_a_interleaved`]: K a
+/// multiple of `k_mul` (and of 16), the tile's column of fragment column
+/// `c` (0..16) of k-step `ks` given by `col`.
+fn wgmma_a_with(have: &Blocked, [m, k, wm]: [u32; 3], k_mul: u32, col: &dyn Fn(u32, u32) -> u32) -> Option<Vec<usize>> {
+    if have.shape != [m, k] || !wm.is_multiple_of(4) || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(16) || !k.is_multiple_of(k_mul) {
         return None;
     }
     let (groups, tcount) = (wm / 4, m / (16 * wm));
@@ -43,8 +50,7 @@ pub fn wgmma_a(have: &Blocked, m: u32, k: u32, wm: u32) -> Option<Vec<usize>> {
         let (ks, t, s) = (f / (tcount * 8), (f / 8) % tcount, f % 8);
         let (w, lane) = (tid / 32, tid % 32);
         let row = (t * groups + w / 4) * 64 + 16 * (w % 4) + lane / 4 + 8 * ((s / 2) % 2);
-        let col = ks * 16 + 2 * (lane % 4) + (s % 2) + 8 * (s / 4);
-        row * k + col
+        row * k + col(ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4))
     };
     remap(have, wm * 32, (k / 16 * tcount * 8) as usize, &need)
 }
@@ -57,18 +63,10 @@ pub fn wgmma_a(have: &Blocked, m: u32, k: u32, wm: u32) -> Option<Vec<usize>> {
 /// ring slot row `p` holds the tile's row [`interleaved_k`]`(p)` (the
 /// copies place row `i` at [`interleaved_row`]`(i)`).
 pub fn wgmma_a_interleaved(have: &Blocked, m: u32, k: u32, wm: u32, run: u32) -> Option<Vec<usize>> {
-    if have.shape != [m, k] || !wm.is_multiple_of(4) || !m.is_multiple_of(16 * wm) || !k.is_multiple_of(4 * run) || !k.is_multiple_of(16) || run < 4 {
+    if run < 4 {
         return None;
     }
-    let (groups, tcount) = (wm / 4, m / (16 * wm));
-    let need = |tid: u32, f: usize| -> u32 {
-        let f = f as u32;
-        let (ks, t, s) = (f / (tcount * 8), (f / 8) % tcount, f % 8);
-        let (w, lane) = (tid / 32, tid % 32);
-        let row = (t * groups + w / 4) * 64 + 16 * (w % 4) + lane / 4 + 8 * ((s / 2) % 2);
-        row * k + interleaved_k(run, ks, 2 * (lane % 4) + (s % 2) + 8 * (s / 4))
-    };
-    remap(have, wm * 32, (k / 16 * tcount * 8) as usize, &need)
+    wgmma_a_with(have, [m, k, wm], 4 * run, &|ks, c| interleaved_k(run, ks, c))
 }
 
 /// The inverse of [`interleaved_k`]: the position, in the instructions'

@@ -26,11 +26,7 @@ impl<'k> PtxWriter<'k> {
         if transposed {
             for (r, v) in regs.iter().enumerate() {
                 let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
-                let (i, j) = match kperm {
-                    Some((0, r)) => (self.interleaved_row(&i, r), j),
-                    Some((_, r)) => (i, self.interleaved_row(&j, r)),
-                    None => (i, j),
-                };
+                let (i, j) = self.kperm_ij(i, j, kperm);
                 let a = self.wgmma_addr(&j, &i, shape[1], base, es);
                 self.line(format!("st.shared.{ty} [{a}], {v};"));
             }
@@ -43,11 +39,7 @@ impl<'k> PtxWriter<'k> {
         for r0 in (0..regs.len()).step_by(run) {
             for p0 in (0..run).step_by(piece) {
                 let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0 + p0, 1));
-                let (i, j) = match kperm {
-                    Some((0, r)) => (self.interleaved_row(&i, r), j),
-                    Some((_, r)) => (i, self.interleaved_row(&j, r)),
-                    None => (i, j),
-                };
+                let (i, j) = self.kperm_ij(i, j, kperm);
                 let a = self.wgmma_addr(&i, &j, shape[0], base, es);
                 let vals = &regs[r0 + p0..r0 + p0 + piece];
                 if piece == 1 || (es == 1 && piece < 4) {
@@ -75,6 +67,16 @@ impl<'k> PtxWriter<'k> {
                     _ => self.line(format!("st.shared.v4.{wt} [{a}], {{{}, {}, {}, {}}};", words[0], words[1], words[2], words[3])),
                 }
             }
+        }
+    }
+
+    /// Tile indices `(i, j)` with the one along `kperm`'s dimension moved to
+    /// its place in the interleaved K order ([`Self::interleaved_row`]).
+    fn kperm_ij(&mut self, i: String, j: String, kperm: Option<(usize, u32)>) -> (String, String) {
+        match kperm {
+            Some((0, r)) => (self.interleaved_row(&i, r), j),
+            Some((_, r)) => (i, self.interleaved_row(&j, r)),
+            None => (i, j),
         }
     }
 
