@@ -703,10 +703,10 @@ def suite_peers():
     torch.manual_seed(0)
     f32 = dict(device="cuda", dtype=torch.float32)
     cdiv = triton.cdiv
-    # (`--only NAME`: time that kernel alone; the others still run once)
-    only = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--only"), None)
+    # (`--only NAME[,NAME..]`: time those kernels alone; the others still run once)
+    only = next((sys.argv[i + 1].split(",") for i, a in enumerate(sys.argv[:-1]) if a == "--only"), None)
     def report(name, shape, fn, ok):
-        if only is not None and name != only:
+        if only is not None and name not in only:
             return
         ms = timeit(lambda i: fn(), 1, 50)
         print(f"suite {name:<14} {shape:<22} triton    {ms*1e3:9.2f} us{'' if ok else '  FAIL'}", flush=True)

@@ -154,6 +154,9 @@
 #            tiles) through the conformance suite and the user's
 #            attention, off / on: the measurements to turn them on by
 #   s46b:    the library's decode and forward with rotated chains off / on
+#   s48a:    s47a and s46e's grouped-GEMM half in one call (session 48)
+#   s48b:    the suite guarded and unchecked, with its Triton twins
+#   s48c:    s46a's rotation half (conformance, user attention per tile)
 #   s46e:    late prefetch (opt-in) through the tests, the grouped GEMM on / off
 #   s46d:    the grouped GEMM's variants next to Triton's, and ncu of both
 #   s46c:    the library's attention tuned twice from fresh caches (its
@@ -488,6 +491,46 @@ case "${1:-check}" in
     done
     step suite_peers 120 python3 $D/peers.py --suite --only norm_matmul
     grep -E "^=== |conformance on|FAILED|panicked|test result|ERROR SUMMARY|^suite|norm_matmul" "$L" | tail -40
+    ;;
+  s48a)
+    # session 48's first call: s47a (computed A operands in the fragments'
+    # layout: CUDA conformance and memcheck with FERROTILE_OPERAND_LAYOUTS=1,
+    # norm_matmul off / on / on + slices alternated twice) and s46e's
+    # decisive half (late prefetch: CUDA conformance with it, the grouped
+    # GEMM on / off alternated twice), then both kernels' Triton twins
+    export FERROTILE_TEST_DEVICES=cuda
+    FERROTILE_OPERAND_LAYOUTS=1 step conformance_oplay 90 $D/conformance_cuda --nocapture
+    FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_CASE=norm_matmul,decode_t step memcheck_oplay 100 compute-sanitizer --tool memcheck $D/conformance_cuda --nocapture
+    FERROTILE_LATE_PREFETCH=1 step conformance_late 90 $D/conformance_cuda --nocapture
+    N="$D/user-suite --device cuda --only norm_matmul"
+    G="$D/user-suite --device cuda --only grouped_gemm"
+    for r in 1 2; do
+      FERROTILE_OPERAND_LAYOUTS=0 step "nm_off_$r" 30 $N
+      FERROTILE_OPERAND_LAYOUTS=1 step "nm_on_$r" 30 $N
+      FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_BROADCAST_SLICES=1 step "nm_on_slices_$r" 30 $N
+      FERROTILE_LATE_PREFETCH=1 step "gg_on_$r" 30 $G
+      FERROTILE_LATE_PREFETCH=0 step "gg_off_$r" 30 $G
+    done
+    step suite_peers 100 python3 $D/peers.py --suite --only norm_matmul,grouped_gemm
+    grep -E "^=== |conformance on|FAILED|panicked|test result|ERROR SUMMARY|^suite|norm_matmul|grouped" "$L" | grep -v "^=== " | tail -40
+    ;;
+  s48b)
+    # issue 20's suite (nine kernels, norm_matmul's first timing) guarded
+    # and `--unchecked` (what the memory-safety guards cost each user
+    # kernel), then the Triton twins (the ratios: `suite` mode's table)
+    step user_suite 200 $D/user-suite --device cuda
+    step user_suite_unchecked 150 $D/user-suite --device cuda --unchecked
+    step suite_peers 200 python3 $D/peers.py --suite
+    grep -E "^suite" "$L" | tee -a "$S"
+    ;;
+  s48c)
+    # session 46's rotation occupancy rule (s46a without the decided
+    # lower_register_a): the CUDA conformance suite with rotated chains,
+    # then the user's plain attention per tile with rotation off / on
+    export FERROTILE_TEST_DEVICES=cuda
+    FERROTILE_ROTATE_CHAINS=1 step conformance_rot 100 $D/conformance_cuda --nocapture
+    for r in 0 1 0 1; do FERROTILE_ROTATE_CHAINS=$r step "user_rot$r" 70 $D/attn-user --device cuda --dtype bf16 --shapes 4:32:4096:64,4:32:4096:128 --causal 0 --configs 128x64x4x2,128x128x8x2,64x64x4x3; done
+    grep -E "^=== |conformance on|FAIL|panicked|BEST|error" "$L" | tail -60
     ;;
   s46e)
     # late prefetch (FERROTILE_LATE_PREFETCH=1, opt-in): the CUDA
