@@ -144,3 +144,26 @@ fn late_prefetch_drops_the_extra_slot_where_it_costs_occupancy() {
         }
     }
 }
+
+/// The swizzled slot offset of each ring copy (`wgmma_offset`: a shift, a
+/// `bfe`, the row's `xor` and three multiply-adds of the thread's indices)
+/// is a function of the thread alone: computed once, before the loop, and
+/// each copy inside the loop only adds the slot's base (`wgmma_addr`'s
+/// root and immediate). At 128×128×64, 8 warps: 4 copies of A and 4 of B
+/// per thread and iteration.
+#[test]
+fn ring_copies_add_only_the_slot_base_in_the_loop() {
+    let k = gemm_128::ir();
+    let spec = specialize(k, &[64], &[]).unwrap();
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, ..PtxOptions::new(90, 8, k.params.len()) };
+    let p = emit(&spec, &opts).unwrap();
+    let (l1, l2) = (p.text.find("$L1:").unwrap(), p.text.find("$L2:").unwrap());
+    let body = &p.text[l1..l2];
+    assert_eq!(body.matches("cp.async.cg.shared.global").count(), 8, "the loop's copies");
+    assert!(!body.contains("xor.b32"), "no swizzle computed in the loop:\n{body}");
+    // (the roots before the loop; copies 8 rows or whole atoms apart share
+    // one and write the difference as an address immediate)
+    assert!(p.text[..l1].contains("xor.b32"), "the roots are computed before the loop");
+    let with_imm = body.lines().filter(|l| l.contains("cp.async.cg.shared.global [%r") && l.split(']').next().unwrap().contains('+')).count();
+    assert!(with_imm >= 6, "copies sharing a root, apart by immediates: {with_imm} of 8");
+}

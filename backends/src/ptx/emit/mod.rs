@@ -128,6 +128,12 @@ struct PtxWriter<'k> {
     /// (index register, run) → its position in the interleaved K order
     /// (prologue: `interleaved_row`).
     kperm_cache: HashMap<(String, u32), String>,
+    /// Index registers (`index`, `index_of`) that are the thread's offset
+    /// register plus a constant, without wrapping: `(thread register, c)`.
+    idx_parts: HashMap<String, (String, u32)>,
+    /// (row root, column root, rows, element size) → the root's offset in
+    /// a swizzled `wgmma` slot (prologue: `wgmma_addr`).
+    swizzle_cache: HashMap<(String, String, u32, u32), String>,
     /// Index registers (`index`) whose value is a per-thread offset that is
     /// a multiple of `align` plus the constant `c`: `(align, c)`.
     idx_residue: HashMap<String, (u32, u32)>,
@@ -348,6 +354,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         layouts: HashMap::new(),
         idx_cache: HashMap::new(),
         kperm_cache: HashMap::new(),
+        idx_parts: HashMap::new(),
+        swizzle_cache: HashMap::new(),
         idx_residue: HashMap::new(),
         reg_const: HashMap::new(),
         wide32: HashMap::new(),

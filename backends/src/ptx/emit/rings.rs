@@ -153,7 +153,7 @@ impl<'k> PtxWriter<'k> {
                     let a = self.reg(RegClass::R);
                     self.line(format!("mad.lo.u32 {a}, {i}, {pitch}, {slot};"));
                     self.line(format!("mad.lo.u32 {a}, {j}, 2, {a};"));
-                    a
+                    super::wgmma::SAddr { reg: a, imm: 0 }
                 }
             };
             let kind = if bytes == 16 { "cg" } else { "ca" };

@@ -139,8 +139,11 @@ impl<'k> PtxWriter<'k> {
         let mut s = format!("\tadd.u32 {out}, {}, {c};\n", lay.thread[d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", shape[d] - 1);
-        } else if self.o.affine_addresses {
-            self.affine.insert(out.clone(), (lay.thread[d].clone(), c as i64));
+        } else {
+            self.idx_parts.insert(out.clone(), (lay.thread[d].clone(), c));
+            if self.o.affine_addresses {
+                self.affine.insert(out.clone(), (lay.thread[d].clone(), c as i64));
+            }
         }
         self.pro.push_str(&s);
         self.idx_cache.insert(key, out.clone());
@@ -166,8 +169,11 @@ impl<'k> PtxWriter<'k> {
         let mut s = format!("\tadd.u32 {out}, {}, {};\n", lay.thread[d], lay.reg_offsets[r][d]);
         if lay.bl.replicated(d) {
             let _ = writeln!(s, "\tand.b32 {out}, {out}, {};", lay.bl.shape[d] - 1);
-        } else if self.o.affine_addresses {
-            self.affine.insert(out.clone(), (lay.thread[d].clone(), lay.reg_offsets[r][d] as i64));
+        } else {
+            self.idx_parts.insert(out.clone(), (lay.thread[d].clone(), lay.reg_offsets[r][d]));
+            if self.o.affine_addresses {
+                self.affine.insert(out.clone(), (lay.thread[d].clone(), lay.reg_offsets[r][d] as i64));
+            }
         }
         self.pro.push_str(&s);
         self.oidx_cache.insert(key, out.clone());

@@ -5,6 +5,31 @@
 
 use super::*;
 
+/// A shared-memory address as PTX writes it inside brackets: a register
+/// plus an immediate byte offset.
+#[derive(Clone, Debug)]
+pub(super) struct SAddr {
+    pub reg: String,
+    pub imm: u32,
+}
+
+impl SAddr {
+    /// The address `bytes` further.
+    pub fn plus(&self, bytes: u32) -> SAddr {
+        SAddr { reg: self.reg.clone(), imm: self.imm + bytes }
+    }
+}
+
+impl std::fmt::Display for SAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.imm == 0 {
+            write!(f, "{}", self.reg)
+        } else {
+            write!(f, "{}+{}", self.reg, self.imm)
+        }
+    }
+}
+
 impl<'k> PtxWriter<'k> {
     /// Store a 2-D tile of `es`-byte elements to shared memory in the layout
     /// a `wgmma` operand descriptor with 128-byte swizzling reads (see
@@ -44,14 +69,7 @@ impl<'k> PtxWriter<'k> {
                 let vals = &regs[r0 + p0..r0 + p0 + piece];
                 if piece == 1 || (es == 1 && piece < 4) {
                     for (e, v) in vals.iter().enumerate() {
-                        let ae = if e == 0 {
-                            a.clone()
-                        } else {
-                            let t = self.reg(RegClass::R);
-                            self.line(format!("add.u32 {t}, {a}, {e};"));
-                            t
-                        };
-                        self.line(format!("st.shared.{ty} [{ae}], {v};"));
+                        self.line(format!("st.shared.{ty} [{}], {v};", a.plus(e as u32)));
                     }
                     continue;
                 }
@@ -90,6 +108,28 @@ impl<'k> PtxWriter<'k> {
         if let Some(p) = self.kperm_cache.get(&key) {
             return p.clone();
         }
+        // (the order moves bits inside blocks of `4·run` rows only: an index
+        // `t + c` is the permuted `t + c % 4run` plus the rest of `c`, and
+        // stays a root plus a constant for `wgmma_addr`'s immediates)
+        let block = 4 * run;
+        if let Some((t, c)) = self.idx_parts.get(i).cloned() {
+            let (lo, hi) = (c % block, c - c % block);
+            let root = if hi == 0 {
+                None
+            } else {
+                let r = self.reg(RegClass::R);
+                self.pro.push_str(&format!("\tadd.u32 {r}, {t}, {lo};\n"));
+                self.idx_parts.insert(r.clone(), (t, lo));
+                Some(self.interleaved_row(&r, run))
+            };
+            if let Some(root) = root {
+                let p = self.reg(RegClass::R);
+                self.pro.push_str(&format!("\tadd.u32 {p}, {root}, {hi};\n"));
+                self.idx_parts.insert(p.clone(), (root, hi));
+                self.kperm_cache.insert(key, p.clone());
+                return p;
+            }
+        }
         let sb = (run / 4).trailing_zeros();
         let (p, t) = (self.reg(RegClass::R), self.reg(RegClass::R));
         // (the block and `e` stay)
@@ -101,6 +141,7 @@ impl<'k> PtxWriter<'k> {
         }
         self.pro.push_str(&s);
         self.kperm_cache.insert(key, p.clone());
+        self.idx_parts.insert(p.clone(), (p.clone(), 0));
         p
     }
 
@@ -109,22 +150,63 @@ impl<'k> PtxWriter<'k> {
     /// columns split into atoms of 128 bytes, each atom `rows × 128` bytes,
     /// atoms one after another; inside an atom, row `i`'s 16-byte chunk `c`
     /// lives at `i·128 + ((c ^ (i % 8))·16)`.
-    pub(super) fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, es: u32) -> String {
-        let (atom, chunk) = (128 / es, 16 / es);
-        let (a, t, u) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
-        // (the offset first, a function of the thread alone that ptxas can
-        // hoist out of loops; the slot base last)
-        self.line(format!("shr.u32 {t}, {j}, {};", atom.trailing_zeros()));
-        self.line(format!("mul.lo.u32 {a}, {t}, {};", rows * 128));
-        self.line(format!("mad.lo.u32 {a}, {i}, 128, {a};"));
-        self.line(format!("bfe.u32 {t}, {j}, {}, 3;", chunk.trailing_zeros()));
-        self.line(format!("and.b32 {u}, {i}, 7;"));
-        self.line(format!("xor.b32 {t}, {t}, {u};"));
-        self.line(format!("mad.lo.u32 {a}, {t}, 16, {a};"));
-        self.line(format!("and.b32 {t}, {j}, {};", chunk - 1));
-        self.line(format!("mad.lo.u32 {a}, {t}, {es}, {a};"));
+    ///
+    /// Where `i` and `j` are index registers that are the thread's offset
+    /// plus a constant ([`Self::index`]: `i = tᵢ + cᵢ`), the constants'
+    /// multiples of 8 rows and of one atom's columns move the element by a
+    /// constant — the swizzle depends on `i % 8` and on `j` within its atom
+    /// only — so the address is `base + off(tᵢ + cᵢ % 8, tⱼ + cⱼ % atom) +
+    /// immediate`: the root offset is computed once, in the prologue (few
+    /// distinct ones: a thread's copies are usually 8-row multiples
+    /// apart, so one root serves them all), and each access adds the slot's
+    /// base and writes the rest as an address immediate. Otherwise (a
+    /// wrapped or permuted index) the whole offset is computed here.
+    pub(super) fn wgmma_addr(&mut self, i: &str, j: &str, rows: u32, base: &str, es: u32) -> SAddr {
+        let atom = 128 / es;
+        if let (Some((ti, ci)), Some((tj, cj))) = (self.idx_parts.get(i).cloned(), self.idx_parts.get(j).cloned()) {
+            let (ci_lo, cj_lo) = (ci % 8, cj % atom);
+            let imm = (ci - ci_lo) * 128 + (cj - cj_lo) / atom * rows * 128;
+            let key = (format!("{ti}+{ci_lo}"), format!("{tj}+{cj_lo}"), rows, es);
+            let root = match self.swizzle_cache.get(&key) {
+                Some(r) => r.clone(),
+                None => {
+                    let (ri, rj) = (self.reg(RegClass::R), self.reg(RegClass::R));
+                    let mut s = format!("\tadd.u32 {ri}, {ti}, {ci_lo};\n\tadd.u32 {rj}, {tj}, {cj_lo};\n");
+                    let off = self.reg(RegClass::R);
+                    s += &self.swizzle_offset(&off, &ri, &rj, rows, es);
+                    self.pro.push_str(&s);
+                    self.swizzle_cache.insert(key, off.clone());
+                    off
+                }
+            };
+            let a = self.reg(RegClass::R);
+            self.line(format!("add.u32 {a}, {root}, {base};"));
+            return SAddr { reg: a, imm };
+        }
+        let a = self.reg(RegClass::R);
+        let s = self.swizzle_offset(&a, i, j, rows, es);
+        for l in s.lines() {
+            self.line(l.trim());
+        }
         self.line(format!("add.u32 {a}, {a}, {base};"));
-        a
+        SAddr { reg: a, imm: 0 }
+    }
+
+    /// The PTX lines that set `a` to element `(i, j)`'s offset from the
+    /// slot's base ([`Self::wgmma_addr`]'s layout).
+    fn swizzle_offset(&mut self, a: &str, i: &str, j: &str, rows: u32, es: u32) -> String {
+        let (atom, chunk) = (128 / es, 16 / es);
+        let (t, u) = (self.reg(RegClass::R), self.reg(RegClass::R));
+        let mut s = format!("\tshr.u32 {t}, {j}, {};\n", atom.trailing_zeros());
+        s += &format!("\tmul.lo.u32 {a}, {t}, {};\n", rows * 128);
+        s += &format!("\tmad.lo.u32 {a}, {i}, 128, {a};\n");
+        s += &format!("\tbfe.u32 {t}, {j}, {}, 3;\n", chunk.trailing_zeros());
+        s += &format!("\tand.b32 {u}, {i}, 7;\n");
+        s += &format!("\txor.b32 {t}, {t}, {u};\n");
+        s += &format!("\tmad.lo.u32 {a}, {t}, 16, {a};\n");
+        s += &format!("\tand.b32 {t}, {j}, {};\n", chunk - 1);
+        s += &format!("\tmad.lo.u32 {a}, {t}, {es}, {a};\n");
+        s
     }
 
     /// `dot` as Hopper warpgroup MMAs (`wgmma.mma_async`, sm_90a), f16/bf16
@@ -511,6 +593,47 @@ impl<'k> PtxWriter<'k> {
         for WgGroup { rel, .. } in done {
             for (c, r) in rel {
                 self.ws_release(c, &r, None);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ptx::fragments::interleaved_row;
+
+    /// `swizzle_offset`'s arithmetic on numbers.
+    fn offset(i: u32, j: u32, rows: u32, es: u32) -> u32 {
+        let (atom, chunk) = (128 / es, 16 / es);
+        (j >> atom.trailing_zeros()) * rows * 128 + i * 128 + ((((j >> chunk.trailing_zeros()) & 7) ^ (i & 7)) * 16) + (j & (chunk - 1)) * es
+    }
+
+    /// `wgmma_addr`'s split: an index `t + c` addresses the root `t + c %
+    /// 8` (rows) / `t + c % atom` (columns) plus an immediate, for every
+    /// thread offset `t`; and the interleaved K order commutes with adding
+    /// multiples of its block (`interleaved_row`'s split).
+    #[test]
+    fn swizzled_offsets_split_into_a_root_and_an_immediate() {
+        for es in [1, 2, 4] {
+            let atom = 128 / es;
+            let rows = 128;
+            for ti in (0..64).step_by(3) {
+                for ci in [0, 5, 8, 13, 32, 40, 64] {
+                    for tj in (0..2 * atom).step_by(5) {
+                        for cj in [0, 1, 8, atom / 2, atom, atom + 3, 2 * atom] {
+                            let (ci_lo, cj_lo) = (ci % 8, cj % atom);
+                            let imm = (ci - ci_lo) * 128 + (cj - cj_lo) / atom * rows * 128;
+                            assert_eq!(offset(ti + ci, tj + cj, rows, es), offset(ti + ci_lo, tj + cj_lo, rows, es) + imm, "es {es} i {ti}+{ci} j {tj}+{cj}");
+                        }
+                    }
+                }
+            }
+        }
+        for run in [4, 8] {
+            for t in 0..200 {
+                for c in [0, 4 * run, 8 * run, 12 * run] {
+                    assert_eq!(interleaved_row(run, t + c), interleaved_row(run, t) + c, "run {run} t {t} c {c}");
+                }
             }
         }
     }
