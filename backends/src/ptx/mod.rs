@@ -189,7 +189,13 @@ pub struct PtxOptions {
     /// result of the same iteration is rotated by one iteration
     /// ([`ferrotile_ir::passes::rotate_chains`]): the chained dot of the
     /// previous iteration runs under this iteration's elementwise work.
-    /// Off by default; the CUDA runtime reads `FERROTILE_ROTATE_CHAINS=1`.
+    /// Off here; the CUDA runtime turns it on for launches that do not
+    /// say (`LaunchConfig::rotate_chains`; `FERROTILE_ROTATE_CHAINS=0`
+    /// turns it off) and keeps the compilation in source order where the
+    /// rotated one spills or fits fewer programs on an SM (H100, session
+    /// 48: the user's tutorial-form attention +14–19 % at d64, level to
+    /// +5 % at d128). The library's attention forward says: its own tiles
+    /// are rotated by hand.
     pub rotate_chains: bool,
     /// Tiles widened from narrower ones are recomputed after reductions
     /// instead of held across them ([`ferrotile_ir::passes::remat_widened`]:
@@ -281,10 +287,11 @@ pub struct PtxOptions {
     /// `computed_a_layouts`): the loads and arithmetic it is computed from
     /// run in that layout and the `dot` reads A from registers — no
     /// staging through shared memory, no barrier, no wait for the previous
-    /// step's MMAs before the scratch is rewritten. Off by default until
-    /// measured on a GPU: loads of that shape lose their 16-byte vectors
-    /// (two elements per access). The CUDA runtime reads
-    /// `FERROTILE_OPERAND_LAYOUTS=1`.
+    /// step's MMAs before the scratch is rewritten. Off here; on in the
+    /// CUDA runtime (`FERROTILE_OPERAND_LAYOUTS=0` turns it off), which
+    /// keeps the staged compilation where this one spills: RMSNorm fused
+    /// into a GEMM ran 11.5 % faster with it (H100, session 48). No
+    /// library kernel has such an operand.
     pub operand_layouts: bool,
     /// Elementwise add, sub and mul of 16-bit floats, and casts of small
     /// integers to them, two elements per instruction (`.f16x2`,

@@ -420,7 +420,8 @@ impl<T: FloatElement> Launch<'_, T> {
         let (a, p) = (self.a, &self.a.p);
         let s = |x: usize| x as i64;
         let grid = [p.seqlen_k.div_ceil(cfg.bn as usize) as u32, p.heads_q as u32, p.batch as u32];
-        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+        // (its loops are not rotated: the chained dots load tiles the rest of the body reads)
+        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).rotate_chains(false);
         // SAFETY: every access lies inside its buffer (`check_problem`
         // checked the tensors' extents by their strides; the callers size
         // the rest): K, V, Q, dO, dK and dV through views of `[seqlen, d]`
@@ -493,7 +494,8 @@ impl<T: FloatElement> Launch<'_, T> {
         let (a, p) = (self.a, &self.a.p);
         let s = |x: usize| x as i64;
         let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
-        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+        // (its loops are not rotated: the chained dots load tiles the rest of the body reads)
+        let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).rotate_chains(false);
         attention_bwd_dq::launch(
             self.dev,
             launch,

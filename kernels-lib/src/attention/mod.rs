@@ -147,8 +147,10 @@ pub struct AttentionConfig {
     /// The key loop's `P·V` runs one iteration behind `QKᵀ` and its
     /// softmax, rotated by the compiler
     /// ([`ferrotile::LaunchConfig::rotate_chains`]; CUDA, `wgmma` tiles of
-    /// the plain kernel — the overlapped one is rotated by hand). `false`
-    /// leaves the choice to `FERROTILE_ROTATE_CHAINS`. Not among the
+    /// the plain kernel — the overlapped one is rotated by hand). `false`:
+    /// not rotated (the runtime's default for launches that do not say is
+    /// on; the library's forward says, so its tuned tiles run as tuned,
+    /// whatever `FERROTILE_ROTATE_CHAINS` is). Not among the
     /// tuner's candidates: with the rotated plain tiles among them, two
     /// fresh tunings on the H200 picked the overlapped tiles on every cell
     /// (session 46). `ROT = 1` in a [`ferrotile::TuneConfig`] sets it.
@@ -637,9 +639,9 @@ fn launch_fwd<T: FloatElement>(
     let grid = [p.seqlen_q.div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
     let mut launch =
         LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
-    if cfg.rotate_chains {
-        launch = launch.rotate_chains(true);
-    }
+    // (the compiler's rotation only where the configuration asks: the
+    // forward's tiles are rotated by hand, `OV`)
+    launch = launch.rotate_chains(cfg.rotate_chains);
     let qk_scale = a.qk_scale();
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * p.seqlen_q), s(p.seqlen_q));
@@ -810,7 +812,8 @@ fn decode_fwd<T: FloatElement>(
     let s = |x: usize| x as i64;
     let (lb, lh) = (s(p.heads_q * nq), s(nq));
     let grid = [splits as u32, p.heads_kv as u32, p.batch as u32];
-    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages);
+    // (decode's chained dots run on `mma.sync`: nothing to rotate)
+    let launch = LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).rotate_chains(false);
     attention_decode::launch(
         dev,
         launch,

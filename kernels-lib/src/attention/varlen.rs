@@ -233,9 +233,9 @@ pub fn attention_varlen<T: FloatElement>(
         let grid = [p.max_seqlen_q.min(p.total_q).div_ceil(cfg.bm as usize) as u32, p.heads_q as u32, p.batch as u32];
         let mut launch =
             LaunchConfig::new(grid).num_warps(cfg.num_warps).num_stages(cfg.num_stages).split_masks(cfg.split_masks).warp_specialize(cfg.warp_specialize);
-        if cfg.rotate_chains {
-            launch = launch.rotate_chains(true);
-        }
+        // (the compiler's rotation only where the configuration asks: the
+        // forward's tiles are rotated by hand, `OV`)
+        launch = launch.rotate_chains(cfg.rotate_chains);
         macro_rules! go {
             ($k:ident) => {
                 $k::launch(
