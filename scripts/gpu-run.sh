@@ -154,6 +154,7 @@
 #            tiles) through the conformance suite and the user's
 #            attention, off / on: the measurements to turn them on by
 #   s46b:    the library's decode and forward with rotated chains off / on
+#   s48:     s48a and s48b's decisive parts in one call (a short budget)
 #   s48a:    s47a and s46e's grouped-GEMM half in one call (session 48)
 #   s48b:    the suite guarded and unchecked, with its Triton twins
 #   s48c:    s46a's rotation half (conformance, user attention per tile)
@@ -491,6 +492,32 @@ case "${1:-check}" in
     done
     step suite_peers 120 python3 $D/peers.py --suite --only norm_matmul
     grep -E "^=== |conformance on|FAILED|panicked|test result|ERROR SUMMARY|^suite|norm_matmul" "$L" | tail -40
+    ;;
+  s48)
+    # session 48 in one call (a short device budget), most decisive first:
+    # the CUDA conformance suite (default: the swizzled slot offsets
+    # computed once, in the prologue), norm_matmul with
+    # FERROTILE_OPERAND_LAYOUTS off / on and the grouped GEMM with
+    # FERROTILE_LATE_PREFETCH on / off alternated twice, the whole suite and
+    # its Triton twins, then the conformance suite with each option and
+    # memcheck of the operand-layout cases
+    export FERROTILE_TEST_DEVICES=cuda
+    step conformance 90 $D/conformance_cuda --nocapture
+    N="$D/user-suite --device cuda --only norm_matmul"
+    G="$D/user-suite --device cuda --only grouped_gemm"
+    for r in 1 2; do
+      FERROTILE_OPERAND_LAYOUTS=0 step "nm_off_$r" 25 $N
+      FERROTILE_OPERAND_LAYOUTS=1 step "nm_on_$r" 25 $N
+      FERROTILE_LATE_PREFETCH=1 step "gg_on_$r" 25 $G
+      FERROTILE_LATE_PREFETCH=0 step "gg_off_$r" 25 $G
+    done
+    step user_suite 100 $D/user-suite --device cuda
+    step suite_peers 150 python3 $D/peers.py --suite
+    grep -E "conformance on|FAILED|panicked|test result|^suite" "$L" | tail -40
+    FERROTILE_OPERAND_LAYOUTS=1 step conformance_oplay 90 $D/conformance_cuda --nocapture
+    FERROTILE_LATE_PREFETCH=1 step conformance_late 90 $D/conformance_cuda --nocapture
+    FERROTILE_OPERAND_LAYOUTS=1 FERROTILE_CASE=norm_matmul,decode_t step memcheck_oplay 80 compute-sanitizer --tool memcheck $D/conformance_cuda --nocapture
+    grep -E "conformance on|FAILED|panicked|test result|ERROR SUMMARY" "$L" | tail -12
     ;;
   s48a)
     # session 48's first call: s47a (computed A operands in the fragments'
