@@ -122,13 +122,13 @@ pub struct LaunchConfig {
     /// tutorial's way, a two-dot chain) is rotated by one iteration, so the
     /// chained `wgmma` runs under the next iteration's elementwise work
     /// (CUDA on Hopper; `ferrotile_ir::passes::rotate_chains`). `None`:
-    /// `FERROTILE_ROTATE_CHAINS=1` turns it on (off by default), and the
-    /// compilation in source order runs where the rotated one uses local
-    /// memory or fits fewer programs on an SM. Only chains on `wgmma`, and not where the chained dots load a
-    /// tile the rest of the loop reads too. A performance hint — results do
-    /// not depend on it (the user attention at d64 +18 %, at d128 +4–12 % on
-    /// the tiles that do not spill: H100, session 45). Other backends ignore
-    /// it.
+    /// on (`FERROTILE_ROTATE_CHAINS=0` turns it off), and the compilation
+    /// in source order runs where the rotated one uses local memory or
+    /// fits fewer programs on an SM. Only chains on `wgmma`, and not where
+    /// the chained dots load a tile the rest of the loop reads too. A
+    /// performance hint — results do not depend on it (the user attention
+    /// per tile: d64 +7 to +19 %, d128 −2 to +5 %: H100, session 48).
+    /// Other backends ignore it.
     pub rotate_chains: Option<bool>,
 }
 

@@ -559,8 +559,9 @@ pub fn norm_matmul(dev: &Device, seed: u64) -> R {
 /// with the `BN` output columns as the `dot`'s rows (`wgmma` wants M ≥ 64)
 /// and the `BM` tokens as its columns: A is the weight tile scaled in
 /// registers, B is `xᵀ` loaded along K (`x` row-major), a narrow operand.
-/// (With `FERROTILE_OPERAND_LAYOUTS=1` on sm_90, A is read from registers
-/// K-interleaved and B's rows are copied in that order.)
+/// (With operand layouts — on by default in the CUDA runtime — on sm_90,
+/// A is read from registers K-interleaved and B's rows are copied in that
+/// order.)
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn k_decode_t<T: Float, const BN: i32, const BM: i32, const BK: i32>(w: Ptr<T>, s: Ptr<f32>, x: Ptr<T>, out: Ptr<f32>, m: i32, n: i32, k: i32) {
