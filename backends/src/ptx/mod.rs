@@ -193,8 +193,8 @@ pub struct PtxOptions {
     /// say (`LaunchConfig::rotate_chains`; `FERROTILE_ROTATE_CHAINS=0`
     /// turns it off) and keeps the compilation in source order where the
     /// rotated one spills or fits fewer programs on an SM (H100, session
-    /// 48: the user's tutorial-form attention +14–19 % at d64, level to
-    /// +5 % at d128). The library's attention forward says: its own tiles
+    /// 48: the user's tutorial-form attention per tile +7 to +20 % at d64,
+    /// −1 to +5 % at d128). The library's attention forward says: its own tiles
     /// are rotated by hand.
     pub rotate_chains: bool,
     /// Tiles widened from narrower ones are recomputed after reductions

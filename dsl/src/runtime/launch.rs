@@ -127,7 +127,7 @@ pub struct LaunchConfig {
     /// fits fewer programs on an SM. Only chains on `wgmma`, and not where
     /// the chained dots load a tile the rest of the loop reads too. A
     /// performance hint — results do not depend on it (the user attention
-    /// per tile: d64 +7 to +19 %, d128 −2 to +5 %: H100, session 48).
+    /// per tile: d64 +7 to +20 %, d128 −1 to +5 %: H100, session 48).
     /// Other backends ignore it.
     pub rotate_chains: Option<bool>,
 }
