@@ -112,23 +112,17 @@ impl<'k> PtxWriter<'k> {
         // `t + c` is the permuted `t + c % 4run` plus the rest of `c`, and
         // stays a root plus a constant for `wgmma_addr`'s immediates)
         let block = 4 * run;
-        if let Some((t, c)) = self.idx_parts.get(i).cloned() {
+        if let Some((t, c)) = self.idx_parts.get(i).cloned().filter(|&(_, c)| c >= block) {
             let (lo, hi) = (c % block, c - c % block);
-            let root = if hi == 0 {
-                None
-            } else {
-                let r = self.reg(RegClass::R);
-                self.pro.push_str(&format!("\tadd.u32 {r}, {t}, {lo};\n"));
-                self.idx_parts.insert(r.clone(), (t, lo));
-                Some(self.interleaved_row(&r, run))
-            };
-            if let Some(root) = root {
-                let p = self.reg(RegClass::R);
-                self.pro.push_str(&format!("\tadd.u32 {p}, {root}, {hi};\n"));
-                self.idx_parts.insert(p.clone(), (root, hi));
-                self.kperm_cache.insert(key, p.clone());
-                return p;
-            }
+            let r = self.reg(RegClass::R);
+            self.pro.push_str(&format!("\tadd.u32 {r}, {t}, {lo};\n"));
+            self.idx_parts.insert(r.clone(), (t, lo));
+            let root = self.interleaved_row(&r, run);
+            let p = self.reg(RegClass::R);
+            self.pro.push_str(&format!("\tadd.u32 {p}, {root}, {hi};\n"));
+            self.idx_parts.insert(p.clone(), (root, hi));
+            self.kperm_cache.insert(key, p.clone());
+            return p;
         }
         let sb = (run / 4).trailing_zeros();
         let (p, t) = (self.reg(RegClass::R), self.reg(RegClass::R));
