@@ -519,14 +519,29 @@ fn run_fp8(dev: &Device, m: usize, n: usize, k: usize, config: Option<ferrotile_
     Ok(pass)
 }
 
-fn emit(args: &[String]) {
-    use ferrotile::ir::passes::guard::guarded_params;
-    use ferrotile::ir::specialize;
-    use ferrotile_backends::ptx::PtxOptions;
+/// The `--emit*` modes' arguments: `AxBxC WARPS STAGES [sm]` (sm 90 by
+/// default).
+fn emit_args(args: &[String]) -> (Vec<i64>, u32, u32, u32) {
     let t: Vec<i64> = args[0].split('x').map(|v| v.parse().unwrap()).collect();
     let warps: u32 = args[1].parse().unwrap();
     let stages: u32 = args[2].parse().unwrap();
     let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
+    (t, warps, stages, sm)
+}
+
+/// Emit a specialization as PTX: the compiler's explanations on stderr,
+/// the text on stdout.
+fn print_ptx(spec: &ferrotile::ir::Kernel, opts: &ferrotile_backends::ptx::PtxOptions) {
+    let p = ferrotile_backends::ptx::emit(spec, opts).unwrap_or_else(|e| panic!("{e:?}"));
+    ferrotile_benches::explain_ptx(&p);
+    println!("{}", p.text);
+}
+
+fn emit(args: &[String]) {
+    use ferrotile::ir::passes::guard::guarded_params;
+    use ferrotile::ir::specialize;
+    use ferrotile_backends::ptx::PtxOptions;
+    let (t, warps, stages, sm) = emit_args(args);
     // (SWAP=1: the decode form `w4a16_t`, its constants BN, BM first)
     let swap = std::env::var("SWAP").is_ok_and(|v| v == "1");
     let k = if swap {
@@ -544,9 +559,7 @@ fn emit(args: &[String]) {
         operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").is_ok_and(|v| v == "1"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
-    let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
-    ferrotile_benches::explain_ptx(&p);
-    println!("{}", p.text);
+    print_ptx(&spec, &opts);
 }
 
 /// An experiment (`--emit-lib` with `KMAJOR=1`): `ferrotile_kernels::quant::wq_gemm_kernel` over weights repacked K-major: `qweight[n, k / P]`,
@@ -667,10 +680,7 @@ fn emit_lib(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
     use ferrotile_backends::ptx::PtxOptions;
-    let t: Vec<i64> = args[0].split('x').map(|v| v.parse().unwrap()).collect();
-    let warps: u32 = args[1].parse().unwrap();
-    let stages: u32 = args[2].parse().unwrap();
-    let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
+    let (t, warps, stages, sm) = emit_args(args);
     let kmajor = std::env::var("KMAJOR").is_ok_and(|v| v == "1");
     let k = if kmajor { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
     let even = !std::env::var("EVEN").is_ok_and(|v| v == "0") as i64;
@@ -687,9 +697,7 @@ fn emit_lib(args: &[String]) {
         unroll_pipelined: std::env::var("UNROLL").is_ok_and(|v| v == "1"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
-    let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
-    ferrotile_benches::explain_ptx(&p);
-    println!("{}", p.text);
+    print_ptx(&spec, &opts);
 }
 
 /// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: [`w4_decode`] (group 128)
@@ -699,10 +707,7 @@ fn emit_decode(args: &[String]) {
     use ferrotile::ir::passes::guard::{guarded_params, Safety};
     use ferrotile::ir::specialize;
     use ferrotile_backends::ptx::PtxOptions;
-    let t: Vec<i64> = args[0].split('x').map(|v| v.parse().unwrap()).collect();
-    let warps: u32 = args[1].parse().unwrap();
-    let stages: u32 = args[2].parse().unwrap();
-    let sm: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(90);
+    let (t, warps, stages, sm) = emit_args(args);
     let k = w4_decode::ir();
     let spec = specialize(k, &[t[0], t[1], t[2], 128], &[]).unwrap();
     let opts = PtxOptions {
@@ -714,9 +719,7 @@ fn emit_decode(args: &[String]) {
         operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").is_ok_and(|v| v == "1"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
-    let p = ferrotile_backends::ptx::emit(&spec, &opts).unwrap_or_else(|e| panic!("{e:?}"));
-    ferrotile_benches::explain_ptx(&p);
-    println!("{}", p.text);
+    print_ptx(&spec, &opts);
 }
 
 fn main() {
