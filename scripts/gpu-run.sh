@@ -56,6 +56,9 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s49a / s49b: session 49 — correctness (conformance, quant incl. the
+#            decode form, W8A8, GEMM) / the W4A16 library with the decode
+#            form next to the peers
 #   tuner [SHAPES]: the tuner's picks are stable: the library's W4A16 and
 #            W8A16 decode shapes tuned twice, each into a fresh cache
 #            (FERROTILE_AUTOTUNE_PRINT shows both picks), W4A16 with a
@@ -492,6 +495,58 @@ case "${1:-check}" in
     done
     step suite_peers 120 python3 $D/peers.py --suite --only norm_matmul
     grep -E "^=== |conformance on|FAILED|panicked|test result|ERROR SUMMARY|^suite|norm_matmul" "$L" | tail -40
+    ;;
+  s49a)
+    # session 49, correctness: the CUDA conformance suite (column layouts:
+    # tiles read along dimension 0 vectorized), the quantized-GEMM tests
+    # (the decode form `wq_decode_kernel`, every tuner candidate), memcheck
+    # of the decode form, then the GEMM and W8A8 tests (session 48's
+    # swizzled slot offsets, never run through the library on a GPU)
+    export FERROTILE_TEST_DEVICES=cuda
+    step conformance 100 $D/conformance_cuda --nocapture
+    step quant_tests 150 $D/quant --nocapture
+    step memcheck_decode 90 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture wq_decode_form
+    step w8a8_tests 100 $D/w8a8
+    step gemm_tests 200 $D/gemm --skip every_tuner_configuration
+    grep -E "conformance on|FAILED|panicked|test result|ERROR SUMMARY" "$L" | tail -20
+    ;;
+  s49b)
+    # session 49, speed: the W4A16 library tuned (the decode form among the
+    # candidates; picks printed), forced decode-form tiles next to the
+    # previous pick (16×128×128 split 8), then the peers in the same call
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_AUTOTUNE_PRINT=1 step library 240 $D/dequant-user --library --device cuda --shapes $SH
+    step forced 120 $D/dequant-user --library --device cuda --only-forced --shapes 1x8192x8192,16x8192x8192 --lib-configs 16x128x128x4x2x8,16x256x128x8x2x8xD,16x256x128x8x2x4xD,16x256x128x8x2x16xD,16x64x128x4x2x8xD,16x128x64x8x3x8xD,16x256x64x8x2x8xD
+    step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|^library|-> |cublas|tinygemm|gemlite|triton" "$L" | tail -70
+    ;;
+  s49c)
+    # where the decode form's time goes: ncu (caches kept between kernels,
+    # as in the timing loop) of the tuned 64×128 4-warp tile and of the
+    # 256×128 8-warp one at 1x8192x8192, and of the split-K reduction
+    NCU="ncu --clock-control none --cache-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
+    for P in ${2:-16x64x128x4x2x4xD 16x256x128x8x2x4xD}; do
+      step "ncu_$P" 120 $NCU --kernel-name regex:wq_decode --launch-skip 4 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
+    done
+    step ncu_red 120 $NCU --kernel-name regex:splitk --launch-skip 4 --launch-count 1 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs 16x64x128x4x2x4xD
+    grep -E "^=== |^library|error|Duration|Throughput|Issue Slots|Issued Ipc|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|No Eligible|Eligible Warps|Stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Waves Per SM|Grid Size" "$L" | cut -c1-180 | tail -120
+    ;;
+  s49d)
+    # session 49, the decode form's split K summed by the last program of
+    # each tile (no reduction kernel): the quantized-GEMM tests on CUDA,
+    # memcheck and racecheck of the decode form, then the library tuned
+    # with it on / off (FERROTILE_QUANT_LAST_SUMS) alternated, each into its
+    # own cache, and the peers in the same call
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 150 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step memcheck_decode 90 compute-sanitizer --tool memcheck --error-exitcode 9 $D/quant --nocapture wq_decode_form
+    FERROTILE_TEST_DEVICES=cuda step racecheck_decode 90 compute-sanitizer --tool racecheck --error-exitcode 9 $D/quant --nocapture wq_decode_form
+    for r in 1 2; do
+      FERROTILE_QUANT_LAST_SUMS=1 FERROTILE_CACHE_DIR=/tmp/ftl_on FERROTILE_AUTOTUNE_PRINT=1 step "lib_on_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+      FERROTILE_QUANT_LAST_SUMS=0 FERROTILE_CACHE_DIR=/tmp/ftl_off FERROTILE_AUTOTUNE_PRINT=1 step "lib_off_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | tail -80
     ;;
   s48)
     # session 48 in one call (a short device budget), most decisive first:

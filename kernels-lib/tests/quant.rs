@@ -147,6 +147,7 @@ fn wq_gemm_every_tuner_candidate() {
                     num_warps: tc.num_warps,
                     num_stages: tc.num_stages,
                     split_k: tc.values["SPLIT_K"] as u32,
+                    decode: tc.values.get("DECODE") == Some(&1),
                 };
                 let e = run(&dev, &w, m, (0, 0), Some(c), 9);
                 assert!(e <= TOL, "{m}x{n}x{k} g{group} {c:?}: error {e:.2e}");
@@ -156,7 +157,7 @@ fn wq_gemm_every_tuner_candidate() {
 }
 
 /// K split over the grid on every device (the tuner candidates' test runs
-/// on CUDA only): the GEMM and the GEMV, splits that divide K and one
+/// on CUDA only): the GEMM, the GEMV and the decode form, splits that divide K and one
 /// that does not, odd N, each configuration called twice on one device
 /// (the shared partials' workspace is reused).
 #[test]
@@ -164,18 +165,65 @@ fn wq_gemm_split_k_on_every_device() {
     for dev in devices() {
         let mut rng = Rng::new(11);
         let configs = [
-            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3 },
-            QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5 },
-            QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4 },
+            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false },
+            QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5, decode: false },
+            QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false },
+            // (the decode form: the last program of a tile sums its partials
+            // and sets the tile's counter back to 0 for the second call)
+            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: true },
         ];
         for (i, c) in configs.into_iter().enumerate() {
-            let m = if c.bm == 1 { 1 } else { 7 + 10 * i };
+            let m = if c.bm == 1 && !c.decode { 1 } else { 7 + 10 * i };
             let f = QuantFormat { bits: 4, group: 64, zeros: true };
             let w: PackedWeights<bf16> = random_packed(320, 72, f, &mut rng);
             for call in 0..2 {
                 let e = run(&dev, &w, m, (0, 0), Some(c), 300 + 10 * i as u64 + call);
                 assert!(e <= TOL, "{}: {m}x72x320 {c:?} call {call}: error {e:.2e}", dev.name());
             }
+        }
+    }
+}
+
+/// The decode form (`wq_decode_kernel`: the weights the `dot`'s wide
+/// operand, the rows of `x` its narrow one) on every device: 4 and 8 bits,
+/// zero points on and off, per-channel and grouped, K split or not (the
+/// epilogue in the kernel or in the reduction), N and K that are not
+/// multiples of the tile (masked reads), M below, at and above the tile's
+/// rows, strided `x` and `out`. On CUDA also the tuner's tiles at sizes
+/// where `wgmma` takes the dequantized weights from registers.
+#[test]
+fn wq_decode_form_on_every_device() {
+    for dev in devices() {
+        let gpu = dev.kind() == DeviceKind::Cuda;
+        let mut rng = Rng::new(17);
+        let d = |bm, bn, bk, num_warps, num_stages, split_k| QuantConfig { bm, bn, bk, num_warps, num_stages, split_k, decode: true };
+        // (config, m, n, k, bits, group, zeros, strides, bias + GELU)
+        let mut cases = vec![
+            (d(16, 32, 32, 4, 2, 1), 1, 72, 256, 4, 64, true, (0, 0), false),
+            (d(16, 32, 32, 4, 2, 3), 7, 72, 320, 4, 64, true, (0, 0), true),
+            (d(16, 64, 32, 4, 2, 1), 16, 200, 288, 4, 32, false, (300, 210), true),
+            (d(16, 32, 16, 4, 1, 2), 21, 40, 96, 8, 0, true, (0, 0), false),
+            (d(32, 64, 64, 4, 2, 4), 3, 136, 512, 8, 64, false, (0, 0), true),
+        ];
+        if gpu {
+            cases.extend([
+                (d(16, 256, 128, 8, 2, 8), 1, 1000, 2048, 4, 128, true, (0, 0), false),
+                (d(16, 256, 128, 8, 2, 1), 16, 512, 1024, 4, 128, true, (0, 1000), true),
+                (d(16, 64, 128, 4, 3, 4), 9, 520, 1024, 4, 128, false, (0, 0), true),
+                (d(16, 128, 64, 8, 3, 16), 1, 4096, 4096, 4, 128, true, (0, 0), false),
+                (d(32, 256, 64, 8, 2, 4), 29, 1024, 1024, 4, 64, true, (1100, 0), false),
+                (d(64, 256, 128, 8, 2, 4), 45, 768, 2048, 8, 128, true, (0, 0), true),
+                (d(64, 64, 128, 4, 2, 2), 64, 200, 512, 4, 128, true, (0, 0), false),
+            ]);
+        }
+        for (i, &(c, m, n, k, bits, group, zeros, strides, epi)) in cases.iter().enumerate() {
+            let f = QuantFormat { bits, group, zeros };
+            let w: PackedWeights<bf16> = random_packed(k, n, f, &mut rng);
+            let e = run_epilogue(&dev, &w, m, strides, Some(c), 500 + i as u64, (epi, if epi { Activation::Gelu } else { Activation::None }));
+            assert!(e <= TOL, "{}: bf16 {m}x{n}x{k} {f:?} {c:?}: error {e:.2e}", dev.name());
+            let w: PackedWeights<f16> = random_packed(k, n, f, &mut rng);
+            let e = run(&dev, &w, m, strides, Some(c), 600 + i as u64);
+            assert!(e <= TOL, "{}: f16 {m}x{n}x{k} {f:?} {c:?}: error {e:.2e}", dev.name());
         }
     }
 }
@@ -189,10 +237,10 @@ fn wq_gemm_bias_and_activation_on_every_device() {
         let mut rng = Rng::new(13);
         let configs = [
             None,
-            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1 }),
-            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3 }),
-            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1 }),
-            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 4 }),
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false }),
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false }),
         ];
         for (i, c) in configs.into_iter().enumerate() {
             let m = if c.is_some_and(|c| c.bm == 1) { 1 } else { 5 + 4 * i };
@@ -351,8 +399,11 @@ fn wq_gemm_rejects_bad_arguments() {
     let mut short = dev.from_slice(&[bf16::ZERO; 20]).unwrap();
     assert!(err(wq_gemm(&dev, &x, &wd, &mut short, 2, &QuantOptions::default())).contains("`out`"));
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
-    let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
+    let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1, decode: false };
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(bad), ..Default::default() })).contains("BK"));
+    // the decode form's narrow side must take a `dot`: 16 rows of x at least
+    let narrow = QuantConfig { bm: 8, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1, decode: true };
+    assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(narrow), ..Default::default() })).contains("invalid configuration"));
     // a bias shorter than N (read without guards)
     let b = dev.from_slice(&[bf16::ONE; 15]).unwrap();
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { bias: Some(&b), ..Default::default() })).contains("`bias`"));

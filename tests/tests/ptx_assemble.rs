@@ -1119,29 +1119,55 @@ fn every_quant_tuner_configuration_assembles() {
     for (m, group, k) in [(1usize, 128usize, 8192usize), (16, 128, 8192), (64, 64, 4096), (128, 32, 4096)] {
         for tc in q::quant_candidates(m, group, k) {
             let (bm, bn, bk, split) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), tc.get("SPLIT_K").unwrap() > 1);
+            let decode = tc.values.get("DECODE") == Some(&1);
             for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
-                let gemv = bm == 1;
+                let gemv = bm == 1 && !decode;
                 let g = group as i64;
                 // (the W8 f16 ones with a bias and GELU: the epilogue)
                 let (bias, act) = if bits == 8 { (1, 2) } else { (0, 0) };
+                let even = (k as i64 % bk == 0) as i64;
                 let consts: Vec<i64> = if gemv {
                     vec![bn, bk, bits, g, zeros as i64, split as i64, bias, act]
+                } else if decode {
+                    vec![bn, bm, bk, bits, g, zeros as i64, split as i64, even, bias, act, split as i64]
                 } else {
-                    vec![bm, bn, bk, bits, g, zeros as i64, split as i64, (k as i64 % bk == 0) as i64, bias, act]
+                    vec![bm, bn, bk, bits, g, zeros as i64, split as i64, even, bias, act]
                 };
-                if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages)) {
+                if !seen.insert((consts.clone(), t, tc.num_warps, tc.num_stages, decode)) {
                     continue;
                 }
-                let k = if gemv { q::wq_gemv_kernel::ir() } else { q::wq_gemm_kernel::ir() };
+                let k = if gemv {
+                    q::wq_gemv_kernel::ir()
+                } else if decode {
+                    q::wq_decode_kernel::ir()
+                } else {
+                    q::wq_gemm_kernel::ir()
+                };
                 let spec = specialize(k, &consts, &[t]).unwrap();
                 for sm in [80, 90] {
+                    // (the decode form as the library launches it: unguarded,
+                    // the computed weights in the fragments' layout, loaded
+                    // vectors in slices, affine addresses)
                     let opts = PtxOptions {
-                        arg_div: vec![16; guarded_params(k)],
+                        arg_div: vec![16; if decode { k.params.len() } else { guarded_params(k) }],
                         pipeline: tc.num_stages.saturating_sub(1),
                         pipeline_every_loop: gemv,
+                        operand_layouts: decode,
+                        broadcast_slices: decode,
+                        affine_addresses: decode,
+                        safety: if decode { ferrotile::ir::passes::guard::Safety::Unchecked } else { ferrotile::ir::passes::guard::Safety::Safe },
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };
-                    let what = format!("{} {consts:?} {t} {tc} sm_{sm}", if gemv { "wq_gemv" } else { "wq_gemm" });
+                    let what = format!(
+                        "{} {consts:?} {t} {tc} sm_{sm}",
+                        if gemv {
+                            "wq_gemv"
+                        } else if decode {
+                            "wq_decode"
+                        } else {
+                            "wq_gemm"
+                        }
+                    );
                     let p = match emit(&spec, &opts) {
                         Ok(p) => p,
                         Err(e) => {
@@ -1168,7 +1194,10 @@ fn every_quant_tuner_configuration_assembles() {
                         .sum::<usize>();
                     // (the prologue of a pipelined loop loads `stages − 1` steps
                     // more; zero points add one word per group row held)
-                    let budget = (words + 8) * tc.num_stages.max(1) as usize;
+                    // (the decode form on sm_80: `mma.sync` takes the
+                    // computed weights in its own A layout, whose threads
+                    // hold pairs of K 8 apart — each word read by two)
+                    let budget = (words * if decode && sm == 80 { 2 } else { 1 } + 8) * tc.num_stages.max(1) as usize;
                     if word_loads > budget {
                         failures.push(format!("{what}: {word_loads} 32-bit word loads, at most {budget} expected"));
                     }

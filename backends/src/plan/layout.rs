@@ -124,6 +124,29 @@ impl Blocked {
         }
     }
 
+    /// The canonical layout of a 2-D tile read along dimension 0: that of
+    /// the transposed shape, transposed — each thread a run of up to
+    /// `vec` consecutive elements along dimension 0 in consecutive
+    /// registers ([`Blocked::reg_order`] `[1, 0]`), lanes along dimension
+    /// 0 first, warps along dimension 1 first.
+    pub fn canonical_columns(shape: &[u32], num_warps: u32, vec: u32) -> Blocked {
+        assert!(shape.len() == 2, "column layout of {shape:?}");
+        let t = Self::canonical(&[shape[1], shape[0]], num_warps, vec);
+        let sw = |v: &Vec<u32>| vec![v[1], v[0]];
+        Blocked {
+            shape: shape.to_vec(),
+            spt: sw(&t.spt),
+            tpw: sw(&t.tpw),
+            wpc: sw(&t.wpc),
+            reps: sw(&t.reps),
+            lane_shift: sw(&t.lane_shift),
+            warp_shift: sw(&t.warp_shift),
+            warp_mul: sw(&t.warp_mul),
+            rep_off: vec![t.rep_off[1].clone(), t.rep_off[0].clone()],
+            reg_order: vec![1, 0],
+        }
+    }
+
     /// How many threads hold each element (lanes and warps left over).
     fn copies(&self) -> u32 {
         (0..self.rank()).map(|d| self.coverage(d).div_ceil(self.shape[d].max(1)).max(1)).product()
@@ -664,6 +687,32 @@ mod tests {
                 check(&shape, warps, 1);
             }
         }
+    }
+
+    /// The column layout covers its shape, and a thread's registers come
+    /// in runs of `spt[0]` consecutive rows of one column.
+    #[test]
+    fn column_layouts_cover_their_shapes_with_runs_down_the_columns() {
+        for warps in [1, 4, 8] {
+            for shape in [[128u32, 16], [64, 16], [16, 64], [64, 64], [8, 8]] {
+                for vec in [1, 4, 8] {
+                    let l = Blocked::canonical_columns(&shape, warps, vec);
+                    check_layout(&l, warps);
+                    assert_eq!(l.last_run(), 1);
+                    let offs = l.reg_offsets();
+                    for (r, o) in offs.iter().enumerate() {
+                        let e = r as u32 % l.spt[0];
+                        assert_eq!(o[0] % l.spt[0], e, "{shape:?} {warps} {vec}: register {r}");
+                        if e > 0 {
+                            assert_eq!((o[0] - 1, o[1]), (offs[r - 1][0], offs[r - 1][1]));
+                        }
+                    }
+                }
+            }
+        }
+        // the decode form's `xᵀ` (`[BK, BM]`, K contiguous): 8 rows of K a thread
+        let l = Blocked::canonical_columns(&[128, 16], 8, 8);
+        assert_eq!((l.spt.clone(), l.reps.clone()), (vec![8, 1], vec![1, 1]));
     }
 
     #[test]

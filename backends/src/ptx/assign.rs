@@ -64,6 +64,9 @@ pub struct Plan {
     /// Shapes whose loads repeat addresses in runs along some dimension,
     /// with the run per dimension ([`load_runs`]).
     runs: HashMap<Vec<u32>, Vec<u32>>,
+    /// 2-D shapes whose memory accesses run along dimension 0, with the
+    /// widest vector they allow ([`load_columns`]).
+    columns: HashMap<Vec<u32>, u32>,
     /// Result shapes of `mma.sync` dots that take both operands from
     /// registers, K interleaved ([`register_operand_dots`]).
     reg_operands: HashSet<Vec<u32>>,
@@ -84,10 +87,11 @@ impl Plan {
         match self.mma.get(shape) {
             Some(g) if g.wgmma => Blocked::wgmma_acc(shape, g.wm),
             Some(g) => Blocked::mma_acc(shape, g.wm, g.wn),
-            None => match (self.operand.get(shape), self.runs.get(shape)) {
-                (Some(b), _) => b.clone(),
-                (None, Some(r)) => Blocked::canonical_runs(shape, num_warps, vec, r),
-                (None, None) => Blocked::canonical(shape, num_warps, vec),
+            None => match (self.operand.get(shape), self.runs.get(shape), self.columns.get(shape)) {
+                (Some(b), _, _) => b.clone(),
+                (None, Some(r), _) => Blocked::canonical_runs(shape, num_warps, vec, r),
+                (None, None, Some(&w)) => Blocked::canonical_columns(shape, num_warps, w),
+                (None, None, None) => Blocked::canonical(shape, num_warps, vec),
             },
         }
     }
@@ -97,6 +101,18 @@ impl Plan {
     pub fn with_load_runs(mut self, k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Plan {
         self.runs = load_runs(k, facts);
         self
+    }
+
+    /// This plan with the shapes whose accesses run along dimension 0 read
+    /// in columns ([`load_columns`]; `PtxOptions::column_layouts`).
+    pub fn with_load_columns(mut self, k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Plan {
+        self.columns = load_columns(k, facts);
+        self
+    }
+
+    /// Whether tiles of `shape` take the column layout ([`load_columns`]).
+    pub fn reads_columns(&self, shape: &[u32]) -> bool {
+        self.columns.contains_key(shape) && !self.mma.contains_key(shape) && !self.operand.contains_key(shape) && !self.runs.contains_key(shape)
     }
 
     /// The warp grid when tiles of `shape` use the mma accumulator layout.
@@ -666,7 +682,7 @@ pub fn plan(
             kperm.insert(s, run);
         }
     }
-    Plan { mma, operand, runs: HashMap::new(), reg_operands, kperm, fma_reasons, no_wgmma_reasons }
+    Plan { mma, operand, runs: HashMap::new(), columns: HashMap::new(), reg_operands, kperm, fma_reasons, no_wgmma_reasons }
 }
 
 /// Per tile shape, the runs of equal addresses its loads repeat along each
@@ -712,6 +728,50 @@ pub fn load_runs(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Ha
         }
     });
     out
+}
+
+/// The 2-D tile shapes whose loads and stores run along dimension 0 —
+/// each pointer contiguous along dimension 0 and not along dimension 1
+/// (`x + kk[:, None] + rows[None, :] · stride`: a transposed or
+/// column-major operand; `xᵀ` of the decode form) — with the widest
+/// vector their accesses allow along dimension 0 ([`axis::Info::access_width`],
+/// the mask's constancy along it included). The canonical layout would
+/// put each thread's run and the warp's lanes along dimension 1, where
+/// consecutive elements lie a row stride apart: one element per access,
+/// a warp's accesses scattered over 32 rows. [`Blocked::canonical_columns`]
+/// turns that layout around. A shape with any access contiguous along
+/// dimension 1 keeps the canonical layout (elementwise work between the
+/// two kinds would convert), and so does one whose loads repeat
+/// addresses in runs ([`load_runs`] decides those).
+///
+/// [`axis::Info::access_width`]: crate::plan::axis::Info::access_width
+pub fn load_columns(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> HashMap<Vec<u32>, u32> {
+    let mut cols: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut rows: HashSet<Vec<u32>> = HashSet::new();
+    k.walk(&mut |op| {
+        let (OpKind::Load { ptr, mask, .. } | OpKind::Store { ptr, mask, .. }) = &op.kind else { return };
+        let Some(shape) = k.ty(*ptr).shape().iter().map(|d| d.known().map(|x| x as u32)).collect::<Option<Vec<u32>>>() else { return };
+        if shape.len() != 2 {
+            return;
+        }
+        let Some(f) = facts.get(ptr) else {
+            rows.insert(shape);
+            return;
+        };
+        let es = k.ty(*ptr).elem().map_or(4, |e| e.dtype().size_bytes().max(1) as u64);
+        let (d0, d1) = (f.dim(0), f.dim(1));
+        if d1.contig > 1 && shape[1] > 1 {
+            rows.insert(shape);
+        } else if d0.contig > 1 && shape[0] > 1 {
+            let c = mask.map_or(u64::MAX, |m| facts.get(&m).map_or(1, |f| f.dim(0).constancy));
+            let w = d0.access_width(es, c).min(shape[0] as u64) as u32;
+            let e = cols.entry(shape).or_insert(1);
+            *e = (*e).max(w);
+        }
+    });
+    let runs = load_runs(k, facts);
+    cols.retain(|s, w| *w > 1 && !rows.contains(s) && !runs.contains_key(s));
+    cols
 }
 
 #[cfg(test)]

@@ -596,7 +596,12 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                     }
                     lay
                 } else {
-                    wgmma_slot(es, x == b, inner, &shape)
+                    // (a 16-bit tile read in columns — pointers contiguous
+                    // along dimension 0, `assign::load_columns` — lies in
+                    // the slot as a view with that unit stride would: its
+                    // runs are pieces of slot rows)
+                    let stored = inner.or_else(|| (es == 2 && layouts.reads_columns(&shape)).then_some(0));
+                    wgmma_slot(es, x == b, stored, &shape)
                 };
                 (lay, shape[0] * shape[1] * es)
             } else {

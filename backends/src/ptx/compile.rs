@@ -101,6 +101,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
         o.operand_layouts,
     )
     .with_load_runs(k, &facts);
+    let plan = if o.column_layouts { plan.with_load_columns(k, &facts) } else { plan };
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let mut ring_plan =
         async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots, o.invariant_a_regs);

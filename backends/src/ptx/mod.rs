@@ -299,6 +299,16 @@ pub struct PtxOptions {
     /// one element at a time through f32 (the CUDA runtime reads
     /// `FERROTILE_PACKED_16BIT=0`, for A/B runs).
     pub packed_16bit: bool,
+    /// A 2-D tile shape whose loads and stores all run contiguous along
+    /// dimension 0 (none along the last: `x + kk[:, None] + rows[None, :]
+    /// · stride`, a column-major or transposed operand) takes the
+    /// canonical layout of the transposed shape ([`assign`]'s
+    /// `load_columns`): each thread holds a vector along dimension 0, so
+    /// the loads are vectors and a warp's accesses coalesce, and a copy
+    /// into a K-major `wgmma` slot moves 4–16 bytes at a time instead of
+    /// one element (the decode form's `xᵀ`). The CUDA runtime reads
+    /// `FERROTILE_COLUMN_LAYOUTS=0` (off, for A/B runs).
+    pub column_layouts: bool,
 }
 
 impl PtxOptions {
@@ -348,6 +358,7 @@ impl PtxOptions {
             register_operands: false,
             operand_layouts: false,
             packed_16bit: true,
+            column_layouts: true,
         }
     }
 }

@@ -625,51 +625,6 @@ pub fn w4_kmajor<T: Float, const BM: i32, const BN: i32, const BK: i32, const BI
     }
 }
 
-/// An experiment (`--emit-decode`): the library's W4A16 product in the
-/// decode form, `wsᵀ[split][n, m] = Σ_k ((q[k, n] − z[g, n]) · s[g, n]) ·
-/// x[m, k]` — the dequantized weights the `dot`'s A (`[BN, BK]`, computed
-/// in registers), the few tokens its narrow B (`xᵀ`, `[BK, BM]`) — written
-/// as `ferrotile_kernels::quant::wq_gemm_kernel` is (paired fields, shifts
-/// and masks, `(q − z) · s` in bf16, one group per step, no K or N masks:
-/// `EVEN`), to count what a step costs when the weights need no staging.
-#[kernel]
-#[allow(clippy::too_many_arguments)]
-pub fn w4_decode<const BN: i32, const BM: i32, const BK: i32, const GROUP: i32>(
-    x: Ptr<bf16>,
-    qweight: Ptr<i32>,
-    scales: Ptr<bf16>,
-    qzeros: Ptr<i32>,
-    ws: Ptr<f32>,
-    m: i32,
-    n: i32,
-    k: i32,
-    k_split: i32,
-    sxm: i64,
-) {
-    let rn = program_id(0) * BN + arange(0, BN);
-    let rm = program_id(1) * BM + arange(0, BM);
-    let m_ok = expand_dims(rm < m, 0);
-    let k_lo = program_id(2) * k_split;
-    let k_hi = minimum(k_lo + k_split, k);
-    let wrow = qweight + expand_dims(rn as i64, 1);
-    let xcol = x + expand_dims((rm as i64) * sxm, 0);
-    let mut acc = zeros([BN, BM], f32);
-    for k0 in (k_lo..k_hi).step_by(BK) {
-        let kk = k0 + arange(0, BK);
-        let words = load(wrow + expand_dims(((kk >> 3) as i64) * (n as i64), 0));
-        let q = (words >> expand_dims(((kk & 7) >> 1) * 4 + (kk & 1) * 16, 0)) & 15;
-        let g = (k0 / GROUP) as i64;
-        let s = load(scales + g * (n as i64) + (rn as i64));
-        let zw = load(qzeros + g * ((n >> 3) as i64) + ((rn >> 3) as i64));
-        let z = (zw >> ((rn & 7) * 4)) & 15;
-        let a = ((q as bf16) - expand_dims(z as bf16, 1)) * expand_dims(s, 1);
-        let xt = load(xcol + expand_dims(kk as i64, 1), m_ok, 0.0);
-        acc = dot(a, xt, acc);
-    }
-    let mn = (m as i64) * (n as i64);
-    store(ws + (program_id(2) as i64) * mn + expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1), acc, m_ok);
-}
-
 /// `--emit-lib BMxBNxBK WARPS STAGES [sm]`: the library's W4A16 GEMM
 /// kernel (bf16, group 128, zero points, split K) as the tuner would
 /// compile it; `REG=1` turns register operands on, `UNCHECKED=1` the
@@ -700,23 +655,30 @@ fn emit_lib(args: &[String]) {
     print_ptx(&spec, &opts);
 }
 
-/// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: [`w4_decode`] (group 128)
-/// unguarded, as the library would launch it; `FERROTILE_OPERAND_LAYOUTS=1`
-/// gives the computed A its operand layout.
+/// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: the library's decode form
+/// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 group 128 or `GROUP`, zero
+/// points, split K summed by the last program, `EVEN`), unguarded, with the options its launch takes:
+/// operand layouts, broadcast slices and affine addresses on
+/// (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
+/// `FERROTILE_AFFINE_ADDRESSES=0`: off).
 fn emit_decode(args: &[String]) {
     use ferrotile::ir::passes::guard::{guarded_params, Safety};
     use ferrotile::ir::specialize;
     use ferrotile_backends::ptx::PtxOptions;
     let (t, warps, stages, sm) = emit_args(args);
-    let k = w4_decode::ir();
-    let spec = specialize(k, &[t[0], t[1], t[2], 128], &[]).unwrap();
+    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
+    let group = std::env::var("GROUP").ok().and_then(|g| g.parse().ok()).unwrap_or(128);
+    // (`LAST_SUMS=0`: the partials summed by the reduction kernel)
+    let last = !std::env::var("LAST_SUMS").is_ok_and(|v| v == "0") as i64;
+    let spec = specialize(k, &[t[0], t[1], t[2], 4, group, 1, 1, 1, 0, 0, last], &[ferrotile::ir::DType::BF16]).unwrap();
+    let on = |v: &str| std::env::var(v).map_or(true, |v| v != "0");
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
         pipeline: stages - 1,
         safety: Safety::Unchecked,
-        broadcast_slices: std::env::var("FERROTILE_BROADCAST_SLICES").is_ok_and(|v| v == "1"),
-        affine_addresses: std::env::var("FERROTILE_AFFINE_ADDRESSES").is_ok_and(|v| v == "1"),
-        operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").is_ok_and(|v| v == "1"),
+        broadcast_slices: on("FERROTILE_BROADCAST_SLICES"),
+        affine_addresses: on("FERROTILE_AFFINE_ADDRESSES"),
+        operand_layouts: on("FERROTILE_OPERAND_LAYOUTS"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     print_ptx(&spec, &opts);
@@ -725,7 +687,7 @@ fn emit_decode(args: &[String]) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--epilogue] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       dequant-user --emit-decode BNxBMxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] [EVEN=0] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
+        println!("usage: dequant-user [--device cuda|wgpu|cpu] [--shapes MxNxK,..] [--configs BMxBNxBKxWARPSxSTAGES,..]\n       dequant-user --library [--w8] [--epilogue] [--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT[xD],..] [--shapes ..]\n       dequant-user --w8a8|--fp8 [--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..] [--shapes ..]\n       dequant-user --emit BMxBNxBK WARPS STAGES [sm]\n       dequant-user --emit-decode BNxBMxBK WARPS STAGES [sm]\n       [REG=1] [UNCHECKED=1] [UNROLL=1] [KMAJOR=1] [EVEN=0] dequant-user --emit-lib BMxBNxBK WARPS STAGES [sm]");
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--emit-decode") {
@@ -793,13 +755,24 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--library") {
-        // `--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT,..`: forced configurations too
+        // `--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT[xD],..`: forced
+        // configurations too (a trailing `xD`: the decode form, `BM` the
+        // rows of x, `BN` the weight columns)
         let forced: Vec<ferrotile_kernels::quant::QuantConfig> = arg("--lib-configs")
             .unwrap_or_default()
             .split(',')
             .filter_map(|s| {
-                let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-                (v.len() == 6).then(|| ferrotile_kernels::quant::QuantConfig { bm: v[0], bn: v[1], bk: v[2], num_warps: v[3], num_stages: v[4], split_k: v[5] })
+                let decode = s.ends_with("xD");
+                let v: Vec<u32> = s.trim_end_matches("xD").split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+                (v.len() == 6).then(|| ferrotile_kernels::quant::QuantConfig {
+                    bm: v[0],
+                    bn: v[1],
+                    bk: v[2],
+                    num_warps: v[3],
+                    num_stages: v[4],
+                    split_k: v[5],
+                    decode,
+                })
             })
             .collect();
         // (`--only-forced`: without the tuned configuration first — one

@@ -130,6 +130,23 @@ pub struct LaunchConfig {
     /// per tile: d64 +7 to +20 %, d128 −1 to +5 %: H100, session 48).
     /// Other backends ignore it.
     pub rotate_chains: Option<bool>,
+    /// Loaded vectors that are broadcast into a tile are loaded in the
+    /// slice of that tile's layout (every thread reads the elements its
+    /// registers need) instead of in a layout of their own and converted
+    /// through shared memory (CUDA; the PTX backend's `broadcast_slices`).
+    /// `None`: the process default (`FERROTILE_BROADCAST_SLICES=1`: on; off
+    /// otherwise). Where the compilation with them uses local memory, the
+    /// one without runs. A performance hint — results do not depend on it.
+    /// Other backends ignore it (WGSL always does it).
+    pub broadcast_slices: Option<bool>,
+    /// A pointer tile's accesses as one root register plus immediates
+    /// (CUDA; the PTX backend's `affine_addresses`): fewer address
+    /// instructions and registers per access. `None`: the process default
+    /// (`FERROTILE_AFFINE_ADDRESSES=1`: on; off otherwise). Where the
+    /// compilation with them uses local memory, the one without runs. A
+    /// performance hint — results do not depend on it. Other backends
+    /// ignore it.
+    pub affine_addresses: Option<bool>,
 }
 
 impl LaunchConfig {
@@ -148,6 +165,8 @@ impl LaunchConfig {
             warp_specialize: false,
             unroll_pipelined: None,
             rotate_chains: None,
+            broadcast_slices: None,
+            affine_addresses: None,
         }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
@@ -198,6 +217,17 @@ impl LaunchConfig {
     /// Chained dots rotated by one iteration, or not (see the field).
     pub fn rotate_chains(mut self, on: bool) -> Self {
         self.rotate_chains = Some(on);
+        self
+    }
+    /// Loaded vectors in the slice of the tile they broadcast into, or
+    /// not (see the field).
+    pub fn broadcast_slices(mut self, on: bool) -> Self {
+        self.broadcast_slices = Some(on);
+        self
+    }
+    /// Affine addresses on or off (see the field).
+    pub fn affine_addresses(mut self, on: bool) -> Self {
+        self.affine_addresses = Some(on);
         self
     }
 }

@@ -199,6 +199,136 @@ pub fn wq_gemv_kernel<
     }
 }
 
+/// The same product in the decode form: `out[m, n]` computed as `outᵀ[n, m]
+/// = Σ_k W̃[n, k] · xᵀ[k, m]` with the dequantized weights `W̃ = wᵀ` as the
+/// `dot`'s left operand — `[BN, BK]`, computed in registers from the
+/// words as in [`wq_gemm_kernel`] — and the few rows of `x` as its narrow
+/// right operand (`xᵀ`, `[BK, BM]`). For M ≤ 16 the tensor cores' wide
+/// side then holds the weights, not fifteen rows of padding; on Hopper
+/// the compiler gives the computed left operand the `wgmma` fragments'
+/// layout (`FERROTILE_OPERAND_LAYOUTS`), so the weights go from their
+/// words to the tensor cores without touching shared memory — only the
+/// `[BK, BM]` slice of `x` is staged. Grid: `(n / BN, m / BM, splits)`;
+/// `SPLIT`, `EVEN`, `HAS_BIAS`, `ACT` and the packing as in
+/// [`wq_gemm_kernel`] (`EVEN`: K a multiple of `BK`, N of `BN`).
+///
+/// With `SPLIT` and `LAST_SUMS`, no reduction kernel follows: each program
+/// writes its partial, counts itself in on its tile's counter
+/// (`counters[tile]`, zero before the launch, an `AcqRel` atomic), and the
+/// program that arrives last sums the tile's partials in split order — the
+/// result does not depend on who came last —, runs the epilogue, writes
+/// `out` and sets the counter back to 0. (WGSL cannot order memory
+/// between programs: there the reduction kernel runs.)
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn wq_decode_kernel<
+    T: Float,
+    const BN: i32,
+    const BM: i32,
+    const BK: i32,
+    const BITS: i32,
+    const GROUP: i32,
+    const HAS_ZEROS: bool,
+    const SPLIT: bool,
+    const EVEN: bool,
+    const HAS_BIAS: bool,
+    const ACT: i32,
+    const LAST_SUMS: bool,
+>(
+    x: Ptr<T>,
+    qweight: Ptr<i32>,
+    scales: Ptr<T>,
+    qzeros: Ptr<i32>,
+    out: Ptr<T>,
+    ws: Ptr<f32>,
+    bias: Ptr<T>,
+    counters: Ptr<i32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    k_split: i32,
+    sxm: i64,
+    som: i64,
+) {
+    let word_shift = 4 - BITS / 4;
+    let lane_mask = 32 / BITS - 1;
+    let qmask = (1 << BITS) - 1;
+    let rn = program_id(0) * BN + arange(0, BN);
+    let rm = program_id(1) * BM + arange(0, BM);
+    let n_in = rn < n;
+    let n_ok = expand_dims(n_in, 1);
+    let m_ok = expand_dims(rm < m, 0);
+    let k_lo = program_id(2) * k_split;
+    let k_hi = minimum(k_lo + k_split, k);
+    let wrow = qweight + expand_dims(rn as i64, 1);
+    let xcol = x + expand_dims((rm as i64) * sxm, 0);
+    let mut acc = zeros([BN, BM], f32);
+    for k0 in (k_lo..k_hi).step_by(BK) {
+        let kk = k0 + arange(0, BK);
+        let k_in = kk < k;
+        // each word once per run of P rows of K, as in the GEMM kernel
+        let wp = wrow + expand_dims(((kk >> word_shift) as i64) * (n as i64), 0);
+        let xp = xcol + expand_dims(kk as i64, 1);
+        // this step's scale (and zero-point) column, one per output row
+        let g = (k0 / GROUP) as i64;
+        let sp = scales + g * (n as i64) + (rn as i64);
+        let zp = qzeros + g * ((n >> word_shift) as i64) + ((rn >> word_shift) as i64);
+        let mut xt = load(xp, expand_dims(k_in, 1) & m_ok, 0.0);
+        let mut words = load(wp, n_ok & expand_dims(k_in, 0), 0);
+        let mut s = load(sp, n_in, 0.0);
+        let mut zw = full([BN], 0, i32);
+        if HAS_ZEROS {
+            zw = load(zp, n_in, 0);
+        }
+        if EVEN {
+            xt = load(xp, m_ok, 0.0);
+            words = load(wp);
+            s = load(sp);
+            if HAS_ZEROS {
+                zw = load(zp);
+            }
+        }
+        // (fields paired on the device: row k at BITS·((k % P) / 2) + 16·(k % 2))
+        let q = (words >> expand_dims(((kk & lane_mask) >> 1) * BITS + (kk & 1) * 16, 0)) & qmask;
+        let mut z = full([BN], 1 << (BITS - 1), i32);
+        if HAS_ZEROS {
+            z = (zw >> ((rn & lane_mask) * BITS)) & qmask;
+        }
+        let a = ((q as T) - expand_dims(z as T, 1)) * expand_dims(s, 1);
+        acc = dot(a, xt, acc);
+    }
+    let ok = n_ok & m_ok;
+    let dst = out + expand_dims((rm as i64) * som, 0) + expand_dims(rn as i64, 1);
+    if SPLIT {
+        let mn = (m as i64) * (n as i64);
+        let at = expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1);
+        store(ws + (program_id(2) as i64) * mn + at, acc, ok);
+        if LAST_SUMS {
+            let tile = program_id(0) + program_id(1) * num_programs(0);
+            let arrived = atomic_add(counters + tile, 1, None, AcqRel);
+            if arrived == num_programs(2) - 1 {
+                let mut o = zeros([BN, BM], f32);
+                for split in 0..num_programs(2) {
+                    o += load(ws + (split as i64) * mn + at, ok, 0.0);
+                }
+                if HAS_BIAS {
+                    o = o + expand_dims(load(bias + rn, n_in, 0.0) as f32, 1);
+                }
+                o = activation(o, ACT);
+                store(dst, o as T, ok);
+                store(counters + tile, 0);
+            }
+        }
+    } else {
+        let mut o = acc;
+        if HAS_BIAS {
+            o = o + expand_dims(load(bias + rn, n_in, 0.0) as f32, 1);
+        }
+        o = activation(o, ACT);
+        store(dst, o as T, ok);
+    }
+}
+
 /// `xg[r, c] = x[r, perm[c]]` for one row `r = program_id(0)` and a
 /// `BLOCK`-wide run of columns per `program_id(1)`: the activations of an
 /// act-order (GPTQ `desc_act`) product gathered into the weights' sorted

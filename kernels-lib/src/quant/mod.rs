@@ -55,7 +55,7 @@ pub use int8::{
     quantize_int8, quantize_rows, quantize_rows_kernel, w8a8_candidates, w8a8_gemm, w8a8_gemm_kernel, Int8Packed, Int8Weights, W8A8Config, W8A8Options,
     W8A8_MAX_K,
 };
-pub use kernels::{gather_columns, wq_gemm_kernel, wq_gemv_kernel};
+pub use kernels::{gather_columns, wq_decode_kernel, wq_gemm_kernel, wq_gemv_kernel};
 
 /// Bits per weight and grouping of a quantized matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -421,7 +421,9 @@ impl<T: FloatElement> QuantWeights<T> {
 }
 
 /// Tile configuration of [`wq_gemm_kernel`] (or, with `bm == 1`, of
-/// [`wq_gemv_kernel`]: one row of `x`, no tensor cores).
+/// [`wq_gemv_kernel`]: one row of `x`, no tensor cores; with `decode`, of
+/// [`wq_decode_kernel`]: the product computed transposed, the weights the
+/// tensor cores' wide operand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QuantConfig {
     /// Rows of the output per program (1: the GEMV kernel).
@@ -436,6 +438,9 @@ pub struct QuantConfig {
     pub num_stages: u32,
     /// K split into this many ranges (1: none).
     pub split_k: u32,
+    /// The decode form ([`wq_decode_kernel`]): `bn` weight columns (the
+    /// `dot`'s rows) against `bm` rows of `x` (its columns, at least 16).
+    pub decode: bool,
 }
 
 impl QuantConfig {
@@ -447,6 +452,7 @@ impl QuantConfig {
             num_warps: tc.num_warps,
             num_stages: tc.num_stages,
             split_k: tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32,
+            decode: tc.values.get("DECODE").is_some_and(|&d| d != 0),
         })
     }
 
@@ -456,6 +462,7 @@ impl QuantConfig {
             .with("BN", self.bn as i64)
             .with("BK", self.bk as i64)
             .with("SPLIT_K", self.split_k as i64)
+            .with("DECODE", self.decode as i64)
             .stages(self.num_stages)
     }
 
@@ -478,8 +485,8 @@ impl QuantConfig {
             64
         };
         match dev.kind() {
-            ferrotile::DeviceKind::Cuda => QuantConfig { bm, bn: 128, bk: Self::bk_for(group, k, 64), num_warps: 4, num_stages: 3, split_k: 1 },
-            _ => QuantConfig { bm: bm.min(16), bn: 32, bk: Self::bk_for(group, k, 32), num_warps: 4, num_stages: 1, split_k: 1 },
+            ferrotile::DeviceKind::Cuda => QuantConfig { bm, bn: 128, bk: Self::bk_for(group, k, 64), num_warps: 4, num_stages: 3, split_k: 1, decode: false },
+            _ => QuantConfig { bm: bm.min(16), bn: 32, bk: Self::bk_for(group, k, 32), num_warps: 4, num_stages: 1, split_k: 1, decode: false },
         }
     }
 }
@@ -546,7 +553,7 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                         // 4 warps with 32 per thread at 3 stages: ptxas
                         // then aims at 96 registers and spills 8 B)
                         let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread >= 32) { 2 } else { 3 };
-                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split };
+                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: false };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
                             v.push(t);
@@ -558,6 +565,37 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
         // and the 16-row tensor-core kernel, fifteen rows masked off: its
         // dequantization runs two weights per instruction (`.bf16x2`),
         // the GEMV's one weight per FMA chain
+    }
+    // the decode form (`wq_decode_kernel`): the weights as the tensor
+    // cores' wide operand, straight from their words to `wgmma`'s register
+    // fragments, the rows of `x` its narrow one — for up to 64 rows.
+    // (BN, BK, warps, stages) as ptxas takes them without spilling (offline
+    // SASS per weight at 16 rows, session 49: 256×128 8 warps 3.4, 64×128 4
+    // warps 4.3, 256×64 and 128×64 8 warps 4.4–5.8); BK ≠ BN, since the
+    // `xᵀ` tile `[BK, BM]` would otherwise share the accumulator's shape
+    // `[BN, BM]` and its layout (layouts are per shape), copied element by
+    // element
+    if m <= 64 {
+        let bm = (m as u32).next_power_of_two().max(16);
+        let tiles: &[(u32, u32, u32, u32)] = if bm <= 32 {
+            &[(256, 128, 8, 2), (256, 64, 8, 2), (128, 64, 8, 3), (64, 128, 4, 2), (64, 128, 4, 3)]
+        } else {
+            &[(256, 128, 8, 2), (64, 128, 4, 2)]
+        };
+        for &(bn, bkcap, warps, stages) in tiles {
+            // (and BK ≠ BM: the weight tile `[BN, BK]` would share the
+            // accumulator's shape, so its layout — each word then read by
+            // every thread holding one of its pairs)
+            let Some(bk) = [bkcap, bkcap / 2, bkcap / 4].into_iter().map(|c| QuantConfig::bk_for(group, k, c)).find(|&b| b != bn && b != bm) else {
+                continue;
+            };
+            for &split in &[4u32, 8, 16] {
+                let t = QuantConfig { bm, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: true }.to_tune();
+                if !v.contains(&t) {
+                    v.push(t);
+                }
+            }
+        }
     }
     let bms: &[u32] = if m <= 16 {
         &[16]
@@ -602,7 +640,15 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                             &[3]
                         };
                         for &stages in if bk <= 64 && deep == [3] { &[3u32, 4][..] } else { deep } {
-                            let c = QuantConfig { bm, bn, bk, num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 }, num_stages: stages, split_k: split };
+                            let c = QuantConfig {
+                                bm,
+                                bn,
+                                bk,
+                                num_warps: if bm * bn >= 128 * 128 { 8 } else { 4 },
+                                num_stages: stages,
+                                split_k: split,
+                                decode: false,
+                            };
                             let t = c.to_tune();
                             if !v.contains(&t) {
                                 v.push(t);
@@ -779,7 +825,7 @@ fn launch<T: FloatElement>(
     if !c.bk.is_power_of_two() || !(16..=128).contains(&c.bk) || (group < k && !group.is_multiple_of(c.bk as usize)) {
         return Err(LibError::Config(format!("quant: BK = {} must be 16..=128, a power of two dividing the group ({group})", c.bk)));
     }
-    let gemv = c.bm == 1;
+    let gemv = c.bm == 1 && !c.decode;
     if !c.bm.is_power_of_two() || !c.bn.is_power_of_two() || (c.bm < 16 && !gemv) || c.bn < 16 || c.bm > 256 || c.bn > 256 || !(1..=16).contains(&c.split_k) {
         return Err(LibError::Config(format!("quant: invalid configuration {c:?}")));
     }
@@ -819,7 +865,11 @@ fn launch<T: FloatElement>(
     let split = c.split_k as usize;
     let k_split = k.div_ceil(split).div_ceil(bk) * bk;
     let splits = k.div_ceil(k_split);
-    let grid = [m.div_ceil(c.bm as usize) as u32, n.div_ceil(c.bn as usize) as u32, splits as u32];
+    let grid = if c.decode {
+        [n.div_ceil(c.bn as usize) as u32, m.div_ceil(c.bm as usize) as u32, splits as u32]
+    } else {
+        [m.div_ceil(c.bm as usize) as u32, n.div_ceil(c.bn as usize) as u32, splits as u32]
+    };
     let mut cfg = LaunchConfig::new(grid).num_warps(c.num_warps).num_stages(c.num_stages.max(1));
     cfg.unroll_pipelined = unroll;
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
@@ -861,6 +911,58 @@ fn launch<T: FloatElement>(
                 epi.has_bias,
                 epi.act,
             )?;
+        }
+    } else if c.decode {
+        // (the scale and zero-point columns are loaded in the slice of the
+        // weights' fragment layout they broadcast into, not converted
+        // through shared memory with two barriers a step; the words'
+        // addresses as one root plus immediates)
+        let cfg = cfg.broadcast_slices(true).affine_addresses(true);
+        // split K: with `FERROTILE_QUANT_LAST_SUMS=1`, the last program of
+        // each tile sums the partials (no reduction kernel), where the
+        // backend orders memory between programs (not WGSL). Off by
+        // default: from CUDA graphs it ran 2–7 % slower than the reduction
+        // kernel on every decode shape — each program's release fence
+        // costs more than the second launch — and level back to back
+        // (H100, session 49); it saves ~4 µs of host time per call.
+        let last_sums = split && dev.kind() != ferrotile::DeviceKind::Wgpu && std::env::var("FERROTILE_QUANT_LAST_SUMS").as_deref() == Ok("1");
+        let tiles = (grid[0] as usize) * (grid[1] as usize);
+        let mut counters = crate::scratch::counters(dev, if last_sums { tiles } else { 1 })?;
+        // SAFETY: see `UNCHECKED` above (the same accesses, transposed);
+        // the counters at `program_id(0) + program_id(1)·grid[0] < tiles`
+        unsafe {
+            wq_decode_kernel::launch_unchecked(
+                dev,
+                cfg,
+                x,
+                &w.qweight,
+                &w.scales,
+                &w.qzeros,
+                out,
+                ws.buffer(),
+                epi.bias,
+                counters.buffer(),
+                mi,
+                ni,
+                ki,
+                k_split as i32,
+                sx as i64,
+                so as i64,
+                c.bn as i32,
+                c.bm as i32,
+                c.bk as i32,
+                bits,
+                group as i32,
+                zeros,
+                split,
+                even,
+                epi.has_bias,
+                epi.act,
+                last_sums,
+            )?;
+        }
+        if last_sums {
+            return Ok(());
         }
     } else {
         // SAFETY: see `UNCHECKED` above

@@ -135,7 +135,7 @@ impl<'k> PtxWriter<'k> {
     /// broadcast along N in a GEMV, 8 rows of K in a thread: one 16-byte
     /// load instead of 8 two-byte ones. Returns the heads' indices ordered
     /// into groups of `v` (each group by offset along `d0`) and `v`.
-    fn cross_dim_vectors(&mut self, ptr: V, mask: Option<V>, heads: &[usize], d: DType) -> Option<(Vec<usize>, usize)> {
+    pub(super) fn cross_dim_vectors(&mut self, ptr: V, mask: Option<V>, heads: &[usize], d: DType) -> Option<(Vec<usize>, usize)> {
         let shape = self.shape_u32(ptr);
         let rank = shape.len();
         let f = self.facts.get(&ptr)?.clone();

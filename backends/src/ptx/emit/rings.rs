@@ -118,8 +118,14 @@ impl<'k> PtxWriter<'k> {
         let slot = self.reg(RegClass::R);
         self.line(format!("mov.u32 {slot}, {cur};"));
         let lay = self.ring_plan.layout[c];
-        // (a transposed slot takes each element on its own)
+        // (a transposed slot takes pieces along the tile's dimension 0:
+        // its rows run along dimension 1)
         let transposed = matches!(lay, crate::ptx::async_copy::SlotLayout::Swizzled { transposed: true, .. });
+        if transposed {
+            if let Some(slot) = self.load_async_columns(ptr, mask, res, &shape, &slot, es)? {
+                return Ok(vec![slot]);
+            }
+        }
         let w = if transposed { 1 } else { self.vec_width(ptr, mask).min(16 / es as usize) };
         let bytes = w as u32 * es;
         if bytes < 4 {
@@ -169,6 +175,57 @@ impl<'k> PtxWriter<'k> {
         }
         self.cp_pending.push(res);
         Ok(vec![slot])
+    }
+
+    /// [`Self::load_async`] into a transposed (K-major) slot — slot row `j`
+    /// holds the tile's column `j` — of a tile whose layout keeps runs
+    /// along dimension 0 in a thread and whose pointer is contiguous and
+    /// aligned along it (`xᵀ` read along K, `assign::load_columns`): each
+    /// run is one piece of a slot row, copied by one `cp.async` of 4–16
+    /// bytes. Where the slot's rows are K-interleaved (`kperm`: the dot's A
+    /// holds runs of K, `interleaved_row`), only pairs stay adjacent: 4-byte
+    /// pieces. None where no piece reaches 4 bytes (the caller copies
+    /// element by element).
+    fn load_async_columns(&mut self, ptr: V, mask: Option<V>, res: V, shape: &[u32], slot: &str, es: u32) -> R<Option<String>> {
+        let n = self.get(ptr).len();
+        if self.vlay.contains_key(&ptr) || self.vlay.contains_key(&res) {
+            return Ok(None);
+        }
+        let all: Vec<usize> = (0..n).collect();
+        let d = self.dtype(res);
+        let Some((order, v)) = self.cross_dim_vectors(ptr, mask, &all, d) else { return Ok(None) };
+        let c = self.ring_plan.class_of(res).expect("ring load");
+        let kperm = self.ring_plan.kperm.get(&c).copied();
+        let piece = if kperm.is_some() { v.min(2) } else { v };
+        let bytes = piece as u32 * es;
+        if bytes < 4 {
+            return Ok(None);
+        }
+        let rp = self.get(ptr);
+        let masks = mask.map(|m| self.get(m));
+        let kind = if bytes == 16 { "cg" } else { "ca" };
+        // (`order`: groups of `v` registers, each by its offset along
+        // dimension 0; the mask is constant over a group)
+        for at in (0..order.len()).step_by(piece) {
+            let r0 = order[at];
+            let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
+            let i = match kperm {
+                Some(run) => self.interleaved_row(&i, run),
+                None => i,
+            };
+            let dst = self.wgmma_addr(&j, &i, shape[1], slot, es);
+            let src = self.gaddr(&rp[r0]);
+            match &masks {
+                Some(m) => {
+                    let sz = self.reg(RegClass::R);
+                    self.line(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
+                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes}, {sz};"));
+                }
+                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes};")),
+            }
+        }
+        self.cp_pending.push(res);
+        Ok(Some(slot.to_string()))
     }
 
     /// The mbarrier of the TMA ring slot holding tile value `v` (the slot's

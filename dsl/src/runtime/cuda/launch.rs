@@ -48,7 +48,7 @@ type Key = (
     u32,
     u32,
     bool,
-    (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>, Option<bool>),
+    (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>, Option<bool>, Option<bool>, Option<bool>),
 );
 
 /// The mask bounds of a specialization (`proven_masks::bounds`), found
@@ -151,7 +151,7 @@ pub(crate) fn launch(
             cfg.cluster,
             cfg.programs_per_sm,
             tma,
-            (safety, every_loop, split, proven.clone(), ws, cfg.unroll_pipelined, cfg.rotate_chains),
+            (safety, every_loop, split, proven.clone(), ws, cfg.unroll_pipelined, cfg.rotate_chains, cfg.broadcast_slices, cfg.affine_addresses),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
         if let Some(c) = hit {
@@ -173,7 +173,7 @@ pub(crate) fn launch(
             cluster: cfg.cluster,
             safety,
             slice_layouts: env_flag("FERROTILE_SLICE_LAYOUTS", true),
-            broadcast_slices: env_flag("FERROTILE_BROADCAST_SLICES", false),
+            broadcast_slices: cfg.broadcast_slices.unwrap_or_else(|| env_flag("FERROTILE_BROADCAST_SLICES", false)),
             register_a: env_flag("FERROTILE_REGISTER_A", true),
             unroll_pipelined: cfg.unroll_pipelined.unwrap_or_else(|| env_flag("FERROTILE_UNROLL_PIPELINED", true)),
             split_masks: split,
@@ -194,8 +194,9 @@ pub(crate) fn launch(
             operand_layouts: env_flag("FERROTILE_OPERAND_LAYOUTS", true),
             packed_16bit: env_flag("FERROTILE_PACKED_16BIT", true),
             wide_offsets: env_flag("FERROTILE_WIDE_OFFSETS", true),
-            affine_addresses: env_flag("FERROTILE_AFFINE_ADDRESSES", false),
+            affine_addresses: cfg.affine_addresses.unwrap_or_else(|| env_flag("FERROTILE_AFFINE_ADDRESSES", false)),
             expand_broadcast: env_flag("FERROTILE_EXPAND_BROADCAST", true),
+            column_layouts: env_flag("FERROTILE_COLUMN_LAYOUTS", true),
         };
         let mut pk = ptx_for(spec, &opts)?;
         if pk.smem_bytes > cuda.max_smem_optin {
