@@ -533,7 +533,9 @@ case "${1:-check}" in
     ;;
   s49d)
     # session 49, the decode form's split K summed by the last program of
-    # each tile (no reduction kernel): the quantized-GEMM tests on CUDA,
+    # each tile (no reduction kernel; built at 58c495b only — measured
+    # slower from graphs and removed, so later builds run the reduction
+    # kernel both ways): the quantized-GEMM tests on CUDA,
     # memcheck and racecheck of the decode form, then the library tuned
     # with it on / off (FERROTILE_QUANT_LAST_SUMS) alternated, each into its
     # own cache, and the peers in the same call

@@ -268,8 +268,7 @@ pub(crate) fn check_row_blocks(op: &str, cols: usize, block: usize) -> Result<()
 ///
 /// Lock order: a call that holds both takes [`scratch::tf32_copies`] first,
 /// then [`scratch::workspace`] (a split-K GEMM on tf32 copies, the decode
-/// attention, both backwards), then [`scratch::counters`] (the quantized
-/// decode form); [`scratch::placeholder`] holds its lock only
+/// attention, both backwards); [`scratch::placeholder`] holds its lock only
 /// while it looks up. Taking them the other way round deadlocks against a
 /// concurrent call (the test `scratch_locks_in_one_order`).
 pub(crate) mod scratch {
@@ -431,34 +430,6 @@ pub(crate) mod scratch {
             *guard = Some([a, b]);
         }
         Ok(Workspace { guard })
-    }
-
-    /// Arrival counters of the device and stream (i32, at least `len`),
-    /// held exclusively while the guard lives: zero between launches — a
-    /// kernel whose programs count themselves in (`atomic_add` with
-    /// `AcqRel`) has the last one set its counter back to 0 — and zeroed
-    /// when allocated or grown.
-    pub struct Counters {
-        guard: MutexGuard<'static, Option<Buffer<i32>>>,
-    }
-
-    impl Counters {
-        pub fn buffer(&mut self) -> &mut Buffer<i32> {
-            self.guard.as_mut().expect("counters present")
-        }
-    }
-
-    static COUNTERS: OnceLock<Mutex<Table<Buffer<i32>>>> = OnceLock::new();
-
-    /// The counters of `dev`'s stream (taken after [`workspace`] where a
-    /// call holds both).
-    pub fn counters(dev: &Device, len: usize) -> Result<Counters, LibError> {
-        let mut guard = slot(&COUNTERS, dev).lock().unwrap_or_else(|p| p.into_inner());
-        if guard.as_ref().is_none_or(|c| c.len() < len) {
-            let old = guard.take().map_or(0, |c| c.len());
-            *guard = Some(dev.zeros::<i32>(len.max(old).max(1))?);
-        }
-        Ok(Counters { guard })
     }
 
     /// Whether the workspace of `dev`'s stream `key` holds a buffer.

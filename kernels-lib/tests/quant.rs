@@ -168,8 +168,7 @@ fn wq_gemm_split_k_on_every_device() {
             QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false },
             QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5, decode: false },
             QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false },
-            // (the decode form: the last program of a tile sums its partials
-            // and sets the tile's counter back to 0 for the second call)
+            // (the decode form)
             QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: true },
         ];
         for (i, c) in configs.into_iter().enumerate() {

@@ -1129,7 +1129,7 @@ fn every_quant_tuner_configuration_assembles() {
                 let consts: Vec<i64> = if gemv {
                     vec![bn, bk, bits, g, zeros as i64, split as i64, bias, act]
                 } else if decode {
-                    vec![bn, bm, bk, bits, g, zeros as i64, split as i64, even, bias, act, split as i64]
+                    vec![bn, bm, bk, bits, g, zeros as i64, split as i64, even, bias, act]
                 } else {
                     vec![bm, bn, bk, bits, g, zeros as i64, split as i64, even, bias, act]
                 };

@@ -657,7 +657,7 @@ fn emit_lib(args: &[String]) {
 
 /// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: the library's decode form
 /// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 group 128 or `GROUP`, zero
-/// points, split K summed by the last program, `EVEN`), unguarded, with the options its launch takes:
+/// points, split K, `EVEN`), unguarded, with the options its launch takes:
 /// operand layouts, broadcast slices and affine addresses on
 /// (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
 /// `FERROTILE_AFFINE_ADDRESSES=0`: off).
@@ -668,9 +668,7 @@ fn emit_decode(args: &[String]) {
     let (t, warps, stages, sm) = emit_args(args);
     let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
     let group = std::env::var("GROUP").ok().and_then(|g| g.parse().ok()).unwrap_or(128);
-    // (`LAST_SUMS=0`: the partials summed by the reduction kernel)
-    let last = !std::env::var("LAST_SUMS").is_ok_and(|v| v == "0") as i64;
-    let spec = specialize(k, &[t[0], t[1], t[2], 4, group, 1, 1, 1, 0, 0, last], &[ferrotile::ir::DType::BF16]).unwrap();
+    let spec = specialize(k, &[t[0], t[1], t[2], 4, group, 1, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
     let on = |v: &str| std::env::var(v).map_or(true, |v| v != "0");
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],

@@ -211,14 +211,6 @@ pub fn wq_gemv_kernel<
 /// `[BK, BM]` slice of `x` is staged. Grid: `(n / BN, m / BM, splits)`;
 /// `SPLIT`, `EVEN`, `HAS_BIAS`, `ACT` and the packing as in
 /// [`wq_gemm_kernel`] (`EVEN`: K a multiple of `BK`, N of `BN`).
-///
-/// With `SPLIT` and `LAST_SUMS`, no reduction kernel follows: each program
-/// writes its partial, counts itself in on its tile's counter
-/// (`counters[tile]`, zero before the launch, an `AcqRel` atomic), and the
-/// program that arrives last sums the tile's partials in split order — the
-/// result does not depend on who came last —, runs the epilogue, writes
-/// `out` and sets the counter back to 0. (WGSL cannot order memory
-/// between programs: there the reduction kernel runs.)
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn wq_decode_kernel<
@@ -233,7 +225,6 @@ pub fn wq_decode_kernel<
     const EVEN: bool,
     const HAS_BIAS: bool,
     const ACT: i32,
-    const LAST_SUMS: bool,
 >(
     x: Ptr<T>,
     qweight: Ptr<i32>,
@@ -242,7 +233,6 @@ pub fn wq_decode_kernel<
     out: Ptr<T>,
     ws: Ptr<f32>,
     bias: Ptr<T>,
-    counters: Ptr<i32>,
     m: i32,
     n: i32,
     k: i32,
@@ -303,22 +293,6 @@ pub fn wq_decode_kernel<
         let mn = (m as i64) * (n as i64);
         let at = expand_dims((rm as i64) * (n as i64), 0) + expand_dims(rn as i64, 1);
         store(ws + (program_id(2) as i64) * mn + at, acc, ok);
-        if LAST_SUMS {
-            let tile = program_id(0) + program_id(1) * num_programs(0);
-            let arrived = atomic_add(counters + tile, 1, None, AcqRel);
-            if arrived == num_programs(2) - 1 {
-                let mut o = zeros([BN, BM], f32);
-                for split in 0..num_programs(2) {
-                    o += load(ws + (split as i64) * mn + at, ok, 0.0);
-                }
-                if HAS_BIAS {
-                    o = o + expand_dims(load(bias + rn, n_in, 0.0) as f32, 1);
-                }
-                o = activation(o, ACT);
-                store(dst, o as T, ok);
-                store(counters + tile, 0);
-            }
-        }
     } else {
         let mut o = acc;
         if HAS_BIAS {

@@ -918,18 +918,7 @@ fn launch<T: FloatElement>(
         // through shared memory with two barriers a step; the words'
         // addresses as one root plus immediates)
         let cfg = cfg.broadcast_slices(true).affine_addresses(true);
-        // split K: with `FERROTILE_QUANT_LAST_SUMS=1`, the last program of
-        // each tile sums the partials (no reduction kernel), where the
-        // backend orders memory between programs (not WGSL). Off by
-        // default: from CUDA graphs it ran 2–7 % slower than the reduction
-        // kernel on every decode shape — each program's release fence
-        // costs more than the second launch — and level back to back
-        // (H100, session 49); it saves ~4 µs of host time per call.
-        let last_sums = split && dev.kind() != ferrotile::DeviceKind::Wgpu && std::env::var("FERROTILE_QUANT_LAST_SUMS").as_deref() == Ok("1");
-        let tiles = (grid[0] as usize) * (grid[1] as usize);
-        let mut counters = crate::scratch::counters(dev, if last_sums { tiles } else { 1 })?;
-        // SAFETY: see `UNCHECKED` above (the same accesses, transposed);
-        // the counters at `program_id(0) + program_id(1)·grid[0] < tiles`
+        // SAFETY: see `UNCHECKED` above (the same accesses, transposed)
         unsafe {
             wq_decode_kernel::launch_unchecked(
                 dev,
@@ -941,7 +930,6 @@ fn launch<T: FloatElement>(
                 out,
                 ws.buffer(),
                 epi.bias,
-                counters.buffer(),
                 mi,
                 ni,
                 ki,
@@ -958,11 +946,7 @@ fn launch<T: FloatElement>(
                 even,
                 epi.has_bias,
                 epi.act,
-                last_sums,
             )?;
-        }
-        if last_sums {
-            return Ok(());
         }
     } else {
         // SAFETY: see `UNCHECKED` above
