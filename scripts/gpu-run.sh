@@ -550,6 +550,21 @@ case "${1:-check}" in
     step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
     grep -E "^=== |FAILED|panicked|ERROR SUMMARY|RACECHECK SUMMARY|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | tail -80
     ;;
+  s49e)
+    # session 49: deeper pipelines and other grids for the decode form
+    # (latency-bound at M = 1), forced, next to the tuned pick
+    CF=${2:-16x64x128x4x2x4xD,16x64x128x4x3x4xD,16x64x128x4x3x8xD,16x64x128x4x4x4xD,16x64x128x4x4x8xD,16x256x64x8x3x8xD,16x256x64x8x4x8xD,16x128x64x8x4x8xD,16x256x64x8x3x4xD}
+    step forced 300 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192,1x4096x14336 --lib-configs $CF
+    grep -E "^=== |FAILED|panicked|^library" "$L" | sed 's/QuantConfig //' | tail -40
+    ;;
+  s49f)
+    # what the decode form's warps wait on (stall reasons per issued
+    # instruction), the tuned M = 1 tile and the 16-row GEMM tile it replaced
+    for P in ${2:-16x64x128x4x2x4xD 16x128x128x4x2x8}; do
+      step "ncu_$P" 120 ncu --clock-control none --cache-control none --kernel-name regex:'wq_(decode|gemm)' --launch-skip 20 --launch-count 1 --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active' $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192 --lib-configs $P
+    done
+    grep -E "^=== |stalled|duration|issue_active" "$L" | awk '$NF+0 > 0.05 || /===|duration|issue_active/' | cut -c1-150 | tail -70
+    ;;
   s48)
     # session 48 in one call (a short device budget), most decisive first:
     # the CUDA conformance suite (default: the swizzled slot offsets
