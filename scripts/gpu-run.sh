@@ -565,6 +565,25 @@ case "${1:-check}" in
     done
     grep -E "^=== |stalled|duration|issue_active" "$L" | awk '$NF+0 > 0.05 || /===|duration|issue_active/' | cut -c1-150 | tail -70
     ;;
+  s49g)
+    # session 49: loops whose dot reads an A computed in the iteration
+    # rotated (rotate_chains' ComputedA: the MMAs of one step run while
+    # the next A is computed) — the CUDA conformance suite and the
+    # quantized-GEMM tests with it (the default), then forced decode tiles
+    # and the user suite's norm_matmul with FERROTILE_ROTATE_CHAINS=0 / 1
+    # alternated twice
+    export FERROTILE_TEST_DEVICES=cuda
+    step conformance 100 $D/conformance_cuda --nocapture
+    step quant_tests 100 $D/quant --nocapture
+    CF=${2:-16x64x128x4x2x4xD,16x256x64x8x2x8xD,16x64x128x4x1x4xD,16x256x64x8x1x8xD}
+    for r in 1 2; do
+      for rot in 0 1; do
+        FERROTILE_ROTATE_CHAINS=$rot step "decode_rot${rot}_$r" 60 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192 --lib-configs $CF
+        FERROTILE_ROTATE_CHAINS=$rot step "nm_rot${rot}_$r" 25 $D/user-suite --device cuda --only norm_matmul
+      done
+    done
+    grep -E "^=== |conformance on|FAILED|panicked|test result|^library|norm_matmul" "$L" | sed 's/QuantConfig //' | cut -c1-200 | tail -60
+    ;;
   s48)
     # session 48 in one call (a short device budget), most decisive first:
     # the CUDA conformance suite (default: the swizzled slot offsets

@@ -658,9 +658,9 @@ fn emit_lib(args: &[String]) {
 /// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: the library's decode form
 /// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 group 128 or `GROUP`, zero
 /// points, split K, `EVEN`), unguarded, with the options its launch takes:
-/// operand layouts, broadcast slices and affine addresses on
-/// (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
-/// `FERROTILE_AFFINE_ADDRESSES=0`: off).
+/// operand layouts, broadcast slices, affine addresses and rotated loops
+/// on (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
+/// `FERROTILE_AFFINE_ADDRESSES=0` / `FERROTILE_ROTATE_CHAINS=0`: off).
 fn emit_decode(args: &[String]) {
     use ferrotile::ir::passes::guard::{guarded_params, Safety};
     use ferrotile::ir::specialize;
@@ -677,6 +677,7 @@ fn emit_decode(args: &[String]) {
         broadcast_slices: on("FERROTILE_BROADCAST_SLICES"),
         affine_addresses: on("FERROTILE_AFFINE_ADDRESSES"),
         operand_layouts: on("FERROTILE_OPERAND_LAYOUTS"),
+        rotate_chains: on("FERROTILE_ROTATE_CHAINS"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     print_ptx(&spec, &opts);
