@@ -568,7 +568,9 @@ case "${1:-check}" in
   s49g)
     # session 49: loops whose dot reads an A computed in the iteration
     # rotated (rotate_chains' ComputedA: the MMAs of one step run while
-    # the next A is computed) — the CUDA conformance suite and the
+    # the next A is computed; built at 91cad83 only — measured level on the
+    # decode form and 16 % slower on norm_matmul, reverted, so later builds
+    # run the same code both ways) — the CUDA conformance suite and the
     # quantized-GEMM tests with it (the default), then forced decode tiles
     # and the user suite's norm_matmul with FERROTILE_ROTATE_CHAINS=0 / 1
     # alternated twice

@@ -10,7 +10,7 @@
 //! read tiles the rest of the body reads too.
 
 use ferrotile::__private::Arg;
-use ferrotile::ir::passes::rotate_chains::{count, rotate_chains, Link};
+use ferrotile::ir::passes::rotate_chains::{count, rotate_chains};
 use ferrotile::ir::{specialize, verify::verify, DType, Kernel, OpKind};
 use ferrotile::prelude::*;
 use ferrotile::Device;
@@ -39,33 +39,12 @@ pub fn chain2<T: Float, const BM: i32, const BK: i32, const BN: i32>(a: Ptr<T>, 
     store(o + expand_dims(rm * BN, 1) + expand_dims(rn, 0), acc, m_ok);
 }
 
-/// `acc = 1 + Σ_j dot((a_j ∘ s_j) as T, b_j, acc)`: the A of each step
-/// computed element by element (a scaled, dequantized or normalized
-/// operand), no chain — every `st`-th block of `BK` columns.
-#[kernel]
-pub fn scaled_a<T: Float, const BM: i32, const BK: i32, const BN: i32>(a: Ptr<T>, s: Ptr<T>, b: Ptr<T>, o: Ptr<f32>, m: i32, steps: i32, st: i32) {
-    let rm = program_id(0) * BM + arange(0, BM);
-    let rk = arange(0, BK);
-    let rn = arange(0, BN);
-    let kk = steps * BK;
-    let m_ok = expand_dims(rm < m, 1);
-    let mut acc = full([BM, BN], 1.0, f32);
-    for j in (0..steps).step_by(st) {
-        let cols = j * BK + rk;
-        let at = load(a + expand_dims(rm * kk, 1) + expand_dims(cols, 0), m_ok, 0.0);
-        let p = at * expand_dims(load(s + cols), 0);
-        let bt = load(b + expand_dims(cols * BN, 1) + expand_dims(rn, 0));
-        acc = dot(p, bt, acc);
-    }
-    store(o + expand_dims(rm * BN, 1) + expand_dims(rn, 0), acc, m_ok);
-}
-
 fn rotated(k: &Kernel) -> Kernel {
     let mut r = k.clone();
-    assert_eq!(count(k, &|_, _| true), 1, "one loop qualifies:\n{}", k.to_text());
-    assert_eq!(rotate_chains(&mut r, &|_, _| true), 1);
+    assert_eq!(count(k, &|_| true), 1, "one loop qualifies:\n{}", k.to_text());
+    assert_eq!(rotate_chains(&mut r, &|_| true), 1);
     verify(&r).unwrap_or_else(|e| panic!("does not verify: {e:?}\n{}", r.to_text()));
-    assert_eq!(count(&r, &|_, _| true), 0, "a rotated loop does not qualify again");
+    assert_eq!(count(&r, &|_| true), 0, "a rotated loop does not qualify again");
     r
 }
 
@@ -186,23 +165,23 @@ fn two_dot_chain_runs_zero_one_or_many_times() {
 fn loops_without_a_chain_are_left_alone() {
     let g = ferrotile_kernels::gemm::gemm_kernel::ir();
     let spec = specialize(g, &[32, 16, 16, 2, 0, 0, 0, 0], &[DType::BF16, DType::F32]).unwrap();
-    assert_eq!(count(&spec, &|_, _| true), 0, "a GEMM's K loop has one dot");
+    assert_eq!(count(&spec, &|_| true), 0, "a GEMM's K loop has one dot");
     // the library's forward is rotated by hand already: its P·V reads the
     // carried P of the previous block, not a dot of this iteration
     let f = ferrotile_kernels::attention::attention_fwd_overlap::ir();
     let spec = specialize(f, &[64, 32, 64, 1, 1, 0, 1, 1], &[DType::BF16]).unwrap();
-    assert_eq!(count(&spec, &|_, _| true), 0, "the hand-rotated loop");
+    assert_eq!(count(&spec, &|_| true), 0, "the hand-rotated loop");
     // the backward's loops read Q, dO (dK/dV) and K (dQ) in both of their
     // dots' chains: rotated, each would be loaded twice per iteration
     use ferrotile_kernels::attention::{attention_bwd_dkdv, attention_bwd_dq};
     let dkdv = specialize(attention_bwd_dkdv::ir(), &[64, 64, 64, 1, 0, 0, 0, 0], &[DType::BF16]).unwrap();
     let dq = specialize(attention_bwd_dq::ir(), &[64, 64, 64, 1, 0, 0], &[DType::BF16]).unwrap();
-    assert_eq!((count(&dkdv, &|_, _| true), count(&dq, &|_, _| true)), (0, 0), "tiles read by both stages");
+    assert_eq!((count(&dkdv, &|_| true), count(&dq, &|_| true)), (0, 0), "tiles read by both stages");
     // the library's forward in source order (`OV = 0`) is rotated
     let fwd = specialize(ferrotile_kernels::attention::attention_fwd::ir(), &[128, 64, 64, 1, 1, 0, 1, 1], &[DType::BF16]).unwrap();
-    assert_eq!(count(&fwd, &|_, _| true), 1);
+    assert_eq!(count(&fwd, &|_| true), 1);
     // and only chains the caller accepts (the PTX backend: those on `wgmma`)
-    assert_eq!(count(&fwd, &|_, _| false), 0);
+    assert_eq!(count(&fwd, &|_| false), 0);
 }
 
 /// The PTX backend rotates a chain only where its dots run on `wgmma`
@@ -295,103 +274,5 @@ fn steps_that_are_not_positive_run_nothing() {
             assert!(want.iter().all(|&v| v != 1.0), "step {st}: some iterations");
         }
         assert_eq!(bits(&got), bits(&want), "step {st}");
-    }
-}
-
-/// A loop whose `dot` reads an A computed element by element in the
-/// iteration qualifies as `Link::ComputedA` (not as a chain): rotated, the
-/// computed A is carried into the next iteration, where the `dot` is
-/// issued first; the rotated kernel verifies and computes bit-identical
-/// results for zero, one and several steps and for steps ≤ 0.
-#[test]
-fn computed_a_operands_rotate_and_compute_the_same() {
-    let dev = Device::cpu();
-    let (bm, bk, bn) = (16usize, 16usize, 32usize);
-    let spec = specialize(scaled_a::ir(), &[bm as i64, bk as i64, bn as i64], &[DType::F16]).unwrap();
-    assert_eq!(count(&spec, &|_, l| l == Link::Chained), 0, "no chain");
-    assert_eq!(count(&spec, &|_, l| l == Link::ComputedA), 1, "a computed A");
-    let rot = rotated(&spec);
-    // the rotated body issues the dot first, then computes the next A
-    let mut order = None;
-    rot.walk(&mut |op| {
-        if let OpKind::For { body, .. } = &op.kind {
-            let dot = body.ops.iter().position(|o| matches!(o.kind, OpKind::Dot { .. }));
-            let product = body.ops.iter().position(|o| {
-                matches!(o.kind, OpKind::Binary { op: ferrotile::ir::BinOp::Mul, .. })
-                    && o.results.first().is_some_and(|r| rot.ty(*r).dtype() == Some(DType::F16))
-            });
-            order = Some((dot, product));
-        }
-    });
-    let (Some((Some(dot), Some(product))),) = (order,) else { panic!("a loop with a dot and the next A's product:\n{}", rot.to_text()) };
-    assert!(dot < product, "the dot comes before the next A's product:\n{}", rot.to_text());
-    let m = 21usize;
-    for (steps, st) in [(0usize, 1i32), (1, 1), (2, 1), (5, 1), (5, 2), (3, 0), (3, -1)] {
-        let kk = steps * bk;
-        let mut x = 7u32;
-        let mut gen = |len: usize| -> Vec<f16> {
-            (0..len.max(1))
-                .map(|_| {
-                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-                    f16::from_f32(((x >> 16) % 64) as f32 / 64.0 - 0.5)
-                })
-                .collect()
-        };
-        let (a, sc, b) = (gen(m * kk), gen(kk), gen(kk * bn));
-        let run = |k: &Kernel| -> Vec<f32> {
-            let (ab, sb, bb) = (dev.from_slice(&a).unwrap(), dev.from_slice(&sc).unwrap(), dev.from_slice(&b).unwrap());
-            let mut o = dev.full(m * bn, f32::NAN).unwrap();
-            let args = vec![
-                Arg::buffer(&ab),
-                Arg::buffer(&sb),
-                Arg::buffer(&bb),
-                Arg::buffer_mut(&mut o),
-                Arg::scalar(m as i32),
-                Arg::scalar(steps as i32),
-                Arg::scalar(st),
-            ];
-            ferrotile::runtime::run_interpreted(k, &dev, [m.div_ceil(bm) as u32, 1, 1], &args).unwrap();
-            drop(args);
-            o.to_vec().unwrap()
-        };
-        let (want, got) = (run(&spec), run(&rot));
-        assert_eq!(bits(&got), bits(&want), "{steps} steps of {st}: the rotated loop computes what the loop did");
-    }
-}
-
-/// The library's W4A16 decode form on sm_90: its dequantized weights are
-/// `wgmma`'s register A, so the PTX backend rotates its K loop (the MMAs
-/// of one step run while the next step's weights are loaded and
-/// dequantized: no wait right after the commit) — with operand layouts
-/// only; without, nothing is rotated.
-#[test]
-fn ptx_rotates_the_decode_forms_register_a_loop() {
-    use ferrotile::ir::passes::Safety;
-    use ferrotile_backends::ptx::{emit, PtxOptions};
-    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
-    let spec = specialize(k, &[64, 16, 128, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
-    for (oplay, want) in [(true, 1), (false, 0)] {
-        let o = PtxOptions {
-            arg_div: vec![16; k.params.len()],
-            pipeline: 1,
-            safety: Safety::Unchecked,
-            operand_layouts: oplay,
-            broadcast_slices: true,
-            rotate_chains: true,
-            ..PtxOptions::new(90, 4, k.params.len())
-        };
-        let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(p.rotated_loops, want, "operand layouts {oplay}");
-        if want == 1 {
-            assert!(p.operand_layouts > 0, "the weights are register A");
-            let lines: Vec<&str> = p.text.lines().collect();
-            let commit = lines.iter().position(|l| l.contains("wgmma.commit_group")).unwrap();
-            let wait = commit + lines[commit..].iter().position(|l| l.contains("wgmma.wait_group")).unwrap();
-            assert!(wait - commit > 100, "the first MMAs are waited for {} lines after their commit", wait - commit);
-            if let Some(ptxas) = ferrotile_backends::ptxas::find_or_skip() {
-                let r = ferrotile_backends::ptxas::assemble(&ptxas, &p.text, 90).unwrap_or_else(|e| panic!("ptxas: {e}"));
-                assert_eq!(r.spill_stores, 0, "{}", r.log);
-            }
-        }
     }
 }

@@ -512,7 +512,7 @@ fn computed_a_layouts(k: &Kernel, mma: &HashMap<Vec<u32>, MmaGrid>, taken: &Hash
         let (Some(sa), Some(sb), Some(so)) = (dims(*a), dims(*b), dims(op.results[0])) else { return };
         bad.insert(sb);
         bad.insert(so.clone());
-        if !computed_operand(*a, &def, &carried) {
+        if !def.get(a).is_some_and(|kind| kind.is_elementwise()) {
             bad.insert(sa);
             return;
         }
@@ -532,25 +532,6 @@ fn computed_a_layouts(k: &Kernel, mma: &HashMap<Vec<u32>, MmaGrid>, taken: &Hash
         }
     });
     want.into_iter().filter_map(|(s, l)| Some((s, l?))).filter(|(s, _)| !bad.contains(s) && !mma.contains_key(s) && !taken.contains_key(s)).collect()
-}
-
-/// Whether `v` is computed element by element: by an elementwise op, or
-/// carried by a loop whose initial and yielded values both are (a rotated
-/// loop's A, `rotate_chains`' `Link::ComputedA`).
-fn computed_operand(v: V, def: &HashMap<V, &OpKind>, carried: &HashMap<V, Vec<V>>) -> bool {
-    let mut stack = vec![v];
-    let mut seen = HashSet::new();
-    while let Some(x) = stack.pop() {
-        if !seen.insert(x) {
-            continue;
-        }
-        match (carried.get(&x), def.get(&x)) {
-            (Some(src), _) => stack.extend(src),
-            (None, Some(kind)) if kind.is_elementwise() => {}
-            _ => return false,
-        }
-    }
-    true
 }
 
 /// Assign layouts for `k` (see the module documentation). `enable_mma`
@@ -588,19 +569,13 @@ pub fn plan(
     let mut operand: HashMap<Vec<u32>, Blocked> = HashMap::new();
     // (an operand computed element by element: fed from registers where
     // `operand_layouts` gives its shape the fragments' layout)
-    let mut def: HashMap<V, &OpKind> = HashMap::new();
-    let mut carried: HashMap<V, Vec<V>> = HashMap::new();
+    let mut def: HashMap<V, bool> = HashMap::new();
     k.walk(&mut |op| {
         for r in &op.results {
-            def.insert(*r, &op.kind);
-        }
-        if let OpKind::For { inits, body, .. } = &op.kind {
-            for (i, init) in inits.iter().enumerate() {
-                carried.insert(body.args[1 + i], vec![*init, body.yields()[i]]);
-            }
+            def.insert(*r, op.kind.is_elementwise());
         }
     });
-    let computed = |v: V| computed_operand(v, &def, &carried);
+    let computed = |v: V| def.get(&v).copied().unwrap_or(false);
     k.walk(&mut |op| {
         let OpKind::Dot { a, b, precision, .. } = &op.kind else { return };
         let dims = |v: V| -> Option<Vec<u32>> { k.ty(v).shape().iter().map(|d| d.known().map(|x| x as u32)).collect() };

@@ -39,17 +39,13 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // keep every `view(..)` op and the values it reads, so `tma_views` stays valid.)
     // (the layout plan of the kernel as written: which dots run on
     // `wgmma`, for the TMA choice and the chained-dot rotation)
-    // (a B read along K counts as K-major, as in the plan after the
-    // passes: the decode form's narrow `xᵀ` takes `wgmma` only so)
-    let pre_facts = if o.rotate_chains && o.operand_layouts { axis::analyze_all(k, &o.arg_div, &o.arg_one) } else { HashMap::new() };
-    let pre_along_k = |p: V| pre_facts.get(&p).is_some_and(|f| f.dims.len() == 2 && f.dim(0).contig > 1 && f.dim(1).contig == 1);
     let pre_layouts = (o.rotate_chains || !tma_views.is_empty()).then(|| {
         assign::plan(
             k,
             o.num_warps,
             o.mma,
             o.wgmma && o.sm >= 90,
-            &async_copy::kmajor_b_sources(k, &tma_views, &pre_along_k),
+            &async_copy::kmajor_b_sources(k, &tma_views, &|_| false),
             o.mma_i8,
             o.register_operands,
             o.operand_layouts,
@@ -71,10 +67,7 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     // is synchronous, and its register-A path wants the chained dot's
     // operand from the same iteration — measured: a rotated `mma.sync`
     // dQ loop of the attention backward ran 1.7× slower)
-    // (a computed A only where it is fed from registers: `operand_layouts`)
-    let on_wgmma = |s: &[u32], link: passes::rotate_chains::Link| {
-        pre_layouts.as_ref().is_some_and(|p| p.mma(s).is_some_and(|g| g.wgmma)) && (link == passes::rotate_chains::Link::Chained || o.operand_layouts)
-    };
+    let on_wgmma = |s: &[u32]| pre_layouts.as_ref().is_some_and(|p| p.mma(s).is_some_and(|g| g.wgmma));
     let rotate: Option<passes::rotate_chains::Accept> = o.rotate_chains.then_some(&on_wgmma);
     let rotated = rotate.map_or(0, |a| passes::rotate_chains::count(k, a));
     let k = &*passes::run(

@@ -138,7 +138,7 @@ impl<'a> PassOptions<'a> {
             pipeline_every_loop: false,
             split_masks: false,
             branch_masks: gpu_pipeline_depth > 0,
-            rotate_chains: (gpu_pipeline_depth > 0).then_some(&|_: &[u32], _| true),
+            rotate_chains: (gpu_pipeline_depth > 0).then_some(&|_: &[u32]| true),
             // (one thread: every value large enough in any launch is rewritten)
             remat_widened: (gpu_pipeline_depth > 0).then_some(1),
             proven_masks: &[],

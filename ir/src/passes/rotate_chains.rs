@@ -60,28 +60,10 @@ use super::build::{like, new_value, Copier, Emit};
 use crate::ir::*;
 use std::collections::{HashMap, HashSet};
 
-/// Why a `dot` qualifies for the rotation ([`Accept`] is asked with it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Link {
-    /// An operand is computed from another `dot` of the same iteration
-    /// (attention's P·V).
-    Chained,
-    /// Its A is computed element by element in the iteration (not loaded,
-    /// not another dot's result: a dequantized weight tile, a normalized
-    /// activation), at a shape other than the result's — the operand a
-    /// backend may feed from registers. Rotated, the `dot` of iteration
-    /// `j` is issued first in iteration `j + 1`, A carried in registers,
-    /// and runs while that iteration loads and computes the next A: in
-    /// source order its MMAs are waited for right after they are issued,
-    /// since the next iteration rewrites the registers they read.
-    ComputedA,
-}
-
-/// Which dots may be rotated, by their result's shape and why they
-/// qualify ([`Link`]): the PTX backend accepts those it runs on `wgmma`
-/// (asynchronous — where the rotation pays; `ComputedA` only where the
-/// computed A is fed from registers), the interpreter every one.
-pub type Accept<'a> = &'a dyn Fn(&[u32], Link) -> bool;
+/// Which chained dots may be rotated, by their result's shape: the PTX
+/// backend accepts those it runs on `wgmma` (asynchronous — where the
+/// rotation pays), the interpreter every one.
+pub type Accept<'a> = &'a dyn Fn(&[u32]) -> bool;
 
 /// Rotate every qualifying loop of `k` whose chained dots `accept` takes
 /// (module doc); how many were.
@@ -229,37 +211,14 @@ fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Pla
         let acc_from_xc = acc == x_c || def.get(&acc).is_some_and(|&j| anc[j].1.contains(&x_c));
         // an operand computed from another dot of this iteration
         let chained = [a, b].iter().any(|v| def.get(v).is_some_and(|&j| is_dot(j) || anc[j].0.iter().any(|&i| is_dot(i))));
-        // or A computed element by element here, at a shape of its own
-        let computed_a = def.get(&a).is_some_and(|&j| ops[j].kind.is_elementwise()) && k.ty(a).shape() != k.ty(r).shape();
-        let link = if chained {
-            Some(Link::Chained)
-        } else if computed_a {
-            Some(Link::ComputedA)
-        } else {
-            None
-        };
         let shape: Option<Vec<u32>> = k.ty(r).shape().iter().map(|d| d.known().map(|x| x as u32)).collect();
-        if let (true, Some(l), Some(s)) = (acc_from_xc, link, shape) {
-            if accept(&s, l) {
-                dots.push((d, slots[0], l));
-            }
+        if acc_from_xc && chained && shape.is_some_and(|s| accept(&s)) {
+            dots.push((d, slots[0]));
         }
     }
     if dots.is_empty() {
         return None;
     }
-    // (their computed A operands — `Link::ComputedA` —: carried, not
-    // recomputed in stage 1)
-    let held: Vec<V> = dots
-        .iter()
-        .filter(|d| d.2 == Link::ComputedA)
-        .map(|&(d, _, _)| match ops[d].kind {
-            OpKind::Dot { a, .. } => a,
-            _ => unreachable!(),
-        })
-        .collect();
-    let only_computed = held.len() == dots.len();
-    let dots: Vec<(usize, usize)> = dots.into_iter().map(|(d, s, _)| (d, s)).collect();
     // a value stage 1 can recompute: iv, loop-invariant, or a recomputable
     // op of such values
     let mut memo: HashMap<V, bool> = HashMap::new();
@@ -286,13 +245,6 @@ fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Pla
     }
     while let Some(v) = todo.pop() {
         if v == iv {
-            continue;
-        }
-        // (a computed A is the point: carried, its work stays in stage 0)
-        if held.contains(&v) {
-            if !carried.contains(&v) {
-                carried.push(v);
-            }
             continue;
         }
         match def.get(&v) {
@@ -323,9 +275,8 @@ fn plan(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<Pla
     let (a1, a2) = (a[..cut].to_vec(), a[cut..].to_vec());
     let mut stage1: Vec<usize> = stage1.into_iter().collect();
     stage1.sort();
-    // (nothing to overlap when no stage-0 dot is issued before the chained
-    // ones — but a computed A's next tile, computed under the MMAs)
-    if a1.is_empty() && !only_computed {
+    // (nothing to overlap when no stage-0 dot is issued before the chained ones)
+    if a1.is_empty() {
         return None;
     }
     Some(Plan { dots, stage1, carried, a1, a2, b })
