@@ -160,6 +160,11 @@ pub fn cases() -> Vec<Case> {
         case!("causal_conv1d", "a user's causal depthwise convolution along the sequence with SiLU (Mamba's short convolution)", user::causal_conv1d),
         case!("transpose", "a user's tiled transpose: trans of a loaded tile and of its mask", user::transpose),
         case!(
+            "colmajor",
+            "a user's affine map over a column-major matrix (every access along dimension 0: read in columns), column sums and row maxima (f32, bf16)",
+            user::colmajor
+        ),
+        case!(
             "func_gemm",
             "#[func]s in another module: a GEMM's tile pointers and masks (a tuple), bias + activation (functions calling functions), a dtype-generic cast, a store",
             funcs::gemm

@@ -286,6 +286,92 @@ pub fn causal_conv1d(dev: &Device, seed: u64) -> R {
     causal_conv1d_t::<bf16>(dev, seed ^ 1, 1e-2)
 }
 
+/// A user's affine map over a column-major matrix (`x[i, j]` at `i + j·ld`,
+/// as Fortran, BLAS and a transposed PyTorch tensor store it): `y = x ∘
+/// s[j] + b[i]`, written column-major too, with each program's column
+/// sums (`colsum[pid0, j] = Σ_i y[i, j]` over its rows) and row maxima
+/// (`rowmax[pid1, i]`). Every access of the `[BM, BN]` tiles runs along
+/// dimension 0: the PTX backend reads them in columns (a vector along
+/// the rows per thread), and the reductions run along both dimensions of
+/// that layout.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_colmajor<T: Float, const BM: i32, const BN: i32>(
+    x: Ptr<T>,
+    s: Ptr<T>,
+    b: Ptr<T>,
+    y: Ptr<T>,
+    colsum: Ptr<f32>,
+    rowmax: Ptr<f32>,
+    m: i32,
+    n: i32,
+    ld: i32,
+) {
+    let i = program_id(0) * BM + arange(0, BM);
+    let j = program_id(1) * BN + arange(0, BN);
+    let ok = expand_dims(i < m, 1) & expand_dims(j < n, 0);
+    let at = expand_dims(i as i64, 1) + expand_dims((j as i64) * (ld as i64), 0);
+    let v = load(x + at, ok, 0.0) as f32;
+    let yv = v * expand_dims(load(s + j, j < n, 0.0) as f32, 0) + expand_dims(load(b + i, i < m, 0.0) as f32, 1);
+    store(y + at, yv as T, ok);
+    store(colsum + (program_id(0) as i64) * (n as i64) + (j as i64), sum(select(ok, yv, 0.0), axis = 0), j < n);
+    store(rowmax + (program_id(1) as i64) * (m as i64) + (i as i64), max(select(ok, yv, -3.0e38), axis = 1), i < m);
+}
+
+fn colmajor_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    for &(m, n, ld, bm, bn) in
+        &[(1usize, 1usize, 1usize, 16i32, 16i32), (37, 21, 40, 32, 16), (130, 70, 136, 64, 32), (64, 64, 64, 64, 64), (200, 9, 208, 128, 8)]
+    {
+        let c = Ctx::new("colmajor", seed, format!("{} {m}x{n} ld={ld} {bm}x{bn}", T::DTYPE));
+        // (values on a coarse grid: the products and the sums of up to
+        // a block's rows are exact in f32, so every order agrees)
+        let grid = |rng: &mut Rng| (rng.below(33) as f64 - 16.0) / 8.0;
+        let xs: Vec<T> = (0..ld * (n - 1) + m).map(|_| T::from_f64(grid(&mut rng))).collect();
+        let ss: Vec<T> = (0..n).map(|_| T::from_f64(grid(&mut rng))).collect();
+        let bs: Vec<T> = (0..m).map(|_| T::from_f64(grid(&mut rng))).collect();
+        let (gm, gn) = (m.div_ceil(bm as usize), n.div_ceil(bn as usize));
+        let mut y = poisoned::<T>(dev, ld * (n - 1) + m + PAD)?;
+        let (mut cs, mut rm) = (poisoned::<f32>(dev, gm * n + PAD)?, poisoned::<f32>(dev, gn * m + PAD)?);
+        let cfg = LaunchConfig::new([gm as u32, gn as u32, 1]).num_warps(4);
+        c.launch(k_colmajor::launch(
+            dev,
+            cfg,
+            &upload(dev, &xs)?,
+            &upload(dev, &ss)?,
+            &upload(dev, &bs)?,
+            &mut y,
+            &mut cs,
+            &mut rm,
+            m as i32,
+            n as i32,
+            ld as i32,
+            bm,
+            bn,
+        ))?;
+        let f = |i: usize, j: usize| xs[i + j * ld].to_f64() * ss[j].to_f64() + bs[i].to_f64();
+        // (y rounds to T; the gaps between columns stay poisoned)
+        let got = download(&y)?;
+        let want_y: Vec<f64> = (0..m * n).map(|p| T::round(f(p % m, p / m)).to_f64()).collect();
+        let got_y: Vec<T> = (0..m * n).map(|p| got[p % m + (p / m) * ld]).collect();
+        check_float_exact(&c, "y", &got_y, &want_y, &|p| format!("y[{}, {}]", p % m, p / m))?;
+        for j in 0..n.saturating_sub(1) {
+            check_pad(&c, "y (between columns)", &got[j * ld + m..(j + 1) * ld], 0)?;
+        }
+        let want_cs: Vec<f64> = (0..gm * n).map(|p| (p / n * bm as usize..((p / n + 1) * bm as usize).min(m)).map(|i| f(i, p % n)).sum()).collect();
+        check_float_exact(&c, "colsum", &download(&cs)?[..gm * n], &want_cs, &|p| format!("row block {}, column {}", p / n, p % n))?;
+        let want_rm: Vec<f64> =
+            (0..gn * m).map(|p| (p / m * bn as usize..((p / m + 1) * bn as usize).min(n)).map(|j| f(p % m, j)).fold(f64::NEG_INFINITY, f64::max)).collect();
+        check_float_exact(&c, "rowmax", &download(&rm)?[..gn * m], &want_rm, &|p| format!("column block {}, row {}", p / m, p % m))?;
+    }
+    Ok(())
+}
+
+pub fn colmajor(dev: &Device, seed: u64) -> R {
+    colmajor_t::<f32>(dev, seed)?;
+    colmajor_t::<bf16>(dev, seed ^ 1)
+}
+
 /// `y = xᵀ` for a `rows × cols` matrix, one `B × B` tile per program.
 #[kernel]
 pub fn k_transpose<T: Float, const B: i32>(x: Ptr<T>, y: Ptr<T>, rows: i32, cols: i32) {

@@ -1,0 +1,61 @@
+//! Column layouts (`ferrotile_backends::ptx::assign::load_columns`,
+//! `PtxOptions::column_layouts`): a 2-D tile whose accesses all run along
+//! dimension 0 is held as a vector along that dimension per thread, so a
+//! column-major matrix loads in vectors (element by element without), and
+//! the W4A16 decode form's `xᵀ` (read along K) fills its K-major `wgmma`
+//! slot with `cp.async` pieces instead of two-byte loads and stores — and
+//! ptxas assembles both, when a ptxas is configured.
+
+use ferrotile::ir::passes::guard::guarded_params;
+use ferrotile::ir::passes::Safety;
+use ferrotile::ir::{specialize, DType};
+use ferrotile_backends::ptx::{emit, PtxOptions};
+
+fn assembles(text: &str) {
+    if let Some(ptxas) = ferrotile_backends::ptxas::find_or_skip() {
+        let r = ferrotile_backends::ptxas::assemble(&ptxas, text, 90).unwrap_or_else(|e| panic!("ptxas: {e}"));
+        assert_eq!(r.spill_stores, 0, "{}", r.log);
+    }
+}
+
+#[test]
+fn column_major_tiles_load_in_vectors() {
+    let k = ferrotile_tests::conformance::user::k_colmajor::ir();
+    for (dt, bm, bn) in [(DType::F32, 64, 32), (DType::BF16, 128, 8)] {
+        let spec = specialize(k, &[bm, bn], &[dt]).unwrap();
+        for on in [true, false] {
+            let o = PtxOptions { arg_div: vec![16; guarded_params(k)], column_layouts: on, ..PtxOptions::new(90, 4, k.params.len()) };
+            let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
+            let vectors = p.text.lines().filter(|l| l.contains("ld.global") && (l.contains(".v4") || l.contains(".v2"))).count();
+            assert_eq!(vectors > 0, on, "{dt:?} {bm}x{bn}, column layouts {on}: {vectors} vector loads");
+            assembles(&p.text);
+        }
+    }
+}
+
+#[test]
+fn decode_form_copies_x_in_pieces() {
+    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
+    // (BN × BM × BK 64×16×128, W4 group 128, zero points, split, EVEN)
+    let spec = specialize(k, &[64, 16, 128, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+    for on in [true, false] {
+        let o = PtxOptions {
+            arg_div: vec![16; k.params.len()],
+            pipeline: 1,
+            safety: Safety::Unchecked,
+            operand_layouts: true,
+            broadcast_slices: true,
+            column_layouts: on,
+            ..PtxOptions::new(90, 4, k.params.len())
+        };
+        let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
+        let pieces = p.text.lines().filter(|l| l.contains("cp.async.ca.shared.global") || l.contains("cp.async.cg.shared.global")).count();
+        let scattered = p.text.lines().filter(|l| l.contains("st.shared.b16")).count();
+        if on {
+            assert!(pieces > 0 && scattered == 0, "x's slice copied in pieces: {pieces} cp.async, {scattered} two-byte stores");
+        } else {
+            assert!(scattered > 0, "without column layouts x's slice goes element by element");
+        }
+        assembles(&p.text);
+    }
+}
