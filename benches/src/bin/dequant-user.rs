@@ -656,7 +656,7 @@ fn emit_lib(args: &[String]) {
 }
 
 /// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: the library's decode form
-/// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 group 128 or `GROUP`, zero
+/// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 — `BITS=8`: W8 — group 128 or `GROUP`, zero
 /// points, split K, `EVEN`), unguarded, with the options its launch takes:
 /// operand layouts, broadcast slices, affine addresses and rotated loops
 /// on (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
@@ -668,7 +668,9 @@ fn emit_decode(args: &[String]) {
     let (t, warps, stages, sm) = emit_args(args);
     let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
     let group = std::env::var("GROUP").ok().and_then(|g| g.parse().ok()).unwrap_or(128);
-    let spec = specialize(k, &[t[0], t[1], t[2], 4, group, 1, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
+    // (`BITS=8`: W8A16, zero points as for W4)
+    let bits = std::env::var("BITS").ok().and_then(|g| g.parse().ok()).unwrap_or(4);
+    let spec = specialize(k, &[t[0], t[1], t[2], bits, group, 1, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
     let on = |v: &str| std::env::var(v).map_or(true, |v| v != "0");
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
