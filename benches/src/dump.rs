@@ -172,6 +172,7 @@ pub fn render_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> Result<(Stri
                 affine_addresses: std::env::var("FERROTILE_AFFINE_ADDRESSES").is_ok_and(|v| v == "1"),
                 rotate_chains: std::env::var("FERROTILE_ROTATE_CHAINS").map_or(true, |v| v != "0"),
                 operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").map_or(true, |v| v != "0"),
+                column_layouts: std::env::var("FERROTILE_COLUMN_LAYOUTS").map_or(true, |v| v != "0"),
                 ..PtxOptions::new(args.sm, args.warps, k.params.len())
             };
             let p = emit(&spec, &opts).map_err(|e| e.to_string())?;

@@ -165,6 +165,11 @@ pub fn cases() -> Vec<Case> {
             user::colmajor
         ),
         case!(
+            "colmajor_matmul",
+            "a user's product of two column-major matrices through pointers (both tiles read along dimension 0; Hopper: B into a K-major slot in pieces), odd sizes (bf16, f16)",
+            user::colmajor_matmul
+        ),
+        case!(
             "func_gemm",
             "#[func]s in another module: a GEMM's tile pointers and masks (a tuple), bias + activation (functions calling functions), a dtype-generic cast, a store",
             funcs::gemm

@@ -596,11 +596,14 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
                     }
                     lay
                 } else {
-                    // (a 16-bit tile read in columns — pointers contiguous
-                    // along dimension 0, `assign::load_columns` — lies in
-                    // the slot as a view with that unit stride would: its
-                    // runs are pieces of slot rows)
-                    let stored = inner.or_else(|| (es == 2 && layouts.reads_columns(&shape)).then_some(0));
+                    // (a 16-bit B read in columns — pointers contiguous
+                    // along K, `assign::load_columns` — lies in the slot as
+                    // a view with that unit stride would, K-major: its runs
+                    // are pieces of slot rows, and `wgmma` takes a K-major
+                    // B at any N in steps of 8. An A read in columns keeps
+                    // its K-major slot: an M-major one needs whole 64-row
+                    // atoms)
+                    let stored = inner.or_else(|| (es == 2 && x == b && layouts.reads_columns(&shape)).then_some(0));
                     wgmma_slot(es, x == b, stored, &shape)
                 };
                 (lay, shape[0] * shape[1] * es)

@@ -372,6 +372,71 @@ pub fn colmajor(dev: &Device, seed: u64) -> R {
     colmajor_t::<bf16>(dev, seed ^ 1)
 }
 
+/// A user's product of two column-major matrices (BLAS's default): `c =
+/// a · b` with `a[i, p]` at `i + p·lda` and `b[p, j]` at `p + j·ldb`,
+/// `c` row-major in f32. Both operand tiles are read along dimension 0:
+/// on Hopper `b` reaches a K-major `wgmma` slot in `cp.async` pieces, `a`
+/// a K-major one element by element.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn k_colmajor_matmul<T: Float, const BM: i32, const BN: i32, const BK: i32>(a: Ptr<T>, b: Ptr<T>, c: Ptr<f32>, m: i32, n: i32, k: i32, lda: i32, ldb: i32) {
+    let i = program_id(0) * BM + arange(0, BM);
+    let j = program_id(1) * BN + arange(0, BN);
+    let mut acc = zeros([BM, BN], f32);
+    for p0 in (0..k).step_by(BK) {
+        let p = p0 + arange(0, BK);
+        let at = load(a + expand_dims(i as i64, 1) + expand_dims((p as i64) * (lda as i64), 0), expand_dims(i < m, 1) & expand_dims(p < k, 0), 0.0);
+        let bt = load(b + expand_dims(p as i64, 1) + expand_dims((j as i64) * (ldb as i64), 0), expand_dims(p < k, 1) & expand_dims(j < n, 0), 0.0);
+        acc = dot(at, bt, acc);
+    }
+    store(c + expand_dims((i as i64) * (n as i64), 1) + expand_dims(j as i64, 0), acc, expand_dims(i < m, 1) & expand_dims(j < n, 0));
+}
+
+fn colmajor_matmul_t<T: Flt>(dev: &Device, seed: u64) -> R {
+    let mut rng = Rng::new(seed);
+    let tiles: &[(i32, i32, i32, u32)] = if dev.kind() == ferrotile::DeviceKind::Cuda {
+        &[(64, 16, 128, 4), (128, 64, 64, 8), (64, 16, 64, 4), (128, 64, 32, 8)]
+    } else {
+        &[(16, 16, 16, 4), (32, 16, 32, 4)]
+    };
+    for &(m, n, k) in &[(37usize, 21usize, 70usize), (130, 64, 128), (64, 200, 96)] {
+        for &(bm, bn, bk, warps) in tiles {
+            let c = Ctx::new("colmajor_matmul", seed, format!("{} {m}x{n}x{k} tile {bm}x{bn}x{bk} {warps} warps", T::DTYPE));
+            // (leading dimensions past the extents: the gaps are never read)
+            let (lda, ldb) = (m.next_multiple_of(8) + 8, k.next_multiple_of(8) + 8);
+            let av: Vec<T> = (0..lda * k).map(|_| T::from_f64(rng.normal())).collect();
+            let bv: Vec<T> = (0..ldb * n).map(|_| T::from_f64(rng.normal())).collect();
+            let mut out = poisoned::<f32>(dev, m * n + PAD)?;
+            let cfg = LaunchConfig::new([cdiv(m, bm as usize) as u32, cdiv(n, bn as usize) as u32, 1]).num_warps(warps).num_stages(2);
+            c.launch(k_colmajor_matmul::launch(
+                dev,
+                cfg,
+                &upload(dev, &av)?,
+                &upload(dev, &bv)?,
+                &mut out,
+                m as i32,
+                n as i32,
+                k as i32,
+                lda as i32,
+                ldb as i32,
+                bm,
+                bn,
+                bk,
+            ))?;
+            let want: Vec<f64> = (0..m * n).map(|q| (0..k).map(|p| av[q / n + p * lda].to_f64() * bv[p + (q % n) * ldb].to_f64()).sum()).collect();
+            // (f32 accumulation of k products of inputs exact in f32)
+            check_float(&c, "c", &download(&out)?[..m * n], &want, 64, 1e-5, 1e-4 * (k as f64).sqrt(), &|q| format!("c[{}, {}]", q / n, q % n))?;
+            check_pad(&c, "c", &download(&out)?, m * n)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn colmajor_matmul(dev: &Device, seed: u64) -> R {
+    colmajor_matmul_t::<bf16>(dev, seed)?;
+    colmajor_matmul_t::<f16>(dev, seed ^ 1)
+}
+
 /// `y = xᵀ` for a `rows × cols` matrix, one `B × B` tile per program.
 #[kernel]
 pub fn k_transpose<T: Float, const B: i32>(x: Ptr<T>, y: Ptr<T>, rows: i32, cols: i32) {
