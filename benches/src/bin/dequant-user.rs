@@ -537,6 +537,10 @@ fn print_ptx(spec: &ferrotile::ir::Kernel, opts: &ferrotile_backends::ptx::PtxOp
     println!("{}", p.text);
 }
 
+/// `--emit BMxBNxBK WARPS STAGES [sm]`: the user-written W4A16 kernel of
+/// this file (`SPLIT=1` its split-K form, `SWAP=1` the decode form
+/// `w4a16_t`) with the options the CUDA runtime takes by default: operand
+/// layouts on (`FERROTILE_OPERAND_LAYOUTS=0`: off).
 fn emit(args: &[String]) {
     use ferrotile::ir::passes::guard::guarded_params;
     use ferrotile::ir::specialize;
@@ -556,7 +560,7 @@ fn emit(args: &[String]) {
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
         pipeline: stages - 1,
-        operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").is_ok_and(|v| v == "1"),
+        operand_layouts: std::env::var("FERROTILE_OPERAND_LAYOUTS").map_or(true, |v| v != "0"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     print_ptx(&spec, &opts);
