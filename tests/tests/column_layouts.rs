@@ -86,3 +86,25 @@ fn column_major_operands_take_wgmma() {
         assembles_spilling(&p.text, true);
     }
 }
+
+/// `FERROTILE_EXPLAIN=1` names the per-shape collision: where the decode
+/// form's `xᵀ` (`[BK, BM]`) has the accumulator's shape (`BK = BN`), it is
+/// copied element by element, and the explanation says why.
+#[test]
+fn explain_names_a_ring_copy_that_shares_the_accumulators_shape() {
+    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
+    for (bk, shared) in [(128, true), (64, false)] {
+        let spec = specialize(k, &[128, 16, bk, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+        let o = PtxOptions {
+            arg_div: vec![16; k.params.len()],
+            pipeline: 1,
+            safety: Safety::Unchecked,
+            operand_layouts: true,
+            broadcast_slices: true,
+            ..PtxOptions::new(90, 8, k.params.len())
+        };
+        let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
+        let said = p.conversions.iter().any(|(_, w)| w.contains("element by element") && w.contains("accumulator's layout"));
+        assert_eq!(said, shared, "BK = {bk}: {:?}", p.conversions);
+    }
+}

@@ -131,6 +131,14 @@ impl<'k> PtxWriter<'k> {
         if bytes < 4 {
             // cp.async copies 4, 8 or 16 bytes: scattered 16-bit elements
             // (a strided operand) go through registers into the slot
+            // (`FERROTILE_EXPLAIN=1` says why: a tile of a dot result's
+            // shape takes the accumulator's layout — one layout per shape)
+            let why = if self.layout_plan.mma(&shape).is_some() {
+                format!(": its shape is also a dot result's, so it takes the accumulator's layout (one layout per shape), whose registers do not run along the pointer's contiguous dimension — a block size that differs from the result's ({shape:?}) lets it take its own")
+            } else {
+                ": no run of its registers lies along a contiguous, aligned dimension of its pointer".to_string()
+            };
+            self.explain(format!("{shape:?} tile copied into its ring slot element by element{why}"));
             let regs = self.load(ptr, mask, None, res)?;
             match lay {
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed } => {
