@@ -38,22 +38,29 @@ fn column_major_tiles_load_in_vectors() {
     }
 }
 
+/// The library's decode form (BN × BM × BK, W4 group 128, zero points,
+/// split, `EVEN`, bf16) on sm_90 with `warps` warps, as its launch
+/// compiles it (unguarded, operand layouts, broadcast slices), column
+/// layouts as asked.
+fn decode_form(tile: [i64; 3], warps: u32, column_layouts: bool) -> ferrotile_backends::ptx::PtxKernel {
+    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
+    let spec = specialize(k, &[tile[0], tile[1], tile[2], 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+    let o = PtxOptions {
+        arg_div: vec![16; k.params.len()],
+        pipeline: 1,
+        safety: Safety::Unchecked,
+        operand_layouts: true,
+        broadcast_slices: true,
+        column_layouts,
+        ..PtxOptions::new(90, warps, k.params.len())
+    };
+    emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
 #[test]
 fn decode_form_copies_x_in_pieces() {
-    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
-    // (BN × BM × BK 64×16×128, W4 group 128, zero points, split, EVEN)
-    let spec = specialize(k, &[64, 16, 128, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
     for on in [true, false] {
-        let o = PtxOptions {
-            arg_div: vec![16; k.params.len()],
-            pipeline: 1,
-            safety: Safety::Unchecked,
-            operand_layouts: true,
-            broadcast_slices: true,
-            column_layouts: on,
-            ..PtxOptions::new(90, 4, k.params.len())
-        };
-        let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
+        let p = decode_form([64, 16, 128], 4, on);
         let pieces = p.text.lines().filter(|l| l.contains("cp.async.ca.shared.global") || l.contains("cp.async.cg.shared.global")).count();
         let scattered = p.text.lines().filter(|l| l.contains("st.shared.b16")).count();
         if on {
@@ -92,18 +99,8 @@ fn column_major_operands_take_wgmma() {
 /// copied element by element, and the explanation says why.
 #[test]
 fn explain_names_a_ring_copy_that_shares_the_accumulators_shape() {
-    let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
     for (bk, shared) in [(128, true), (64, false)] {
-        let spec = specialize(k, &[128, 16, bk, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
-        let o = PtxOptions {
-            arg_div: vec![16; k.params.len()],
-            pipeline: 1,
-            safety: Safety::Unchecked,
-            operand_layouts: true,
-            broadcast_slices: true,
-            ..PtxOptions::new(90, 8, k.params.len())
-        };
-        let p = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}"));
+        let p = decode_form([128, 16, bk], 8, true);
         let said = p.conversions.iter().any(|(_, w)| w.contains("element by element") && w.contains("accumulator's layout"));
         assert_eq!(said, shared, "BK = {bk}: {:?}", p.conversions);
     }

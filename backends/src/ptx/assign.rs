@@ -105,14 +105,17 @@ impl Plan {
 
     /// This plan with the shapes whose accesses run along dimension 0 read
     /// in columns ([`load_columns`]; `PtxOptions::column_layouts`).
+    /// (After [`Self::with_load_runs`]: shapes with runs keep them.)
     pub fn with_load_columns(mut self, k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Plan {
-        self.columns = load_columns(k, facts);
+        self.columns = load_columns(k, facts, &self.runs);
         self
     }
 
-    /// Whether tiles of `shape` take the column layout ([`load_columns`]).
+    /// Whether tiles of `shape` take the column layout ([`load_columns`],
+    /// which leaves out shapes with runs; an accumulator's or operand's
+    /// layout comes first).
     pub fn reads_columns(&self, shape: &[u32]) -> bool {
-        self.columns.contains_key(shape) && !self.mma.contains_key(shape) && !self.operand.contains_key(shape) && !self.runs.contains_key(shape)
+        self.columns.contains_key(shape) && !self.mma.contains_key(shape) && !self.operand.contains_key(shape)
     }
 
     /// The warp grid when tiles of `shape` use the mma accumulator layout.
@@ -742,10 +745,10 @@ pub fn load_runs(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> Ha
 /// turns that layout around. A shape with any access contiguous along
 /// dimension 1 keeps the canonical layout (elementwise work between the
 /// two kinds would convert), and so does one whose loads repeat
-/// addresses in runs ([`load_runs`] decides those).
+/// addresses in runs (`runs`, from [`load_runs`]).
 ///
 /// [`axis::Info::access_width`]: crate::plan::axis::Info::access_width
-pub fn load_columns(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) -> HashMap<Vec<u32>, u32> {
+pub fn load_columns(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>, runs: &HashMap<Vec<u32>, Vec<u32>>) -> HashMap<Vec<u32>, u32> {
     let mut cols: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut rows: HashSet<Vec<u32>> = HashSet::new();
     k.walk(&mut |op| {
@@ -769,7 +772,6 @@ pub fn load_columns(k: &Kernel, facts: &HashMap<V, crate::plan::axis::Facts>) ->
             *e = (*e).max(w);
         }
     });
-    let runs = load_runs(k, facts);
     cols.retain(|s, w| *w > 1 && !rows.contains(s) && !runs.contains_key(s));
     cols
 }

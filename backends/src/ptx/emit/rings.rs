@@ -155,11 +155,7 @@ impl<'k> PtxWriter<'k> {
         // `AsyncPlan::kperm` — each copy moves a piece of one row)
         let kperm = self.ring_plan.kperm.get(&c).copied();
         for r0 in (0..rp.len()).step_by(w) {
-            let (i, j) = (self.index(&shape, r0, 0), self.index(&shape, r0, 1));
-            let i = match kperm {
-                Some(run) => self.interleaved_row(&i, run),
-                None => i,
-            };
+            let (i, j) = self.ring_ij(&shape, r0, kperm);
             let dst = match lay {
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: false } => self.wgmma_addr(&i, &j, shape[0], &slot, es),
                 crate::ptx::async_copy::SlotLayout::Swizzled { es, transposed: true } => self.wgmma_addr(&j, &i, shape[1], &slot, es),
@@ -170,19 +166,36 @@ impl<'k> PtxWriter<'k> {
                     super::wgmma::SAddr { reg: a, imm: 0 }
                 }
             };
-            let kind = if bytes == 16 { "cg" } else { "ca" };
             let src = self.gaddr(&rp[r0]);
-            match &masks {
-                Some(m) => {
-                    let sz = self.reg(RegClass::R);
-                    self.line(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
-                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes}, {sz};"));
-                }
-                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes};")),
-            }
+            self.cp_async(&dst, &src, bytes, masks.as_ref().map(|m| m[r0].as_str()));
         }
         self.cp_pending.push(res);
         Ok(vec![slot])
+    }
+
+    /// The tile indices `(i, j)` of register `r` of a ring copy, `i` moved
+    /// to its place in the interleaved K order where the slot holds B's
+    /// rows so (`kperm`: the run of the dot's K-interleaved A).
+    fn ring_ij(&mut self, shape: &[u32], r: usize, kperm: Option<u32>) -> (String, String) {
+        let (i, j) = (self.index(shape, r, 0), self.index(shape, r, 1));
+        match kperm {
+            Some(run) => (self.interleaved_row(&i, run), j),
+            None => (i, j),
+        }
+    }
+
+    /// One `cp.async` of `bytes` (4, 8 or 16) from global `src` to shared
+    /// `dst`, zero-filled where the predicate `mask` is false.
+    fn cp_async(&mut self, dst: &super::wgmma::SAddr, src: &str, bytes: u32, mask: Option<&str>) {
+        let kind = if bytes == 16 { "cg" } else { "ca" };
+        match mask {
+            Some(m) => {
+                let sz = self.reg(RegClass::R);
+                self.line(format!("selp.u32 {sz}, {bytes}, 0, {m};"));
+                self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes}, {sz};"));
+            }
+            None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes};")),
+        }
     }
 
     /// [`Self::load_async`] into a transposed (K-major) slot — slot row `j`
@@ -195,11 +208,11 @@ impl<'k> PtxWriter<'k> {
     /// pieces. None where no piece reaches 4 bytes (the caller copies
     /// element by element).
     fn load_async_columns(&mut self, ptr: V, mask: Option<V>, res: V, shape: &[u32], slot: &str, es: u32) -> R<Option<String>> {
-        let n = self.get(ptr).len();
         if self.vlay.contains_key(&ptr) || self.vlay.contains_key(&res) {
             return Ok(None);
         }
-        let all: Vec<usize> = (0..n).collect();
+        let rp = self.get(ptr);
+        let all: Vec<usize> = (0..rp.len()).collect();
         let d = self.dtype(res);
         let Some((order, v)) = self.cross_dim_vectors(ptr, mask, &all, d) else { return Ok(None) };
         let c = self.ring_plan.class_of(res).expect("ring load");
@@ -209,28 +222,15 @@ impl<'k> PtxWriter<'k> {
         if bytes < 4 {
             return Ok(None);
         }
-        let rp = self.get(ptr);
         let masks = mask.map(|m| self.get(m));
-        let kind = if bytes == 16 { "cg" } else { "ca" };
         // (`order`: groups of `v` registers, each by its offset along
         // dimension 0; the mask is constant over a group)
         for at in (0..order.len()).step_by(piece) {
             let r0 = order[at];
-            let (i, j) = (self.index(shape, r0, 0), self.index(shape, r0, 1));
-            let i = match kperm {
-                Some(run) => self.interleaved_row(&i, run),
-                None => i,
-            };
+            let (i, j) = self.ring_ij(shape, r0, kperm);
             let dst = self.wgmma_addr(&j, &i, shape[1], slot, es);
             let src = self.gaddr(&rp[r0]);
-            match &masks {
-                Some(m) => {
-                    let sz = self.reg(RegClass::R);
-                    self.line(format!("selp.u32 {sz}, {bytes}, 0, {};", m[r0]));
-                    self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes}, {sz};"));
-                }
-                None => self.line(format!("cp.async.{kind}.shared.global [{dst}], [{src}], {bytes};")),
-            }
+            self.cp_async(&dst, &src, bytes, masks.as_ref().map(|m| m[r0].as_str()));
         }
         self.cp_pending.push(res);
         Ok(Some(slot.to_string()))
