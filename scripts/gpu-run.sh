@@ -56,6 +56,9 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s50a: session 50 — the decode form with per-step scaled partials
+#            (dequant-user-e1) against HEAD's, tuned and forced, peers
+#            (carry .whl)
 #   s49a / s49b: session 49 — correctness (conformance, quant incl. the
 #            decode form, W8A8, GEMM) / the W4A16 library with the decode
 #            form next to the peers
@@ -556,6 +559,23 @@ case "${1:-check}" in
     CF=${2:-16x64x128x4x2x4xD,16x64x128x4x3x4xD,16x64x128x4x3x8xD,16x64x128x4x4x4xD,16x64x128x4x4x8xD,16x256x64x8x3x8xD,16x256x64x8x4x8xD,16x128x64x8x4x8xD,16x256x64x8x3x4xD}
     step forced 300 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192,1x4096x14336 --lib-configs $CF
     grep -E "^=== |FAILED|panicked|^library" "$L" | sed 's/QuantConfig //' | tail -40
+    ;;
+  s50a)
+    # session 50: the decode form with each step's group scale applied to
+    # its f32 partial sums (dequant-user-e1, quant) against HEAD's
+    # (dequant-user): the quantized-GEMM tests on CUDA, the library tuned
+    # alternated (each build its own cache), forced decode tiles, peers
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 150 $D/quant --nocapture
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/ftl_e1 FERROTILE_AUTOTUNE_PRINT=1 step "lib_e1_$r" 120 $D/dequant-user-e1 --library --device cuda --shapes $SH
+      FERROTILE_CACHE_DIR=/tmp/ftl_base FERROTILE_AUTOTUNE_PRINT=1 step "lib_base_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    CF=${3:-16x64x128x4x2x4xD,16x64x128x4x2x8xD,16x256x128x8x2x4xD,16x256x64x8x2x8xD,16x128x64x8x3x8xD}
+    step forced_e1 150 $D/dequant-user-e1 --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192 --lib-configs $CF
+    step forced_base 150 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192 --lib-configs $CF
+    step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |cublas|tinygemm|gemlite" "$L" | sed 's/QuantConfig //' | cut -c1-160 | tail -90
     ;;
   s49f)
     # what the decode form's warps wait on (stall reasons per issued

@@ -284,8 +284,11 @@ pub fn wq_decode_kernel<
         if HAS_ZEROS {
             z = (zw >> ((rn & lane_mask) * BITS)) & qmask;
         }
-        let a = ((q as T) - expand_dims(z as T, 1)) * expand_dims(s, 1);
-        acc = dot(a, xt, acc);
+        // (q − z is exact in T; the group's scale multiplies the step's
+        // f32 partial sums, one per output row, not every weight)
+        let a = (q as T) - expand_dims(z as T, 1);
+        let part = dot(a, xt, zeros([BN, BM], f32));
+        acc = fma(part, expand_dims(s as f32, 1), acc);
     }
     let ok = n_ok & m_ok;
     let dst = out + expand_dims((rm as i64) * som, 0) + expand_dims(rn as i64, 1);
