@@ -56,6 +56,10 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s50c: session 50 — dependent launches asked for per launch: the
+#            chains' tests, the W4A16 library and 16-bit norms off / on
+#   s50b: session 50 — programmatic dependent launch off / on: tests,
+#            the W4A16 library, the main job
 #   s50a: session 50 — the decode form with per-step scaled partials
 #            (dequant-user-e1) against HEAD's, tuned and forced, peers
 #            (carry .whl)
@@ -559,6 +563,45 @@ case "${1:-check}" in
     CF=${2:-16x64x128x4x2x4xD,16x64x128x4x3x4xD,16x64x128x4x3x8xD,16x64x128x4x4x4xD,16x64x128x4x4x8xD,16x256x64x8x3x8xD,16x256x64x8x4x8xD,16x128x64x8x4x8xD,16x256x64x8x3x4xD}
     step forced 300 $D/dequant-user --library --only-forced --device cuda --shapes 1x8192x8192,16x8192x8192,1x4096x14336 --lib-configs $CF
     grep -E "^=== |FAILED|panicked|^library" "$L" | sed 's/QuantConfig //' | tail -40
+    ;;
+  s50c)
+    # session 50: programmatic dependent launch asked for per launch (the
+    # split-K reductions, the split-KV combine; every kernel lets the next
+    # start): correctness of those chains on CUDA, the W4A16 library tuned
+    # with FERROTILE_PDL=0 / 1 alternated, the 16-bit norms of 16384×1000
+    # (slower with every launch waiting) off / on
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    step dependent_launch 60 $D/dependent_launch --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 150 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step attention_f64 150 $D/attention --nocapture attention_matches_f64
+    FERROTILE_TEST_DEVICES=cuda step gemm_split 90 $D/gemm --nocapture split_k
+    for r in 1 2; do
+      FERROTILE_PDL=0 FERROTILE_CACHE_DIR=/tmp/ftl_off FERROTILE_AUTOTUNE_PRINT=1 step "lib_off_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+      FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on FERROTILE_AUTOTUNE_PRINT=1 step "lib_on_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    for r in 1 2; do
+      FERROTILE_PDL=0 FERROTILE_CACHE_DIR=/tmp/ftl_off step "norms_off_$r" 60 $D/bench --device cuda --shapes 16384x1000 --kernels layer_norm,rms_norm --dtypes f16,bf16
+      FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step "norms_on_$r" 60 $D/bench --device cuda --shapes 16384x1000 --kernels layer_norm,rms_norm --dtypes f16,bf16
+    done
+    grep -E "^=== |FAILED|panicked|test result|^library .*tuned|GB/s" "$L" | cut -c1-120 | tail -70
+    ;;
+  s50b)
+    # session 50: programmatic dependent launch (FERROTILE_PDL, on by
+    # default on sm_90): correctness with it (the chain test, the CUDA
+    # conformance suite, the quantized-GEMM tests), then the W4A16 library
+    # tuned with it off / on alternated (own caches), and the main job
+    # with it off / on
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    step dependent_launch 60 $D/dependent_launch --nocapture
+    step conformance 150 $D/conformance_cuda --nocapture
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 150 $D/quant --nocapture
+    for r in 1 2; do
+      FERROTILE_PDL=0 FERROTILE_CACHE_DIR=/tmp/ftl_off FERROTILE_AUTOTUNE_PRINT=1 step "lib_off_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+      FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on FERROTILE_AUTOTUNE_PRINT=1 step "lib_on_$r" 120 $D/dequant-user --library --device cuda --shapes $SH
+    done
+    FERROTILE_PDL=0 FERROTILE_CACHE_DIR=/tmp/ftl_off step run_library_off 200 $D/run-library --device cuda
+    FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
+    grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
   s50a)
     # session 50: the decode form with each step's group scale applied to

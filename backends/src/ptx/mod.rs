@@ -309,6 +309,29 @@ pub struct PtxOptions {
     /// one element (the decode form's `xᵀ`). The CUDA runtime reads
     /// `FERROTILE_COLUMN_LAYOUTS=0` (off, for A/B runs).
     pub column_layouts: bool,
+    /// Programmatic dependent launch (sm_90+), the waiting side: every
+    /// thread first waits for the grids this launch depends on
+    /// (`griddepcontrol.wait`: they have completed and their writes are
+    /// visible — nothing of this kernel reads or writes global memory
+    /// before it). Launched with the driver's
+    /// programmatic-stream-serialization attribute
+    /// ([`PtxKernel::dependent_launch`]), the kernel is scheduled while
+    /// the one before it in its stream (or captured graph) still runs,
+    /// once every program of that one has let it start
+    /// ([`Self::launch_dependents`]): its programs are resident and
+    /// waiting when it ends, so a chain of short kernels (a split-K
+    /// product and its reduction) loses the launch latency between them.
+    /// Without the attribute the wait returns at once. Implies
+    /// `launch_dependents`. The CUDA runtime sets it for launches that ask
+    /// (`LaunchConfig::dependent_launch`; `FERROTILE_PDL=0`: none,
+    /// `FERROTILE_PDL_ALL=1`: every launch).
+    pub dependent_launch: bool,
+    /// Programmatic dependent launch, the other side: every program
+    /// first lets a dependent launch start (`griddepcontrol.
+    /// launch_dependents`; where the next kernel is not launched as a
+    /// dependent, nothing happens). The CUDA runtime sets it for every
+    /// launch on sm_90 (`FERROTILE_PDL=0`: off).
+    pub launch_dependents: bool,
 }
 
 impl PtxOptions {
@@ -359,6 +382,8 @@ impl PtxOptions {
             operand_layouts: false,
             packed_16bit: true,
             column_layouts: true,
+            dependent_launch: false,
+            launch_dependents: false,
         }
     }
 }
@@ -426,6 +451,12 @@ pub struct PtxKernel {
     /// K-interleaved fragments' layout: 0 where the option is off or found
     /// none.
     pub operand_layouts: u32,
+    /// The kernel waits for the grids it depends on before anything else
+    /// ([`PtxOptions::dependent_launch`], sm_90+ only): the launch may
+    /// carry the programmatic-stream-serialization attribute. A kernel
+    /// without the wait must not: it could read what the previous kernel
+    /// has not written yet.
+    pub dependent_launch: bool,
 }
 
 /// One tensor-map parameter of a kernel ([`PtxKernel::tensor_maps`]).

@@ -147,6 +147,15 @@ pub struct LaunchConfig {
     /// performance hint — results do not depend on it. Other backends
     /// ignore it.
     pub affine_addresses: Option<bool>,
+    /// This launch reads what the kernel before it in its stream wrote
+    /// (a split-K product's reduction, a split-KV combine), and may be
+    /// scheduled while that kernel runs: its programs wait for it first
+    /// (CUDA on sm_90 and newer: programmatic dependent launch — the
+    /// kernel before it lets it start, and it waits with
+    /// `griddepcontrol.wait`, so the launch latency between the two is
+    /// hidden; `FERROTILE_PDL=0` turns it off). A performance hint —
+    /// results do not depend on it. Other backends ignore it.
+    pub dependent_launch: bool,
 }
 
 impl LaunchConfig {
@@ -167,6 +176,7 @@ impl LaunchConfig {
             rotate_chains: None,
             broadcast_slices: None,
             affine_addresses: None,
+            dependent_launch: false,
         }
     }
     /// Ask for `n` programs per SM (see [`LaunchConfig::programs_per_sm`]).
@@ -217,6 +227,12 @@ impl LaunchConfig {
     /// Chained dots rotated by one iteration, or not (see the field).
     pub fn rotate_chains(mut self, on: bool) -> Self {
         self.rotate_chains = Some(on);
+        self
+    }
+    /// Scheduled while the kernel before it runs, waiting for it first
+    /// (see the field).
+    pub fn dependent_launch(mut self, on: bool) -> Self {
+        self.dependent_launch = on;
         self
     }
     /// Loaded vectors in the slice of the tile they broadcast into, or

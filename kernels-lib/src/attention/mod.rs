@@ -861,7 +861,8 @@ fn decode_fwd<T: FloatElement>(
         a.fold(),
     )?;
     if split {
-        let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4);
+        // (it reads the partials the kernel above wrote: a dependent launch)
+        let launch = LaunchConfig::new([rows_total as u32, 1, 1]).num_warps(4).dependent_launch(true);
         attention_combine::launch(
             dev,
             launch,

@@ -714,11 +714,18 @@ pub(crate) const SPLITK_REDUCE_BLOCK: usize = 256;
 /// loads of all the partials are in flight together — not one DRAM latency
 /// per partial, one after the other, which is what a decode shape's few
 /// programs waited for (H200, session 23: 5.7 µs for 8 partials of 8192
-/// columns, next to a 22 µs GEMV).
+/// columns, next to a 22 µs GEMV). It reads what the product before it
+/// wrote: a dependent launch (scheduled while the product runs).
 pub(crate) fn splitk_reduce_launch(m: usize, n: usize, batch: usize, split: usize) -> Option<LaunchConfig> {
     let programs = m.checked_mul(n.div_ceil(SPLITK_REDUCE_BLOCK))?;
     if programs > i32::MAX as usize || batch > 65535 {
         return None;
     }
-    Some(LaunchConfig::new([programs as u32, batch as u32, 1]).num_warps(2).num_stages(split.clamp(2, 8) as u32).pipeline_every_loop(true))
+    Some(
+        LaunchConfig::new([programs as u32, batch as u32, 1])
+            .num_warps(2)
+            .num_stages(split.clamp(2, 8) as u32)
+            .pipeline_every_loop(true)
+            .dependent_launch(true),
+    )
 }

@@ -650,6 +650,15 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
             let _ = writeln!(text, "\t.reg .{ty} {pre}<{}>;", em.counts[i]);
         }
     }
+    // (first of all: the prologue may already read global memory — a
+    // tensor map's prefetch, an invariant slot's copy)
+    let dependent_launch = o.dependent_launch && o.sm >= 90;
+    if dependent_launch {
+        text.push_str("\tgriddepcontrol.wait;\n");
+    }
+    if (o.dependent_launch || o.launch_dependents) && o.sm >= 90 {
+        text.push_str("\tgriddepcontrol.launch_dependents;\n");
+    }
     text.push_str(&em.pro);
     text.push_str(&em.body);
     text.push_str("\tret;\n}\n");
@@ -678,5 +687,6 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         cp_invariant_slots: em.ring_plan.cp_invariant_candidates,
         broadcast_slices: 0,
         operand_layouts: em.layout_plan.interleaved_shapes() as u32,
+        dependent_launch,
     })
 }

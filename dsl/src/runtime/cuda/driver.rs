@@ -54,6 +54,10 @@ pub struct CudaDevice {
     pub num_sms: u32,
     /// The SMs' maximum clock, kHz (0 where the driver does not say).
     pub clock_khz: u32,
+    /// Launches may let the next kernel of their stream start while they
+    /// run (programmatic dependent launch: sm_90 and a driver of CUDA 12.3
+    /// or newer, which also captures it into graphs).
+    pub dependent_launch: bool,
     /// Every stream made or wrapped for this device ([`Self::new_stream`],
     /// [`Self::wrap_stream`]) that is still alive: what "all work on the
     /// device" means for reading buffers back, freeing them and
@@ -207,6 +211,9 @@ impl CudaDevice {
         // (deprecated in newer drivers' headers, still answered; 0 if not)
         let clock = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).map_or(0, |c| c.max(0) as u32);
         let name = result::device::get_name(dev).map_err(drv)?;
+        let mut version = 0;
+        // SAFETY: writes one int.
+        let version = if unsafe { sys::cuDriverGetVersion(&mut version) }.result().is_ok() { version } else { 0 };
         // (a blocking stream: it also waits for, and is waited for by, the
         // legacy default stream that synchronous copies use)
         let mut stream = std::ptr::null_mut();
@@ -224,6 +231,7 @@ impl CudaDevice {
             sm_limits,
             num_sms: sms,
             clock_khz: clock,
+            dependent_launch: major >= 9 && version >= 12030,
             streams: std::sync::Mutex::new(vec![]),
         }))
     }
@@ -444,8 +452,12 @@ impl CudaDevice {
     }
 
     /// Launch `k` with `params` (one pointer per kernel parameter, each to a
-    /// value of the parameter's size).
-    pub fn launch(&self, k: &Loaded, grid: [u32; 3], threads: u32, smem: u32, params: &mut [*mut c_void]) -> CuResult<()> {
+    /// value of the parameter's size). `dependent`: with the
+    /// programmatic-stream-serialization attribute — only for a kernel
+    /// that waits for the grids it depends on before anything else
+    /// (`PtxKernel::dependent_launch`), on a device that has it
+    /// ([`Self::dependent_launch`]).
+    pub fn launch(&self, k: &Loaded, grid: [u32; 3], threads: u32, smem: u32, params: &mut [*mut c_void], dependent: bool) -> CuResult<()> {
         self.bind()?;
         if smem > self.max_smem_optin {
             return Err(format!("needs {smem} bytes of shared memory per program; the device allows {}", self.max_smem_optin));
@@ -459,6 +471,28 @@ impl CudaDevice {
                 .map_err(drv)?;
                 *set = smem;
             }
+        }
+        if dependent && self.dependent_launch {
+            // SAFETY: an all-zero attribute value is valid (a union of
+            // plain data); the attribute and the config outlive the call.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            let cfg = sys::CUlaunchConfig {
+                gridDimX: grid[0],
+                gridDimY: grid[1],
+                gridDimZ: grid[2],
+                blockDimX: threads,
+                blockDimY: 1,
+                blockDimZ: 1,
+                sharedMemBytes: smem,
+                hStream: self.stream(),
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: `params` holds one pointer per kernel parameter, as
+            // for `launch_kernel`.
+            return unsafe { sys::cuLaunchKernelEx(&cfg, k.func, params.as_mut_ptr(), std::ptr::null_mut()) }.result().map_err(drv);
         }
         unsafe { result::launch_kernel(k.func, (grid[0], grid[1], grid[2]), (threads, 1, 1), smem, self.stream(), params) }.map_err(drv)
     }
