@@ -208,7 +208,11 @@ pub fn wq_gemv_kernel<
 /// the compiler gives the computed left operand the `wgmma` fragments'
 /// layout (`FERROTILE_OPERAND_LAYOUTS`), so the weights go from their
 /// words to the tensor cores without touching shared memory — only the
-/// `[BK, BM]` slice of `x` is staged. Grid: `(n / BN, m / BM, splits)`;
+/// `[BK, BM]` slice of `x` is staged. A K step lies inside one group (BK
+/// divides the group size), so the tensor cores take `q − z` (small
+/// integers, exact in `T`) and the group's scale multiplies the step's
+/// f32 partial sums — one `FFMA` per accumulator element instead of a
+/// multiply per pair of weights. Grid: `(n / BN, m / BM, splits)`;
 /// `SPLIT`, `EVEN`, `HAS_BIAS`, `ACT` and the packing as in
 /// [`wq_gemm_kernel`] (`EVEN`: K a multiple of `BK`, N of `BN`).
 #[kernel]
