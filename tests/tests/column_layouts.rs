@@ -4,7 +4,8 @@
 //! column-major matrix loads in vectors (element by element without), and
 //! the W4A16 decode form's `xᵀ` (read along K) fills its K-major `wgmma`
 //! slot with `cp.async` pieces instead of two-byte loads and stores — and
-//! ptxas assembles both, when a ptxas is configured.
+//! ptxas assembles both, when a ptxas is configured. Also the decode
+//! form's loop as the library writes it: the scale on the partial sums.
 
 use ferrotile::ir::passes::guard::guarded_params;
 use ferrotile::ir::passes::Safety;
@@ -70,6 +71,25 @@ fn decode_form_copies_x_in_pieces() {
         }
         assembles(&p.text);
     }
+}
+
+/// Each K step of the decode form is one quantization group: the tensor
+/// cores take `q − z`, and the group's scale multiplies the step's f32
+/// partial sums — one `fma.rn.f32` per accumulator element a thread holds
+/// (64×16 over 128 threads: 8), no multiply per pair of weights in the loop.
+#[test]
+fn decode_form_scales_the_partial_sums() {
+    let p = decode_form([64, 16, 128], 4, true);
+    let lines: Vec<&str> = p.text.lines().map(str::trim).collect();
+    let head = lines.iter().position(|l| l.starts_with("$L") && l.ends_with(':')).expect("a loop");
+    let label = lines[head].trim_end_matches(':');
+    let back = lines.iter().rposition(|l| l.ends_with(&format!("bra.uni {label};"))).expect("its back edge");
+    let body = &lines[head..back];
+    let count = |op: &str| body.iter().filter(|l| l.split_whitespace().next() == Some(op)).count();
+    assert_eq!(count("mul.rn.bf16x2"), 0, "no per-weight scale");
+    assert_eq!(count("fma.rn.f32"), 8, "the scale on the partial sums");
+    assert!(count("sub.rn.bf16x2") >= 32, "q − z per pair of weights");
+    assembles(&p.text);
 }
 
 /// A product of two column-major matrices through pointers (the
