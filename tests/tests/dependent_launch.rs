@@ -18,19 +18,7 @@ use ferrotile::ir::specialize;
 use ferrotile::prelude::*;
 use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
-
-/// Each element: `iters` steps of `x ← x·0.5 + k` (a fixed point at 2k):
-/// a long kernel that writes `x` only at its end.
-#[kernel]
-fn settle(x: Ptr<f32>, n: i32, k: f32, iters: i32) {
-    let offs = program_id(0) * 128 + arange(0, 128);
-    let mask = offs < n;
-    let mut acc = load(x + offs, mask, 0.0);
-    for _i in 0..iters {
-        acc = acc * 0.5 + k;
-    }
-    store(x + offs, acc, mask);
-}
+use ferrotile_tests::kernels::spin;
 
 /// `y = 3·x + 1`, one 256-element block per program.
 #[kernel]
@@ -84,7 +72,7 @@ fn chained_kernels_read_what_the_one_before_wrote_on_cuda() {
     // consumers dependent launches, wide enough to be scheduled while the
     // producer runs (`FERROTILE_PDL_ALL=1`: the producer too)
     let round = |k: f32, x: &mut Buffer<f32>, y: &mut Buffer<f32>, z: &mut Buffer<f32>| -> ferrotile::Result<()> {
-        settle::launch(&dev, n.div_ceil(128) as u32, x, n as i32, k, 4000)?;
+        spin::launch(&dev, n.div_ceil(128) as u32, x, n as i32, k, 4000)?;
         let dep = LaunchConfig::new([n.div_ceil(256) as u32, 1, 1]).dependent_launch(true);
         affine3::launch(&dev, dep, x, y, n as i32)?;
         affine3::launch(&dev, dep, y, z, n as i32)
