@@ -603,6 +603,23 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51a)
+    # session 51: W8A16 tuned (the decode tiles among its candidates, never
+    # timed) and W4A16 at HEAD, next to cuBLAS dense / tinygemm / gemlite;
+    # then late prefetch (opt-in): the GEMM and W8A8 tests with it, the
+    # grouped GEMM on / off alternated twice, the suite with Triton's twins
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w8 150 $D/dequant-user --library --w8 --device cuda --shapes $SH
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w4 150 $D/dequant-user --library --device cuda --shapes $SH
+    step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    (export FERROTILE_LATE_PREFETCH=1
+     FERROTILE_TEST_DEVICES=cuda step gemm_late 200 $D/gemm --nocapture --skip every_tuner_configuration
+     FERROTILE_TEST_DEVICES=cuda step w8a8_late 60 $D/w8a8 --nocapture --skip w8a8_every)
+    G="$D/user-suite --device cuda --only grouped_gemm"
+    for r in 1 2; do FERROTILE_LATE_PREFETCH=1 step "gg_on_$r" 40 $G; FERROTILE_LATE_PREFETCH=0 step "gg_off_$r" 40 $G; done
+    step suite_peers 120 python3 $D/peers.py --suite
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |cublas|tinygemm|gemlite|^suite" "$L" | sed 's/QuantConfig //' | cut -c1-160 | tail -90
+    ;;
   s50a)
     # session 50: the decode form with each step's group scale applied to
     # its f32 partial sums (dequant-user-e1, quant) against HEAD's

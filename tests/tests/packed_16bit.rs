@@ -113,3 +113,45 @@ fn register_operands_skip_shared_memory() {
         assert!(count(&off, "ldmatrix") > 0 && count(&off, "st.shared") > 0, "sm_{sm}: B is staged by default");
     }
 }
+
+/// The 8-bit weights of the decode form (`wq_decode_kernel`, bf16, 64×16×128
+/// on 4 warps: 64 weights per thread and step), with zero points and
+/// without (the W8A16 library's per-channel symmetric form): bf16 cannot
+/// take an 8-bit field by the 16-bit magic number (`128 + q` needs 9
+/// significant bits), so each weight goes through f32 — its byte picked
+/// with 2²³'s exponent above it by one `prmt` (no shift), and `q − z` one
+/// f32 subtraction of the two magic forms (or of the constant zero point)
+/// before the one rounding to bf16: no packed subtraction after the
+/// conversions. ptxas assembles both without spills.
+#[test]
+fn w8_bytes_convert_in_one_pick_and_one_subtraction() {
+    use ferrotile::ir::passes::guard::Safety;
+    use ferrotile_kernels::quant::wq_decode_kernel;
+    for zeros in [1, 0] {
+        let k = wq_decode_kernel::ir();
+        let group = if zeros == 1 { 128 } else { 8192 };
+        let spec = specialize(k, &[64, 16, 128, 8, group, zeros, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+        let o = PtxOptions {
+            arg_div: vec![16; k.params.len()],
+            pipeline: 1,
+            safety: Safety::Unchecked,
+            operand_layouts: true,
+            broadcast_slices: true,
+            ..PtxOptions::new(90, 4, k.params.len())
+        };
+        let text = emit(&spec, &o).unwrap_or_else(|e| panic!("{e:?}")).text;
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let head = lines.iter().position(|l| l.starts_with("$L") && l.ends_with(':')).expect("a loop");
+        let label = lines[head].trim_end_matches(':');
+        let back = lines.iter().rposition(|l| l.ends_with(&format!("bra.uni {label};"))).expect("its back edge");
+        let body = &lines[head..back];
+        let n = |f: &dyn Fn(&str) -> bool| body.iter().filter(|l| f(l)).count();
+        let picks = n(&|l| l.starts_with("prmt.b32") && l.contains(", 1258291200, 0x754"));
+        assert_eq!(picks, 64, "zeros {zeros}: one byte pick per weight");
+        assert_eq!(n(&|l| l.starts_with("sub.rn.bf16x2")), 0, "zeros {zeros}: q − z subtracted in f32");
+        if let Some(px) = ptxas::find_or_skip() {
+            let r = ptxas::assemble(&px, &text, 90).unwrap_or_else(|e| panic!("zeros {zeros}: {e}"));
+            assert_eq!(r.spill_loads + r.spill_stores, 0, "zeros {zeros}: spills");
+        }
+    }
+}

@@ -70,10 +70,10 @@ pub struct PtxOptions {
     /// In-flight `wgmma` loops on `cp.async` rings issue their copies
     /// after the MMA when smaller rings let more programs share an SM
     /// ([`async_copy::late_prefetch`]); false: one slot more per ring
-    /// (off by default: on the H200 it changed no measured kernel by more
-    /// than noise — the user grouped GEMM 143.9 -> 142.3 us, the library
-    /// GEMM's `cp.async` shapes unchanged; the CUDA runtime reads
-    /// `FERROTILE_LATE_PREFETCH=1`).
+    /// (off in `new`; on in the CUDA runtime, `FERROTILE_LATE_PREFETCH=0`
+    /// turns it off: the user grouped GEMM 145.6 -> 135.3 us on an H100,
+    /// 143.9 -> 142.3 on the H200 — the smaller rings' occupancy matters
+    /// where DRAM is slower; the GEMM and W8A8 tests pass with it).
     pub late_prefetch: bool,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`tma`]) become TMA bulk tensor copies (the kernel then

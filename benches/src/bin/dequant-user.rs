@@ -643,7 +643,10 @@ fn emit_lib(args: &[String]) {
     let kmajor = std::env::var("KMAJOR").is_ok_and(|v| v == "1");
     let k = if kmajor { w4_kmajor::ir() } else { ferrotile_kernels::quant::wq_gemm_kernel::ir() };
     let even = !std::env::var("EVEN").is_ok_and(|v| v == "0") as i64;
-    let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], 4, 128, 1, 1, even, 0, 0] };
+    // (`BITS=8`, `GROUP=g`, `ZEROS=0`: the W8A16 library's per-channel symmetric form is `BITS=8 GROUP=8192 ZEROS=0`)
+    let env = |v: &str, d: i64| std::env::var(v).ok().and_then(|g| g.parse().ok()).unwrap_or(d);
+    let (bits, group, zeros) = (env("BITS", 4), env("GROUP", 128), env("ZEROS", 1));
+    let cx: Vec<i64> = if kmajor { vec![t[0], t[1], t[2], 4, 128, 1, 1] } else { vec![t[0], t[1], t[2], bits, group, zeros, 1, even, 0, 0] };
     let spec = specialize(k, &cx, &[ferrotile::ir::DType::BF16]).unwrap();
     let reg = std::env::var("REG").is_ok_and(|v| v == "1");
     let unchecked = std::env::var("UNCHECKED").is_ok_and(|v| v == "1");
@@ -661,7 +664,7 @@ fn emit_lib(args: &[String]) {
 
 /// `--emit-decode BNxBMxBK WARPS STAGES [sm]`: the library's decode form
 /// `ferrotile_kernels::quant::wq_decode_kernel` (bf16, W4 — `BITS=8`: W8 — group 128 or `GROUP`, zero
-/// points, split K, `EVEN`), unguarded, with the options its launch takes:
+/// points — `ZEROS=0`: none —, split K, `EVEN`), unguarded, with the options its launch takes:
 /// operand layouts, broadcast slices, affine addresses and rotated loops
 /// on (`FERROTILE_OPERAND_LAYOUTS=0` / `FERROTILE_BROADCAST_SLICES=0` /
 /// `FERROTILE_AFFINE_ADDRESSES=0` / `FERROTILE_ROTATE_CHAINS=0`: off).
@@ -674,7 +677,8 @@ fn emit_decode(args: &[String]) {
     let group = std::env::var("GROUP").ok().and_then(|g| g.parse().ok()).unwrap_or(128);
     // (`BITS=8`: W8A16, zero points as for W4)
     let bits = std::env::var("BITS").ok().and_then(|g| g.parse().ok()).unwrap_or(4);
-    let spec = specialize(k, &[t[0], t[1], t[2], bits, group, 1, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
+    let zeros = std::env::var("ZEROS").ok().and_then(|g| g.parse().ok()).unwrap_or(1);
+    let spec = specialize(k, &[t[0], t[1], t[2], bits, group, zeros, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
     let on = |v: &str| std::env::var(v).map_or(true, |v| v != "0");
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],

@@ -310,6 +310,13 @@ impl<'k> PtxWriter<'k> {
                 out.push(self.narrow_f32(&f, d));
                 break;
             }
+            if o == BinOp::Sub {
+                if let (Some(h0), Some(h1)) = (self.fused_int_sub(&ra[i], &rb[i], d), self.fused_int_sub(&ra[i + 1], &rb[i + 1], d)) {
+                    out.push(h0);
+                    out.push(h1);
+                    continue;
+                }
+            }
             let (x, y) = (self.pack_b16(&ra[i], &ra[i + 1]), self.pack_b16(&rb[i], &rb[i + 1]));
             // the difference of two small integers converted alike
             // (`small_ints_to_16bit`): the two magic numbers cancel, so
@@ -685,15 +692,58 @@ impl<'k> PtxWriter<'k> {
             self.line(format!("add.s32 {t}, {r}, {};", -lo));
             self.line(format!("or.b32 {t}, {t}, 1258291200;"));
         } else if let Some((y, m)) = self.masked_source(x, i, n) {
-            // (y & m) | 2²³ in one instruction (ptxas does not fuse the two)
-            self.line(format!("lop3.b32 {t}, {y}, {m}, 1258291200, 0xEA;"));
+            match self.shifted.get(&y).cloned() {
+                // a whole byte, `(w >> 8j) & 255`: one `prmt` picks it and
+                // puts 2²³'s exponent byte above it (no shift)
+                Some((w, c)) if m == 255 && c % 8 == 0 && (0..32).contains(&c) => {
+                    self.line(format!("prmt.b32 {t}, {w}, 1258291200, {:#06x};", 0x7540 | (c / 8)));
+                }
+                // (y & m) | 2²³ in one instruction (ptxas does not fuse the two)
+                _ => self.line(format!("lop3.b32 {t}, {y}, {m}, 1258291200, 0xEA;")),
+            }
         } else {
             self.line(format!("or.b32 {t}, {r}, 1258291200;"));
         }
+        let fm = self.reg(RegClass::F);
+        self.line(format!("mov.b32 {fm}, {t};"));
         let f = self.reg(RegClass::F);
-        self.line(format!("mov.b32 {f}, {t};"));
-        self.line(format!("sub.f32 {f}, {f}, 0f{:08X};", ((M - lo) as f32).to_bits()));
-        Some(if to == DType::F32 { f } else { self.narrow_f32(&f, to) })
+        self.line(format!("sub.f32 {f}, {fm}, 0f{:08X};", ((M - lo) as f32).to_bits()));
+        if to == DType::F32 {
+            return Some(f);
+        }
+        let h = self.narrow_f32(&f, to);
+        self.magic_f32.insert(h.clone(), (fm, lo, hi));
+        Some(h)
+    }
+
+    /// `(x as T) − (y as T)` for 16-bit `T`, where `x`'s register `a` was
+    /// converted through f32 by [`Self::small_int_to_float`] and `b` is
+    /// either such a conversion with the same offset or a constant
+    /// integer: one f32 subtraction of the two magic forms (the magic
+    /// numbers cancel; exact — both below 2²⁴) rounded once to `T`. The
+    /// same value as the 16-bit subtraction, as both conversions were
+    /// exact (that path is taken only where every value of the range is
+    /// exact in `T`): `round(round(x) − round(y)) = round(x − y)`. Saves
+    /// the packed subtraction after the conversions (a dequantized
+    /// `q − z` on the 8-bit path). None: not such a pair.
+    fn fused_int_sub(&mut self, a: &str, b: &str, d: DType) -> Option<String> {
+        let (ma, la, _) = self.magic_f32.get(a).cloned()?;
+        const M: i64 = 1 << 23;
+        let f = self.reg(RegClass::F);
+        // (a conversion whose range is one value is that constant)
+        let bc = match self.magic_f32.get(b) {
+            Some((_, lb, hb)) if lb == hb => Some(*lb as f64),
+            _ => self.h_const.get(b).copied(),
+        };
+        match (self.magic_f32.get(b).cloned(), bc) {
+            (Some((mb, lb, _)), None) if lb == la => self.line(format!("sub.f32 {f}, {ma}, {mb};")),
+            (_, Some(c)) if c.fract() == 0.0 && c.abs() <= (1 << 22) as f64 && la.abs() < 1 << 22 => {
+                // 2²³ − lo + c: an integer below 2²⁴, exact in f32
+                self.line(format!("sub.f32 {f}, {ma}, 0f{:08X};", (((M - la) as f64 + c) as f32).to_bits()));
+            }
+            _ => return None,
+        }
+        Some(self.narrow_f32(&f, d))
     }
 
     /// Small integers to a 16-bit float two at a time: the pair's low

@@ -148,6 +148,8 @@ impl<'k> PtxWriter<'k> {
                         let o = f32_round_to_odd(f);
                         let bits = if d == DType::F16 { half::f16::from_f32(o).to_bits() } else { half::bf16::from_f32(o).to_bits() };
                         self.line(format!("mov.b16 {r}, 0x{bits:04X};"));
+                        let back = if d == DType::F16 { half::f16::from_bits(bits).to_f64() } else { half::bf16::from_bits(bits).to_f64() };
+                        self.h_const.insert(r.clone(), back);
                     }
                     (RegClass::P, _) => {
                         let b = match l {

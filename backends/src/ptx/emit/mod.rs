@@ -169,6 +169,13 @@ struct PtxWriter<'k> {
     /// (`small_ints_to_16bit`): its word → the word before the magic
     /// number is subtracted, that number's offset (`lo`) and the target.
     magic_words: HashMap<String, (String, i64, DType)>,
+    /// A small integer converted to a 16-bit float through f32
+    /// (`small_int_to_float`): its register → the f32 `2²³ + x − lo`
+    /// before the subtraction, and the range `[lo, hi]` — so `(x as T) − (y as T)` of two
+    /// such values subtracts in f32 and rounds once (`fused_int_sub`).
+    magic_f32: HashMap<String, (String, i64, i64)>,
+    /// 16-bit float constants (`Const`): register → value.
+    h_const: HashMap<String, f64>,
     /// Values not in their shape's default layout ([`crate::plan::slices`]),
     /// the thread layouts of those layouts, and their index registers.
     vlay: crate::plan::slices::ValueLayouts,
@@ -365,6 +372,8 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         unrolled: 0,
         shifted: HashMap::new(),
         magic_words: HashMap::new(),
+        magic_f32: HashMap::new(),
+        h_const: HashMap::new(),
         vlay,
         partial,
         olayouts: HashMap::new(),

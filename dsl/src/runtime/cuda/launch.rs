@@ -191,7 +191,7 @@ pub(crate) fn launch(
             mma_i8: env_flag("FERROTILE_MMA_I8", true),
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             pipeline_every_loop: every_loop,
-            late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", false),
+            late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", true),
             tma,
             warp_specialize: ws,
             cluster: cfg.cluster,
