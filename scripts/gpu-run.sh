@@ -603,6 +603,23 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51b)
+    # session 51: 8-bit fields by one byte pick and q − z as one f32
+    # subtraction (the W8 paths): the quantized-GEMM tests and the CUDA
+    # conformance suite, W8A16 tuned with this build and the session's
+    # first (dequant-user-base), each its own cache, alternated twice, the
+    # peers, then the user suite with late prefetch on by default
+    SH=${2:-1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096}
+    FERROTILE_TEST_DEVICES=cuda step quant_tests 150 $D/quant --nocapture
+    FERROTILE_TEST_DEVICES=cuda step conformance 120 $D/conformance_cuda --nocapture
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/ftl_new FERROTILE_AUTOTUNE_PRINT=1 step "w8_new_$r" 150 $D/dequant-user --library --w8 --device cuda --shapes $SH
+      FERROTILE_CACHE_DIR=/tmp/ftl_base FERROTILE_AUTOTUNE_PRINT=1 step "w8_base_$r" 150 $D/dequant-user-base --library --w8 --device cuda --shapes $SH
+    done
+    step peers 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    step user_suite 150 $D/user-suite --device cuda
+    grep -E "^=== |FAILED|panicked|test result|conformance on|^library|-> |cublas|tinygemm|gemlite|^suite" "$L" | sed 's/QuantConfig //' | cut -c1-170 | tail -100
+    ;;
   s51a)
     # session 51: W8A16 tuned (the decode tiles among its candidates, never
     # timed) and W4A16 at HEAD, next to cuBLAS dense / tinygemm / gemlite;
