@@ -603,6 +603,17 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51c)
+    # session 51: where FP8 stands against torch._scaled_mm — the tuned
+    # pick and forced tiles (deeper rings, 256-deep steps, 256-row tiles),
+    # plain and with a producer warpgroup (FERROTILE_WS=1), then the peers
+    SH=${2:-4096x4096x4096,8192x8192x8192}
+    CF=${3:-128x256x128x8x3,128x256x128x8x4,128x256x256x8x2,256x128x128x8x3,256x128x256x8x2,128x128x128x8x4}
+    FERROTILE_AUTOTUNE_PRINT=1 step fp8_plain 300 $D/dequant-user --fp8 --device cuda --shapes $SH --w8-configs $CF
+    FERROTILE_WS=1 step fp8_ws 300 $D/dequant-user --fp8 --device cuda --shapes $SH --w8-configs $CF
+    step peers 200 python3 $D/peers.py --fp8 --w8-shapes $SH
+    grep -E "^=== |fp8 |FAILED|panicked|error|-> |cublas|scaled_mm" "$L" | cut -c1-170 | tail -60
+    ;;
   s51b)
     # session 51: 8-bit fields by one byte pick and q − z as one f32
     # subtraction (the W8 paths): the quantized-GEMM tests and the CUDA
