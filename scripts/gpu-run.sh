@@ -603,6 +603,35 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51e)
+    # session 51: FP8 launches with a producer warpgroup by default (the
+    # compiler now splits copies read through `trans` off to it): the FP8
+    # tests, then the library tuned next to torch._scaled_mm
+    SH=${2:-4096x4096x4096,8192x8192x8192}
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 200 $D/fp8 --nocapture
+    FERROTILE_AUTOTUNE_PRINT=1 step fp8_lib 150 $D/dequant-user --fp8 --device cuda --shapes $SH
+    step peers 200 python3 $D/peers.py --fp8 --w8-shapes $SH
+    grep -E "^=== |fp8 |FAILED|panicked|error|test result|-> |cublas|scaled_mm" "$L" | cut -c1-170 | tail -40
+    ;;
+  s51d)
+    # session 51: FP8 in clusters of two (FERROTILE_FP8_CLUSTER=2, an
+    # experiment: the pair's tile of b multicast): the FP8 tests with it
+    # (and with a producer warpgroup), then forced tiles with clusters
+    # off / on, plain and WS, alternated, next to torch._scaled_mm
+    SH=${2:-4096x4096x4096,8192x8192x8192}
+    CF=${3:-128x256x256x8x2,256x128x256x8x2}
+    export FERROTILE_CACHE_DIR=/tmp/ftl_fp8
+    FERROTILE_FP8_CLUSTER=2 FERROTILE_TEST_DEVICES=cuda step fp8_tests_cl2 200 $D/fp8 --nocapture
+    FERROTILE_FP8_CLUSTER=2 FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda step fp8_tests_cl2_ws 200 $D/fp8 --nocapture fp8_gemm_matches
+    for r in 1 2; do
+      for cl in 1 2; do
+        FERROTILE_FP8_CLUSTER=$cl step "fp8_cl${cl}_$r" 120 $D/dequant-user --fp8 --device cuda --shapes $SH --w8-configs $CF
+        FERROTILE_FP8_CLUSTER=$cl FERROTILE_WS=1 step "fp8_cl${cl}_ws_$r" 120 $D/dequant-user --fp8 --device cuda --shapes $SH --w8-configs $CF
+      done
+    done
+    step peers 200 python3 $D/peers.py --fp8 --w8-shapes $SH
+    grep -E "^=== |fp8 |FAILED|panicked|error|test result|cublas|scaled_mm" "$L" | sed 's/W8A8Config //; s/num_warps: 8, //; s/split_k: 1 //' | cut -c1-150 | tail -80
+    ;;
   s51c)
     # session 51: where FP8 stands against torch._scaled_mm — the tuned
     # pick and forced tiles (deeper rings, 256-deep steps, 256-row tiles),

@@ -1317,7 +1317,7 @@ fn every_w8a8_tuner_configuration_assembles() {
     for (tc, blockwise) in both {
         let modes: &[(DType, i64)] = if blockwise { &[(DType::F8E4M3, 2)] } else { &[(DType::F8E4M3, 1), (DType::F8E5M2, 0)] };
         for &(t, scales) in modes {
-            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, scales, 1, 0];
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, 1, scales, 1, 0];
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
             let opts = PtxOptions {
@@ -1340,6 +1340,33 @@ fn every_w8a8_tuner_configuration_assembles() {
                 Ok(r) => println!("{what}: {} regs", r.registers),
                 Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
             }
+        }
+    }
+    // clusters of two (`CLUSTER = 2`, `PtxOptions::cluster` 2): the pair's
+    // tile of `b` depends on `program_id(0) / 2` only, so its copies
+    // multicast (256-deep steps: two 128-byte column atoms, one issued by
+    // each program); the pair's own `a` tiles do not, nor does `b` when
+    // the kernel pairs nothing (`CLUSTER = 1`)
+    for (cl, bk, ws) in [(2i64, 256i64, false), (2, 256, true), (1, 256, false), (2, 128, false)] {
+        let consts = vec![128, 256, bk, 8, cl, 1, 1, 0];
+        let spec = specialize(k, &consts, &[DType::F8E4M3, DType::BF16]).unwrap();
+        let what = format!("fp8_gemm {consts:?} cluster 2 ws {ws}");
+        let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, cluster: 2, warp_specialize: ws, ..PtxOptions::new(90, 8, k.params.len()) };
+        let p = match emit(&spec, &opts) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("{what}: emit: {e}"));
+                continue;
+            }
+        };
+        let mcast = p.text.lines().filter(|l| l.contains(".multicast::cluster")).count();
+        if (mcast > 0) != (cl == 2 && bk == 256) {
+            failures.push(format!("{what}: {mcast} multicast copies"));
+        }
+        match ptxas::assemble(&px, &p.text, 90) {
+            Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
+            Ok(r) => println!("{what}: {} regs, {mcast} multicast copies", r.registers),
+            Err(log) => failures.push(format!("{what}: ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"))),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -36,8 +36,10 @@
 //! `wgmma` (true of TMA classes by construction, checked again here).
 //!
 //! It also records which copies read the same tile in every program of a
-//! cluster along x — coordinates that do not depend on `program_id(0)`,
-//! inside loops whose bounds do not either ([`WsPlan::uniform`],
+//! cluster along x — coordinates that do not depend on `program_id(0)`
+//! other than through its pair index `program_id(0) / c` (`c` even, or
+//! `>> s`: equal for the two programs of a cluster of 2), inside loops
+//! whose bounds do not either ([`WsPlan::uniform`],
 //! [`WsPlan::uniform_trips`]): with clusters (`PtxOptions::cluster`) the
 //! emitter multicasts those, one copy for the whole cluster.
 //!
@@ -152,10 +154,12 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                 _ => {}
             }
             // a TMA tile is read by a `dot` only (the consumers release its
-            // slot after the dot's MMAs), or carried to one
+            // slot after the dot's MMAs), or carried to one, or read
+            // through `trans` (the slot read transposed by the `wgmma`
+            // descriptors — fp8's and int8's `b` stored along K)
             for x in op.kind.operands() {
                 if let Some(c) = ap.class_of(x) {
-                    if ap.tma[c].is_some() && !matches!(op.kind, OpKind::Dot { .. } | OpKind::For { .. } | OpKind::Yield(_)) {
+                    if ap.tma[c].is_some() && !matches!(op.kind, OpKind::Dot { .. } | OpKind::For { .. } | OpKind::Yield(_) | OpKind::Trans { .. }) {
                         *dots_ok = false;
                     }
                 }
@@ -280,12 +284,26 @@ fn uniformity(out: &mut WsPlan, defs: &HashMap<V, Def>, fors: &HashMap<V, ForInf
             None => vec![],
         }
     };
-    let mut tainted: HashSet<V> =
-        out.vals.iter().copied().filter(|v| matches!(defs.get(v), Some(Def::Op { op, .. }) if matches!(op.kind, OpKind::ProgramId(0)))).collect();
+    let is_pid0 = |v: V| matches!(defs.get(&v), Some(Def::Op { op, .. }) if matches!(op.kind, OpKind::ProgramId(0)));
+    let int_const = |v: V| match defs.get(&v) {
+        Some(Def::Op { op: Op { kind: OpKind::Const(Lit::Int(c)), .. }, .. }) => Some(*c),
+        _ => None,
+    };
+    // `program_id(0) / c` for an even `c` (or `>> s`, s ≥ 1) is the same for
+    // both programs of a cluster of 2 along x (x = 2i and 2i + 1): the
+    // index of the pair, from which a kernel computes the tile both read
+    let pair_index = |v: V| match defs.get(&v) {
+        Some(Def::Op { op: Op { kind: OpKind::Binary { op: BinOp::Div, a, b }, .. }, .. }) => is_pid0(*a) && int_const(*b).is_some_and(|c| c > 0 && c % 2 == 0),
+        Some(Def::Op { op: Op { kind: OpKind::Binary { op: BinOp::Shr, a, b }, .. }, .. }) => {
+            is_pid0(*a) && int_const(*b).is_some_and(|s| (1..31).contains(&s))
+        }
+        _ => false,
+    };
+    let mut tainted: HashSet<V> = out.vals.iter().copied().filter(|v| is_pid0(*v)).collect();
     loop {
         let before = tainted.len();
         for v in &out.vals {
-            if !tainted.contains(v) && deps(*v).iter().any(|d| tainted.contains(d)) {
+            if !tainted.contains(v) && !pair_index(*v) && deps(*v).iter().any(|d| tainted.contains(d)) {
                 tainted.insert(*v);
             }
         }

@@ -693,9 +693,12 @@ impl<'k> PtxWriter<'k> {
             self.line(format!("or.b32 {t}, {t}, 1258291200;"));
         } else if let Some((y, m)) = self.masked_source(x, i, n) {
             match self.shifted.get(&y).cloned() {
-                // a whole byte, `(w >> 8j) & 255`: one `prmt` picks it and
-                // puts 2²³'s exponent byte above it (no shift)
-                Some((w, c)) if m == 255 && c % 8 == 0 && (0..32).contains(&c) => {
+                // a whole byte, `(w >> 8j) & 255`, going on to a 16-bit
+                // float: one `prmt` picks it and puts 2²³'s exponent byte
+                // above it (no shift). Not for an f32 result: the `prmt`'s
+                // constant takes a register (`lop3` encodes it), which
+                // tipped the 8-warp W8 GEMVs at three stages into spilling
+                Some((w, c)) if to != DType::F32 && m == 255 && c % 8 == 0 && (0..32).contains(&c) => {
                     self.line(format!("prmt.b32 {t}, {w}, 1258291200, {:#06x};", 0x7540 | (c / 8)));
                 }
                 // (y & m) | 2²³ in one instruction (ptxas does not fuse the two)
