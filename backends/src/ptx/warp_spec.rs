@@ -131,6 +131,7 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
         fors: &mut HashMap<V, ForInfo<'k>>,
         ap: &AsyncPlan,
         dots_ok: &mut bool,
+        trans_of_tma: &mut HashSet<V>,
     ) {
         for op in &b.ops {
             for r in &op.results {
@@ -144,29 +145,32 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                     }
                     fors.insert(iv, ForInfo { op, encl: encl.clone() });
                     encl.push(iv);
-                    scan(body, encl, in_if, defs, fors, ap, dots_ok);
+                    scan(body, encl, in_if, defs, fors, ap, dots_ok, trans_of_tma);
                     encl.pop();
                 }
                 OpKind::If { then_, else_, .. } => {
-                    scan(then_, encl, true, defs, fors, ap, dots_ok);
-                    scan(else_, encl, true, defs, fors, ap, dots_ok);
+                    scan(then_, encl, true, defs, fors, ap, dots_ok, trans_of_tma);
+                    scan(else_, encl, true, defs, fors, ap, dots_ok, trans_of_tma);
                 }
                 _ => {}
             }
             // a TMA tile is read by a `dot` only (the consumers release its
-            // slot after the dot's MMAs), or carried to one, or read
-            // through `trans` (the slot read transposed by the `wgmma`
-            // descriptors — fp8's and int8's `b` stored along K)
+            // slot after the dot's MMAs), or carried to one, or through a
+            // `trans` that only `dot`s read (the slot read transposed by
+            // the `wgmma` descriptors — fp8's and int8's `b` stored along K)
             for x in op.kind.operands() {
-                if let Some(c) = ap.class_of(x) {
-                    if ap.tma[c].is_some() && !matches!(op.kind, OpKind::Dot { .. } | OpKind::For { .. } | OpKind::Yield(_) | OpKind::Trans { .. }) {
-                        *dots_ok = false;
-                    }
+                let tma = ap.class_of(x).is_some_and(|c| ap.tma[c].is_some());
+                if tma && matches!(op.kind, OpKind::Trans { .. }) {
+                    trans_of_tma.extend(op.results.iter().copied());
+                } else if (tma && !matches!(op.kind, OpKind::Dot { .. } | OpKind::For { .. } | OpKind::Yield(_)))
+                    || (trans_of_tma.contains(&x) && !matches!(op.kind, OpKind::Dot { .. }))
+                {
+                    *dots_ok = false;
                 }
             }
         }
     }
-    scan(&k.body, &mut vec![], false, &mut defs, &mut fors, ap, &mut dots_ok);
+    scan(&k.body, &mut vec![], false, &mut defs, &mut fors, ap, &mut dots_ok, &mut HashSet::new());
     if !dots_ok {
         return None;
     }
