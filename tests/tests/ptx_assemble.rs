@@ -1363,6 +1363,10 @@ fn every_w8a8_tuner_configuration_assembles() {
         if (mcast > 0) != (cl == 2 && bk == 256) {
             failures.push(format!("{what}: {mcast} multicast copies"));
         }
+        // (`b` is read through `trans`: its copies still go to the producer)
+        if p.threads != if ws { 12 * 32 } else { 8 * 32 } {
+            failures.push(format!("{what}: {} threads", p.threads));
+        }
         match ptxas::assemble(&px, &p.text, 90) {
             Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
             Ok(r) => println!("{what}: {} regs, {mcast} multicast copies", r.registers),
