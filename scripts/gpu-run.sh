@@ -603,6 +603,16 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51f)
+    # session 51: W8A8 with and without a producer warpgroup (its b is read
+    # through trans, which the producer split now takes)
+    SH=${2:-4096x4096x4096,8192x8192x8192}
+    export FERROTILE_CACHE_DIR=/tmp/ftl_w8a8
+    step w8a8_plain 100 $D/dequant-user --w8a8 --device cuda --shapes $SH --w8-configs 128x256x256x8x2
+    FERROTILE_WS=1 step w8a8_ws 60 $D/dequant-user --w8a8 --device cuda --shapes $SH --w8-configs 128x256x256x8x2
+    step w8a8_plain2 60 $D/dequant-user --w8a8 --device cuda --shapes $SH --w8-configs 128x256x256x8x2
+    grep -E "^=== |w8a8 |error|-> " "$L" | cut -c1-170 | tail -20
+    ;;
   s51e)
     # session 51: FP8 launches with a producer warpgroup by default (the
     # compiler now splits copies read through `trans` off to it): the FP8
