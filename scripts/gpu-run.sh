@@ -603,6 +603,12 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s51g)
+    # session 51: the W8A8 tests with its launches asking for the producer
+    # warpgroup (the default since this build)
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 120 $D/w8a8 --nocapture --skip w8a8_every
+    grep -E "^=== |FAILED|panicked|test result" "$L" | tail -10
+    ;;
   s51f)
     # session 51: W8A8 with and without a producer warpgroup (its b is read
     # through trans, which the producer split now takes)
