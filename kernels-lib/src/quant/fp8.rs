@@ -280,20 +280,14 @@ fn launch<T: FloatElement, U: FloatElement>(
     if mode == 2 && (c.bk != 128 || c.bn > 128) {
         return Err(LibError::Config(format!("fp8_gemm: block-wise scales need BK = 128 and BN ≤ 128, got {c:?}")));
     }
-    // (the kernel can pair its programs — `CLUSTER = 2`, clusters of two
-    // along x, the pair's `b` tile multicast —, which measured slower on an
-    // H100 than one program per tile: RESULTS, session 51; with clusters of
-    // 2 the rows of tiles go in pairs, an odd count getting a last program
-    // whose rows lie past `m`: its loads read zeros, its stores are masked)
-    let cluster = 1usize;
-    let tiles = m.div_ceil(c.bm as usize * cluster) * cluster * n.div_ceil(c.bn as usize);
+    let tiles = m.div_ceil(c.bm as usize) * n.div_ceil(c.bn as usize);
     if tiles > u32::MAX as usize / 2 {
         return Err(LibError::Shape(format!("fp8_gemm: {tiles} tiles exceed the grid")));
     }
     // (a producer warpgroup issues the TMA copies where the compiler can
     // split them off — sm_90; measured on an H100, session 51: −4 % at
     // 4096³, −3 to −8 % at 8192³ on the tuner's 256-deep tiles)
-    let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).cluster(cluster as u32).warp_specialize(true);
+    let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = opts.activation.code();
@@ -316,7 +310,11 @@ fn launch<T: FloatElement, U: FloatElement>(
         c.bn as i32,
         c.bk as i32,
         8,
-        cluster as i32,
+        // (`CLUSTER` 1: one program per tile. The kernel can pair its
+        // programs in clusters of two along x — grid `cdiv(m, 2·BM)·2` rows
+        // of tiles, the pair's `b` tile multicast —, which measured slower
+        // on an H100: RESULTS, session 51)
+        1,
         mode,
         opts.bias.is_some(),
         act,

@@ -732,20 +732,21 @@ impl<'k> PtxWriter<'k> {
     fn fused_int_sub(&mut self, a: &str, b: &str, d: DType) -> Option<String> {
         let (ma, la, _) = self.magic_f32.get(a).cloned()?;
         const M: i64 = 1 << 23;
-        let f = self.reg(RegClass::F);
         // (a conversion whose range is one value is that constant)
         let bc = match self.magic_f32.get(b) {
             Some((_, lb, hb)) if lb == hb => Some(*lb as f64),
             _ => self.h_const.get(b).copied(),
         };
-        match (self.magic_f32.get(b).cloned(), bc) {
-            (Some((mb, lb, _)), None) if lb == la => self.line(format!("sub.f32 {f}, {ma}, {mb};")),
+        let subtrahend = match (self.magic_f32.get(b).cloned(), bc) {
+            (Some((mb, lb, _)), None) if lb == la => mb,
+            // 2²³ − lo + c: an integer below 2²⁴, exact in f32
             (_, Some(c)) if c.fract() == 0.0 && c.abs() <= (1 << 22) as f64 && la.abs() < 1 << 22 => {
-                // 2²³ − lo + c: an integer below 2²⁴, exact in f32
-                self.line(format!("sub.f32 {f}, {ma}, 0f{:08X};", (((M - la) as f64 + c) as f32).to_bits()));
+                format!("0f{:08X}", (((M - la) as f64 + c) as f32).to_bits())
             }
             _ => return None,
-        }
+        };
+        let f = self.reg(RegClass::F);
+        self.line(format!("sub.f32 {f}, {ma}, {subtrahend};"));
         Some(self.narrow_f32(&f, d))
     }
 
