@@ -603,6 +603,51 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s52b)
+    # session 52: FP8 and W8A8 on a persistent grid (one program per SM
+    # looping over tiles; the epilogue staged through a band of shared
+    # memory of its own). Their tests (W8A8 with the producer warpgroup by
+    # default), then the 128x256x256 tile forced with and without the
+    # persistent grid, alternated twice next to the session-51 build
+    # (`dequant-user-base`; each run's first line is the tuned pick, its
+    # own cache), then the peers and the attention tests (late prefetch)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 150 $D/fp8 --nocapture
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 150 $D/w8a8 --nocapture --skip w8a8_every
+    G=4096x4096x4096,8192x8192x8192
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/ftl_base step fp8_base_$r 120 $D/dequant-user-base --fp8 --device cuda --shapes $G --w8-configs 128x256x256x8x2
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_new step fp8_new_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x0,128x256x256x8x2x1x1
+    done
+    for r in 1 2; do
+      FERROTILE_CACHE_DIR=/tmp/ftl_base step w8a8_base_$r 120 $D/dequant-user-base --w8a8 --device cuda --shapes $G --w8-configs 128x256x256x8x2
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_new step w8a8_new_$r 150 $D/dequant-user --w8a8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x0,128x256x256x8x2x1x1
+    done
+    step peers_fp8 150 python3 $D/peers.py --fp8 --w8-shapes $G
+    step peers_w8a8 150 python3 $D/peers.py --w8a8 --w8-shapes $G
+    FERROTILE_TEST_DEVICES=cuda step attention_tests 300 $D/attention --nocapture
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |int_mm|scaled_mm|w8a8 |fp8 " "$L" | cut -c1-170 | tail -90
+    ;;
+  s52a)
+    # session 52: W8A8 launches ask for the producer warpgroup: its tests
+    # (split-K small-M tiles included); the library attention tests with
+    # late prefetch on (the default since session 51); then, on whatever
+    # card came, W4A16 / W8A16 tuned next to cuBLAS, tinygemm and gemlite,
+    # and W8A8 / FP8 tuned next to torch._int_mm / torch._scaled_mm
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_TEST_DEVICES=cuda step w8a8_tests 150 $D/w8a8 --nocapture --skip w8a8_every
+    FERROTILE_TEST_DEVICES=cuda step attention_tests 300 $D/attention --nocapture
+    SH=1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w4 150 $D/dequant-user --library --device cuda --shapes $SH
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w8 150 $D/dequant-user --library --w8 --device cuda --shapes $SH
+    step peers_dq 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_AUTOTUNE_PRINT=1 step w8a8_lib 150 $D/dequant-user --w8a8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_PRINT=1 step fp8_lib 150 $D/dequant-user --fp8 --device cuda --shapes $G
+    step peers_w8a8 150 python3 $D/peers.py --w8a8 --w8-shapes $G
+    step peers_fp8 150 python3 $D/peers.py --fp8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |cublas|tinygemm|gemlite|int_mm|scaled_mm" "$L" | cut -c1-170 | tail -70
+    ;;
   s51g)
     # session 51: the W8A8 tests with its launches asking for the producer
     # warpgroup (the default since this build)

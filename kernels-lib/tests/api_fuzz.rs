@@ -278,7 +278,16 @@ fn quantized_gemm_arguments_are_checked() {
             quantize_rows(&dev, &x, m, qk, sx, &mut xq, &mut xs)?;
             // (xq is contiguous: its row stride is K)
             let sx = 0;
-            let config = config.map(|c| W8A8Config { bm: c.bm, bn: c.bn, bk: c.bk, num_warps: c.num_warps, num_stages: c.num_stages, split_k: c.split_k });
+            // (the persistent grid rides on the random `decode` flag)
+            let config = config.map(|c| W8A8Config {
+                bm: c.bm,
+                bn: c.bn,
+                bk: c.bk,
+                num_warps: c.num_warps,
+                num_stages: c.num_stages,
+                split_k: c.split_k,
+                persistent: c.decode,
+            });
             let mut o = buf::<bf16>(&dev, lens[2]);
             let opts = W8A8Options { bias: Some(&bias), activation: Activation::Gelu, x_row_stride: sx, out_row_stride: so, config };
             w8a8_gemm(&dev, &xq, &xs, &w, &mut o, m, &opts)

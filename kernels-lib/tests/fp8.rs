@@ -136,6 +136,34 @@ fn fp8_gemm_matches_f64() {
     }
 }
 
+/// A persistent grid (`W8A8Config::persistent`): fewer programs than
+/// tiles, each looping over several — 4 programs where the device does
+/// not count its cores (CPU, wgpu), one per SM on CUDA, with a shape of
+/// more 128 × 256 tiles than an H200 has SMs there. Every scale mode.
+#[test]
+fn fp8_persistent_grid_matches_f64() {
+    for dev in devices() {
+        let mut rng = Rng::new(15);
+        let small = W8A8Config { persistent: true, ..W8A8Config::default_for(&dev) };
+        let mut runs = vec![
+            (Case { m: 50, n: 100, k: 130, scales: 1, bias: true, act: Activation::Relu, so: 0 }, small),
+            (Case { m: 40, n: 70, k: 300, scales: 2, bias: false, act: Activation::None, so: 72 }, W8A8Config { bk: 128, bn: small.bn.min(128), ..small }),
+        ];
+        if dev.kind() == DeviceKind::Cuda {
+            let wide = W8A8Config { bm: 128, bn: 256, bk: 256, num_warps: 8, num_stages: 2, split_k: 1, persistent: true };
+            runs.push((Case { m: 1100, n: 4000, k: 256, scales: 0, bias: true, act: Activation::Gelu, so: 0 }, wide));
+            runs.push((
+                Case { m: 1100, n: 4000, k: 384, scales: 2, bias: false, act: Activation::None, so: 0 },
+                W8A8Config { bn: 128, bk: 128, num_stages: 4, ..wide },
+            ));
+        }
+        for (c, cfg) in runs {
+            let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
+            assert!(e <= 1.0, "{}: {}x{}x{} scales {} {cfg:?}: {e:.2} × the tolerance", dev.name(), c.m, c.n, c.k, c.scales);
+        }
+    }
+}
+
 #[test]
 fn fp8_every_tuner_candidate() {
     for dev in devices().into_iter().filter(|d| d.kind() == DeviceKind::Cuda) {
@@ -180,12 +208,12 @@ fn fp8_gemm_rejects_bad_arguments() {
     // block-wise: [m, ⌈k/128⌉] = 4 scales for `a`, [⌈n/128⌉, ⌈k/128⌉] = 1 for `b`
     let (sa_b, s1): (Buffer<f32>, Buffer<f32>) = (dev.zeros(4).unwrap(), dev.zeros(1).unwrap());
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { scales: Fp8Scales::Blocks { a: &s1, b: &s1 }, ..Default::default() }), "`scales.a`");
-    let blk = W8A8Config { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1 };
+    let blk = W8A8Config { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1, persistent: false };
     err(
         fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { scales: Fp8Scales::Blocks { a: &sa_b, b: &s1 }, config: Some(blk), ..Default::default() }),
         "BK = 128",
     );
-    let cfg = W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 2 };
+    let cfg = W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 2, persistent: false };
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { config: Some(cfg), ..Default::default() }), "split_k");
     let (ai, bi): (Buffer<bf16>, Buffer<bf16>) = (dev.zeros(64).unwrap(), dev.zeros(128).unwrap());
     err(fp8_gemm(&dev, &ai, &bi, &mut out, 4, 8, 16, &o), "f8e4m3 or f8e5m2");

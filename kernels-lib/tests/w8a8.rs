@@ -123,6 +123,20 @@ fn w8a8_gemm_matches_f64() {
             let e = run::<bf16>(&dev, &c, Some(W8A8Config { split_k: split, ..small }), &mut rng);
             assert!(e <= 1.0, "{}: split {split} {act:?}: {e:.2} × the tolerance", dev.name());
         }
+        // a persistent grid: fewer programs than tiles (4 where the device
+        // does not count its cores, one per SM on CUDA), split K or not
+        let mut persistent =
+            vec![(Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Relu, strides: (0, 104) }, W8A8Config { persistent: true, ..small })];
+        persistent
+            .push((Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Gelu, strides: (0, 0) }, W8A8Config { persistent: true, split_k: 2, ..small }));
+        if gpu {
+            let wide = W8A8Config { bm: 128, bn: 256, bk: 256, num_warps: 8, num_stages: 2, split_k: 1, persistent: true };
+            persistent.push((Case { m: 1100, n: 4000, k: 512, bias: true, act: Activation::None, strides: (0, 0) }, wide));
+        }
+        for (c, cfg) in &persistent {
+            let e = run::<bf16>(&dev, c, Some(*cfg), &mut rng);
+            assert!(e <= 1.0, "{}: {}x{}x{} {cfg:?}: {e:.2} × the tolerance", dev.name(), c.m, c.n, c.k);
+        }
         for c in &cases {
             let e = run::<bf16>(&dev, c, None, &mut rng);
             assert!(e <= 1.0, "{}: bf16 {}x{}x{} bias {} {:?}: {e:.2} × the tolerance", dev.name(), c.m, c.n, c.k, c.bias, c.act);
@@ -273,7 +287,10 @@ fn w8a8_rejects_bad_arguments() {
             &w,
             &mut out,
             4,
-            &W8A8Options { config: Some(W8A8Config { bm: 24, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1 }), ..Default::default() },
+            &W8A8Options {
+                config: Some(W8A8Config { bm: 24, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1, persistent: false }),
+                ..Default::default()
+            },
         ),
         "invalid configuration",
     );

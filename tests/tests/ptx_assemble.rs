@@ -1267,8 +1267,11 @@ fn i8_dots_take_wgmma() {
 /// The library's W8A8 GEMM (and FP8 GEMM) in every tuner candidate, bf16 and f16 out,
 /// with and without bias: on sm_90a int8 `wgmma` (k32 into s32) with both
 /// operands by TMA (two tensor maps: the activations, and the weights
-/// read through `trans` of their K-major slot), no spills; assembles for
-/// sm_80 too (`mma.sync` m16n8k32).
+/// read through `trans` of their K-major slot) and a producer warpgroup
+/// (both launches ask for one), no spills — the tiles loop of a
+/// persistent grid included, its epilogue staged through a band of
+/// shared memory of its own; assembles for sm_80 too (`mma.sync`
+/// m16n8k32).
 #[test]
 fn every_w8a8_tuner_configuration_assembles() {
     let Some(px) = ptxas::find_or_skip() else { return };
@@ -1282,9 +1285,12 @@ fn every_w8a8_tuner_configuration_assembles() {
             let spec = specialize(k, &consts, &[t]).unwrap();
             for sm in [80, 90] {
                 let what = format!("w8a8 {consts:?} {t} {tc} sm_{sm}");
+                // (as the launch asks: a producer warpgroup where the loop
+                // qualifies — sm_90a's TMA rings)
                 let opts = PtxOptions {
                     arg_div: vec![16; guarded_params(k)],
                     pipeline: tc.num_stages.saturating_sub(1),
+                    warp_specialize: sm == 90,
                     ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                 };
                 let p = match emit(&spec, &opts) {
@@ -1320,9 +1326,11 @@ fn every_w8a8_tuner_configuration_assembles() {
             let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, 1, scales, 1, 0];
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
+            // (with the producer warpgroup, as the launch asks)
             let opts = PtxOptions {
                 arg_div: vec![16; guarded_params(k)],
                 pipeline: tc.num_stages.saturating_sub(1),
+                warp_specialize: true,
                 ..PtxOptions::new(90, tc.num_warps, k.params.len())
             };
             let p = match emit(&spec, &opts) {

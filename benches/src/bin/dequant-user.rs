@@ -730,19 +730,21 @@ fn main() {
     println!("dequant-user on {}", dev.name());
     let mut ok = true;
     if args.iter().any(|a| a == "--w8a8" || a == "--fp8") {
-        // `--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT],..`: forced configurations too
+        // `--w8-configs BMxBNxBKxWARPSxSTAGES[xSPLIT[xPERSISTENT]],..`: forced
+        // configurations too (PERSISTENT 1: a grid of one program per SM)
         let forced: Vec<ferrotile_kernels::quant::W8A8Config> = arg("--w8-configs")
             .unwrap_or_default()
             .split(',')
             .filter_map(|s| {
                 let v: Vec<u32> = s.split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-                (v.len() == 5 || v.len() == 6).then(|| ferrotile_kernels::quant::W8A8Config {
+                (5..=7).contains(&v.len()).then(|| ferrotile_kernels::quant::W8A8Config {
                     bm: v[0],
                     bn: v[1],
                     bk: v[2],
                     num_warps: v[3],
                     num_stages: v[4],
                     split_k: v.get(5).copied().unwrap_or(1),
+                    persistent: v.get(6).is_some_and(|&p| p != 0),
                 })
             })
             .collect();

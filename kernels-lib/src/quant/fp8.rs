@@ -57,50 +57,54 @@ pub fn fp8_gemm_kernel<
     tb: f32,
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one fp8 MMA step)");
-    let pid = program_id(0);
     // programs in pairs with CLUSTER = 2 (a cluster of two along x): both
     // take the same column of tiles and neighbouring rows, so the tile of
     // `b` they both read depends on the pair only — the compiler copies it
     // once for the cluster (TMA multicast)
-    let pair = pid / CLUSTER;
-    let rank = pid % CLUSTER;
+    let rank = program_id(0) % CLUSTER;
     let num_pid_m = cdiv(m, BM * CLUSTER);
     let num_pid_n = cdiv(n, BN);
     let in_group = GROUP_M * num_pid_n;
-    let first_m = (pair / in_group) * GROUP_M;
-    let group_m = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = (first_m + (pair % in_group) % group_m) * CLUSTER + rank;
-    let pid_n = (pair % in_group) / group_m;
     let va = view(a, [m, k], [k, 1]);
     let vb = view(b, [n, k], [k, 1]);
-    let rm = pid_m * BM + arange(0, BM);
-    let rn = pid_n * BN + arange(0, BN);
-    let m_ok = rm < m;
-    let n_ok = rn < n;
     let kblocks = cdiv(k, 128) as i64;
-    let mut acc = zeros([BM, BN], f32);
-    for k0 in (0..k).step_by(BK) {
-        let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
-        let bt = load_block(vb, [pid_n * BN, k0], [BN, BK]);
-        if SCALES == 2 {
-            // this K block's product, scaled, into the f32 accumulator
-            let kb = (k0 / 128) as i64;
-            let s_a = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
-            let s_b = load(sb + ((pid_n * BN / 128) as i64) * kblocks + kb);
-            acc = acc + dot(at, trans(bt)) * (expand_dims(s_a, 1) * s_b);
-        } else {
-            acc = dot(at, trans(bt), acc);
+    // each program (pair) takes the tiles `pair, pair + programs, ...`: one
+    // tile with a grid of one program per tile, several with a persistent
+    // grid (about one program per SM) — a program's copies for its next
+    // tile are then issued while it stores this one
+    for pair in range(program_id(0) / CLUSTER, num_pid_m * num_pid_n, num_programs(0) / CLUSTER) {
+        let first_m = (pair / in_group) * GROUP_M;
+        let group_m = minimum(num_pid_m - first_m, GROUP_M);
+        let pid_m = (first_m + (pair % in_group) % group_m) * CLUSTER + rank;
+        let pid_n = (pair % in_group) / group_m;
+        let rm = pid_m * BM + arange(0, BM);
+        let rn = pid_n * BN + arange(0, BN);
+        let m_ok = rm < m;
+        let n_ok = rn < n;
+        let mut acc = zeros([BM, BN], f32);
+        for k0 in (0..k).step_by(BK) {
+            let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
+            let bt = load_block(vb, [pid_n * BN, k0], [BN, BK]);
+            if SCALES == 2 {
+                // this K block's product, scaled, into the f32 accumulator
+                let kb = (k0 / 128) as i64;
+                let s_a = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
+                let s_b = load(sb + ((pid_n * BN / 128) as i64) * kblocks + kb);
+                acc = acc + dot(at, trans(bt)) * (expand_dims(s_a, 1) * s_b);
+            } else {
+                acc = dot(at, trans(bt), acc);
+            }
         }
+        let mut o = acc * (ta * tb);
+        if SCALES == 1 {
+            o = o * (expand_dims(load(sa + rm, m_ok, 0.0), 1) * expand_dims(load(sb + rn, n_ok, 0.0), 0));
+        }
+        if BIAS {
+            o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+        }
+        o = activation(o, ACT);
+        store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
     }
-    let mut o = acc * (ta * tb);
-    if SCALES == 1 {
-        o = o * (expand_dims(load(sa + rm, m_ok, 0.0), 1) * expand_dims(load(sb + rn, n_ok, 0.0), 0));
-    }
-    if BIAS {
-        o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
-    }
-    o = activation(o, ACT);
-    store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
 }
 
 /// How [`fp8_gemm`] scales the product.
@@ -165,7 +169,7 @@ pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
     }
     [(128u32, 128u32, 8u32, 3u32), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)]
         .iter()
-        .map(|&(bm, bn, num_warps, num_stages)| W8A8Config { bm, bn, bk: 128, num_warps, num_stages, split_k: 1 }.to_tune())
+        .map(|&(bm, bn, num_warps, num_stages)| W8A8Config { bm, bn, bk: 128, num_warps, num_stages, split_k: 1, persistent: false }.to_tune())
         .collect()
 }
 
@@ -258,7 +262,10 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     let key = format!("fp8|{}|{}|scales{mode}|m<={}|n<={}|k<={}", T::DTYPE, U::DTYPE, b2(m), b2(n), b2(k));
     // (one tuner per candidate list: block-wise scales, or not)
     static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
-    let tuners = TUNERS.get_or_init(|| [false, true].map(|b| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5)));
+    // (the persistent grid tried on the three finalists, side by side with
+    // them: −3 to −5 % on the 128×256 tiles — RESULTS, session 52)
+    let tuners =
+        TUNERS.get_or_init(|| [false, true].map(|b| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5).finalist_knob("PERSISTENT", 0, &[1])));
     tuners[(mode == 2) as usize].run(dev, &key, |tc| run(blocks(W8A8Config::from_tune(tc)?)).map_err(crate::lib_to_launch))?;
     Ok(())
 }
@@ -287,7 +294,8 @@ fn launch<T: FloatElement, U: FloatElement>(
     // (a producer warpgroup issues the TMA copies where the compiler can
     // split them off — sm_90; measured on an H100, session 51: −4 % at
     // 4096³, −3 to −8 % at 8192³ on the tuner's 256-deep tiles)
-    let cfg = LaunchConfig::new([tiles as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
+    let programs = if c.persistent { super::int8::persistent_programs(dev, tiles, 1) } else { tiles };
+    let cfg = LaunchConfig::new([programs as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = opts.activation.code();

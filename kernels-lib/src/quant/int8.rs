@@ -86,40 +86,45 @@ pub fn w8a8_gemm_kernel<U: Float, const BM: i32, const BN: i32, const BK: i32, c
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one int8 MMA step)");
     // grouped ordering: GROUP_M row tiles share their weight tiles in L2
-    let pid = program_id(0);
     let num_pid_m = cdiv(m, BM);
     let num_pid_n = cdiv(n, BN);
     let in_group = GROUP_M * num_pid_n;
-    let first_m = (pid / in_group) * GROUP_M;
-    let group_m = minimum(num_pid_m - first_m, GROUP_M);
-    let pid_m = first_m + (pid % in_group) % group_m;
-    let pid_n = (pid % in_group) / group_m;
     let vx = view(xq, [m, k], [sxr, 1]);
     let vw = view(wq, [n, k], [k, 1]);
     let k_lo = program_id(1) * k_split;
     let k_hi = minimum(k_lo + k_split, k);
-    let mut acc = zeros([BM, BN], i32);
-    for k0 in (k_lo..k_hi).step_by(BK) {
-        let a = load_block(vx, [pid_m * BM, k0], [BM, BK]);
-        let b = load_block(vw, [pid_n * BN, k0], [BN, BK]);
-        acc = dot(a, trans(b), acc);
-    }
-    let rm = pid_m * BM + arange(0, BM);
-    let rn = pid_n * BN + arange(0, BN);
-    let m_ok = rm < m;
-    let n_ok = rn < n;
-    let scale = expand_dims(load(xs + rm, m_ok, 0.0), 1) * expand_dims(load(ws + rn, n_ok, 0.0), 0);
-    let mut o = (acc as f32) * scale;
-    let ok = expand_dims(m_ok, 1) & expand_dims(n_ok, 0);
-    if SPLIT {
-        let mn = (m as i64) * (n as i64);
-        store(part + (program_id(1) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn, 0), o, ok);
-    } else {
-        if BIAS {
-            o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+    // each program takes the tiles `program_id(0) + i · programs`: one with
+    // a grid of one program per tile, several with a persistent grid (about
+    // one program per SM: its copies for the next tile are issued while it
+    // stores this one)
+    for pid in range(program_id(0), num_pid_m * num_pid_n, num_programs(0)) {
+        let first_m = (pid / in_group) * GROUP_M;
+        let group_m = minimum(num_pid_m - first_m, GROUP_M);
+        let pid_m = first_m + (pid % in_group) % group_m;
+        let pid_n = (pid % in_group) / group_m;
+        let mut acc = zeros([BM, BN], i32);
+        for k0 in (k_lo..k_hi).step_by(BK) {
+            let a = load_block(vx, [pid_m * BM, k0], [BM, BK]);
+            let b = load_block(vw, [pid_n * BN, k0], [BN, BK]);
+            acc = dot(a, trans(b), acc);
         }
-        o = activation(o, ACT);
-        store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, ok);
+        let rm = pid_m * BM + arange(0, BM);
+        let rn = pid_n * BN + arange(0, BN);
+        let m_ok = rm < m;
+        let n_ok = rn < n;
+        let scale = expand_dims(load(xs + rm, m_ok, 0.0), 1) * expand_dims(load(ws + rn, n_ok, 0.0), 0);
+        let mut o = (acc as f32) * scale;
+        let ok = expand_dims(m_ok, 1) & expand_dims(n_ok, 0);
+        if SPLIT {
+            let mn = (m as i64) * (n as i64);
+            store(part + (program_id(1) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn, 0), o, ok);
+        } else {
+            if BIAS {
+                o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+            }
+            o = activation(o, ACT);
+            store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, ok);
+        }
     }
 }
 
@@ -257,6 +262,9 @@ pub struct W8A8Config {
     /// K split into this many ranges (1: none); the f32 partials are summed
     /// by a second kernel in a fixed order.
     pub split_k: u32,
+    /// A persistent grid: one program per SM (at most one per tile), each
+    /// looping over tiles, instead of one program per tile.
+    pub persistent: bool,
 }
 
 impl W8A8Config {
@@ -270,6 +278,7 @@ impl W8A8Config {
             num_warps: tc.num_warps,
             num_stages: tc.num_stages,
             split_k: tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32,
+            persistent: tc.values.get("PERSISTENT").is_some_and(|&p| p != 0),
         })
     }
 
@@ -279,6 +288,7 @@ impl W8A8Config {
             .with("BN", self.bn as i64)
             .with("BK", self.bk as i64)
             .with("SPLIT_K", self.split_k as i64)
+            .with("PERSISTENT", self.persistent as i64)
             .stages(self.num_stages)
     }
 
@@ -286,8 +296,8 @@ impl W8A8Config {
     /// of workgroup storage and the CPU take small tiles.
     pub fn default_for(dev: &Device) -> Self {
         match dev.kind() {
-            ferrotile::DeviceKind::Cuda => W8A8Config { bm: 128, bn: 128, bk: 128, num_warps: 8, num_stages: 4, split_k: 1 },
-            _ => W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1 },
+            ferrotile::DeviceKind::Cuda => W8A8Config { bm: 128, bn: 128, bk: 128, num_warps: 8, num_stages: 4, split_k: 1, persistent: false },
+            _ => W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1, persistent: false },
         }
     }
 }
@@ -297,12 +307,13 @@ impl W8A8Config {
 /// KB; for few rows, narrow tiles and split K so that the weight stream
 /// spreads over every SM).
 pub fn w8a8_candidates(m: usize) -> Vec<ferrotile::TuneConfig> {
-    let c = |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages, split_k: 1 }.to_tune();
+    let c =
+        |bm: u32, bn: u32, bk: u32, num_warps: u32, num_stages: u32| W8A8Config { bm, bn, bk, num_warps, num_stages, split_k: 1, persistent: false }.to_tune();
     if m <= 64 {
         let mut v = vec![];
         for (bn, bk, stages) in [(64u32, 256u32, 3u32), (64, 128, 4), (128, 128, 4), (128, 256, 2)] {
             for split in [1u32, 2, 4] {
-                v.push(W8A8Config { bm: 64, bn, bk, num_warps: 4, num_stages: stages, split_k: split }.to_tune());
+                v.push(W8A8Config { bm: 64, bn, bk, num_warps: 4, num_stages: stages, split_k: split, persistent: false }.to_tune());
             }
         }
         return v;
@@ -323,6 +334,14 @@ pub fn w8a8_candidates(m: usize) -> Vec<ferrotile::TuneConfig> {
         c(64, 128, 128, 4, 4),
         c(64, 64, 256, 4, 3),
     ]
+}
+
+/// Programs of a persistent grid over `tiles` tiles: one per SM (one per
+/// tile where there are fewer tiles), a multiple of `cluster`. Devices
+/// that do not say how many cores they have (the CPU, wgpu) get 4.
+pub(crate) fn persistent_programs(dev: &Device, tiles: usize, cluster: usize) -> usize {
+    let sms = dev.multiprocessors().unwrap_or(4) as usize;
+    (sms.min(tiles) / cluster * cluster).max(cluster)
 }
 
 /// Options of [`w8a8_gemm`].
@@ -414,7 +433,18 @@ pub fn w8a8_gemm<U: FloatElement>(
     let key = format!("w8a8|{}|m<={}|n<={}|k<={}", U::DTYPE, b2(m), b2(n), b2(k));
     // (one tuner per candidate list: few rows, or many)
     static T: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
-    let tuners = T.get_or_init(|| [1, 128].map(|m| ferrotile::Autotuner::new("w8a8_gemm", w8a8_candidates(m)).reps(5)));
+    // (for many rows, the persistent grid is tried on the three finalists,
+    // side by side with them: a few percent either way — RESULTS, session 52)
+    let tuners = T.get_or_init(|| {
+        [1, 128].map(|m| {
+            let t = ferrotile::Autotuner::new("w8a8_gemm", w8a8_candidates(m)).reps(5);
+            if m > 64 {
+                t.finalist_knob("PERSISTENT", 0, &[1])
+            } else {
+                t
+            }
+        })
+    });
     tuners[(m > 64) as usize].run(dev, &key, |tc| run(W8A8Config::from_tune(tc)?).map_err(crate::lib_to_launch))?;
     Ok(())
 }
@@ -444,7 +474,10 @@ fn launch<U: FloatElement>(
     let bk = c.bk as usize;
     let k_split = k.div_ceil(c.split_k as usize).div_ceil(bk) * bk;
     let splits = k.div_ceil(k_split);
-    let cfg = LaunchConfig::new([tiles as u32, splits as u32, 1]).num_warps(c.num_warps).num_stages(c.num_stages);
+    // the producer warpgroup where the loop qualifies (its b is read through
+    // `trans`); the pass leaves the launch as is where it does not
+    let programs = if c.persistent { persistent_programs(dev, tiles, 1) } else { tiles };
+    let cfg = LaunchConfig::new([programs as u32, splits as u32, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = opts.activation.code();

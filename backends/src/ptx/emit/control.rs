@@ -383,6 +383,8 @@ impl<'k> PtxWriter<'k> {
                     }
                 }
                 self.inv_waited.push(fresh);
+                let ring_loop = super::has_ring(op, &self.ring_plan);
+                self.ring_loops += ring_loop as u32;
                 let ivd = self.dtype(body.args[0]);
                 let iv = self.reg(reg_class(Elem::Val(ivd)));
                 let (rlo, rhi, rst) = (self.get(*lo)[0].clone(), self.get(*hi)[0].clone(), self.get(*step)[0].clone());
@@ -657,6 +659,7 @@ impl<'k> PtxWriter<'k> {
                     self.vals.insert(r, regs);
                 }
                 self.inv_waited.pop();
+                self.ring_loops -= ring_loop as u32;
                 return Ok(());
             }
             OpKind::If { cond, then_, else_ } => {

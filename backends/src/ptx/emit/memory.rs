@@ -9,6 +9,12 @@ use super::*;
 /// takes a warp-uniform unpredicated path ([`PtxWriter::red_uniform`]).
 const UNIFORM_RED_MIN: usize = 4;
 
+/// The most shared memory a staged store of its own (not in the dead
+/// operand rings: [`PtxWriter::store_staged`]) takes: 128 rows of 64 bf16
+/// or 32 f32 columns with their padding (18 KiB), which the widest
+/// four-stage rings (192 KiB) leave room for within an SM's 227 KiB.
+const STAGE_CHUNK_BYTES: u32 = 18 * 1024;
+
 impl<'k> PtxWriter<'k> {
     pub(super) fn ld_ty(d: DType) -> &'static str {
         match d {
@@ -409,13 +415,27 @@ impl<'k> PtxWriter<'k> {
     /// piece's index ([`crate::plan::remat`]). Taken when it is provably legal
     /// and free: the pointers run contiguously and 16-byte aligned over
     /// each piece and the mask is constant over it (the axis analysis), both
-    /// are cheap to recompute, and the scratch fits in the operand rings,
-    /// dead by then (past the kernel's last ring load, at the top level).
+    /// are cheap to recompute, and there is shared memory for it:
+    /// - the operand rings, dead by then (past the kernel's last ring load,
+    ///   at the top level): the whole tile at once;
+    /// - otherwise (a store inside the loop that also runs the rings — a
+    ///   persistent kernel's epilogue, whose program goes on to its next
+    ///   tile, the rings' next copies possibly in flight) a scratch region
+    ///   of its own after the rings, [`STAGE_CHUNK_BYTES`] at most, filled
+    ///   and drained one band of columns at a time. A band must hold a
+    ///   fixed set of each thread's registers (the column of register `r`
+    ///   lies in the same band in every thread), which the accumulator
+    ///   layouts give for bands of 8 columns and more.
+    ///
     /// Measured: 4096×4096×64 bf16 with 128×256 tiles took 44 µs, all of it
     /// the store of C (3.1 M single-sector L2 write requests for 32 MB).
+    /// And without it, a persistent 128×256 FP8 / int8 GEMM's epilogue (64
+    /// guarded 4-byte stores a thread, their 64-bit addresses all live)
+    /// spilled 48–480 B where the kernel of one tile per program spills
+    /// none (session 52, offline).
     pub(super) fn store_staged(&mut self, ptr: V, value: V, mask: Option<V>) -> R<bool> {
         let shape = self.shape_u32(ptr);
-        if shape.len() != 2 || !self.rings_dead || self.layout_plan.mma(&shape).is_none() {
+        if shape.len() != 2 || self.layout_plan.mma(&shape).is_none() {
             return Ok(false);
         }
         let d = self.dtype(value);
@@ -431,10 +451,6 @@ impl<'k> PtxWriter<'k> {
             return Ok(false);
         }
         let threads = self.o.num_warps * 32;
-        let pieces = rows * cols / vw;
-        if !pieces.is_multiple_of(threads) || !(cols / vw).is_power_of_two() {
-            return Ok(false);
-        }
         let Some(pi) = self.axis.get(&ptr).copied() else { return Ok(false) };
         if pi.contig < vw as u64 || pi.div < 16 {
             return Ok(false);
@@ -447,54 +463,106 @@ impl<'k> PtxWriter<'k> {
         if !self.remat.worth(ptr) || mask.is_some_and(|m| !self.remat.worth(m)) {
             return Ok(false);
         }
-        let pitch = cols * es + 16;
-        if rows * pitch > self.ring_plan.ring_bytes() {
+        // the band width: every column in the rings; else the widest band
+        // within STAGE_CHUNK_BYTES whose registers are the same in every
+        // thread
+        let in_rings = self.rings_dead && rows * (cols * es + 16) <= self.ring_plan.ring_bytes();
+        let fits = |band: u32| {
+            let pieces = rows * band / vw;
+            band >= vw && pieces.is_multiple_of(threads) && (band / vw).is_power_of_two() && cols.is_multiple_of(band)
+        };
+        let band_of = |r: usize, band: u32| -> Option<u32> {
+            let b = lay.coords_of(0, r)[1] / band;
+            (1..threads).all(|t| lay.coords_of(t, r)[1] / band == b).then_some(b)
+        };
+        let band = if in_rings {
+            cols
+        } else if self.ring_loops == 0 {
+            // (elsewhere — a store before the rings die, or a kernel without
+            // rings — the 4- and 8-byte stores stay: not measured against)
+            return Ok(false);
+        } else {
+            let mut band = cols;
+            while band >= vw && (rows * (band * es + 16) > STAGE_CHUNK_BYTES || !(0..lay.regs()).all(|r| band_of(r, band).is_some())) {
+                band /= 2;
+            }
+            band
+        };
+        if !fits(band) {
             return Ok(false);
         }
-        // every warp is past its last ring read (the loop exits waited for
-        // the copies and the MMAs)
-        self.bar();
-        let base = self.reg(RegClass::R);
-        self.line(format!("mov.u32 {base}, ft_smem;"));
+        let pitch = band * es + 16;
+        let bands: Vec<u32> = (0..lay.regs()).map(|r| band_of(r, band).unwrap_or(0)).collect();
+        let base = if in_rings {
+            // every warp is past its last ring read (the loop exits waited
+            // for the copies and the MMAs)
+            self.bar();
+            let base = self.reg(RegClass::R);
+            self.line(format!("mov.u32 {base}, ft_smem;"));
+            base
+        } else {
+            self.smem_scratch_aligned(16, rows * pitch)
+        };
         let rv = self.get(value);
         let c = self.reg_class_of(value);
-        for r in (0..rv.len()).step_by(run as usize) {
-            let (i, j) = (self.index(&shape, r, 0), self.index(&shape, r, 1));
-            let a = self.reg(RegClass::R);
-            self.line(format!("mad.lo.u32 {a}, {i}, {pitch}, {base};"));
-            self.line(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
-            match (c, run) {
-                (RegClass::H, 2) => {
-                    let w = self.pack_b16(&rv[r], &rv[r + 1]);
-                    self.line(format!("st.shared.b32 [{a}], {w};"));
-                }
-                (RegClass::H, _) => self.line(format!("st.shared.b16 [{a}], {};", rv[r])),
-                (RegClass::F, 2) => self.line(format!("st.shared.v2.f32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
-                (RegClass::F, _) => self.line(format!("st.shared.f32 [{a}], {};", rv[r])),
-                (RegClass::R, 2) => self.line(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
-                (RegClass::R, _) => self.line(format!("st.shared.b32 [{a}], {};", rv[r])),
-                _ => return self.err("staged store of an unsupported register class"),
+        let per_row = (band / vw).trailing_zeros();
+        let pieces = rows * band / vw;
+        for b in 0..cols / band {
+            if !in_rings {
+                // (the previous band's, or another op's, readers are done)
+                self.bar_before_scratch_write();
             }
-        }
-        self.bar();
-        let per_row = (cols / vw).trailing_zeros();
-        for it in 0..pieces / threads {
-            let (p, row, col, a) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
-            self.line(format!("add.u32 {p}, {}, {};", self.tid, it * threads));
-            self.line(format!("shr.u32 {row}, {p}, {per_row};"));
-            self.line(format!("and.b32 {col}, {p}, {};", (cols / vw) - 1));
-            self.line(format!("shl.b32 {col}, {col}, {};", vw.trailing_zeros()));
-            self.line(format!("mad.lo.u32 {a}, {row}, {pitch}, {base};"));
-            self.line(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
-            let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
-            self.line(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
-            let at = crate::plan::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
-            let pred = match mask {
-                Some(m) => format!("@{} ", crate::plan::remat::eval_at(self, m, vec![row, col])?),
-                None => String::new(),
+            // this band's origin: the scratch address of column `b · band`
+            let origin = if b == 0 {
+                base.clone()
+            } else {
+                let o = self.reg(RegClass::R);
+                self.line(format!("sub.u32 {o}, {base}, {};", b * band * es));
+                o
             };
-            let at = self.gaddr(&at);
-            self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
+            for r in (0..rv.len()).step_by(run as usize) {
+                if !in_rings && bands[r] != b {
+                    continue;
+                }
+                let (i, j) = (self.index(&shape, r, 0), self.index(&shape, r, 1));
+                let a = self.reg(RegClass::R);
+                self.line(format!("mad.lo.u32 {a}, {i}, {pitch}, {origin};"));
+                self.line(format!("mad.lo.u32 {a}, {j}, {es}, {a};"));
+                match (c, run) {
+                    (RegClass::H, 2) => {
+                        let w = self.pack_b16(&rv[r], &rv[r + 1]);
+                        self.line(format!("st.shared.b32 [{a}], {w};"));
+                    }
+                    (RegClass::H, _) => self.line(format!("st.shared.b16 [{a}], {};", rv[r])),
+                    (RegClass::F, 2) => self.line(format!("st.shared.v2.f32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                    (RegClass::F, _) => self.line(format!("st.shared.f32 [{a}], {};", rv[r])),
+                    (RegClass::R, 2) => self.line(format!("st.shared.v2.b32 [{a}], {{{}, {}}};", rv[r], rv[r + 1])),
+                    (RegClass::R, _) => self.line(format!("st.shared.b32 [{a}], {};", rv[r])),
+                    _ => return self.err("staged store of an unsupported register class"),
+                }
+            }
+            self.bar();
+            for it in 0..pieces / threads {
+                let (p, row, col, a) = (self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R), self.reg(RegClass::R));
+                self.line(format!("add.u32 {p}, {}, {};", self.tid, it * threads));
+                self.line(format!("shr.u32 {row}, {p}, {per_row};"));
+                self.line(format!("and.b32 {col}, {p}, {};", (band / vw) - 1));
+                self.line(format!("shl.b32 {col}, {col}, {};", vw.trailing_zeros()));
+                self.line(format!("mad.lo.u32 {a}, {row}, {pitch}, {base};"));
+                self.line(format!("mad.lo.u32 {a}, {col}, {es}, {a};"));
+                if b > 0 {
+                    self.line(format!("add.u32 {col}, {col}, {};", b * band));
+                }
+                let words: Vec<String> = (0..4).map(|_| self.reg(RegClass::R)).collect();
+                self.line(format!("ld.shared.v4.b32 {{{}}}, [{a}];", words.join(", ")));
+                let at = crate::plan::remat::eval_at(self, ptr, vec![row.clone(), col.clone()])?;
+                let pred = match mask {
+                    Some(m) => format!("@{} ", crate::plan::remat::eval_at(self, m, vec![row, col])?),
+                    None => String::new(),
+                };
+                let at = self.gaddr(&at);
+                self.line(format!("{pred}st.global.v4.b32 [{at}], {{{}}};", words.join(", ")));
+            }
         }
         Ok(true)
     }

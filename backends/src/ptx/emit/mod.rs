@@ -324,6 +324,14 @@ struct PtxWriter<'k> {
     last_ring_op: Option<usize>,
     depth: u32,
     rings_dead: bool,
+    /// Enclosing loops being emitted whose bodies load into a ring: a store
+    /// there comes around to the rings again ([`Self::store_staged`]).
+    ring_loops: u32,
+}
+
+/// `op` loads into an operand ring, or holds an op that does.
+fn has_ring(op: &Op, ap: &super::async_copy::AsyncPlan) -> bool {
+    op.results.iter().any(|r| ap.loads.contains_key(r)) || op.kind.regions().iter().any(|b| b.ops.iter().any(|o| has_ring(o, ap)))
 }
 
 /// What the driver (`super::compile`) decided, for the printer: the kernel
@@ -429,14 +437,10 @@ pub(super) fn write(p: Plans<'_>, o: &PtxOptions) -> R<PtxKernel> {
         last_ring_op: None,
         depth: 0,
         rings_dead: false,
+        ring_loops: 0,
         layout_plan,
     };
-    {
-        fn has_ring(op: &Op, ap: &super::async_copy::AsyncPlan) -> bool {
-            op.results.iter().any(|r| ap.loads.contains_key(r)) || op.kind.regions().iter().any(|b| b.ops.iter().any(|o| has_ring(o, ap)))
-        }
-        em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.ring_plan));
-    }
+    em.last_ring_op = k.body.ops.iter().rposition(|op| has_ring(op, &em.ring_plan));
     em.wg_defer = o.defer_wgmma_waits && em.ring_plan.inflight.is_empty();
     // multicast rings: clusters of 2 along x, a producer whose loops run
     // the same trips in both programs, every copy of the ring reading the
