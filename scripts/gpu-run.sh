@@ -603,6 +603,40 @@ case "${1:-check}" in
     FERROTILE_PDL=1 FERROTILE_CACHE_DIR=/tmp/ftl_on step run_library_on 200 $D/run-library --device cuda
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
+  s52d)
+    # session 52: the tuned FP8 (row-wise: the wide tiles on a persistent
+    # grid) and W8A8 from fresh caches; block-wise FP8 with its scales in
+    # the accumulator's slice, the K loop rotated (the dot one block ahead
+    # of the scaling) and in source order (FERROTILE_ROTATE_CHAINS=0),
+    # alternated; the FP8 tests; the peers
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 300 $D/fp8 --nocapture
+    for r in 1 2; do
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step fp8_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step w8a8_$r 150 $D/dequant-user --w8a8 --device cuda --shapes $G
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
+    done
+    step peers_fp8 150 python3 $D/peers.py --fp8 --w8-shapes $G
+    step peers_w8a8 150 python3 $D/peers.py --w8a8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|test result|-> |int_mm|scaled_mm|^library" "$L" | cut -c1-220 | tail -60
+    ;;
+  s52c)
+    # session 52: the tuners with the persistent grid as a finalist knob
+    # (FP8 row-wise and block-wise, W8A8), each from a fresh cache twice,
+    # next to the persistent 128x256x256 tile forced and the peers
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    for r in 1 2; do
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step fp8_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x1
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step w8a8_$r 150 $D/dequant-user --w8a8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x1
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step fp8_blocks_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
+    done
+    step peers_fp8 150 python3 $D/peers.py --fp8 --w8-shapes $G
+    step peers_w8a8 150 python3 $D/peers.py --w8a8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|-> |int_mm|scaled_mm|^library" "$L" | cut -c1-220 | tail -60
+    ;;
   s52b)
     # session 52: FP8 and W8A8 on a persistent grid (one program per SM
     # looping over tiles; the epilogue staged through a band of shared

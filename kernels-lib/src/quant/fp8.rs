@@ -262,10 +262,20 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     let key = format!("fp8|{}|{}|scales{mode}|m<={}|n<={}|k<={}", T::DTYPE, U::DTYPE, b2(m), b2(n), b2(k));
     // (one tuner per candidate list: block-wise scales, or not)
     static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
-    // (the persistent grid tried on the three finalists, side by side with
-    // them: −3 to −5 % on the 128×256 tiles — RESULTS, session 52)
-    let tuners =
-        TUNERS.get_or_init(|| [false, true].map(|b| ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5).finalist_knob("PERSISTENT", 0, &[1])));
+    // (row-wise and per tensor: the int8 list, its widest tiles on a
+    // persistent grid; block-wise: the persistent grid tried on the three
+    // finalists, side by side with them — it took it on both shapes
+    // measured, RESULTS session 52)
+    let tuners = TUNERS.get_or_init(|| {
+        [false, true].map(|b| {
+            let t = ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5);
+            if b {
+                t.finalist_knob("PERSISTENT", 0, &[1])
+            } else {
+                t
+            }
+        })
+    });
     tuners[(mode == 2) as usize].run(dev, &key, |tc| run(blocks(W8A8Config::from_tune(tc)?)).map_err(crate::lib_to_launch))?;
     Ok(())
 }
@@ -295,7 +305,11 @@ fn launch<T: FloatElement, U: FloatElement>(
     // split them off — sm_90; measured on an H100, session 51: −4 % at
     // 4096³, −3 to −8 % at 8192³ on the tuner's 256-deep tiles)
     let programs = if c.persistent { super::int8::persistent_programs(dev, tiles, 1) } else { tiles };
-    let cfg = LaunchConfig::new([programs as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
+    // (block-wise: each K block's scales are loaded in the slice of the
+    // accumulator's layout — no trip through shared memory, whose barrier
+    // would wait for the block's MMAs where the compiler issues them one
+    // block ahead of the scaling: `rotate_chains`' second form)
+    let cfg = LaunchConfig::new([programs as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true).broadcast_slices(mode == 2);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = opts.activation.code();
