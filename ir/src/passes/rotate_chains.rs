@@ -55,6 +55,22 @@
 //! rotating the loop themselves). The cost is the carried operands'
 //! registers (the chained dot's A tile), which is why the CUDA runtime
 //! keeps the unrotated compilation where the rotated one spills.
+//!
+//! **Second form** ([`ConsumedPlan`]): a loop with no chain whose `D =
+//! dot(a, b)` has a loop-invariant accumulator (zeros), operands loaded
+//! (or reshaped, transposed) from the induction variable and
+//! loop-invariant values alone — no float tile computed on the way, so a
+//! dequantized operand stays where its author put it — and only
+//! elementwise consumers (no other dot, reduction, scan or nested
+//! region), not yielded: DeepSeek-V3's block-scaled `acc = acc + dot(a_j,
+//! b_j) · s_j`. Stage 0 is the dot and its operands, stage 1 everything
+//! else; the loop issues the dot of iteration `j` and then runs stage 1 of
+//! `j − 1` on the carried result (prologue: the first dot; epilogue: the
+//! last block's stage 1; the same `if lo < hi && step > 0` guard). Each
+//! block's scaling then runs under the next block's MMAs, which the
+//! source order serializes (the scaling waits for its dot, the next dot
+//! for the scaling). The cost: the carried result, an accumulator's
+//! registers.
 
 use super::build::{like, new_value, Copier, Emit};
 use crate::ir::*;
