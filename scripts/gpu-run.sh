@@ -604,22 +604,23 @@ case "${1:-check}" in
     grep -E "^=== |FAILED|panicked|test result|^library .*tuned" "$L" | cut -c1-120 | tail -60
     ;;
   s52d)
-    # session 52: the tuned FP8 (row-wise: the wide tiles on a persistent
-    # grid) and W8A8 from fresh caches; block-wise FP8 with its scales in
-    # the accumulator's slice, the K loop rotated (the dot one block ahead
-    # of the scaling) and in source order (FERROTILE_ROTATE_CHAINS=0),
-    # alternated; the FP8 tests; the peers
+    # session 52: block-wise FP8 with its scales in the accumulator's
+    # slice, the K loop rotated (the dot one block ahead of the scaling)
+    # and in source order (FERROTILE_ROTATE_CHAINS=0), alternated; its
+    # tests (every candidate forced, the persistent grid); the tuned FP8
+    # (row-wise: the wide tiles on a persistent grid) and W8A8 from a
+    # fresh cache; the peers
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     G=4096x4096x4096,8192x8192x8192
-    FERROTILE_TEST_DEVICES=cuda step fp8_tests 300 $D/fp8 --nocapture
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 120 $D/fp8 --nocapture every persistent
     for r in 1 2; do
-      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step fp8_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_$r step w8a8_$r 150 $D/dequant-user --w8a8 --device cuda --shapes $G
-      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 150 $D/dequant-user --fp8 --device cuda --shapes $G
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
     done
-    step peers_fp8 150 python3 $D/peers.py --fp8 --w8-shapes $G
-    step peers_w8a8 150 python3 $D/peers.py --w8a8 --w8-shapes $G
+    FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_1 step fp8_1 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_1 step w8a8_1 60 $D/dequant-user --w8a8 --device cuda --shapes $G
+    step peers_fp8 60 python3 $D/peers.py --fp8 --w8-shapes $G
+    step peers_w8a8 60 python3 $D/peers.py --w8a8 --w8-shapes $G
     grep -E "^=== |FAILED|panicked|test result|-> |int_mm|scaled_mm|^library" "$L" | cut -c1-220 | tail -60
     ;;
   s52c)

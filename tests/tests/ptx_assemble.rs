@@ -1327,15 +1327,12 @@ fn every_w8a8_tuner_configuration_assembles() {
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
             // (with the producer warpgroup, as the launch asks; block-wise:
-            // the scales in the accumulator's slice, and the K loop rotated
-            // — the dot one block ahead of its scaling — as the runtime
-            // compiles it by default)
+            // the scales loaded in the accumulator's slice, as it asks too)
             let opts = PtxOptions {
                 arg_div: vec![16; guarded_params(k)],
                 pipeline: tc.num_stages.saturating_sub(1),
                 warp_specialize: true,
                 broadcast_slices: blockwise,
-                rotate_chains: blockwise,
                 ..PtxOptions::new(90, tc.num_warps, k.params.len())
             };
             let p = match emit(&spec, &opts) {
@@ -1348,8 +1345,9 @@ fn every_w8a8_tuner_configuration_assembles() {
             if !(p.text.contains(".f32.e4m3.e4m3") || p.text.contains(".f32.e5m2.e5m2")) || p.tensor_maps.len() != 2 || !p.mma_sync_dots.is_empty() {
                 failures.push(format!("{what}: no fp8 wgmma with two tensor maps ({} maps)", p.tensor_maps.len()));
             }
-            if p.rotated_loops != blockwise as u32 {
-                failures.push(format!("{what}: {} rotated loops", p.rotated_loops));
+            // (a producer warpgroup: 4 warps more than the consumers)
+            if p.threads != (tc.num_warps + 4) * 32 {
+                failures.push(format!("{what}: {} threads, no producer warpgroup", p.threads));
             }
             match ptxas::assemble(&px, &p.text, 90) {
                 Ok(r) if r.spill_loads + r.spill_stores > 0 => failures.push(format!("{what}: {} B spills", r.spill_loads + r.spill_stores)),
