@@ -125,10 +125,10 @@ fn w8a8_gemm_matches_f64() {
         }
         // a persistent grid: fewer programs than tiles (4 where the device
         // does not count its cores, one per SM on CUDA), split K or not
-        let mut persistent =
-            vec![(Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Relu, strides: (0, 104) }, W8A8Config { persistent: true, ..small })];
-        persistent
-            .push((Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Gelu, strides: (0, 0) }, W8A8Config { persistent: true, split_k: 2, ..small }));
+        let mut persistent = vec![
+            (Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Relu, strides: (0, 104) }, W8A8Config { persistent: true, ..small }),
+            (Case { m: 50, n: 100, k: 200, bias: true, act: Activation::Gelu, strides: (0, 0) }, W8A8Config { persistent: true, split_k: 2, ..small }),
+        ];
         if gpu {
             let wide = W8A8Config { bm: 128, bn: 256, bk: 256, num_warps: 8, num_stages: 2, split_k: 1, persistent: true };
             persistent.push((Case { m: 1100, n: 4000, k: 512, bias: true, act: Activation::None, strides: (0, 0) }, wide));

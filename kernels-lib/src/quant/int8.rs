@@ -469,9 +469,9 @@ fn launch<U: FloatElement>(
     let bk = c.bk as usize;
     let k_split = k.div_ceil(c.split_k as usize).div_ceil(bk) * bk;
     let splits = k.div_ceil(k_split);
-    // the producer warpgroup where the loop qualifies (its b is read through
-    // `trans`); the pass leaves the launch as is where it does not
     let programs = if c.persistent { persistent_programs(dev, tiles, 1) } else { tiles };
+    // (the producer warpgroup where the loop qualifies — its b is read
+    // through `trans`; the pass leaves the launch as is where it does not)
     let cfg = LaunchConfig::new([programs as u32, splits as u32, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);

@@ -471,10 +471,11 @@ impl<'k> PtxWriter<'k> {
             let pieces = rows * band / vw;
             band >= vw && pieces.is_multiple_of(threads) && (band / vw).is_power_of_two() && cols.is_multiple_of(band)
         };
-        let band_of = |r: usize, band: u32| -> Option<u32> {
-            let b = lay.coords_of(0, r)[1] / band;
-            (1..threads).all(|t| lay.coords_of(t, r)[1] / band == b).then_some(b)
-        };
+        // each register's lowest and highest column over the threads: its
+        // band, where both lie in the same one
+        let spans: Vec<(u32, u32)> =
+            (0..lay.regs()).map(|r| (0..threads).map(|t| lay.coords_of(t, r)[1]).fold((u32::MAX, 0), |(lo, hi), c| (lo.min(c), hi.max(c)))).collect();
+        let band_of = |r: usize, band: u32| -> Option<u32> { (spans[r].0 / band == spans[r].1 / band).then_some(spans[r].0 / band) };
         let band = if in_rings {
             cols
         } else if self.ring_loops == 0 {
