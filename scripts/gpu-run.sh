@@ -663,6 +663,38 @@ case "${1:-check}" in
     FERROTILE_TEST_DEVICES=cuda step attention_tests 300 $D/attention --nocapture
     grep -E "^=== |FAILED|panicked|test result|^library|-> |int_mm|scaled_mm|w8a8 |fp8 " "$L" | cut -c1-170 | tail -90
     ;;
+  s53a)
+    # session 53: the producer warpgroup follows a rotated loop's guard.
+    # Block-wise FP8 (rotated by default: the dot one block ahead of its
+    # scaling) — its tests, then rotated / source order alternated; the
+    # CUDA conformance attention and two-dot chain with a producer
+    # warpgroup (FERROTILE_WS=1: rotated by default); the user's
+    # tutorial-form attention with the producer, rotated / not, alternated,
+    # next to the rotated one-stream tiles and Triton's twin (s53b)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 150 $D/fp8 --nocapture
+    FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda FERROTILE_CASE=dot_chain,attention step conformance_ws 90 $D/conformance_cuda --nocapture
+    FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda FERROTILE_CASE=dot_chain,attention step synccheck_ws 150 compute-sanitizer --tool synccheck --error-exitcode 9 $D/conformance_cuda --nocapture
+    for r in 1 2; do
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    done
+    grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|-> |error" "$L" | cut -c1-200 | tail -60
+    ;;
+  s53b)
+    # (the attention half of s53a)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    AS=4:32:4096:64,4:32:4096:128
+    for r in 1 2; do
+      for x in 1 0; do
+        FERROTILE_WS=1 FERROTILE_ROTATE_CHAINS=$x step "user_ws_rot${x}_$r" 90 $D/attn-user --device cuda --dtype bf16 --shapes $AS --causal both --configs 128x128x8x2,128x64x8x2,128x64x4x2
+      done
+    done
+    step user_rot1 90 $D/attn-user --device cuda --dtype bf16 --shapes $AS --causal both --configs 128x64x4x2,128x128x8x2,64x64x4x3
+    step peers_attn 300 python3 $D/peers.py --attention --attn-shapes $AS
+    grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|BEST|-> |error|scaled_mm|triton|cudnn" "$L" | cut -c1-200 | tail -80
+    ;;
   s52a)
     # session 52: W8A8 launches ask for the producer warpgroup: its tests
     # (split-K small-M tiles included); the library attention tests with

@@ -145,6 +145,59 @@ fn attention_loop_splits_and_assembles() {
     }
 }
 
+/// The attention loop rotated by the compiler (`rotate_chains`: the
+/// previous block's `P·V` issued after this block's `Q·K_jᵀ`) sits in an
+/// `if lo < hi` guard with its prologue's and epilogue's copies: the
+/// producer follows the branch (it evaluates the guard itself) and keeps
+/// every copy, so the rotated loop runs with its producer warpgroup as the
+/// source-order loop does. Three copy sites more than in source order (the
+/// prologue's K, the loop's recomputed V, the epilogue's V), all in the
+/// producer's stream; the producer branches on the guard, and the
+/// consumers step the same rings without copying. Assembles with and
+/// without deferred waits.
+#[test]
+fn rotated_loop_keeps_its_producer() {
+    let px = ptxas::find_or_skip();
+    let k = ws_attention::ir();
+    for (bm, bn, d, warps) in [(128, 128, 64, 8), (128, 64, 128, 8), (64, 64, 64, 4)] {
+        let spec = specialize(k, &[bm, bn, d], &[DType::BF16]).unwrap();
+        let mut source_sites = 0;
+        for rotate in [false, true] {
+            let opts = PtxOptions {
+                arg_div: vec![16; guarded_params(k)],
+                pipeline: 1,
+                warp_specialize: true,
+                rotate_chains: rotate,
+                ..PtxOptions::new(90, warps, k.params.len())
+            };
+            let p = emit(&spec, &opts).unwrap_or_else(|e| panic!("{bm}x{bn}x{d} rotate {rotate}: {e:?}"));
+            let what = format!("attention {bm}x{bn}x{d} {warps} warps, rotate {rotate}");
+            assert_eq!(p.rotated_loops, rotate as u32, "{what}");
+            assert_eq!(p.threads, (warps + 4) * 32, "{what}: the producer warpgroup");
+            let t = &p.text;
+            let at = t.find("bra.uni $L1;").unwrap();
+            let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+            assert!(!consumers.contains("cp.async.bulk.tensor"), "{what}: the consumers copy nothing");
+            assert!(!producer.contains("wgmma") && !producer.contains("ex2") && !producer.contains("st.global"), "{what}: the producer only copies");
+            let sites = producer.matches("mbarrier.arrive.expect_tx").count();
+            println!("{what}: {sites} copy sites in the producer's stream");
+            if rotate {
+                assert!(sites > source_sites, "{what}: the prologue's and epilogue's copies in the producer's stream too");
+            }
+            source_sites = sites;
+            if rotate {
+                assert!(producer.matches("bra.uni").count() > consumers.matches("bra.uni").count().min(3), "{what}: the producer branches on the guard");
+            }
+            if let Some(px) = &px {
+                match ptxas::assemble(px, t, 90) {
+                    Ok(r) => println!("{what}: {} regs, {} B spills", r.registers, r.spill_loads + r.spill_stores),
+                    Err(log) => panic!("ptxas, {what}: {}", log.lines().take(5).collect::<Vec<_>>().join("\n")),
+                }
+            }
+        }
+    }
+}
+
 /// Attention written with FlashAttention-3's intra-warpgroup overlap: key
 /// block 0 peeled off, the loop issues `Q·K_jᵀ` then the previous block's
 /// `P·V`, the last `P·V` after the loop. Q and the peeled K/V are loaded

@@ -30,10 +30,13 @@
 //! stream): every value the producer computes is a scalar made by pure ops
 //! (parameters, constants, program ids, arithmetic, comparisons, selects,
 //! casts; and for a dynamic view, pointer offsets, scalar `load`s and the
-//! view itself) — the producer is one warp and owns no tile; no copy and no such
-//! value lies inside an `if` (the producer would have to evaluate the
-//! condition, which no kernel needs yet); every TMA ring is read by a
-//! `wgmma` (true of TMA classes by construction, checked again here).
+//! view itself) — the producer is one warp and owns no tile; no such value
+//! is the result of an `if` (a copy or a value inside one is fine: the
+//! producer evaluates the condition — a scalar of the slice like any other
+//! — and runs the branch's share of the slice, [`WsPlan::ifs`]; the
+//! rotated loops of `rotate_chains` sit in an `if lo < hi` guard); every
+//! TMA ring is read by a `wgmma` (true of TMA classes by construction,
+//! checked again here).
 //!
 //! It also records which copies read the same tile in every program of a
 //! cluster along x — coordinates that do not depend on `program_id(0)`
@@ -46,7 +49,8 @@
 //! Guarantees (what the emitter relies on): the producer's stream issues the
 //! same copies, in the same order, at the same coordinates as the
 //! single-stream kernel would, because it computes them with the same ops;
-//! it visits the same loops with the same trip counts, so its ring cursors
+//! it visits the same loops with the same trip counts and takes the same
+//! branches (the same conditions, computed the same way), so its ring cursors
 //! and phases advance exactly as the consumers' do (which still step the
 //! cursors at every `load_block`, without copying).
 //!
@@ -74,6 +78,10 @@ pub struct WsPlan {
     pub vals: HashSet<V>,
     /// Loops the producer runs, by induction variable.
     pub loops: HashSet<V>,
+    /// Branches the producer runs, by condition (a scalar it computes):
+    /// those with a copy or a value it needs inside. It runs their
+    /// branches' share of the slice and none of their results.
+    pub ifs: HashSet<V>,
     /// TMA `load_block` results: the copies it issues.
     pub loads: HashSet<V>,
     /// The copies whose block coordinates do not depend on `program_id(0)`
@@ -93,6 +101,7 @@ impl WsPlan {
     pub fn runs(&self, op: &Op) -> bool {
         match &op.kind {
             OpKind::For { body, .. } => self.loops.contains(&body.args[0]),
+            OpKind::If { cond, .. } => self.ifs.contains(cond),
             OpKind::Yield(_) => false,
             _ => op.results.iter().any(|r| self.vals.contains(r) || self.loads.contains(r)),
         }
@@ -103,11 +112,14 @@ struct ForInfo<'k> {
     op: &'k Op,
     /// Induction variables of the enclosing loops, outermost first.
     encl: Vec<V>,
+    /// Conditions of the enclosing branches.
+    ifs: Vec<V>,
 }
 
 enum Def<'k> {
-    /// Result `i` of `op`, defined inside these loops, maybe inside an `if`.
-    Op { op: &'k Op, encl: Vec<V>, in_if: bool },
+    /// Result `i` of `op`, defined inside these loops and these branches
+    /// (by condition).
+    Op { op: &'k Op, encl: Vec<V>, ifs: Vec<V> },
     /// Block argument `i` of the loop with this induction variable.
     Arg { iv: V, i: usize },
 }
@@ -126,7 +138,7 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
     fn scan<'k>(
         b: &'k Block,
         encl: &mut Vec<V>,
-        in_if: bool,
+        ifs: &mut Vec<V>,
         defs: &mut HashMap<V, Def<'k>>,
         fors: &mut HashMap<V, ForInfo<'k>>,
         ap: &AsyncPlan,
@@ -135,7 +147,7 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
     ) {
         for op in &b.ops {
             for r in &op.results {
-                defs.insert(*r, Def::Op { op, encl: encl.clone(), in_if });
+                defs.insert(*r, Def::Op { op, encl: encl.clone(), ifs: ifs.clone() });
             }
             match &op.kind {
                 OpKind::For { body, .. } => {
@@ -143,14 +155,16 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                     for (i, a) in body.args.iter().enumerate() {
                         defs.insert(*a, Def::Arg { iv, i });
                     }
-                    fors.insert(iv, ForInfo { op, encl: encl.clone() });
+                    fors.insert(iv, ForInfo { op, encl: encl.clone(), ifs: ifs.clone() });
                     encl.push(iv);
-                    scan(body, encl, in_if, defs, fors, ap, dots_ok, trans_of_tma);
+                    scan(body, encl, ifs, defs, fors, ap, dots_ok, trans_of_tma);
                     encl.pop();
                 }
-                OpKind::If { then_, else_, .. } => {
-                    scan(then_, encl, true, defs, fors, ap, dots_ok, trans_of_tma);
-                    scan(else_, encl, true, defs, fors, ap, dots_ok, trans_of_tma);
+                OpKind::If { cond, then_, else_ } => {
+                    ifs.push(*cond);
+                    scan(then_, encl, ifs, defs, fors, ap, dots_ok, trans_of_tma);
+                    scan(else_, encl, ifs, defs, fors, ap, dots_ok, trans_of_tma);
+                    ifs.pop();
                 }
                 _ => {}
             }
@@ -170,7 +184,7 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
             }
         }
     }
-    scan(&k.body, &mut vec![], false, &mut defs, &mut fors, ap, &mut dots_ok, &mut HashSet::new());
+    scan(&k.body, &mut vec![], &mut vec![], &mut defs, &mut fors, ap, &mut dots_ok, &mut HashSet::new());
     if !dots_ok {
         return None;
     }
@@ -187,12 +201,18 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                 work.extend([*lo, *hi, *step]);
             }
             stack.extend(f.encl.iter().copied());
+            // (the branches around it: the producer evaluates them too)
+            for c in &f.ifs {
+                out.ifs.insert(*c);
+                work.push(*c);
+            }
         }
     };
     for v in &tma_loads {
-        let Some(Def::Op { op, encl, in_if }) = defs.get(v) else { return None };
-        if *in_if {
-            return None;
+        let Some(Def::Op { op, encl, ifs }) = defs.get(v) else { return None };
+        for c in ifs {
+            out.ifs.insert(*c);
+            work.push(*c);
         }
         let OpKind::LoadBlock { view, offsets, .. } = &op.kind else { return None };
         work.extend(offsets.iter().copied());
@@ -222,9 +242,10 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                     }
                 }
             }
-            Def::Op { op, encl, in_if } => {
-                if *in_if {
-                    return None;
+            Def::Op { op, encl, ifs } => {
+                for c in ifs {
+                    out.ifs.insert(*c);
+                    work.push(*c);
                 }
                 for iv in encl.clone() {
                     need_loop(iv, &mut out, &mut work, &fors);
@@ -315,11 +336,13 @@ fn uniformity(out: &mut WsPlan, defs: &HashMap<V, Def>, fors: &HashMap<V, ForInf
             break;
         }
     }
-    let loop_ok = |iv: V| bounds(iv).iter().all(|b| !tainted.contains(b));
-    out.uniform_trips = out.loops.iter().all(|iv| loop_ok(*iv));
+    // (a loop runs as often in every program of the cluster when its
+    // bounds and the conditions of the branches around it are the same)
+    let loop_ok = |iv: V| bounds(iv).iter().chain(&fors[&iv].ifs).all(|b| !tainted.contains(b));
+    out.uniform_trips = out.loops.iter().all(|iv| loop_ok(*iv)) && out.ifs.iter().all(|c| !tainted.contains(c));
     for v in &out.loads {
-        if let Some(Def::Op { op: Op { kind: OpKind::LoadBlock { offsets, .. }, .. }, encl, .. }) = defs.get(v) {
-            if offsets.iter().all(|o| !tainted.contains(o)) && encl.iter().all(|iv| loop_ok(*iv)) {
+        if let Some(Def::Op { op: Op { kind: OpKind::LoadBlock { offsets, .. }, .. }, encl, ifs }) = defs.get(v) {
+            if offsets.iter().chain(ifs).all(|o| !tainted.contains(o)) && encl.iter().all(|iv| loop_ok(*iv)) {
                 out.uniform.insert(*v);
             }
         }

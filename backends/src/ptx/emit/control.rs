@@ -662,6 +662,20 @@ impl<'k> PtxWriter<'k> {
                 self.ring_loops -= ring_loop as u32;
                 return Ok(());
             }
+            OpKind::If { cond, then_, else_ } if self.role == Role::Producer => {
+                // (the producer's share of both branches — the copies and
+                // their coordinates — and none of the results: `warp_spec`
+                // gives it no value an `if` yields)
+                let p = self.get(*cond)[0].clone();
+                let (lelse, lend) = (self.label(), self.label());
+                self.line(format!("@!{p} bra.uni {lelse};"));
+                self.block(then_)?;
+                self.line(format!("bra.uni {lend};"));
+                self.body.push_str(&format!("{lelse}:\n"));
+                self.block(else_)?;
+                self.body.push_str(&format!("{lend}:\n"));
+                return Ok(());
+            }
             OpKind::If { cond, then_, else_ } => {
                 let p = self.get(*cond)[0].clone();
                 let outs: Vec<(RegClass, Vec<String>)> = op
