@@ -682,6 +682,21 @@ case "${1:-check}" in
     done
     grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|-> |error" "$L" | cut -c1-200 | tail -60
     ;;
+  s53c)
+    # session 53, call 2: block-wise FP8 with stage 1's scale loads issued
+    # ahead again (rotate_chains' second form no longer carries the
+    # iteration), rotated / source order alternated; the forced-candidate
+    # FP8 tests; then s53b's attention runs
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    for r in 1 2; do
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    done
+    FERROTILE_TEST_DEVICES=cuda step fp8_every 90 $D/fp8 --nocapture every
+    grep -E "^=== |FAILED|panicked|test result|-> |blockwise" "$L" | cut -c1-200 | tail -30
+    bash "$0" s53b
+    ;;
   s53b)
     # (the attention half of s53a)
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"

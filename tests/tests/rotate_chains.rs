@@ -7,9 +7,7 @@
 //! does a two-dot chain whose loop runs zero, one or several times; loops
 //! without a chain (a GEMM's K loop, the hand-rotated attention) are left
 //! alone, and so are the attention backward's loops, whose chained dots
-//! read tiles the rest of the body reads too. The second form: a
-//! block-scaled product (`acc + dot(a, b) · s`) has its dot issued one
-//! iteration ahead of the scaling, with the same results.
+//! read tiles the rest of the body reads too.
 
 use ferrotile::__private::Arg;
 use ferrotile::ir::passes::rotate_chains::{count, rotate_chains};
@@ -277,101 +275,4 @@ fn steps_that_are_not_positive_run_nothing() {
         }
         assert_eq!(bits(&got), bits(&want), "step {st}");
     }
-}
-
-/// `acc = 1 + Σ_j dot(a_j, b_j) · s[:, j]` — a product scaled per K block
-/// before it joins the accumulator (DeepSeek-V3's block-wise FP8 scales,
-/// written the direct way): the dot has no accumulator and only
-/// elementwise consumers, the pass's second form.
-#[kernel]
-pub fn block_scaled<T: Float, const BM: i32, const BK: i32, const BN: i32>(a: Ptr<T>, b: Ptr<T>, s: Ptr<f32>, o: Ptr<f32>, m: i32, steps: i32, st: i32) {
-    let rm = program_id(0) * BM + arange(0, BM);
-    let rk = arange(0, BK);
-    let rn = arange(0, BN);
-    let kk = steps * BK;
-    let m_ok = expand_dims(rm < m, 1);
-    let mut acc = full([BM, BN], 1.0, f32);
-    for j in (0..steps).step_by(st) {
-        let cols = j * BK + rk;
-        let at = load(a + expand_dims(rm * kk, 1) + expand_dims(cols, 0), m_ok, 0.0);
-        let bt = load(b + expand_dims(cols * BN, 1) + expand_dims(rn, 0));
-        let sj = load(s + rm * steps + j, rm < m, 0.0);
-        acc = acc + dot(at, bt) * expand_dims(sj, 1);
-    }
-    store(o + expand_dims(rm * BN, 1) + expand_dims(rn, 0), acc, m_ok);
-}
-
-/// The second form: a block-scaled product's dot is issued one iteration
-/// ahead of its consumers — the rotated loop issues the dot first, then
-/// the previous block's scaling — and computes bit-identical results on
-/// the interpreter for loops of zero, one or several iterations and
-/// steps that run nothing. The library's FP8 GEMM with block-wise scales
-/// takes it; with row-wise scales (a carried accumulator, nothing between
-/// the dots) and the W4A16 decode form (a dequantized operand) nothing
-/// changes.
-#[test]
-fn block_scaled_dots_are_issued_ahead_of_their_consumers() {
-    let dev = Device::cpu();
-    let (bm, bk, bn) = (16usize, 16usize, 32usize);
-    let spec = specialize(block_scaled::ir(), &[bm as i64, bk as i64, bn as i64], &[DType::F16]).unwrap();
-    let rot = rotated(&spec);
-    let mut loops = 0;
-    rot.walk(&mut |op| {
-        if let OpKind::For { body, .. } = &op.kind {
-            loops += 1;
-            let first_dot = body.ops.iter().position(|o| matches!(o.kind, OpKind::Dot { .. })).unwrap();
-            let first_fmul = body
-                .ops
-                .iter()
-                .position(|o| matches!(o.kind, OpKind::Binary { op: ferrotile::ir::BinOp::Mul, .. }) && o.results.iter().any(|&r| rot.ty(r).rank() == 2))
-                .unwrap();
-            assert!(first_dot < first_fmul, "the dot first, then the previous block's scaling");
-        }
-    });
-    assert_eq!(loops, 1, "one loop in the rotated kernel");
-    let m = 21usize;
-    for (steps, st) in [(0usize, 1i32), (1, 1), (2, 1), (5, 1), (5, 2), (3, 0), (3, -1)] {
-        let kk = steps * bk;
-        let mut x = 7u32;
-        let mut gen = |len: usize| -> Vec<f16> {
-            (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-                    f16::from_f32(((x >> 16) % 64) as f32 / 64.0 - 0.5)
-                })
-                .collect()
-        };
-        let (a, b) = (gen(m * kk), gen(kk * bn));
-        let sc: Vec<f32> = (0..m * steps).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
-        let run = |k: &Kernel| -> Vec<f32> {
-            let up = |v: &[f16]| dev.from_slice(if v.is_empty() { &[f16::ZERO][..] } else { v }).unwrap();
-            let (ab, bb) = (up(&a), up(&b));
-            let sb = dev.from_slice(if sc.is_empty() { &[0.0f32][..] } else { &sc }).unwrap();
-            let mut o = dev.full(m * bn, f32::NAN).unwrap();
-            let args = vec![
-                Arg::buffer(&ab),
-                Arg::buffer(&bb),
-                Arg::buffer(&sb),
-                Arg::buffer_mut(&mut o),
-                Arg::scalar(m as i32),
-                Arg::scalar(steps as i32),
-                Arg::scalar(st),
-            ];
-            ferrotile::runtime::run_interpreted(k, &dev, [m.div_ceil(bm) as u32, 1, 1], &args).unwrap();
-            drop(args);
-            o.to_vec().unwrap()
-        };
-        let (want, got) = (run(&spec), run(&rot));
-        if steps == 0 || st <= 0 {
-            assert!(want.iter().all(|&v| v == 1.0), "{steps} steps, step {st}: no iterations");
-        }
-        assert_eq!(bits(&got), bits(&want), "{steps} steps, step {st}: the rotated loop computes what the loop did");
-    }
-    let f = ferrotile_kernels::quant::fp8_gemm_kernel::ir();
-    let blocks = specialize(f, &[128, 128, 128, 8, 1, 2, 0, 0], &[DType::F8E4M3, DType::BF16]).unwrap();
-    assert_eq!(count(&blocks, &|_| true), 1, "block-wise FP8");
-    let rows = specialize(f, &[128, 256, 128, 8, 1, 1, 0, 0], &[DType::F8E4M3, DType::BF16]).unwrap();
-    assert_eq!(count(&rows, &|_| true), 0, "row-wise FP8: a carried accumulator");
-    let w4 = specialize(ferrotile_kernels::quant::wq_decode_kernel::ir(), &[64, 16, 128, 4, 128, 1, 1, 1, 0, 0], &[DType::BF16]).unwrap();
-    assert_eq!(count(&w4, &|_| true), 0, "the W4A16 decode form: a dequantized operand");
 }

@@ -25,9 +25,7 @@
 //! - [`rotate_chains`]: a loop whose carried-accumulator `dot` consumes
 //!   another `dot`'s result of the same iteration is rotated by one
 //!   iteration, so the chained dot runs under the next iteration's
-//!   elementwise work; and one whose accumulator-free `dot` has only
-//!   elementwise consumers (a block-scaled product) issues it one
-//!   iteration ahead of them;
+//!   elementwise work;
 //! - [`pipeline`]: software pipelining of the loads of loops that feed
 //!   `dot` (prefetch `depth` iterations ahead);
 //! - [`remat_widened`]: a tile widened from narrower ones (`x as f32` of a

@@ -55,22 +55,6 @@
 //! rotating the loop themselves). The cost is the carried operands'
 //! registers (the chained dot's A tile), which is why the CUDA runtime
 //! keeps the unrotated compilation where the rotated one spills.
-//!
-//! **Second form** ([`ConsumedPlan`]): a loop with no chain whose `D =
-//! dot(a, b)` has a loop-invariant accumulator (zeros), operands loaded
-//! (or reshaped, transposed) from the induction variable and
-//! loop-invariant values alone — no float tile computed on the way, so a
-//! dequantized operand stays where its author put it — and only
-//! elementwise consumers (no other dot, reduction, scan or nested
-//! region), not yielded: DeepSeek-V3's block-scaled `acc = acc + dot(a_j,
-//! b_j) · s_j`. Stage 0 is the dot and its operands, stage 1 everything
-//! else; the loop issues the dot of iteration `j` and then runs stage 1 of
-//! `j − 1` on the carried result (prologue: the first dot; epilogue: the
-//! last block's stage 1; the same `if lo < hi && step > 0` guard). Each
-//! block's scaling then runs under the next block's MMAs, which the
-//! source order serializes (the scaling waits for its dot, the next dot
-//! for the scaling). The cost: the carried result, an accumulator's
-//! registers.
 
 use super::build::{like, new_value, Copier, Emit};
 use crate::ir::*;
@@ -95,7 +79,7 @@ pub fn rotate_chains(k: &mut Kernel, accept: Accept) -> u32 {
 pub fn count(k: &Kernel, accept: Accept) -> u32 {
     let counted = fault_counters(k);
     let mut n = 0;
-    k.walk(&mut |op| n += (plan(k, op, accept, &counted).is_some() || plan_consumed(k, op, accept, &counted).is_some()) as u32);
+    k.walk(&mut |op| n += plan(k, op, accept, &counted).is_some() as u32);
     n
 }
 
@@ -111,14 +95,12 @@ fn block(k: &mut Kernel, b: &mut Block, accept: Accept, counted: &HashSet<V>) ->
             }
             _ => {}
         }
-        if let Some(p) = plan(k, &op, accept, counted) {
-            rotate(k, op, &p, &mut out);
-            n += 1;
-        } else if let Some(p) = plan_consumed(k, &op, accept, counted) {
-            rotate_consumed(k, op, &p, &mut out);
-            n += 1;
-        } else {
-            out.push(op);
+        match plan(k, &op, accept, counted) {
+            Some(p) => {
+                rotate(k, op, &p, &mut out);
+                n += 1;
+            }
+            None => out.push(op),
         }
     }
     b.ops = out;
@@ -391,203 +373,6 @@ fn rotate(k: &mut Kernel, op: Op, p: &Plan, out: &mut Vec<Op>) {
 
     // (the loop runs when lo < hi and its step is positive: a step ≤ 0
     // runs no iterations, so no prologue either)
-    let mut e = Emit { k, out, loc };
-    let runs = e.cmp(CmpOp::Lt, lo, hi);
-    let dt = e.k.ty(step).dtype().expect("an integer step");
-    let zero = e.konst(Lit::Int(0), dt);
-    let forward = e.cmp(CmpOp::Gt, step, zero);
-    let cond = e.bin(BinOp::And, runs, forward);
-    let else_ = Block { args: vec![], ops: vec![Op { kind: OpKind::Yield(inits.clone()), results: vec![], loc }] };
-    out.push(Op { kind: OpKind::If { cond, then_: Block { args: vec![], ops: then_ops }, else_ }, results: op.results, loc });
-}
-
-/// What [`rotate_consumed`] moves (module doc, second form): indices into
-/// the loop body's ops.
-struct ConsumedPlan {
-    /// The dot, issued one iteration ahead.
-    dot: usize,
-    /// Stage 0 in body order: the dot and the ops computing its operands
-    /// from the induction variable and loop-invariant values alone.
-    stage0: Vec<usize>,
-    /// Stage 1 in body order: every other op (the dot's consumers, and the
-    /// rest of the body, at the previous iteration).
-    stage1: Vec<usize>,
-}
-
-/// The second form: an accumulator-free `D = dot(a, b)` (its accumulator
-/// loop-invariant: zeros) whose operands come from the induction variable
-/// and loop-invariant values alone, read in the same iteration by other
-/// ops and not yielded — DeepSeek-V3's block-scaled `acc = acc + dot(a,
-/// b) · s` — is issued one iteration ahead, its consumers run on the
-/// previous iteration's result while it computes.
-fn plan_consumed(k: &Kernel, op: &Op, accept: Accept, counted: &HashSet<V>) -> Option<ConsumedPlan> {
-    let OpKind::For { body, .. } = &op.kind else { return None };
-    let ops = &body.ops;
-    let n = ops.len().checked_sub(1)?;
-    if !matches!(ops[n].kind, OpKind::Yield(_)) || ops[..n].iter().any(|o| effects(o, counted)) {
-        return None;
-    }
-    let iv = body.args[0];
-    let args: HashSet<V> = body.args.iter().copied().collect();
-    let mut def: HashMap<V, usize> = HashMap::new();
-    for (i, o) in ops[..n].iter().enumerate() {
-        for r in &o.results {
-            def.insert(*r, i);
-        }
-    }
-    // the ops a value needs inside the body, if it needs no carried value
-    fn closure(v: V, iv: V, ops: &[Op], def: &HashMap<V, usize>, args: &HashSet<V>, out: &mut HashSet<usize>) -> bool {
-        if v == iv {
-            return true;
-        }
-        match def.get(&v) {
-            None => !args.contains(&v),
-            Some(&i) => {
-                if out.contains(&i) {
-                    return true;
-                }
-                if !recomputable_kind(&ops[i].kind) {
-                    return false;
-                }
-                out.insert(i);
-                ops[i].kind.operands().iter().all(|&o| closure(o, iv, ops, def, args, out))
-            }
-        }
-    }
-    let ys = body.yields();
-    let mut found = None;
-    for (d, dop) in ops[..n].iter().enumerate() {
-        let OpKind::Dot { a, b, acc, .. } = dop.kind else { continue };
-        let r = dop.results[0];
-        if ys.contains(&r) || !ops[..n].iter().any(|o| o.deep_operands().contains(&r)) {
-            continue;
-        }
-        let shape: Option<Vec<u32>> = k.ty(r).shape().iter().map(|d| d.known().map(|x| x as u32)).collect();
-        if !shape.is_some_and(|s| accept(&s)) {
-            continue;
-        }
-        let mut s0 = HashSet::new();
-        if ![a, b, acc].iter().all(|&v| closure(v, iv, ops, &def, &args, &mut s0)) {
-            continue;
-        }
-        // operands as loaded (a float tile computed on the way — dequantized
-        // weights — stays where the user put it: the decode forms' tuned
-        // loops are not this form's to reorder)
-        let computed = s0.iter().any(|&i| {
-            let float_tile = ops[i].results.iter().any(|&v| k.ty(v).rank() > 0 && k.ty(v).dtype().is_some_and(|t| t.is_float()));
-            float_tile
-                && !matches!(
-                    ops[i].kind,
-                    OpKind::Load { .. } | OpKind::LoadBlock { .. } | OpKind::Trans { .. } | OpKind::Reshape { .. } | OpKind::Splat { .. } | OpKind::Const(_)
-                )
-        });
-        if !computed {
-            s0.insert(d);
-            found = Some((d, s0));
-            break;
-        }
-    }
-    let (dot, s0) = found?;
-    let r = ops[dot].results[0];
-    // stage 1 reads no stage-0 value but the dot's result (a load of stage
-    // 0 read there too would be issued twice)
-    let stage1: Vec<usize> = (0..n).filter(|i| !s0.contains(i)).collect();
-    // (elementwise consumers only: a loop with another dot or a reduction
-    // — attention's softmax and P·V — is the first form's, or no form's)
-    if stage1.iter().any(|&i| matches!(ops[i].kind, OpKind::Dot { .. } | OpKind::Reduce { .. } | OpKind::Scan { .. } | OpKind::For { .. } | OpKind::If { .. }))
-    {
-        return None;
-    }
-    for &i in &stage1 {
-        if ops[i].deep_operands().iter().any(|v| *v != r && def.get(v).is_some_and(|j| s0.contains(j))) {
-            return None;
-        }
-    }
-    // (the yield reads only stage-1 values or carried ones)
-    if ys.iter().any(|v| def.get(v).is_some_and(|j| s0.contains(j))) {
-        return None;
-    }
-    let mut stage0: Vec<usize> = s0.into_iter().collect();
-    stage0.sort();
-    Some(ConsumedPlan { dot, stage0, stage1 })
-}
-
-/// Push the rotated form of loop `op` by [`ConsumedPlan`] to `out`:
-///
-/// ```text
-/// if lo < hi && step > 0 {
-///     D = stage 0 of iteration lo                       // prologue
-///     for iv in (lo + step..hi).step_by(step), carried.., prev_d = D, prev = lo {
-///         stage 0 of iteration iv        (D_iv = dot(a_iv, b_iv) issued)
-///         stage 1 of iteration prev, reading prev_d     (its consumers)
-///     }
-///     stage 1 of the last iteration                    // epilogue
-/// } else { the initial values }
-/// ```
-fn rotate_consumed(k: &mut Kernel, op: Op, p: &ConsumedPlan, out: &mut Vec<Op>) {
-    let OpKind::For { lo, hi, step, inits, body } = op.kind else { unreachable!() };
-    let loc = op.loc;
-    let iv = body.args[0];
-    let xs = &body.args[1..];
-    let ys = body.yields().to_vec();
-    let ops = &body.ops;
-    let d = ops[p.dot].results[0];
-    let ivt = k.ty(iv).clone();
-
-    // prologue: stage 0 of iteration lo
-    let mut then_ops = vec![];
-    let mut pro = Copier::new();
-    pro.map.insert(iv, lo);
-    for &i in &p.stage0 {
-        pro.op(k, &ops[i], &mut then_ops);
-    }
-    let lo2 = Emit { k, out: &mut then_ops, loc }.bin(BinOp::Add, lo, step);
-    let mut loop_inits: Vec<V> = inits.clone();
-    loop_inits.push(pro.get(d));
-    loop_inits.push(lo);
-
-    // the rotated body
-    let niv = like(k, iv);
-    let mut args = vec![niv];
-    let mut st = Copier::new();
-    for x in xs {
-        args.push(st.fresh(k, *x));
-    }
-    let prev_d = like(k, d);
-    let prev = new_value(k, ivt);
-    args.push(prev_d);
-    args.push(prev);
-    let mut bops = vec![];
-    let mut s0 = Copier::new();
-    s0.map.insert(iv, niv);
-    for &i in &p.stage0 {
-        s0.op(k, &ops[i], &mut bops);
-    }
-    st.map.insert(iv, prev);
-    st.map.insert(d, prev_d);
-    for &i in &p.stage1 {
-        st.op(k, &ops[i], &mut bops);
-    }
-    let mut next: Vec<V> = ys.iter().map(|&y| st.get(y)).collect();
-    next.push(s0.get(d));
-    next.push(niv);
-    bops.push(Op { kind: OpKind::Yield(next), results: vec![], loc });
-    let lres: Vec<V> = loop_inits.iter().map(|&v| like(k, v)).collect();
-    then_ops.push(Op { kind: OpKind::For { lo: lo2, hi, step, inits: loop_inits, body: Block { args, ops: bops } }, results: lres.clone(), loc });
-
-    // epilogue: stage 1 of the last iteration, on its dot
-    let mut ep = Copier::new();
-    for (x, r) in xs.iter().zip(&lres) {
-        ep.map.insert(*x, *r);
-    }
-    ep.map.insert(d, lres[xs.len()]);
-    ep.map.insert(iv, lres[xs.len() + 1]);
-    for &i in &p.stage1 {
-        ep.op(k, &ops[i], &mut then_ops);
-    }
-    let fin: Vec<V> = ys.iter().map(|&y| ep.get(y)).collect();
-    then_ops.push(Op { kind: OpKind::Yield(fin), results: vec![], loc });
-
     let mut e = Emit { k, out, loc };
     let runs = e.cmp(CmpOp::Lt, lo, hi);
     let dt = e.k.ty(step).dtype().expect("an integer step");

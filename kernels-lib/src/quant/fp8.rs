@@ -307,10 +307,7 @@ fn launch<T: FloatElement, U: FloatElement>(
     let programs = if c.persistent { super::int8::persistent_programs(dev, tiles, 1) } else { tiles };
     // (block-wise: each K block's scales are loaded in the slice of the
     // accumulator's layout, not converted through shared memory every
-    // step — H100, session 52: −16 % at 4096³, −11 % at 8192³ — whose
-    // barrier would also wait for the block's MMAs where the compiler
-    // issues them one block ahead of the scaling: `rotate_chains`' second
-    // form, on by default, the producer warpgroup following its guard)
+    // step — H100, session 52: −16 % at 4096³, −11 % at 8192³)
     let cfg = LaunchConfig::new([programs as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true).broadcast_slices(mode == 2);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
