@@ -682,6 +682,23 @@ case "${1:-check}" in
     done
     grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|-> |error" "$L" | cut -c1-200 | tail -60
     ;;
+  s53d)
+    # session 53, call 3: block-wise FP8 written with two K blocks a step
+    # (the second block's MMAs in flight while the first is scaled) against
+    # the build before it (dequant-user-base, one block a step, in source
+    # order: FERROTILE_ROTATE_CHAINS=0), each tuned from a fresh cache,
+    # alternated twice; the forced-candidate and persistent FP8 tests; the
+    # row-wise peer
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 150 $D/fp8 --nocapture every persistent
+    for r in 1 2; do
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_n$r step blocks_two_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_o$r step blocks_one_$r 60 $D/dequant-user-base --fp8 --device cuda --shapes $G
+    done
+    step peers_fp8 100 python3 $D/peers.py --fp8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|test result|-> |blockwise|scaled_mm" "$L" | cut -c1-200 | tail -40
+    ;;
   s53c)
     # session 53, call 2: block-wise FP8 with stage 1's scale loads issued
     # ahead again (rotate_chains' second form no longer carries the

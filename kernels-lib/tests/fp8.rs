@@ -154,7 +154,7 @@ fn fp8_persistent_grid_matches_f64() {
             runs.push((Case { m: 1100, n: 4000, k: 256, scales: 0, bias: true, act: Activation::Gelu, so: 0 }, wide));
             runs.push((
                 Case { m: 1100, n: 4000, k: 384, scales: 2, bias: false, act: Activation::None, so: 0 },
-                W8A8Config { bn: 128, bk: 128, num_stages: 4, ..wide },
+                W8A8Config { bn: 128, bk: 128, num_stages: 3, ..wide },
             ));
         }
         for (c, cfg) in runs {

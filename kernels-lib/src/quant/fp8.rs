@@ -82,17 +82,30 @@ pub fn fp8_gemm_kernel<
         let m_ok = rm < m;
         let n_ok = rn < n;
         let mut acc = zeros([BM, BN], f32);
-        for k0 in (0..k).step_by(BK) {
-            let at = load_block(va, [pid_m * BM, k0], [BM, BK]);
-            let bt = load_block(vb, [pid_n * BN, k0], [BN, BK]);
-            if SCALES == 2 {
-                // this K block's product, scaled, into the f32 accumulator
+        if SCALES == 2 {
+            // two K blocks a step: each block's product is scaled before it
+            // joins the f32 accumulator, so a block's MMAs must finish
+            // before its scaling — the second block's MMAs are issued
+            // first, and run while the first block is scaled (BK = 128:
+            // one scale per block; past K, the second block reads zeros
+            // and its scales are 0)
+            let sbn = ((pid_n * BN / 128) as i64) * kblocks;
+            for k0 in (0..k).step_by(2 * BK) {
+                let k1 = k0 + BK;
                 let kb = (k0 / 128) as i64;
-                let s_a = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
-                let s_b = load(sb + ((pid_n * BN / 128) as i64) * kblocks + kb);
-                acc = acc + dot(at, trans(bt)) * (expand_dims(s_a, 1) * s_b);
-            } else {
-                acc = dot(at, trans(bt), acc);
+                let has1 = kb + 1 < kblocks;
+                let s_a0 = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
+                let s_b0 = load(sb + sbn + kb);
+                let s_a1 = load(sa + (rm as i64) * kblocks + kb + 1, m_ok & has1, 0.0);
+                let s_b1 = load(sb + sbn + kb + 1, has1, 0.0);
+                let d0 = dot(load_block(va, [pid_m * BM, k0], [BM, BK]), trans(load_block(vb, [pid_n * BN, k0], [BN, BK])));
+                let d1 = dot(load_block(va, [pid_m * BM, k1], [BM, BK]), trans(load_block(vb, [pid_n * BN, k1], [BN, BK])));
+                acc = acc + d0 * (expand_dims(s_a0, 1) * s_b0);
+                acc = acc + d1 * (expand_dims(s_a1, 1) * s_b1);
+            }
+        } else {
+            for k0 in (0..k).step_by(BK) {
+                acc = dot(load_block(va, [pid_m * BM, k0], [BM, BK]), trans(load_block(vb, [pid_n * BN, k0], [BN, BK])), acc);
             }
         }
         let mut o = acc * (ta * tb);
@@ -160,14 +173,18 @@ impl<U: FloatElement> Default for Fp8Options<'_, U> {
 
 /// The tuner's candidates: [`super::w8a8_candidates`]' tiles for many rows
 /// (fp8 moves the bytes int8 does), without split K; for block-wise
-/// scales (`blockwise`), 128-deep steps at most 128 columns wide, with at
-/// most 64 accumulator elements per thread (each step's scaled product is
-/// a second accumulator-sized tile).
+/// scales (`blockwise`), 128-deep K blocks at most 128 columns wide, with
+/// at most 64 accumulator elements per thread (each block's product is an
+/// accumulator-sized tile, two of them in flight); the kernel takes two
+/// blocks a loop step, so a stage holds four tiles (two of `a`, two of
+/// `b`) and two or three stages fill the shared memory.
 pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
     if !blockwise {
         return super::w8a8_candidates(4096);
     }
-    [(128u32, 128u32, 8u32, 3u32), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)]
+    // (128×128 at two stages and 64×128 on four warps spill 16–24 bytes
+    // with two blocks' products live: left out)
+    [(128u32, 128u32, 8u32, 3u32), (128, 64, 4, 3), (64, 64, 4, 3)]
         .iter()
         .map(|&(bm, bn, num_warps, num_stages)| W8A8Config { bm, bn, bk: 128, num_warps, num_stages, split_k: 1, persistent: false }.to_tune())
         .collect()
@@ -253,8 +270,9 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     if let Some(c) = opts.config {
         return run(c);
     }
-    // (block-wise scales: 128-deep steps, tiles of at most 128 columns)
-    let blocks = |c: W8A8Config| if mode == 2 { W8A8Config { bk: 128, bn: c.bn.min(128), ..c } } else { c };
+    // (block-wise scales: 128-deep K blocks, tiles of at most 128 columns,
+    // at most three stages of two blocks each)
+    let blocks = |c: W8A8Config| if mode == 2 { W8A8Config { bk: 128, bn: c.bn.min(128), num_stages: c.num_stages.min(3), ..c } } else { c };
     if dev.kind() != ferrotile::DeviceKind::Cuda || (m as u64) * (n as u64) * (k as u64) < (1 << 24) {
         return run(blocks(W8A8Config::default_for(dev)));
     }
