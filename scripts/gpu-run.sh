@@ -682,6 +682,18 @@ case "${1:-check}" in
     done
     grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|-> |error" "$L" | cut -c1-200 | tail -60
     ;;
+  s53e)
+    # (s53d without the full persistent test and the peer: little device
+    # time left)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 60 $D/fp8 --nocapture every
+    for r in 1 2; do
+      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_n$r step blocks_two_$r 40 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_o$r step blocks_one_$r 40 $D/dequant-user-base --fp8 --device cuda --shapes $G
+    done
+    grep -E "^=== |FAILED|panicked|test result|-> |blockwise" "$L" | cut -c1-200 | tail -30
+    ;;
   s53d)
     # session 53, call 3: block-wise FP8 written with two K blocks a step
     # (the second block's MMAs in flight while the first is scaled) against
