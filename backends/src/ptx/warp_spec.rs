@@ -34,9 +34,10 @@
 //! is the result of an `if` (a copy or a value inside one is fine: the
 //! producer evaluates the condition — a scalar of the slice like any other
 //! — and runs the branch's share of the slice, [`WsPlan::ifs`]; the
-//! rotated loops of `rotate_chains` sit in an `if lo < hi` guard); every
-//! TMA ring is read by a `wgmma` (true of TMA classes by construction,
-//! checked again here).
+//! rotated loops of `rotate_chains` sit in an `if lo < hi` guard), and no
+//! copied tile leaves an `if` through its yields (its readers would
+//! release a slot whose fill was conditional); every TMA ring is read by a
+//! `wgmma` (true of TMA classes by construction, checked again here).
 //!
 //! It also records which copies read the same tile in every program of a
 //! cluster along x — coordinates that do not depend on `program_id(0)`
@@ -165,6 +166,13 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                     scan(then_, encl, ifs, defs, fors, ap, dots_ok, trans_of_tma);
                     scan(else_, encl, ifs, defs, fors, ap, dots_ok, trans_of_tma);
                     ifs.pop();
+                    // (a TMA tile yielded out of a branch would be read
+                    // where its fill is conditional: the consumers'
+                    // releases would not match the producer's fills)
+                    let tma = |v: &V| ap.class_of(*v).is_some_and(|c| ap.tma[c].is_some()) || trans_of_tma.contains(v);
+                    if then_.yields().iter().chain(else_.yields()).any(tma) {
+                        *dots_ok = false;
+                    }
                 }
                 _ => {}
             }
