@@ -198,6 +198,63 @@ fn rotated_loop_keeps_its_producer() {
     }
 }
 
+/// A GEMM whose B tile is chosen in a branch: the tile the `dot` reads is
+/// the `if`'s result, filled in one branch or the other.
+#[ferrotile::kernel]
+fn ws_branch_tile<T: Float, const BM: i32, const BN: i32, const BK: i32>(
+    a: Ptr<T>,
+    b: Ptr<T>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+    flip: i32,
+) {
+    let pm = program_id(0) * BM;
+    let pn = program_id(1) * BN;
+    let va = view(a, [m, k], [lda, 1]);
+    let vb = view(b, [k, n], [ldb, 1]);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let mut bt = load_block(vb, [k0, pn], [BK, BN]);
+        if flip > 0 {
+            bt = load_block(vb, [k0, 0], [BK, BN]);
+        }
+        acc = dot(load_block(va, [pm, k0], [BM, BK]), bt, acc);
+    }
+    let vc = view(c, [m, n], [ldc, 1]);
+    store_block(vc, [pm, pn], acc);
+}
+
+/// A tile chosen in a branch (yielded out of an `if`) takes no ring: its
+/// fill would be conditional where its readers' releases are not (the
+/// async-copy plan leaves it to the consumers' own loads, and `warp_spec`
+/// would refuse the split if one did). A's copies still go to the producer.
+/// It assembles.
+#[test]
+fn a_tile_chosen_in_a_branch_is_not_copied() {
+    let px = ptxas::find_or_skip();
+    let k = ws_branch_tile::ir();
+    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+    let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, warp_specialize: true, ..PtxOptions::new(90, 8, k.params.len()) };
+    let p = emit(&spec, &opts).unwrap();
+    assert_eq!(p.tensor_maps.len(), 1, "A by TMA, B by the consumers' loads");
+    assert_eq!(p.threads, 384, "the producer warpgroup for A");
+    let t = &p.text;
+    let at = t.find("bra.uni $L1;").unwrap();
+    let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+    assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"));
+    assert!(consumers.contains("ld.global") && !producer.contains("ld.global"), "B loaded by the consumers");
+    if let Some(px) = &px {
+        if let Err(log) = ptxas::assemble(px, t, 90) {
+            panic!("ptxas: {}", log.lines().take(5).collect::<Vec<_>>().join("\n"));
+        }
+    }
+}
+
 /// Attention written with FlashAttention-3's intra-warpgroup overlap: key
 /// block 0 peeled off, the loop issues `Q·K_jᵀ` then the previous block's
 /// `P·V`, the last `P·V` after the loop. Q and the peeled K/V are loaded
