@@ -57,6 +57,7 @@ pub fn fp8_gemm_kernel<
     tb: f32,
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one fp8 MMA step)");
+    static_assert(SCALES != 2 || 128 % BK == 0, "block-wise scales: BK divides the 128-deep scale block");
     // programs in pairs with CLUSTER = 2 (a cluster of two along x): both
     // take the same column of tiles and neighbouring rows, so the tile of
     // `b` they both read depends on the pair only — the compiler copies it
@@ -83,21 +84,22 @@ pub fn fp8_gemm_kernel<
         let n_ok = rn < n;
         let mut acc = zeros([BM, BN], f32);
         if SCALES == 2 {
-            // two K blocks a step: each block's product is scaled before it
-            // joins the f32 accumulator, so a block's MMAs must finish
-            // before its scaling — the second block's MMAs are issued
-            // first, and run while the first block is scaled (BK = 128:
-            // one scale per block; past K, the second block reads zeros
-            // and its scales are 0)
+            // two K steps a loop step: each step's product is scaled before
+            // it joins the f32 accumulator, so a step's MMAs must finish
+            // before its scaling — the second step's MMAs are issued
+            // first, and run while the first step is scaled (each step
+            // within one 128-deep scale block: BK divides 128; past K, the
+            // second step reads zeros and its scales are 0)
             let sbn = ((pid_n * BN / 128) as i64) * kblocks;
             for k0 in (0..k).step_by(2 * BK) {
                 let k1 = k0 + BK;
-                let kb = (k0 / 128) as i64;
-                let has1 = kb + 1 < kblocks;
-                let s_a0 = load(sa + (rm as i64) * kblocks + kb, m_ok, 0.0);
-                let s_b0 = load(sb + sbn + kb);
-                let s_a1 = load(sa + (rm as i64) * kblocks + kb + 1, m_ok & has1, 0.0);
-                let s_b1 = load(sb + sbn + kb + 1, has1, 0.0);
+                let kb0 = (k0 / 128) as i64;
+                let kb1 = (k1 / 128) as i64;
+                let has1 = k1 < k;
+                let s_a0 = load(sa + (rm as i64) * kblocks + kb0, m_ok, 0.0);
+                let s_b0 = load(sb + sbn + kb0);
+                let s_a1 = load(sa + (rm as i64) * kblocks + kb1, m_ok & has1, 0.0);
+                let s_b1 = load(sb + sbn + kb1, has1, 0.0);
                 let d0 = dot(load_block(va, [pid_m * BM, k0], [BM, BK]), trans(load_block(vb, [pid_n * BN, k0], [BN, BK])));
                 let d1 = dot(load_block(va, [pid_m * BM, k1], [BM, BK]), trans(load_block(vb, [pid_n * BN, k1], [BN, BK])));
                 acc = acc + d0 * (expand_dims(s_a0, 1) * s_b0);
