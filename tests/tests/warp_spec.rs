@@ -12,6 +12,14 @@ use ferrotile_backends::ptx::{emit, PtxOptions};
 use ferrotile_backends::ptxas;
 use ferrotile_tests::gemm_interp::unit_strides;
 
+/// A warp-specialized kernel's two streams: the consumers' (from the
+/// branch past them to the producer's label) and the producer's (from its
+/// label on).
+fn streams(t: &str) -> (&str, &str) {
+    let at = t.find("bra.uni $L1;").expect("a warp-specialized kernel");
+    t[at..].split_at(t[at..].find("$L1:").expect("the producer's label"))
+}
+
 /// A view GEMM; with `GATHER` its row block is read from memory (a load on
 /// the producer's path), without it a scalar function of the program id.
 #[ferrotile::kernel]
@@ -59,8 +67,7 @@ fn producer_warp_only_where_its_slice_is_scalar() {
             // (empty mbarriers count the consumer warps)
             assert_eq!(t.contains("], 8;"), specialized, "{what}");
             if specialized {
-                let at = t.find("bra.uni $L1;").unwrap();
-                let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+                let (consumers, producer) = streams(t);
                 assert!(
                     !consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"),
                     "{what}: copies in the producer's stream only"
@@ -127,8 +134,7 @@ fn attention_loop_splits_and_assembles() {
             );
             println!("{what}");
             if p.threads > warps * 32 {
-                let at = t.find("bra.uni $L1;").unwrap();
-                let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+                let (consumers, producer) = streams(t);
                 assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"), "{what}");
                 assert!(
                     !producer.contains("wgmma") && !producer.contains("ex2") && !producer.contains("st.global") && !producer.contains("bar.sync"),
@@ -175,8 +181,7 @@ fn rotated_loop_keeps_its_producer() {
             assert_eq!(p.rotated_loops, rotate as u32, "{what}");
             assert_eq!(p.threads, (warps + 4) * 32, "{what}: the producer warpgroup");
             let t = &p.text;
-            let at = t.find("bra.uni $L1;").unwrap();
-            let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+            let (consumers, producer) = streams(t);
             assert!(!consumers.contains("cp.async.bulk.tensor"), "{what}: the consumers copy nothing");
             assert!(!producer.contains("wgmma") && !producer.contains("ex2") && !producer.contains("st.global"), "{what}: the producer only copies");
             let sites = producer.matches("mbarrier.arrive.expect_tx").count();
@@ -243,8 +248,7 @@ fn a_tile_chosen_in_a_branch_is_not_copied() {
     assert_eq!(p.tensor_maps.len(), 1, "A by TMA, B by the consumers' loads");
     assert_eq!(p.threads, 384, "the producer warpgroup for A");
     let t = &p.text;
-    let at = t.find("bra.uni $L1;").unwrap();
-    let (consumers, producer) = t[at..].split_at(t[at..].find("$L1:").unwrap());
+    let (consumers, producer) = streams(t);
     assert!(!consumers.contains("cp.async.bulk.tensor") && producer.contains("cp.async.bulk.tensor"));
     assert!(consumers.contains("ld.global") && !producer.contains("ld.global"), "B loaded by the consumers");
     if let Some(px) = &px {
@@ -314,8 +318,7 @@ fn consumers_defer_waits_and_release_once_per_fill() {
         let t = &p.text;
         let what = format!("{warps} warps, defer {defer}");
         assert!(p.threads > warps * 32, "{what}: warp-specialized");
-        let at = t.find("bra.uni $L1;").unwrap();
-        let consumers = &t[at..at + t[at..].find("$L1:").unwrap()];
+        let (consumers, _) = streams(t);
         // the loop body: between the branch past the loop and its back edge
         let loops: Vec<&str> = consumers.split("bra.uni $L").collect();
         let body = loops.iter().find(|b| b.matches("wgmma.commit_group").count() == 2).unwrap_or_else(|| panic!("{what}: a loop body with both MMAs"));

@@ -198,6 +198,14 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
     }
     let mut out = WsPlan { loads: tma_loads.clone(), ..Default::default() };
     let mut work: Vec<V> = vec![];
+    // the branches around a value the producer needs: it runs them, and
+    // computes their conditions
+    fn need_branches(ifs: &[V], out: &mut WsPlan, work: &mut Vec<V>) {
+        for c in ifs {
+            out.ifs.insert(*c);
+            work.push(*c);
+        }
+    }
     let need_loop = |iv: V, out: &mut WsPlan, work: &mut Vec<V>, fors: &HashMap<V, ForInfo>| {
         let mut stack = vec![iv];
         while let Some(iv) = stack.pop() {
@@ -210,18 +218,12 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
             }
             stack.extend(f.encl.iter().copied());
             // (the branches around it: the producer evaluates them too)
-            for c in &f.ifs {
-                out.ifs.insert(*c);
-                work.push(*c);
-            }
+            need_branches(&f.ifs, out, work);
         }
     };
     for v in &tma_loads {
         let Some(Def::Op { op, encl, ifs }) = defs.get(v) else { return None };
-        for c in ifs {
-            out.ifs.insert(*c);
-            work.push(*c);
-        }
+        need_branches(ifs, &mut out, &mut work);
         let OpKind::LoadBlock { view, offsets, .. } = &op.kind else { return None };
         work.extend(offsets.iter().copied());
         if dynamic.contains(view) {
@@ -251,10 +253,7 @@ pub fn plan(k: &Kernel, ap: &AsyncPlan, dynamic: &HashSet<V>) -> Option<WsPlan> 
                 }
             }
             Def::Op { op, encl, ifs } => {
-                for c in ifs {
-                    out.ifs.insert(*c);
-                    work.push(*c);
-                }
+                need_branches(ifs, &mut out, &mut work);
                 for iv in encl.clone() {
                     need_loop(iv, &mut out, &mut work, &fors);
                 }
