@@ -205,6 +205,16 @@ if command -v nvidia-smi >/dev/null && ls .gl/*.deb >/dev/null 2>&1; then for f 
 # Python peers the image lacks (gemlite, tqdm) travel as wheels in .whl/
 if command -v nvidia-smi >/dev/null && ls .whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; fi
 step() { local name=$1 limit=$2; shift 2; local s; s=$(date +%s); echo "=== $name: $*" >> "$L"; timeout "$limit" "$@" >> "$L" 2>&1; echo "$name rc=$? $(( $(date +%s) - s ))s" | tee -a "$S"; }
+# block-wise FP8 tuned with loops rotated (the default) and in source
+# order (FERROTILE_ROTATE_CHAINS=0), each from a fresh cache, alternated
+# twice, on the shapes $1
+fp8_blocks_rot_src() {
+  local r
+  for r in 1 2; do
+    FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes "$1"
+    FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes "$1"
+  done
+}
 case "${1:-check}" in
   check)
     step conformance_cuda 150 $D/conformance_cuda --nocapture
@@ -613,10 +623,7 @@ case "${1:-check}" in
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     G=4096x4096x4096,8192x8192x8192
     FERROTILE_TEST_DEVICES=cuda step fp8_tests 120 $D/fp8 --nocapture every persistent
-    for r in 1 2; do
-      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-    done
+    fp8_blocks_rot_src "$G"
     FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_1 step fp8_1 60 $D/dequant-user --fp8 --device cuda --shapes $G
     FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_1 step w8a8_1 60 $D/dequant-user --w8a8 --device cuda --shapes $G
     step peers_fp8 60 python3 $D/peers.py --fp8 --w8-shapes $G
@@ -676,15 +683,16 @@ case "${1:-check}" in
     FERROTILE_TEST_DEVICES=cuda step fp8_tests 150 $D/fp8 --nocapture
     FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda FERROTILE_CASE=dot_chain,attention step conformance_ws 90 $D/conformance_cuda --nocapture
     FERROTILE_WS=1 FERROTILE_TEST_DEVICES=cuda FERROTILE_CASE=dot_chain,attention step synccheck_ws 150 compute-sanitizer --tool synccheck --error-exitcode 9 $D/conformance_cuda --nocapture
-    for r in 1 2; do
-      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-    done
+    fp8_blocks_rot_src "$G"
     grep -E "^=== |FAILED|panicked|test result|conformance on|ERROR SUMMARY|-> |error" "$L" | cut -c1-200 | tail -60
     ;;
   s53e)
-    # (s53d without the full persistent test and the peer: little device
-    # time left)
+    # session 53, call 3 (what ran: little device time was left):
+    # block-wise FP8 written with two K blocks a step (the second block's
+    # MMAs in flight while the first is scaled) against the build before
+    # it (dequant-user-base, one block a step, in source order:
+    # FERROTILE_ROTATE_CHAINS=0), each tuned from a fresh cache, alternated
+    # twice; the forced-candidate FP8 tests
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     G=4096x4096x4096,8192x8192x8192
     FERROTILE_TEST_DEVICES=cuda step fp8_tests 60 $D/fp8 --nocapture every
@@ -695,21 +703,12 @@ case "${1:-check}" in
     grep -E "^=== |FAILED|panicked|test result|-> |blockwise" "$L" | cut -c1-200 | tail -30
     ;;
   s53d)
-    # session 53, call 3: block-wise FP8 written with two K blocks a step
-    # (the second block's MMAs in flight while the first is scaled) against
-    # the build before it (dequant-user-base, one block a step, in source
-    # order: FERROTILE_ROTATE_CHAINS=0), each tuned from a fresh cache,
-    # alternated twice; the forced-candidate and persistent FP8 tests; the
-    # row-wise peer
-    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
-    G=4096x4096x4096,8192x8192x8192
-    FERROTILE_TEST_DEVICES=cuda step fp8_tests 150 $D/fp8 --nocapture every persistent
-    for r in 1 2; do
-      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_n$r step blocks_two_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_o$r step blocks_one_$r 60 $D/dequant-user-base --fp8 --device cuda --shapes $G
-    done
-    step peers_fp8 100 python3 $D/peers.py --fp8 --w8-shapes $G
-    grep -E "^=== |FAILED|panicked|test result|-> |blockwise|scaled_mm" "$L" | cut -c1-200 | tail -40
+    # session 53, call 3 as planned: s53e, then the persistent FP8 tests
+    # and the row-wise peer
+    bash "$0" s53e
+    FERROTILE_TEST_DEVICES=cuda step fp8_persistent 150 $D/fp8 --nocapture persistent
+    step peers_fp8 100 python3 $D/peers.py --fp8 --w8-shapes 4096x4096x4096,8192x8192x8192
+    grep -E "^=== |FAILED|panicked|test result|scaled_mm" "$L" | cut -c1-200 | tail -20
     ;;
   s53c)
     # session 53, call 2: block-wise FP8 with stage 1's scale loads issued
@@ -718,10 +717,7 @@ case "${1:-check}" in
     # FP8 tests; then s53b's attention runs
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     G=4096x4096x4096,8192x8192x8192
-    for r in 1 2; do
-      FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_b$r step blocks_rot_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-      FERROTILE_ROTATE_CHAINS=0 FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_s$r step blocks_src_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
-    done
+    fp8_blocks_rot_src "$G"
     FERROTILE_TEST_DEVICES=cuda step fp8_every 90 $D/fp8 --nocapture every
     grep -E "^=== |FAILED|panicked|test result|-> |blockwise" "$L" | cut -c1-200 | tail -30
     bash "$0" s53b
