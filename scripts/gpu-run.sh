@@ -56,6 +56,11 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s54a: session 54 — W4A16 / W8A16 tuned next to cuBLAS, tinygemm and
+#            gemlite (carry .whl)
+#   s54b: session 54 — W8A8 / FP8 (row-wise, block-wise) tuned next to
+#            _int_mm / _scaled_mm; the user's attention with and without
+#            the producer warpgroup next to SDPA and Triton's twin
 #   s50c: session 50 — dependent launches asked for per launch: the
 #            chains' tests, the W4A16 library and 16-bit norms off / on
 #   s50b: session 50 — programmatic dependent launch off / on: tests,
@@ -216,6 +221,36 @@ fp8_blocks_rot_src() {
   done
 }
 case "${1:-check}" in
+  s54a)
+    # session 54, call 1 (the first H200 since session 50): W4A16 and
+    # W8A16 from the library, tuned, next to cuBLAS bf16, tinygemm and
+    # gemlite in the same call (carry .whl)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    SH=1x8192x8192,16x8192x8192,64x8192x8192,1x4096x14336,16x4096x14336,1x14336x4096
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w4 150 $D/dequant-user --library --device cuda --shapes $SH
+    FERROTILE_AUTOTUNE_PRINT=1 step lib_w8 150 $D/dequant-user --library --w8 --device cuda --shapes $SH
+    step peers_dq 200 python3 $D/peers.py --dequant --dq-shapes $SH
+    grep -E "^=== |FAILED|panicked|^library|-> |cublas|tinygemm|gemlite" "$L" | cut -c1-170 | tail -60
+    ;;
+  s54b)
+    # session 54, call 2: W8A8 and FP8 (row-wise and block-wise) tuned next
+    # to torch._int_mm / torch._scaled_mm; the user's tutorial-form
+    # attention (bf16 and f16) with the producer warpgroup and without,
+    # next to SDPA per backend and Triton's twin
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_AUTOTUNE_PRINT=1 step w8a8_lib 120 $D/dequant-user --w8a8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_PRINT=all step fp8_lib 120 $D/dequant-user --fp8 --device cuda --shapes $G
+    step fp8_forced 90 $D/dequant-user --fp8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x1,128x256x128x8x3x1x1,128x256x128x8x4x1x1
+    FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 step fp8_blocks 90 $D/dequant-user --fp8 --device cuda --shapes $G
+    step peers_w8a8 100 python3 $D/peers.py --w8a8 --w8-shapes $G
+    step peers_fp8 100 python3 $D/peers.py --fp8 --w8-shapes $G
+    AS=4:32:4096:64,4:32:4096:128
+    FERROTILE_WS=1 step user_ws 120 $D/attn-user --device cuda --shapes $AS --causal both --configs 128x128x8x2,128x64x8x2
+    step user_one 120 $D/attn-user --device cuda --shapes $AS --causal both --configs 128x64x4x2,128x128x8x2,64x64x4x3
+    step peers_attn 200 python3 $D/peers.py --attention --attn-shapes $AS
+    grep -E "^=== |FAILED|panicked|test result|-> |int_mm|scaled_mm|BEST|triton|cudnn|flash2|^library|^fp8|^w8a8" "$L" | cut -c1-170 | tail -90
+    ;;
   check)
     step conformance_cuda 150 $D/conformance_cuda --nocapture
     step conformance_wgpu 240 $D/conformance_wgpu --nocapture

@@ -2,8 +2,9 @@
 //! on every device: e4m3 and e5m2, per-tensor, row-wise and block-wise
 //! (1 × 128 / 128 × 128) scales, bias and
 //! each activation, a strided output (its gaps stay poisoned), odd M/N/K
-//! (K not a multiple of 16 takes the kernel off TMA), every tuner
-//! candidate on CUDA, and bad arguments as errors naming them.
+//! (K not a multiple of 16 takes the kernel off TMA), K split over the
+//! grid (few rows), every tuner candidate on CUDA, and bad arguments as
+//! errors naming them.
 //!
 //! Tolerance per output: the output's rounding (2⁻⁸ relative for bf16,
 //! 2⁻¹¹ for f16), plus 2⁻¹³ of Σ|terms| per 32-deep MMA step — Hopper's
@@ -164,18 +165,60 @@ fn fp8_persistent_grid_matches_f64() {
     }
 }
 
+/// K split over the grid's second axis (`W8A8Config::split_k`: f32
+/// partials summed with the bias and activation by the split-K
+/// reduction), forced on every device in each scale mode — 3 ranges
+/// where K leaves the last one short (block-wise: two 128-deep blocks a
+/// step, so a range ends inside a step only at K's end) —, and on CUDA
+/// the few-rows tuner lists (M ≤ 64: every candidate, then tuned).
+#[test]
+fn fp8_split_k_matches_f64() {
+    for dev in devices() {
+        let mut rng = Rng::new(16);
+        let base = W8A8Config::default_for(&dev);
+        let blocks = W8A8Config { bk: 128, bn: base.bn.min(128), num_stages: base.num_stages.min(3), ..base };
+        let runs = [
+            (Case { m: 5, n: 40, k: 300, scales: 0, bias: true, act: Activation::Relu, so: 0 }, W8A8Config { split_k: 3, ..base }),
+            (Case { m: 3, n: 33, k: 200, scales: 1, bias: false, act: Activation::None, so: 35 }, W8A8Config { split_k: 2, ..base }),
+            (Case { m: 4, n: 24, k: 600, scales: 2, bias: true, act: Activation::Gelu, so: 0 }, W8A8Config { split_k: 3, ..blocks }),
+        ];
+        for (c, cfg) in runs {
+            let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
+            assert!(e <= 1.0, "{}: {}x{}x{} scales {} {cfg:?}: {e:.2} × the tolerance", dev.name(), c.m, c.n, c.k, c.scales);
+            let e = run::<f8e5m2, f16>(&dev, &c, Some(cfg), &mut rng);
+            assert!(e <= 1.0, "{}: e5m2 {}x{}x{} scales {} {cfg:?}: {e:.2} × the tolerance", dev.name(), c.m, c.n, c.k, c.scales);
+        }
+        if dev.kind() != DeviceKind::Cuda {
+            continue;
+        }
+        for blockwise in [false, true] {
+            let scales = if blockwise { 2 } else { 1 };
+            let c = Case { m: 7, n: 300, k: 1000, scales, bias: true, act: Activation::None, so: 0 };
+            for tc in fp8_candidates(7, blockwise) {
+                let cfg = W8A8Config::from_tune(&tc).unwrap();
+                let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
+                assert!(e <= 1.0, "{cfg:?} scales {scales}: {e:.2} × the tolerance");
+            }
+            // (tuned: M·N·K ≥ 2²⁴)
+            let c = Case { m: 16, n: 1024, k: 1100, scales, bias: false, act: Activation::Relu, so: 0 };
+            let e = run::<f8e4m3, bf16>(&dev, &c, None, &mut rng);
+            assert!(e <= 1.0, "tuned 16x1024x1100 scales {scales}: {e:.2} × the tolerance");
+        }
+    }
+}
+
 #[test]
 fn fp8_every_tuner_candidate() {
     for dev in devices().into_iter().filter(|d| d.kind() == DeviceKind::Cuda) {
         let mut rng = Rng::new(14);
         let c = Case { m: 200, n: 300, k: 640, scales: 1, bias: true, act: Activation::None, so: 0 };
-        for tc in fp8_candidates(false) {
+        for tc in fp8_candidates(4096, false) {
             let cfg = W8A8Config::from_tune(&tc).unwrap();
             let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
             assert!(e <= 1.0, "{cfg:?}: {e:.2} × the tolerance");
         }
         let c = Case { m: 200, n: 300, k: 640, scales: 2, bias: true, act: Activation::Relu, so: 0 };
-        for tc in fp8_candidates(true) {
+        for tc in fp8_candidates(4096, true) {
             let cfg = W8A8Config::from_tune(&tc).unwrap();
             let e = run::<f8e4m3, bf16>(&dev, &c, Some(cfg), &mut rng);
             assert!(e <= 1.0, "block-wise {cfg:?}: {e:.2} × the tolerance");
@@ -213,8 +256,9 @@ fn fp8_gemm_rejects_bad_arguments() {
         fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { scales: Fp8Scales::Blocks { a: &sa_b, b: &s1 }, config: Some(blk), ..Default::default() }),
         "BK = 128",
     );
-    let cfg = W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 2, persistent: false };
+    let cfg = W8A8Config { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 17, persistent: false };
     err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { config: Some(cfg), ..Default::default() }), "split_k");
+    err(fp8_gemm(&dev, &a, &b, &mut out, 4, 8, 16, &Fp8Options { config: Some(W8A8Config { split_k: 0, ..cfg }), ..Default::default() }), "split_k");
     let (ai, bi): (Buffer<bf16>, Buffer<bf16>) = (dev.zeros(64).unwrap(), dev.zeros(128).unwrap());
     err(fp8_gemm(&dev, &ai, &bi, &mut out, 4, 8, 16, &o), "f8e4m3 or f8e5m2");
     let mut o32: Buffer<f32> = dev.zeros(32).unwrap();

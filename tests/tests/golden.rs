@@ -308,9 +308,9 @@ fn library_kernels_match_golden_files() {
     let spec = specialize(w8, &[16, 32, 32, 8, 0, 1, 1], &[f16]).unwrap();
     push(check("wgsl/w8a8_gemm.16x32x32.split.f16.lavapipe.wgsl", &emit_wgsl(&spec, &lavapipe(w8))));
     let f8 = ferrotile_kernels::quant::fp8_gemm_kernel::ir();
-    let spec = specialize(f8, &[128, 256, 128, 8, 1, 1, 0, 0], &[DType::F8E4M3, bf]).unwrap();
+    let spec = specialize(f8, &[128, 256, 128, 8, 1, 1, 0, 0, 0], &[DType::F8E4M3, bf]).unwrap();
     push(check("ptx/fp8_gemm.128x256x128.e4m3.rowwise.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(f8, 90, 8, 2, Safety::Safe))));
-    let spec = specialize(f8, &[128, 128, 128, 8, 1, 2, 1, 0], &[DType::F8E4M3, bf]).unwrap();
+    let spec = specialize(f8, &[128, 128, 128, 8, 1, 2, 1, 0, 0], &[DType::F8E4M3, bf]).unwrap();
     push(check("ptx/fp8_gemm.128x128x128.e4m3.blockwise.bias.bf16.sm90.ptx", &emit_ptx(&spec, &guarded(f8, 90, 8, 2, Safety::Safe))));
     let qr = quantize_rows_kernel::ir();
     let spec = specialize(qr, &[1024], &[bf]).unwrap();

@@ -1319,11 +1319,20 @@ fn every_w8a8_tuner_configuration_assembles() {
     // the library's FP8 GEMM in every tuner candidate (sm_90a): row-wise
     // and per-tensor scales, and the block-wise list
     let k = q::fp8_gemm_kernel::ir();
-    let both = q::fp8_candidates(false).into_iter().map(|c| (c, false)).chain(q::fp8_candidates(true).into_iter().map(|c| (c, true)));
+    let both = [1, 4096]
+        .into_iter()
+        .flat_map(|m| q::fp8_candidates(m, false).into_iter().map(|c| (c, false)).chain(q::fp8_candidates(m, true).into_iter().map(|c| (c, true))));
+    let mut seen = std::collections::HashSet::new();
     for (tc, blockwise) in both {
+        // (split K — the few-rows lists — is a constexpr; its K range a
+        // launch argument)
+        let split = tc.get("SPLIT_K").unwrap_or(1) > 1;
+        if !seen.insert((tc.get("BM").ok(), tc.get("BN").ok(), tc.get("BK").ok(), tc.num_warps, tc.num_stages, split, blockwise)) {
+            continue;
+        }
         let modes: &[(DType, i64)] = if blockwise { &[(DType::F8E4M3, 2)] } else { &[(DType::F8E4M3, 1), (DType::F8E5M2, 0)] };
         for &(t, scales) in modes {
-            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, 1, scales, 1, 0];
+            let consts = vec![tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), 8, 1, scales, 1, 0, split as i64];
             let spec = specialize(k, &consts, &[t, DType::BF16]).unwrap();
             let what = format!("fp8_gemm {consts:?} {t} {tc}");
             // (with the producer warpgroup, as the launch asks; block-wise:
@@ -1368,7 +1377,7 @@ fn every_w8a8_tuner_configuration_assembles() {
     // each program); the pair's own `a` tiles do not, nor does `b` when
     // the kernel pairs nothing (`CLUSTER = 1`)
     for (cl, bk, ws) in [(2i64, 256i64, false), (2, 256, true), (1, 256, false), (2, 128, false)] {
-        let consts = vec![128, 256, bk, 8, cl, 1, 1, 0];
+        let consts = vec![128, 256, bk, 8, cl, 1, 1, 0, 0];
         let spec = specialize(k, &consts, &[DType::F8E4M3, DType::BF16]).unwrap();
         let what = format!("fp8_gemm {consts:?} cluster 2 ws {ws}");
         let opts = PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 1, cluster: 2, warp_specialize: ws, ..PtxOptions::new(90, 8, k.params.len()) };

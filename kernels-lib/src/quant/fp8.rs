@@ -14,6 +14,11 @@
 //! accumulation): a sum's error grows by up to about 2⁻¹³ of the terms'
 //! magnitude per 32-deep step (the tests' bound; 1.2–1.4× 2⁻¹² measured
 //! at K = 300–640). On sm_80 and WGSL the `dot` runs on the FMA path (f32).
+//! For few rows (M ≤ 64) the tuner's tiles split K over the grid's second
+//! axis: f32 partials, summed in a fixed order by
+//! `gemm::gemm_splitk_reduce` with the bias and activation, as the W8A8
+//! GEMM does — the tiles of a 16-row product alone would keep a quarter
+//! of an H200's SMs busy.
 
 use crate::epilogue::activation;
 use crate::gemm::Activation;
@@ -28,7 +33,12 @@ use ferrotile::FloatElement;
 /// is scaled by `sa[i, kb] · sb[j / 128, kb]` (`a` in 1 × 128 blocks, `b`
 /// in 128 × 128) before it joins the f32 accumulator — `BK` must be 128
 /// and `BN` divide 128. `BIAS`: add `bias[n]`; `ACT`: 0 none, 1 ReLU, 2
-/// exact GELU.
+/// exact GELU. `SPLIT`: the program's K range is `[program_id(1) ·
+/// k_split, +k_split)` (`k_split` a multiple of `BK`, of `2 · BK` with
+/// block-wise scales) and it writes its scaled f32 partial to
+/// `part[program_id(1)]` (`[splits, m, n]`; bias and activation then come
+/// with the sum, `gemm::gemm_splitk_reduce`) — for few rows, whose tiles
+/// alone would leave most SMs idle.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn fp8_gemm_kernel<
@@ -42,6 +52,7 @@ pub fn fp8_gemm_kernel<
     const SCALES: i32,
     const BIAS: bool,
     const ACT: i32,
+    const SPLIT: bool,
 >(
     a: Ptr<T>,
     b: Ptr<T>,
@@ -49,12 +60,14 @@ pub fn fp8_gemm_kernel<
     sb: Ptr<f32>,
     bias: Ptr<U>,
     out: Ptr<U>,
+    part: Ptr<f32>,
     m: i32,
     n: i32,
     k: i32,
     so: i64,
     ta: f32,
     tb: f32,
+    k_split: i32,
 ) {
     static_assert(BM >= 16 && BN >= 16 && BK >= 32, "BM, BN ≥ 16 and BK ≥ 32 (one fp8 MMA step)");
     static_assert(SCALES != 2 || 128 % BK == 0, "block-wise scales: BK divides the 128-deep scale block");
@@ -69,6 +82,12 @@ pub fn fp8_gemm_kernel<
     let va = view(a, [m, k], [k, 1]);
     let vb = view(b, [n, k], [k, 1]);
     let kblocks = cdiv(k, 128) as i64;
+    let mut k_lo = 0;
+    let mut k_hi = k;
+    if SPLIT {
+        k_lo = program_id(1) * k_split;
+        k_hi = minimum(k_lo + k_split, k);
+    }
     // each program (pair) takes the tiles `pair, pair + programs, ...`: one
     // tile with a grid of one program per tile, several with a persistent
     // grid (about one program per SM) — a program's copies for its next
@@ -91,11 +110,11 @@ pub fn fp8_gemm_kernel<
             // within one 128-deep scale block: BK divides 128; past K, the
             // second step reads zeros and its scales are 0)
             let sbn = ((pid_n * BN / 128) as i64) * kblocks;
-            for k0 in (0..k).step_by(2 * BK) {
+            for k0 in (k_lo..k_hi).step_by(2 * BK) {
                 let k1 = k0 + BK;
                 let kb0 = (k0 / 128) as i64;
                 let kb1 = (k1 / 128) as i64;
-                let has1 = k1 < k;
+                let has1 = k1 < k_hi;
                 let s_a0 = load(sa + (rm as i64) * kblocks + kb0, m_ok, 0.0);
                 let s_b0 = load(sb + sbn + kb0);
                 let s_a1 = load(sa + (rm as i64) * kblocks + kb1, m_ok & has1, 0.0);
@@ -106,7 +125,7 @@ pub fn fp8_gemm_kernel<
                 acc = acc + d1 * (expand_dims(s_a1, 1) * s_b1);
             }
         } else {
-            for k0 in (0..k).step_by(BK) {
+            for k0 in (k_lo..k_hi).step_by(BK) {
                 acc = dot(load_block(va, [pid_m * BM, k0], [BM, BK]), trans(load_block(vb, [pid_n * BN, k0], [BN, BK])), acc);
             }
         }
@@ -114,11 +133,17 @@ pub fn fp8_gemm_kernel<
         if SCALES == 1 {
             o = o * (expand_dims(load(sa + rm, m_ok, 0.0), 1) * expand_dims(load(sb + rn, n_ok, 0.0), 0));
         }
-        if BIAS {
-            o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+        let ok = expand_dims(m_ok, 1) & expand_dims(n_ok, 0);
+        if SPLIT {
+            let mn = (m as i64) * (n as i64);
+            store(part + (program_id(1) as i64) * mn + expand_dims((rm as i64) * (n as i64), 1) + expand_dims(rn, 0), o, ok);
+        } else {
+            if BIAS {
+                o = o + expand_dims(load(bias + rn, n_ok, 0.0) as f32, 0);
+            }
+            o = activation(o, ACT);
+            store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, ok);
         }
-        o = activation(o, ACT);
-        store(out + expand_dims((rm as i64) * so, 1) + expand_dims(rn, 0), o as U, expand_dims(m_ok, 1) & expand_dims(n_ok, 0));
     }
 }
 
@@ -162,7 +187,7 @@ pub struct Fp8Options<'a, U: FloatElement> {
     pub activation: Activation,
     /// Row stride of `out` in elements (0: `n`).
     pub out_row_stride: usize,
-    /// A fixed tile configuration (`split_k` must be 1) instead of the
+    /// A fixed tile configuration (`split_k` from 1 to 16) instead of the
     /// tuner's.
     pub config: Option<W8A8Config>,
 }
@@ -173,16 +198,25 @@ impl<U: FloatElement> Default for Fp8Options<'_, U> {
     }
 }
 
-/// The tuner's candidates: [`super::w8a8_candidates`]' tiles for many rows
-/// (fp8 moves the bytes int8 does), without split K; for block-wise
-/// scales (`blockwise`), 128-deep K blocks at most 128 columns wide, with
-/// at most 64 accumulator elements per thread (each block's product is an
-/// accumulator-sized tile, two of them in flight); the kernel takes two
-/// blocks a loop step, so a stage holds four tiles (two of `a`, two of
-/// `b`) and two or three stages fill the shared memory.
-pub fn fp8_candidates(blockwise: bool) -> Vec<ferrotile::TuneConfig> {
+/// The tuner's candidates for `m` rows: [`super::w8a8_candidates`]'
+/// tiles (fp8 moves the bytes int8 does) — for `m` ≤ 64, 64-row tiles
+/// with K split over 1, 2 or 4 ranges, so that a few rows still spread
+/// the weights over every SM; for block-wise scales (`blockwise`), 128-deep
+/// K blocks at most 128 columns wide, with at most 64 accumulator elements
+/// per thread (each block's product is an accumulator-sized tile, two of
+/// them in flight); the kernel takes two blocks a loop step, so a stage
+/// holds four tiles (two of `a`, two of `b`) and two or three stages fill
+/// the shared memory — for `m` ≤ 64 the 64 × 64 tile with K split over 1,
+/// 2, 4 or 8 ranges.
+pub fn fp8_candidates(m: usize, blockwise: bool) -> Vec<ferrotile::TuneConfig> {
     if !blockwise {
-        return super::w8a8_candidates(4096);
+        return super::w8a8_candidates(m);
+    }
+    if m <= 64 {
+        return [1u32, 2, 4, 8]
+            .iter()
+            .map(|&split_k| W8A8Config { bm: 64, bn: 64, bk: 128, num_warps: 4, num_stages: 3, split_k, persistent: false }.to_tune())
+            .collect();
     }
     // (128×128 at two stages and 64×128 on four warps spill 16–24 bytes
     // with two blocks' products live: left out)
@@ -280,23 +314,24 @@ pub fn fp8_gemm<T: FloatElement, U: FloatElement>(
     }
     let b2 = |v: usize| v.max(1).next_power_of_two();
     let key = format!("fp8|{}|{}|scales{mode}|m<={}|n<={}|k<={}", T::DTYPE, U::DTYPE, b2(m), b2(n), b2(k));
-    // (one tuner per candidate list: block-wise scales, or not)
-    static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 2]> = std::sync::OnceLock::new();
+    // (one tuner per candidate list: block-wise scales or not, few rows
+    // or many)
+    static TUNERS: std::sync::OnceLock<[ferrotile::Autotuner; 4]> = std::sync::OnceLock::new();
     // (row-wise and per tensor: the int8 list, its widest tiles on a
     // persistent grid; block-wise: the persistent grid tried on the three
     // finalists, side by side with them — it took it on both shapes
     // measured, RESULTS session 52)
     let tuners = TUNERS.get_or_init(|| {
-        [false, true].map(|b| {
-            let t = ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(b)).reps(5);
-            if b {
+        [(1, false), (4096, false), (1, true), (4096, true)].map(|(rows, b)| {
+            let t = ferrotile::Autotuner::new("fp8_gemm", fp8_candidates(rows, b)).reps(5);
+            if b && rows > 64 {
                 t.finalist_knob("PERSISTENT", 0, &[1])
             } else {
                 t
             }
         })
     });
-    tuners[(mode == 2) as usize].run(dev, &key, |tc| run(blocks(W8A8Config::from_tune(tc)?)).map_err(crate::lib_to_launch))?;
+    tuners[2 * (mode == 2) as usize + (m > 64) as usize].run(dev, &key, |tc| run(blocks(W8A8Config::from_tune(tc)?)).map_err(crate::lib_to_launch))?;
     Ok(())
 }
 
@@ -311,8 +346,8 @@ fn launch<T: FloatElement, U: FloatElement>(
     c: W8A8Config,
 ) -> Result<(), LibError> {
     let ok = |v: u32, lo: u32, hi: u32| v.is_power_of_two() && (lo..=hi).contains(&v);
-    if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 || c.split_k != 1 {
-        return Err(LibError::Config(format!("fp8_gemm: invalid configuration {c:?} (split_k must be 1)")));
+    if !ok(c.bm, 16, 256) || !ok(c.bn, 16, 256) || !ok(c.bk, 32, 256) || !ok(c.num_warps, 1, 16) || c.num_stages == 0 || !(1..=16).contains(&c.split_k) {
+        return Err(LibError::Config(format!("fp8_gemm: invalid configuration {c:?} (split_k from 1 to 16)")));
     }
     if mode == 2 && (c.bk != 128 || c.bn > 128) {
         return Err(LibError::Config(format!("fp8_gemm: block-wise scales need BK = 128 and BN ≤ 128, got {c:?}")));
@@ -325,13 +360,23 @@ fn launch<T: FloatElement, U: FloatElement>(
     // split them off — sm_90; measured on an H100, session 51: −4 % at
     // 4096³, −3 to −8 % at 8192³ on the tuner's 256-deep tiles)
     let programs = if c.persistent { super::int8::persistent_programs(dev, tiles, 1) } else { tiles };
+    // K ranges of whole loop steps (block-wise: two BK blocks a step)
+    let step = c.bk as usize * if mode == 2 { 2 } else { 1 };
+    let k_split = k.div_ceil(c.split_k as usize).div_ceil(step) * step;
+    let splits = k.div_ceil(k_split);
+    let split = splits > 1;
     // (block-wise: each K block's scales are loaded in the slice of the
     // accumulator's layout, not converted through shared memory every
     // step — H100, session 52: −16 % at 4096³, −11 % at 8192³)
-    let cfg = LaunchConfig::new([programs as u32, 1, 1]).num_warps(c.num_warps).num_stages(c.num_stages).warp_specialize(true).broadcast_slices(mode == 2);
+    let cfg = LaunchConfig::new([programs as u32, splits as u32, 1])
+        .num_warps(c.num_warps)
+        .num_stages(c.num_stages)
+        .warp_specialize(true)
+        .broadcast_slices(mode == 2);
     let placeholder = crate::scratch::placeholder::<U>(dev)?;
     let bias = opts.bias.unwrap_or(&placeholder);
     let act = opts.activation.code();
+    let mut part = crate::scratch::workspace(dev, if split { splits * m * n } else { 1 })?;
     fp8_gemm_kernel::launch(
         dev,
         cfg,
@@ -341,12 +386,14 @@ fn launch<T: FloatElement, U: FloatElement>(
         sb,
         bias,
         out,
+        part.buffer(),
         m as i32,
         n as i32,
         k as i32,
         so as i64,
         ta,
         tb,
+        k_split as i32,
         c.bm as i32,
         c.bn as i32,
         c.bk as i32,
@@ -359,6 +406,28 @@ fn launch<T: FloatElement, U: FloatElement>(
         mode,
         opts.bias.is_some(),
         act,
+        split,
     )?;
+    if split {
+        // the partials summed in split order, then bias, activation, cast
+        let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits)
+            .ok_or_else(|| LibError::Shape(format!("fp8_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
+        crate::gemm::gemm_splitk_reduce::launch(
+            dev,
+            launch,
+            part.buffer(),
+            out,
+            bias,
+            m as i32,
+            n as i32,
+            splits as i32,
+            so as i64,
+            0,
+            1.0,
+            crate::gemm::SPLITK_REDUCE_BLOCK as i32,
+            act,
+            opts.bias.is_some(),
+        )?;
+    }
     Ok(())
 }
