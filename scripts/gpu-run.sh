@@ -56,10 +56,13 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s54c: session 54 — FP8 with split K for few rows against the build
+#            before it (dequant-user-base), its tests, the peers; then s54a
 #   s54a: session 54 — W4A16 / W8A16 tuned next to cuBLAS, tinygemm and
 #            gemlite (carry .whl)
 #   s54b: session 54 — W8A8 / FP8 (row-wise, block-wise) tuned next to
-#            _int_mm / _scaled_mm; the user's attention with and without
+#            _int_mm / _scaled_mm (FP8 also with FERROTILE_AUTOTUNE_SUSTAIN_MS=5,
+#            and forced tiles); s54d: the user's attention with and without
 #            the producer warpgroup next to SDPA and Triton's twin
 #   s50c: session 50 — dependent launches asked for per launch: the
 #            chains' tests, the W4A16 library and 16-bit norms off / on
@@ -221,6 +224,26 @@ fp8_blocks_rot_src() {
   done
 }
 case "${1:-check}" in
+  s54c)
+    # session 54: FP8 with K split for few rows — its CUDA tests (every
+    # few-rows candidate, tuned), then this build against the one before
+    # it (dequant-user-base: no split, the many-rows list) on decode
+    # shapes, each tuned from a fresh cache, alternated twice; block-wise
+    # once each; cuBLAS bf16 and torch._scaled_mm on the same shapes; then
+    # s54a's W4A16 / W8A16 table (carry .whl)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_TEST_DEVICES=cuda step fp8_tests 120 $D/fp8 --nocapture split matches
+    F=1x8192x8192,16x8192x8192,16x4096x14336,64x8192x8192
+    for r in 1 2; do
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_n$r step fp8_split_$r 60 $D/dequant-user --fp8 --device cuda --shapes $F
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_o$r step fp8_base_$r 60 $D/dequant-user-base --fp8 --device cuda --shapes $F
+    done
+    FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_bn step blocks_split 45 $D/dequant-user --fp8 --device cuda --shapes $F
+    FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_bo step blocks_base 45 $D/dequant-user-base --fp8 --device cuda --shapes $F
+    step peers_fp8_small 60 python3 $D/peers.py --fp8 --w8-shapes $F
+    grep -E "^=== |FAILED|panicked|test result|-> |scaled_mm|cublas|^library" "$L" | cut -c1-170 | tail -60
+    bash "$0" s54a
+    ;;
   s54a)
     # session 54, call 1 (the first H200 since session 50): W4A16 and
     # W8A16 from the library, tuned, next to cuBLAS bf16, tinygemm and
@@ -233,18 +256,26 @@ case "${1:-check}" in
     grep -E "^=== |FAILED|panicked|^library|-> |cublas|tinygemm|gemlite" "$L" | cut -c1-170 | tail -60
     ;;
   s54b)
-    # session 54, call 2: W8A8 and FP8 (row-wise and block-wise) tuned next
-    # to torch._int_mm / torch._scaled_mm; the user's tutorial-form
-    # attention (bf16 and f16) with the producer warpgroup and without,
-    # next to SDPA per backend and Triton's twin
+    # session 54: W8A8 and FP8 (row-wise and block-wise) tuned next to
+    # torch._int_mm / torch._scaled_mm; FP8 tuned again with the finalists
+    # timed under sustained load (FERROTILE_AUTOTUNE_SUSTAIN_MS=5), and
+    # three tiles forced
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     G=4096x4096x4096,8192x8192x8192
     FERROTILE_AUTOTUNE_PRINT=1 step w8a8_lib 120 $D/dequant-user --w8a8 --device cuda --shapes $G
-    FERROTILE_AUTOTUNE_PRINT=all step fp8_lib 120 $D/dequant-user --fp8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ftl_f0 step fp8_lib 120 $D/dequant-user --fp8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_SUSTAIN_MS=5 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ftl_f5 step fp8_lib_sustain 120 $D/dequant-user --fp8 --device cuda --shapes $G
     step fp8_forced 90 $D/dequant-user --fp8 --device cuda --shapes $G --w8-configs 128x256x256x8x2x1x1,128x256x128x8x3x1x1,128x256x128x8x4x1x1
     FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 step fp8_blocks 90 $D/dequant-user --fp8 --device cuda --shapes $G
     step peers_w8a8 100 python3 $D/peers.py --w8a8 --w8-shapes $G
     step peers_fp8 100 python3 $D/peers.py --fp8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|test result|-> |int_mm|scaled_mm|^library|^fp8|^w8a8" "$L" | cut -c1-170 | tail -70
+    ;;
+  s54d)
+    # session 54: the user's tutorial-form attention (bf16 and f16) with
+    # the producer warpgroup and without, next to SDPA per backend and
+    # Triton's twin
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     AS=4:32:4096:64,4:32:4096:128
     FERROTILE_WS=1 step user_ws 120 $D/attn-user --device cuda --shapes $AS --causal both --configs 128x128x8x2,128x64x8x2
     step user_one 120 $D/attn-user --device cuda --shapes $AS --causal both --configs 128x64x4x2,128x128x8x2,64x64x4x3
