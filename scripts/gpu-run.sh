@@ -58,6 +58,7 @@
 #            ragged batch of the same total)
 #   s54c: session 54 — FP8 with split K for few rows against the build
 #            before it (dequant-user-base), its tests, the peers; then s54a
+#            on an H200, s54b elsewhere
 #   s54a: session 54 — W4A16 / W8A16 tuned next to cuBLAS, tinygemm and
 #            gemlite (carry .whl)
 #   s54b: session 54 — W8A8 / FP8 (row-wise, block-wise) tuned next to
@@ -242,7 +243,8 @@ case "${1:-check}" in
     FP8_BLOCKS=1 FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_bo step blocks_base 45 $D/dequant-user-base --fp8 --device cuda --shapes $F
     step peers_fp8_small 60 python3 $D/peers.py --fp8 --w8-shapes $F
     grep -E "^=== |FAILED|panicked|test result|-> |scaled_mm|cublas|^library" "$L" | cut -c1-170 | tail -60
-    bash "$0" s54a
+    # (s54a's table only on an H200: the H100's are session 51's)
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" s54a; else bash "$0" s54b; fi
     ;;
   s54a)
     # session 54, call 1 (the first H200 since session 50): W4A16 and
