@@ -229,8 +229,8 @@ case "${1:-check}" in
     # few-rows candidate, tuned), then this build against the one before
     # it (dequant-user-base: no split, the many-rows list) on decode
     # shapes, each tuned from a fresh cache, alternated twice; block-wise
-    # once each; cuBLAS bf16 and torch._scaled_mm on the same shapes; then
-    # (s54a's W4A16 / W8A16 table in a call of its own)
+    # once each; cuBLAS bf16 and torch._scaled_mm on the same shapes
+    # (s54a's W4A16 / W8A16 table: a call of its own)
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     FERROTILE_TEST_DEVICES=cuda step fp8_tests 90 $D/fp8 --nocapture split
     F=1x8192x8192,16x8192x8192,16x4096x14336,64x8192x8192
