@@ -56,6 +56,8 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s54e: session 54 — FP8 tuned with sustained samples
+#            (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default, the peer
 #   s54c: session 54 — FP8 with split K for few rows against the build
 #            before it (dequant-user-base), its tests, the peers
 #   s54a: session 54 — W4A16 / W8A16 tuned next to cuBLAS, tinygemm and
@@ -224,6 +226,21 @@ fp8_blocks_rot_src() {
   done
 }
 case "${1:-check}" in
+  s54e)
+    # session 54: FP8 tuned with every sample a sustained batch
+    # (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default sampling, each
+    # from a fresh cache, alternated twice, next to the tile forced and
+    # torch._scaled_mm
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    for r in 1 2; do
+      FERROTILE_AUTOTUNE_SUSTAIN_MS=5 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ftl_s$r step fp8_sustain_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+      FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_d$r step fp8_default_$r 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    done
+    step fp8_forced 40 $D/dequant-user --fp8 --device cuda --shapes $G --w8-configs 128x256x128x8x3x1x1
+    step peers_fp8 40 python3 $D/peers.py --fp8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|-> |scaled_mm|^library" "$L" | cut -c1-170 | tail -40
+    ;;
   s54c)
     # session 54: FP8 with K split for few rows — its CUDA tests (every
     # few-rows candidate, tuned), then this build against the one before

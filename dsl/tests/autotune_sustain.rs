@@ -1,8 +1,9 @@
 //! `FERROTILE_AUTOTUNE_SUSTAIN_MS` on the CPU (its own process: the test
-//! sets it and `FERROTILE_CACHE_DIR`): with a sample time of 0 the first
-//! pass times every launch alone, and the finalists' second look batches
-//! at least the sustained time of launches behind an untimed one — here
-//! launches that queue no kernel, so the largest batch, exactly.
+//! sets it and `FERROTILE_CACHE_DIR`): with a sample time of 0, which
+//! alone would time every launch by itself, every sample — first pass and
+//! finalists — batches at least the sustained time of launches behind an
+//! untimed one; here launches that queue no kernel, so the largest batch,
+//! exactly.
 
 use ferrotile::runtime::autotune::MAX_BATCH;
 use ferrotile::{Autotuner, Device, TuneConfig};
@@ -26,9 +27,9 @@ fn finalists_are_timed_under_sustained_load() {
         })
         .unwrap();
     // per configuration: the validating launch, the one timed alone, `reps`
-    // single-launch samples, then `2 · reps` finalist samples of
+    // samples in the first pass and `2 · reps` as a finalist, each of
     // MAX_BATCH launches behind an untimed one; the winner once more
-    let want = 2 + reps + 2 * reps * (MAX_BATCH + 1);
+    let want = 2 + 3 * reps * (MAX_BATCH + 1);
     for (v, &n) in calls.borrow().iter() {
         let extra = (*v == best.get("V").unwrap()) as usize;
         assert_eq!(n, want + extra, "V = {v} launched {n} times, want {}", want + extra);

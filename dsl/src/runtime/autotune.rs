@@ -26,9 +26,9 @@
 //! `FERROTILE_AUTOTUNE_PRINT=1` prints every choice (`=all`: with every
 //! configuration's time and every pruning reason); `FERROTILE_AUTOTUNE=0`
 //! disables tuning (the first configuration is used);
-//! `FERROTILE_AUTOTUNE_SUSTAIN_MS=X` re-times the finalists in batches of
-//! at least X ms of launches (an experiment: long launches under sustained
-//! load).
+//! `FERROTILE_AUTOTUNE_SUSTAIN_MS=X` makes every sample (first pass and
+//! finalists) a batch of at least X ms of launches (an experiment: long
+//! launches compared under sustained load, as a graph replay runs them).
 //!
 //! Tuning runs the kernel several times: the launch closure must be
 //! idempotent (outputs fully overwritten, no in-place accumulation), as with
@@ -350,35 +350,34 @@ impl Autotuner {
 
     /// Launches per timing sample of a configuration whose single launch
     /// took `one_ms` (host path included: an overestimate of its device
-    /// time, so the batch errs short).
+    /// time, so the batch errs short): enough to fill [`Self::sample_ms`],
+    /// or `FERROTILE_AUTOTUNE_SUSTAIN_MS` where that is longer.
     fn batch_for(&self, one_ms: f64) -> usize {
         if one_ms <= 0.0 {
             return MAX_BATCH;
         }
-        (self.sample_ms / one_ms).ceil().clamp(1.0, MAX_BATCH as f64) as usize
+        let sustain = std::env::var("FERROTILE_AUTOTUNE_SUSTAIN_MS").ok().and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v > 0.0);
+        let ms = self.sample_ms.max(sustain.unwrap_or(0.0));
+        (ms / one_ms).ceil().clamp(1.0, MAX_BATCH as f64) as usize
     }
 
     /// The first run of `c`: compile and validate (an error prunes it), then
-    /// one launch timed alone, which sizes its samples' batch: (launches per
-    /// sample, that launch's ms).
-    fn validate(&self, dev: &Device, launch: &mut impl FnMut(&TuneConfig) -> Result<()>, c: &TuneConfig) -> Result<(usize, f64)> {
+    /// one launch timed alone, which sizes its samples' batch.
+    fn validate(&self, dev: &Device, launch: &mut impl FnMut(&TuneConfig) -> Result<()>, c: &TuneConfig) -> Result<usize> {
         launch(c).and_then(|_| dev.synchronize())?;
-        let one = dev.time_ms(|| launch(c))?;
-        Ok((self.batch_for(one), one))
+        Ok(self.batch_for(dev.time_ms(|| launch(c))?))
     }
 
     fn tune(&self, dev: &Device, key: &str, launch: &mut impl FnMut(&TuneConfig) -> Result<()>) -> Result<TuneReport> {
         let mut timings = vec![];
-        // (launches per sample, and one launch's ms as first timed, by the
-        // index of `timings`)
+        // (launches per sample, by the index of `timings`)
         let mut batches = vec![];
-        let mut ones = vec![];
         let mut pruned = vec![];
         let n = self.configs.len();
         for (i, c) in self.configs.iter().enumerate() {
             eprint!("\rferrotile autotune: {} [{key}] {}/{n}   ", self.name, i + 1);
             // first run: compile + validate; failures prune the configuration
-            let (batch, one) = match self.validate(dev, launch, c) {
+            let batch = match self.validate(dev, launch, c) {
                 Ok(b) => b,
                 Err(e) => {
                     pruned.push((c.clone(), e.to_string()));
@@ -402,7 +401,6 @@ impl Autotuner {
             }
             timings.push((c.clone(), median(ts)));
             batches.push(batch);
-            ones.push(one);
         }
         // finalists: the fastest three, re-timed round-robin
         let mut order: Vec<usize> = (0..timings.len()).collect();
@@ -414,10 +412,9 @@ impl Autotuner {
                 for v in others {
                     let c = timings[f].0.clone().with(name, *v);
                     match self.validate(dev, launch, &c) {
-                        Ok((batch, one)) => {
+                        Ok(batch) => {
                             timings.push((c, f64::INFINITY));
                             batches.push(batch);
-                            ones.push(one);
                             finalists.push(timings.len() - 1);
                         }
                         Err(e) => pruned.push((c, e.to_string())),
@@ -426,18 +423,6 @@ impl Autotuner {
             }
         }
         if finalists.len() > 1 {
-            // (`FERROTILE_AUTOTUNE_SUSTAIN_MS`: each finalist's samples
-            // batch at least that much device time, so that long launches
-            // are compared under sustained load — the clocks and power of a
-            // graph replay — rather than one launch after an idle gap)
-            let sustain = std::env::var("FERROTILE_AUTOTUNE_SUSTAIN_MS").ok().and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v > 0.0);
-            for &i in &finalists {
-                if let Some(ms) = sustain {
-                    let one = if timings[i].1.is_finite() { timings[i].1 } else { ones[i] };
-                    let want = if one > 0.0 { (ms / one).ceil().clamp(1.0, MAX_BATCH as f64) as usize } else { MAX_BATCH };
-                    batches[i] = batches[i].max(want);
-                }
-            }
             let mut again: Vec<Vec<f64>> = vec![vec![]; finalists.len()];
             'rounds: for _ in 0..2 * self.reps {
                 for (f, &i) in finalists.iter().enumerate() {
