@@ -17,8 +17,8 @@
 //! For few rows (M ≤ 64) the tuner's tiles split K over the grid's second
 //! axis: f32 partials, summed in a fixed order by
 //! `gemm::gemm_splitk_reduce` with the bias and activation, as the W8A8
-//! GEMM does — the tiles of a 16-row product alone would keep a quarter
-//! of an H200's SMs busy.
+//! GEMM does — a 16-row product at N = 8192 has 64–128 tiles of 64 rows
+//! for 132 SMs (H100, session 54: 6–17 % faster with two K ranges).
 
 use crate::epilogue::activation;
 use crate::gemm::Activation;
@@ -38,7 +38,7 @@ use ferrotile::FloatElement;
 /// block-wise scales) and it writes its scaled f32 partial to
 /// `part[program_id(1)]` (`[splits, m, n]`; bias and activation then come
 /// with the sum, `gemm::gemm_splitk_reduce`) — for few rows, whose tiles
-/// alone would leave most SMs idle.
+/// alone make fewer programs than the SMs hold.
 #[kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn fp8_gemm_kernel<
