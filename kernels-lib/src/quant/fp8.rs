@@ -410,24 +410,8 @@ fn launch<T: FloatElement, U: FloatElement>(
     )?;
     if split {
         // the partials summed in split order, then bias, activation, cast
-        let launch = crate::gemm::splitk_reduce_launch(m, n, 1, splits)
-            .ok_or_else(|| LibError::Shape(format!("fp8_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
-        crate::gemm::gemm_splitk_reduce::launch(
-            dev,
-            launch,
-            part.buffer(),
-            out,
-            bias,
-            m as i32,
-            n as i32,
-            splits as i32,
-            so as i64,
-            0,
-            1.0,
-            crate::gemm::SPLITK_REDUCE_BLOCK as i32,
-            act,
-            opts.bias.is_some(),
-        )?;
+        let epi = super::Epilogue { bias, has_bias: opts.bias.is_some(), act };
+        super::reduce(dev, "fp8_gemm", &mut part, out, epi, (m, n, splits, so))?;
     }
     Ok(())
 }

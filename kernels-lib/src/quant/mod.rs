@@ -802,10 +802,10 @@ fn quant_tuner(m: usize, group: usize, k: usize) -> std::sync::Arc<ferrotile::Au
 /// The epilogue of a launch: the bias buffer (a placeholder without one),
 /// whether it is added, and the activation's `ACT` code.
 #[derive(Clone, Copy)]
-struct Epilogue<'a, T: FloatElement> {
-    bias: &'a Buffer<T>,
-    has_bias: bool,
-    act: i32,
+pub(crate) struct Epilogue<'a, T: FloatElement> {
+    pub(crate) bias: &'a Buffer<T>,
+    pub(crate) has_bias: bool,
+    pub(crate) act: i32,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -981,23 +981,25 @@ fn launch<T: FloatElement>(
         }
     }
     if split {
-        reduce(dev, &mut ws, out, epi, (m, n, splits, so))
+        reduce(dev, "wq_gemm", &mut ws, out, epi, (m, n, splits, so))
     } else {
         Ok(())
     }
 }
 
 /// `out = act(Σ_s ws[s] + bias)` over the split-K partials `[splits, m,
-/// n]`, summed in split order (deterministic), cast to `T`.
-fn reduce<T: FloatElement>(
+/// n]`, summed in split order (deterministic), cast to `T` — for the
+/// quantized GEMMs (`what` names the caller in the error).
+pub(crate) fn reduce<T: FloatElement>(
     dev: &Device,
+    what: &str,
     ws: &mut crate::scratch::Workspace,
     out: &mut Buffer<T>,
     epi: Epilogue<T>,
     (m, n, splits, so): (usize, usize, usize, usize),
 ) -> Result<(), LibError> {
     let launch =
-        crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("wq_gemm: {m}×{n} exceeds the split-K reduction's grid")))?;
+        crate::gemm::splitk_reduce_launch(m, n, 1, splits).ok_or_else(|| LibError::Shape(format!("{what}: {m}×{n} exceeds the split-K reduction's grid")))?;
     crate::gemm::gemm_splitk_reduce::launch(
         dev,
         launch,
