@@ -167,3 +167,70 @@ fn ring_copies_add_only_the_slot_base_in_the_loop() {
     let with_imm = body.lines().filter(|l| l.contains("cp.async.cg.shared.global [%r") && l.split(']').next().unwrap().contains('+')).count();
     assert!(with_imm >= 6, "copies sharing a root, apart by immediates: {with_imm} of 8");
 }
+
+/// The loop body around the first `wgmma` of `ptx`: from the label its
+/// back edge jumps to, through that back edge.
+fn wgmma_loop_body(ptx: &str) -> &str {
+    let fence = ptx.find("wgmma.fence").expect("a wgmma");
+    let mut at = fence;
+    while let Some(i) = ptx[at..].find("bra.uni $L") {
+        let j = at + i + "bra.uni ".len();
+        let label = &ptx[j..j + ptx[j..].find(';').unwrap()];
+        if let Some(h) = ptx[..fence].rfind(&format!("\n{label}:")) {
+            return &ptx[h..j];
+        }
+        at = j;
+    }
+    panic!("no loop around the first wgmma");
+}
+
+/// `async_copy::register_a_inflight` (`PtxOptions::inflight_register_a`):
+/// RMSNorm fused into a GEMM (`k_norm_matmul`, 128×128×64 on 8 warps, 3
+/// stages) computes A in registers; with the option its MMA stays in
+/// flight across the back edge. In the loop: one wait for the previous
+/// MMA (all groups) before the MMAs, none after the commit; after the
+/// loop, a wait before the accumulator is read; B's ring one slot (16 KB)
+/// larger. Without it the MMA is waited for inside its iteration. ptxas
+/// takes both without spills and without serializing the MMAs (its
+/// "wgmma.mma_async instructions are serialized" report: registers of an
+/// in-flight MMA written before its wait).
+#[test]
+fn register_a_mma_stays_in_flight_across_the_back_edge() {
+    use ferrotile::ir::DType;
+    let px = ferrotile_backends::ptxas::find_or_skip();
+    let k = ferrotile_tests::conformance::fused::k_norm_matmul::ir();
+    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+    let emit_with = |on: bool| {
+        let opts = PtxOptions {
+            arg_div: vec![16; guarded_params(k)],
+            pipeline: 2,
+            operand_layouts: true,
+            late_prefetch: true,
+            inflight_register_a: on,
+            ..PtxOptions::new(90, 8, k.params.len())
+        };
+        emit(&spec, &opts).unwrap()
+    };
+    let (off, on) = (emit_with(false), emit_with(true));
+    assert_eq!(on.smem_bytes, off.smem_bytes + 64 * 128 * 2, "one more slot of B");
+    for (p, flight) in [(&off, false), (&on, true)] {
+        let body = wgmma_loop_body(&p.text);
+        let (fence, commit) = (body.find("wgmma.fence").unwrap(), body.rfind("wgmma.commit_group").unwrap());
+        assert!(body.contains("wgmma.mma_async"), "the loop's MMAs");
+        assert!(!body[..fence].contains("wgmma.wait_group") || flight, "a wait before the MMAs only in flight");
+        if flight {
+            assert!(body[..fence].contains("wgmma.wait_group.sync.aligned 0;"), "the previous MMA waited for before A is packed");
+            assert!(!body[commit..].contains("wgmma.wait_group"), "no wait after the commit: in flight across the back edge");
+            let after = &p.text[p.text.find(body).unwrap() + body.len()..];
+            let wait = after.find("wgmma.wait_group.sync.aligned 0;").expect("a wait after the loop");
+            assert!(after[..wait].lines().count() < 60, "the wait right after the loop, before the epilogue reads the accumulator");
+        } else {
+            assert!(body[commit..].contains("wgmma.wait_group"), "waited for inside the iteration");
+        }
+        if let Some(px) = &px {
+            let r = ferrotile_backends::ptxas::assemble(px, &p.text, 90).unwrap_or_else(|e| panic!("in flight {flight}: {e}"));
+            assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "in flight {flight}: spills\n{}", r.log);
+            assert!(!r.log.contains("serialized"), "in flight {flight}: ptxas serialized the MMAs\n{}", r.log);
+        }
+    }
+}

@@ -733,15 +733,7 @@ pub fn plan(k: &Kernel, layouts: &Plan, tma_views: &HashMap<V, super::tma::TmaVi
         let res = op.results[0];
         // (not for a slot another reading shares)
         let both = g.wgmma && [a, b].iter().all(|x| out.carried.contains_key(x) && d.uses.get(x) == Some(&1)) && out.slot_bytes.len() == first_class + 2;
-        let acc_ok = d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
-            let OpKind::For { body: fb, .. } = &fop.kind else { return false };
-            let y = match fb.ops.last().map(|o| &o.kind) {
-                Some(OpKind::Yield(ys)) => ys[*i],
-                _ => return false,
-            };
-            *body == blk && y == res && d.uses.get(&acc) == Some(&1) && d.uses.get(&res) == Some(&1)
-        });
-        if both && acc_ok {
+        if both && private_acc(&d, acc, res, blk) {
             out.slots[first_class] += 1;
             out.slots[first_class + 1] += 1;
             out.inflight.insert(res, acc);
@@ -779,6 +771,66 @@ fn kperm_classes(k: &Kernel, layouts: &Plan, p: &AsyncPlan) -> HashMap<usize, u3
         }
     });
     want.into_iter().filter_map(|(c, r)| Some((c, r?))).collect()
+}
+
+/// Whether `acc` is a value carried by the loop whose body is block `blk`,
+/// read only by the `dot` producing `res`, which is read only by the
+/// body's yield into `acc` (an accumulator nothing else touches until the
+/// loop ends).
+fn private_acc(d: &Defs, acc: V, res: V, blk: usize) -> bool {
+    d.arg.get(&acc).is_some_and(|(fop, i, _, body)| {
+        let OpKind::For { body: fb, .. } = &fop.kind else { return false };
+        let y = match fb.ops.last().map(|o| &o.kind) {
+            Some(OpKind::Yield(ys)) => ys[*i],
+            _ => return false,
+        };
+        *body == blk && y == res && d.uses.get(&acc) == Some(&1) && d.uses.get(&res) == Some(&1)
+    })
+}
+
+/// `wgmma` `dot`s whose A is computed in the loop body (16-bit: the
+/// register-A form) and whose B arrives through a ring of its own, with a
+/// private accumulator ([`private_acc`]), join [`AsyncPlan::inflight`]:
+/// the MMA stays in flight across the back edge, under the next
+/// iteration's work up to its own `dot`, where the emitter waits for it
+/// before A's registers are written again (`emit::wgmma`: one group in
+/// flight, waited before the pack of the next A, not after the issue). B's
+/// ring takes one slot more (the in-flight MMA still reads the previous
+/// slot while the next copies land). What it is for: a loop whose A is
+/// arithmetic (RMSNorm fused into a GEMM, a dequantized or rescaled
+/// operand) runs that arithmetic while the tensor cores work, where the
+/// MMA was waited for inside its own iteration. Guarantees: only dots
+/// with no ring for A, B's class read by this dot alone and not
+/// loop-invariant; the emitter falls back to waiting inside the
+/// iteration where A is not fed from registers after all (staged).
+/// `PtxOptions::inflight_register_a`.
+pub fn register_a_inflight(k: &Kernel, layouts: &Plan, p: &mut AsyncPlan) {
+    let mut d = Defs::default();
+    let mut next = 0;
+    index_block(&k.body, 0, &mut next, &mut d);
+    for (op, blk) in d.dots.clone() {
+        let OpKind::Dot { a, b, acc, .. } = &op.kind else { continue };
+        let (a, b, acc, res) = (*a, *b, *acc, op.results[0]);
+        let shape: Option<Vec<u32>> = k.ty(res).shape().iter().map(|x| x.known().map(|y| y as u32)).collect();
+        if !shape.and_then(|s| layouts.mma(&s)).is_some_and(|g| g.wgmma) || p.inflight.contains_key(&res) {
+            continue;
+        }
+        if !matches!(k.ty(a).elem().map(|e| e.dtype()), Some(DType::F16 | DType::BF16)) {
+            continue;
+        }
+        // (A: a value of this body, in no ring)
+        let a_here = d.def.get(&a).is_some_and(|(_, bb)| *bb == blk) && p.class_of(a).is_none() && d.loop_body.contains(&blk);
+        // (B: carried through a ring of its own, read once)
+        let Some(cb) = p.class_of(b) else { continue };
+        let b_ring = p.carried.contains_key(&b) && d.uses.get(&b) == Some(&1) && !p.invariant.iter().any(|v| p.class_of(*v) == Some(cb));
+        let b_alone = d.dots.iter().all(|(o, _)| {
+            std::ptr::eq(*o, op) || !matches!(&o.kind, OpKind::Dot { a: a2, b: b2, .. } if p.class_of(*a2) == Some(cb) || p.class_of(*b2) == Some(cb))
+        });
+        if a_here && b_ring && b_alone && private_acc(&d, acc, res, blk) {
+            p.slots[cb] += 1;
+            p.inflight.insert(res, acc);
+        }
+    }
 }
 
 /// Shared memory of an sm_90 SM, and what the driver reserves per block.

@@ -105,6 +105,9 @@ pub fn emit(k: &Kernel, o: &PtxOptions) -> Result<PtxKernel, EmitError> {
     let axis: HashMap<V, axis::Info> = facts.iter().map(|(v, f)| (*v, f.last())).collect();
     let mut ring_plan =
         async_copy::plan(k, &plan, &tma_views, o.invariant_slots && !o.warp_specialize && o.cluster == 1, o.cp_invariant_slots, o.invariant_a_regs);
+    if !o.warp_specialize && o.cluster == 1 && o.inflight_register_a {
+        async_copy::register_a_inflight(k, &plan, &mut ring_plan);
+    }
     if !o.warp_specialize && o.cluster == 1 && o.late_prefetch {
         async_copy::late_prefetch(k, &mut ring_plan, o.num_warps);
     }

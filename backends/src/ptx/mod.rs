@@ -75,6 +75,14 @@ pub struct PtxOptions {
     /// 143.9 -> 142.3 on the H200 — the smaller rings' occupancy matters
     /// where DRAM is slower; the GEMM and W8A8 tests pass with it).
     pub late_prefetch: bool,
+    /// A `wgmma` `dot` whose A is computed in its loop body (register A)
+    /// and whose B has a ring of its own stays in flight across the back
+    /// edge, waited for where the next iteration writes A again
+    /// ([`async_copy::register_a_inflight`]): the arithmetic that makes A
+    /// runs under the previous MMA. Off in `new` and, until measured, in
+    /// the CUDA runtime (`FERROTILE_INFLIGHT_REG_A=1` turns it on); not
+    /// with warp specialization or clusters.
+    pub inflight_register_a: bool,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`tma`]) become TMA bulk tensor copies (the kernel then
     /// takes one tensor-map parameter per such view, after its own; see
@@ -353,6 +361,7 @@ impl PtxOptions {
             pipeline: 0,
             pipeline_every_loop: false,
             late_prefetch: false,
+            inflight_register_a: false,
             tma: true,
             warp_specialize: false,
             cluster: 1,

@@ -250,6 +250,18 @@ impl<'k> PtxWriter<'k> {
         let run_a = self.layout_plan.a_interleaved(&sa);
         let ring_perm = cb.and_then(|c| self.ring_plan.kperm.get(&c).copied());
         let mut perm_used: Option<u32> = None;
+        // A computed here and the MMA in flight across the back edge
+        // (`async_copy::register_a_inflight`): the previous iteration's
+        // MMA read the registers A is packed into now — wait for it first
+        // (the work since its issue ran under it)
+        let planned = self.ring_plan.inflight.get(&res) == Some(&acc);
+        let reg_flight = planned && ca.is_none() && self.role == Role::All;
+        let fresh_from = self.counts[2];
+        if reg_flight {
+            self.line("wgmma.wait_group.sync.aligned 0;");
+            let n = self.wg_pending.len();
+            self.wg_done(n);
+        }
         let reg_a: Option<Vec<String>> = if ca.is_none() && es == 2 && self.o.register_a {
             let have = self.vlay.get(&a).cloned().unwrap_or_else(|| self.layout(&sa).bl.clone());
             let raw = self.get_raw(a);
@@ -271,6 +283,25 @@ impl<'k> PtxWriter<'k> {
         } else {
             None
         };
+        // (in flight: A's words written after that wait only — a word
+        // packed before it, kept from an earlier pack or load, is copied
+        // into a register of its own)
+        let reg_a = reg_a.map(|ws| {
+            if !reg_flight {
+                return ws;
+            }
+            ws.into_iter()
+                .map(|w| {
+                    let fresh = w.strip_prefix("%r").and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n >= fresh_from);
+                    if fresh {
+                        return w;
+                    }
+                    let t = self.reg(RegClass::R);
+                    self.line(format!("mov.b32 {t}, {w};"));
+                    t
+                })
+                .collect()
+        });
         // (the K order both operands take: B's ring's, or A's registers')
         let kperm = ring_perm.or(perm_used);
         let stage_a = ca.is_none() && reg_a.is_none();
@@ -416,7 +447,9 @@ impl<'k> PtxWriter<'k> {
         // in flight across the back edge (`async_copy`): accumulate in the
         // carried registers themselves, which nothing else reads until the
         // loop ends (a copy would make ptxas serialize the MMAs)
-        let inflight = self.ring_plan.inflight.get(&res) == Some(&acc);
+        // (planned with A from registers: only where A is fed from them)
+        let inflight = planned && (ca.is_some() || reg_flight && reg_a.is_some());
+        let reg_flight = reg_flight && inflight;
         // (s32 accumulators for i8)
         let int = self.dtype(a) == DType::I8;
         let acls = if int { RegClass::R } else { RegClass::F };
@@ -498,6 +531,11 @@ impl<'k> PtxWriter<'k> {
         // Warp-specialized: the ring slots it reads are released when it is
         // waited for (by their registers: a carried slot's register changes
         // only in the loop's parallel copy, after the block's last wait).
+        // (register A in flight: waited for where the next A is packed,
+        // and after the loop)
+        if reg_flight {
+            return Ok(accs);
+        }
         if self.wg_defer && !inflight && !stage_a && cb.is_some() && self.role != Role::Producer {
             let rel = [(ca, &ra[0]), (cb, &rb[0])].into_iter().filter_map(|(c, r)| c.filter(|c| self.ws_releases(res, *c)).map(|c| (c, r.clone()))).collect();
             // (this warpgroup's rows; 8-bit inputs run twice as fast, tf32 half)

@@ -192,6 +192,7 @@ pub(crate) fn launch(
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             pipeline_every_loop: every_loop,
             late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", true),
+            inflight_register_a: env_flag("FERROTILE_INFLIGHT_REG_A", false),
             tma,
             warp_specialize: ws,
             cluster: cfg.cluster,
