@@ -56,6 +56,9 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
+#   s55a: session 55 — register-A MMAs in flight (FERROTILE_INFLIGHT_REG_A=1):
+#            CUDA conformance with it, the user's norm_matmul off / on next
+#            to its Triton twin
 #   s54e: session 54 — FP8 tuned with sustained samples
 #            (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default, the peer
 #   s54c: session 54 — FP8 with split K for few rows against the build
@@ -226,6 +229,20 @@ fp8_blocks_rot_src() {
   done
 }
 case "${1:-check}" in
+  s55a)
+    # session 55: register-A wgmma dots in flight across the back edge
+    # (FERROTILE_INFLIGHT_REG_A=1, off by default): the CUDA conformance
+    # suite with it, then the user's norm_matmul (RMSNorm fused into a
+    # 4096³ bf16 GEMM) off / on alternated twice, its Triton twin after
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_INFLIGHT_REG_A=1 step conf_inflight 240 $D/conformance_cuda --nocapture
+    for r in 1 2; do
+      FERROTILE_INFLIGHT_REG_A=0 step nm_off_$r 60 $D/user-suite --device cuda --only norm_matmul
+      FERROTILE_INFLIGHT_REG_A=1 step nm_on_$r 60 $D/user-suite --device cuda --only norm_matmul
+    done
+    step nm_triton 150 python3 $D/peers.py --suite --only norm_matmul
+    grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL" "$L" | cut -c1-170 | tail -40
+    ;;
   s54e)
     # session 54: FP8 tuned with every sample a sustained batch
     # (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default sampling, each
