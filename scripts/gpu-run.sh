@@ -56,9 +56,11 @@
 #            `attn-user --library --varlen` (B:H:S:D shapes: the varlen
 #            backward next to the dense one on the same tokens, and on a
 #            ragged batch of the same total)
-#   s55a: session 55 — register-A MMAs in flight (FERROTILE_INFLIGHT_REG_A=1):
-#            CUDA conformance with it, the user's norm_matmul off / on next
-#            to its Triton twin
+#   s55a: session 55 — CUDA conformance with register-A MMAs in flight
+#            (FERROTILE_INFLIGHT_REG_A=1), and with threaded copies of wgmma
+#            bodies too (FERROTILE_UNROLL_WGMMA=1)
+#   s55b: session 55 — the user's norm_matmul with each of the two, both,
+#            neither (alternated twice), next to its Triton twin
 #   s54e: session 54 — FP8 tuned with sustained samples
 #            (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default, the peer
 #   s54c: session 54 — FP8 with split K for few rows against the build
@@ -230,18 +232,28 @@ fp8_blocks_rot_src() {
 }
 case "${1:-check}" in
   s55a)
-    # session 55: register-A wgmma dots in flight across the back edge
-    # (FERROTILE_INFLIGHT_REG_A=1, off by default): the CUDA conformance
-    # suite with it, then the user's norm_matmul (RMSNorm fused into a
-    # 4096³ bf16 GEMM) off / on alternated twice, its Triton twin after
+    # session 55: the CUDA conformance suite with register-A MMAs in flight
+    # (FERROTILE_INFLIGHT_REG_A=1), then with threaded copies of wgmma
+    # bodies too (FERROTILE_UNROLL_WGMMA=1)
     nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     FERROTILE_INFLIGHT_REG_A=1 step conf_inflight 240 $D/conformance_cuda --nocapture
+    FERROTILE_INFLIGHT_REG_A=1 FERROTILE_UNROLL_WGMMA=1 step conf_inflight_unroll 240 $D/conformance_cuda --nocapture
+    grep -E "^=== |FAILED|panicked|test result|conformance on" "$L" | cut -c1-170 | tail -30
+    ;;
+  s55b)
+    # session 55: the user's norm_matmul (RMSNorm fused into a 4096³ bf16
+    # GEMM; each run checked against f64) with neither option, register-A
+    # MMAs in flight, threaded copies of wgmma bodies, both — alternated
+    # twice — then its Triton twin
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
     for r in 1 2; do
-      FERROTILE_INFLIGHT_REG_A=0 step nm_off_$r 60 $D/user-suite --device cuda --only norm_matmul
-      FERROTILE_INFLIGHT_REG_A=1 step nm_on_$r 60 $D/user-suite --device cuda --only norm_matmul
+      for v in "0 0" "1 0" "0 1" "1 1"; do
+        set -- $v
+        FERROTILE_INFLIGHT_REG_A=$1 FERROTILE_UNROLL_WGMMA=$2 step nm_i$1_u$2_$r 60 $D/user-suite --device cuda --only norm_matmul
+      done
     done
     step nm_triton 150 python3 $D/peers.py --suite --only norm_matmul
-    grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL" "$L" | cut -c1-170 | tail -40
+    grep -E "^=== |FAILED|panicked|suite norm|FAIL" "$L" | cut -c1-170 | tail -40
     ;;
   s54e)
     # session 54: FP8 tuned with every sample a sustained batch

@@ -176,6 +176,7 @@ pub fn render_from(args: &DumpArgs, catalog: &[&'static Kernel]) -> Result<(Stri
                 // (as the CUDA runtime takes them)
                 late_prefetch: std::env::var("FERROTILE_LATE_PREFETCH").map_or(true, |v| v != "0"),
                 inflight_register_a: std::env::var("FERROTILE_INFLIGHT_REG_A").is_ok_and(|v| v == "1"),
+                unroll_wgmma: std::env::var("FERROTILE_UNROLL_WGMMA").is_ok_and(|v| v == "1"),
                 ..PtxOptions::new(args.sm, args.warps, k.params.len())
             };
             let p = emit(&spec, &opts).map_err(|e| e.to_string())?;

@@ -234,3 +234,48 @@ fn register_a_mma_stays_in_flight_across_the_back_edge() {
         }
     }
 }
+
+/// `PtxOptions::unroll_wgmma`: `k_norm_matmul`'s second loop (its next `x`
+/// tile prefetched in registers two iterations ahead, its `dot` a `wgmma`
+/// with A from registers and B from a `cp.async` ring) takes three
+/// threaded copies of its body per trip, each with its own MMAs — with
+/// the register-A MMA in flight, each copy's wait comes before its pack,
+/// and none follows a commit. ptxas takes it without spills; the copies
+/// of the prefetched tile at the back edge (32 `mov`s of 32-bit words a
+/// step in SASS) coalesce away: fewer `mov`s per step than without.
+#[test]
+fn wgmma_loop_bodies_take_threaded_copies() {
+    use ferrotile::ir::DType;
+    let px = ferrotile_backends::ptxas::find_or_skip();
+    let k = ferrotile_tests::conformance::fused::k_norm_matmul::ir();
+    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
+    let emit_with = |copies: bool| {
+        let opts = PtxOptions {
+            arg_div: vec![16; guarded_params(k)],
+            pipeline: 2,
+            operand_layouts: true,
+            late_prefetch: true,
+            inflight_register_a: true,
+            unroll_pipelined: true,
+            unroll_wgmma: copies,
+            ..PtxOptions::new(90, 8, k.params.len())
+        };
+        emit(&spec, &opts).unwrap()
+    };
+    for copies in [false, true] {
+        let p = emit_with(copies);
+        let body = wgmma_loop_body(&p.text);
+        let n = if copies { 3 } else { 1 };
+        assert_eq!(body.matches("wgmma.commit_group").count(), n, "copies {copies}: each copy's MMAs");
+        // every commit is followed by the next copy's wait before its
+        // fence, or by the back edge
+        for (i, c) in body.match_indices("wgmma.commit_group") {
+            let next = body[i + c.len()..].find("wgmma.").map(|j| &body[i + c.len() + j..]);
+            assert!(next.is_none_or(|r| r.starts_with("wgmma.wait_group.sync.aligned 0;")), "copies {copies}: a commit followed by the next copy's wait");
+        }
+        if let Some(px) = &px {
+            let r = ferrotile_backends::ptxas::assemble(px, &p.text, 90).unwrap_or_else(|e| panic!("copies {copies}: {e}"));
+            assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "copies {copies}: spills\n{}", r.log);
+        }
+    }
+}

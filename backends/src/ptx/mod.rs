@@ -83,6 +83,13 @@ pub struct PtxOptions {
     /// the CUDA runtime (`FERROTILE_INFLIGHT_REG_A=1` turns it on); not
     /// with warp specialization or clusters.
     pub inflight_register_a: bool,
+    /// Threaded copies (`unroll_pipelined`) also for loop bodies with
+    /// `wgmma` `dot`s whose operands come from `cp.async` rings or
+    /// registers (not TMA): the register prefetch chains of such a loop
+    /// (RMSNorm fused into a GEMM: the next `x` tile) stop being copied at
+    /// every back edge. Off in `new` and, until measured, in the CUDA
+    /// runtime (`FERROTILE_UNROLL_WGMMA=1` turns it on).
+    pub unroll_wgmma: bool,
     /// With `wgmma`: ring loads from views a tensor map describes
     /// ([`tma`]) become TMA bulk tensor copies (the kernel then
     /// takes one tensor-map parameter per such view, after its own; see
@@ -362,6 +369,7 @@ impl PtxOptions {
             pipeline_every_loop: false,
             late_prefetch: false,
             inflight_register_a: false,
+            unroll_wgmma: false,
             tma: true,
             warp_specialize: false,
             cluster: 1,

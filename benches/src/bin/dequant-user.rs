@@ -688,6 +688,11 @@ fn emit_decode(args: &[String]) {
         affine_addresses: on("FERROTILE_AFFINE_ADDRESSES"),
         operand_layouts: on("FERROTILE_OPERAND_LAYOUTS"),
         rotate_chains: on("FERROTILE_ROTATE_CHAINS"),
+        // (`UNROLL=1`: threaded copies, with `wgmma` bodies —
+        // `FERROTILE_UNROLL_WGMMA=1` —; `FERROTILE_INFLIGHT_REG_A=1`)
+        unroll_pipelined: std::env::var("UNROLL").is_ok_and(|v| v == "1"),
+        unroll_wgmma: std::env::var("FERROTILE_UNROLL_WGMMA").is_ok_and(|v| v == "1"),
+        inflight_register_a: std::env::var("FERROTILE_INFLIGHT_REG_A").is_ok_and(|v| v == "1"),
         ..PtxOptions::new(sm, warps, k.params.len())
     };
     print_ptx(&spec, &opts);

@@ -816,9 +816,13 @@ impl<'k> PtxWriter<'k> {
     /// is dead before the load that would take its registers, so the
     /// copies at the one back edge coalesce away (the W4A16 step: ~28
     /// `IMAD.MOV`/`PRMT` per iteration). Only plain bodies: no nested
-    /// loop, no `wgmma` (its in-flight groups and deferred waits are
-    /// per iteration), no TMA copy, at most 400 ops; a ring's carried
-    /// slot addresses are not copies. `PtxOptions::unroll_pipelined`.
+    /// loop, no `wgmma` (unless `PtxOptions::unroll_wgmma`: each copy
+    /// then issues, defers and waits for its own groups as an iteration
+    /// does — an in-flight accumulator yields itself, a deferred group is
+    /// waited for at the end of its copy, a ring `dot`'s wait and barrier
+    /// open every copy), no TMA copy (its slots' mbarrier phases step per
+    /// iteration), at most 400 ops; a ring's carried slot addresses are
+    /// not copies. `PtxOptions::unroll_pipelined`.
     pub(super) fn unroll_copies(&self, body: &Block, carried: &[(RegClass, Vec<String>)]) -> usize {
         if !self.o.unroll_pipelined || self.role != Role::All || carried.len() + 1 != body.args.len() {
             return 1;
@@ -856,9 +860,17 @@ impl<'k> PtxWriter<'k> {
                 *n += 1;
                 let ok = match &o.kind {
                     OpKind::For { .. } | OpKind::LoadBlock { .. } | OpKind::StoreBlock { .. } => false,
-                    OpKind::Dot { .. } => {
+                    OpKind::Dot { a, b, .. } => {
                         let shape: Vec<u32> = em.k.ty(o.results[0]).shape().iter().map(|d| d.known().unwrap_or(0) as u32).collect();
-                        !em.layout_plan.mma(&shape).is_some_and(|g| g.wgmma) && !em.ring_plan.inflight.contains_key(&o.results[0])
+                        let wgmma = em.layout_plan.mma(&shape).is_some_and(|g| g.wgmma);
+                        let tma = [a, b].iter().any(|x| em.ring_plan.class_of(**x).is_some_and(|c| em.ring_plan.tma[c].is_some()));
+                        // (`unroll_wgmma`: `wgmma` bodies too, their
+                        // operands in `cp.async` rings or registers)
+                        if em.o.unroll_wgmma {
+                            !tma
+                        } else {
+                            !wgmma && !em.ring_plan.inflight.contains_key(&o.results[0])
+                        }
                     }
                     _ => true,
                 };

@@ -193,6 +193,7 @@ pub(crate) fn launch(
             pipeline_every_loop: every_loop,
             late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", true),
             inflight_register_a: env_flag("FERROTILE_INFLIGHT_REG_A", false),
+            unroll_wgmma: env_flag("FERROTILE_UNROLL_WGMMA", false),
             tma,
             warp_specialize: ws,
             cluster: cfg.cluster,
