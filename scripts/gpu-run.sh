@@ -61,6 +61,8 @@
 #            bodies too (FERROTILE_UNROLL_WGMMA=1)
 #   s55b: session 55 — the user's norm_matmul with each of the two, both,
 #            neither (alternated twice), next to its Triton twin
+#   s55c: session 55 — W4A16's decode form with the scales on the weights
+#            (MMA in flight) against on the partial sums, forced, 64 rows
 #   s54e: session 54 — FP8 tuned with sustained samples
 #            (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default, the peer
 #   s54c: session 54 — FP8 with split K for few rows against the build
@@ -254,6 +256,20 @@ case "${1:-check}" in
     done
     step nm_triton 150 python3 $D/peers.py --suite --only norm_matmul
     grep -E "^=== |FAILED|panicked|suite norm|FAIL" "$L" | cut -c1-170 | tail -40
+    ;;
+  s55c)
+    # session 55: the decode form with the scales on the weights and its
+    # MMA in flight (`xDS`) against the scales on the partial sums (`xD`),
+    # forced tiles at 64 (and 16) rows, alternated twice; the quant tests'
+    # decode cases on CUDA first (every `scale_w` tile among them)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_TEST_DEVICES=cuda step quant_decode 120 $D/quant --nocapture wq_decode_form
+    C64=64x256x128x8x2x4xD,64x256x128x8x2x4xDS,64x64x128x4x2x4xD,64x64x128x4x2x4xDS,64x64x128x4x2x8xD,64x64x128x4x2x8xDS
+    for r in 1 2; do
+      step w4_64_$r 90 $D/dequant-user --library --device cuda --only-forced --shapes 64x8192x8192,48x4096x14336 --lib-configs $C64
+    done
+    step peers_64 90 python3 $D/peers.py --dequant --dq-shapes 64x8192x8192,48x4096x14336
+    grep -E "^=== |FAILED|panicked|test result|^library|-> |cublas|gemlite" "$L" | cut -c1-170 | tail -50
     ;;
   s54e)
     # session 54: FP8 tuned with every sample a sustained batch

@@ -246,6 +246,7 @@ fn quantized_gemm_arguments_are_checked() {
             num_stages: pick(&mut rng) as u32,
             split_k: pick(&mut rng) as u32,
             decode: rng.below(2) == 0,
+            scale_w: rng.below(2) == 0,
         });
         let what = format!("case {i}: m {m} {qk}x{qn} {f:?} {config:?} strides {sx} {so} lens {lens:?}");
         let small = |v: usize| v.min(1 << 12);

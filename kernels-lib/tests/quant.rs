@@ -148,6 +148,7 @@ fn wq_gemm_every_tuner_candidate() {
                     num_stages: tc.num_stages,
                     split_k: tc.values["SPLIT_K"] as u32,
                     decode: tc.values.get("DECODE") == Some(&1),
+                    scale_w: tc.values.get("SCALE_W") == Some(&1),
                 };
                 let e = run(&dev, &w, m, (0, 0), Some(c), 9);
                 assert!(e <= TOL, "{m}x{n}x{k} g{group} {c:?}: error {e:.2e}");
@@ -165,11 +166,11 @@ fn wq_gemm_split_k_on_every_device() {
     for dev in devices() {
         let mut rng = Rng::new(11);
         let configs = [
-            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false },
-            QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5, decode: false },
-            QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false },
+            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false, scale_w: false },
+            QuantConfig { bm: 16, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 5, decode: false, scale_w: false },
+            QuantConfig { bm: 1, bn: 64, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false, scale_w: false },
             // (the decode form)
-            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: true },
+            QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: true, scale_w: false },
         ];
         for (i, c) in configs.into_iter().enumerate() {
             let m = if c.bm == 1 && !c.decode { 1 } else { 7 + 10 * i };
@@ -188,14 +189,19 @@ fn wq_gemm_split_k_on_every_device() {
 /// zero points on and off, per-channel and grouped, K split or not (the
 /// epilogue in the kernel or in the reduction), N and K that are not
 /// multiples of the tile (masked reads), M below, at and above the tile's
-/// rows, strided `x` and `out`. On CUDA also the tuner's tiles at sizes
-/// where `wgmma` takes the dequantized weights from registers.
+/// rows, strided `x` and `out`; the scales on the partial sums and on the
+/// weights (`scale_w`). On CUDA also the tuner's tiles at sizes where
+/// `wgmma` takes the dequantized weights from registers (with `scale_w`,
+/// its MMA in flight across the back edge).
 #[test]
 fn wq_decode_form_on_every_device() {
     for dev in devices() {
         let gpu = dev.kind() == DeviceKind::Cuda;
         let mut rng = Rng::new(17);
-        let d = |bm, bn, bk, num_warps, num_stages, split_k| QuantConfig { bm, bn, bk, num_warps, num_stages, split_k, decode: true };
+        let d = |bm, bn, bk, num_warps, num_stages, split_k| QuantConfig { bm, bn, bk, num_warps, num_stages, split_k, decode: true, scale_w: false };
+        // (the scales on the weights, the tensor cores accumulating: on
+        // CUDA with the MMA in flight)
+        let ds = |bm, bn, bk, num_warps, num_stages, split_k| QuantConfig { scale_w: true, ..d(bm, bn, bk, num_warps, num_stages, split_k) };
         // (config, m, n, k, bits, group, zeros, strides, bias + GELU)
         let mut cases = vec![
             (d(16, 32, 32, 4, 2, 1), 1, 72, 256, 4, 64, true, (0, 0), false),
@@ -203,6 +209,8 @@ fn wq_decode_form_on_every_device() {
             (d(16, 64, 32, 4, 2, 1), 16, 200, 288, 4, 32, false, (300, 210), true),
             (d(16, 32, 16, 4, 1, 2), 21, 40, 96, 8, 0, true, (0, 0), false),
             (d(32, 64, 64, 4, 2, 4), 3, 136, 512, 8, 64, false, (0, 0), true),
+            (ds(16, 32, 32, 4, 2, 1), 5, 72, 320, 4, 64, true, (0, 0), true),
+            (ds(32, 64, 32, 4, 2, 3), 33, 136, 288, 8, 32, false, (300, 0), false),
         ];
         if gpu {
             cases.extend([
@@ -213,6 +221,9 @@ fn wq_decode_form_on_every_device() {
                 (d(32, 256, 64, 8, 2, 4), 29, 1024, 1024, 4, 64, true, (1100, 0), false),
                 (d(64, 256, 128, 8, 2, 4), 45, 768, 2048, 8, 128, true, (0, 0), true),
                 (d(64, 64, 128, 4, 2, 2), 64, 200, 512, 4, 128, true, (0, 0), false),
+                (ds(64, 256, 128, 8, 2, 4), 50, 768, 2048, 4, 128, true, (0, 0), true),
+                (ds(64, 64, 128, 4, 2, 1), 64, 200, 1024, 4, 128, false, (0, 0), false),
+                (ds(64, 256, 128, 8, 2, 8), 64, 1024, 4096, 8, 128, true, (0, 0), false),
             ]);
         }
         for (i, &(c, m, n, k, bits, group, zeros, strides, epi)) in cases.iter().enumerate() {
@@ -236,10 +247,10 @@ fn wq_gemm_bias_and_activation_on_every_device() {
         let mut rng = Rng::new(13);
         let configs = [
             None,
-            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false }),
-            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false }),
-            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false }),
-            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false }),
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false, scale_w: false }),
+            Some(QuantConfig { bm: 16, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 3, decode: false, scale_w: false }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 1, decode: false, scale_w: false }),
+            Some(QuantConfig { bm: 1, bn: 32, bk: 32, num_warps: 4, num_stages: 2, split_k: 4, decode: false, scale_w: false }),
         ];
         for (i, c) in configs.into_iter().enumerate() {
             let m = if c.is_some_and(|c| c.bm == 1) { 1 } else { 5 + 4 * i };
@@ -398,10 +409,10 @@ fn wq_gemm_rejects_bad_arguments() {
     let mut short = dev.from_slice(&[bf16::ZERO; 20]).unwrap();
     assert!(err(wq_gemm(&dev, &x, &wd, &mut short, 2, &QuantOptions::default())).contains("`out`"));
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { x_row_stride: 10, ..Default::default() })).contains("stride"));
-    let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1, decode: false };
+    let bad = QuantConfig { bm: 16, bn: 32, bk: 64, num_warps: 4, num_stages: 1, split_k: 1, decode: false, scale_w: false };
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(bad), ..Default::default() })).contains("BK"));
     // the decode form's narrow side must take a `dot`: 16 rows of x at least
-    let narrow = QuantConfig { bm: 8, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1, decode: true };
+    let narrow = QuantConfig { bm: 8, bn: 32, bk: 32, num_warps: 4, num_stages: 1, split_k: 1, decode: true, scale_w: false };
     assert!(err(wq_gemm(&dev, &x, &wd, &mut o, 2, &QuantOptions { config: Some(narrow), ..Default::default() })).contains("invalid configuration"));
     // a bias shorter than N (read without guards)
     let b = dev.from_slice(&[bf16::ONE; 15]).unwrap();

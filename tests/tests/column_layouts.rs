@@ -51,7 +51,7 @@ fn decode_form(tile: [i64; 3], warps: u32, column_layouts: bool) -> ferrotile_ba
 /// The decode form with `(bits, group, zero points)`.
 fn decode_form_of(tile: [i64; 3], warps: u32, column_layouts: bool, (bits, group, zeros): (i64, i64, i64)) -> ferrotile_backends::ptx::PtxKernel {
     let k = ferrotile_kernels::quant::wq_decode_kernel::ir();
-    let spec = specialize(k, &[tile[0], tile[1], tile[2], bits, group, zeros, 1, 1, 0, 0], &[DType::BF16]).unwrap();
+    let spec = specialize(k, &[tile[0], tile[1], tile[2], bits, group, zeros, 1, 1, 0, 0, 0], &[DType::BF16]).unwrap();
     let o = PtxOptions {
         arg_div: vec![16; k.params.len()],
         pipeline: 1,

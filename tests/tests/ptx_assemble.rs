@@ -1117,9 +1117,16 @@ fn every_quant_tuner_configuration_assembles() {
     let mut failures = vec![];
     let mut seen = std::collections::HashSet::new();
     for (m, group, k) in [(1usize, 128usize, 8192usize), (16, 128, 8192), (64, 64, 4096), (128, 32, 4096)] {
-        for tc in q::quant_candidates(m, group, k) {
+        // (the 64-row decode tiles also with the scales on the weights and
+        // the MMA in flight: offered with `FERROTILE_INFLIGHT_REG_A=1`)
+        let mut cands = q::quant_candidates(m, group, k);
+        let scaled: Vec<_> =
+            cands.iter().filter(|t| t.values.get("DECODE") == Some(&1) && t.values.get("BM") == Some(&64)).map(|t| t.clone().with("SCALE_W", 1)).collect();
+        cands.extend(scaled);
+        for tc in cands {
             let (bm, bn, bk, split) = (tc.get("BM").unwrap(), tc.get("BN").unwrap(), tc.get("BK").unwrap(), tc.get("SPLIT_K").unwrap() > 1);
             let decode = tc.values.get("DECODE") == Some(&1);
+            let scale_w = tc.values.get("SCALE_W") == Some(&1);
             for (bits, zeros, t) in [(4i64, true, DType::BF16), (8, false, DType::F16)] {
                 let gemv = bm == 1 && !decode;
                 let g = group as i64;
@@ -1129,7 +1136,7 @@ fn every_quant_tuner_configuration_assembles() {
                 let consts: Vec<i64> = if gemv {
                     vec![bn, bk, bits, g, zeros as i64, split as i64, bias, act]
                 } else if decode {
-                    vec![bn, bm, bk, bits, g, zeros as i64, split as i64, even, bias, act]
+                    vec![bn, bm, bk, bits, g, zeros as i64, split as i64, even, bias, act, scale_w as i64]
                 } else {
                     vec![bm, bn, bk, bits, g, zeros as i64, split as i64, even, bias, act]
                 };
@@ -1155,6 +1162,7 @@ fn every_quant_tuner_configuration_assembles() {
                         operand_layouts: decode,
                         broadcast_slices: decode,
                         affine_addresses: decode,
+                        inflight_register_a: scale_w,
                         safety: if decode { ferrotile::ir::passes::guard::Safety::Unchecked } else { ferrotile::ir::passes::guard::Safety::Safe },
                         ..PtxOptions::new(sm, tc.num_warps, k.params.len())
                     };

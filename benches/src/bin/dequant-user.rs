@@ -678,7 +678,9 @@ fn emit_decode(args: &[String]) {
     // (`BITS=8`: W8A16, zero points as for W4)
     let bits = std::env::var("BITS").ok().and_then(|g| g.parse().ok()).unwrap_or(4);
     let zeros = std::env::var("ZEROS").ok().and_then(|g| g.parse().ok()).unwrap_or(1);
-    let spec = specialize(k, &[t[0], t[1], t[2], bits, group, zeros, 1, 1, 0, 0], &[ferrotile::ir::DType::BF16]).unwrap();
+    // (`SCALE_W=1`: the scales on the weights, the tensor cores accumulating)
+    let scale_w = std::env::var("SCALE_W").is_ok_and(|v| v == "1") as i64;
+    let spec = specialize(k, &[t[0], t[1], t[2], bits, group, zeros, 1, 1, 0, 0, scale_w], &[ferrotile::ir::DType::BF16]).unwrap();
     let on = |v: &str| std::env::var(v).map_or(true, |v| v != "0");
     let opts = PtxOptions {
         arg_div: vec![16; guarded_params(k)],
@@ -773,11 +775,16 @@ fn main() {
     if args.iter().any(|a| a == "--library") {
         // `--lib-configs BMxBNxBKxWARPSxSTAGESxSPLIT[xD],..`: forced
         // configurations too (a trailing `xD`: the decode form, `BM` the
-        // rows of x, `BN` the weight columns)
+        // rows of x, `BN` the weight columns; `xDS`: the decode form with the
+        // scales on the weights)
         let forced: Vec<ferrotile_kernels::quant::QuantConfig> = arg("--lib-configs")
             .unwrap_or_default()
             .split(',')
             .filter_map(|s| {
+                let (scale_w, s) = match s.strip_suffix("xDS") {
+                    Some(t) => (true, format!("{t}xD")),
+                    None => (false, s.to_string()),
+                };
                 let decode = s.ends_with("xD");
                 let v: Vec<u32> = s.trim_end_matches("xD").split('x').map(|x| x.parse().ok()).collect::<Option<_>>()?;
                 (v.len() == 6).then(|| ferrotile_kernels::quant::QuantConfig {
@@ -788,6 +795,7 @@ fn main() {
                     num_stages: v[4],
                     split_k: v[5],
                     decode,
+                    scale_w,
                 })
             })
             .collect();

@@ -147,6 +147,13 @@ pub struct LaunchConfig {
     /// performance hint — results do not depend on it. Other backends
     /// ignore it.
     pub affine_addresses: Option<bool>,
+    /// A `wgmma` `dot` whose A the loop computes in registers stays in
+    /// flight across the back edge, waited for where the next A is packed
+    /// (CUDA; the PTX backend's `inflight_register_a`). `None`: the
+    /// process default (`FERROTILE_INFLIGHT_REG_A=1`: on; off otherwise).
+    /// A performance hint — results do not depend on it. Other backends
+    /// ignore it.
+    pub inflight_register_a: Option<bool>,
     /// This launch reads what the kernel before it in its stream wrote
     /// (a split-K product's reduction, a split-KV combine), and may be
     /// scheduled while that kernel runs: its programs wait for it first
@@ -176,6 +183,7 @@ impl LaunchConfig {
             rotate_chains: None,
             broadcast_slices: None,
             affine_addresses: None,
+            inflight_register_a: None,
             dependent_launch: false,
         }
     }
@@ -244,6 +252,12 @@ impl LaunchConfig {
     /// Affine addresses on or off (see the field).
     pub fn affine_addresses(mut self, on: bool) -> Self {
         self.affine_addresses = Some(on);
+        self
+    }
+    /// Register-A MMAs in flight across the back edge, or not (see the
+    /// field).
+    pub fn inflight_register_a(mut self, on: bool) -> Self {
+        self.inflight_register_a = Some(on);
         self
     }
 }

@@ -212,7 +212,12 @@ pub fn wq_gemv_kernel<
 /// divides the group size), so the tensor cores take `q − z` (small
 /// integers, exact in `T`) and the group's scale multiplies the step's
 /// f32 partial sums — one `FFMA` per accumulator element instead of a
-/// multiply per pair of weights. Grid: `(n / BN, m / BM, splits)`;
+/// multiply per pair of weights. With `SCALE_W` the scale goes on the
+/// weights instead (`(q − z) · s`, rounded to `T`) and the tensor cores
+/// accumulate: a multiply per pair of weights, as many as accumulator
+/// elements at 64 rows, and a loop-carried accumulator only the `dot`
+/// touches — whose MMA may stay in flight under the next step's
+/// dequantization. Grid: `(n / BN, m / BM, splits)`;
 /// `SPLIT`, `EVEN`, `HAS_BIAS`, `ACT` and the packing as in
 /// [`wq_gemm_kernel`] (`EVEN`: K a multiple of `BK`, N of `BN`).
 #[kernel]
@@ -229,6 +234,7 @@ pub fn wq_decode_kernel<
     const EVEN: bool,
     const HAS_BIAS: bool,
     const ACT: i32,
+    const SCALE_W: bool,
 >(
     x: Ptr<T>,
     qweight: Ptr<i32>,
@@ -291,8 +297,12 @@ pub fn wq_decode_kernel<
         // (q − z is exact in T; the group's scale multiplies the step's
         // f32 partial sums, one per output row, not every weight)
         let a = (q as T) - expand_dims(z as T, 1);
-        let part = dot(a, xt, zeros([BN, BM], f32));
-        acc = fma(part, expand_dims(s as f32, 1), acc);
+        if SCALE_W {
+            acc = dot(a * expand_dims(s, 1), xt, acc);
+        } else {
+            let part = dot(a, xt, zeros([BN, BM], f32));
+            acc = fma(part, expand_dims(s as f32, 1), acc);
+        }
     }
     let ok = n_ok & m_ok;
     let dst = out + expand_dims((rm as i64) * som, 0) + expand_dims(rn as i64, 1);

@@ -441,6 +441,14 @@ pub struct QuantConfig {
     /// The decode form ([`wq_decode_kernel`]): `bn` weight columns (the
     /// `dot`'s rows) against `bm` rows of `x` (its columns, at least 16).
     pub decode: bool,
+    /// The decode form with each group's scale on the weights (`(q − z) ·
+    /// s` rounded to `T`, accumulated by the tensor cores) instead of on
+    /// each step's f32 partial sums: one multiply per pair of weights
+    /// instead of one per accumulator element — as many at 64 rows, and
+    /// the MMA may then stay in flight under the next step's
+    /// dequantization (`LaunchConfig::inflight_register_a`). Ignored
+    /// without `decode`.
+    pub scale_w: bool,
 }
 
 impl QuantConfig {
@@ -453,17 +461,24 @@ impl QuantConfig {
             num_stages: tc.num_stages,
             split_k: tc.values.get("SPLIT_K").copied().unwrap_or(1) as u32,
             decode: tc.values.get("DECODE").is_some_and(|&d| d != 0),
+            scale_w: tc.values.get("SCALE_W").is_some_and(|&d| d != 0),
         })
     }
 
     fn to_tune(self) -> ferrotile::TuneConfig {
-        ferrotile::TuneConfig::new(self.num_warps)
+        let t = ferrotile::TuneConfig::new(self.num_warps)
             .with("BM", self.bm as i64)
             .with("BN", self.bn as i64)
             .with("BK", self.bk as i64)
             .with("SPLIT_K", self.split_k as i64)
             .with("DECODE", self.decode as i64)
-            .stages(self.num_stages)
+            .stages(self.num_stages);
+        // (only where on: the other configurations keep their keys)
+        if self.decode && self.scale_w {
+            t.with("SCALE_W", 1)
+        } else {
+            t
+        }
     }
 
     /// The largest of 128, 64, 32, 16 dividing the group (any with one
@@ -485,8 +500,10 @@ impl QuantConfig {
             64
         };
         match dev.kind() {
-            ferrotile::DeviceKind::Cuda => QuantConfig { bm, bn: 128, bk: Self::bk_for(group, k, 64), num_warps: 4, num_stages: 3, split_k: 1, decode: false },
-            _ => QuantConfig { bm: bm.min(16), bn: 32, bk: Self::bk_for(group, k, 32), num_warps: 4, num_stages: 1, split_k: 1, decode: false },
+            ferrotile::DeviceKind::Cuda => {
+                QuantConfig { bm, bn: 128, bk: Self::bk_for(group, k, 64), num_warps: 4, num_stages: 3, split_k: 1, decode: false, scale_w: false }
+            }
+            _ => QuantConfig { bm: bm.min(16), bn: 32, bk: Self::bk_for(group, k, 32), num_warps: 4, num_stages: 1, split_k: 1, decode: false, scale_w: false },
         }
     }
 }
@@ -532,6 +549,13 @@ impl<T: FloatElement> std::fmt::Debug for QuantOptions<'_, T> {
     }
 }
 
+/// Whether the process asked for register-A MMAs in flight
+/// (`FERROTILE_INFLIGHT_REG_A=1`): the decode form's `scale_w`
+/// candidates are offered only then, until measured.
+fn inflight_reg_a_asked() -> bool {
+    std::env::var("FERROTILE_INFLIGHT_REG_A").is_ok_and(|v| v == "1")
+}
+
 /// The tuner's candidates for `m` rows (decode shapes split K).
 pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::TuneConfig> {
     let mut v = vec![];
@@ -553,7 +577,7 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                         // 4 warps with 32 per thread at 3 stages: ptxas
                         // then aims at 96 registers and spills 8 B)
                         let stages = if (warps == 8 && per_thread <= 32) || (warps == 4 && per_thread >= 32) { 2 } else { 3 };
-                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: false };
+                        let c = QuantConfig { bm: 1, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: false, scale_w: false };
                         let t = c.to_tune();
                         if !v.contains(&t) && bn * bk / (32 * warps) <= 64 {
                             v.push(t);
@@ -590,9 +614,14 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                 continue;
             };
             for &split in &[4u32, 8, 16] {
-                let t = QuantConfig { bm, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: true }.to_tune();
-                if !v.contains(&t) {
-                    v.push(t);
+                // (at 64 rows the scales on the weights too: as many
+                // multiplies, and the MMA in flight — offered only with
+                // `FERROTILE_INFLIGHT_REG_A=1` until measured on a GPU)
+                for scale_w in [false, bm == 64 && inflight_reg_a_asked()] {
+                    let t = QuantConfig { bm, bn, bk, num_warps: warps, num_stages: stages, split_k: split, decode: true, scale_w }.to_tune();
+                    if !v.contains(&t) {
+                        v.push(t);
+                    }
                 }
             }
         }
@@ -648,6 +677,7 @@ pub fn quant_candidates(m: usize, group: usize, k: usize) -> Vec<ferrotile::Tune
                                 num_stages: stages,
                                 split_k: split,
                                 decode: false,
+                                scale_w: false,
                             };
                             let t = c.to_tune();
                             if !v.contains(&t) {
@@ -918,6 +948,9 @@ fn launch<T: FloatElement>(
         // through shared memory with two barriers a step; the words'
         // addresses as one root plus immediates)
         let cfg = cfg.broadcast_slices(true).affine_addresses(true);
+        // (scales on the weights: the MMA in flight under the next step's
+        // dequantization)
+        let cfg = if c.scale_w { cfg.inflight_register_a(true) } else { cfg };
         // SAFETY: see `UNCHECKED` above (the same accesses, transposed)
         unsafe {
             wq_decode_kernel::launch_unchecked(
@@ -946,6 +979,7 @@ fn launch<T: FloatElement>(
                 even,
                 epi.has_bias,
                 epi.act,
+                c.scale_w,
             )?;
         }
     } else {

@@ -51,7 +51,7 @@ type Key = (
     u32,
     u32,
     bool,
-    (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>, Option<bool>, Option<bool>, Option<bool>, bool),
+    (Safety, bool, bool, Vec<(u32, i64)>, bool, Option<bool>, Option<bool>, Option<bool>, Option<bool>, bool, Option<bool>),
 );
 
 /// The mask bounds of a specialization (`proven_masks::bounds`), found
@@ -175,6 +175,7 @@ pub(crate) fn launch(
                 cfg.broadcast_slices,
                 cfg.affine_addresses,
                 cfg.dependent_launch,
+                cfg.inflight_register_a,
             ),
         );
         let hit = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
@@ -192,7 +193,7 @@ pub(crate) fn launch(
             pipeline: if env_flag("FERROTILE_PIPELINE", true) { cfg.num_stages - 1 } else { 0 },
             pipeline_every_loop: every_loop,
             late_prefetch: env_flag("FERROTILE_LATE_PREFETCH", true),
-            inflight_register_a: env_flag("FERROTILE_INFLIGHT_REG_A", false),
+            inflight_register_a: cfg.inflight_register_a.unwrap_or_else(|| env_flag("FERROTILE_INFLIGHT_REG_A", false)),
             unroll_wgmma: env_flag("FERROTILE_UNROLL_WGMMA", false),
             tma,
             warp_specialize: ws,
