@@ -294,6 +294,15 @@ case "${1:-check}" in
     step peers_64 90 python3 $D/peers.py --dequant --dq-shapes 64x8192x8192,48x4096x14336
     grep -E "^=== |FAILED|panicked|test result|^library|-> |cublas|gemlite" "$L" | cut -c1-170 | tail -50
     ;;
+  s54e1)
+    # s54e with one round (device time was short)
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    G=4096x4096x4096,8192x8192x8192
+    FERROTILE_AUTOTUNE_SUSTAIN_MS=5 FERROTILE_AUTOTUNE_PRINT=all FERROTILE_CACHE_DIR=/tmp/ftl_s1 step fp8_sustain_1 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    FERROTILE_AUTOTUNE_PRINT=1 FERROTILE_CACHE_DIR=/tmp/ftl_d1 step fp8_default_1 60 $D/dequant-user --fp8 --device cuda --shapes $G
+    step peers_fp8 40 python3 $D/peers.py --fp8 --w8-shapes $G
+    grep -E "^=== |FAILED|panicked|-> |scaled_mm|^library|^fp8" "$L" | cut -c1-170 | tail -30
+    ;;
   s54e)
     # session 54: FP8 tuned with every sample a sustained batch
     # (FERROTILE_AUTOTUNE_SUSTAIN_MS=5) against the default sampling, each
