@@ -61,7 +61,7 @@
 #            bodies too (FERROTILE_UNROLL_WGMMA=1)
 #   s55b: session 55 — the user's norm_matmul with each of the two, both,
 #            neither (alternated twice), next to its Triton twin
-#   s55x: session 55 — s55a-c's essentials in one call
+#   s55x: session 55 — s55a-c's essentials in one call (s55y: ~5 minutes of it)
 #   s55c: session 55 — W4A16's decode form with the scales on the weights
 #            (MMA in flight) against on the partial sums, forced, 64 rows
 #   s54e: session 54 — FP8 tuned with sustained samples
@@ -278,6 +278,19 @@ case "${1:-check}" in
     done
     step nm_triton 80 python3 $D/peers.py --suite --only norm_matmul
     grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL|^library|-> " "$L" | cut -c1-170 | tail -60
+    ;;
+  s55y)
+    # s55x cut to ~5 minutes: the fused conformance cases with both
+    # options, norm_matmul neither / in flight alternated twice, the
+    # 64-row decode tiles once
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_INFLIGHT_REG_A=1 FERROTILE_UNROLL_WGMMA=1 FERROTILE_CASE=dot_chain,norm_matmul,decode_t,attention step conf_iu 70 $D/conformance_cuda --nocapture
+    for r in 1 2; do
+      FERROTILE_INFLIGHT_REG_A=0 step nm_i0_$r 35 $D/user-suite --device cuda --only norm_matmul
+      FERROTILE_INFLIGHT_REG_A=1 step nm_i1_$r 35 $D/user-suite --device cuda --only norm_matmul
+    done
+    step w4_64 50 $D/dequant-user --library --device cuda --only-forced --shapes 64x8192x8192 --lib-configs 64x256x128x8x2x4xD,64x256x128x8x2x4xDS,64x64x128x4x2x4xD,64x64x128x4x2x4xDS
+    grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL|^library|-> " "$L" | cut -c1-170 | tail -40
     ;;
   s55c)
     # session 55: the decode form with the scales on the weights and its
