@@ -213,6 +213,27 @@ fn register_a_mma_stays_in_flight_across_the_back_edge() {
     };
     let (off, on) = (emit_with(false), emit_with(true));
     assert_eq!(on.smem_bytes, off.smem_bytes + 64 * 128 * 2, "one more slot of B");
+    // (planned in flight, but A staged after all — register A off: the MMA
+    // reads the scratch the next iteration restages, so it is waited for
+    // inside its iteration, as without the option)
+    let staged = {
+        let opts = PtxOptions {
+            arg_div: vec![16; guarded_params(k)],
+            pipeline: 2,
+            operand_layouts: true,
+            late_prefetch: true,
+            inflight_register_a: true,
+            register_a: false,
+            ..PtxOptions::new(90, 8, k.params.len())
+        };
+        emit(&spec, &opts).unwrap()
+    };
+    let body = wgmma_loop_body(&staged.text);
+    let commit = body.rfind("wgmma.commit_group").unwrap();
+    assert!(body[commit..].contains("wgmma.wait_group"), "a staged A: waited for inside the iteration");
+    if let Some(px) = &px {
+        ferrotile_backends::ptxas::assemble(px, &staged.text, 90).unwrap_or_else(|e| panic!("staged: {e}"));
+    }
     for (p, flight) in [(&off, false), (&on, true)] {
         let body = wgmma_loop_body(&p.text);
         let (fence, commit) = (body.find("wgmma.fence").unwrap(), body.rfind("wgmma.commit_group").unwrap());
