@@ -292,6 +292,15 @@ case "${1:-check}" in
     step w4_64 50 $D/dequant-user --library --device cuda --only-forced --shapes 64x8192x8192 --lib-configs 64x256x128x8x2x4xD,64x256x128x8x2x4xDS,64x64x128x4x2x4xD,64x64x128x4x2x4xDS
     grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL|^library|-> " "$L" | cut -c1-170 | tail -40
     ;;
+  s55z)
+    # s55y cut to ~2 minutes: norm_matmul's conformance case with the MMA
+    # in flight, then norm_matmul off / on once
+    nvidia-smi --query-gpu=name --format=csv,noheader | tee -a "$S"
+    FERROTILE_INFLIGHT_REG_A=1 FERROTILE_CASE=norm_matmul,dot_chain step conf_i 40 $D/conformance_cuda --nocapture
+    FERROTILE_INFLIGHT_REG_A=0 step nm_i0 30 $D/user-suite --device cuda --only norm_matmul
+    FERROTILE_INFLIGHT_REG_A=1 step nm_i1 30 $D/user-suite --device cuda --only norm_matmul
+    grep -E "^=== |FAILED|panicked|test result|conformance on|suite norm|FAIL" "$L" | cut -c1-170 | tail -20
+    ;;
   s55c)
     # session 55: the decode form with the scales on the weights and its
     # MMA in flight (`xDS`) against the scales on the partial sums (`xD`),
