@@ -184,6 +184,27 @@ fn wgmma_loop_body(ptx: &str) -> &str {
     panic!("no loop around the first wgmma");
 }
 
+/// `k_norm_matmul` (bf16, 128×128×64) as the CUDA runtime compiles it on 8
+/// warps at 3 stages (operand layouts, late prefetch), with `tweak`'s
+/// options on top.
+fn norm_matmul_ptx(tweak: impl FnOnce(PtxOptions) -> PtxOptions) -> ferrotile_backends::ptx::PtxKernel {
+    let k = ferrotile_tests::conformance::fused::k_norm_matmul::ir();
+    let spec = specialize(k, &[128, 128, 64], &[ferrotile::ir::DType::BF16]).unwrap();
+    let base =
+        PtxOptions { arg_div: vec![16; guarded_params(k)], pipeline: 2, operand_layouts: true, late_prefetch: true, ..PtxOptions::new(90, 8, k.params.len()) };
+    emit(&spec, &tweak(base)).unwrap()
+}
+
+/// ptxas (where present) assembles `text` for sm_90a without spills and
+/// without serializing its `wgmma`s.
+fn assembles_clean(px: Option<&std::path::Path>, text: &str, what: &str) {
+    if let Some(px) = px {
+        let r = ferrotile_backends::ptxas::assemble(px, text, 90).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "{what}: spills\n{}", r.log);
+        assert!(!r.log.contains("serialized"), "{what}: ptxas serialized the MMAs\n{}", r.log);
+    }
+}
+
 /// `async_copy::register_a_inflight` (`PtxOptions::inflight_register_a`):
 /// RMSNorm fused into a GEMM (`k_norm_matmul`, 128×128×64 on 8 warps, 3
 /// stages) computes A in registers; with the option its MMA stays in
@@ -196,38 +217,14 @@ fn wgmma_loop_body(ptx: &str) -> &str {
 /// in-flight MMA written before its wait).
 #[test]
 fn register_a_mma_stays_in_flight_across_the_back_edge() {
-    use ferrotile::ir::DType;
     let px = ferrotile_backends::ptxas::find_or_skip();
-    let k = ferrotile_tests::conformance::fused::k_norm_matmul::ir();
-    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
-    let emit_with = |on: bool| {
-        let opts = PtxOptions {
-            arg_div: vec![16; guarded_params(k)],
-            pipeline: 2,
-            operand_layouts: true,
-            late_prefetch: true,
-            inflight_register_a: on,
-            ..PtxOptions::new(90, 8, k.params.len())
-        };
-        emit(&spec, &opts).unwrap()
-    };
+    let emit_with = |on: bool| norm_matmul_ptx(|o| PtxOptions { inflight_register_a: on, ..o });
     let (off, on) = (emit_with(false), emit_with(true));
     assert_eq!(on.smem_bytes, off.smem_bytes + 64 * 128 * 2, "one more slot of B");
     // (planned in flight, but A staged after all — register A off: the MMA
     // reads the scratch the next iteration restages, so it is waited for
     // inside its iteration, as without the option)
-    let staged = {
-        let opts = PtxOptions {
-            arg_div: vec![16; guarded_params(k)],
-            pipeline: 2,
-            operand_layouts: true,
-            late_prefetch: true,
-            inflight_register_a: true,
-            register_a: false,
-            ..PtxOptions::new(90, 8, k.params.len())
-        };
-        emit(&spec, &opts).unwrap()
-    };
+    let staged = norm_matmul_ptx(|o| PtxOptions { inflight_register_a: true, register_a: false, ..o });
     let body = wgmma_loop_body(&staged.text);
     let commit = body.rfind("wgmma.commit_group").unwrap();
     assert!(body[commit..].contains("wgmma.wait_group"), "a staged A: waited for inside the iteration");
@@ -248,11 +245,7 @@ fn register_a_mma_stays_in_flight_across_the_back_edge() {
         } else {
             assert!(body[commit..].contains("wgmma.wait_group"), "waited for inside the iteration");
         }
-        if let Some(px) = &px {
-            let r = ferrotile_backends::ptxas::assemble(px, &p.text, 90).unwrap_or_else(|e| panic!("in flight {flight}: {e}"));
-            assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "in flight {flight}: spills\n{}", r.log);
-            assert!(!r.log.contains("serialized"), "in flight {flight}: ptxas serialized the MMAs\n{}", r.log);
-        }
+        assembles_clean(px.as_deref(), &p.text, &format!("in flight {flight}"));
     }
 }
 
@@ -270,23 +263,8 @@ fn register_a_mma_stays_in_flight_across_the_back_edge() {
 /// the back edge gone.)
 #[test]
 fn wgmma_loop_bodies_take_threaded_copies() {
-    use ferrotile::ir::DType;
     let px = ferrotile_backends::ptxas::find_or_skip();
-    let k = ferrotile_tests::conformance::fused::k_norm_matmul::ir();
-    let spec = specialize(k, &[128, 128, 64], &[DType::BF16]).unwrap();
-    let emit_with = |copies: bool| {
-        let opts = PtxOptions {
-            arg_div: vec![16; guarded_params(k)],
-            pipeline: 2,
-            operand_layouts: true,
-            late_prefetch: true,
-            inflight_register_a: true,
-            unroll_pipelined: true,
-            unroll_wgmma: copies,
-            ..PtxOptions::new(90, 8, k.params.len())
-        };
-        emit(&spec, &opts).unwrap()
-    };
+    let emit_with = |copies: bool| norm_matmul_ptx(|o| PtxOptions { inflight_register_a: true, unroll_pipelined: true, unroll_wgmma: copies, ..o });
     for copies in [false, true] {
         let p = emit_with(copies);
         let body = wgmma_loop_body(&p.text);
@@ -298,10 +276,6 @@ fn wgmma_loop_bodies_take_threaded_copies() {
             let next = body[i + c.len()..].find("wgmma.").map(|j| &body[i + c.len() + j..]);
             assert!(next.is_none_or(|r| r.starts_with("wgmma.wait_group.sync.aligned 0;")), "copies {copies}: a commit followed by the next copy's wait");
         }
-        if let Some(px) = &px {
-            let r = ferrotile_backends::ptxas::assemble(px, &p.text, 90).unwrap_or_else(|e| panic!("copies {copies}: {e}"));
-            assert_eq!((r.spill_stores, r.spill_loads), (0, 0), "copies {copies}: spills\n{}", r.log);
-            assert!(!r.log.contains("serialized"), "copies {copies}: ptxas serialized the MMAs\n{}", r.log);
-        }
+        assembles_clean(px.as_deref(), &p.text, &format!("copies {copies}"));
     }
 }

@@ -295,7 +295,8 @@ pub fn wq_decode_kernel<
             z = (zw >> ((rn & lane_mask) * BITS)) & qmask;
         }
         // (q − z is exact in T; the group's scale multiplies the step's
-        // f32 partial sums, one per output row, not every weight)
+        // f32 partial sums, one per output row, not every weight — or,
+        // with SCALE_W, the weights, and the tensor cores accumulate)
         let a = (q as T) - expand_dims(z as T, 1);
         if SCALE_W {
             acc = dot(a * expand_dims(s, 1), xt, acc);
